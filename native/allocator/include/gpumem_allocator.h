@@ -1,0 +1,80 @@
+// gpumem_allocator.h — the C API of libgpumem_allocator.so, the lens allocator.
+//
+// Two audiences:
+//  1. PyTorch, through CUDAPluggableAllocator (the hooks below, by symbol name; the bootstrap wires the
+//     optional ones with alloc.allocator().set_*_fn(ctypes address)).
+//  2. The Python bootstrap (ctypes) and the in-process control server: configuration, stats,
+//     snapshots, markers.
+// Streams are passed as void* (cudaStream_t); no CUDA header is needed to use this API.
+// Functions returning int return 0 on success and -1 on failure (gpumem_last_error() says why).
+#pragma once
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+#include <functional>
+#include <utility>
+struct CUstream_st;  // cudaStream_t is CUstream_st*; declared here so no CUDA header is needed
+extern "C" {
+#endif
+
+// ---- PyTorch hooks (CUDAPluggableAllocator) ----------------------------------------------------
+// Never returns NULL: on OOM throws std::runtime_error("CUDA out of memory. Tried to allocate ...").
+void* gpumem_malloc(size_t size, int device, void* stream);
+void gpumem_free(void* ptr, size_t size, int device, void* stream);
+void gpumem_init(int device_count);
+void gpumem_reset(void);  // torch.cuda.empty_cache()
+void gpumem_memory_fraction(double fraction, int device);
+void gpumem_record_stream(void* ptr, void* stream);
+void* gpumem_base_alloc(void* ptr, size_t* size);
+
+// ---- Configuration (before the first gpumem_malloc) ------------------------------------------
+// JSON object; every key optional:
+//  {"capture_path": "/session/capture-<pid>.gpumem",   // no capture if absent
+//   "header": {...},            // merged into the capture header JSON (argv, rank, versions…)
+//   "backend": "cuda"|"sim",    // sim = simulated device (host memory), for tests and replay
+//   "sim_capacity": 1073741824, "sim_devices": 1,
+//   "segments": "expandable"|"fixed",
+//   "stacks": true,             // capture Python stacks at malloc
+//   "user_roots": ["/abs/workspace"],  // hint for marking user frames (reader decides attribution)
+//   "sample_interval_ms": 200,  // device-used sampling period (0 = off)
+//   "control_socket": "/session/ctl-<pid>.sock"}  // start the control server
+int gpumem_configure(const char* json);
+const char* gpumem_last_error(void);
+const char* gpumem_version(void);
+
+// ---- Stats (PyTorch memory_stats() key schema) --------------------------------------------------
+// Writes a JSON object {"allocated_bytes.all.current": N, ...} (all 2.11 keys) into buf; returns the
+// length needed (call again with a larger buffer if it is >= cap).
+size_t gpumem_stats_json(int device, char* buf, size_t cap);
+uint64_t gpumem_allocated(int device);
+uint64_t gpumem_reserved(int device);
+void gpumem_reset_peak_stats(int device);
+void gpumem_reset_accumulated_stats(int device);
+
+// ---- Actions ----------------------------------------------------------------------------------------
+// Release every fully free cached segment of `device` (-1 = all) after pending events; reports bytes.
+int gpumem_empty_cache(int device, uint64_t* reserved_before, uint64_t* reserved_after, int origin);
+// Write a REC_STATE of every device to the capture, and, if pickle_path is non-NULL, a PyTorch
+// snapshot pickle (protocol 4; segments + device_traces from the in-memory trace ring).
+// Returns the capture offset of the first state record (or -1).
+int64_t gpumem_snapshot(const char* pickle_path);
+// The same pickle as bytes (for torch.cuda.memory._snapshot()); free with gpumem_free_buffer.
+int gpumem_snapshot_pickle(uint8_t** out, size_t* out_len);
+void gpumem_free_buffer(void* p);
+int gpumem_mark(const char* name, uint32_t kind);  // MarkerKind
+int gpumem_notice(const char* text, uint32_t level);
+// Flush the writer and append REC_END (idempotent; also runs atexit).
+void gpumem_shutdown(int exit_code);
+
+#ifdef __cplusplus
+}  // extern "C"
+
+// CUDA graph pool hooks: C++ parameter types by value, exactly as PyTorch 2.x passes them
+// (MempoolId_t = std::pair<unsigned long long, unsigned long long>). extern "C" linkage so the
+// bootstrap can find them by unmangled name.
+extern "C" void gpumem_begin_allocate_to_pool(int device, std::pair<unsigned long long, unsigned long long> pool,
+                                              std::function<bool(CUstream_st*)> filter);
+extern "C" void gpumem_end_allocate_to_pool(int device, std::pair<unsigned long long, unsigned long long> pool);
+extern "C" void gpumem_release_pool(int device, std::pair<unsigned long long, unsigned long long> pool);
+#endif

@@ -1,0 +1,240 @@
+// gpumem_format.h — the capture file's records, shared by the writer (native/allocator) and the
+// reader (native/addon). FORMAT.md beside this file is the prose spec; this header is the contract.
+//
+// Layout: FileHeader, header JSON (FileHeader::json_bytes long), then records until end of file.
+// Every record is a RecordHeader followed by `payload_bytes` of payload. All integers little-endian.
+// Records are append-only; a reader stops at the first record that is incomplete (a crash or a live
+// tail) or invalid (damage), and reports the offset.
+//
+// Note [Versioning]: `major` changes when an existing record's layout changes (readers reject a newer
+// major with an actionable message); `minor` changes when record types are added (readers skip record
+// types they do not know, using payload_bytes). Payload structs may grow at the end within a major
+// version: readers must accept payload_bytes >= sizeof(struct) and ignore the extra bytes.
+#pragma once
+#include <stdint.h>
+
+#ifdef __cplusplus
+namespace gpumem {
+namespace fmt {
+#define GPUMEM_CONSTEXPR constexpr
+#else
+#define GPUMEM_CONSTEXPR static const
+#endif
+
+GPUMEM_CONSTEXPR char kMagic[8] = {'G', 'P', 'U', 'M', 'E', 'M', '\r', '\n'};
+GPUMEM_CONSTEXPR uint16_t kMajor = 1;
+GPUMEM_CONSTEXPR uint16_t kMinor = 0;
+// Upper bound on one record's payload; a larger length means damage, not a real record.
+GPUMEM_CONSTEXPR uint32_t kMaxPayload = 64u << 20;
+GPUMEM_CONSTEXPR uint32_t kMaxHeaderJson = 1u << 20;
+
+#pragma pack(push, 1)
+
+struct FileHeader {
+  char magic[8];        // kMagic
+  uint16_t major;       // kMajor
+  uint16_t minor;       // kMinor
+  uint32_t json_bytes;  // length of the UTF-8 JSON document that follows (see FORMAT.md "Header JSON")
+};
+
+enum RecordType : uint8_t {
+  // Interned tables (must precede the first record that refers to them).
+  REC_STRING = 1,  // StringRec + `len` bytes of UTF-8
+  REC_FRAME = 2,   // FrameRec
+  REC_STACK = 3,   // StackRec + nframes × uint32 frame ids, innermost first
+  // Allocator events (times: CLOCK_MONOTONIC ns; header JSON's clock anchors convert to wall time).
+  REC_ALLOC = 10,           // BlockEvent: a block handed to a tensor
+  REC_FREE_REQUESTED = 11,  // BlockEvent: the tensor released it
+  REC_FREE_COMPLETED = 12,  // BlockEvent: back in the pool (after record_stream events completed)
+  REC_SEGMENT_ALLOC = 13,   // SegmentEvent: memory taken from the driver (cuMemAlloc / a new VA range)
+  REC_SEGMENT_FREE = 14,    // SegmentEvent: memory given back to the driver
+  REC_SEGMENT_MAP = 15,     // SegmentEvent: pages mapped into an expandable segment (addr/size = the pages)
+  REC_SEGMENT_UNMAP = 16,   // SegmentEvent: pages unmapped from an expandable segment
+  REC_EMPTY_CACHE = 20,     // EmptyCacheRec
+  REC_OOM = 21,             // OomRec, followed by a REC_STATE of the same device
+  REC_STATE = 30,           // StateRec + segments (StateSegment + blocks (StateBlock))
+  REC_DEVICE_SAMPLE = 40,   // DeviceSampleRec: device-wide used/total (NVML or cuMemGetInfo)
+  REC_MARKER = 41,          // MarkerRec: user markers, record_function ranges, snapshots
+  REC_NOTICE = 42,          // NoticeRec: something the user must know (e.g. cudnn.benchmark forced off)
+  REC_STATS = 43,           // StatsRec: the allocator's counters at a moment (for the live status)
+  REC_LOST = 50,            // LostRec: events dropped because the writer's bound was hit
+  REC_END = 60,             // EndRec: clean shutdown; absence means the process died
+};
+
+struct RecordHeader {
+  uint8_t type;            // RecordType
+  uint8_t device;          // CUDA device index (0 for records not tied to a device)
+  uint16_t flags;          // per-type flags (below); 0 otherwise
+  uint32_t payload_bytes;  // bytes after this header
+};
+
+struct StringRec {
+  uint32_t id;   // ids start at 1; 0 means "none"
+  uint32_t len;  // bytes of UTF-8 that follow
+};
+
+struct FrameRec {
+  uint32_t id;        // ids start at 1
+  uint32_t file;      // string id
+  uint32_t function;  // string id
+  uint32_t line;      // 1-based; 0 if unknown
+};
+
+// StackRec.flags
+GPUMEM_CONSTEXPR uint32_t kStackBackward = 1u << 0;  // allocated on an autograd thread; frames are those
+                                                      // of the thread waiting in backward()
+struct StackRec {
+  uint32_t id;  // ids start at 1; stack id 0 = no Python frames
+  uint32_t flags;
+  uint32_t nframes;
+  // uint32_t frames[nframes];  innermost first
+};
+
+// RecordHeader.flags for block and segment events: which pool.
+GPUMEM_CONSTEXPR uint16_t kPoolSmall = 1u << 0;       // small pool (≤1 MiB requests)
+GPUMEM_CONSTEXPR uint16_t kPoolLarge = 1u << 1;       // large pool
+GPUMEM_CONSTEXPR uint16_t kPoolPrivate = 1u << 2;     // a graph-private pool (see pool_id)
+GPUMEM_CONSTEXPR uint16_t kSegExpandable = 1u << 3;   // the segment is an expandable (VA-mapped) one
+
+struct BlockEvent {
+  uint64_t t_ns;
+  uint64_t addr;
+  uint64_t size;       // block size (rounded; what the allocator handed out)
+  uint64_t requested;  // bytes the caller asked for
+  uint64_t stream;     // cudaStream_t as an integer (0 = legacy default stream)
+  uint32_t stack;      // stack id at the event (alloc: the caller; free: the freeing thread or 0)
+  uint32_t thread;     // small per-process thread number (0 = main thread)
+};
+
+struct SegmentEvent {
+  uint64_t t_ns;
+  uint64_t addr;
+  uint64_t size;
+  uint64_t stream;
+  uint64_t pool_id0;  // graph pool id (PyTorch MempoolId_t.first), 0 for the default pools
+  uint64_t pool_id1;  // MempoolId_t.second
+  uint32_t stack;
+  uint32_t reserved;
+};
+
+struct EmptyCacheRec {
+  uint64_t t_ns;
+  uint64_t reserved_before;
+  uint64_t reserved_after;
+  uint32_t origin;  // 0 = torch.cuda.empty_cache(), 1 = control channel, 2 = OOM ladder
+  uint32_t reserved;
+};
+
+struct OomRec {
+  uint64_t t_ns;
+  uint64_t requested;          // bytes asked for (before rounding)
+  uint64_t device_free;        // driver's free bytes at the failure
+  uint64_t device_total;
+  uint64_t reserved;           // reserved_bytes.all.current
+  uint64_t allocated;          // allocated_bytes.all.current
+  uint64_t largest_free;       // largest free block in the allocator's cache
+  uint64_t stream;
+  uint64_t limit;              // cap from memory_fraction (0 = none)
+  uint32_t stack;
+  uint32_t reserved_pad;
+};
+
+// Block states in a StateBlock (same meaning as PyTorch snapshot states).
+enum BlockState : uint8_t {
+  BLOCK_INACTIVE = 0,             // 'inactive'
+  BLOCK_ACTIVE_ALLOCATED = 1,     // 'active_allocated'
+  BLOCK_ACTIVE_PENDING_FREE = 2,  // 'active_pending_free' (freed, waiting on record_stream events)
+};
+
+struct StateRec {
+  uint64_t t_ns;
+  uint32_t snapshot_id;   // increments per state record of the process
+  uint32_t reason;        // 0 = request, 1 = OOM, 2 = exit
+  uint32_t nsegments;
+  uint32_t reserved;
+  // then nsegments × (StateSegment, StateSegment.nblocks × StateBlock)
+};
+
+struct StateSegment {
+  uint64_t addr;
+  uint64_t size;  // total_size (for expandable segments: the mapped size)
+  uint64_t stream;
+  uint64_t pool_id0;
+  uint64_t pool_id1;
+  uint32_t stack;   // stack that created the segment
+  uint16_t flags;   // kPool* | kSegExpandable
+  uint16_t pad;
+  uint32_t nblocks;
+  uint32_t pad2;
+};
+
+struct StateBlock {
+  uint64_t addr;
+  uint64_t size;
+  uint64_t requested;
+  uint32_t stack;  // stack of the last hand-out (0 if never allocated)
+  uint8_t state;   // BlockState
+  uint8_t pad[3];
+};
+
+struct DeviceSampleRec {
+  uint64_t t_ns;
+  uint64_t used;   // device-wide used bytes (what nvidia-smi shows)
+  uint64_t total;
+  uint64_t process_used;  // this process's usage if NVML knows it, else 0
+};
+
+enum MarkerKind : uint32_t {
+  MARK_INSTANT = 0,   // gpumem.mark("name")
+  MARK_BEGIN = 1,     // record_function enter
+  MARK_END = 2,       // record_function exit
+  MARK_SNAPSHOT = 3,  // a snapshot was taken (name = pickle path)
+};
+
+struct MarkerRec {
+  uint64_t t_ns;
+  uint32_t name;  // string id
+  uint32_t kind;  // MarkerKind
+};
+
+struct NoticeRec {
+  uint64_t t_ns;
+  uint32_t text;   // string id
+  uint32_t level;  // 0 info, 1 warning, 2 error
+};
+
+struct StatsRec {
+  uint64_t t_ns;
+  uint64_t allocated;       // allocated_bytes.all.current
+  uint64_t reserved;        // reserved_bytes.all.current
+  uint64_t active;          // active_bytes.all.current
+  uint64_t requested;       // requested_bytes.all.current
+  uint64_t peak_allocated;  // allocated_bytes.all.peak
+  uint64_t peak_reserved;   // reserved_bytes.all.peak
+  uint64_t num_ooms;
+  uint64_t num_alloc_retries;
+};
+
+struct LostRec {
+  uint64_t t_ns;
+  uint64_t count;  // events dropped since the previous LostRec
+};
+
+struct EndRec {
+  uint64_t t_ns;
+  int32_t exit_code;  // -1 if unknown
+  uint32_t pad;
+};
+
+#pragma pack(pop)
+
+#ifdef __cplusplus
+static_assert(sizeof(FileHeader) == 16, "FileHeader layout");
+static_assert(sizeof(RecordHeader) == 8, "RecordHeader layout");
+static_assert(sizeof(BlockEvent) == 48, "BlockEvent layout");
+static_assert(sizeof(SegmentEvent) == 56, "SegmentEvent layout");
+static_assert(sizeof(StateSegment) == 56, "StateSegment layout");
+static_assert(sizeof(StateBlock) == 32, "StateBlock layout");
+}  // namespace fmt
+}  // namespace gpumem
+#endif
