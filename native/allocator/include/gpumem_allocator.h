@@ -64,6 +64,11 @@ int gpumem_snapshot_pickle(uint8_t** out, size_t* out_len);
 void gpumem_free_buffer(void* p);
 int gpumem_mark(const char* name, uint32_t kind);  // MarkerKind
 int gpumem_notice(const char* text, uint32_t level);
+// Backward attribution (DESIGN §3): the bootstrap brackets torch.autograd.backward() with these on the
+// calling thread; allocations made meanwhile on threads with no Python frames (autograd workers) get
+// this thread's stack, flagged kStackBackward. Nestable (a counter), one per process.
+void gpumem_backward_begin(void);
+void gpumem_backward_end(void);
 // Flush the writer and append REC_END (idempotent; also runs atexit).
 void gpumem_shutdown(int exit_code);
 
