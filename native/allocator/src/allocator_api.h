@@ -1,0 +1,46 @@
+// allocator_api.h — what the allocator core offers the recorder (snapshots, control server, stats).
+//
+// Every function takes the device lock(s) itself; never call these while holding a device lock.
+// Lock order (Note [Lock order] in device_allocator.h): GIL → device lock → writer buffer lock.
+#pragma once
+#include <stdint.h>
+
+#include <vector>
+
+namespace gpumem::core {
+
+struct BlockView {
+  uint64_t addr, size, requested;
+  uint32_t stack;  // stack of the last hand-out (0 if never handed out)
+  uint8_t state;   // fmt::BlockState
+};
+
+struct SegmentView {
+  int device;
+  uint64_t addr, size, stream, pool0, pool1;  // pool0/pool1: graph pool id, (0,0) for the default pools
+  uint32_t stack;                             // stack that created the segment
+  uint16_t flags;                             // fmt::kPool* | fmt::kSegExpandable
+  std::vector<BlockView> blocks;              // address order, covering the whole segment
+};
+
+// All segments of `device` (-1 = all devices), in address order per device.
+std::vector<SegmentView> snapshot_segments(int device);
+
+// Devices the allocator manages (0 before gpumem_init / the first malloc).
+int device_count();
+
+struct Figures {
+  uint64_t allocated, reserved, active, requested, peak_allocated, peak_reserved, num_ooms,
+      num_alloc_retries;
+};
+// Summed over all devices when device == -1.
+Figures figures(int device);
+
+// Release every fully free cached segment (after pending events); device -1 = all.
+// origin as in fmt::EmptyCacheRec (0 torch.cuda.empty_cache, 1 control channel, 2 OOM ladder).
+void empty_cache(int device, uint64_t* before, uint64_t* after, int origin);
+
+// The driver's (or simulated device's) free/total bytes; false if unknown.
+bool device_memory(int device, uint64_t* free_b, uint64_t* total_b);
+
+}  // namespace gpumem::core
