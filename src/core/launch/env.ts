@@ -1,0 +1,84 @@
+// The workload's environment: how the launcher tells the bootstrap (native/python/sitecustomize.py)
+// where to write and how to record. Variable names are the contract in native/python/README.md.
+import * as path from 'node:path';
+
+export type SegmentStrategy = 'expandable' | 'fixed';
+export type Backend = 'cuda' | 'sim';
+
+export interface RecordingSettings {
+  segments: SegmentStrategy;
+  /** Record the Python stack of every allocation. */
+  stacks: boolean;
+  /** Device-memory sampling period in ms; 0 = off. */
+  sampleMs: number;
+  /** `sim` runs the allocator on a simulated device (tests, no GPU). */
+  backend?: Backend;
+  simCapacity?: number;
+}
+
+export const DEFAULT_SETTINGS: RecordingSettings = { segments: 'expandable', stacks: true, sampleMs: 200 };
+
+export interface WorkloadEnvOptions {
+  sessionDir: string;
+  /** Absolute path of libgpumem_allocator.so. */
+  allocatorSo: string;
+  /** Folder holding sitecustomize.py and the gpumem package (the extension's native/python). */
+  pythonPathPrefix: string;
+  settings?: Partial<RecordingSettings>;
+  /** Folders whose files count as user code for line attribution (workspace folders). */
+  userRoots?: string[];
+  /** Environment to extend; defaults to process.env. Never mutated. */
+  baseEnv?: NodeJS.ProcessEnv;
+}
+
+/** Throws with an actionable message when a setting has a value the bootstrap would reject. */
+export function validateSettings(s: RecordingSettings): void {
+  if (s.segments !== 'expandable' && s.segments !== 'fixed') {
+    throw new Error(`Unknown segment strategy "${String(s.segments)}": use "expandable" or "fixed".`);
+  }
+  if (!Number.isInteger(s.sampleMs) || s.sampleMs < 0) {
+    throw new Error(`Invalid sampling period ${String(s.sampleMs)} ms: use a whole number ≥ 0 (0 turns sampling off).`);
+  }
+  if (s.backend !== undefined && s.backend !== 'cuda' && s.backend !== 'sim') {
+    throw new Error(`Unknown backend "${String(s.backend)}": use "cuda" or "sim".`);
+  }
+}
+
+/**
+ * The full environment for the workload: the base environment plus GPUMEM_* and PYTHONPATH with our
+ * bootstrap folder first (so our sitecustomize runs; it chains any other one it finds later on the path).
+ */
+export function buildWorkloadEnv(opts: WorkloadEnvOptions): Record<string, string> {
+  const settings: RecordingSettings = { ...DEFAULT_SETTINGS, ...(opts.settings ?? {}) };
+  validateSettings(settings);
+  for (const [what, p] of [
+    ['session folder', opts.sessionDir],
+    ['allocator library', opts.allocatorSo],
+    ['bootstrap folder', opts.pythonPathPrefix],
+  ] as const) {
+    if (!path.isAbsolute(p)) throw new Error(`The ${what} path must be absolute, got "${p}".`);
+  }
+  const env: Record<string, string> = {};
+  for (const [k, v] of Object.entries(opts.baseEnv ?? process.env)) {
+    // Stale values from an outer tracked run must not leak into this one.
+    if (v !== undefined && !k.startsWith('GPUMEM_')) env[k] = v;
+  }
+  env.GPUMEM_SESSION_DIR = opts.sessionDir;
+  env.GPUMEM_ALLOCATOR_SO = opts.allocatorSo;
+  env.GPUMEM_SEGMENTS = settings.segments;
+  env.GPUMEM_STACKS = settings.stacks ? '1' : '0';
+  env.GPUMEM_SAMPLE_MS = String(settings.sampleMs);
+  env.GPUMEM_BACKEND = settings.backend ?? 'cuda';
+  if (settings.simCapacity !== undefined) env.GPUMEM_SIM_CAPACITY = String(settings.simCapacity);
+  if (opts.userRoots && opts.userRoots.length > 0) env.GPUMEM_USER_ROOTS = opts.userRoots.join(path.delimiter);
+  env.PYTHONPATH = prependPath(opts.pythonPathPrefix, env.PYTHONPATH);
+  return env;
+}
+
+/** `prefix` first, then the entries of `existing` (without duplicating `prefix`). */
+export function prependPath(prefix: string, existing: string | undefined): string {
+  if (!existing) return prefix;
+  // Empty entries mean "the current directory" to Python: keep them, the user wrote them.
+  const rest = existing.split(path.delimiter).filter((p) => p !== prefix);
+  return [prefix, ...rest].join(path.delimiter);
+}
