@@ -1,0 +1,253 @@
+// The snapshot panel's half of the host ⇄ webview message contract (src/core/protocol/index.ts re-exports it).
+// Imported by both the extension host (src/glue/snapshot/) and the browser bundle (webview/snapshot/), so it
+// holds types and tiny pure helpers only.
+//
+// Note [JSON-safe numbers]: webview messages are JSON-serialised, so Infinity and NaN do not survive. Times
+// are finite µs since the epoch; an allocation still live at the end of the trace has `liveAtEnd` set and
+// its end clamped to the end of the trace. "The end of the trace" is spelled END_OF_TRACE (−1) in requests.
+//
+// Note [Only what is drawn]: the host never sends the trace. It answers each query with what the view draws
+// at its current pixel width: min/max buckets, at most `maxSpans` allocation bands (largest first), the
+// segments of one moment, and the line table.
+
+import type { BlockState, SourceFormat } from '../model/types';
+
+export const END_OF_TRACE = -1;
+
+/** Which tab the panel shows; restored from webview state. */
+export type SnapshotTab = 'summary' | 'timeline' | 'segments' | 'sites' | 'compare';
+
+export interface MarkerView {
+  timeUs: number;
+  kind: 'user' | 'range_begin' | 'range_end' | 'empty_cache' | 'snapshot' | 'oom' | 'notice';
+  label: string;
+}
+
+/** Reserved − requested, split into where the bytes are (Note [Breakdown] in src/core/snapshot/breakdown.ts). */
+export interface BreakdownView {
+  reservedBytes: number;
+  allocatedBytes: number;
+  requestedBytes: number;
+  /** inactive bytes in segments that hold no active block: empty_cache() would release them */
+  cachedFreeBytes: number;
+  /** inactive bytes in segments that also hold active blocks: split remainders, not releasable */
+  splitRemainderBytes: number;
+  /** freed by the program but still used by another stream (record_stream) */
+  pendingFreeBytes: number;
+  /** Σ (size − requested) over allocated blocks: the 512 B / size-class rounding inside allocated memory */
+  roundingWasteBytes: number;
+  freeBlocks: number;
+  largestFreeBlockBytes: number;
+}
+
+export interface SummaryView {
+  device: number;
+  /** figures at the end of the file (the snapshot's moment), like memory_summary() at that point */
+  allocatedBytes: number;
+  reservedBytes: number;
+  /** allocated + pending free, PyTorch's active_bytes */
+  activeBytes: number;
+  requestedBytes: number;
+  segments: number;
+  blocks: number;
+  allocatedBlocks: number;
+  peakAllocatedBytes: number;
+  peakAtTimeUs: number;
+  peakReservedBytes: number;
+  oomCount: number;
+  events: number;
+  breakdown: BreakdownView;
+  verdict: string;
+}
+
+export interface OpenedInfo {
+  fileName: string;
+  format: SourceFormat;
+  devices: number[];
+  /** per device, index-aligned with `devices` */
+  timeRanges: { t0Us: number; t1Us: number }[];
+  problems: string[];
+  host?: string;
+  torchVersion?: string;
+}
+
+/** Allocation bands of a time window, column-major arrays (one entry per band), sorted by start time. */
+export interface SpanColumns {
+  startUs: number[];
+  endUs: number[];
+  liveAtEnd: boolean[];
+  size: number[];
+  stackId: number[];
+  address: number[];
+}
+
+export interface TimelineView {
+  requestId: number;
+  device: number;
+  t0Us: number;
+  t1Us: number;
+  buckets: number;
+  allocatedMax: number[];
+  reservedMax: number[];
+  spans: SpanColumns;
+  /** true when more allocations overlapped the window than were sent (the rest is drawn as "other") */
+  spansTruncated: boolean;
+}
+
+export interface BlockView {
+  /** offset from the segment's start address */
+  offset: number;
+  size: number;
+  requestedSize: number;
+  state: BlockState;
+  stackId: number;
+}
+
+export interface SegmentView {
+  address: number;
+  totalSize: number;
+  stream: number;
+  pool: 'small' | 'large' | 'private';
+  expandable: boolean;
+  blocks: BlockView[];
+}
+
+export interface SegmentMapView {
+  requestId: number;
+  device: number;
+  timeUs: number;
+  segments: SegmentView[];
+  breakdown: BreakdownView;
+  verdict: string;
+}
+
+export interface SiteRow {
+  file: string;
+  /** path shown to the user: workspace-relative when possible, else the path as recorded */
+  displayFile: string;
+  line: number;
+  selfBytesAtPeak: number;
+  inclusiveBytesAtPeak: number;
+  totalAllocatedBytes: number;
+  allocCount: number;
+  liveNowBytes: number;
+  backwardBytesAtPeak: number;
+  topStackId: number;
+}
+
+export interface FrameView {
+  file: string;
+  line: number;
+  name: string;
+  /** false for site-packages, the standard library and <frozen …> frames */
+  user: boolean;
+}
+
+export interface StackView {
+  requestId: number;
+  stackId: number;
+  backward: boolean;
+  frames: FrameView[];
+}
+
+export interface DiffRow {
+  file: string;
+  displayFile: string;
+  line: number;
+  beforeBytes: number;
+  afterBytes: number;
+  deltaBytes: number;
+}
+
+export interface DiffView {
+  requestId: number;
+  device: number;
+  /** what A and B are, in words ("12.3 s", "peak", "other.pickle at end") */
+  beforeLabel: string;
+  afterLabel: string;
+  rows: DiffRow[];
+  grewBytes: number;
+  shrankBytes: number;
+}
+
+export type SnapshotHostMessage =
+  | { type: 'loading'; fileName: string }
+  | { type: 'loadFailed'; fileName: string; message: string }
+  | { type: 'opened'; info: OpenedInfo }
+  | { type: 'summary'; summary: SummaryView; markers: MarkerView[]; markersTruncated: boolean }
+  | { type: 'timeline'; view: TimelineView }
+  | { type: 'segments'; view: SegmentMapView }
+  | { type: 'sites'; device: number; rows: SiteRow[] }
+  | { type: 'stack'; view: StackView }
+  | { type: 'diff'; view: DiffView }
+  | { type: 'requestFailed'; requestId: number; message: string }
+  /** a short status line, e.g. "Saved memory.png" */
+  | { type: 'notice'; message: string };
+
+export type SnapshotWebviewMessage =
+  | { type: 'ready' }
+  | { type: 'selectDevice'; device: number }
+  | { type: 'requestTimeline'; requestId: number; device: number; t0Us: number; t1Us: number; buckets: number; maxSpans: number }
+  | { type: 'requestSegments'; requestId: number; device: number; timeUs: number }
+  | { type: 'requestStack'; requestId: number; stackId: number }
+  | { type: 'goToSource'; file: string; line: number }
+  /** two moments of this file (END_OF_TRACE allowed) */
+  | { type: 'compareMoments'; requestId: number; device: number; aUs: number; bUs: number }
+  /** this file's end against another file the host asks for with a file picker */
+  | { type: 'compareFile'; requestId: number; device: number }
+  | { type: 'exportPickle'; device: number; atUs: number }
+  | { type: 'exportPng'; dataUrl: string; suggestedName: string }
+  /** a file dropped on the panel: a URI from VS Code's explorer or the OS (text/uri-list) */
+  | { type: 'openDroppedUri'; uri: string }
+  /** a dropped file without a path (from a browser-side File): its bytes */
+  | { type: 'openDroppedBytes'; name: string; bytes: number[] | Uint8Array };
+
+const num = (v: unknown): v is number => typeof v === 'number' && Number.isFinite(v);
+const int = (v: unknown): v is number => num(v) && Number.isInteger(v);
+const str = (v: unknown, max = 4096): v is string => typeof v === 'string' && v.length <= max;
+
+/**
+ * Validates a message from the snapshot webview. The page is untrusted input: anything outside this
+ * contract (wrong type, non-finite numbers, oversized strings) is dropped (undefined) instead of reaching
+ * the model or the file system.
+ */
+export function parseSnapshotWebviewMessage(raw: unknown): SnapshotWebviewMessage | undefined {
+  if (typeof raw !== 'object' || raw === null) return undefined;
+  const m = raw as Record<string, unknown>;
+  switch (m.type) {
+    case 'ready':
+      return { type: 'ready' };
+    case 'selectDevice':
+      return int(m.device) ? { type: 'selectDevice', device: m.device } : undefined;
+    case 'requestTimeline':
+      return int(m.requestId) && int(m.device) && num(m.t0Us) && num(m.t1Us) && m.t1Us > m.t0Us && num(m.buckets) && num(m.maxSpans)
+        ? { type: 'requestTimeline', requestId: m.requestId, device: m.device, t0Us: m.t0Us, t1Us: m.t1Us, buckets: m.buckets, maxSpans: m.maxSpans }
+        : undefined;
+    case 'requestSegments':
+      return int(m.requestId) && int(m.device) && num(m.timeUs) ? { type: 'requestSegments', requestId: m.requestId, device: m.device, timeUs: m.timeUs } : undefined;
+    case 'requestStack':
+      return int(m.requestId) && int(m.stackId) ? { type: 'requestStack', requestId: m.requestId, stackId: m.stackId } : undefined;
+    case 'goToSource':
+      return str(m.file) && int(m.line) ? { type: 'goToSource', file: m.file, line: m.line } : undefined;
+    case 'compareMoments':
+      return int(m.requestId) && int(m.device) && num(m.aUs) && num(m.bUs)
+        ? { type: 'compareMoments', requestId: m.requestId, device: m.device, aUs: m.aUs, bUs: m.bUs }
+        : undefined;
+    case 'compareFile':
+      return int(m.requestId) && int(m.device) ? { type: 'compareFile', requestId: m.requestId, device: m.device } : undefined;
+    case 'exportPickle':
+      return int(m.device) && num(m.atUs) ? { type: 'exportPickle', device: m.device, atUs: m.atUs } : undefined;
+    case 'exportPng':
+      return str(m.dataUrl, 64 * 1024 * 1024) && m.dataUrl.startsWith('data:image/png;base64,') && str(m.suggestedName, 200)
+        ? { type: 'exportPng', dataUrl: m.dataUrl, suggestedName: m.suggestedName }
+        : undefined;
+    case 'openDroppedUri':
+      return str(m.uri) ? { type: 'openDroppedUri', uri: m.uri } : undefined;
+    case 'openDroppedBytes':
+      return str(m.name, 255) && (m.bytes instanceof Uint8Array || Array.isArray(m.bytes))
+        ? { type: 'openDroppedBytes', name: m.name, bytes: m.bytes as Uint8Array | number[] }
+        : undefined;
+    default:
+      return undefined;
+  }
+}

@@ -1,0 +1,213 @@
+// Answers the snapshot webview's queries from one Model (no vscode: the glue forwards messages here and
+// handles only what needs the editor — go to source, file pickers, saving).
+import type { Model } from '../model/types';
+import type {
+  DiffView,
+  OpenedInfo,
+  SegmentMapView,
+  SiteRow,
+  SnapshotHostMessage,
+  SnapshotWebviewMessage,
+  SpanColumns,
+  StackView,
+  TimelineView,
+} from '../protocol/snapshot';
+import { END_OF_TRACE } from '../protocol/snapshot';
+import { breakdownFromSegments } from './breakdown';
+import { isUserFile } from './frames';
+import { buildMarkers, buildSummary } from './summaryView';
+import { verdictSentence } from './verdict';
+
+export interface SessionOptions {
+  /** file name shown in the header */
+  fileName: string;
+  /** how a recorded path is shown (the glue makes it workspace-relative); identity by default */
+  displayPath?: (file: string) => string;
+}
+
+// Note [Query limits]: one timeline answer is bounded whatever the capture size: ≤ 8192 buckets (one per
+// pixel of an 8K screen) and ≤ 20 000 bands (memory_viz draws 15 000); the webview asks for less.
+const MAX_BUCKETS = 8192;
+const MAX_SPANS = 20000;
+const MAX_SITES = 2000;
+const MAX_DIFF_ROWS = 1000;
+
+export class SnapshotSession {
+  private readonly display: (file: string) => string;
+
+  constructor(
+    readonly model: Model,
+    private readonly options: SessionOptions,
+  ) {
+    this.display = options.displayPath ?? ((f) => f);
+  }
+
+  opened(): OpenedInfo {
+    const header = this.model.header();
+    const devices = this.model.devices();
+    return {
+      fileName: this.options.fileName,
+      format: this.model.format,
+      devices,
+      timeRanges: devices.map((d) => this.model.timeRange(d)),
+      problems: this.model.problems().map((p) => `${p.message} (at byte ${p.offset})`),
+      host: header.host,
+      torchVersion: header.torchVersion,
+    };
+  }
+
+  /** Everything a freshly loaded (or restored) webview needs for one device: summary, markers, sites. */
+  deviceMessages(device: number): SnapshotHostMessage[] {
+    const { markers, truncated } = buildMarkers(this.model, device);
+    return [
+      { type: 'summary', summary: buildSummary(this.model, device), markers, markersTruncated: truncated },
+      { type: 'sites', device, rows: this.sites(device) },
+    ];
+  }
+
+  timeline(requestId: number, device: number, t0Us: number, t1Us: number, buckets: number, maxSpans: number): TimelineView {
+    const n = clampInt(buckets, 1, MAX_BUCKETS);
+    const range = this.model.timeRange(device);
+    const tl = this.model.timeline(device, t0Us, t1Us, n);
+    const spans = this.model.spans(device, t0Us, t1Us, clampInt(maxSpans, 0, MAX_SPANS + 1));
+    const truncated = spans.length > Math.min(maxSpans, MAX_SPANS);
+    const kept = truncated ? spans.slice(0, Math.min(maxSpans, MAX_SPANS)) : spans;
+    kept.sort((a, b) => a.startUs - b.startUs || b.size - a.size);
+    const cols: SpanColumns = { startUs: [], endUs: [], liveAtEnd: [], size: [], stackId: [], address: [] };
+    for (const s of kept) {
+      const live = !Number.isFinite(s.endUs);
+      cols.startUs.push(s.startUs);
+      cols.endUs.push(live ? Math.max(range.t1Us, s.startUs) : s.endUs);
+      cols.liveAtEnd.push(live);
+      cols.size.push(s.size);
+      cols.stackId.push(s.stackId);
+      cols.address.push(s.address);
+    }
+    return {
+      requestId,
+      device,
+      t0Us: tl.t0Us,
+      t1Us: tl.t1Us,
+      buckets: tl.buckets,
+      allocatedMax: tl.allocatedMax,
+      reservedMax: tl.reservedMax,
+      spans: cols,
+      spansTruncated: truncated,
+    };
+  }
+
+  segments(requestId: number, device: number, timeUs: number): SegmentMapView {
+    const at = timeUs === END_OF_TRACE ? Infinity : timeUs;
+    const state = this.model.stateAt(device, at);
+    const breakdown = breakdownFromSegments(state.segments);
+    const segments = [...state.segments]
+      .sort((a, b) => a.address - b.address)
+      .map((seg) => ({
+        address: seg.address,
+        totalSize: seg.totalSize,
+        stream: seg.stream,
+        pool: seg.pool,
+        expandable: seg.expandable,
+        blocks: [...seg.blocks]
+          .sort((a, b) => a.address - b.address)
+          .map((b) => ({ offset: b.address - seg.address, size: b.size, requestedSize: b.requestedSize, state: b.state, stackId: b.stackId })),
+      }));
+    // An OOM explains the state only at the moment it happened, not at an arbitrary point of the timeline.
+    return { requestId, device, timeUs: Number.isFinite(state.timeUs) ? state.timeUs : timeUs, segments, breakdown, verdict: verdictSentence(breakdown) };
+  }
+
+  sites(device: number): SiteRow[] {
+    return this.model
+      .lineStats(device)
+      .slice(0, MAX_SITES)
+      .map((s) => ({
+        file: s.file,
+        displayFile: this.display(s.file),
+        line: s.line,
+        selfBytesAtPeak: s.selfBytesAtPeak,
+        inclusiveBytesAtPeak: s.inclusiveBytesAtPeak,
+        totalAllocatedBytes: s.totalAllocatedBytes,
+        allocCount: s.allocCount,
+        liveNowBytes: s.liveNowBytes,
+        backwardBytesAtPeak: s.backwardBytesAtPeak,
+        topStackId: s.topStacks[0]?.stackId ?? 0,
+      }));
+  }
+
+  stack(requestId: number, stackId: number): StackView {
+    const st = this.model.stack(stackId);
+    return {
+      requestId,
+      stackId,
+      backward: st?.backward ?? false,
+      frames: (st?.frames ?? []).map((f) => ({ file: f.file, line: f.line, name: f.name, user: isUserFile(f.file) })),
+    };
+  }
+
+  /** What grew and shrank by line between two moments of this file, or between this file and `other`. */
+  diff(requestId: number, device: number, aUs: number, bUs: number, labels: [string, string], other?: Model): DiffView {
+    const a = aUs === END_OF_TRACE ? Infinity : aUs;
+    const b = bUs === END_OF_TRACE ? Infinity : bUs;
+    const rows = this.model.diff(device, a, b, other).filter((r) => r.deltaBytes !== 0);
+    let grew = 0;
+    let shrank = 0;
+    for (const r of rows) {
+      if (r.deltaBytes > 0) grew += r.deltaBytes;
+      else shrank -= r.deltaBytes;
+    }
+    rows.sort((x, y) => Math.abs(y.deltaBytes) - Math.abs(x.deltaBytes) || x.file.localeCompare(y.file) || x.line - y.line);
+    return {
+      requestId,
+      device,
+      beforeLabel: labels[0],
+      afterLabel: labels[1],
+      rows: rows.slice(0, MAX_DIFF_ROWS).map((r) => ({ ...r, displayFile: this.display(r.file) })),
+      grewBytes: grew,
+      shrankBytes: shrank,
+    };
+  }
+
+  /**
+   * Answers the queries that need only the model. Returns undefined for messages the glue must handle
+   * (go to source, pickers, exports, drops). Failures become `requestFailed` for the asking request.
+   */
+  handle(msg: SnapshotWebviewMessage): SnapshotHostMessage[] | undefined {
+    try {
+      switch (msg.type) {
+        case 'ready': {
+          const info = this.opened();
+          const first = info.devices[0];
+          return [{ type: 'opened', info }, ...(first === undefined ? [] : this.deviceMessages(first))];
+        }
+        case 'selectDevice':
+          return this.deviceMessages(msg.device);
+        case 'requestTimeline':
+          return [{ type: 'timeline', view: this.timeline(msg.requestId, msg.device, msg.t0Us, msg.t1Us, msg.buckets, msg.maxSpans) }];
+        case 'requestSegments':
+          return [{ type: 'segments', view: this.segments(msg.requestId, msg.device, msg.timeUs) }];
+        case 'requestStack':
+          return [{ type: 'stack', view: this.stack(msg.requestId, msg.stackId) }];
+        case 'compareMoments':
+          return [{ type: 'diff', view: this.diff(msg.requestId, msg.device, msg.aUs, msg.bUs, [momentLabel(this.model, msg.device, msg.aUs), momentLabel(this.model, msg.device, msg.bUs)]) }];
+        default:
+          return undefined;
+      }
+    } catch (err) {
+      const message = err instanceof Error ? err.message : String(err);
+      const requestId = 'requestId' in msg && typeof msg.requestId === 'number' ? msg.requestId : -1;
+      return [{ type: 'requestFailed', requestId, message }];
+    }
+  }
+}
+
+/** "at 12.345 s" relative to the start of the device's trace, or "at the end". */
+export function momentLabel(model: Model, device: number, timeUs: number): string {
+  if (timeUs === END_OF_TRACE) return 'the end';
+  const t0 = model.timeRange(device).t0Us;
+  return `${((timeUs - t0) / 1e6).toFixed(3)} s`;
+}
+
+function clampInt(v: number, lo: number, hi: number): number {
+  if (!Number.isFinite(v)) return lo;
+  return Math.max(lo, Math.min(hi, Math.round(v)));
+}
