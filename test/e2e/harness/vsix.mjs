@@ -1,0 +1,34 @@
+// The packaged extension the E2E tests install: built once per `npm test` run, reused by every test file.
+// Note [VSIX cache]: run-tests.mjs packages once and passes the file in GPUMEM_VSIX. A test file run on its
+// own (`node --test test/e2e/x.test.mjs`) repackages only when dist/ or package.json is newer than the
+// cached VSIX; it never builds — run `npm run build` first.
+import fs from 'node:fs';
+import path from 'node:path';
+import { packageVsix } from '../../tools/package.mjs';
+import { OUTPUT, ROOT } from './paths.mjs';
+
+function newestMtime(p) {
+  const st = fs.statSync(p);
+  if (!st.isDirectory()) return st.mtimeMs;
+  let newest = st.mtimeMs;
+  for (const e of fs.readdirSync(p)) newest = Math.max(newest, newestMtime(path.join(p, e)));
+  return newest;
+}
+
+export function ensureVsix() {
+  const given = process.env.GPUMEM_VSIX;
+  if (given) {
+    if (!fs.existsSync(given)) throw new Error(`GPUMEM_VSIX=${given} does not exist`);
+    return given;
+  }
+  if (!fs.existsSync(path.join(ROOT, 'dist/extension.js'))) {
+    throw new Error('E2E: dist/extension.js is missing — run `npm run build` (or `npm test`, which builds) first');
+  }
+  const cached = path.join(OUTPUT, 'gpu-memory-lens.vsix');
+  const inputs = ['dist', 'package.json', 'native/python', 'media', '.vscodeignore']
+    .map((p) => path.join(ROOT, p))
+    .filter((p) => fs.existsSync(p));
+  const sourcesAt = Math.max(...inputs.map(newestMtime));
+  if (fs.existsSync(cached) && fs.statSync(cached).mtimeMs >= sourcesAt) return cached;
+  return packageVsix(cached);
+}

@@ -1,0 +1,56 @@
+// Smoke: the packaged extension installs into a real VS Code (code-server 1.100.3), its commands are in
+// the palette under "GPU Memory", and running one from the palette does what a user sees.
+import assert from 'node:assert/strict';
+import fs from 'node:fs';
+import path from 'node:path';
+import { after, before, test } from 'node:test';
+import { startVsCode } from './harness/index.mjs';
+import { ROOT } from './harness/paths.mjs';
+
+// Derived from the manifest, so a renamed or dropped command fails here and not silently.
+const manifest = JSON.parse(fs.readFileSync(path.join(ROOT, 'package.json'), 'utf8'));
+const paletteTitles = manifest.contributes.commands.map((c) => `${c.category}: ${c.title}`);
+
+// What "GPU Memory: Show Live Panel" shows a user today. When the live panel lands, change this to the
+// panel check (e.g. `vsc.webviewFrame('GPU Memory')` and a heading inside it).
+const SHOW_LIVE_PANEL = 'GPU Memory: Show Live Panel';
+async function expectShowLivePanelOutcome(vsc) {
+  const text = await vsc.waitForNotification('Show Live Panel');
+  assert.match(text, /GPU Memory Lens: Show Live Panel is not available yet/);
+}
+
+let vsc;
+let failed = false;
+before(async () => {
+  vsc = await startVsCode();
+});
+after(async () => {
+  await vsc?.close({ failed });
+});
+
+test('all 7 commands are in the palette under the "GPU Memory" category', async (t) => {
+  try {
+    assert.equal(paletteTitles.length, 7, 'the manifest contributes 7 commands');
+    const labels = await vsc.paletteEntries('GPU Memory:', { expectAtLeast: paletteTitles.length });
+    for (const title of paletteTitles) {
+      assert.ok(labels.some((l) => l.startsWith(title)), `palette lacks "${title}"; it shows: ${JSON.stringify(labels)}`);
+    }
+  } catch (err) {
+    failed = true;
+    await vsc.screenshot('smoke-palette-FAILED');
+    throw err;
+  }
+  t.diagnostic(`palette: ${paletteTitles.length} GPU Memory commands`);
+});
+
+test(`"${SHOW_LIVE_PANEL}" runs from the palette`, async () => {
+  try {
+    await vsc.runCommand(SHOW_LIVE_PANEL);
+    await expectShowLivePanelOutcome(vsc);
+    await vsc.screenshot('smoke-show-live-panel');
+  } catch (err) {
+    failed = true;
+    await vsc.screenshot('smoke-show-live-panel-FAILED');
+    throw err;
+  }
+});
