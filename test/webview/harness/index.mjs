@@ -1,0 +1,136 @@
+// Webview harness: a panel's HTML + its browser bundle, served on 127.0.0.1 and opened in Debian's
+// Chromium with a stubbed acquireVsCodeApi — the fast layer under the real-VS Code E2E tests.
+//
+//   const wv = await openWebview({
+//     html: (origin) => snapshotHtml({ cspSource: origin, scriptUri: `${origin}/snapshot.js`, nonce: 'n' }),
+//     files: { '/snapshot.js': 'dist/webview/snapshot.js', '/toolkit.min.js': 'dist/webview/toolkit.min.js' },
+//     state: { …restored getState() value… },
+//   });
+//   await wv.send({ type: 'model', … });          // what the extension would post into the panel
+//   const msg = await wv.waitForMessage((m) => m.type === 'ready');   // what the panel posted out
+//   await wv.page.locator('vscode-button').click();
+//   await wv.close();
+//
+// Note [Webview harness origin]: `html` may be a function of the server's origin, so real CSPs
+// (`script-src ${webview.cspSource} 'nonce-…'`) and asWebviewUri-style URLs can be produced by the same
+// code the extension uses, pointing at this server. Paths in `files` are relative to the repository root.
+import fs from 'node:fs';
+import http from 'node:http';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { chromium } from 'playwright-core';
+
+const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../../..');
+const CHROMIUM = process.env.CHROMIUM_PATH || '/usr/bin/chromium';
+export const OUTPUT = path.join(ROOT, '.test-output/webview');
+
+const TYPES = { '.js': 'text/javascript', '.mjs': 'text/javascript', '.css': 'text/css', '.html': 'text/html', '.json': 'application/json', '.svg': 'image/svg+xml', '.png': 'image/png', '.map': 'application/json', '.pickle': 'application/octet-stream', '.ttf': 'font/ttf' };
+
+// Mirrors the webview API surface a panel script may touch (acquireVsCodeApi can be called only once).
+function stubVsCodeApi(initialState) {
+  let state = initialState;
+  let acquired = false;
+  window.__posted = [];
+  window.acquireVsCodeApi = () => {
+    if (acquired) throw new Error('An instance of the VS Code API has already been acquired');
+    acquired = true;
+    return {
+      postMessage: (m) => {
+        window.__posted.push(JSON.parse(JSON.stringify(m))); // structured-clone-like: what crosses the boundary
+      },
+      getState: () => state,
+      setState: (s) => {
+        state = s;
+        window.__state = s;
+        return s;
+      },
+    };
+  };
+}
+
+/**
+ * @param {object} o
+ * @param {string | ((origin: string) => string)} [o.html]  page HTML (or a function of the origin)
+ * @param {string} [o.htmlFile]   alternatively, an HTML file (repo-relative or absolute)
+ * @param {string} [o.bundle]     a script served at /<basename> and, if the HTML has no <script src> for it, appended
+ * @param {Record<string,string>} [o.files]  URL path → file (repo-relative or absolute)
+ * @param {unknown} [o.state]     what getState() returns at load (a restored panel)
+ * @param {{width:number,height:number}} [o.viewport]
+ * @param {'dark'|'light'} [o.theme]  sets VS Code's body class (vscode-dark / vscode-light)
+ */
+export async function openWebview(o) {
+  const abs = (p) => (path.isAbsolute(p) ? p : path.join(ROOT, p));
+  const files = new Map(Object.entries(o.files ?? {}).map(([u, f]) => [u, abs(f)]));
+  if (o.bundle) files.set('/' + path.basename(o.bundle), abs(o.bundle));
+  for (const f of files.values()) if (!fs.existsSync(f)) throw new Error(`openWebview: ${f} does not exist (built? \`npm run build\`)`);
+
+  let html = '';
+  const server = http.createServer((req, res) => {
+    const url = new URL(req.url, 'http://x');
+    if (url.pathname === '/' || url.pathname === '/index.html') {
+      res.writeHead(200, { 'content-type': 'text/html; charset=utf-8' });
+      return res.end(html);
+    }
+    const file = files.get(url.pathname);
+    if (!file) {
+      res.writeHead(404);
+      return res.end(`not served by the webview harness: ${url.pathname}`);
+    }
+    res.writeHead(200, { 'content-type': TYPES[path.extname(file)] ?? 'application/octet-stream' });
+    fs.createReadStream(file).pipe(res);
+  });
+  await new Promise((r) => server.listen(0, '127.0.0.1', r));
+  const origin = `http://127.0.0.1:${server.address().port}`;
+
+  html = typeof o.html === 'function' ? o.html(origin) : (o.html ?? fs.readFileSync(abs(o.htmlFile), 'utf8'));
+  if (o.bundle && !html.includes(path.basename(o.bundle))) {
+    const tag = `<script src="/${path.basename(o.bundle)}"></script>`;
+    html = html.includes('</body>') ? html.replace('</body>', `${tag}</body>`) : html + tag;
+  }
+
+  if (!fs.existsSync(CHROMIUM)) throw new Error(`Chromium not found at ${CHROMIUM} — apt-get install chromium (see test/tools/setup-code-server.sh)`);
+  const browser = await chromium.launch({ executablePath: CHROMIUM, args: ['--headless', '--no-sandbox', '--disable-gpu', '--no-first-run'] });
+  const page = await browser.newPage({ viewport: o.viewport ?? { width: 1200, height: 800 } });
+  const errors = [];
+  page.on('pageerror', (e) => errors.push(String(e)));
+  page.on('console', (m) => m.type() === 'error' && errors.push(m.text()));
+  await page.addInitScript(stubVsCodeApi, o.state);
+  if (o.theme) {
+    await page.addInitScript((cls) => document.addEventListener('DOMContentLoaded', () => document.body.classList.add(cls)), `vscode-${o.theme}`);
+  }
+  await page.goto(origin + '/');
+
+  return {
+    page,
+    origin,
+    /** Page errors and console.error lines so far (a CSP violation shows up here). */
+    errors,
+    /** Messages the page posted with acquireVsCodeApi().postMessage, in order. */
+    posted: () => page.evaluate(() => window.__posted),
+    /** Waits for a posted message matching `predicate` (a Node-side function over the message). */
+    async waitForMessage(predicate, { timeout = 10_000 } = {}) {
+      const t0 = Date.now();
+      for (;;) {
+        const msgs = await page.evaluate(() => window.__posted);
+        const hit = msgs.find(predicate);
+        if (hit) return hit;
+        if (Date.now() - t0 > timeout) throw new Error(`no posted message matched within ${timeout} ms; posted: ${JSON.stringify(msgs).slice(0, 500)}`);
+        await page.waitForTimeout(25);
+      }
+    },
+    /** Delivers a message to the page as the extension's webview.postMessage would (a window 'message' event). */
+    send: (message) => page.evaluate((m) => window.dispatchEvent(new MessageEvent('message', { data: m })), message),
+    /** The last value the page passed to setState. */
+    state: () => page.evaluate(() => window.__state),
+    async screenshot(name) {
+      fs.mkdirSync(OUTPUT, { recursive: true });
+      const file = path.join(OUTPUT, `${name.replace(/[^\w.-]+/g, '-')}.png`);
+      await page.screenshot({ path: file });
+      return file;
+    },
+    async close() {
+      await browser.close();
+      await new Promise((r) => server.close(r));
+    },
+  };
+}
