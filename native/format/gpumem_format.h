@@ -23,7 +23,7 @@ namespace fmt {
 
 GPUMEM_CONSTEXPR char kMagic[8] = {'G', 'P', 'U', 'M', 'E', 'M', '\r', '\n'};
 GPUMEM_CONSTEXPR uint16_t kMajor = 1;
-GPUMEM_CONSTEXPR uint16_t kMinor = 0;
+GPUMEM_CONSTEXPR uint16_t kMinor = 1;  // 1: REC_DEVICE
 // Upper bound on one record's payload; a larger length means damage, not a real record.
 GPUMEM_CONSTEXPR uint32_t kMaxPayload = 64u << 20;
 GPUMEM_CONSTEXPR uint32_t kMaxHeaderJson = 1u << 20;
@@ -57,6 +57,7 @@ enum RecordType : uint8_t {
   REC_MARKER = 41,          // MarkerRec: user markers, record_function ranges, snapshots
   REC_NOTICE = 42,          // NoticeRec: something the user must know (e.g. cudnn.benchmark forced off)
   REC_STATS = 43,           // StatsRec: the allocator's counters at a moment (for the live status)
+  REC_DEVICE = 44,          // DeviceRec: a device the allocator manages (minor 1; before its first event)
   REC_LOST = 50,            // LostRec: events dropped because the writer's bound was hit
   REC_END = 60,             // EndRec: clean shutdown; absence means the process died
 };
@@ -149,7 +150,7 @@ enum BlockState : uint8_t {
 struct StateRec {
   uint64_t t_ns;
   uint32_t snapshot_id;   // increments per state record of the process
-  uint32_t reason;        // 0 = request, 1 = OOM, 2 = exit
+  uint32_t reason;        // 0 = request, 1 = OOM, 2 = exit, 3 = resync after REC_LOST
   uint32_t nsegments;
   uint32_t reserved;
   // then nsegments × (StateSegment, StateSegment.nblocks × StateBlock)
@@ -213,6 +214,15 @@ struct StatsRec {
   uint64_t peak_reserved;   // reserved_bytes.all.peak
   uint64_t num_ooms;
   uint64_t num_alloc_retries;
+};
+
+// Note [Devices]: the header JSON is written when the capture opens, before CUDA is initialised, so it
+// cannot list devices; each device is announced by a REC_DEVICE once PyTorch initialises the allocator.
+struct DeviceRec {
+  uint64_t t_ns;
+  uint64_t total_bytes;  // device memory capacity (0 if unknown)
+  uint32_t name;         // string id ("NVIDIA H200", "simulated device")
+  uint32_t pad;
 };
 
 struct LostRec {

@@ -1,0 +1,48 @@
+// stack_capture.h — Python stacks at allocation time, and the interned string/frame/stack tables the
+// capture refers to by id.
+//
+// Note [Finding CPython]: the .so never links libpython. Every CPython function is looked up at run time
+// with dlsym(RTLD_DEFAULT, ...): in a `python` process they are exported by the interpreter binary or by
+// a libpython loaded RTLD_GLOBAL. Missing symbols (embedded interpreters loaded RTLD_LOCAL, non-Python
+// hosts) simply turn capture off. Works with CPython 3.10–3.13 (PyFrame_GetLasti from 3.11; on 3.10 the
+// line number is the cache key instead of the instruction offset).
+//
+// Note [Stack cost]: a capture takes the GIL, walks the frames and looks each (code object, instruction
+// offset) pair up in a cache; only a miss computes a line number and names. Cached code objects keep a
+// reference so their addresses are never reused for other code. Stacks are interned by their frame-id
+// sequence, so the hot path emits nothing but the event's stack id.
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace gpumem::rec::stacks {
+
+// Resolves the CPython symbols once; false (capture off) if they are not all there.
+bool available();
+void set_enabled(bool on);
+bool enabled();
+
+// The calling thread's Python stack as an interned stack id (0 = no frames / capture off). Takes the
+// GIL: never call it while holding an allocator lock. Threads without Python frames get the stack of
+// the thread in backward() (flagged kStackBackward) while a backward bracket is open.
+uint32_t capture();
+
+void backward_begin();  // on the thread calling backward(); captures its stack
+void backward_end();
+
+// Interning (thread-safe). New entries are appended to the capture before the id is returned.
+uint32_t intern_string(const std::string& s);
+
+struct FrameInfo {
+  std::string file, function;
+  uint32_t line;
+};
+// Frames of a stack, innermost first, for snapshot pickles. Empty for 0 or unknown ids.
+std::vector<FrameInfo> frames_of(uint32_t stack);
+uint32_t stack_flags(uint32_t stack);
+
+// Re-emits every interned record into a capture that was opened after some were interned.
+void emit_all_interned();
+
+}  // namespace gpumem::rec::stacks
