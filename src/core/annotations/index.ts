@@ -1,0 +1,3 @@
+export * from './annotate';
+export * from './hover';
+export * from './files';

@@ -1,0 +1,115 @@
+// Messages between the extension host and the live panel webview (webview/live). Plain data only:
+// everything here crosses postMessage (structured clone). Discriminated by `type`.
+//
+// Note [Live update shape]: the host sends the whole view state at most ~10 times a second (throttled in
+// src/glue/live), already reduced to what is drawn: one min/max-bucketed series per (process, device) at the
+// panel's pixel width. The webview never sees raw events, so a long run costs the same per update as a
+// short one, and a hidden-then-restored panel needs nothing but the next update.
+
+export type LiveMarkerKind = 'user' | 'range_begin' | 'range_end' | 'empty_cache' | 'snapshot' | 'oom' | 'notice';
+
+export interface LiveMarker {
+  /** seconds since the Unix epoch (uPlot's time axis unit) */
+  t: number;
+  kind: LiveMarkerKind;
+  label: string;
+}
+
+export interface LiveFigures {
+  allocatedBytes: number;
+  reservedBytes: number;
+  peakAllocatedBytes: number;
+  peakReservedBytes: number;
+  /** NVML device-wide used bytes (absent when the capture has no device samples) */
+  deviceUsedBytes?: number;
+  deviceTotalBytes?: number;
+  /** device used − reserved: the CUDA context, other libraries, other processes. Absent without samples. */
+  unattributedBytes?: number;
+}
+
+/** Time series at bucket resolution; `t` in seconds since the epoch, `null` where a bucket has no data. */
+export interface LiveSeries {
+  t: number[];
+  allocated: (number | null)[];
+  reserved: (number | null)[];
+  deviceUsed: (number | null)[];
+}
+
+/** One chart: a device of one workload process (a torchrun rank is a process). */
+export interface LiveTrack {
+  /** stable key, e.g. "1234/0" (pid/device) */
+  key: string;
+  /** "rank 0 · cuda:0 · NVIDIA H200 (pid 1234)" */
+  label: string;
+  pid: number;
+  rank?: number;
+  device: number;
+  running: boolean;
+  figures: LiveFigures;
+  series: LiveSeries;
+  markers: LiveMarker[];
+}
+
+export interface LiveSessionView {
+  /** session folder name, shown as the panel's subtitle */
+  name: string;
+  running: boolean;
+  tracks: LiveTrack[];
+  /** problems worth showing (unreadable capture, damaged tail…) */
+  problems: string[];
+}
+
+/** Host → webview. */
+export type LiveHostMessage =
+  | { type: 'update'; session: LiveSessionView }
+  | { type: 'noSession' }
+  | { type: 'busy'; action: LiveAction; busy: boolean };
+
+export type LiveAction = 'emptyCache' | 'captureSnapshot';
+
+/** Webview → host. */
+export type LiveWebviewMessage =
+  | { type: 'ready'; widthPx: number }
+  | { type: 'resize'; widthPx: number }
+  | { type: 'action'; action: LiveAction };
+
+const ACTIONS: readonly LiveAction[] = ['emptyCache', 'captureSnapshot'];
+
+/**
+ * Validates a message from the webview (it is untrusted input: a compromised or buggy page must not be
+ * able to make the host do anything outside this contract). Returns undefined for anything else.
+ */
+export function parseLiveWebviewMessage(raw: unknown): LiveWebviewMessage | undefined {
+  if (typeof raw !== 'object' || raw === null) return undefined;
+  const m = raw as Record<string, unknown>;
+  switch (m.type) {
+    case 'ready':
+    case 'resize': {
+      const w = m.widthPx;
+      if (typeof w !== 'number' || !Number.isFinite(w) || w < 0) return undefined;
+      // The host asks the model for one bucket per pixel; cap it so a bogus width cannot cost seconds.
+      return { type: m.type, widthPx: Math.min(Math.round(w), 8192) };
+    }
+    case 'action':
+      return typeof m.action === 'string' && (ACTIONS as readonly string[]).includes(m.action)
+        ? { type: 'action', action: m.action as LiveAction }
+        : undefined;
+    default:
+      return undefined;
+  }
+}
+
+/** Validates a message from the host (the webview side uses this; drops anything it does not know). */
+export function parseLiveHostMessage(raw: unknown): LiveHostMessage | undefined {
+  if (typeof raw !== 'object' || raw === null) return undefined;
+  const m = raw as Record<string, unknown>;
+  if (m.type === 'noSession') return { type: 'noSession' };
+  if (m.type === 'busy' && typeof m.busy === 'boolean' && (ACTIONS as readonly unknown[]).includes(m.action)) {
+    return { type: 'busy', action: m.action as LiveAction, busy: m.busy };
+  }
+  if (m.type === 'update' && typeof m.session === 'object' && m.session !== null) {
+    const s = m.session as Record<string, unknown>;
+    if (typeof s.name === 'string' && Array.isArray(s.tracks)) return { type: 'update', session: m.session as LiveSessionView };
+  }
+  return undefined;
+}

@@ -1,0 +1,3 @@
+export * from './processes';
+export * from './session';
+export * from './view';

@@ -1,0 +1,135 @@
+// One session folder followed live: discovers its processes, opens a Model per capture, tails them, and
+// reports what changed. No vscode import; the glue (src/glue/sessions) drives refresh() from a timer.
+import * as path from 'node:path';
+import type { Model, OomInfo } from '../model/types';
+import type { LiveSessionView } from '../protocol/live';
+import { scanSessionFolder, type ProcessEntry } from './processes';
+import { figuresOf, trackOf } from './view';
+
+export type OpenModel = (capturePath: string) => Model;
+
+export interface SessionProcess {
+  entry: ProcessEntry;
+  model?: Model;
+  /** why the capture could not be opened yet (shown in the panel when it persists) */
+  openError?: string;
+  oomsSeen: number;
+}
+
+export interface RefreshResult {
+  /** new events were read or processes appeared */
+  changed: boolean;
+  /** OOMs read for the first time in this refresh */
+  newOoms: { process: SessionProcess; oom: OomInfo }[];
+}
+
+export interface SessionTotals {
+  allocatedBytes: number;
+  reservedBytes: number;
+  processes: number;
+}
+
+export class LiveSession {
+  readonly name: string;
+  /** false once the workload's terminal closed (set by the glue) */
+  running = true;
+  private readonly procs = new Map<number, SessionProcess>();
+
+  constructor(
+    readonly dir: string,
+    private readonly openModel: OpenModel,
+  ) {
+    this.name = path.basename(dir);
+  }
+
+  get processes(): SessionProcess[] {
+    return [...this.procs.values()];
+  }
+
+  /** Scan for new processes, open captures that appeared, read what was appended. */
+  refresh(): RefreshResult {
+    const result: RefreshResult = { changed: false, newOoms: [] };
+    for (const entry of scanSessionFolder(this.dir)) {
+      const known = this.procs.get(entry.pid);
+      if (!known) {
+        this.procs.set(entry.pid, { entry, oomsSeen: 0 });
+        result.changed = true;
+      } else if (entry.socket && !known.entry.socket) {
+        known.entry = entry; // the proc file arrived after the capture
+      }
+    }
+    for (const p of this.procs.values()) {
+      if (!p.model) {
+        try {
+          p.model = this.openModel(p.entry.capture);
+          p.openError = undefined;
+          result.changed = true;
+        } catch (e) {
+          // Expected for a moment after launch: the capture exists but its header is not written yet.
+          p.openError = e instanceof Error ? e.message : String(e);
+          continue;
+        }
+      }
+      try {
+        if (p.model.poll() > 0) result.changed = true;
+      } catch (e) {
+        p.openError = e instanceof Error ? e.message : String(e);
+      }
+      const ooms = p.model.ooms();
+      for (let i = p.oomsSeen; i < ooms.length; i++) result.newOoms.push({ process: p, oom: ooms[i] });
+      p.oomsSeen = ooms.length;
+    }
+    return result;
+  }
+
+  /** Sum over every process and device: what the status bar shows. */
+  totals(): SessionTotals {
+    const t: SessionTotals = { allocatedBytes: 0, reservedBytes: 0, processes: 0 };
+    for (const p of this.procs.values()) {
+      if (!p.model) continue;
+      t.processes++;
+      for (const d of p.model.devices()) {
+        const f = figuresOf(p.model, d);
+        t.allocatedBytes += f.allocatedBytes;
+        t.reservedBytes += f.reservedBytes;
+      }
+    }
+    return t;
+  }
+
+  /** The live panel's view at `buckets` points per chart. */
+  view(buckets: number): LiveSessionView {
+    const opened = this.processes.filter((p) => p.model);
+    const deviceCount = opened.reduce((n, p) => n + p.model!.devices().length, 0);
+    const tracks = [];
+    const problems: string[] = [];
+    for (const p of this.processes) {
+      if (!p.model) {
+        if (p.openError) problems.push(`pid ${p.entry.pid}: ${p.openError}`);
+        continue;
+      }
+      for (const pr of p.model.problems()) problems.push(`pid ${p.entry.pid}: ${pr.message} (at byte ${pr.offset})`);
+      const running = this.running && !p.model.ended();
+      for (const d of p.model.devices()) {
+        tracks.push(trackOf(p.model, d, { pid: p.entry.pid, rank: p.entry.rank, running, many: deviceCount > 1 }, buckets));
+      }
+    }
+    return { name: this.name, running: this.running && tracks.some((t) => t.running), tracks, problems };
+  }
+
+  /** Processes that can take control commands (a socket is known and the capture has not ended). */
+  controllable(): SessionProcess[] {
+    return this.processes.filter((p) => p.entry.socket && !(p.model?.ended() ?? false));
+  }
+
+  close(): void {
+    for (const p of this.procs.values()) {
+      try {
+        p.model?.close();
+      } catch {
+        // closing is best effort; the model owns no resource worth failing a dispose for
+      }
+      p.model = undefined;
+    }
+  }
+}

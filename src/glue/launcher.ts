@@ -1,0 +1,140 @@
+// Run Python File with Memory Tracking: session folder + workload environment (src/core/launch) + a
+// VS Code terminal running the user's command.
+//
+// Note [Terminal]: the command runs in a real terminal (pty) through a tiny `sh -c` wrapper, not a
+// Pseudoterminal: stdin, Ctrl-C (SIGINT to the foreground process group, so Python raises
+// KeyboardInterrupt and the capture is closed cleanly), colours and `pdb` all behave as in any terminal.
+// The wrapper catches INT itself (a caught signal is reset to default in children, unlike an ignored
+// one) so that after the workload exits, its output and exit code stay on screen until a key is pressed.
+import * as path from 'node:path';
+import * as vscode from 'vscode';
+import { buildCommand, buildWorkloadEnv, createSession, expandLaunchTemplate, findPython, locateInstall, toShellLine } from '../core/launch';
+import type { Command, RecordingSettings } from '../core/launch';
+import type { SessionManager, TrackedSession } from './sessions';
+
+async function interpreterFromPythonExtension(resource: vscode.Uri | undefined): Promise<string | undefined> {
+  if (!vscode.extensions.getExtension('ms-python.python')) return undefined;
+  try {
+    const { PythonExtension } = await import('@vscode/python-extension');
+    const api = await PythonExtension.api();
+    const active = api.environments.getActiveEnvironmentPath(resource);
+    const resolved = await api.environments.resolveEnvironment(active);
+    return resolved?.executable.uri?.fsPath ?? active.path;
+  } catch {
+    return undefined; // the Python extension failed to activate: fall back to the setting
+  }
+}
+
+export async function resolvePython(resource: vscode.Uri | undefined): Promise<string> {
+  const fromExt = await interpreterFromPythonExtension(resource);
+  if (fromExt) return fromExt;
+  return findPython(vscode.workspace.getConfiguration('gpuMemoryLens').get<string>('pythonPath', ''));
+}
+
+function sessionRoot(resource: vscode.Uri | undefined): string {
+  const configured = vscode.workspace.getConfiguration('gpuMemoryLens').get<string>('sessionRoot', '').trim();
+  const folder = (resource && vscode.workspace.getWorkspaceFolder(resource)) ?? vscode.workspace.workspaceFolders?.[0];
+  if (configured) return path.isAbsolute(configured) || !folder ? configured : path.join(folder.uri.fsPath, configured);
+  if (!folder) throw new Error('Open a folder first, or set gpuMemoryLens.sessionRoot to where session folders should go.');
+  return path.join(folder.uri.fsPath, '.gpumem');
+}
+
+function recordingSettings(): Partial<RecordingSettings> {
+  const c = vscode.workspace.getConfiguration('gpuMemoryLens');
+  return {
+    segments: c.get<'expandable' | 'fixed'>('segmentStrategy', 'expandable'),
+    stacks: c.get<boolean>('captureStacks', true),
+    sampleMs: Math.round(c.get<number>('deviceSampleIntervalMs', 200)),
+  };
+}
+
+/** Only what differs from the extension host's environment (the terminal merges it into its own). */
+function envDelta(full: Record<string, string>): Record<string, string | null> {
+  const delta: Record<string, string | null> = {};
+  for (const [k, v] of Object.entries(full)) if (process.env[k] !== v) delta[k] = v;
+  for (const k of Object.keys(process.env)) if (!(k in full)) delta[k] = null;
+  return delta;
+}
+
+function wrapperLine(cmd: Command): string {
+  return [
+    "trap ':' INT",
+    toShellLine(cmd),
+    'code=$?',
+    'printf "\\n\\033[2m[GPU Memory Lens] the workload exited with code %s. Press Enter to close this terminal.\\033[0m\\n" "$code"',
+    'read -r _',
+    'exit "$code"',
+  ].join('; ');
+}
+
+export class Launcher {
+  constructor(
+    private readonly extensionRoot: string,
+    private readonly sessions: SessionManager,
+  ) {}
+
+  /** Launches `file` (or the active Python editor's file). Returns the session, or undefined if cancelled. */
+  async run(fileArg?: vscode.Uri): Promise<TrackedSession | undefined> {
+    if (!vscode.workspace.isTrusted) {
+      void vscode.window.showErrorMessage(
+        'GPU Memory Lens: running a workload executes code from this folder, which is in Restricted Mode. Trust the workspace (Manage Workspace Trust) to run it.',
+      );
+      return undefined;
+    }
+    const file = fileArg instanceof vscode.Uri ? fileArg : vscode.window.activeTextEditor?.document.uri;
+    const template = vscode.workspace.getConfiguration('gpuMemoryLens').get<string>('launchCommand', '').trim();
+    if (!template && (!file || file.scheme !== 'file' || !file.fsPath.endsWith('.py'))) {
+      void vscode.window.showErrorMessage('GPU Memory Lens: open a Python file to run, or set gpuMemoryLens.launchCommand.');
+      return undefined;
+    }
+    const doc = file && vscode.workspace.textDocuments.find((d) => d.uri.toString() === file.toString());
+    if (doc?.isDirty) await doc.save(); // run what the user sees
+
+    const python = await resolvePython(file);
+    const filePath = file?.scheme === 'file' ? file.fsPath : '';
+    const cmd = template ? expandLaunchTemplate(template, { file: filePath, python }) : buildCommand(python, { kind: 'script', path: filePath });
+    const folder = (file && vscode.workspace.getWorkspaceFolder(file)) ?? vscode.workspace.workspaceFolders?.[0];
+    const cwd = folder?.uri.fsPath ?? (filePath ? path.dirname(filePath) : process.cwd());
+    const install = locateInstall(path.join(this.extensionRoot, 'dist'));
+    const label = filePath ? path.basename(filePath) : cmd.file;
+    const session = createSession(sessionRoot(file), label, { command: [cmd.file, ...cmd.args], cwd });
+    const env = buildWorkloadEnv({
+      sessionDir: session.dir,
+      allocatorSo: install.allocatorSo,
+      pythonPathPrefix: install.pythonDir,
+      settings: recordingSettings(),
+      userRoots: (vscode.workspace.workspaceFolders ?? []).map((f) => f.uri.fsPath),
+    });
+    const terminal = vscode.window.createTerminal({
+      name: `GPU Memory: ${label}`,
+      cwd,
+      env: envDelta(env),
+      shellPath: '/bin/sh',
+      shellArgs: ['-c', wrapperLine(cmd)],
+      iconPath: new vscode.ThemeIcon('pulse'),
+    });
+    terminal.show(true);
+    return this.sessions.add(session.dir, label, terminal);
+  }
+
+  /** Stop Workload: Ctrl-C to the workload's terminal (clean exit, capture closed); pick one if several. */
+  async stop(): Promise<void> {
+    const running = this.sessions.running().filter((s) => s.terminal);
+    if (running.length === 0) {
+      void vscode.window.showInformationMessage('GPU Memory Lens: no workload is running.');
+      return;
+    }
+    const target = running.length === 1 ? running[0] : await pickSession(running, 'Stop which workload?');
+    if (!target?.terminal) return;
+    target.terminal.sendText('\u0003', false);
+  }
+}
+
+export async function pickSession(list: readonly TrackedSession[], title: string): Promise<TrackedSession | undefined> {
+  const pick = await vscode.window.showQuickPick(
+    list.map((s) => ({ label: s.label, description: s.session.name, detail: s.session.dir, tracked: s })),
+    { title, placeHolder: title },
+  );
+  return pick?.tracked;
+}
+

@@ -1,0 +1,109 @@
+// The live panel host: one webview panel following the focused session. Sends at most ~10 updates a
+// second, each already reduced to one bucket per chart pixel (Note [Live update shape]); restores
+// after a reload through a serializer (the webview keeps its last view in getState).
+import * as vscode from 'vscode';
+import { parseLiveWebviewMessage, type LiveAction, type LiveHostMessage } from '../../core/protocol';
+import type { SessionManager } from '../sessions';
+import { Throttle } from '../throttle';
+import { liveHtml } from './html';
+
+export const LIVE_VIEW_TYPE = 'gpuMemoryLens.live';
+
+export interface LiveActions {
+  run(action: LiveAction): Promise<unknown>;
+}
+
+export class LivePanel implements vscode.Disposable {
+  private panel: vscode.WebviewPanel | undefined;
+  private panelSubs: vscode.Disposable[] = [];
+  private widthPx = 600;
+  private readonly throttle = new Throttle(100, () => this.push());
+  private readonly subs: vscode.Disposable[] = [];
+
+  constructor(
+    private readonly extensionUri: vscode.Uri,
+    private readonly sessions: SessionManager,
+    private readonly actions: LiveActions,
+  ) {
+    this.subs.push(
+      sessions.onDidChange(() => this.throttle.trigger()),
+      vscode.window.registerWebviewPanelSerializer(LIVE_VIEW_TYPE, {
+        deserializeWebviewPanel: async (panel) => this.adopt(panel),
+      }),
+    );
+  }
+
+  private options(): vscode.WebviewOptions & vscode.WebviewPanelOptions {
+    return {
+      enableScripts: true,
+      localResourceRoots: [vscode.Uri.joinPath(this.extensionUri, 'dist', 'webview'), vscode.Uri.joinPath(this.extensionUri, 'media')],
+    };
+  }
+
+  show(preserveFocus = false): void {
+    if (this.panel) {
+      this.panel.reveal(undefined, preserveFocus);
+      return;
+    }
+    const panel = vscode.window.createWebviewPanel(LIVE_VIEW_TYPE, 'GPU Memory — Live', { viewColumn: vscode.ViewColumn.Beside, preserveFocus }, this.options());
+    this.adopt(panel);
+  }
+
+  private adopt(panel: vscode.WebviewPanel): void {
+    this.panel?.dispose();
+    this.panel = panel;
+    panel.webview.options = this.options();
+    panel.webview.html = liveHtml(panel.webview, this.extensionUri);
+    this.panelSubs = [
+      panel.webview.onDidReceiveMessage((raw) => this.onMessage(raw)),
+      panel.onDidChangeViewState(() => panel.visible && this.push()),
+      panel.onDidDispose(() => {
+        for (const d of this.panelSubs) d.dispose();
+        this.panelSubs = [];
+        if (this.panel === panel) this.panel = undefined;
+      }),
+    ];
+  }
+
+  private async onMessage(raw: unknown): Promise<void> {
+    const msg = parseLiveWebviewMessage(raw);
+    if (!msg) return; // not ours (or a bug in the page): ignore rather than act on it
+    switch (msg.type) {
+      case 'ready':
+      case 'resize':
+        this.widthPx = Math.max(50, msg.widthPx);
+        this.push();
+        break;
+      case 'action':
+        this.post({ type: 'busy', action: msg.action, busy: true });
+        try {
+          await this.actions.run(msg.action);
+        } finally {
+          this.post({ type: 'busy', action: msg.action, busy: false });
+          this.push();
+        }
+        break;
+    }
+  }
+
+  private post(msg: LiveHostMessage): void {
+    // A hidden panel drops messages; it gets a full update when it becomes visible again.
+    if (this.panel?.visible) void this.panel.webview.postMessage(msg);
+  }
+
+  private push(): void {
+    if (!this.panel?.visible) return;
+    const focused = this.sessions.focused;
+    if (!focused) {
+      this.post({ type: 'noSession' });
+      return;
+    }
+    this.post({ type: 'update', session: focused.session.view(Math.min(this.widthPx, 2000)) });
+  }
+
+  dispose(): void {
+    this.throttle.dispose();
+    for (const d of [...this.subs, ...this.panelSubs]) d.dispose();
+    this.panel?.dispose();
+  }
+}

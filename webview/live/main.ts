@@ -1,0 +1,267 @@
+// The live panel (browser bundle → dist/webview/live.js). Draws what the host sends (src/glue/live):
+// per (process, device) track, the current figures and a uPlot chart of allocated / reserved / device
+// used with markers. Messages are coalesced into one render per animation frame, so a burst of updates
+// costs one layout; the last view is kept in getState() so a reloaded panel shows it at once.
+import uPlot from 'uplot';
+import { formatBytes } from '../../src/core/format/bytes';
+import { parseLiveHostMessage, type LiveAction, type LiveSessionView, type LiveTrack, type LiveWebviewMessage } from '../../src/core/protocol/live';
+import { figureRows } from './figures';
+
+interface VsCodeApi {
+  postMessage(msg: LiveWebviewMessage): void;
+  getState(): unknown;
+  setState(state: unknown): void;
+}
+declare function acquireVsCodeApi(): VsCodeApi;
+
+interface SavedState {
+  view?: LiveSessionView;
+}
+
+const vscode = acquireVsCodeApi();
+const tracksEl = document.getElementById('tracks')!;
+const emptyEl = document.getElementById('empty')!;
+const problemsEl = document.getElementById('problems')!;
+const nameEl = document.getElementById('session-name')!;
+const stateEl = document.getElementById('session-state')!;
+const buttons: Record<LiveAction, HTMLElement> = {
+  emptyCache: document.getElementById('btn-empty-cache')!,
+  captureSnapshot: document.getElementById('btn-snapshot')!,
+};
+
+interface TrackUi {
+  root: HTMLElement;
+  figures: HTMLElement;
+  chartHost: HTMLElement;
+  chart?: uPlot;
+  markers: LiveTrack['markers'];
+}
+const trackUis = new Map<string, TrackUi>();
+let pending: LiveSessionView | null | undefined; // undefined: nothing to draw; null: no session
+let frameRequested = false;
+
+function cssVar(name: string, fallback: string): string {
+  return getComputedStyle(document.body).getPropertyValue(name).trim() || fallback;
+}
+
+function chartWidth(): number {
+  return Math.max(200, Math.floor(tracksEl.clientWidth || document.body.clientWidth || 600) - 8);
+}
+
+// ---- rendering -------------------------------------------------------------------------------------
+
+function schedule(view: LiveSessionView | null): void {
+  pending = view;
+  if (frameRequested) return;
+  frameRequested = true;
+  requestAnimationFrame(() => {
+    frameRequested = false;
+    if (pending === undefined) return;
+    render(pending);
+    pending = undefined;
+  });
+}
+
+function render(view: LiveSessionView | null): void {
+  document.body.dataset.updates = String(Number(document.body.dataset.updates ?? '0') + 1);
+  if (!view) {
+    nameEl.textContent = 'No session';
+    stateEl.textContent = '';
+    emptyEl.hidden = false;
+    for (const ui of trackUis.values()) destroyTrack(ui);
+    trackUis.clear();
+    return;
+  }
+  nameEl.textContent = view.name;
+  stateEl.textContent = view.running ? 'running' : 'finished';
+  stateEl.className = `state ${view.running ? 'running' : 'finished'}`;
+  emptyEl.hidden = view.tracks.length > 0;
+  if (view.tracks.length === 0) emptyEl.textContent = view.running ? 'Waiting for the workload to initialise CUDA…' : 'This session recorded no device memory.';
+  problemsEl.hidden = view.problems.length === 0;
+  problemsEl.textContent = view.problems.join('\n');
+  for (const action of Object.keys(buttons) as LiveAction[]) {
+    if (!view.running) buttons[action].setAttribute('disabled', '');
+    else if (!buttons[action].dataset.busy) buttons[action].removeAttribute('disabled');
+  }
+  const seen = new Set<string>();
+  for (const track of view.tracks) {
+    seen.add(track.key);
+    let ui = trackUis.get(track.key);
+    if (!ui) {
+      ui = createTrack(track);
+      trackUis.set(track.key, ui);
+    }
+    updateTrack(ui, track);
+  }
+  for (const [key, ui] of trackUis) {
+    if (!seen.has(key)) {
+      destroyTrack(ui);
+      trackUis.delete(key);
+    }
+  }
+}
+
+function createTrack(track: LiveTrack): TrackUi {
+  const root = document.createElement('section');
+  root.className = 'track';
+  root.dataset.key = track.key;
+  const h = document.createElement('h2');
+  h.className = 'track-label';
+  const figures = document.createElement('div');
+  figures.className = 'figures';
+  const chartHost = document.createElement('div');
+  chartHost.className = 'chart';
+  root.append(h, figures, chartHost);
+  tracksEl.append(root);
+  return { root, figures, chartHost, markers: [] };
+}
+
+function destroyTrack(ui: TrackUi): void {
+  ui.chart?.destroy();
+  ui.root.remove();
+}
+
+function updateTrack(ui: TrackUi, track: LiveTrack): void {
+  ui.root.querySelector('.track-label')!.textContent = track.label + (track.running ? '' : ' (exited)');
+  ui.figures.replaceChildren(
+    ...figureRows(track.figures).map((row) => {
+      const cell = document.createElement('div');
+      cell.className = `figure figure-${row.key}`;
+      cell.dataset.figure = row.key;
+      cell.dataset.bytes = String(row.bytes);
+      cell.title = row.help;
+      const label = document.createElement('span');
+      label.className = 'figure-label';
+      label.textContent = row.label;
+      const value = document.createElement('span');
+      value.className = 'figure-value';
+      value.textContent = formatBytes(row.bytes);
+      cell.append(label, value);
+      return cell;
+    }),
+  );
+  ui.markers = track.markers;
+  const s = track.series;
+  const data: uPlot.AlignedData = [s.t, s.allocated, s.reserved, s.deviceUsed] as unknown as uPlot.AlignedData;
+  if (!ui.chart) {
+    ui.chart = new uPlot(chartOptions(ui), data, ui.chartHost);
+  } else {
+    ui.chart.setData(data);
+  }
+  ui.root.dataset.points = String(s.t.length);
+}
+
+function chartOptions(ui: TrackUi): uPlot.Options {
+  const fg = cssVar('--vscode-foreground', '#ccc');
+  const grid = cssVar('--vscode-editorWidget-border', 'rgba(128,128,128,0.25)');
+  const axis = (): uPlot.Axis => ({
+    stroke: fg,
+    grid: { stroke: grid, width: 1 },
+    ticks: { stroke: grid, width: 1 },
+  });
+  return {
+    width: chartWidth(),
+    height: 220,
+    cursor: { drag: { x: false, y: false } },
+    legend: { show: true },
+    scales: { x: { time: true }, y: { range: (_u, _min, max) => [0, Math.max(1, max) * 1.05] } },
+    axes: [axis(), { ...axis(), size: 80, values: (_u, vals) => vals.map((v) => formatBytes(v)) }],
+    series: [
+      {},
+      { label: 'allocated', stroke: cssVar('--vscode-charts-blue', '#3794ff'), width: 1.5, value: (_u, v) => (v == null ? '—' : formatBytes(v)) },
+      { label: 'reserved', stroke: cssVar('--vscode-charts-orange', '#d18616'), width: 1.5, value: (_u, v) => (v == null ? '—' : formatBytes(v)) },
+      { label: 'device used', stroke: cssVar('--vscode-charts-purple', '#b180d7'), width: 1, dash: [4, 3], value: (_u, v) => (v == null ? '—' : formatBytes(v)) },
+    ],
+    hooks: { draw: [(u) => drawMarkers(u, ui.markers)] },
+  };
+}
+
+const MARKER_VARS: Record<string, string> = {
+  empty_cache: '--vscode-charts-green',
+  snapshot: '--vscode-charts-yellow',
+  oom: '--vscode-charts-red',
+  user: '--vscode-charts-foreground',
+  notice: '--vscode-charts-yellow',
+  range_begin: '--vscode-charts-lines',
+  range_end: '--vscode-charts-lines',
+};
+
+function drawMarkers(u: uPlot, markers: LiveTrack['markers']): void {
+  const ctx = u.ctx;
+  const { top, height, left, width } = u.bbox;
+  ctx.save();
+  ctx.font = `${Math.round(10 * devicePixelRatio)}px ${cssVar('--vscode-font-family', 'sans-serif')}`;
+  for (const m of markers) {
+    const x = u.valToPos(m.t, 'x', true);
+    if (x < left || x > left + width) continue;
+    ctx.strokeStyle = cssVar(MARKER_VARS[m.kind] ?? '--vscode-charts-lines', '#888');
+    ctx.fillStyle = ctx.strokeStyle;
+    ctx.lineWidth = m.kind === 'oom' ? 2 * devicePixelRatio : devicePixelRatio;
+    ctx.setLineDash(m.kind === 'range_begin' || m.kind === 'range_end' ? [3 * devicePixelRatio, 3 * devicePixelRatio] : []);
+    ctx.beginPath();
+    ctx.moveTo(x, top);
+    ctx.lineTo(x, top + height);
+    ctx.stroke();
+    const text = m.kind === 'empty_cache' ? 'empty cache' : m.kind === 'oom' ? 'OOM' : m.label;
+    if (text) ctx.fillText(text.slice(0, 24), x + 3 * devicePixelRatio, top + 12 * devicePixelRatio);
+  }
+  ctx.restore();
+}
+
+// ---- wiring ----------------------------------------------------------------------------------------
+
+for (const [action, el] of Object.entries(buttons) as [LiveAction, HTMLElement][]) {
+  el.addEventListener('click', () => {
+    if (el.hasAttribute('disabled')) return;
+    vscode.postMessage({ type: 'action', action });
+  });
+}
+
+window.addEventListener('message', (event: MessageEvent) => {
+  const msg = parseLiveHostMessage(event.data);
+  if (!msg) return;
+  switch (msg.type) {
+    case 'update':
+      vscode.setState({ view: msg.session } satisfies SavedState);
+      schedule(msg.session);
+      break;
+    case 'noSession':
+      vscode.setState({} satisfies SavedState);
+      schedule(null);
+      break;
+    case 'busy': {
+      const el = buttons[msg.action];
+      if (msg.busy) {
+        el.dataset.busy = '1';
+        el.setAttribute('disabled', '');
+      } else {
+        delete el.dataset.busy;
+        el.removeAttribute('disabled');
+      }
+      break;
+    }
+  }
+});
+
+let resizeTimer: ReturnType<typeof setTimeout> | undefined;
+new ResizeObserver(() => {
+  const w = chartWidth();
+  for (const ui of trackUis.values()) ui.chart?.setSize({ width: w, height: 220 });
+  clearTimeout(resizeTimer);
+  resizeTimer = setTimeout(() => vscode.postMessage({ type: 'resize', widthPx: w }), 200);
+}).observe(document.body);
+
+// Theme switch: VS Code changes the body class; chart colours are read at creation, so rebuild them.
+new MutationObserver(() => {
+  for (const ui of trackUis.values()) {
+    ui.chart?.destroy();
+    ui.chart = undefined;
+    ui.chartHost.replaceChildren();
+  }
+  const saved = vscode.getState() as SavedState | undefined;
+  if (saved?.view) schedule(saved.view);
+}).observe(document.body, { attributes: true, attributeFilter: ['class'] });
+
+const restored = vscode.getState() as SavedState | undefined;
+if (restored?.view) schedule(restored.view);
+vscode.postMessage({ type: 'ready', widthPx: chartWidth() });
