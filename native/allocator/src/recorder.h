@@ -31,4 +31,18 @@ void on_init(int device_count);
 // after emitting REC_OOM; it calls core::snapshot_segments, so call it WITHOUT the device lock.
 int64_t write_state(int device, uint32_t reason);
 
+
+// ---- Shared with the control server and the C API (recorder.cc) -------------------------------
+// The capture offset of the first REC_STATE (0 when no capture is open), after writing `pickle_path`
+// (if not null); -1 and *err on failure.
+int64_t take_snapshot(const char* pickle_path, std::string* err);
+void mark(const std::string& name, uint32_t kind);  // fmt::MarkerKind
+int process_rank();                                 // RANK from the environment (0 if unset)
+std::string default_snapshot_path();                // <capture folder>/snapshot-<pid>-<n>.pickle
+
+// The C API's error message (gpumem_last_error): per thread. The core may use these for its own
+// errors too, so that gpumem_last_error reports whichever call failed last on this thread.
+void set_last_error(const std::string& msg);
+const char* last_error();
+
 }  // namespace gpumem::rec

@@ -1,0 +1,312 @@
+// snapshot_pickle.cc — see snapshot_pickle.h. Key names and orders follow PyTorch 2.11's
+// torch/csrc/cuda/Module.cpp (THCPModule_memorySnapshot), checked against real 2.11 pickles.
+#include "snapshot_pickle.h"
+
+#include <cstdlib>
+#include <cstring>
+#include <mutex>
+#include <unordered_map>
+#include <vector>
+
+#include "../../format/gpumem_format.h"
+#include "../../format/pickle_emit.h"
+#include "allocator_api.h"
+#include "stack_capture.h"
+
+namespace gpumem::rec::snap {
+namespace {
+
+enum Action : uint8_t {
+  A_ALLOC,
+  A_FREE_REQUESTED,
+  A_FREE_COMPLETED,
+  A_SEGMENT_ALLOC,
+  A_SEGMENT_FREE,
+  A_SEGMENT_MAP,
+  A_SEGMENT_UNMAP,
+  A_OOM,
+  A_SNAPSHOT,
+};
+const char* const kActionNames[] = {"alloc",        "free_requested", "free_completed",
+                                    "segment_alloc", "segment_free",  "segment_map",
+                                    "segment_unmap", "oom",           "snapshot"};
+
+struct Entry {
+  uint64_t t_ns, addr, size, stream;
+  uint32_t stack;
+  uint8_t action;
+};
+
+struct Ring {
+  std::vector<Entry> slots;  // grows to capacity, then wraps
+  size_t next = 0;           // where the next entry goes once full
+  void add(const Entry& e, size_t cap) {
+    if (cap == 0) return;
+    if (slots.size() < cap) {
+      slots.push_back(e);
+      return;
+    }
+    slots[next] = e;
+    next = (next + 1) % cap;
+  }
+  std::vector<Entry> ordered() const {
+    std::vector<Entry> out;
+    out.reserve(slots.size());
+    for (size_t i = 0; i < slots.size(); i++) out.push_back(slots[(next + i) % slots.size()]);
+    return out;
+  }
+};
+
+struct Annotation {
+  bool begin;
+  std::string name;
+  int device;
+  uint64_t t_ns;
+};
+
+struct State {
+  std::mutex mu;  // lock order: device lock → mu (emit feeds the ring under the device lock)
+  Settings settings;
+  std::vector<Ring> rings;  // index = device
+  std::vector<Annotation> annotations;
+  size_t annotations_next = 0;
+};
+State& S() {
+  static State* s = new State();
+  return *s;
+}
+
+uint64_t to_us(const Settings& s, uint64_t t_ns) {
+  int64_t delta = int64_t(t_ns - s.mono_anchor_ns);
+  return uint64_t((int64_t(s.wall_anchor_ns) + delta) / 1000);
+}
+
+// A stack's frame list, pickled once per stack id per snapshot (Note [Memo-free] in pickle_emit.h).
+class FrameLists {
+ public:
+  const std::string& get(uint32_t stack) {
+    auto it = cache_.find(stack);
+    if (it != cache_.end()) return it->second;
+    fmt::PickleEmitter p(256);
+    p.begin_list();
+    for (auto& f : stacks::frames_of(stack)) {
+      p.begin_dict();
+      p.kv("name", f.function);
+      p.kv("filename", f.file);
+      p.kv_int("line", f.line);
+      p.end_dict();
+    }
+    p.end_list();
+    return cache_.emplace(stack, p.take()).first->second;
+  }
+
+ private:
+  std::unordered_map<uint32_t, std::string> cache_;
+};
+
+const char* state_name(uint8_t st) {
+  switch (st) {
+    case fmt::BLOCK_ACTIVE_ALLOCATED: return "active_allocated";
+    case fmt::BLOCK_ACTIVE_PENDING_FREE: return "active_pending_free";
+    default: return "inactive";
+  }
+}
+
+void emit_segments(fmt::PickleEmitter& p, FrameLists& frames) {
+  p.begin_list();
+  for (auto& seg : core::snapshot_segments(-1)) {
+    uint64_t allocated = 0, active = 0, requested = 0;
+    for (auto& b : seg.blocks) {
+      if (b.state == fmt::BLOCK_ACTIVE_ALLOCATED) {
+        allocated += b.size;
+        requested += b.requested;
+      }
+      if (b.state != fmt::BLOCK_INACTIVE) active += b.size;
+    }
+    p.begin_dict();
+    p.kv_int("device", seg.device);
+    p.kv_uint("address", seg.addr);
+    p.kv_uint("total_size", seg.size);
+    p.kv_uint("allocated_size", allocated);
+    p.kv_uint("active_size", active);
+    p.kv_uint("requested_size", requested);
+    p.kv_uint("stream", seg.stream);
+    p.kv("segment_type", (seg.flags & fmt::kPoolSmall) ? "small" : "large");
+    p.key("segment_pool_id");
+    p.begin_tuple();
+    p.uinteger(seg.pool0);
+    p.uinteger(seg.pool1);
+    p.end_tuple();
+    p.kv_bool("is_expandable", (seg.flags & fmt::kSegExpandable) != 0);
+    p.key("frames");
+    p.raw(frames.get(seg.stack));
+    p.key("blocks");
+    p.begin_list();
+    for (auto& b : seg.blocks) {
+      p.begin_dict();
+      p.kv_uint("address", b.addr);
+      p.kv_uint("size", b.size);
+      p.kv_uint("requested_size", b.requested);
+      p.kv("state", state_name(b.state));
+      p.key("frames");
+      // Like PyTorch, a free block shows no frames (its last owner's context is dropped on free).
+      p.raw(frames.get(b.state == fmt::BLOCK_INACTIVE ? 0 : b.stack));
+      p.end_dict();
+    }
+    p.end_list();
+    p.end_dict();
+  }
+  p.end_list();
+}
+
+void emit_settings(fmt::PickleEmitter& p, const Settings& s) {
+  const char* conf = std::getenv("PYTORCH_CUDA_ALLOC_CONF");
+  p.begin_dict();
+  p.kv("PYTORCH_CUDA_ALLOC_CONF", conf ? conf : "");
+  p.kv_int("max_split_size", -1);
+  p.kv_float("garbage_collection_threshold", 0.0);
+  p.kv_bool("expandable_segments", s.expandable_segments);
+  p.kv_int("pinned_num_register_threads", 1);
+  p.kv_bool("release_lock_on_cudamalloc", false);
+  p.kv_bool("pinned_use_cuda_host_register", false);
+  p.kv_bool("graph_capture_record_stream_reuse", false);
+  p.key("roundup_power2_divisions");
+  p.begin_dict();
+  for (int i = 1; i <= 32768; i *= 2) {
+    p.str(std::to_string(i));
+    p.integer(0);
+  }
+  p.end_dict();
+  p.end_dict();
+}
+
+}  // namespace
+
+void configure(const Settings& s) {
+  std::lock_guard<std::mutex> lk(S().mu);
+  S().settings = s;
+}
+
+void on_event(uint8_t type, uint8_t device, const void* payload, uint32_t bytes) {
+  Entry e{};
+  switch (type) {
+    case fmt::REC_ALLOC:
+    case fmt::REC_FREE_REQUESTED:
+    case fmt::REC_FREE_COMPLETED: {
+      if (bytes < sizeof(fmt::BlockEvent)) return;
+      fmt::BlockEvent b;
+      std::memcpy(&b, payload, sizeof b);
+      e = Entry{b.t_ns, b.addr, b.size, b.stream, b.stack, uint8_t(A_ALLOC + (type - fmt::REC_ALLOC))};
+      break;
+    }
+    case fmt::REC_SEGMENT_ALLOC:
+    case fmt::REC_SEGMENT_FREE:
+    case fmt::REC_SEGMENT_MAP:
+    case fmt::REC_SEGMENT_UNMAP: {
+      if (bytes < sizeof(fmt::SegmentEvent)) return;
+      fmt::SegmentEvent s;
+      std::memcpy(&s, payload, sizeof s);
+      e = Entry{s.t_ns, s.addr, s.size, s.stream, s.stack,
+                uint8_t(A_SEGMENT_ALLOC + (type - fmt::REC_SEGMENT_ALLOC))};
+      break;
+    }
+    case fmt::REC_OOM: {
+      if (bytes < sizeof(fmt::OomRec)) return;
+      fmt::OomRec o;
+      std::memcpy(&o, payload, sizeof o);
+      // PyTorch's oom entry: addr = the device's free bytes, size = the request.
+      e = Entry{o.t_ns, o.device_free, o.requested, o.stream, o.stack, A_OOM};
+      break;
+    }
+    default:
+      return;
+  }
+  State& s = S();
+  std::lock_guard<std::mutex> lk(s.mu);
+  if (s.settings.trace_entries == 0) return;
+  if (s.rings.size() <= device) s.rings.resize(size_t(device) + 1);
+  s.rings[device].add(e, s.settings.trace_entries);
+}
+
+void on_annotation(bool begin, const std::string& name, int device, uint64_t t_ns) {
+  State& s = S();
+  std::lock_guard<std::mutex> lk(s.mu);
+  size_t cap = s.settings.trace_entries;
+  if (cap == 0) return;
+  Annotation a{begin, name, device, t_ns};
+  if (s.annotations.size() < cap) {
+    s.annotations.push_back(std::move(a));
+  } else {
+    s.annotations[s.annotations_next] = std::move(a);
+    s.annotations_next = (s.annotations_next + 1) % cap;
+  }
+}
+
+void on_snapshot(uint64_t t_ns) {
+  State& s = S();
+  std::lock_guard<std::mutex> lk(s.mu);
+  size_t n = std::max<size_t>(s.rings.size(), size_t(std::max(core::device_count(), 0)));
+  if (s.rings.size() < n) s.rings.resize(n);
+  for (auto& r : s.rings) r.add(Entry{t_ns, 0, 0, 0, 0, A_SNAPSHOT}, s.settings.trace_entries);
+}
+
+std::string build() {
+  Settings settings;
+  std::vector<std::vector<Entry>> traces;
+  std::vector<Annotation> annotations;
+  {
+    State& s = S();
+    std::lock_guard<std::mutex> lk(s.mu);
+    settings = s.settings;
+    for (auto& r : s.rings) traces.push_back(r.ordered());
+    size_t n = s.annotations.size();
+    for (size_t i = 0; i < n; i++) annotations.push_back(s.annotations[(s.annotations_next + i) % n]);
+  }
+  size_t ndev = std::max<size_t>(traces.size(), size_t(std::max(core::device_count(), 0)));
+  traces.resize(ndev);
+
+  FrameLists frames;
+  fmt::PickleEmitter p(1 << 20);
+  p.begin();
+  p.begin_dict();
+  p.key("segments");
+  emit_segments(p, frames);
+  p.key("device_traces");
+  p.begin_list();
+  for (auto& dev : traces) {
+    p.begin_list();
+    for (auto& e : dev) {
+      p.begin_dict();
+      p.kv("action", kActionNames[e.action]);
+      p.kv_uint("addr", e.addr);
+      p.kv_uint("size", e.size);
+      p.kv_uint("stream", e.stream);
+      p.kv_uint("time_us", to_us(settings, e.t_ns));
+      p.kv("compile_context", "N/A");
+      p.kv("user_metadata", "");
+      p.key("frames");
+      p.raw(frames.get(e.stack));
+      p.end_dict();
+    }
+    p.end_list();
+  }
+  p.end_list();
+  p.key("allocator_settings");
+  emit_settings(p, settings);
+  p.key("external_annotations");
+  p.begin_list();
+  for (auto& a : annotations) {
+    p.begin_dict();
+    p.kv("stage", a.begin ? "START" : "END");
+    p.kv("name", a.name);
+    p.kv_int("device", a.device);
+    p.kv_uint("time_us", to_us(settings, a.t_ns));
+    p.end_dict();
+  }
+  p.end_list();
+  p.end_dict();
+  p.end();
+  return p.take();
+}
+
+}  // namespace gpumem::rec::snap
