@@ -54,3 +54,20 @@ test(`"${SHOW_LIVE_PANEL}" runs from the palette`, async () => {
     throw err;
   }
 });
+
+// The harness helpers other E2E tests build on, checked against something VS Code itself provides: the
+// built-in Markdown preview is a webview panel, like ours.
+test('harness: openFile and webviewFrame reach a webview panel', async () => {
+  try {
+    await vsc.openFile('README.md');
+    await vsc.runCommand('Markdown: Open Preview to the Side');
+    const frame = await vsc.webviewFrame('Preview README.md');
+    const heading = await frame.locator('h1').first().textContent({ timeout: 20_000 });
+    const expected = fs.readFileSync(path.join(vsc.workspaceDir, 'README.md'), 'utf8').match(/^# (.+)$/m)[1];
+    assert.equal(heading.trim(), expected);
+  } catch (err) {
+    failed = true;
+    await vsc.screenshot('smoke-harness-FAILED');
+    throw err;
+  }
+});

@@ -149,8 +149,21 @@ export class Workbench {
   /** Waits for a notification toast containing `substr`; returns its full text. */
   async waitForNotification(substr, { timeout = 20_000 } = {}) {
     const toast = this.page.locator('.notifications-toasts .notification-list-item-message', { hasText: substr }).first();
-    await toast.waitFor({ state: 'visible', timeout });
+    try {
+      await toast.waitFor({ state: 'visible', timeout });
+    } catch {
+      throw new Error(`no notification containing "${substr}" within ${timeout} ms; on screen: ${JSON.stringify(await this.visibleMessages())}`);
+    }
     return nbsp(await toast.textContent());
+  }
+
+  /** Texts of the notification toasts and modal dialogs on screen (an error such as "command … not found" is a dialog). */
+  async visibleMessages() {
+    return this.page.evaluate(() =>
+      [...document.querySelectorAll('.notifications-toasts .notification-list-item-message, .monaco-dialog-box .dialog-message-text, .monaco-dialog-box .dialog-message-detail')]
+        .map((e) => (e.textContent ?? '').replace(/\u00a0/g, ' ').trim())
+        .filter(Boolean),
+    );
   }
 
   /** PNG of the whole workbench into .test-output/e2e/<name>.png; returns the path. */
