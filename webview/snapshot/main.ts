@@ -1,0 +1,234 @@
+// Snapshot panel (browser bundle → dist/webview/snapshot.js): tabs for the summary, the active memory
+// timeline, the segment map, top allocation sites and compare; export and drag-and-drop in the header.
+// Everything drawn comes from host messages (src/core/protocol/snapshot.ts); state survives hiding.
+import type { MarkerView, OpenedInfo, SnapshotHostMessage, SnapshotTab, SummaryView } from '../../src/core/protocol/snapshot';
+import { END_OF_TRACE } from '../../src/core/protocol/snapshot';
+import { getState, newRequestId, send, updateState } from './api';
+import { ComparePanel } from './compareTab';
+import { clear, h } from './dom';
+import { attachDrop } from './drop';
+import { SegmentsPanel } from './segmentsTab';
+import { renderSites } from './sitesTab';
+import { onStack } from './stacks';
+import { renderSummary } from './summaryTab';
+import { TimelinePanel } from './timelineTab';
+
+const TABS: [SnapshotTab, string][] = [
+  ['summary', 'Summary'],
+  ['timeline', 'Timeline'],
+  ['segments', 'Segment map'],
+  ['sites', 'Top sites'],
+  ['compare', 'Compare'],
+];
+
+class App {
+  private info: OpenedInfo | undefined;
+  private summary: SummaryView | undefined;
+  private markers: MarkerView[] = [];
+  private readonly views = new Map<SnapshotTab, HTMLElement>();
+  private readonly status: HTMLElement;
+  private readonly body: HTMLElement;
+  private readonly deviceHost: HTMLElement;
+  private timeline: TimelinePanel | undefined;
+  private segments: SegmentsPanel | undefined;
+  private compare: ComparePanel | undefined;
+  private segmentsRequest = 0;
+  private segmentsShownFor: string | undefined;
+  /** performance.now() marks for the benchmark and tests */
+  readonly marks: Record<string, number> = {};
+
+  constructor(private readonly root: HTMLElement) {
+    const title = root.dataset.title ?? 'Snapshot';
+    this.status = h('span', { class: 'notice', role: 'status', 'data-testid': 'notice' });
+    this.deviceHost = h('span');
+    const exportPickle = h('vscode-button', { appearance: 'secondary', 'data-testid': 'export-pickle', title: 'Save the state at the selected moment (or the end) with the trace, as a PyTorch snapshot pickle memory_viz opens' }, 'Export pickle…');
+    exportPickle.addEventListener('click', () => send({ type: 'exportPickle', device: getState().device, atUs: getState().momentUs ?? END_OF_TRACE }));
+    const exportPng = h('vscode-button', { appearance: 'secondary', 'data-testid': 'export-png', title: 'Save the timeline or segment map as a PNG image' }, 'Save PNG…');
+    exportPng.addEventListener('click', () => this.exportPng());
+    const header = h('header', { class: 'header' }, h('h2', { class: 'title' }, title), this.deviceHost, h('span', { class: 'spacer' }), this.status, exportPickle, exportPng);
+    this.body = h('div', { class: 'body' }, h('p', { class: 'muted' }, 'Waiting for the extension…'));
+    root.append(header, this.body);
+    attachDrop(document.body, (m) => this.notice(m));
+    window.addEventListener('message', (e: MessageEvent) => this.onMessage(e.data as SnapshotHostMessage));
+    send({ type: 'ready' });
+  }
+
+  private notice(message: string): void {
+    this.status.textContent = message;
+  }
+
+  private device(): number {
+    return getState().device;
+  }
+
+  private range(): { t0Us: number; t1Us: number } {
+    const i = this.info?.devices.indexOf(this.device()) ?? -1;
+    return (i >= 0 && this.info?.timeRanges[i]) || { t0Us: 0, t1Us: 1 };
+  }
+
+  private onMessage(msg: SnapshotHostMessage): void {
+    switch (msg.type) {
+      case 'loading':
+        clear(this.body);
+        this.body.append(h('div', { class: 'loading' }, h('vscode-progress-ring'), h('span', {}, `Reading ${msg.fileName}…`)));
+        return;
+      case 'loadFailed':
+        clear(this.body);
+        this.body.append(h('p', { class: 'error', 'data-testid': 'load-error' }, msg.message));
+        return;
+      case 'opened':
+        this.marks.opened = performance.now();
+        this.opened(msg.info);
+        return;
+      case 'summary':
+        this.summary = msg.summary;
+        this.markers = msg.markers;
+        renderSummary(this.views.get('summary') as HTMLElement, msg.summary, this.range().t0Us, () => this.gotoPeak());
+        this.marks.summary = performance.now();
+        this.timeline?.show();
+        return;
+      case 'sites':
+        renderSites(this.views.get('sites') as HTMLElement, msg.rows);
+        return;
+      case 'timeline':
+        this.timeline?.onData(msg.view);
+        return;
+      case 'segments':
+        if (msg.view.requestId === this.segmentsRequest) this.segments?.onData(msg.view);
+        return;
+      case 'stack':
+        onStack(msg.view);
+        return;
+      case 'diff':
+        this.compare?.onDiff(msg.view);
+        return;
+      case 'requestFailed':
+        if (!this.compare?.failed(msg.requestId, msg.message)) this.notice(msg.message);
+        return;
+      case 'notice':
+        this.notice(msg.message);
+        return;
+    }
+  }
+
+  private opened(info: OpenedInfo): void {
+    const restoring = this.info === undefined;
+    this.info = info;
+    if (!info.devices.includes(this.device())) updateState({ device: info.devices[0] ?? 0, window: undefined, momentUs: undefined });
+    clear(this.deviceHost);
+    if (info.devices.length > 1) {
+      const dd = h('vscode-dropdown', { 'data-testid': 'device', 'aria-label': 'Device' });
+      for (const d of info.devices) dd.append(h('vscode-option', { value: d, selected: d === this.device() }, `cuda:${d}`));
+      dd.addEventListener('change', () => this.selectDevice(Number((dd as unknown as { value: string }).value)));
+      this.deviceHost.append(dd);
+    } else {
+      this.deviceHost.append(h('span', { class: 'muted' }, `cuda:${this.device()}`));
+    }
+    this.buildTabs();
+    if (info.problems.length) this.body.prepend(h('p', { class: 'warning' }, `Read with problems: ${info.problems.join('; ')}`));
+    // The host sends device 0's summary after `opened`; a restored panel on another device asks again.
+    if (restoring && this.device() !== (info.devices[0] ?? 0)) send({ type: 'selectDevice', device: this.device() });
+  }
+
+  private buildTabs(): void {
+    clear(this.body);
+    this.views.clear();
+    const panels = h('vscode-panels', { activeid: `tab-${getState().tab}`, 'aria-label': 'Snapshot views' });
+    for (const [id, label] of TABS) panels.append(h('vscode-panel-tab', { id: `tab-${id}`, 'data-testid': `tab-${id}` }, label));
+    for (const [id] of TABS) {
+      const view = h('vscode-panel-view', { id: `view-${id}`, 'data-testid': `view-${id}` });
+      const inner = h('section', { class: `view view-${id}` });
+      view.append(inner);
+      this.views.set(id, inner);
+      panels.append(view);
+    }
+    panels.addEventListener('change', () => {
+      const active = (panels as unknown as { activeid?: string }).activeid ?? '';
+      const tab = active.replace(/^tab-/, '') as SnapshotTab;
+      if (!TABS.some(([t]) => t === tab) || tab === getState().tab) return;
+      updateState({ tab });
+      this.onTabShown(tab);
+    });
+    this.body.append(panels);
+    const range = () => this.range();
+    this.timeline = new TimelinePanel(this.views.get('timeline') as HTMLElement, {
+      device: () => this.device(),
+      range,
+      peak: () => (this.summary ? { timeUs: this.summary.peakAtTimeUs, reservedBytes: this.summary.peakReservedBytes } : undefined),
+      markers: () => this.markers,
+      momentUs: () => getState().momentUs,
+      onMoment: (t) => this.setMoment(t),
+    });
+    this.timeline.onFirstPaint = () => (this.marks.timelinePainted = performance.now());
+    this.segments = new SegmentsPanel(this.views.get('segments') as HTMLElement, {
+      range,
+      peakUs: () => this.summary?.peakAtTimeUs,
+      momentUs: () => getState().momentUs,
+      onMoment: (t) => this.setMoment(t),
+    });
+    this.compare = new ComparePanel(this.views.get('compare') as HTMLElement, {
+      device: () => this.device(),
+      range,
+      peakUs: () => this.summary?.peakAtTimeUs,
+      momentUs: () => getState().momentUs,
+    });
+    this.segmentsShownFor = undefined;
+    // Panel views are display:none until the toolkit upgrades them; draw the restored tab once laid out.
+    requestAnimationFrame(() => this.onTabShown(getState().tab));
+  }
+
+  private onTabShown(tab: SnapshotTab): void {
+    if (tab === 'timeline') this.timeline?.show();
+    if (tab === 'segments') {
+      this.requestSegments();
+      this.segments?.draw();
+    }
+  }
+
+  private selectDevice(device: number): void {
+    updateState({ device, window: undefined, momentUs: undefined });
+    this.timeline?.resetForDevice(false);
+    this.segmentsShownFor = undefined;
+    send({ type: 'selectDevice', device });
+    this.onTabShown(getState().tab);
+  }
+
+  private setMoment(timeUs: number | undefined): void {
+    updateState({ momentUs: timeUs });
+    this.timeline?.show();
+    this.requestSegments();
+  }
+
+  private requestSegments(): void {
+    const key = `${this.device()}@${getState().momentUs ?? 'end'}`;
+    if (key === this.segmentsShownFor) return;
+    this.segmentsShownFor = key;
+    this.segmentsRequest = newRequestId();
+    send({ type: 'requestSegments', requestId: this.segmentsRequest, device: this.device(), timeUs: getState().momentUs ?? END_OF_TRACE });
+  }
+
+  private gotoPeak(): void {
+    updateState({ tab: 'timeline' });
+    const panels = this.body.querySelector('vscode-panels');
+    panels?.setAttribute('activeid', 'tab-timeline');
+    this.timeline?.zoomToPeak();
+    this.onTabShown('timeline');
+  }
+
+  private exportPng(): void {
+    const tab = getState().tab;
+    const dataUrl = tab === 'segments' && this.segments ? this.segments.toDataUrl() : this.timeline?.toDataUrl();
+    if (!dataUrl || dataUrl.length < 100) {
+      this.notice('Open the Timeline or Segment map tab to save it as an image.');
+      return;
+    }
+    const base = (this.info?.fileName ?? 'snapshot').replace(/\.(pickle|gpumem)$/, '');
+    send({ type: 'exportPng', dataUrl, suggestedName: `${base}-${tab === 'segments' ? 'segments' : 'timeline'}.png` });
+  }
+}
+
+const root = document.getElementById('app');
+if (root) {
+  const app = new App(root);
+  (window as unknown as { __snapshotPanel: unknown }).__snapshotPanel = app;
+}

@@ -1,0 +1,53 @@
+// Call stacks fetched from the host on demand (hover, click) and cached for the panel's lifetime.
+import type { StackView } from '../../src/core/protocol/snapshot';
+import { newRequestId, send } from './api';
+
+const cache = new Map<number, StackView>();
+const pending = new Map<number, { stackId: number; resolve: (s: StackView) => void }>();
+const inflight = new Map<number, Promise<StackView>>();
+
+export function getStack(stackId: number): Promise<StackView> {
+  const hit = cache.get(stackId);
+  if (hit) return Promise.resolve(hit);
+  const running = inflight.get(stackId);
+  if (running) return running;
+  const p = new Promise<StackView>((resolve) => {
+    const requestId = newRequestId();
+    pending.set(requestId, { stackId, resolve });
+    send({ type: 'requestStack', requestId, stackId });
+  });
+  inflight.set(stackId, p);
+  return p;
+}
+
+export function cachedStack(stackId: number): StackView | undefined {
+  return cache.get(stackId);
+}
+
+export function onStack(view: StackView): void {
+  cache.set(view.stackId, view);
+  const p = pending.get(view.requestId);
+  pending.delete(view.requestId);
+  inflight.delete(view.stackId);
+  p?.resolve(view);
+}
+
+/** The frame "go to source" opens: the innermost user frame, else the innermost frame. */
+export function sourceFrame(stack: StackView): { file: string; line: number } | undefined {
+  const f = stack.frames.find((x) => x.user) ?? stack.frames[0];
+  return f ? { file: f.file, line: f.line } : undefined;
+}
+
+export function stackLines(stack: StackView | undefined, max = 12): string[] {
+  if (!stack) return ['(loading stack…)'];
+  if (stack.frames.length === 0) return ['(no Python frames recorded for this allocation)'];
+  const lines = stack.frames.slice(0, max).map((f) => `${f.user ? '▸ ' : '  '}${f.name} — ${shortPath(f.file)}:${f.line}`);
+  if (stack.frames.length > max) lines.push(`  … ${stack.frames.length - max} more frames`);
+  if (stack.backward) lines.unshift('(allocated during backward(); stack of the backward() call)');
+  return lines;
+}
+
+function shortPath(file: string): string {
+  const parts = file.split(/[\\/]/);
+  return parts.length > 3 ? `…/${parts.slice(-3).join('/')}` : file;
+}
