@@ -1,0 +1,44 @@
+"""GPU Memory Lens helpers for user code. Importing this never imports torch.
+
+    import gpumem
+    gpumem.mark("epoch 1")            # an instant marker in the capture
+    with gpumem.range("validation"):  # a begin/end range
+        ...
+
+Outside a tracked run (or before CUDA is used) these do nothing and return False.
+"""
+import contextlib
+
+from ._state import STATE as _STATE
+
+__all__ = ["mark", "range", "active"]
+__version__ = "0.1.0"
+
+
+def active():
+    """True when this process records a capture."""
+    return _STATE.configured
+
+
+def mark(name):
+    """Record an instant marker (step boundary, phase) at this moment in the capture."""
+    if not _STATE.configured:
+        return False
+    from . import _native
+
+    return _STATE.native.mark(str(name), _native.MARK_INSTANT)
+
+
+@contextlib.contextmanager
+def range(name):  # noqa: A001 - mirrors record_function's vocabulary
+    """Record a begin/end marker pair around a block."""
+    from . import _native
+
+    on = _STATE.configured
+    if on:
+        _STATE.native.mark(str(name), _native.MARK_BEGIN)
+    try:
+        yield
+    finally:
+        if on:
+            _STATE.native.mark(str(name), _native.MARK_END)

@@ -1,0 +1,95 @@
+"""`python3 -m gpumem run|ping|empty-cache|snapshot` — the CLI for machines without Node.js.
+
+    python3 -m gpumem run [--out DIR] [--python PATH] [--segments expandable|fixed] [--no-stacks]
+                          [--backend cuda|sim] [--] script.py|-m module|command [args…]
+    python3 -m gpumem ping|empty-cache|snapshot --session DIR [--pid N]
+"""
+import argparse
+import json
+import os
+import sys
+
+from . import _control, _launch
+
+
+def _fmt(n):
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if abs(n) < 1024 or unit == "TiB":
+            return ("%d %s" % (n, unit)) if unit == "B" else ("%.2f %s" % (n, unit))
+        n /= 1024.0
+
+
+def _run(argv):
+    p = argparse.ArgumentParser(prog="python3 -m gpumem run", description="Run a workload under the lens allocator.")
+    p.add_argument("--out", default=".gpumem", help="folder for session folders (default .gpumem)")
+    p.add_argument("--python", default=None, help="interpreter for script.py / -m (default: this one)")
+    p.add_argument("--segments", choices=("expandable", "fixed"), default="expandable")
+    p.add_argument("--no-stacks", action="store_true", help="do not record Python stacks")
+    p.add_argument("--sample-ms", type=int, default=200)
+    p.add_argument("--backend", choices=("cuda", "sim"), default="cuda")
+    p.add_argument("--allocator", default=None, help="path of libgpumem_allocator.so")
+    p.add_argument("command", nargs=argparse.REMAINDER)
+    args = p.parse_args(argv)
+    command = args.command[1:] if args.command[:1] == ["--"] else args.command
+    code, _session = _launch.run(command, args.out, args.python, args.segments, not args.no_stacks,
+                                 args.sample_ms, args.backend, args.allocator)
+    return code
+
+
+def _control_cmd(name, argv):
+    p = argparse.ArgumentParser(prog="python3 -m gpumem " + name)
+    p.add_argument("--session", required=True, help="the session folder (printed by `run`)")
+    p.add_argument("--pid", type=int, default=None, help="only this process (default: all live ones)")
+    p.add_argument("--json", action="store_true", help="print the raw replies")
+    args = p.parse_args(argv)
+    procs = _control.live_processes(args.session)
+    if args.pid is not None:
+        procs = [q for q in procs if q["pid"] == args.pid]
+    if not procs:
+        sys.stderr.write("gpumem %s: no running workload process in %s%s\n"
+                         % (name, args.session, "" if args.pid is None else " with pid %d" % args.pid))
+        return 2
+    cmd = {"ping": "ping", "empty-cache": "empty_cache", "snapshot": "snapshot"}[name]
+    status = 0
+    for q in procs:
+        try:
+            reply = _control.request(q["socket"], {"cmd": cmd}, timeout=60.0 if cmd == "snapshot" else 5.0)
+        except _control.ControlError as exc:
+            sys.stderr.write("gpumem %s: pid %d: %s\n" % (name, q["pid"], exc))
+            status = 1
+            continue
+        if args.json:
+            print(json.dumps(dict(reply, pid=q["pid"])))
+        elif not reply["ok"]:
+            sys.stderr.write("gpumem %s: pid %d refused: %s\n" % (name, q["pid"], reply.get("error")))
+            status = 1
+        elif cmd == "empty_cache":
+            b, a = reply["reserved_before"], reply["reserved_after"]
+            print("pid %d rank %d: reserved %s -> %s (released %s)" % (q["pid"], q.get("rank", 0), _fmt(b), _fmt(a), _fmt(b - a)))
+        elif cmd == "snapshot":
+            print(reply["pickle"])
+        else:
+            devs = ", ".join("cuda:%d allocated %s reserved %s" % (d["index"], _fmt(d["allocated"]), _fmt(d["reserved"]))
+                             for d in reply.get("devices", []))
+            print("pid %d rank %d: %s" % (q["pid"], q.get("rank", 0), devs or "no device in use"))
+    return status
+
+
+def main(argv=None):
+    argv = sys.argv[1:] if argv is None else argv
+    if not argv or argv[0] in ("-h", "--help", "help"):
+        print(__doc__.strip())
+        return 0 if argv else 2
+    sub, rest = argv[0], argv[1:]
+    if sub == "run":
+        return _run(rest)
+    if sub in ("ping", "empty-cache", "snapshot"):
+        return _control_cmd(sub, rest)
+    sys.stderr.write("gpumem: unknown command %r; use run, ping, empty-cache or snapshot (see --help)\n" % sub)
+    return 2
+
+
+if __name__ == "__main__":
+    # The launcher's own process must not start tracking itself (it never imports torch anyway).
+    os.environ.pop("GPUMEM_SESSION_DIR", None)
+    sys.exit(main())

@@ -1,0 +1,220 @@
+"""Swapping in the lens allocator (right after `import torch`) and configuring it (at first CUDA use).
+
+Note [Two steps]: change_current_allocator must run before CUDA initialises, so it runs as soon as
+torch has imported. gpumem_configure creates the capture file and the control socket, so it waits
+for the first torch.cuda._lazy_init(): processes that never use CUDA leave nothing behind.
+"""
+import atexit
+import os
+import platform
+import socket as _socket
+import sys
+
+from . import _native, _session
+from ._settings import rank_info
+from ._state import STATE
+from ._where import user_location, warn
+
+# (setter on torch._C._CUDAPluggableAllocator, exported symbol). Pool hooks take C++ types by value
+# with the 2.x signatures; the pre-2.3 stream-pool setters have other signatures and are never wired.
+_HOOKS = (
+    ("set_init_fn", "gpumem_init"),
+    ("set_reset_fn", "gpumem_reset"),
+    ("set_memory_fraction_fn", "gpumem_memory_fraction"),
+    ("set_record_stream_fn", "gpumem_record_stream"),
+    ("set_base_alloc_fn", "gpumem_base_alloc"),
+    ("set_begin_allocate_to_pool", "gpumem_begin_allocate_to_pool"),
+    ("set_end_allocate_to_pool_fn", "gpumem_end_allocate_to_pool"),
+    ("set_release_pool", "gpumem_release_pool"),
+)
+
+_original_lazy_init = None
+
+
+def trace_cuda_init(cuda):
+    """Wrap torch.cuda._lazy_init in torch.cuda and in every torch.cuda.* module that imported it by
+    name, so the first CUDA initialisation is seen wherever it comes from."""
+    global _original_lazy_init
+    original = getattr(cuda, "_lazy_init", None)
+    if original is None or _original_lazy_init is not None:
+        return
+    _original_lazy_init = original
+
+    def _lazy_init():
+        if _original_lazy_init is not None and not cuda.is_initialized():
+            _first_cuda_init(sys._getframe(1))
+        return original()
+
+    _lazy_init.__wrapped__ = original
+    _lazy_init.__doc__ = original.__doc__
+    _replace_everywhere(original, _lazy_init)
+
+
+def _replace_everywhere(old, new):
+    for name, module in list(sys.modules.items()):
+        if (name == "torch.cuda" or name.startswith("torch.cuda.")) and getattr(module, "_lazy_init", None) is old:
+            module._lazy_init = new
+
+
+def _first_cuda_init(frame):
+    global _original_lazy_init
+    if STATE.first_cuda_init is None:
+        STATE.first_cuda_init = user_location(frame)
+    if STATE.swapped and not STATE.configured:
+        try:
+            configure()
+        except Exception as exc:  # _lazy_init must go on: the workload runs, untracked on disk
+            warn("no capture for this process: %s: %s" % (type(exc).__name__, exc))
+    if STATE.swapped:
+        # Configured (or failed for good): stop paying for the wrapper on every CUDA call.
+        restore = _original_lazy_init
+        _original_lazy_init = None
+        wrapper = sys.modules["torch.cuda"]._lazy_init
+        _replace_everywhere(wrapper, restore)
+
+
+def install(torch):
+    """Swap in the lens allocator and patch torch; never raises for conditions the user can fix."""
+    settings = STATE.settings
+    cuda = getattr(torch, "cuda", None)
+    if cuda is None or not hasattr(torch._C, "_cuda_customAllocator"):
+        warn("memory tracking is off: this PyTorch build has no CUDA support (torch %s)" % getattr(torch, "__version__", "?"))
+        return
+    if _original_lazy_init is None:
+        trace_cuda_init(cuda)
+    if cuda.is_initialized():
+        _too_late(None)
+        return
+    STATE.native = _native.Allocator(settings.allocator_so)
+    pluggable = cuda.memory.CUDAPluggableAllocator(settings.allocator_so, "gpumem_malloc", "gpumem_free")
+    hooks = pluggable.allocator()
+    for setter, symbol in _HOOKS:
+        address = STATE.native.symbol_address(symbol)
+        if address and hasattr(hooks, setter):
+            getattr(hooks, setter)(address)
+    try:
+        cuda.memory.change_current_allocator(pluggable)
+    except RuntimeError as exc:
+        _too_late(exc)
+        return
+    STATE.swapped = True
+    from . import _guards, _markers, _shims
+
+    _shims.apply(torch)
+    _guards.apply(torch)
+    _markers.apply(torch)
+
+
+def _too_late(exc):
+    where = STATE.first_cuda_init or "an unknown place (CUDA was initialised while torch was importing, or before our bootstrap ran)"
+    reason = " (%s)" % exc if exc is not None else ""
+    warn(
+        "memory tracking is OFF for this process: CUDA was already initialised at %s, and PyTorch "
+        "cannot swap its allocator after that%s. Move that CUDA call after startup, or run without it; "
+        "the workload continues with PyTorch's own allocator." % (where, reason)
+    )
+
+
+def _header(torch):
+    rank, local_rank, world_size = rank_info()
+    return {
+        "pid": os.getpid(),
+        "argv": list(sys.argv),
+        "orig_argv": list(getattr(sys, "orig_argv", sys.argv)),
+        "executable": sys.executable,
+        "cwd": os.getcwd(),
+        "host": _socket.gethostname(),
+        "rank": rank,
+        "local_rank": local_rank,
+        "world_size": world_size,
+        "torch_version": getattr(torch, "__version__", "?"),
+        "torch_cuda_version": getattr(getattr(torch, "version", None), "cuda", None),
+        "python_version": platform.python_version(),
+        "first_cuda_init": STATE.first_cuda_init,
+        "bootstrap": "gpumem-python/1",
+    }
+
+
+def configure():
+    """Create the capture, the control socket and the proc file. On failure, tracking continues in
+    memory (stats shims work) and one line says why there is no capture."""
+    settings = STATE.settings
+    torch = sys.modules["torch"]
+    pid = os.getpid()
+    capture = _session.capture_path(settings.session_dir, pid)
+    sock = _session.socket_path(settings.session_dir, pid)
+    config = {
+        "capture_path": capture,
+        "header": _header(torch),
+        "backend": settings.backend,
+        "segments": settings.segments,
+        "stacks": settings.stacks,
+        "user_roots": settings.user_roots,
+        "sample_interval_ms": settings.sample_ms,
+    }
+    if settings.sim_capacity:
+        config["sim_capacity"] = settings.sim_capacity
+    if sock:
+        config["control_socket"] = sock
+    try:
+        STATE.native.configure(config)
+    except _native.NativeError as exc:
+        if not sock:
+            warn("no capture for this process: %s" % exc)
+            return
+        # The capture matters more than the socket: retry without the control server.
+        warn("no control channel for this process (%s); recording continues" % exc)
+        config.pop("control_socket")
+        sock = None
+        try:
+            STATE.native.configure(config)
+        except _native.NativeError as exc2:
+            warn("no capture for this process: %s" % exc2)
+            return
+    if not sock:
+        warn("no control channel for this process: the session path is too long for a Unix socket and no private runtime folder is usable")
+    STATE.configured = True
+    STATE.capture, STATE.socket = capture, sock
+    for text, level in STATE.pending_notices:
+        STATE.native.notice(text, level)
+    del STATE.pending_notices[:]
+    rank, local_rank, world_size = rank_info()
+    try:
+        _session.write_proc_file(settings.session_dir, {
+            "pid": pid, "rank": rank, "local_rank": local_rank, "world_size": world_size,
+            "capture": capture, "socket": sock, "argv": list(sys.argv),
+        })
+    except OSError as exc:
+        warn("cannot write the proc file in %s (%s); the extension will not find this process" % (settings.session_dir, exc))
+    _track_exit_code()
+    atexit.register(_shutdown)
+
+
+def _track_exit_code():
+    """Best effort exit code for the capture's end record (the process's real status is never touched)."""
+    real_exit = sys.exit
+    real_hook = sys.excepthook
+
+    def exit(status=None):
+        STATE.exit_code = status if isinstance(status, int) else (0 if status is None else 1)
+        return real_exit(status)
+
+    def excepthook(kind, value, tb):
+        STATE.exit_code = 130 if issubclass(kind, KeyboardInterrupt) else 1
+        return real_hook(kind, value, tb)
+
+    sys.exit = exit
+    sys.excepthook = excepthook
+
+
+def _shutdown():
+    try:
+        STATE.native.shutdown(STATE.exit_code)
+    finally:
+        sock = STATE.socket
+        if sock and not sock.startswith(STATE.settings.session_dir + os.sep):
+            # Sockets outside the session folder are ours to clean; the session folder keeps its own.
+            try:
+                os.unlink(sock)
+            except OSError:
+                pass

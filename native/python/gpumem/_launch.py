@@ -1,0 +1,125 @@
+"""Pure-Python launcher: the same session/env contract as src/core/launch (see README.md), so a GPU
+machine without Node.js can run `python3 -m gpumem run -- train.py`."""
+import datetime
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+PYTHON_DIR = os.path.dirname(HERE)  # native/python
+ROOT = os.path.dirname(os.path.dirname(PYTHON_DIR))
+
+
+def default_allocator_so():
+    return os.path.join(ROOT, "dist", "native", "libgpumem_allocator.so")
+
+
+def session_slug(name):
+    base = os.path.basename(name)
+    if base.lower().endswith(".py"):
+        base = base[:-3]
+    slug = re.sub(r"[^A-Za-z0-9._-]+", "-", base).strip("-.")[:40].rstrip("-")
+    return slug or "session"
+
+
+def create_session(root, name, command=None, now=None):
+    """<root>/<YYYYMMDD-HHMMSS>-<name>/ with mode 0700; -2, -3… when the second is taken."""
+    now = now or datetime.datetime.now()
+    root = os.path.abspath(root)
+    os.makedirs(root, exist_ok=True)
+    base = "%s-%s" % (now.strftime("%Y%m%d-%H%M%S"), session_slug(name))
+    for i in range(1, 1000):
+        path = os.path.join(root, base if i == 1 else "%s-%d" % (base, i))
+        try:
+            os.mkdir(path, 0o700)
+        except FileExistsError:
+            continue
+        os.chmod(path, 0o700)
+        if command is not None:
+            doc = {"version": 1, "name": session_slug(name), "created": now.astimezone().isoformat(),
+                   "command": list(command), "cwd": os.getcwd()}
+            fd = os.open(os.path.join(path, "session.json"), os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+            with os.fdopen(fd, "w") as f:
+                json.dump(doc, f, indent=2)
+                f.write("\n")
+        return path
+    raise RuntimeError("too many sessions named %s in %s" % (base, root))
+
+
+def workload_env(session_dir, allocator_so, segments="expandable", stacks=True, sample_ms=200,
+                 backend="cuda", user_roots=None, base=None):
+    env = {k: v for k, v in (os.environ if base is None else base).items() if not k.startswith("GPUMEM_")}
+    env.update({
+        "GPUMEM_SESSION_DIR": session_dir,
+        "GPUMEM_ALLOCATOR_SO": allocator_so,
+        "GPUMEM_SEGMENTS": segments,
+        "GPUMEM_STACKS": "1" if stacks else "0",
+        "GPUMEM_SAMPLE_MS": str(sample_ms),
+        "GPUMEM_BACKEND": backend,
+    })
+    if user_roots:
+        env["GPUMEM_USER_ROOTS"] = os.pathsep.join(user_roots)
+    rest = [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p != PYTHON_DIR] if env.get("PYTHONPATH") else []
+    env["PYTHONPATH"] = os.pathsep.join([PYTHON_DIR] + rest)
+    return env
+
+
+def run(argv, out_dir, python=None, segments="expandable", stacks=True, sample_ms=200, backend="cuda",
+        allocator_so=None, quiet=False):
+    """Run `argv` (script + args, or ['-m', mod, …], or a full command when argv[0] is not a .py and
+    not -m) under the lens; returns the workload's exit status as a shell would report it."""
+    allocator_so = os.path.abspath(allocator_so or default_allocator_so())
+    if not os.path.exists(allocator_so):
+        raise SystemExit("gpumem: the lens allocator is not built: %s is missing (run `make -C native/allocator`)" % allocator_so)
+    if not argv:
+        raise SystemExit("gpumem run: nothing to run; usage: python3 -m gpumem run [--out DIR] -- script.py [args…]")
+    python = python or sys.executable
+    if argv[0] == "-m" or argv[0].endswith(".py"):
+        command = [python] + list(argv)
+        name = argv[1] if argv[0] == "-m" and len(argv) > 1 else argv[0]
+    else:
+        command = list(argv)  # e.g. torchrun …: its python children inherit the environment
+        name = next((a for a in argv if a.endswith(".py")), argv[0])
+    session = create_session(out_dir, name, command)
+    env = workload_env(session, allocator_so, segments, stacks, sample_ms, backend, [os.getcwd()])
+    if not quiet:
+        sys.stderr.write("gpumem: session %s\n" % session)
+    proc = subprocess.Popen(command, env=env)
+    # In a terminal, Ctrl-C reaches the whole foreground process group, the workload included: a
+    # forwarded copy would interrupt its KeyboardInterrupt handling. Forward only signals the terminal
+    # did not deliver (kill, a scheduler's SIGTERM), and never exit before the workload does.
+    terminal_delivers_sigint = _foreground_of_terminal()
+    previous = {}
+
+    def forward(signum, _frame):
+        try:
+            proc.send_signal(signum)
+        except ProcessLookupError:
+            pass
+
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        ignore = sig == signal.SIGINT and terminal_delivers_sigint
+        previous[sig] = signal.signal(sig, signal.SIG_IGN if ignore else forward)
+    try:
+        code = proc.wait()
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+    captures = sorted(f for f in os.listdir(session) if f.endswith(".gpumem"))
+    if not quiet:
+        if captures:
+            for c in captures:
+                sys.stderr.write("gpumem: capture %s\n" % os.path.join(session, c))
+        else:
+            sys.stderr.write("gpumem: no capture was written (the workload never used CUDA, or tracking was off; see above)\n")
+    return (128 - code) if code < 0 else code, session
+
+
+def _foreground_of_terminal():
+    try:
+        return os.tcgetpgrp(sys.stdin.fileno()) == os.getpgrp()
+    except (OSError, ValueError, AttributeError):
+        return False

@@ -1,0 +1,60 @@
+"""record_function ranges become capture markers; backward()/grad() are bracketed so allocations on
+autograd threads are attributed to the thread (and line) that called them (DESIGN §3)."""
+import functools
+
+from . import _native
+from ._state import STATE
+
+
+def _mark(name, kind):
+    if STATE.configured:
+        STATE.native.mark(name, kind)
+
+
+def _patch_record_function(cls):
+    if getattr(cls, "_gpumem_patched", False):
+        return
+    enter, exit_ = cls.__enter__, cls.__exit__
+
+    def __enter__(self):
+        result = enter(self)
+        _mark(getattr(self, "name", "record_function"), _native.MARK_BEGIN)
+        return result
+
+    def __exit__(self, *exc):
+        _mark(getattr(self, "name", "record_function"), _native.MARK_END)
+        return exit_(self, *exc)
+
+    cls.__enter__, cls.__exit__ = functools.wraps(enter)(__enter__), functools.wraps(exit_)(__exit__)
+    cls._gpumem_patched = True
+
+
+def _bracket(original):
+    @functools.wraps(original)
+    def run(*args, **kwargs):
+        native = STATE.native if STATE.configured else None
+        if native is None:
+            return original(*args, **kwargs)
+        native.backward_begin()
+        try:
+            return original(*args, **kwargs)
+        finally:
+            native.backward_end()
+
+    return run
+
+
+def apply(torch):
+    # torch.profiler.record_function is torch.autograd.profiler.record_function; patch each class once.
+    for owner in ("autograd.profiler", "profiler", "cuda.memory"):
+        module = torch
+        for part in owner.split("."):
+            module = getattr(module, part, None)
+        cls = getattr(module, "record_function", None) if module is not None else None
+        if isinstance(cls, type):
+            _patch_record_function(cls)
+    autograd = torch.autograd
+    # Tensor.backward() calls torch.autograd.backward by attribute at call time: one patch covers both.
+    autograd.backward = _bracket(autograd.backward)
+    if hasattr(autograd, "grad"):
+        autograd.grad = _bracket(autograd.grad)

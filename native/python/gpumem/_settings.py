@@ -1,0 +1,62 @@
+"""The environment contract (native/python/README.md), parsed once per process."""
+import os
+
+
+class SettingsError(ValueError):
+    pass
+
+
+class Settings:
+    __slots__ = (
+        "session_dir", "allocator_so", "segments", "stacks", "sample_ms", "backend", "sim_capacity",
+        "user_roots", "strict_compile",
+    )
+
+    def __init__(self, env=None):
+        env = os.environ if env is None else env
+        self.session_dir = env.get("GPUMEM_SESSION_DIR", "")
+        if not self.session_dir:
+            raise SettingsError("GPUMEM_SESSION_DIR is not set")
+        if not os.path.isabs(self.session_dir):
+            raise SettingsError("GPUMEM_SESSION_DIR must be an absolute path, got %r" % self.session_dir)
+        self.allocator_so = env.get("GPUMEM_ALLOCATOR_SO", "")
+        if not self.allocator_so:
+            raise SettingsError("GPUMEM_ALLOCATOR_SO is not set (the path of libgpumem_allocator.so)")
+        self.segments = env.get("GPUMEM_SEGMENTS", "expandable")
+        if self.segments not in ("expandable", "fixed"):
+            raise SettingsError("GPUMEM_SEGMENTS must be 'expandable' or 'fixed', got %r" % self.segments)
+        self.stacks = env.get("GPUMEM_STACKS", "1") not in ("0", "false", "no", "off")
+        self.sample_ms = _int(env, "GPUMEM_SAMPLE_MS", 200)
+        self.backend = env.get("GPUMEM_BACKEND", "cuda")
+        if self.backend not in ("cuda", "sim"):
+            raise SettingsError("GPUMEM_BACKEND must be 'cuda' or 'sim', got %r" % self.backend)
+        self.sim_capacity = _int(env, "GPUMEM_SIM_CAPACITY", 0)
+        roots = env.get("GPUMEM_USER_ROOTS", "")
+        self.user_roots = [r for r in roots.split(os.pathsep) if r] or [os.getcwd()]
+        self.strict_compile = env.get("GPUMEM_STRICT_COMPILE", "0") not in ("0", "", "false", "no")
+
+
+def _int(env, key, default):
+    raw = env.get(key, "")
+    if raw == "":
+        return default
+    try:
+        value = int(raw)
+    except ValueError:
+        raise SettingsError("%s must be a whole number, got %r" % (key, raw)) from None
+    if value < 0:
+        raise SettingsError("%s must be >= 0, got %r" % (key, raw))
+    return value
+
+
+def rank_info(env=None):
+    """(rank, local_rank, world_size) from the usual launcher variables; rank 0 of 1 if absent."""
+    env = os.environ if env is None else env
+
+    def get(key, default):
+        try:
+            return int(env.get(key, default))
+        except ValueError:
+            return default
+
+    return get("RANK", 0), get("LOCAL_RANK", 0), get("WORLD_SIZE", 1)

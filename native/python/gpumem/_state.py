@@ -1,0 +1,18 @@
+"""Process-wide bootstrap state (one lens allocator per process)."""
+
+
+class State:
+    def __init__(self):
+        self.settings = None        # _settings.Settings
+        self.native = None          # _native.Allocator once the .so is loaded
+        self.swapped = False        # change_current_allocator succeeded
+        self.configured = False     # gpumem_configure succeeded (capture + socket exist)
+        self.first_cuda_init = None  # "file:line in func" of the first torch.cuda._lazy_init caller
+        self.capture = None
+        self.socket = None
+        self.exit_code = 0
+        self.pending_notices = []   # (text, level) raised before the capture existed
+        self.fractions = {}         # device → last set_per_process_memory_fraction
+
+
+STATE = State()

@@ -1,0 +1,128 @@
+"""Stand-in torch.cuda.memory: raises like PyTorch 2.11 does under a pluggable allocator."""
+import collections
+import ctypes
+
+import torch
+
+from . import _get_device_index, _lazy_init, is_initialized  # bound by name, as PyTorch does
+
+__all__ = [
+    "memory_stats", "memory_stats_as_nested_dict", "memory_allocated", "memory_reserved",
+    "max_memory_allocated", "max_memory_reserved", "memory_summary", "reset_peak_memory_stats",
+    "reset_accumulated_memory_stats", "reset_max_memory_allocated", "reset_max_memory_cached",
+    "memory_snapshot", "get_per_process_memory_fraction", "set_per_process_memory_fraction",
+    "empty_cache", "CUDAPluggableAllocator", "change_current_allocator",
+]
+
+
+def _unsupported(what):
+    if torch._C.current_allocator is not None:
+        raise RuntimeError(
+            "CUDAPluggableAllocator does not yet support %s. If you need it, please file an issue "
+            "describing your use case." % what
+        )
+
+
+def memory_stats(device=None):
+    _unsupported("getDeviceStats")
+    return collections.OrderedDict()
+
+
+def memory_stats_as_nested_dict(device=None):
+    _unsupported("getDeviceStats")
+    return {}
+
+
+def memory_allocated(device=None):
+    _unsupported("getDeviceStats")
+    return sum(torch._C.native_live.values())
+
+
+def memory_reserved(device=None):
+    _unsupported("getDeviceStats")
+    return 0
+
+
+def max_memory_allocated(device=None):
+    _unsupported("getDeviceStats")
+    return 0
+
+
+def max_memory_reserved(device=None):
+    _unsupported("getDeviceStats")
+    return 0
+
+
+def memory_summary(device=None, abbreviated=False):
+    _unsupported("getDeviceStats")
+    return ""
+
+
+def reset_peak_memory_stats(device=None):
+    _unsupported("resetPeakStats")
+
+
+def reset_max_memory_allocated(device=None):
+    _unsupported("resetPeakStats")
+
+
+def reset_max_memory_cached(device=None):
+    _unsupported("resetPeakStats")
+
+
+def reset_accumulated_memory_stats(device=None):
+    _unsupported("resetAccumulatedStats")
+
+
+def memory_snapshot(mempool_id=None, include_traces=True):
+    _unsupported("snapshot")
+
+
+def _snapshot(device=None, augment_with_fx_traces=False):
+    _unsupported("snapshot")
+
+
+def _dump_snapshot(filename="dump_snapshot.pickle", augment_with_fx_traces=False):
+    _unsupported("snapshot")
+
+
+def _record_memory_history(enabled="all", *args, **kwargs):
+    _unsupported("recordHistory")
+
+
+def get_per_process_memory_fraction(device=None):
+    _lazy_init()
+    _unsupported("getMemoryFraction")
+    return 1.0
+
+
+def set_per_process_memory_fraction(fraction, device=None):
+    _lazy_init()
+    if device is None:
+        device = torch.cuda.current_device()
+    device = _get_device_index(device)
+    if not isinstance(fraction, float):
+        raise TypeError("Invalid type for fraction argument, must be `float`")
+    if fraction < 0 or fraction > 1:
+        raise ValueError(f"Invalid fraction value: {fraction}. Allowed range: 0~1")
+    torch._C._cuda_setMemoryFraction(fraction, device)
+
+
+def empty_cache():
+    if is_initialized():
+        torch._C._cuda_emptyCache()
+
+
+class CUDAPluggableAllocator:
+    def __init__(self, path_to_so_file, alloc_fn_name, free_fn_name):
+        allocator = ctypes.CDLL(path_to_so_file)
+        alloc_fn = ctypes.cast(getattr(allocator, alloc_fn_name), ctypes.c_void_p).value
+        free_fn = ctypes.cast(getattr(allocator, free_fn_name), ctypes.c_void_p).value
+        self._allocator = torch._C._cuda_customAllocator(alloc_fn, free_fn)
+
+    def allocator(self):
+        return self._allocator
+
+
+def change_current_allocator(allocator):
+    torch._C._cuda_changeCurrentAllocator(allocator.allocator())

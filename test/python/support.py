@@ -1,0 +1,112 @@
+"""Shared helpers for the bootstrap tests: build the stub allocator, run a workload subprocess with
+the bootstrap on PYTHONPATH and the stand-in torch next to it, read back the stub's call log."""
+import atexit
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import textwrap
+import unittest
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+PY_DIR = ROOT / "native" / "python"
+FAKE_TORCH = ROOT / "test" / "python" / "fake_torch"
+REAL_SO = ROOT / "dist" / "native" / "libgpumem_allocator.so"
+
+_tmp_root = tempfile.mkdtemp(prefix="gpumem-pytest-")
+atexit.register(shutil.rmtree, _tmp_root, True)
+_stub = None
+
+
+def stub_so():
+    """The stub allocator (stub_allocator.c), compiled once per test run."""
+    global _stub
+    if _stub is None:
+        cc = shutil.which("cc") or shutil.which("gcc")
+        if cc is None:
+            raise unittest.SkipTest("no C compiler to build the stub allocator (apt-get install gcc)")
+        out = os.path.join(_tmp_root, "libstub_allocator.so")
+        subprocess.run([cc, "-shared", "-fPIC", "-O1", "-o", out, str(Path(__file__).with_name("stub_allocator.c")), "-lpthread"],
+                       check=True)
+        _stub = out
+    return _stub
+
+
+def real_so_or_skip(test):
+    if not REAL_SO.exists():
+        test.skipTest("dist/native/libgpumem_allocator.so is not built (make -C native/allocator); real-allocator tests skipped")
+    return str(REAL_SO)
+
+
+def new_dir(prefix="t"):
+    return tempfile.mkdtemp(prefix=prefix, dir=_tmp_root)
+
+
+class Run:
+    def __init__(self, proc, session, script):
+        self.code = proc.returncode
+        self.out = proc.stdout
+        self.err = proc.stderr
+        self.session = session
+        self.script = script
+
+    def files(self):
+        return sorted(os.listdir(self.session))
+
+    def capture(self):
+        caps = [f for f in self.files() if f.startswith("capture-")]
+        if len(caps) != 1:
+            raise AssertionError("expected one capture, found %r\nstderr:\n%s" % (caps, self.err))
+        return os.path.join(self.session, caps[0])
+
+    def log(self):
+        """The stub's call log (the 'capture'), one entry per line."""
+        with open(self.capture()) as f:
+            return f.read().splitlines()
+
+    def json_out(self):
+        return json.loads(self.out.strip().splitlines()[-1])
+
+
+def workload_env(session, so, extra_paths=(), env=None, fake_torch=True):
+    base = {k: v for k, v in os.environ.items() if not k.startswith(("GPUMEM_", "FAKE_TORCH", "PYTHON"))}
+    paths = [str(PY_DIR)] + list(extra_paths) + ([str(FAKE_TORCH)] if fake_torch else [])
+    base.update({
+        "GPUMEM_SESSION_DIR": session,
+        "GPUMEM_ALLOCATOR_SO": so,
+        "GPUMEM_SAMPLE_MS": "0",
+        "PYTHONPATH": os.pathsep.join(paths),
+    })
+    base.update(env or {})
+    return base
+
+
+def run_script(source, args=(), env=None, so=None, extra_paths=(), cwd=None, stdin=None, module=None, timeout=60,
+               name="script.py"):
+    """Write `source` to a fresh folder and run it like `python3 script.py args` (or -m module)."""
+    work = new_dir("w")
+    script = os.path.join(work, name)
+    with open(script, "w") as f:
+        f.write(textwrap.dedent(source))
+    session = new_dir("s")
+    os.chmod(session, 0o700)
+    full_env = workload_env(session, so or stub_so(), extra_paths, env)
+    if module:
+        full_env["PYTHONPATH"] += os.pathsep + work
+        argv = [sys.executable, "-m", module] + list(args)
+    else:
+        argv = [sys.executable, script] + list(args)
+    proc = subprocess.run(argv, env=full_env, cwd=cwd or work, input=stdin, capture_output=True, text=True, timeout=timeout)
+    return Run(proc, session, script)
+
+
+def line_of(path, marker):
+    """1-based line number of the line containing `marker` (so tests never hard-code line numbers)."""
+    with open(path) as f:
+        for i, line in enumerate(f, 1):
+            if marker in line:
+                return i
+    raise AssertionError("%s not found in %s" % (marker, path))
