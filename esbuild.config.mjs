@@ -110,15 +110,27 @@ function buildNative() {
     console.log('build: native/allocator/Makefile missing, allocator skipped');
   }
   if (exists('binding.gyp')) {
-    // npm's bundled node-gyp (via `npm exec`), headers from /usr/include/node: no download.
+    // Headers from /usr/include/node (nodedir), so node-gyp downloads nothing.
     const env = { ...process.env, npm_config_nodedir: process.env.npm_config_nodedir || '/usr', npm_config_yes: 'true' };
-    run('npm', ['exec', '--yes', '--', 'node-gyp', 'rebuild', '--silent', `--jobs=${navigatorCores()}`], { env });
+    const gypArgs = ['rebuild', '--silent', `--jobs=${navigatorCores()}`];
+    const bundled = npmBundledNodeGyp();
+    if (bundled) run(process.execPath, [bundled, ...gypArgs], { env });
+    else run('npm', ['exec', '--yes', '--', 'node-gyp', ...gypArgs], { env }); // fetched from the npm registry
     const built = rel('build/Release/gpumem_addon.node');
     if (!fs.existsSync(built)) throw new Error('build: node-gyp succeeded but build/Release/gpumem_addon.node is missing (target name in binding.gyp?)');
     fs.copyFileSync(built, rel('dist/native/gpumem_addon.node'));
   } else {
     console.log('build: binding.gyp missing, addon skipped');
   }
+}
+
+// npm ships node-gyp; use that copy (no registry round trip, same version npm itself would use).
+function npmBundledNodeGyp() {
+  const candidates = [];
+  if (process.env.npm_execpath) candidates.push(path.join(path.dirname(process.env.npm_execpath), '../node_modules/node-gyp/bin/node-gyp.js'));
+  const prefix = spawnSync('npm', ['prefix', '-g'], { encoding: 'utf8' }).stdout?.trim();
+  if (prefix) candidates.push(path.join(prefix, 'lib/node_modules/npm/node_modules/node-gyp/bin/node-gyp.js'));
+  return candidates.find((c) => fs.existsSync(c));
 }
 
 function navigatorCores() {
