@@ -1,0 +1,200 @@
+"""Markers, backward brackets, the two un-shimmable features, and preserving the workload's
+exit code, argv, cwd, stdio, __main__ and Ctrl-C."""
+import json
+import os
+import signal
+import subprocess
+import sys
+import unittest
+
+import support
+
+CUDNN = "torch.backends.cudnn.benchmark=True is kept off"
+
+
+class MarkerTest(unittest.TestCase):
+    def test_record_function_and_gpumem_mark_become_markers_in_order(self):
+        run = support.run_script("""
+            import gpumem, torch
+            print(gpumem.active(), gpumem.mark("before cuda"))   # no capture yet: a no-op
+            torch.cuda.init()
+            gpumem.mark("step 1")
+            with torch.profiler.record_function("forward"):
+                with torch.autograd.profiler.record_function("inner"):
+                    pass
+            with gpumem.range("eval"):
+                pass
+            print(gpumem.active())
+        """)
+        self.assertEqual(run.code, 0, run.err)
+        self.assertEqual(run.out.split(), ["False", "False", "True"])
+        marks = [l for l in run.log() if l.startswith("mark ")]
+        # kinds: 0 instant, 1 begin, 2 end (MarkerKind in gpumem_format.h)
+        self.assertEqual(marks, ["mark 0 step 1", "mark 1 forward", "mark 1 inner", "mark 2 inner", "mark 2 forward",
+                                 "mark 1 eval", "mark 2 eval"])
+
+    def test_backward_and_grad_are_bracketed(self):
+        run = support.run_script("""
+            import torch
+            x = torch.empty(512, device="cuda")
+            x.backward()
+            torch.autograd.grad(x, x)
+        """)
+        self.assertEqual(run.code, 0, run.err)
+        log = [l for l in run.log() if not l.startswith(("configure", "init", "shutdown"))]
+        # The stand-in autograd allocates on a worker thread; the allocator sees the bracket around it.
+        self.assertEqual(log[:9], ["malloc 512 backward=0",
+                                   "backward_begin", "malloc 4096 backward=1", "free 4096", "backward_end",
+                                   "backward_begin", "malloc 2048 backward=1", "free 2048", "backward_end"])
+
+
+class GuardTest(unittest.TestCase):
+    def test_cudnn_benchmark_stays_off_with_one_warning_and_a_notice(self):
+        run = support.run_script("""
+            import torch
+            torch.backends.cudnn.benchmark = True
+            first = torch.backends.cudnn.benchmark
+            torch.cuda.init()
+            torch.backends.cudnn.benchmark = True
+            with torch.backends.cudnn.flags(benchmark=True):
+                inside = torch.backends.cudnn.benchmark
+            print(first, inside, torch.backends.cudnn.benchmark)
+        """)
+        self.assertEqual(run.code, 0, run.err)
+        self.assertEqual(run.out.split(), ["False", "False", "False"])
+        warnings = [l for l in run.err.splitlines() if CUDNN in l]
+        self.assertEqual(len(warnings), 1, run.err)
+        self.assertTrue(warnings[0].startswith("gpumem: "))
+        # Warned before the capture existed: the notice is written once the capture is configured.
+        notices = [l for l in run.log() if l.startswith("notice ")]
+        self.assertEqual(len(notices), 1)
+        self.assertTrue(notices[0].startswith("notice 1 " + CUDNN), notices)
+
+    def test_reduce_overhead_falls_back_with_a_message(self):
+        run = support.run_script("""
+            import json, torch
+            a = torch.compile(object(), mode="reduce-overhead")
+            b = torch.compile(mode="max-autotune")
+            c = torch.compile(object(), options={"triton.cudagraphs": True, "x": 1})
+            d = torch.compile(object(), mode="default")
+            print(json.dumps([a["mode"], b["mode"], c["options"], d["mode"]]))
+        """)
+        self.assertEqual(run.code, 0, run.err)
+        self.assertEqual(run.json_out(), ["default", "max-autotune-no-cudagraphs", {"triton.cudagraphs": False, "x": 1}, "default"])
+        lines = run.err.splitlines()
+        self.assertEqual(len(lines), 3, run.err)
+        self.assertIn('torch.compile(mode="reduce-overhead")', lines[0])
+        self.assertIn("checkPoolLiveAllocations", lines[0])
+
+    def test_strict_compile_raises_naming_the_cause(self):
+        run = support.run_script("""
+            import torch
+            torch.compile(object(), mode="reduce-overhead")
+        """, env={"GPUMEM_STRICT_COMPILE": "1"})
+        self.assertEqual(run.code, 1)
+        self.assertIn('RuntimeError: gpumem: torch.compile(mode="reduce-overhead") cannot run under memory tracking', run.err)
+        self.assertIn("checkPoolLiveAllocations", run.err)
+
+
+class PreservationTest(unittest.TestCase):
+    def test_exit_code_argv_cwd_main_and_stdin(self):
+        cwd = support.new_dir("cwd")
+        run = support.run_script("""
+            import json, os, sys, torch
+            torch.cuda.init()
+            line = sys.stdin.readline().strip()
+            if __name__ == "__main__":
+                print(json.dumps({"argv": sys.argv, "cwd": os.getcwd(), "stdin": line}))
+                sys.exit(7)
+        """, args=["--lr", "0.1", "a b"], cwd=cwd, stdin="hello\n")
+        self.assertEqual(run.code, 7, run.err)
+        self.assertEqual(run.json_out(), {"argv": [run.script, "--lr", "0.1", "a b"], "cwd": cwd, "stdin": "hello"})
+        self.assertEqual(run.err, "")
+        self.assertIn("shutdown 7", run.log())
+
+    def test_uncaught_exception_traceback_points_at_user_file(self):
+        run = support.run_script("""
+            import torch
+            torch.cuda.init()
+            def train():
+                raise ValueError("diverged")  # RAISE_HERE
+            train()
+        """)
+        self.assertEqual(run.code, 1)
+        self.assertIn('File "%s", line %d, in train' % (run.script, support.line_of(run.script, "RAISE_HERE")), run.err)
+        self.assertTrue(run.err.rstrip().endswith("ValueError: diverged"))
+        self.assertIn("shutdown 1", run.log())
+
+    def test_python_dash_m_runs_as_main(self):
+        run = support.run_script("""
+            import json, sys, torch
+            torch.cuda.init()
+            print(json.dumps({"name": __name__, "argv0": sys.argv[0], "rest": sys.argv[1:]}))
+        """, module="trainmod", name="trainmod.py", args=["x"])
+        self.assertEqual(run.code, 0, run.err)
+        self.assertEqual(run.json_out(), {"name": "__main__", "argv0": run.script, "rest": ["x"]})
+
+    def test_ctrl_c_raises_keyboardinterrupt_and_closes_the_capture(self):
+        run = support.run_script("""
+            import os, signal, time, torch
+            torch.cuda.init()
+            try:
+                os.kill(os.getpid(), signal.SIGINT)
+                time.sleep(5)
+            except KeyboardInterrupt:
+                print("caught")
+            os.kill(os.getpid(), signal.SIGINT)
+            time.sleep(5)
+        """)
+        self.assertEqual(run.out.strip(), "caught")
+        # Python re-raises an uncaught KeyboardInterrupt as SIGINT, as an untracked run would.
+        self.assertEqual(run.code, -signal.SIGINT)
+        self.assertIn("KeyboardInterrupt", run.err)
+        self.assertIn("shutdown 130", run.log())
+
+
+class LauncherTest(unittest.TestCase):
+    def _launch(self, *args, env=None, cwd=None):
+        out = support.new_dir("out")
+        e = {k: v for k, v in os.environ.items() if not k.startswith(("GPUMEM_", "PYTHON"))}
+        e["PYTHONPATH"] = str(support.PY_DIR)
+        e.update(env or {})
+        proc = subprocess.run([sys.executable, "-m", "gpumem", "run", "--out", out, "--allocator", support.stub_so(),
+                               "--sample-ms", "0"] + list(args), env=e, capture_output=True, text=True, cwd=cwd, timeout=60)
+        return proc, out
+
+    def test_run_creates_a_private_session_and_returns_the_exit_code(self):
+        work = support.new_dir("w")
+        script = os.path.join(work, "my train.py")
+        with open(script, "w") as f:
+            f.write("import sys, torch\ntorch.cuda.init()\nprint(sys.argv[1:])\nsys.exit(3)\n")
+        proc, out = self._launch("--", script, "--epochs", "1",
+                                 env={"PYTHONPATH": os.pathsep.join([str(support.PY_DIR), str(support.FAKE_TORCH)])})
+        self.assertEqual(proc.returncode, 3, proc.stderr)
+        self.assertEqual(proc.stdout.strip(), "['--epochs', '1']")
+        (session,) = os.listdir(out)
+        self.assertRegex(session, r"^\d{8}-\d{6}-my-train$")
+        sdir = os.path.join(out, session)
+        self.assertEqual(os.stat(sdir).st_mode & 0o777, 0o700)
+        with open(os.path.join(sdir, "session.json")) as f:
+            info = json.load(f)
+        self.assertEqual(info["command"], [sys.executable, script, "--epochs", "1"])
+        captures = [f for f in os.listdir(sdir) if f.endswith(".gpumem")]
+        self.assertEqual(len(captures), 1)
+        self.assertIn("gpumem: capture %s" % os.path.join(sdir, captures[0]), proc.stderr)
+
+    def test_run_without_command_says_how(self):
+        proc, _ = self._launch()
+        self.assertEqual(proc.returncode, 1)
+        self.assertIn("nothing to run", proc.stderr)
+
+    def test_control_command_without_workload_is_clear(self):
+        e = dict(os.environ, PYTHONPATH=str(support.PY_DIR))
+        empty = support.new_dir("s")
+        proc = subprocess.run([sys.executable, "-m", "gpumem", "ping", "--session", empty], env=e, capture_output=True, text=True)
+        self.assertEqual(proc.returncode, 2)
+        self.assertIn("no running workload process in %s" % empty, proc.stderr)
+
+
+if __name__ == "__main__":
+    unittest.main()
