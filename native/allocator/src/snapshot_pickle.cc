@@ -243,11 +243,16 @@ void on_annotation(bool begin, const std::string& name, int device, uint64_t t_n
 }
 
 void on_snapshot(uint64_t t_ns) {
+  // Figures first: core::figures takes the device lock, which ranks above our mutex (emit feeds the
+  // ring under the device lock).
+  std::vector<uint64_t> active;
+  for (int d = 0; d < core::device_count(); d++) active.push_back(core::figures(d).active);
   State& s = S();
   std::lock_guard<std::mutex> lk(s.mu);
-  size_t n = std::max<size_t>(s.rings.size(), size_t(std::max(core::device_count(), 0)));
-  if (s.rings.size() < n) s.rings.resize(n);
-  for (auto& r : s.rings) r.add(Entry{t_ns, 0, 0, 0, 0, A_SNAPSHOT}, s.settings.trace_entries);
+  if (s.rings.size() < active.size()) s.rings.resize(active.size());
+  // PyTorch's 'snapshot' entry: addr 0, size = the device's active bytes, no frames key.
+  for (size_t d = 0; d < s.rings.size(); d++)
+    s.rings[d].add(Entry{t_ns, 0, d < active.size() ? active[d] : 0, 0, 0, A_SNAPSHOT}, s.settings.trace_entries);
 }
 
 std::string build() {
@@ -278,14 +283,17 @@ std::string build() {
     for (auto& e : dev) {
       p.begin_dict();
       p.kv("action", kActionNames[e.action]);
-      p.kv_uint("addr", e.addr);
+      // PyTorch names the address field of an 'oom' entry after what it holds: the device's free bytes.
+      p.kv_uint(e.action == A_OOM ? "device_free" : "addr", e.addr);
       p.kv_uint("size", e.size);
       p.kv_uint("stream", e.stream);
       p.kv_uint("time_us", to_us(settings, e.t_ns));
       p.kv("compile_context", "N/A");
       p.kv("user_metadata", "");
-      p.key("frames");
-      p.raw(frames.get(e.stack));
+      if (e.action != A_SNAPSHOT) {
+        p.key("frames");
+        p.raw(frames.get(e.stack));
+      }
       p.end_dict();
     }
     p.end_list();
