@@ -1,0 +1,228 @@
+// N-API surface of the reader: `open(path)` returns a handle whose methods answer the Model queries of
+// src/core/model/types.ts, each as one JSON string (parsed once on the JS side). Errors are thrown as JS
+// Errors whose message says what to do next.
+#include <napi.h>
+
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+#include <memory>
+#include <vector>
+
+#include "aggregate.h"
+#include "capture_decoder.h"
+#include "export_pickle.h"
+#include "json_out.h"
+#include "pickle_reader.h"
+#include "snapshot_import.h"
+
+namespace gpumem {
+
+namespace {
+
+std::vector<uint8_t> readRange(const std::string& path, uint64_t from, size_t maxBytes, bool& ok) {
+  std::vector<uint8_t> buf;
+  FILE* f = fopen(path.c_str(), "rb");
+  ok = f != nullptr;
+  if (!f) return buf;
+  if (fseeko(f, (off_t)from, SEEK_SET) == 0) {
+    buf.resize(maxBytes);
+    size_t got = fread(buf.data(), 1, maxBytes, f);
+    buf.resize(got);
+  }
+  fclose(f);
+  return buf;
+}
+
+std::vector<uint8_t> readAll(const std::string& path, bool& ok) {
+  std::vector<uint8_t> buf;
+  FILE* f = fopen(path.c_str(), "rb");
+  ok = f != nullptr;
+  if (!f) return buf;
+  uint8_t chunk[1 << 16];
+  size_t got;
+  while ((got = fread(chunk, 1, sizeof chunk, f)) > 0) buf.insert(buf.end(), chunk, chunk + got);
+  fclose(f);
+  return buf;
+}
+
+}  // namespace
+
+class Handle : public Napi::ObjectWrap<Handle> {
+ public:
+  static Napi::Function Define(Napi::Env env) {
+    return DefineClass(env, "ModelHandle",
+                       {
+                           InstanceMethod("format", &Handle::Format),
+                           InstanceMethod("header", &Handle::Header),
+                           InstanceMethod("devices", &Handle::Devices),
+                           InstanceMethod("problems", &Handle::Problems),
+                           InstanceMethod("poll", &Handle::Poll),
+                           InstanceMethod("ended", &Handle::Ended),
+                           InstanceMethod("timeRange", &Handle::TimeRange),
+                           InstanceMethod("current", &Handle::Current),
+                           InstanceMethod("timeline", &Handle::Timeline),
+                           InstanceMethod("stateAt", &Handle::StateAt),
+                           InstanceMethod("lineStats", &Handle::LineStats),
+                           InstanceMethod("stack", &Handle::Stack),
+                           InstanceMethod("markers", &Handle::Markers),
+                           InstanceMethod("ooms", &Handle::Ooms),
+                           InstanceMethod("spans", &Handle::Spans),
+                           InstanceMethod("diff", &Handle::Diff),
+                           InstanceMethod("summary", &Handle::Summary),
+                           InstanceMethod("exportPickle", &Handle::ExportPickle),
+                           InstanceMethod("eventCount", &Handle::EventCount),
+                           InstanceMethod("close", &Handle::Close),
+                       });
+  }
+
+  Handle(const Napi::CallbackInfo& info) : Napi::ObjectWrap<Handle>(info) {
+    Napi::Env env = info.Env();
+    if (info.Length() < 1 || !info[0].IsString()) throw Napi::TypeError::New(env, "open(path): path must be a string");
+    path_ = info[0].As<Napi::String>().Utf8Value();
+    bool ok = false;
+    std::vector<uint8_t> head = readRange(path_, 0, 16, ok);
+    if (!ok) throw Napi::Error::New(env, "cannot open " + path_ + ": " + strerror(errno));
+    if (head.empty()) throw Napi::Error::New(env, path_ + " is empty: not a capture or a snapshot pickle (was the workload killed before it wrote anything?)");
+    model_ = std::make_unique<Model>();
+    try {
+      if (CaptureDecoder::looksLikeCapture(head.data(), head.size()) || (head.size() < 6 && head[0] == 'G')) {
+        capture_ = std::make_unique<CaptureDecoder>();
+        model_->format = "gpumem-capture";
+        PollCapture();
+      } else if (head[0] == 0x80) {
+        std::vector<uint8_t> all = readAll(path_, ok);
+        importSnapshot(*model_, all.data(), all.size());
+      } else {
+        char hex[64];
+        snprintf(hex, sizeof hex, "%02x %02x %02x %02x", head[0], head.size() > 1 ? head[1] : 0, head.size() > 2 ? head[2] : 0,
+                 head.size() > 3 ? head[3] : 0);
+        throw std::runtime_error(path_ + " is neither a GPU Memory Lens capture (.gpumem) nor a PyTorch snapshot pickle " +
+                                 "(it starts with bytes " + hex +
+                                 "); open a file written by torch.cuda.memory._dump_snapshot or by a lens run");
+      }
+    } catch (const PickleError& e) {
+      throw Napi::Error::New(env, "cannot read " + path_ + ": " + e.what());
+    } catch (const std::exception& e) {
+      throw Napi::Error::New(env, std::string(e.what()));
+    }
+  }
+
+ private:
+  size_t PollCapture() {
+    if (!capture_) return 0;
+    size_t before = capture_->eventsDecoded();
+    // Chunked reads keep memory bounded for multi-GB captures; a partial record at a chunk end is
+    // re-read with the next chunk.
+    constexpr size_t kChunk = 64u << 20;
+    while (!capture_->damaged()) {
+      bool ok = false;
+      std::vector<uint8_t> buf = readRange(path_, capture_->offset(), kChunk, ok);
+      if (!ok) throw std::runtime_error("cannot read " + path_ + ": " + strerror(errno));
+      if (buf.empty()) break;
+      size_t used = capture_->feed(*model_, buf.data(), buf.size());
+      if (buf.size() < kChunk || used == 0) break;
+    }
+    model_->derive();
+    return capture_->eventsDecoded() - before;
+  }
+
+  Model& M(Napi::Env env) {
+    if (!model_) throw Napi::Error::New(env, "this model was closed");
+    return *model_;
+  }
+  static int Dev(const Napi::CallbackInfo& info, size_t i) { return info.Length() > i && info[i].IsNumber() ? info[i].As<Napi::Number>().Int32Value() : 0; }
+  static double Num(const Napi::CallbackInfo& info, size_t i, double fallback) {
+    return info.Length() > i && info[i].IsNumber() ? info[i].As<Napi::Number>().DoubleValue() : fallback;
+  }
+  static Napi::Value Str(Napi::Env env, const std::string& s) { return Napi::String::New(env, s); }
+
+  Napi::Value Format(const Napi::CallbackInfo& info) { return Str(info.Env(), M(info.Env()).format); }
+  Napi::Value Header(const Napi::CallbackInfo& info) { return Str(info.Env(), M(info.Env()).headerJson); }
+  Napi::Value Devices(const Napi::CallbackInfo& info) { return Str(info.Env(), devicesJson(M(info.Env()))); }
+  Napi::Value Problems(const Napi::CallbackInfo& info) {
+    Model& m = M(info.Env());
+    std::string json = problemsJson(m);
+    if (capture_ && !capture_->damaged() && capture_->pendingBytes() > 0 && !m.ended) {
+      // A record still being written (live) or cut off by a crash: say which, as far as we can tell.
+      Json j;
+      j.open('{').kvu("offset", capture_->offset()).kvs("message", "the capture ends with an incomplete record at byte " +
+                                                                   std::to_string(capture_->offset()) + " (" +
+                                                                   std::to_string(capture_->pendingBytes()) +
+                                                                   " bytes); if the workload is still running it is completed on the next poll, otherwise the process died while writing it").close('}');
+      json = json.size() > 2 ? json.substr(0, json.size() - 1) + "," + j.s + "]" : "[" + j.s + "]";
+    }
+    return Str(info.Env(), json);
+  }
+  Napi::Value Poll(const Napi::CallbackInfo& info) {
+    M(info.Env());
+    try {
+      return Napi::Number::New(info.Env(), (double)PollCapture());
+    } catch (const std::exception& e) {
+      throw Napi::Error::New(info.Env(), e.what());
+    }
+  }
+  Napi::Value Ended(const Napi::CallbackInfo& info) { return Napi::Boolean::New(info.Env(), M(info.Env()).ended); }
+  Napi::Value TimeRange(const Napi::CallbackInfo& info) { return Str(info.Env(), timeRangeJson(M(info.Env()), Dev(info, 0))); }
+  Napi::Value Current(const Napi::CallbackInfo& info) { return Str(info.Env(), currentJson(M(info.Env()), Dev(info, 0))); }
+  Napi::Value Timeline(const Napi::CallbackInfo& info) {
+    return Str(info.Env(), timelineJson(M(info.Env()), Dev(info, 0), Num(info, 1, 0), Num(info, 2, 0), (int)Num(info, 3, 100)));
+  }
+  Napi::Value StateAt(const Napi::CallbackInfo& info) { return Str(info.Env(), stateJson(M(info.Env()), Dev(info, 0), Num(info, 1, INFINITY))); }
+  Napi::Value LineStats(const Napi::CallbackInfo& info) { return Str(info.Env(), lineStatsJson(M(info.Env()), Dev(info, 0))); }
+  Napi::Value Stack(const Napi::CallbackInfo& info) { return Str(info.Env(), stackJson(M(info.Env()), (uint32_t)Num(info, 0, 0))); }
+  Napi::Value Markers(const Napi::CallbackInfo& info) { return Str(info.Env(), markersJson(M(info.Env()), Dev(info, 0))); }
+  Napi::Value Ooms(const Napi::CallbackInfo& info) { return Str(info.Env(), oomsJson(M(info.Env()))); }
+  Napi::Value Spans(const Napi::CallbackInfo& info) {
+    return Str(info.Env(), spansJson(M(info.Env()), Dev(info, 0), Num(info, 1, -INFINITY), Num(info, 2, INFINITY), (size_t)Num(info, 3, 1000)));
+  }
+  Napi::Value Diff(const Napi::CallbackInfo& info) {
+    Model& a = M(info.Env());
+    const Model* b = &a;
+    if (info.Length() > 3 && info[3].IsObject()) {
+      Handle* other = Napi::ObjectWrap<Handle>::Unwrap(info[3].As<Napi::Object>());
+      b = &other->M(info.Env());
+    }
+    return Str(info.Env(), diffJson(a, Dev(info, 0), Num(info, 1, 0), *b, Num(info, 2, INFINITY)));
+  }
+  Napi::Value Summary(const Napi::CallbackInfo& info) { return Str(info.Env(), summaryJson(M(info.Env()))); }
+  Napi::Value ExportPickle(const Napi::CallbackInfo& info) {
+    Napi::Env env = info.Env();
+    if (info.Length() < 1 || !info[0].IsString()) throw Napi::TypeError::New(env, "exportPickle(outPath, atUs?)");
+    std::string out = info[0].As<Napi::String>().Utf8Value();
+    std::string bytes = exportPickle(M(env), Num(info, 1, INFINITY));
+    std::ofstream f(out, std::ios::binary | std::ios::trunc);
+    if (!f) throw Napi::Error::New(env, "cannot write " + out + ": " + strerror(errno));
+    f.write(bytes.data(), (std::streamsize)bytes.size());
+    if (!f) throw Napi::Error::New(env, "writing " + out + " failed: " + strerror(errno) + " (disk full?)");
+    return env.Undefined();
+  }
+  Napi::Value EventCount(const Napi::CallbackInfo& info) {
+    size_t n = 0;
+    for (const auto& [i, d] : M(info.Env()).devices) n += d.count();
+    return Napi::Number::New(info.Env(), (double)n);
+  }
+  Napi::Value Close(const Napi::CallbackInfo& info) {
+    model_.reset();
+    capture_.reset();
+    return info.Env().Undefined();
+  }
+
+  std::string path_;
+  std::unique_ptr<Model> model_;
+  std::unique_ptr<CaptureDecoder> capture_;
+};
+
+}  // namespace gpumem
+
+static Napi::Object Init(Napi::Env env, Napi::Object exports) {
+  Napi::Function ctor = gpumem::Handle::Define(env);
+  exports.Set("ModelHandle", ctor);
+  exports.Set("isUserPath", Napi::Function::New(env, [](const Napi::CallbackInfo& info) {
+                return Napi::Boolean::New(info.Env(), info.Length() > 0 && info[0].IsString() &&
+                                                          gpumem::isUserPath(info[0].As<Napi::String>().Utf8Value()));
+              }));
+  return exports;
+}
+
+NODE_API_MODULE(gpumem_addon, Init)

@@ -1,0 +1,468 @@
+#include "aggregate.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <map>
+#include <unordered_map>
+
+#include "json_out.h"
+#include "replay.h"
+
+namespace gpumem {
+
+namespace {
+
+const char* const kMarkerKinds[] = {"user", "range_begin", "range_end", "empty_cache", "snapshot", "oom", "notice"};
+const char* const kPoolNames[] = {"large", "small", "private"};
+constexpr const char* kNoUserFrame = "<no user frame>";
+
+// A line key: (file string id, line); file id UINT32_MAX = the "<no user frame>" row.
+using LineKey = std::pair<uint32_t, uint32_t>;
+constexpr LineKey kNoUserLine{UINT32_MAX, 0};
+
+LineKey selfLine(const Model& m, uint32_t stackId) {
+  const StackData& s = m.stacks[stackId];
+  if (s.userFrame == UINT32_MAX) return kNoUserLine;
+  const FrameData& f = m.frames[s.userFrame];
+  return {f.file, f.line};
+}
+
+std::string_view lineFile(const Model& m, LineKey k) {
+  // Both branches as string_view: a `const char*`/`std::string` conditional would yield a temporary.
+  return k.first == UINT32_MAX ? std::string_view(kNoUserFrame) : std::string_view(m.strings[k.first]);
+}
+
+bool liveAtPeak(const DeviceData& d, size_t i) {
+  if (d.peakIndex < 0 || (int64_t)i > d.peakIndex) return false;
+  return d.link[i] == kNoLink || (int64_t)d.link[i] > d.peakIndex;
+}
+
+const DeviceData* dev(const Model& m, int index) {
+  auto it = m.devices.find(index);
+  return it == m.devices.end() ? nullptr : &it->second;
+}
+
+int64_t allocatedBefore(const DeviceData& d, size_t n) { return n ? d.allocated[n - 1] : d.startAllocated; }
+int64_t reservedBefore(const DeviceData& d, size_t n) { return n ? d.reserved[n - 1] : d.startReserved; }
+
+void writeSegments(Json& j, const Model& m, const std::vector<SegmentData>& segs, int device) {
+  (void)m;
+  j.open('[');
+  for (const auto& s : segs) {
+    j.open('{').kv("device", device).kvu("address", s.addr).kvu("totalSize", s.size).kvu("stream", s.stream);
+    j.kvs("pool", kPoolNames[s.pool]).kvb("expandable", s.expandable).kv("stackId", s.stack);
+    j.key("blocks").open('[');
+    for (const auto& b : s.blocks) {
+      j.open('{').kvu("address", b.addr).kvu("size", b.size).kvu("requestedSize", b.requested);
+      j.kvs("state", kBlockStateNames[b.state]).kv("stackId", b.stack).close('}');
+    }
+    j.close(']').close('}');
+  }
+  j.close(']');
+}
+
+// Final allocator state: what the file states (pickle segments), else the replay to the end.
+std::vector<SegmentData> finalState(const DeviceData& d) { return stateAfter(d, d.count()); }
+
+}  // namespace
+
+size_t eventsUpTo(const DeviceData& d, double tUs) {
+  if (std::isnan(tUs) || tUs >= (double)std::numeric_limits<int64_t>::max()) return d.count();
+  if (tUs < (double)std::numeric_limits<int64_t>::min()) return 0;
+  int64_t t = (int64_t)std::floor(tUs);
+  return std::upper_bound(d.t.begin(), d.t.end(), t) - d.t.begin();
+}
+
+std::string devicesJson(const Model& m) {
+  Json j;
+  j.open('[');
+  for (const auto& [idx, d] : m.devices) j.item().num(idx);
+  return j.close(']').s;
+}
+
+std::string problemsJson(const Model& m) {
+  Json j;
+  j.open('[');
+  for (const auto& p : m.problems) j.open('{').kvu("offset", p.offset).kvs("message", p.message).close('}');
+  return j.close(']').s;
+}
+
+std::string summaryJson(const Model& m) {
+  Json j;
+  j.open('{').kvs("format", m.format).key("devices").open('[');
+  std::map<LineKey, uint64_t> top;
+  for (const auto& [idx, d] : m.devices) {
+    std::vector<SegmentData> segs = finalState(d);
+    FragFigures f = fragmentation(segs);
+    int64_t peakT = d.peakIndex >= 0 ? d.t[d.peakIndex] : (d.count() ? d.t[0] : 0);
+    j.open('{').kv("device", idx).kvu("reserved_bytes", f.reserved).kvu("allocated_bytes", f.allocated);
+    j.kvu("segments", segs.size()).kvu("blocks", f.blocks).kvu("allocated_blocks", f.allocatedBlocks);
+    j.kvu("largest_free_block_bytes", f.largestFree).kvu("events", d.count());
+    j.kv("peak_allocated_bytes", d.peakAllocated).kv("peak_at_time_us", peakT).close('}');
+    for (size_t i = 0; i < d.count(); i++)
+      if (d.action[i] == ACT_ALLOC && liveAtPeak(d, i)) top[selfLine(m, d.stack[i])] += d.size[i];
+  }
+  j.close(']').key("top_lines").open('[');
+  std::vector<std::pair<LineKey, uint64_t>> rows(top.begin(), top.end());
+  std::sort(rows.begin(), rows.end(), [&](const auto& a, const auto& b) {
+    if (a.second != b.second) return a.second > b.second;
+    std::string_view fa = lineFile(m, a.first), fb = lineFile(m, b.first);
+    if (fa != fb) return fa < fb;
+    return a.first.second < b.first.second;
+  });
+  for (const auto& [k, bytes] : rows)
+    j.open('{').kvs("file", lineFile(m, k)).kv("line", k.second).kvu("bytes_at_peak", bytes).close('}');
+  return j.close(']').close('}').s;
+}
+
+std::string timeRangeJson(const Model& m, int index) {
+  const DeviceData* d = dev(m, index);
+  int64_t t0 = 0, t1 = 0;
+  if (d && d->count()) {
+    t0 = d->t.front();
+    t1 = d->t.back();
+  }
+  if (d) {
+    // Markers and samples extend the range (a capture may hold samples before its first event).
+    for (const auto& mk : d->markers) {
+      if (!d->count() && t0 == 0 && t1 == 0) t0 = t1 = mk.tUs;
+      t0 = std::min(t0, mk.tUs), t1 = std::max(t1, mk.tUs);
+    }
+    for (const auto& s : d->samples) {
+      if (!d->count() && t0 == 0 && t1 == 0) t0 = t1 = s.tUs;
+      t0 = std::min(t0, s.tUs), t1 = std::max(t1, s.tUs);
+    }
+  }
+  Json j;
+  return j.open('{').kv("t0Us", t0).kv("t1Us", t1).close('}').s;
+}
+
+std::string currentJson(const Model& m, int index) {
+  const DeviceData* d = dev(m, index);
+  Json j;
+  j.open('{');
+  if (!d) return j.kv("allocatedBytes", 0).kv("reservedBytes", 0).kv("peakAllocatedBytes", 0).kv("peakReservedBytes", 0).kv("timeUs", 0).close('}').s;
+  size_t n = d->count();
+  j.kv("allocatedBytes", allocatedBefore(*d, n)).kv("reservedBytes", reservedBefore(*d, n));
+  j.kv("peakAllocatedBytes", d->peakAllocated).kv("peakReservedBytes", d->peakReserved);
+  int64_t tLast = n ? d->t.back() : 0;
+  if (!d->samples.empty()) {
+    j.kvu("deviceUsedBytes", d->samples.back().used).kvu("deviceTotalBytes", d->samples.back().total);
+    tLast = std::max(tLast, d->samples.back().tUs);
+  }
+  return j.kv("timeUs", tLast).close('}').s;
+}
+
+namespace {
+
+void buildPyramid(const std::vector<int64_t>& base, Pyramid& p) {
+  if (p.builtFor == base.size() && !p.mins.empty()) return;
+  p.mins.clear();
+  p.maxs.clear();
+  const std::vector<int64_t>* lmin = &base;
+  const std::vector<int64_t>* lmax = &base;
+  while (lmin->size() > 1) {
+    size_t n = (lmin->size() + 7) / 8;
+    std::vector<int64_t> mn(n), mx(n);
+    for (size_t k = 0; k < n; k++) {
+      size_t a = k * 8, b = std::min(a + 8, lmin->size());
+      int64_t lo = (*lmin)[a], hi = (*lmax)[a];
+      for (size_t i = a + 1; i < b; i++) lo = std::min(lo, (*lmin)[i]), hi = std::max(hi, (*lmax)[i]);
+      mn[k] = lo, mx[k] = hi;
+    }
+    p.mins.push_back(std::move(mn));
+    p.maxs.push_back(std::move(mx));
+    lmin = &p.mins.back();
+    lmax = &p.maxs.back();
+  }
+  p.builtFor = base.size();
+}
+
+// Min and max of base[i0, i1) through the pyramid: O(8 · log8 n).
+void rangeMinMax(const std::vector<int64_t>& base, const Pyramid& p, size_t lo, size_t hi, int64_t& mn, int64_t& mx) {
+  size_t level = 0;
+  while (lo < hi) {
+    const std::vector<int64_t>& vmin = level == 0 ? base : p.mins[level - 1];
+    const std::vector<int64_t>& vmax = level == 0 ? base : p.maxs[level - 1];
+    while (lo < hi && lo % 8) mn = std::min(mn, vmin[lo]), mx = std::max(mx, vmax[lo]), lo++;
+    while (lo < hi && hi % 8) hi--, mn = std::min(mn, vmin[hi]), mx = std::max(mx, vmax[hi]);
+    if (lo >= hi || level >= p.mins.size()) {
+      for (size_t i = lo; i < hi; i++) mn = std::min(mn, vmin[i]), mx = std::max(mx, vmax[i]);
+      break;
+    }
+    lo /= 8, hi /= 8, level++;
+  }
+}
+
+}  // namespace
+
+std::string timelineJson(Model& m, int index, double t0, double t1, int buckets) {
+  buckets = std::max(1, std::min(buckets, 1 << 16));
+  if (!(t1 > t0)) t1 = t0 + 1;
+  Json j;
+  auto it = m.devices.find(index);
+  std::vector<int64_t> amin(buckets), amax(buckets), rmin(buckets), rmax(buckets);
+  std::vector<double> used(buckets, NAN);
+  if (it != m.devices.end()) {
+    DeviceData& d = it->second;
+    buildPyramid(d.allocated, d.allocPyr);
+    buildPyramid(d.reserved, d.resPyr);
+    double w = (t1 - t0) / buckets;
+    for (int k = 0; k < buckets; k++) {
+      double ta = t0 + k * w, tb = k == buckets - 1 ? t1 : t0 + (k + 1) * w;
+      // Events in [ta, tb) (the last bucket includes t1); the value carried in from before counts too.
+      size_t i0 = std::lower_bound(d.t.begin(), d.t.end(), (int64_t)std::ceil(ta)) - d.t.begin();
+      size_t i1 = k == buckets - 1 ? eventsUpTo(d, tb)
+                                   : (size_t)(std::lower_bound(d.t.begin(), d.t.end(), (int64_t)std::ceil(tb)) - d.t.begin());
+      i1 = std::max(i1, i0);
+      int64_t a = allocatedBefore(d, i0), r = reservedBefore(d, i0);
+      int64_t alo = a, ahi = a, rlo = r, rhi = r;
+      rangeMinMax(d.allocated, d.allocPyr, i0, i1, alo, ahi);
+      rangeMinMax(d.reserved, d.resPyr, i0, i1, rlo, rhi);
+      amin[k] = alo, amax[k] = ahi, rmin[k] = rlo, rmax[k] = rhi;
+    }
+    if (!d.samples.empty()) {
+      for (const auto& s : d.samples) {
+        if (s.tUs < t0 || s.tUs > t1) continue;
+        int k = std::min(buckets - 1, (int)((s.tUs - t0) / w));
+        if (std::isnan(used[k]) || (double)s.used > used[k]) used[k] = (double)s.used;
+      }
+    }
+  }
+  auto arr = [&](const char* name, const std::vector<int64_t>& v) {
+    j.key(name).open('[');
+    for (int64_t x : v) j.item().num(x);
+    j.close(']');
+  };
+  j.open('{').kv("device", index).kvd("t0Us", t0).kvd("t1Us", t1).kv("buckets", buckets);
+  arr("allocatedMin", amin);
+  arr("allocatedMax", amax);
+  arr("reservedMin", rmin);
+  arr("reservedMax", rmax);
+  if (it != m.devices.end() && !it->second.samples.empty()) {
+    j.key("deviceUsedMax").open('[');
+    for (double x : used) j.item().dbl(x);
+    j.close(']');
+  }
+  return j.close('}').s;
+}
+
+std::string stateJson(const Model& m, int index, double tUs) {
+  const DeviceData* d = dev(m, index);
+  Json j;
+  std::vector<SegmentData> segs;
+  double at = tUs;
+  if (d) {
+    size_t n = eventsUpTo(*d, tUs);
+    segs = stateAfter(*d, n);
+    if (!std::isfinite(tUs)) at = d->count() ? (double)d->t.back() : 0;
+  }
+  FragFigures f = fragmentation(segs);
+  j.open('{').kv("device", index).kvd("timeUs", at).key("segments");
+  writeSegments(j, m, segs, index);
+  j.key("fragmentation").open('{').kvu("reservedBytes", f.reserved).kvu("allocatedBytes", f.allocated);
+  j.kv("unallocatedBytes", (int64_t)f.reserved - (int64_t)f.allocated).kvu("largestFreeBlockBytes", f.largestFree);
+  j.kvu("freeBlocks", f.freeBlocks).kvu("cachedFreeBytes", f.cachedFree).kvu("splitRemainderBytes", f.splitRemainder);
+  j.kvu("roundingWasteBytes", f.roundingWaste).kvu("pendingFreeBytes", f.pendingFree).close('}');
+  return j.close('}').s;
+}
+
+std::string lineStatsJson(const Model& m, int index) {
+  const DeviceData* d = dev(m, index);
+  Json j;
+  j.open('[');
+  if (!d) return j.close(']').s;
+  struct StackAgg {
+    uint64_t atPeak = 0, countAtPeak = 0, total = 0, count = 0, liveNow = 0;
+  };
+  std::unordered_map<uint32_t, StackAgg> perStack;
+  for (size_t i = 0; i < d->count(); i++) {
+    if (d->action[i] != ACT_ALLOC) continue;
+    StackAgg& a = perStack[d->stack[i]];
+    a.total += d->size[i];
+    a.count++;
+    if (liveAtPeak(*d, i)) a.atPeak += d->size[i], a.countAtPeak++;
+    if (d->link[i] == kNoLink) a.liveNow += d->size[i];
+  }
+  struct LineAgg {
+    uint64_t self = 0, incl = 0, total = 0, count = 0, liveNow = 0, backward = 0;
+    std::vector<std::pair<uint32_t, const StackAgg*>> stacks;
+  };
+  std::map<LineKey, LineAgg> lines;
+  for (const auto& [sid, a] : perStack) {
+    LineKey self = selfLine(m, sid);
+    LineAgg& L = lines[self];
+    L.self += a.atPeak, L.total += a.total, L.count += a.count, L.liveNow += a.liveNow;
+    if (m.stacks[sid].backward) L.backward += a.atPeak;
+    // Inclusive: every distinct user line of the stack (recursion counts once).
+    std::vector<LineKey> seen;
+    const StackData& s = m.stacks[sid];
+    for (uint32_t k = 0; k < s.count; k++) {
+      const FrameData& f = m.frames[m.stackFrames[s.first + k]];
+      if (!m.isUserFile(f.file)) continue;
+      LineKey key{f.file, f.line};
+      if (std::find(seen.begin(), seen.end(), key) != seen.end()) continue;
+      seen.push_back(key);
+      LineAgg& I = lines[key];
+      I.incl += a.atPeak;
+      I.stacks.push_back({sid, &a});
+    }
+    if (self == kNoUserLine) L.incl += a.atPeak, L.stacks.push_back({sid, &a});
+  }
+  std::vector<std::pair<LineKey, LineAgg*>> order;
+  for (auto& [k, L] : lines) order.push_back({k, &L});
+  std::sort(order.begin(), order.end(), [&](const auto& a, const auto& b) {
+    if (a.second->self != b.second->self) return a.second->self > b.second->self;
+    if (a.second->incl != b.second->incl) return a.second->incl > b.second->incl;
+    if (a.second->total != b.second->total) return a.second->total > b.second->total;
+    return a.first < b.first;
+  });
+  for (auto& [k, L] : order) {
+    std::sort(L->stacks.begin(), L->stacks.end(), [](const auto& a, const auto& b) {
+      if (a.second->atPeak != b.second->atPeak) return a.second->atPeak > b.second->atPeak;
+      return a.second->total > b.second->total;
+    });
+    j.open('{').kvs("file", lineFile(m, k)).kv("line", k.second).kvu("selfBytesAtPeak", L->self);
+    j.kvu("inclusiveBytesAtPeak", L->incl).kvu("totalAllocatedBytes", L->total).kvu("allocCount", L->count);
+    j.kvu("liveNowBytes", L->liveNow).kvu("backwardBytesAtPeak", L->backward).key("topStacks").open('[');
+    for (size_t s = 0; s < L->stacks.size() && s < 5; s++)
+      j.open('{').kv("stackId", L->stacks[s].first).kvu("bytesAtPeak", L->stacks[s].second->atPeak).kvu("count", L->stacks[s].second->count).close('}');
+    j.close(']').close('}');
+  }
+  return j.close(']').s;
+}
+
+std::string stackJson(const Model& m, uint32_t id) {
+  if (id >= m.stacks.size()) return "null";
+  const StackData& s = m.stacks[id];
+  Json j;
+  j.open('{').kv("id", id).key("frames").open('[');
+  for (uint32_t k = 0; k < s.count; k++) {
+    const FrameData& f = m.frames[m.stackFrames[s.first + k]];
+    j.open('{').kvs("file", m.strings[f.file]).kv("line", f.line).kvs("name", m.strings[f.name]).close('}');
+  }
+  return j.close(']').kvb("backward", s.backward).close('}').s;
+}
+
+std::string markersJson(const Model& m, int index) {
+  const DeviceData* d = dev(m, index);
+  Json j;
+  j.open('[');
+  if (!d) return j.close(']').s;
+  std::vector<const MarkerData*> sorted;
+  for (const auto& mk : d->markers) sorted.push_back(&mk);
+  std::stable_sort(sorted.begin(), sorted.end(), [](auto a, auto b) { return a->tUs < b->tUs; });
+  for (const MarkerData* mk : sorted) {
+    j.open('{').kv("device", index).kv("timeUs", mk->tUs).kvs("kind", kMarkerKinds[mk->kind]).kvs("label", m.strings[mk->label]);
+    if (!mk->detailJson.empty()) j.key("detail").raw(mk->detailJson);
+    j.close('}');
+  }
+  return j.close(']').s;
+}
+
+std::string oomsJson(const Model& m) {
+  Json j;
+  j.open('[');
+  for (const auto& [idx, d] : m.devices) {
+    for (const auto& o : d.ooms) {
+      uint64_t reserved = o.reserved, allocated = o.allocated, largest = o.largestFree;
+      if (!o.haveFigures) {
+        size_t n = std::min<size_t>(o.eventIndex, d.count());
+        reserved = (uint64_t)std::max<int64_t>(0, reservedBefore(d, n));
+        allocated = (uint64_t)std::max<int64_t>(0, allocatedBefore(d, n));
+        largest = fragmentation(stateAfter(d, n)).largestFree;
+      }
+      // The allocator's own free memory would fit the request, but not in one piece.
+      bool frag = reserved >= allocated && reserved - allocated >= o.requested;
+      j.open('{').kv("device", idx).kv("timeUs", o.tUs).kvu("requestedBytes", o.requested).kvu("deviceFreeBytes", o.deviceFree);
+      j.kvu("deviceTotalBytes", o.deviceTotal).kvu("reservedBytes", reserved).kvu("allocatedBytes", allocated);
+      j.kvu("largestFreeBlockBytes", largest).kvs("verdict", frag ? "fragmentation" : "shortage").kv("stackId", o.stack).close('}');
+    }
+  }
+  return j.close(']').s;
+}
+
+std::string spansJson(const Model& m, int index, double t0, double t1, size_t maxCount) {
+  const DeviceData* d = dev(m, index);
+  Json j;
+  j.open('[');
+  if (!d || maxCount == 0) return j.close(']').s;
+  struct Span {
+    uint32_t i;
+    uint64_t size;
+  };
+  std::vector<Span> spans;
+  int64_t first = d->count() ? d->t[0] : 0;
+  for (size_t i = 0; i < d->count(); i++) {
+    uint8_t a = d->action[i];
+    double start, end;
+    if (a == ACT_ALLOC) {
+      start = (double)d->t[i];
+      end = d->link[i] == kNoLink ? INFINITY : (double)d->t[d->link[i]];
+    } else if (a == ACT_FREE_REQUESTED && d->link[i] == kNoLink) {
+      start = (double)first;  // allocated before the trace began
+      end = (double)d->t[i];
+    } else {
+      continue;
+    }
+    if (start <= t1 && end >= t0) spans.push_back(Span{(uint32_t)i, d->size[i]});
+  }
+  size_t keep = std::min(maxCount, spans.size());
+  std::partial_sort(spans.begin(), spans.begin() + keep, spans.end(), [](const Span& a, const Span& b) {
+    return a.size != b.size ? a.size > b.size : a.i < b.i;
+  });
+  for (size_t k = 0; k < keep; k++) {
+    size_t i = spans[k].i;
+    bool isAlloc = d->action[i] == ACT_ALLOC;
+    j.open('{').kvu("address", d->addr[i]).kvu("size", d->size[i]);
+    j.kv("startUs", isAlloc ? d->t[i] : first);
+    j.key("endUs");
+    if (isAlloc && d->link[i] == kNoLink)
+      j.raw("null");
+    else
+      j.num(isAlloc ? d->t[d->link[i]] : d->t[i]);
+    j.kv("stackId", d->stack[i]).kvu("stream", d->stream[i]).close('}');
+  }
+  return j.close(']').s;
+}
+
+namespace {
+
+std::map<std::pair<std::string, uint32_t>, uint64_t> liveByLine(const Model& m, int index, double tUs) {
+  std::map<std::pair<std::string, uint32_t>, uint64_t> out;
+  const DeviceData* d = dev(m, index);
+  if (!d) return out;
+  size_t n = eventsUpTo(*d, tUs);
+  for (size_t i = 0; i < n; i++) {
+    if (d->action[i] != ACT_ALLOC) continue;
+    if (d->link[i] != kNoLink && d->link[i] < n) continue;
+    LineKey k = selfLine(m, d->stack[i]);
+    out[{std::string(lineFile(m, k)), k.second}] += d->size[i];
+  }
+  return out;
+}
+
+}  // namespace
+
+std::string diffJson(const Model& a, int index, double aUs, const Model& b, double bUs) {
+  auto before = liveByLine(a, index, aUs), after = liveByLine(b, index, bUs);
+  std::map<std::pair<std::string, uint32_t>, std::pair<uint64_t, uint64_t>> rows;
+  for (const auto& [k, v] : before) rows[k].first = v;
+  for (const auto& [k, v] : after) rows[k].second = v;
+  std::vector<std::pair<std::pair<std::string, uint32_t>, std::pair<uint64_t, uint64_t>>> sorted(rows.begin(), rows.end());
+  std::stable_sort(sorted.begin(), sorted.end(), [](const auto& x, const auto& y) {
+    int64_t dx = std::llabs((int64_t)x.second.second - (int64_t)x.second.first);
+    int64_t dy = std::llabs((int64_t)y.second.second - (int64_t)y.second.first);
+    return dx > dy;
+  });
+  Json j;
+  j.open('[');
+  for (const auto& [k, v] : sorted) {
+    j.open('{').kvs("file", k.first).kv("line", k.second).kvu("beforeBytes", v.first).kvu("afterBytes", v.second);
+    j.kv("deltaBytes", (int64_t)v.second - (int64_t)v.first).close('}');
+  }
+  return j.close(']').s;
+}
+
+}  // namespace gpumem

@@ -1,0 +1,289 @@
+#include "capture_decoder.h"
+
+#include <cstring>
+#include <vector>
+
+#include "gpumem_format.h"
+
+namespace gpumem {
+
+namespace f = gpumem::fmt;
+
+namespace {
+
+template <typename T>
+T load(const uint8_t* p) {
+  T v;
+  memcpy(&v, p, sizeof v);
+  return v;
+}
+
+uint8_t poolOf(uint16_t flags) {
+  if (flags & f::kPoolPrivate) return POOL_PRIVATE;
+  if (flags & f::kPoolSmall) return POOL_SMALL;
+  return POOL_LARGE;
+}
+
+}  // namespace
+
+bool findJsonInt(const std::string& json, const char* key, int64_t& out) {
+  std::string needle = std::string("\"") + key + "\"";
+  for (size_t at = json.find(needle); at != std::string::npos; at = json.find(needle, at + 1)) {
+    size_t k = at + needle.size();
+    while (k < json.size() && (json[k] == ' ' || json[k] == '\t' || json[k] == '\n' || json[k] == '\r')) k++;
+    if (k >= json.size() || json[k] != ':') continue;
+    k++;
+    while (k < json.size() && (json[k] == ' ' || json[k] == '\t' || json[k] == '\n' || json[k] == '\r')) k++;
+    char* end = nullptr;
+    long long v = strtoll(json.c_str() + k, &end, 10);
+    if (end == json.c_str() + k) continue;
+    out = v;
+    return true;
+  }
+  return false;
+}
+
+bool CaptureDecoder::looksLikeCapture(const uint8_t* data, size_t len) {
+  return len >= 6 && memcmp(data, f::kMagic, 6) == 0;
+}
+
+int64_t CaptureDecoder::toUs(uint64_t tNs) const {
+  int64_t d = (int64_t)tNs - monoAnchorNs_;
+  int64_t wall = wallAnchorNs_ + d;
+  return wall >= 0 ? wall / 1000 : -((-wall + 999) / 1000);
+}
+
+uint32_t CaptureDecoder::str(uint32_t id) const {
+  auto it = strings_.find(id);
+  return it == strings_.end() ? 0 : it->second;
+}
+
+uint32_t CaptureDecoder::stack(uint32_t id) const {
+  auto it = stacks_.find(id);
+  return it == stacks_.end() ? 0 : it->second;
+}
+
+size_t CaptureDecoder::feedHeader(Model& m, const uint8_t* data, size_t len) {
+  if (len < sizeof(f::FileHeader)) {
+    if (len >= 6 && !looksLikeCapture(data, len))
+      throw CaptureError("this file is not a GPU Memory Lens capture (no GPUMEM magic); open a .gpumem file written by the lens allocator");
+    return 0;
+  }
+  f::FileHeader fh = load<f::FileHeader>(data);
+  if (memcmp(fh.magic, f::kMagic, 8) != 0)
+    throw CaptureError("this file is not a GPU Memory Lens capture (its first bytes are not the GPUMEM magic); open a .gpumem file written by the lens allocator");
+  if (fh.major > f::kMajor)
+    throw CaptureError("this capture uses format " + std::to_string(fh.major) + "." + std::to_string(fh.minor) +
+                       ", newer than this version of GPU Memory Lens understands (" + std::to_string(f::kMajor) +
+                       ".x); update the extension to open it");
+  if (fh.major < 1) throw CaptureError("this capture declares format version 0, which was never released; the file is damaged");
+  if (fh.json_bytes > f::kMaxHeaderJson)
+    throw CaptureError("this capture's header claims " + std::to_string(fh.json_bytes) +
+                       " bytes of JSON (more than the format allows); the file is damaged at byte 12");
+  if (len < sizeof fh + fh.json_bytes) return 0;
+  m.format = "gpumem-capture";
+  m.headerJson.assign(reinterpret_cast<const char*>(data + sizeof fh), fh.json_bytes);
+  // Note [Clock anchors]: events carry CLOCK_MONOTONIC ns; the header pairs one monotonic reading with
+  // the wall clock so times share PyTorch's time_us axis. Without anchors, monotonic time is shown.
+  int64_t mono = 0, wall = 0;
+  if (findJsonInt(m.headerJson, "mono_anchor_ns", mono) && findJsonInt(m.headerJson, "wall_anchor_ns", wall)) {
+    monoAnchorNs_ = mono, wallAnchorNs_ = wall;
+  } else if (findJsonInt(m.headerJson, "monotonic_ns", mono) && findJsonInt(m.headerJson, "wall_ns", wall)) {
+    monoAnchorNs_ = mono, wallAnchorNs_ = wall;
+  } else {
+    m.problems.push_back(Problem{12, "the capture header has no clock anchors; times are the workload's monotonic clock, not wall time"});
+  }
+  headerDone_ = true;
+  return sizeof fh + fh.json_bytes;
+}
+
+size_t CaptureDecoder::feed(Model& m, const uint8_t* data, size_t len) {
+  if (damaged_) return 0;
+  size_t pos = 0;
+  if (!headerDone_) {
+    pos = feedHeader(m, data, len);
+    if (!headerDone_) {
+      pending_ = len;
+      return 0;
+    }
+    offset_ += pos;
+  }
+  while (true) {
+    if (len - pos < sizeof(f::RecordHeader)) break;
+    f::RecordHeader h = load<f::RecordHeader>(data + pos);
+    if (h.payload_bytes > f::kMaxPayload || h.type == 0) {
+      damaged_ = true;
+      m.problems.push_back(Problem{offset_, "the capture is damaged at byte " + std::to_string(offset_) +
+                                                " (a record of type " + std::to_string(h.type) + " claims " +
+                                                std::to_string(h.payload_bytes) + " bytes); " +
+                                                std::to_string(len - pos) + " bytes after it were not read"});
+      pos = len;
+      break;
+    }
+    if (len - pos - sizeof h < h.payload_bytes) break;  // incomplete: wait for the rest
+    if (!record(m, h.type, h.device, h.flags, data + pos + sizeof h, h.payload_bytes, offset_)) {
+      damaged_ = true;
+      m.problems.back().message += "; " + std::to_string(len - pos) + " bytes from there on were not read";
+      pos = len;
+      break;
+    }
+    pos += sizeof h + h.payload_bytes;
+    offset_ += sizeof h + h.payload_bytes;
+  }
+  pending_ = len - pos;
+  return pos;
+}
+
+bool CaptureDecoder::record(Model& m, uint8_t type, uint8_t device, uint16_t flags, const uint8_t* p, uint32_t n,
+                            uint64_t at) {
+  auto tooShort = [&](const char* what) {
+    m.problems.push_back(Problem{at, std::string("the capture is damaged at byte ") + std::to_string(at) + ": a " + what +
+                                         " record is shorter than its layout (" + std::to_string(n) + " bytes)"});
+    return false;
+  };
+  switch (type) {
+    case f::REC_STRING: {
+      if (n < sizeof(f::StringRec)) return tooShort("string");
+      auto r = load<f::StringRec>(p);
+      if (r.len > n - sizeof r) return tooShort("string");
+      strings_[r.id] = m.intern(std::string_view(reinterpret_cast<const char*>(p + sizeof r), r.len));
+      return true;
+    }
+    case f::REC_FRAME: {
+      if (n < sizeof(f::FrameRec)) return tooShort("frame");
+      auto r = load<f::FrameRec>(p);
+      frames_[r.id] = m.internFrame(str(r.file), str(r.function), r.line);
+      return true;
+    }
+    case f::REC_STACK: {
+      if (n < sizeof(f::StackRec)) return tooShort("stack");
+      auto r = load<f::StackRec>(p);
+      if (r.nframes > (n - sizeof r) / 4) return tooShort("stack");
+      std::vector<uint32_t> ids;
+      ids.reserve(r.nframes);
+      for (uint32_t k = 0; k < r.nframes; k++) {
+        auto it = frames_.find(load<uint32_t>(p + sizeof r + 4 * k));
+        if (it != frames_.end()) ids.push_back(it->second);
+      }
+      stacks_[r.id] = m.internStack(ids, (r.flags & f::kStackBackward) != 0);
+      return true;
+    }
+    case f::REC_ALLOC:
+    case f::REC_FREE_REQUESTED:
+    case f::REC_FREE_COMPLETED: {
+      if (n < sizeof(f::BlockEvent)) return tooShort("block event");
+      auto e = load<f::BlockEvent>(p);
+      uint8_t act = type == f::REC_ALLOC ? ACT_ALLOC : type == f::REC_FREE_REQUESTED ? ACT_FREE_REQUESTED : ACT_FREE_COMPLETED;
+      DeviceData& d = m.device(device);
+      d.startEmpty = true;
+      d.pushEvent(toUs(e.t_ns), act, e.addr, e.size, e.requested, e.stream, stack(e.stack), poolOf(flags));
+      events_++;
+      return true;
+    }
+    case f::REC_SEGMENT_ALLOC:
+    case f::REC_SEGMENT_FREE:
+    case f::REC_SEGMENT_MAP:
+    case f::REC_SEGMENT_UNMAP: {
+      if (n < sizeof(f::SegmentEvent)) return tooShort("segment event");
+      auto e = load<f::SegmentEvent>(p);
+      DeviceData& d = m.device(device);
+      d.startEmpty = true;
+      // Note [Expandable reservations]: an expandable segment's VA reservation holds no memory (PyTorch
+      // reports only its mapped pages), so segment_alloc/free flagged expandable do not count as reserved.
+      if ((type == f::REC_SEGMENT_ALLOC || type == f::REC_SEGMENT_FREE) && (flags & f::kSegExpandable)) return true;
+      uint8_t act = type == f::REC_SEGMENT_ALLOC ? ACT_SEGMENT_ALLOC
+                    : type == f::REC_SEGMENT_FREE ? ACT_SEGMENT_FREE
+                    : type == f::REC_SEGMENT_MAP  ? ACT_SEGMENT_MAP
+                                                  : ACT_SEGMENT_UNMAP;
+      d.pushEvent(toUs(e.t_ns), act, e.addr, e.size, 0, e.stream, stack(e.stack), poolOf(flags));
+      events_++;
+      return true;
+    }
+    case f::REC_EMPTY_CACHE: {
+      if (n < sizeof(f::EmptyCacheRec)) return tooShort("empty-cache");
+      auto r = load<f::EmptyCacheRec>(p);
+      static const char* origins[] = {"torch.cuda.empty_cache()", "Empty Cache command", "out-of-memory retry"};
+      std::string detail = "{\"reservedBefore\":" + std::to_string(r.reserved_before) +
+                           ",\"reservedAfter\":" + std::to_string(r.reserved_after) + ",\"origin\":\"" +
+                           (r.origin < 3 ? origins[r.origin] : "unknown") + "\"}";
+      m.device(device).markers.push_back(MarkerData{toUs(r.t_ns), 3, m.intern("empty cache"), detail});
+      return true;
+    }
+    case f::REC_OOM: {
+      if (n < sizeof(f::OomRec)) return tooShort("out-of-memory");
+      auto r = load<f::OomRec>(p);
+      DeviceData& d = m.device(device);
+      d.startEmpty = true;
+      OomData o{toUs(r.t_ns), r.requested, r.device_free, r.device_total, r.reserved, r.allocated, r.largest_free,
+                stack(r.stack), true, (uint32_t)d.count()};
+      d.ooms.push_back(o);
+      d.pushEvent(o.tUs, ACT_OOM, r.device_free, r.requested, 0, r.stream, o.stack, POOL_LARGE);
+      events_++;
+      std::string detail = "{\"requestedBytes\":" + std::to_string(r.requested) + "}";
+      d.markers.push_back(MarkerData{o.tUs, 5, m.intern("out of memory"), detail});
+      return true;
+    }
+    case f::REC_STATE: {
+      if (n < sizeof(f::StateRec)) return tooShort("state");
+      auto r = load<f::StateRec>(p);
+      size_t pos = sizeof r;
+      std::vector<SegmentData> segs;
+      for (uint32_t s = 0; s < r.nsegments; s++) {
+        if (n - pos < sizeof(f::StateSegment)) return tooShort("state");
+        auto g = load<f::StateSegment>(p + pos);
+        pos += sizeof g;
+        SegmentData sd;
+        sd.addr = g.addr, sd.size = g.size, sd.stream = g.stream, sd.poolId0 = g.pool_id0, sd.poolId1 = g.pool_id1;
+        sd.stack = stack(g.stack), sd.pool = poolOf(g.flags), sd.expandable = (g.flags & f::kSegExpandable) != 0;
+        if (g.nblocks > (n - pos) / sizeof(f::StateBlock)) return tooShort("state");
+        for (uint32_t b = 0; b < g.nblocks; b++, pos += sizeof(f::StateBlock)) {
+          auto bl = load<f::StateBlock>(p + pos);
+          sd.blocks.push_back(BlockData{bl.addr, bl.size, bl.requested, stack(bl.stack), (uint8_t)(bl.state <= 2 ? bl.state : 0)});
+        }
+        segs.push_back(std::move(sd));
+      }
+      DeviceData& d = m.device(device);
+      d.startEmpty = true;
+      d.checkpoints.push_back({d.count(), segs});
+      d.haveFinal = true;
+      d.finalAfter = d.count();
+      d.finalSegments = std::move(segs);
+      if (r.reason == 0) d.markers.push_back(MarkerData{toUs(r.t_ns), 4, m.intern("snapshot"), ""});
+      return true;
+    }
+    case f::REC_DEVICE_SAMPLE: {
+      if (n < sizeof(f::DeviceSampleRec)) return tooShort("device sample");
+      auto r = load<f::DeviceSampleRec>(p);
+      m.device(device).samples.push_back(SampleData{toUs(r.t_ns), r.used, r.total});
+      return true;
+    }
+    case f::REC_MARKER: {
+      if (n < sizeof(f::MarkerRec)) return tooShort("marker");
+      auto r = load<f::MarkerRec>(p);
+      uint8_t kind = r.kind == f::MARK_BEGIN ? 1 : r.kind == f::MARK_END ? 2 : r.kind == f::MARK_SNAPSHOT ? 4 : 0;
+      m.device(device).markers.push_back(MarkerData{toUs(r.t_ns), kind, str(r.name), ""});
+      return true;
+    }
+    case f::REC_NOTICE: {
+      if (n < sizeof(f::NoticeRec)) return tooShort("notice");
+      auto r = load<f::NoticeRec>(p);
+      static const char* levels[] = {"info", "warning", "error"};
+      std::string detail = std::string("{\"level\":\"") + (r.level < 3 ? levels[r.level] : "info") + "\"}";
+      m.device(device).markers.push_back(MarkerData{toUs(r.t_ns), 6, str(r.text), detail});
+      return true;
+    }
+    case f::REC_LOST: {
+      if (n < sizeof(f::LostRec)) return tooShort("lost-events");
+      auto r = load<f::LostRec>(p);
+      m.problems.push_back(Problem{at, std::to_string(r.count) +
+                                           " events were dropped by the recorder (its buffer bound was hit); figures after this point undercount"});
+      m.device(device).markers.push_back(
+          MarkerData{toUs(r.t_ns), 6, m.intern(std::to_string(r.count) + " events lost"), "{\"level\":\"warning\"}"});
+      return true;
+    }
+    case f::REC_END: m.ended = true; return true;
+    default: return true;  // REC_STATS and record types from newer minor versions: skipped by length
+  }
+}
+
+}  // namespace gpumem

@@ -1,0 +1,56 @@
+// Incremental decoder of our capture files (native/format/gpumem_format.h, FORMAT.md).
+//
+// feed() takes the bytes that follow the last consumed offset and returns how many it consumed: only
+// complete records are consumed, so a record still being written by a live workload is left for the
+// next poll. Damage (an impossible length, a record shorter than its struct) stops decoding for good
+// with a Problem naming the offset; everything before it stays in the model.
+#pragma once
+#include <cstddef>
+#include <cstdint>
+#include <stdexcept>
+#include <string>
+#include <unordered_map>
+
+#include "model.h"
+
+namespace gpumem {
+
+class CaptureError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+class CaptureDecoder {
+ public:
+  // Returns bytes consumed from `data` (which starts at offset()). Throws CaptureError for a foreign
+  // file or a newer major version (nothing usable), never for damage after the header.
+  size_t feed(Model& m, const uint8_t* data, size_t len);
+  uint64_t offset() const { return offset_; }
+  bool damaged() const { return damaged_; }
+  // Bytes of an incomplete record at the end (after the last feed).
+  size_t pendingBytes() const { return pending_; }
+  size_t eventsDecoded() const { return events_; }
+
+  static bool looksLikeCapture(const uint8_t* data, size_t len);
+
+ private:
+  size_t feedHeader(Model& m, const uint8_t* data, size_t len);
+  // Returns false on damage (problem recorded).
+  bool record(Model& m, uint8_t type, uint8_t device, uint16_t flags, const uint8_t* p, uint32_t n, uint64_t at);
+  int64_t toUs(uint64_t tNs) const;
+  uint32_t str(uint32_t id) const;
+  uint32_t stack(uint32_t id) const;
+
+  uint64_t offset_ = 0;
+  bool headerDone_ = false;
+  bool damaged_ = false;
+  size_t pending_ = 0;
+  size_t events_ = 0;
+  int64_t monoAnchorNs_ = 0, wallAnchorNs_ = 0;
+  std::unordered_map<uint32_t, uint32_t> strings_, frames_, stacks_;
+};
+
+// Finds `"key": <integer>` anywhere in a JSON document (header anchors); false if absent.
+bool findJsonInt(const std::string& json, const char* key, int64_t& out);
+
+}  // namespace gpumem

@@ -1,0 +1,176 @@
+// The native model: one per opened file (capture or PyTorch snapshot pickle), one event stream per
+// device. Columns are stored struct-of-arrays so 10 M events stay compact and scans stay cache-friendly.
+#pragma once
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+namespace gpumem {
+
+enum Action : uint8_t {
+  ACT_ALLOC = 0,
+  ACT_FREE_REQUESTED,
+  ACT_FREE_COMPLETED,
+  ACT_SEGMENT_ALLOC,
+  ACT_SEGMENT_FREE,
+  ACT_SEGMENT_MAP,
+  ACT_SEGMENT_UNMAP,
+  ACT_SNAPSHOT,
+  ACT_OOM,
+  ACT_EMPTY_CACHE,
+  ACT_COUNT
+};
+extern const char* const kActionNames[ACT_COUNT];
+
+enum Pool : uint8_t { POOL_LARGE = 0, POOL_SMALL = 1, POOL_PRIVATE = 2 };
+enum BlockSt : uint8_t { ST_INACTIVE = 0, ST_ALLOCATED = 1, ST_PENDING_FREE = 2 };
+extern const char* const kBlockStateNames[3];
+
+constexpr uint32_t kNoLink = UINT32_MAX;
+
+struct FrameData {
+  uint32_t file;  // string id
+  uint32_t name;  // string id
+  uint32_t line;
+};
+
+struct StackData {
+  uint32_t first;  // index into Model::stackFrames
+  uint32_t count;
+  bool backward;
+  // Derived once at interning: the innermost user frame (UINT32_MAX: none).
+  uint32_t userFrame;
+};
+
+struct BlockData {
+  uint64_t addr, size, requested;
+  uint32_t stack;
+  uint8_t state;
+};
+
+struct SegmentData {
+  uint64_t addr, size, stream;
+  uint64_t poolId0 = 0, poolId1 = 0;
+  uint32_t stack = 0;
+  uint8_t pool = POOL_LARGE;
+  bool expandable = false;
+  // Figures a pickle carries per segment (kept for exact export); recomputed from blocks otherwise.
+  std::vector<BlockData> blocks;
+};
+
+struct MarkerData {
+  int64_t tUs;
+  uint8_t kind;  // index into kMarkerKinds (model.cpp)
+  uint32_t label;  // string id
+  std::string detailJson;  // "" or a JSON object
+};
+
+struct OomData {
+  int64_t tUs;
+  uint64_t requested, deviceFree, deviceTotal, reserved, allocated, largestFree;
+  uint32_t stack;
+  bool haveFigures;  // capture OOM records carry reserved/allocated/largest; pickles do not
+  uint32_t eventIndex;
+};
+
+struct SampleData {
+  int64_t tUs;
+  uint64_t used, total;
+};
+
+// Min/max pyramid over a step series (value after each event): level k holds min/max of 8^k events.
+struct Pyramid {
+  std::vector<std::vector<int64_t>> mins, maxs;
+  size_t builtFor = 0;
+};
+
+struct DeviceData {
+  int index = 0;
+  // Event columns (same length).
+  std::vector<int64_t> t;
+  std::vector<uint64_t> addr, size;
+  std::vector<uint32_t> waste;  // size − requested (0 when unknown)
+  std::vector<uint64_t> stream;
+  std::vector<uint32_t> stack;
+  std::vector<uint8_t> action;
+  std::vector<uint8_t> pool;
+  // Derived columns, extended as events arrive.
+  std::vector<uint32_t> link;  // alloc → its free_requested; free_requested → its alloc
+  std::vector<int64_t> allocated, reserved;  // after each event
+  std::unordered_map<uint64_t, uint32_t> liveByAddr;  // addr → alloc index, for pairing
+  int64_t startAllocated = 0, startReserved = 0;
+  int64_t peakAllocated = 0;
+  int64_t peakIndex = -1;  // -1: the start value is the peak
+  int64_t peakReserved = 0;
+  size_t derivedUpTo = 0;
+  Pyramid allocPyr, resPyr;
+
+  // Sparse extras for exact pickle round trips (event index → string ids).
+  std::unordered_map<uint32_t, std::pair<uint32_t, uint32_t>> contextAndMetadata;
+
+  // Final allocator state as the file states it (pickle segments / a capture's last REC_STATE); its
+  // position in the event stream: the state holds after events [0, finalAfter).
+  // Captures start with an empty allocator; a pickle's start is only known by undoing its trace.
+  bool startEmpty = false;
+  bool haveFinal = false;
+  size_t finalAfter = 0;
+  std::vector<SegmentData> finalSegments;
+  // Capture REC_STATE records as checkpoints for forward replay.
+  std::vector<std::pair<size_t, std::vector<SegmentData>>> checkpoints;
+
+  std::vector<MarkerData> markers;
+  std::vector<OomData> ooms;
+  std::vector<SampleData> samples;
+
+  size_t count() const { return t.size(); }
+  void pushEvent(int64_t tUs, uint8_t act, uint64_t a, uint64_t sz, uint64_t requested, uint64_t strm, uint32_t stk,
+                 uint8_t pl) {
+    t.push_back(tUs);
+    action.push_back(act);
+    addr.push_back(a);
+    size.push_back(sz);
+    uint64_t w = requested && requested <= sz ? sz - requested : 0;
+    waste.push_back(w > UINT32_MAX ? UINT32_MAX : (uint32_t)w);
+    stream.push_back(strm);
+    stack.push_back(stk);
+    pool.push_back(pl);
+  }
+};
+
+struct Problem {
+  uint64_t offset;
+  std::string message;
+};
+
+struct Model {
+  std::string format;  // "gpumem-capture" | "pytorch-pickle"
+  std::string headerJson = "{}";  // CaptureHeaderInfo as JSON
+  std::string allocatorSettingsPickle;  // raw pickle opcodes of allocator_settings (round trip), may be empty
+  std::vector<std::string> strings{""};  // id 0 = ""
+  std::unordered_map<std::string, uint32_t> stringIds{{"", 0}};
+  std::vector<FrameData> frames;
+  std::vector<uint32_t> stackFrames;
+  std::vector<StackData> stacks{StackData{0, 0, false, UINT32_MAX}};  // id 0 = no frames
+  std::map<std::vector<uint32_t>, uint32_t> stackIds;
+  std::map<int, DeviceData> devices;
+  std::vector<Problem> problems;
+  bool ended = false;
+
+  uint32_t intern(std::string_view s);
+  uint32_t internFrame(uint32_t file, uint32_t name, uint32_t line);
+  uint32_t internStack(const std::vector<uint32_t>& frameIds, bool backward);
+  DeviceData& device(int index);
+  // Pairs allocations with frees and extends the allocated/reserved series for events added since the
+  // last call (both sources; the live tail calls it after every poll).
+  void derive();
+  bool isUserFile(uint32_t fileStringId) const;
+};
+
+// The user-frame rule (issue #4): user code unless under site-packages/dist-packages, in the Python
+// standard library (…/lib/pythonX.Y/…), or a pseudo-file starting with '<'.
+bool isUserPath(std::string_view path);
+
+}  // namespace gpumem

@@ -1,0 +1,466 @@
+#include "pickle_reader.h"
+
+#include <cstdlib>
+#include <cstring>
+
+namespace gpumem {
+
+namespace {
+
+std::string hexByte(uint8_t b) {
+  char buf[8];
+  snprintf(buf, sizeof buf, "0x%02x", b);
+  return buf;
+}
+
+const char* codeOpcodeName(uint8_t op) {
+  switch (op) {
+    case 'c': return "GLOBAL";
+    case 0x93: return "STACK_GLOBAL";
+    case 'R': return "REDUCE";
+    case 'b': return "BUILD";
+    case 'i': return "INST";
+    case 'o': return "OBJ";
+    case 0x81: return "NEWOBJ";
+    case 0x92: return "NEWOBJ_EX";
+    case 0x82: return "EXT1";
+    case 0x83: return "EXT2";
+    case 0x84: return "EXT4";
+    case 'P': return "PERSID";
+    case 'Q': return "BINPERSID";
+    default: return nullptr;
+  }
+}
+
+void appendUtf8(std::string& out, uint32_t cp) {
+  if (cp < 0x80) {
+    out += (char)cp;
+  } else if (cp < 0x800) {
+    out += (char)(0xC0 | (cp >> 6));
+    out += (char)(0x80 | (cp & 0x3F));
+  } else if (cp < 0x10000) {
+    out += (char)(0xE0 | (cp >> 12));
+    out += (char)(0x80 | ((cp >> 6) & 0x3F));
+    out += (char)(0x80 | (cp & 0x3F));
+  } else {
+    out += (char)(0xF0 | (cp >> 18));
+    out += (char)(0x80 | ((cp >> 12) & 0x3F));
+    out += (char)(0x80 | ((cp >> 6) & 0x3F));
+    out += (char)(0x80 | (cp & 0x3F));
+  }
+}
+
+// Protocol 0 UNICODE is raw-unicode-escape: only \uXXXX and \UXXXXXXXX are escapes; other bytes are
+// Latin-1 code points.
+std::string decodeRawUnicodeEscape(std::string_view s) {
+  std::string out;
+  for (size_t i = 0; i < s.size(); i++) {
+    uint8_t c = (uint8_t)s[i];
+    if (c == '\\' && i + 1 < s.size() && (s[i + 1] == 'u' || s[i + 1] == 'U')) {
+      size_t n = s[i + 1] == 'u' ? 4 : 8;
+      if (i + 2 + n <= s.size()) {
+        std::string hex(s.substr(i + 2, n));
+        char* end = nullptr;
+        unsigned long cp = strtoul(hex.c_str(), &end, 16);
+        if (end == hex.c_str() + n && cp <= 0x10FFFF) {
+          appendUtf8(out, (uint32_t)cp);
+          i += 1 + n;
+          continue;
+        }
+      }
+    }
+    appendUtf8(out, c);
+  }
+  return out;
+}
+
+}  // namespace
+
+PickleTree::PickleTree(const uint8_t* data, size_t size, PickleLimits limits)
+    : data_(data), size_(size), limits_(limits) {
+  parse();
+}
+
+std::string_view PickleTree::str(uint32_t i) const {
+  const PValue& v = values_[i];
+  if (v.type != PType::Str && v.type != PType::Bytes) return {};
+  if (v.flag) return owned_[v.aux];
+  return std::string_view(reinterpret_cast<const char*>(data_ + v.raw), v.aux);
+}
+
+int64_t PickleTree::asInt(uint32_t i, int64_t fallback) const {
+  if (i == kNone) return fallback;
+  const PValue& v = values_[i];
+  switch (v.type) {
+    case PType::Int:
+    case PType::UInt: return (int64_t)v.raw;
+    case PType::Bool: return v.flag ? 1 : 0;
+    case PType::Float: {
+      double d;
+      memcpy(&d, &v.raw, 8);
+      return (int64_t)d;
+    }
+    default: return fallback;
+  }
+}
+
+double PickleTree::asNumber(uint32_t i, double fallback) const {
+  if (i == kNone) return fallback;
+  const PValue& v = values_[i];
+  switch (v.type) {
+    case PType::Int: return (double)(int64_t)v.raw;
+    case PType::UInt: return (double)v.raw;
+    case PType::Bool: return v.flag ? 1 : 0;
+    case PType::Float: {
+      double d;
+      memcpy(&d, &v.raw, 8);
+      return d;
+    }
+    default: return fallback;
+  }
+}
+
+uint32_t PickleTree::get(uint32_t dict, std::string_view key) const {
+  if (dict == kNone || values_[dict].type != PType::Dict) return kNone;
+  const auto& kv = containers_[values_[dict].aux];
+  // Later keys win, like Python's dict built by SETITEMS.
+  for (size_t j = kv.size(); j >= 2; j -= 2) {
+    uint32_t k = kv[j - 2];
+    if (values_[k].type == PType::Str && str(k) == key) return kv[j - 1];
+  }
+  return kNone;
+}
+
+uint32_t PickleTree::push(PValue v) {
+  if (values_.size() >= limits_.maxValues) throw PickleError("pickle has too many values (limit reached)", 0);
+  values_.push_back(v);
+  return (uint32_t)(values_.size() - 1);
+}
+
+uint32_t PickleTree::newContainer(PType t) {
+  containers_.emplace_back();
+  return push(PValue{t, false, (uint32_t)(containers_.size() - 1), 0});
+}
+
+void PickleTree::parse() {
+  std::vector<uint32_t> stack;
+  std::vector<size_t> marks;
+  std::vector<uint32_t> memo;
+  size_t pos = 0;
+  size_t opStart = 0;
+
+  auto fail = [&](const std::string& msg) -> void { throw PickleError(msg, opStart); };
+  auto need = [&](size_t n) {
+    if (n > size_ - pos)
+      throw PickleError("the pickle is truncated at byte " + std::to_string(size_) + " (an opcode at byte " +
+                            std::to_string(opStart) + " needs " + std::to_string(n) +
+                            " more bytes); the file was probably cut off while being written or copied",
+                        opStart);
+  };
+  auto rd = [&](size_t n) -> const uint8_t* {
+    need(n);
+    const uint8_t* p = data_ + pos;
+    pos += n;
+    return p;
+  };
+  auto le = [&](size_t n) -> uint64_t {
+    const uint8_t* p = rd(n);
+    uint64_t v = 0;
+    for (size_t k = 0; k < n; k++) v |= (uint64_t)p[k] << (8 * k);
+    return v;
+  };
+  auto line = [&]() -> std::string_view {
+    const void* nl = memchr(data_ + pos, '\n', size_ - pos);
+    if (!nl) need(size_ - pos + 1);
+    size_t len = (const uint8_t*)nl - (data_ + pos);
+    std::string_view s(reinterpret_cast<const char*>(data_ + pos), len);
+    pos += len + 1;
+    return s;
+  };
+  auto pushStack = [&](uint32_t v) {
+    if (stack.size() >= limits_.maxStack) fail("pickle stack is deeper than the reader's limit");
+    stack.push_back(v);
+  };
+  auto pop = [&]() -> uint32_t {
+    if (stack.empty() || (!marks.empty() && stack.size() <= marks.back()))
+      fail("malformed pickle: stack underflow");
+    uint32_t v = stack.back();
+    stack.pop_back();
+    return v;
+  };
+  auto top = [&]() -> uint32_t {
+    if (stack.empty()) fail("malformed pickle: empty stack");
+    return stack.back();
+  };
+  auto popMark = [&]() -> size_t {
+    if (marks.empty()) fail("malformed pickle: no MARK");
+    size_t m = marks.back();
+    marks.pop_back();
+    return m;
+  };
+  auto strValue = [&](size_t len, PType t) {
+    need(len);
+    if (len > UINT32_MAX) fail("string longer than 4 GiB");
+    uint32_t v = push(PValue{t, false, (uint32_t)len, (uint64_t)pos});
+    pos += len;
+    pushStack(v);
+  };
+  auto ownedStr = [&](std::string s) {
+    owned_.push_back(std::move(s));
+    pushStack(push(PValue{PType::Str, true, (uint32_t)(owned_.size() - 1), 0}));
+  };
+  auto intValue = [&](int64_t x) { pushStack(push(PValue{PType::Int, false, 0, (uint64_t)x})); };
+  auto longBytes = [&](size_t n) {
+    const uint8_t* p = rd(n);
+    if (n == 0) return intValue(0);
+    bool neg = p[n - 1] & 0x80;
+    if (n > 8) {
+      // Fits if the extra high bytes are pure sign extension (or zero for a u64).
+      bool signExt = true, zeroExt = true;
+      for (size_t k = 8; k < n; k++) {
+        if (p[k] != (neg ? 0xFF : 0x00)) signExt = false;
+        if (p[k] != 0) zeroExt = false;
+      }
+      uint64_t low = 0;
+      for (size_t k = 0; k < 8; k++) low |= (uint64_t)p[k] << (8 * k);
+      if (signExt && ((low >> 63) == (neg ? 1u : 0u))) return intValue((int64_t)low);
+      if (zeroExt) return pushStack(push(PValue{PType::UInt, false, 0, low}));
+      // Too big to keep exactly: flagged so consumers can refuse to use it as a number.
+      return pushStack(push(PValue{PType::BigInt, neg, 0, 0}));
+    }
+    uint64_t v = 0;
+    for (size_t k = 0; k < n; k++) v |= (uint64_t)p[k] << (8 * k);
+    if (n == 8) {
+      if (neg) return intValue((int64_t)v);
+      return intValue((int64_t)v);  // < 2^63, sign bit clear
+    }
+    if (neg) v |= ~uint64_t(0) << (8 * n);  // sign-extend
+    intValue((int64_t)v);
+  };
+  auto textInt = [&](std::string_view s, bool isLong) {
+    std::string t(s);
+    if (isLong && !t.empty() && t.back() == 'L') t.pop_back();
+    if (!isLong && t == "01") return pushStack(push(PValue{PType::Bool, true, 0, 0}));
+    if (!isLong && t == "00") return pushStack(push(PValue{PType::Bool, false, 0, 0}));
+    errno = 0;
+    char* end = nullptr;
+    long long v = strtoll(t.c_str(), &end, 10);
+    if (end == t.c_str() || *end != 0) fail("malformed integer in pickle");
+    if (errno == ERANGE) {
+      unsigned long long u = strtoull(t.c_str(), &end, 10);
+      if (errno == ERANGE || t[0] == '-') return pushStack(push(PValue{PType::BigInt, t[0] == '-', 0, 0}));
+      return pushStack(push(PValue{PType::UInt, false, 0, (uint64_t)u}));
+    }
+    intValue(v);
+  };
+  auto memoPut = [&](uint64_t idx) {
+    uint32_t v = top();
+    if (idx >= limits_.maxMemo) fail("pickle memo index beyond the reader's limit");
+    if (idx >= memo.size()) memo.resize(idx + 1, kNone);
+    memo[idx] = v;
+  };
+  auto memoGet = [&](uint64_t idx) {
+    if (idx >= memo.size() || memo[idx] == kNone) fail("malformed pickle: memo key " + std::to_string(idx) + " not found");
+    pushStack(memo[idx]);
+  };
+  auto container = [&](uint32_t v, PType want, const char* op) -> std::vector<uint32_t>& {
+    if (values_[v].type != want)
+      fail(std::string("malformed pickle: ") + op + " on a value that is not a " +
+           (want == PType::Dict ? "dict" : "list"));
+    return containers_[values_[v].aux];
+  };
+  auto tupleFrom = [&](size_t from) {
+    uint32_t t = newContainer(PType::Tuple);
+    auto& c = containers_[values_[t].aux];
+    c.assign(stack.begin() + from, stack.end());
+    stack.resize(from);
+    pushStack(t);
+  };
+  auto checkItems = [&](size_t n) {
+    if (n > limits_.maxContainerItems) fail("a container in the pickle is larger than the reader's limit");
+  };
+
+  while (true) {
+    opStart = pos;
+    if (pos >= size_)
+      throw PickleError("the pickle ends at byte " + std::to_string(size_) +
+                            " without a STOP opcode; the file is truncated (was it still being written?)",
+                        size_);
+    uint8_t op = data_[pos++];
+    switch (op) {
+      case 0x80: {  // PROTO
+        protocol_ = (int)le(1);
+        if (protocol_ > 5) fail("pickle protocol " + std::to_string(protocol_) + " is newer than this reader supports (2–5)");
+        break;
+      }
+      case 0x95: le(8); break;  // FRAME: framing is only a read-ahead hint
+      case '.': {                // STOP
+        if (stack.empty()) fail("malformed pickle: STOP with an empty stack");
+        root_ = stack.back();
+        return;
+      }
+      case '(': marks.push_back(stack.size()); break;
+      case '}': pushStack(newContainer(PType::Dict)); break;
+      case ']': pushStack(newContainer(PType::List)); break;
+      case ')': pushStack(newContainer(PType::Tuple)); break;
+      case 0x8f: pushStack(newContainer(PType::List)); break;  // EMPTY_SET: kept as a list
+      case 't': tupleFrom(popMark()); break;
+      case 0x91: {  // FROZENSET
+        size_t m = popMark();
+        tupleFrom(m);
+        break;
+      }
+      case 0x85:
+      case 0x86:
+      case 0x87: {
+        size_t n = op - 0x84;
+        if (stack.size() < n || (!marks.empty() && stack.size() - n < marks.back())) fail("malformed pickle: stack underflow");
+        tupleFrom(stack.size() - n);
+        break;
+      }
+      case 'l': {  // LIST
+        size_t m = popMark();
+        uint32_t l = newContainer(PType::List);
+        containers_[values_[l].aux].assign(stack.begin() + m, stack.end());
+        stack.resize(m);
+        pushStack(l);
+        break;
+      }
+      case 'd': {  // DICT
+        size_t m = popMark();
+        if ((stack.size() - m) % 2) fail("malformed pickle: DICT with an odd number of items");
+        uint32_t d = newContainer(PType::Dict);
+        containers_[values_[d].aux].assign(stack.begin() + m, stack.end());
+        stack.resize(m);
+        pushStack(d);
+        break;
+      }
+      case 's': {  // SETITEM
+        uint32_t v = pop(), k = pop();
+        auto& c = container(top(), PType::Dict, "SETITEM");
+        checkItems(c.size() + 2);
+        c.push_back(k);
+        c.push_back(v);
+        break;
+      }
+      case 'u': {  // SETITEMS
+        size_t m = popMark();
+        if ((stack.size() - m) % 2) fail("malformed pickle: SETITEMS with an odd number of items");
+        if (m == 0) fail("malformed pickle: SETITEMS without a dict");
+        auto& c = container(stack[m - 1], PType::Dict, "SETITEMS");
+        checkItems(c.size() + stack.size() - m);
+        c.insert(c.end(), stack.begin() + m, stack.end());
+        stack.resize(m);
+        break;
+      }
+      case 'a': {  // APPEND
+        uint32_t v = pop();
+        auto& c = container(top(), PType::List, "APPEND");
+        checkItems(c.size() + 1);
+        c.push_back(v);
+        break;
+      }
+      case 'e':      // APPENDS
+      case 0x90: {   // ADDITEMS (sets are kept as lists)
+        size_t m = popMark();
+        if (m == 0) fail("malformed pickle: APPENDS without a list");
+        auto& c = container(stack[m - 1], PType::List, op == 'e' ? "APPENDS" : "ADDITEMS");
+        checkItems(c.size() + stack.size() - m);
+        c.insert(c.end(), stack.begin() + m, stack.end());
+        stack.resize(m);
+        break;
+      }
+      case 'J': intValue((int32_t)(uint32_t)le(4)); break;
+      case 'K': intValue((int64_t)le(1)); break;
+      case 'M': intValue((int64_t)le(2)); break;
+      case 'I': textInt(line(), false); break;
+      case 'L': textInt(line(), true); break;
+      case 0x8a: longBytes((size_t)le(1)); break;
+      case 0x8b: {
+        uint64_t n = le(4);
+        if (n & 0x80000000u) fail("malformed pickle: negative LONG4 length");
+        longBytes((size_t)n);
+        break;
+      }
+      case 'G': {
+        const uint8_t* p = rd(8);
+        uint64_t bits = 0;
+        for (int k = 0; k < 8; k++) bits = (bits << 8) | p[k];  // big-endian
+        pushStack(push(PValue{PType::Float, false, 0, bits}));
+        break;
+      }
+      case 'F': {
+        std::string t(line());
+        char* end = nullptr;
+        double d = strtod(t.c_str(), &end);
+        if (end == t.c_str()) fail("malformed float in pickle");
+        uint64_t bits;
+        memcpy(&bits, &d, 8);
+        pushStack(push(PValue{PType::Float, false, 0, bits}));
+        break;
+      }
+      case 'N': pushStack(push(PValue{PType::None, false, 0, 0})); break;
+      case 0x88: pushStack(push(PValue{PType::Bool, true, 0, 0})); break;
+      case 0x89: pushStack(push(PValue{PType::Bool, false, 0, 0})); break;
+      case 'X': strValue((size_t)le(4), PType::Str); break;
+      case 0x8c: strValue((size_t)le(1), PType::Str); break;
+      case 0x8d: strValue((size_t)le(8), PType::Str); break;
+      case 'V': ownedStr(decodeRawUnicodeEscape(line())); break;
+      case 'T': strValue((size_t)le(4), PType::Str); break;  // Python 2 str: bytes read as Latin-1-ish text
+      case 'U': strValue((size_t)le(1), PType::Str); break;
+      case 'S': {
+        std::string_view s = line();
+        if (s.size() >= 2 && (s.front() == '\'' || s.front() == '"') && s.back() == s.front()) s = s.substr(1, s.size() - 2);
+        ownedStr(std::string(s));
+        break;
+      }
+      case 'B': strValue((size_t)le(4), PType::Bytes); break;
+      case 'C': strValue((size_t)le(1), PType::Bytes); break;
+      case 0x8e:
+      case 0x96: strValue((size_t)le(8), PType::Bytes); break;
+      case 'q': memoPut(le(1)); break;
+      case 'r': memoPut(le(4)); break;
+      case 'p': {
+        std::string t(line());
+        memoPut(strtoull(t.c_str(), nullptr, 10));
+        break;
+      }
+      case 0x94: memoPut(memo.size()); break;
+      case 'h': memoGet(le(1)); break;
+      case 'j': memoGet(le(4)); break;
+      case 'g': {
+        std::string t(line());
+        memoGet(strtoull(t.c_str(), nullptr, 10));
+        break;
+      }
+      case '0': pop(); break;
+      case '1': stack.resize(popMark()); break;
+      case '2': pushStack(top()); break;
+      case 0x97:
+      case 0x98:
+        fail("this pickle uses out-of-band buffers (opcode " + std::string(op == 0x97 ? "NEXT_BUFFER" : "READONLY_BUFFER") +
+             " at byte " + std::to_string(opStart) + "), which a file cannot carry; snapshot pickles never do");
+        break;
+      default: {
+        if (const char* name = codeOpcodeName(op)) {
+          std::string what;
+          if (op == 'c' || op == 'i') {
+            std::string mod(line()), nm(line());
+            what = " '" + mod + " " + nm + "'";
+          } else if (op == 0x93 && stack.size() >= 2 && values_[stack[stack.size() - 1]].type == PType::Str &&
+                     values_[stack[stack.size() - 2]].type == PType::Str) {
+            what = " '" + std::string(str(stack[stack.size() - 2])) + " " + std::string(str(stack.back())) + "'";
+          }
+          throw PickleError(std::string("this pickle contains code (opcode ") + name + what + " at byte " +
+                                std::to_string(opStart) +
+                                "); snapshot pickles contain only plain data — not loading it. If you trust the "
+                                "file, load it with Python and re-save it with torch.cuda.memory._dump_snapshot",
+                            opStart);
+        }
+        fail("not a pickle, or a damaged one: unknown opcode " + hexByte(op) + " at byte " + std::to_string(opStart));
+      }
+    }
+  }
+}
+
+}  // namespace gpumem

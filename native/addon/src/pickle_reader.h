@@ -1,0 +1,81 @@
+// A pickle reader that executes nothing: it runs the pickle VM's data opcodes only and builds a tree
+// of plain values (None, bool, int, float, str, bytes, list, tuple, dict). Any opcode that would import
+// or call code (GLOBAL, REDUCE, BUILD, …) stops the read with an error naming the opcode and its offset.
+//
+// Note [Zero-copy strings]: binary string opcodes keep (offset, length) into the caller's buffer, so the
+// buffer must outlive the PickleTree. Only text-protocol strings (UNICODE 'V') are decoded into owned
+// storage.
+#pragma once
+#include <cstddef>
+#include <cstdint>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace gpumem {
+
+enum class PType : uint8_t { None, Bool, Int, UInt, BigInt, Float, Str, Bytes, List, Tuple, Dict, Mark };
+
+struct PValue {
+  PType type;
+  bool flag;     // Bool: the value; Str/Bytes: true when the bytes live in PickleTree::owned
+  uint32_t aux;  // Str/Bytes: length (or owned index); List/Tuple/Dict: container index
+  uint64_t raw;  // Int: int64 bits; UInt: value ≥ 2^63; Float: double bits; Str/Bytes: buffer offset
+};
+
+class PickleError : public std::runtime_error {
+ public:
+  PickleError(const std::string& what, size_t offset) : std::runtime_error(what), offset(offset) {}
+  size_t offset;
+};
+
+struct PickleLimits {
+  size_t maxStack = 1u << 24;       // values on the VM stack at once
+  size_t maxMemo = 1u << 26;        // memo entries
+  size_t maxValues = 1u << 30;      // total values built
+  size_t maxContainerItems = 1u << 30;
+};
+
+class PickleTree {
+ public:
+  // Parses `data` (which must outlive the tree). Throws PickleError with the byte offset on bad input.
+  PickleTree(const uint8_t* data, size_t size, PickleLimits limits = {});
+
+  uint32_t root() const { return root_; }
+  int protocol() const { return protocol_; }
+  const PValue& at(uint32_t i) const { return values_[i]; }
+  size_t valueCount() const { return values_.size(); }
+
+  // Container children: lists/tuples hold items; dicts hold key, value, key, value, …
+  const std::vector<uint32_t>& items(uint32_t i) const { return containers_[values_[i].aux]; }
+  std::string_view str(uint32_t i) const;  // Str or Bytes
+  bool isStr(uint32_t i) const { return values_[i].type == PType::Str; }
+  bool isInt(uint32_t i) const {
+    PType t = values_[i].type;
+    return t == PType::Int || t == PType::UInt || t == PType::Bool;
+  }
+  // Integer as int64 (UInt wraps to its two's-complement bits: addresses ≥ 2^63 stay exact as u64).
+  int64_t asInt(uint32_t i, int64_t fallback = 0) const;
+  uint64_t asU64(uint32_t i, uint64_t fallback = 0) const { return (uint64_t)asInt(i, (int64_t)fallback); }
+  double asNumber(uint32_t i, double fallback = 0) const;
+  // Dict lookup by string key (linear: snapshot dicts have ≤ 15 keys). Returns UINT32_MAX when absent.
+  uint32_t get(uint32_t dict, std::string_view key) const;
+  static constexpr uint32_t kNone = UINT32_MAX;
+
+ private:
+  uint32_t push(PValue v);
+  uint32_t newContainer(PType t);
+  void parse();
+
+  const uint8_t* data_;
+  size_t size_;
+  PickleLimits limits_;
+  std::vector<PValue> values_;
+  std::vector<std::vector<uint32_t>> containers_;
+  std::vector<std::string> owned_;
+  uint32_t root_ = 0;
+  int protocol_ = 0;
+};
+
+}  // namespace gpumem

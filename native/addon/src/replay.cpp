@@ -1,0 +1,189 @@
+#include "replay.h"
+
+#include <algorithm>
+
+namespace gpumem {
+
+AllocState AllocState::fromSegments(const std::vector<SegmentData>& segs) {
+  AllocState s;
+  for (const auto& g : segs) {
+    s.ranges[g.addr] = RangeInfo{g.size, g.stream, g.stack, g.pool, g.expandable, g.poolId0, g.poolId1};
+    for (const auto& b : g.blocks)
+      if (b.state != ST_INACTIVE) s.blocks[b.addr] = LiveBlock{b.size, b.requested, b.stack, b.state};
+  }
+  return s;
+}
+
+void AllocState::addRange(uint64_t addr, const RangeInfo& r) {
+  if (r.size == 0) return;
+  removeRange(addr, r.size);  // a re-mapped range replaces whatever the state thought was there
+  ranges[addr] = r;
+}
+
+void AllocState::removeRange(uint64_t addr, uint64_t size) {
+  uint64_t end = addr + size;
+  auto it = ranges.upper_bound(addr);
+  if (it != ranges.begin()) --it;
+  while (it != ranges.end() && it->first < end) {
+    uint64_t ra = it->first, re = ra + it->second.size;
+    if (re <= addr) {
+      ++it;
+      continue;
+    }
+    RangeInfo info = it->second;
+    it = ranges.erase(it);
+    if (ra < addr) {
+      RangeInfo left = info;
+      left.size = addr - ra;
+      ranges[ra] = left;
+    }
+    if (re > end) {
+      RangeInfo right = info;
+      right.size = re - end;
+      it = ranges.emplace(end, right).first;
+      ++it;
+    }
+  }
+}
+
+void AllocState::apply(const DeviceData& d, size_t i) {
+  uint64_t a = d.addr[i], sz = d.size[i];
+  switch (d.action[i]) {
+    case ACT_ALLOC: blocks[a] = LiveBlock{sz, sz - d.waste[i], d.stack[i], ST_ALLOCATED}; break;
+    case ACT_FREE_REQUESTED: {
+      auto it = blocks.find(a);
+      if (it != blocks.end())
+        it->second.state = ST_PENDING_FREE;
+      else
+        blocks[a] = LiveBlock{sz, sz, d.stack[i], ST_PENDING_FREE};
+      break;
+    }
+    case ACT_FREE_COMPLETED: blocks.erase(a); break;
+    case ACT_SEGMENT_ALLOC:
+    case ACT_SEGMENT_MAP:
+      addRange(a, RangeInfo{sz, d.stream[i], d.stack[i], d.pool[i], d.action[i] == ACT_SEGMENT_MAP, 0, 0});
+      break;
+    case ACT_SEGMENT_FREE:
+    case ACT_SEGMENT_UNMAP: removeRange(a, sz); break;
+    default: break;
+  }
+}
+
+void AllocState::undo(const DeviceData& d, size_t i) {
+  uint64_t a = d.addr[i], sz = d.size[i];
+  switch (d.action[i]) {
+    case ACT_ALLOC: blocks.erase(a); break;
+    case ACT_FREE_REQUESTED: {
+      auto it = blocks.find(a);
+      if (it != blocks.end()) {
+        it->second.state = ST_ALLOCATED;
+      } else {
+        uint32_t j = d.link[i];
+        uint32_t stk = j != kNoLink ? d.stack[j] : d.stack[i];
+        uint64_t req = j != kNoLink ? d.size[j] - d.waste[j] : sz;
+        blocks[a] = LiveBlock{sz, req, stk, ST_ALLOCATED};
+      }
+      break;
+    }
+    case ACT_FREE_COMPLETED: {
+      // Before its free completed the block was pending; its alloc (if in the trace) is undone later.
+      auto it = blocks.find(a);
+      if (it == blocks.end()) blocks[a] = LiveBlock{sz, sz, d.stack[i], ST_PENDING_FREE};
+      break;
+    }
+    case ACT_SEGMENT_ALLOC:
+    case ACT_SEGMENT_MAP: removeRange(a, sz); break;
+    case ACT_SEGMENT_FREE:
+    case ACT_SEGMENT_UNMAP:
+      addRange(a, RangeInfo{sz, d.stream[i], d.stack[i], d.pool[i], d.action[i] == ACT_SEGMENT_UNMAP, 0, 0});
+      break;
+    default: break;
+  }
+}
+
+std::vector<SegmentData> AllocState::materialize(int device) const {
+  (void)device;
+  std::vector<SegmentData> out;
+  for (auto it = ranges.begin(); it != ranges.end();) {
+    SegmentData s;
+    s.addr = it->first;
+    s.size = it->second.size;
+    s.stream = it->second.stream;
+    s.stack = it->second.stack;
+    s.pool = it->second.pool;
+    s.expandable = it->second.expandable;
+    s.poolId0 = it->second.poolId0;
+    s.poolId1 = it->second.poolId1;
+    ++it;
+    while (s.expandable && it != ranges.end() && it->first == s.addr + s.size && it->second.expandable &&
+           it->second.stream == s.stream && it->second.pool == s.pool) {
+      s.size += it->second.size;
+      ++it;
+    }
+    uint64_t end = s.addr + s.size, cursor = s.addr;
+    for (auto b = blocks.lower_bound(s.addr); b != blocks.end() && b->first < end; ++b) {
+      if (b->first > cursor) s.blocks.push_back(BlockData{cursor, b->first - cursor, 0, 0, ST_INACTIVE});
+      s.blocks.push_back(BlockData{b->first, b->second.size, b->second.requested, b->second.stack, b->second.state});
+      cursor = std::max(cursor, b->first + b->second.size);
+    }
+    if (cursor < end) s.blocks.push_back(BlockData{cursor, end - cursor, 0, 0, ST_INACTIVE});
+    out.push_back(std::move(s));
+  }
+  return out;
+}
+
+std::vector<SegmentData> stateAfter(const DeviceData& d, size_t n) {
+  n = std::min(n, d.count());
+  if (d.haveFinal && n == d.finalAfter) return d.finalSegments;
+  // Forward bases: a checkpoint at or before n, or the empty start of a capture.
+  long fwdFrom = -1;
+  const std::vector<SegmentData>* fwdBase = nullptr;
+  static const std::vector<SegmentData> kEmpty;
+  if (d.startEmpty) fwdFrom = 0, fwdBase = &kEmpty;
+  for (const auto& [at, segs] : d.checkpoints)
+    if (at <= n && (long)at >= fwdFrom) fwdFrom = (long)at, fwdBase = &segs;
+  bool canBack = d.haveFinal && d.finalAfter >= n;
+  size_t fwdCost = fwdBase ? n - (size_t)fwdFrom : SIZE_MAX;
+  size_t backCost = canBack ? d.finalAfter - n : SIZE_MAX;
+  if (!fwdBase && !canBack) return {};
+  if (backCost < fwdCost) {
+    AllocState s = AllocState::fromSegments(d.finalSegments);
+    for (size_t i = d.finalAfter; i > n; i--) s.undo(d, i - 1);
+    return s.materialize(d.index);
+  }
+  AllocState s = AllocState::fromSegments(*fwdBase);
+  for (size_t i = (size_t)fwdFrom; i < n; i++) s.apply(d, i);
+  return s.materialize(d.index);
+}
+
+FragFigures fragmentation(const std::vector<SegmentData>& segs) {
+  FragFigures f;
+  for (const auto& s : segs) {
+    f.reserved += s.size;
+    uint64_t segFree = 0;
+    bool anyActive = false;
+    for (const auto& b : s.blocks) {
+      f.blocks++;
+      if (b.state == ST_ALLOCATED) {
+        f.allocated += b.size;
+        f.allocatedBlocks++;
+        if (b.requested && b.requested <= b.size) f.roundingWaste += b.size - b.requested;
+        anyActive = true;
+      } else if (b.state == ST_PENDING_FREE) {
+        f.pendingFree += b.size;
+        anyActive = true;
+      } else {
+        f.freeBlocks++;
+        segFree += b.size;
+        f.largestFree = std::max(f.largestFree, b.size);
+      }
+    }
+    if (anyActive)
+      f.splitRemainder += segFree;
+    else
+      f.cachedFree += segFree;
+  }
+  return f;
+}
+
+}  // namespace gpumem

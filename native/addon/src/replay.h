@@ -1,0 +1,55 @@
+// Allocator state replay: segments and blocks at any event position, forward from a known state
+// (capture start or a REC_STATE checkpoint) or backward from the final state (pickles, like memory_viz).
+//
+// Note [State as ranges and live blocks]: the state keeps the reserved address ranges and the active
+// blocks (allocated or pending free) only; inactive blocks are the gaps between active blocks inside a
+// segment. PyTorch merges adjacent free blocks of a segment, so the gaps are exactly its inactive blocks.
+// Expandable segments are kept as mapped ranges and merged when adjacent, like PyTorch reports them.
+#pragma once
+#include <map>
+#include <vector>
+
+#include "model.h"
+
+namespace gpumem {
+
+struct RangeInfo {
+  uint64_t size, stream;
+  uint32_t stack;
+  uint8_t pool;
+  bool expandable;
+  uint64_t poolId0, poolId1;
+};
+
+struct LiveBlock {
+  uint64_t size, requested;
+  uint32_t stack;
+  uint8_t state;
+};
+
+struct AllocState {
+  std::map<uint64_t, RangeInfo> ranges;
+  std::map<uint64_t, LiveBlock> blocks;
+
+  static AllocState fromSegments(const std::vector<SegmentData>& segs);
+  void addRange(uint64_t addr, const RangeInfo& r);
+  void removeRange(uint64_t addr, uint64_t size);
+  void apply(const DeviceData& d, size_t i);
+  void undo(const DeviceData& d, size_t i);
+  std::vector<SegmentData> materialize(int device) const;
+};
+
+// State after events [0, n) of a device.
+std::vector<SegmentData> stateAfter(const DeviceData& d, size_t n);
+
+// Pool of a segment the trace creates: PyTorch's small pool uses 2 MiB segments (and 2 MiB pages when
+// expandable); large segments are ≥ 10 MiB (20 MiB pages), so the size tells them apart.
+inline uint8_t poolFromSize(uint64_t size) { return size <= (2u << 20) ? POOL_SMALL : POOL_LARGE; }
+
+struct FragFigures {
+  uint64_t reserved = 0, allocated = 0, largestFree = 0, freeBlocks = 0, cachedFree = 0, splitRemainder = 0,
+           roundingWaste = 0, pendingFree = 0, blocks = 0, allocatedBlocks = 0;
+};
+FragFigures fragmentation(const std::vector<SegmentData>& segs);
+
+}  // namespace gpumem

@@ -1,0 +1,285 @@
+// PyTorch snapshot pickle (torch.cuda.memory._dump_snapshot) → Model.
+//
+// Every key is optional (PyTorch 2.1–2.11 differ: no requested_size, no frames on blocks, no time_us,
+// no is_expandable…); missing figures fall back to what can be derived. Frame lists and frame dicts are
+// memoised by pickle.dump, so the tree shares them: interning caches key on tree nodes, which makes a
+// 1 M-event trace cost one hash lookup per event instead of one per frame.
+#include "snapshot_import.h"
+
+#include <cstring>
+#include <unordered_map>
+
+#include "pickle_emit.h"
+#include "pickle_reader.h"
+
+namespace gpumem {
+
+namespace {
+
+struct Importer {
+  const PickleTree& t;
+  Model& m;
+  std::unordered_map<uint32_t, uint32_t> strCache, frameCache, stackCache;
+
+  uint32_t str(uint32_t node) {
+    if (node == PickleTree::kNone || !t.isStr(node)) return 0;
+    auto it = strCache.find(node);
+    if (it != strCache.end()) return it->second;
+    uint32_t id = m.intern(t.str(node));
+    strCache.emplace(node, id);
+    return id;
+  }
+
+  uint32_t frame(uint32_t node) {
+    auto it = frameCache.find(node);
+    if (it != frameCache.end()) return it->second;
+    uint32_t id = m.internFrame(str(t.get(node, "filename")), str(t.get(node, "name")),
+                                (uint32_t)t.asInt(t.get(node, "line"), 0));
+    frameCache.emplace(node, id);
+    return id;
+  }
+
+  uint32_t stack(uint32_t framesNode) {
+    if (framesNode == PickleTree::kNone) return 0;
+    PType ty = t.at(framesNode).type;
+    if (ty != PType::List && ty != PType::Tuple) return 0;
+    auto it = stackCache.find(framesNode);
+    if (it != stackCache.end()) return it->second;
+    std::vector<uint32_t> ids;
+    for (uint32_t f : t.items(framesNode))
+      if (t.at(f).type == PType::Dict) ids.push_back(frame(f));
+    uint32_t id = m.internStack(ids, false);
+    stackCache.emplace(framesNode, id);
+    return id;
+  }
+
+  bool isList(uint32_t n) const {
+    return n != PickleTree::kNone && (t.at(n).type == PType::List || t.at(n).type == PType::Tuple);
+  }
+
+  static int actionOf(std::string_view a) {
+    for (int k = 0; k < ACT_COUNT; k++)
+      if (a == kActionNames[k]) return k;
+    return -1;
+  }
+
+  void segments(uint32_t list) {
+    if (!isList(list)) return;
+    for (uint32_t s : t.items(list)) {
+      if (t.at(s).type != PType::Dict) continue;
+      int dev = (int)t.asInt(t.get(s, "device"), 0);
+      SegmentData g;
+      g.addr = t.asU64(t.get(s, "address"));
+      g.size = t.asU64(t.get(s, "total_size"));
+      g.stream = t.asU64(t.get(s, "stream"));
+      std::string_view type = t.isStr(t.get(s, "segment_type")) ? t.str(t.get(s, "segment_type")) : "";
+      g.pool = type == "small" ? (uint8_t)POOL_SMALL : type == "large" ? (uint8_t)POOL_LARGE : poolFromSizeFallback(g.size);
+      uint32_t pid = t.get(s, "segment_pool_id");
+      if (isList(pid) && t.items(pid).size() == 2) {
+        g.poolId0 = t.asU64(t.items(pid)[0]);
+        g.poolId1 = t.asU64(t.items(pid)[1]);
+        if (g.poolId0 || g.poolId1) g.pool = POOL_PRIVATE;
+      }
+      g.expandable = t.asInt(t.get(s, "is_expandable"), 0) != 0;
+      g.stack = stack(t.get(s, "frames"));
+      uint32_t blocks = t.get(s, "blocks");
+      uint64_t cursor = g.addr;  // old snapshots: blocks without addresses, in address order
+      uint64_t blockSum = 0;
+      if (isList(blocks)) {
+        for (uint32_t b : t.items(blocks)) {
+          if (t.at(b).type != PType::Dict) continue;
+          BlockData bd;
+          bd.addr = t.get(b, "address") != PickleTree::kNone ? t.asU64(t.get(b, "address")) : cursor;
+          bd.size = t.asU64(t.get(b, "size"));
+          bd.requested = t.get(b, "requested_size") != PickleTree::kNone ? t.asU64(t.get(b, "requested_size")) : bd.size;
+          std::string_view st = t.isStr(t.get(b, "state")) ? t.str(t.get(b, "state")) : "";
+          bd.state = st == "active_allocated" ? ST_ALLOCATED : st == "active_pending_free" ? ST_PENDING_FREE : ST_INACTIVE;
+          bd.stack = stack(t.get(b, "frames"));
+          cursor = bd.addr + bd.size;
+          blockSum += bd.size;
+          g.blocks.push_back(bd);
+        }
+      }
+      if (g.size == 0) g.size = blockSum;  // very old snapshots may omit total_size
+      DeviceData& d = m.device(dev);
+      d.finalSegments.push_back(std::move(g));
+    }
+  }
+
+  static uint8_t poolFromSizeFallback(uint64_t size) { return size <= (2u << 20) ? POOL_SMALL : POOL_LARGE; }
+
+  void trace(int dev, uint32_t list) {
+    DeviceData& d = m.device(dev);
+    if (!isList(list)) return;
+    const auto& items = t.items(list);
+    bool anyTime = false;
+    for (uint32_t e : items)
+      if (t.at(e).type == PType::Dict && t.get(e, "time_us") != PickleTree::kNone) {
+        anyTime = true;
+        break;
+      }
+    if (!anyTime && !items.empty())
+      m.problems.push_back(Problem{0, "this snapshot's trace has no time_us (PyTorch before 2.2?): event numbers are used as times"});
+    uint32_t naId = m.intern("N/A");
+    size_t skipped = 0;
+    int64_t lastT = 0;
+    for (uint32_t e : items) {
+      if (t.at(e).type != PType::Dict) continue;
+      uint32_t an = t.get(e, "action");
+      int act = an != PickleTree::kNone && t.isStr(an) ? actionOf(t.str(an)) : -1;
+      if (act < 0) {
+        skipped++;
+        continue;
+      }
+      int64_t tUs = anyTime ? t.asInt(t.get(e, "time_us"), lastT) : (int64_t)d.count();
+      // Note [Monotonic time]: the ring buffer is in event order; a clock step backwards is clamped so
+      // time-window queries stay binary-searchable.
+      if (tUs < lastT) tUs = lastT;
+      lastT = tUs;
+      uint64_t size = t.asU64(t.get(e, "size"));
+      uint64_t addr = act == ACT_OOM ? t.asU64(t.get(e, "device_free")) : t.asU64(t.get(e, "addr"));
+      uint8_t pool = POOL_LARGE;
+      if (act == ACT_SEGMENT_ALLOC || act == ACT_SEGMENT_FREE) pool = poolFromSizeFallback(size);
+      // Expandable pages: small pool maps 2 MiB pages, large 20 MiB ones; unmaps cover whole page runs.
+      if (act == ACT_SEGMENT_MAP || act == ACT_SEGMENT_UNMAP) pool = size % (20u << 20) == 0 ? POOL_LARGE : POOL_SMALL;
+      uint32_t stk = stack(t.get(e, "frames"));
+      uint32_t idx = (uint32_t)d.count();
+      d.pushEvent(tUs, (uint8_t)act, addr, size, 0, t.asU64(t.get(e, "stream")), stk, pool);
+      uint32_t cc = t.get(e, "compile_context"), um = t.get(e, "user_metadata");
+      uint32_t ccId = cc == PickleTree::kNone ? naId : str(cc), umId = um == PickleTree::kNone ? 0 : str(um);
+      if (ccId != naId || umId != 0) d.contextAndMetadata[idx] = {ccId, umId};
+      if (act == ACT_SNAPSHOT) d.markers.push_back(MarkerData{tUs, 4, m.intern("snapshot"), ""});
+      if (act == ACT_OOM) {
+        OomData o{};
+        o.tUs = tUs;
+        o.requested = size;
+        o.deviceFree = addr;
+        o.stack = stk;
+        o.eventIndex = idx;
+        d.ooms.push_back(o);
+        d.markers.push_back(MarkerData{tUs, 5, m.intern("out of memory"), ""});
+      }
+    }
+    if (skipped)
+      m.problems.push_back(Problem{0, std::to_string(skipped) + " trace entries of device " + std::to_string(dev) +
+                                          " have actions this reader does not know; they were skipped"});
+  }
+
+  void annotations(uint32_t list) {
+    if (!isList(list)) return;
+    for (uint32_t a : t.items(list)) {
+      if (t.at(a).type != PType::Dict) continue;
+      int dev = (int)t.asInt(t.get(a, "device"), 0);
+      uint32_t st = t.get(a, "stage");
+      std::string_view stage = st != PickleTree::kNone && t.isStr(st) ? t.str(st) : "";
+      uint8_t kind = stage == "START" ? 1 : stage == "END" ? 2 : 0;
+      m.device(dev).markers.push_back(MarkerData{t.asInt(t.get(a, "time_us"), 0), kind, str(t.get(a, "name")), ""});
+    }
+  }
+
+  // Re-emits a subtree as pickle opcodes (allocator_settings is kept verbatim for export).
+  void emit(fmt::PickleEmitter& p, uint32_t n, int depth) {
+    if (depth > 32) return p.none();
+    const PValue& v = t.at(n);
+    switch (v.type) {
+      case PType::None: return p.none();
+      case PType::Bool: return p.boolean(v.flag);
+      case PType::Int: return p.integer((int64_t)v.raw);
+      case PType::UInt: return p.uinteger(v.raw);
+      case PType::BigInt: return p.none();
+      case PType::Float: {
+        double d;
+        memcpy(&d, &v.raw, 8);
+        return p.float64(d);
+      }
+      case PType::Str: return p.str(t.str(n));
+      case PType::Bytes: return p.bytes_value(t.str(n));
+      case PType::List:
+      case PType::Tuple:
+        v.type == PType::List ? p.begin_list() : p.begin_tuple();
+        for (uint32_t c : t.items(n)) emit(p, c, depth + 1);
+        return v.type == PType::List ? p.end_list() : p.end_tuple();
+      case PType::Dict: {
+        p.begin_dict();
+        const auto& kv = t.items(n);
+        for (size_t k = 0; k + 1 < kv.size(); k += 2) emit(p, kv[k], depth + 1), emit(p, kv[k + 1], depth + 1);
+        return p.end_dict();
+      }
+      default: return p.none();
+    }
+  }
+};
+
+const char* typeName(PType t) {
+  switch (t) {
+    case PType::List: return "a list";
+    case PType::Tuple: return "a tuple";
+    case PType::Str: return "a string";
+    case PType::Int: return "an integer";
+    case PType::None: return "None";
+    default: return "a plain value";
+  }
+}
+
+}  // namespace
+
+void importSnapshot(Model& m, const uint8_t* data, size_t size) {
+  PickleTree tree(data, size);
+  Importer im{tree, m, {}, {}, {}};
+  uint32_t root = tree.root();
+  m.format = "pytorch-pickle";
+  if (tree.at(root).type == PType::List) {
+    // torch.cuda.memory_snapshot() (and PyTorch ≤ 2.0 dumps): just the segment list.
+    im.segments(root);
+  } else if (tree.at(root).type == PType::Dict &&
+             (tree.get(root, "segments") != PickleTree::kNone || tree.get(root, "device_traces") != PickleTree::kNone)) {
+    im.segments(tree.get(root, "segments"));
+    uint32_t traces = tree.get(root, "device_traces");
+    if (im.isList(traces)) {
+      const auto& per = tree.items(traces);
+      for (size_t dev = 0; dev < per.size(); dev++)
+        if (im.isList(per[dev]) && !tree.items(per[dev]).empty()) im.trace((int)dev, per[dev]);
+    }
+    im.annotations(tree.get(root, "external_annotations"));
+    uint32_t settings = tree.get(root, "allocator_settings");
+    if (settings != PickleTree::kNone) {
+      fmt::PickleEmitter p(1024);
+      im.emit(p, settings, 0);
+      m.allocatorSettingsPickle = p.take();
+    }
+  } else {
+    throw std::runtime_error(std::string("this pickle holds ") +
+                             (tree.at(root).type == PType::Dict ? "a dict without 'segments' or 'device_traces'"
+                                                                : typeName(tree.at(root).type)) +
+                             ", not a PyTorch memory snapshot; create one with "
+                             "torch.cuda.memory._dump_snapshot(\"snapshot.pickle\") after "
+                             "torch.cuda.memory._record_memory_history()");
+  }
+  for (auto& [idx, d] : m.devices) {
+    d.haveFinal = true;
+    d.finalAfter = d.count();
+    // Issue #4: replay starts from allocated_bytes − Σ(alloc) + Σ(free_requested); reserved likewise.
+    int64_t alloc = 0, res = 0;
+    for (const auto& s : d.finalSegments) {
+      res += (int64_t)s.size;
+      for (const auto& b : s.blocks)
+        if (b.state == ST_ALLOCATED) alloc += (int64_t)b.size;
+    }
+    for (size_t i = 0; i < d.count(); i++) {
+      switch (d.action[i]) {
+        case ACT_ALLOC: alloc -= (int64_t)d.size[i]; break;
+        case ACT_FREE_REQUESTED: alloc += (int64_t)d.size[i]; break;
+        case ACT_SEGMENT_ALLOC:
+        case ACT_SEGMENT_MAP: res -= (int64_t)d.size[i]; break;
+        case ACT_SEGMENT_FREE:
+        case ACT_SEGMENT_UNMAP: res += (int64_t)d.size[i]; break;
+        default: break;
+      }
+    }
+    d.startAllocated = alloc;
+    d.startReserved = res;
+  }
+  m.derive();
+}
+
+}  // namespace gpumem

@@ -1,0 +1,14 @@
+// Reads a PyTorch memory snapshot pickle into a Model (see snapshot_import.cpp).
+#pragma once
+#include <cstddef>
+#include <cstdint>
+
+#include "model.h"
+
+namespace gpumem {
+
+// Throws PickleError (with a byte offset) for bad pickles and std::runtime_error for pickles that are
+// plain data but not a snapshot. `data` may be released after the call.
+void importSnapshot(Model& m, const uint8_t* data, size_t size);
+
+}  // namespace gpumem

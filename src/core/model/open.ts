@@ -1,0 +1,163 @@
+// openModel(path): one Model per capture or PyTorch snapshot pickle, answered by the native reader
+// (native/addon). Every query is one native call returning one JSON document (never one call per event).
+import { createRequire } from 'node:module';
+import fs from 'node:fs';
+import path from 'node:path';
+import type {
+  AllocationSpan,
+  AllocatorState,
+  CaptureHeaderInfo,
+  CurrentFigures,
+  LineDiff,
+  LineStat,
+  Marker,
+  Model,
+  OomInfo,
+  ReadProblem,
+  SnapshotSummary,
+  SourceFormat,
+  Stack,
+  TimelineBuckets,
+} from './types';
+import { headerInfoFromJson } from './header';
+
+/** The native handle (native/addon/src/addon.cpp): JSON strings out, plain numbers in. */
+export interface NativeHandle {
+  format(): string;
+  header(): string;
+  devices(): string;
+  problems(): string;
+  poll(): number;
+  ended(): boolean;
+  timeRange(device: number): string;
+  current(device: number): string;
+  timeline(device: number, t0Us: number, t1Us: number, buckets: number): string;
+  stateAt(device: number, timeUs: number): string;
+  lineStats(device: number): string;
+  stack(id: number): string;
+  markers(device: number): string;
+  ooms(): string;
+  spans(device: number, t0Us: number, t1Us: number, maxCount: number): string;
+  diff(device: number, aUs: number, bUs: number, other?: NativeHandle): string;
+  summary(): string;
+  exportPickle(outPath: string, atUs: number): void;
+  eventCount(): number;
+  close(): void;
+}
+
+interface NativeAddon {
+  ModelHandle: new (path: string) => NativeHandle;
+  isUserPath(path: string): boolean;
+}
+
+let addon: NativeAddon | undefined;
+
+/**
+ * Where the addon lives: dist/native/ beside the bundle (dist/extension.js and dist/cli.js have
+ * __dirname = dist/). GPUMEM_ADDON overrides it (unit tests run the TypeScript sources, which have no
+ * bundle directory; they point it at the built dist/native/gpumem_addon.node).
+ */
+export function addonPath(): string {
+  if (process.env.GPUMEM_ADDON) return process.env.GPUMEM_ADDON;
+  const here = typeof __dirname === 'string' ? __dirname : path.join(process.cwd(), 'dist');
+  return path.join(here, 'native', 'gpumem_addon.node');
+}
+
+export function loadAddon(): NativeAddon {
+  if (addon) return addon;
+  const file = addonPath();
+  if (!fs.existsSync(file)) {
+    throw new Error(`GPU Memory Lens: the native reader is missing (${file}); rebuild it with \`npm run build\` or reinstall the extension`);
+  }
+  addon = createRequire(file)(file) as NativeAddon;
+  return addon;
+}
+
+/** Opens a capture (.gpumem) or a PyTorch snapshot pickle; throws an Error that says what to do next. */
+export function openModel(file: string): Model {
+  const handle = new (loadAddon().ModelHandle)(file);
+  return new NativeModel(file, handle);
+}
+
+const parse = <T>(json: string): T => JSON.parse(json) as T;
+const endOrNumber = (v: number | null): number => (v === null ? Infinity : v);
+
+class NativeModel implements Model {
+  readonly format: SourceFormat;
+  private readonly stacks = new Map<number, Stack | undefined>();
+  private headerCache: CaptureHeaderInfo | undefined;
+  private closed = false;
+
+  constructor(
+    readonly path: string,
+    readonly handle: NativeHandle,
+  ) {
+    this.format = handle.format() as SourceFormat;
+  }
+
+  header(): CaptureHeaderInfo {
+    this.headerCache ??= headerInfoFromJson(this.handle.header());
+    return this.headerCache;
+  }
+  devices(): number[] {
+    return parse<number[]>(this.handle.devices());
+  }
+  problems(): ReadProblem[] {
+    return parse<ReadProblem[]>(this.handle.problems());
+  }
+  poll(): number {
+    const n = this.handle.poll();
+    if (n > 0) this.headerCache = undefined;
+    return n;
+  }
+  ended(): boolean {
+    return this.handle.ended();
+  }
+  timeRange(device: number): { t0Us: number; t1Us: number } {
+    return parse(this.handle.timeRange(device));
+  }
+  current(device: number): CurrentFigures {
+    return parse<CurrentFigures>(this.handle.current(device));
+  }
+  timeline(device: number, t0Us: number, t1Us: number, buckets: number): TimelineBuckets {
+    const tl = parse<TimelineBuckets & { deviceUsedMax?: (number | null)[] }>(this.handle.timeline(device, t0Us, t1Us, buckets));
+    if (tl.deviceUsedMax) tl.deviceUsedMax = tl.deviceUsedMax.map((v) => (v === null ? NaN : v));
+    return tl as TimelineBuckets;
+  }
+  stateAt(device: number, timeUs: number): AllocatorState {
+    return parse<AllocatorState>(this.handle.stateAt(device, timeUs));
+  }
+  lineStats(device: number): LineStat[] {
+    return parse<LineStat[]>(this.handle.lineStats(device));
+  }
+  stack(id: number): Stack | undefined {
+    if (!this.stacks.has(id)) this.stacks.set(id, parse<Stack | null>(this.handle.stack(id)) ?? undefined);
+    return this.stacks.get(id);
+  }
+  markers(device: number): Marker[] {
+    return parse<Marker[]>(this.handle.markers(device));
+  }
+  ooms(): OomInfo[] {
+    return parse<OomInfo[]>(this.handle.ooms());
+  }
+  spans(device: number, t0Us: number, t1Us: number, maxCount: number): AllocationSpan[] {
+    const spans = parse<(Omit<AllocationSpan, 'endUs'> & { endUs: number | null })[]>(this.handle.spans(device, t0Us, t1Us, maxCount));
+    return spans.map((s) => ({ ...s, endUs: endOrNumber(s.endUs) }));
+  }
+  diff(device: number, aUs: number, bUs: number, other?: Model): LineDiff[] {
+    const otherHandle = other instanceof NativeModel ? other.handle : undefined;
+    if (other && !otherHandle) throw new Error('diff: the other model must come from openModel');
+    return parse<LineDiff[]>(this.handle.diff(device, aUs, bUs, otherHandle));
+  }
+  summary(): SnapshotSummary {
+    return parse<SnapshotSummary>(this.handle.summary());
+  }
+  exportPickle(outPath: string, atUs?: number): void {
+    this.handle.exportPickle(outPath, atUs ?? Infinity);
+  }
+  close(): void {
+    if (this.closed) return;
+    this.closed = true;
+    this.handle.close();
+  }
+}

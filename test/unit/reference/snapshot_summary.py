@@ -1,0 +1,92 @@
+#!/usr/bin/env python3
+"""Reference implementation of issue #4's snapshot summary, in plain Python, for the reader's tests.
+
+    python3 snapshot_summary.py FILE.pickle        → the `gpumem summary FILE --json` document
+
+It follows the issue's definitions literally and shares no code with the native reader, so the tests
+compare two independent computations from the same file. Decisions the issue leaves open are the same as
+the reader's and are marked "Decision".
+"""
+import json
+import pickle
+import re
+import sys
+
+STDLIB = re.compile(r"(^|/)lib/python\d+(\.\d+)?/")
+
+
+def is_user(path):
+    # Decision: an empty file name cannot be opened, so it counts as no user frame (like '<string>').
+    if not path or path.startswith("<"):
+        return False
+    p = path.replace("\\", "/")
+    if "site-packages/" in p or "dist-packages/" in p:
+        return False
+    return not STDLIB.search(p)
+
+
+def innermost_user(frames):
+    for f in frames or []:  # frames are innermost first
+        if is_user(f.get("filename", "")):
+            return (f.get("filename", ""), f.get("line", 0))
+    return ("<no user frame>", 0)
+
+
+def summarize(snap):
+    if isinstance(snap, list):  # memory_snapshot(): segments only
+        snap = {"segments": snap}
+    segments = snap.get("segments", [])
+    traces = snap.get("device_traces", [])
+    devices = sorted({s.get("device", 0) for s in segments} | {i for i, t in enumerate(traces) if t})
+    out = {"format": "pytorch-pickle", "devices": [], "top_lines": []}
+    top = {}
+    for dev in devices:
+        segs = [s for s in segments if s.get("device", 0) == dev]
+        blocks = [b for s in segs for b in s.get("blocks", [])]
+        allocated = sum(b["size"] for b in blocks if b.get("state") == "active_allocated")
+        trace = [e for e in (traces[dev] if dev < len(traces) else []) if isinstance(e, dict)]
+        start = allocated - sum(e["size"] for e in trace if e.get("action") == "alloc") + sum(
+            e["size"] for e in trace if e.get("action") == "free_requested")
+        cur = peak = start
+        peak_index = -1
+        for i, e in enumerate(trace):
+            a = e.get("action")
+            if a == "alloc":
+                cur += e["size"]
+            elif a == "free_requested":
+                cur -= e["size"]
+            if cur > peak:  # Decision: the first event that reaches the maximum
+                peak, peak_index = cur, i
+        # Decision: when the start value is the peak, no event reached it: report the first event's time.
+        peak_t = trace[peak_index].get("time_us", 0) if peak_index >= 0 else (trace[0].get("time_us", 0) if trace else 0)
+        inactive = [b["size"] for b in blocks if b.get("state") == "inactive"]
+        out["devices"].append({
+            "device": dev,
+            "reserved_bytes": sum(s.get("total_size", 0) for s in segs),
+            "allocated_bytes": allocated,
+            "segments": len(segs),
+            "blocks": len(blocks),
+            "allocated_blocks": sum(1 for b in blocks if b.get("state") == "active_allocated"),
+            "largest_free_block_bytes": max(inactive) if inactive else 0,
+            "events": len(trace),
+            "peak_allocated_bytes": peak,
+            "peak_at_time_us": peak_t,
+        })
+        # Allocations made in the trace and live at the peak: alloc at or before it, freed after it.
+        live = {}
+        for i, e in enumerate(trace[: peak_index + 1]):
+            if e.get("action") == "alloc":
+                live[e["addr"]] = e
+            elif e.get("action") == "free_requested":
+                live.pop(e["addr"], None)
+        for e in live.values():
+            key = innermost_user(e.get("frames"))
+            top[key] = top.get(key, 0) + e["size"]
+    rows = sorted(top.items(), key=lambda kv: (-kv[1], kv[0][0], kv[0][1]))
+    out["top_lines"] = [{"file": f, "line": l, "bytes_at_peak": b} for (f, l), b in rows]
+    return out
+
+
+if __name__ == "__main__":
+    with open(sys.argv[1], "rb") as fh:
+        print(json.dumps(summarize(pickle.load(fh))))
