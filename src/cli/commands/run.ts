@@ -1,0 +1,111 @@
+// `gpumem run`: create a session, run the workload unchanged under the lens, report the captures.
+import { spawn } from 'node:child_process';
+import * as fs from 'node:fs';
+import * as os from 'node:os';
+import * as path from 'node:path';
+import { buildCommand, buildWorkloadEnv, createSession, findPython, locateInstall, type Command, type InstallPaths } from '../../core/launch';
+import { int, parseArgs, str, UsageError } from '../args';
+
+const SPEC = {
+  out: { value: true },
+  python: { value: true },
+  segments: { value: true, choices: ['expandable', 'fixed'] },
+  'no-stacks': {},
+  'sample-ms': { value: true },
+  backend: { value: true, choices: ['cuda', 'sim'] },
+  help: {},
+  h: {},
+} as const;
+
+export interface RunDeps {
+  /** Where dist/ and native/python are; defaults to the bundle's location. */
+  install?: () => InstallPaths;
+  stderr?: (s: string) => void;
+}
+
+/** The workload command: `script.py …` and `-m mod …` get the interpreter; anything else runs as given. */
+export function workloadCommand(positionals: string[], python: () => string): { command: Command; name: string } {
+  const [first, ...rest] = positionals;
+  if (first === undefined) throw new UsageError('nothing to run: give a script (gpumem run train.py) or -m module', 'run');
+  if (first === '-m') {
+    const [mod, ...args] = rest;
+    if (!mod) throw new UsageError('-m needs a module name, e.g. gpumem run -m mypkg.train', 'run');
+    return { command: buildCommand(python(), { kind: 'module', name: mod }, args), name: mod };
+  }
+  if (first.endsWith('.py')) {
+    if (!fs.existsSync(first)) throw new UsageError(`no such script: ${first}`, 'run');
+    return { command: buildCommand(python(), { kind: 'script', path: first }, rest), name: first };
+  }
+  // A launcher such as torchrun: its Python children inherit the environment and are tracked.
+  return { command: { file: first, args: rest }, name: rest.find((a) => a.endsWith('.py')) ?? first };
+}
+
+export async function run(argv: string[], deps: RunDeps = {}): Promise<number> {
+  const p = parseArgs('run', argv, SPEC, true);
+  if (p.options.has('help') || p.options.has('h')) return -1; // main prints the help
+  const err = deps.stderr ?? ((s: string) => process.stderr.write(s));
+  const sampleMs = int(p, 'sample-ms', 'run');
+  const { command, name } = workloadCommand(p.positionals, () => findPython(str(p, 'python')));
+  const install = (deps.install ?? (() => locateInstall(__dirname)))();
+  const cwd = process.cwd();
+  const session = createSession(str(p, 'out') ?? path.join(cwd, '.gpumem'), name, { command: [command.file, ...command.args], cwd });
+  const env = buildWorkloadEnv({
+    sessionDir: session.dir,
+    allocatorSo: install.allocatorSo,
+    pythonPathPrefix: install.pythonDir,
+    settings: {
+      segments: (str(p, 'segments') as 'expandable' | 'fixed' | undefined) ?? 'expandable',
+      stacks: !p.options.has('no-stacks'),
+      sampleMs: sampleMs ?? 200,
+      backend: (str(p, 'backend') as 'cuda' | 'sim' | undefined) ?? 'cuda',
+    },
+    userRoots: [cwd],
+  });
+  err(`gpumem: session ${session.dir}\n`);
+  const code = await spawnWorkload(command, env, err);
+  reportCaptures(session.dir, err);
+  return code;
+}
+
+function spawnWorkload(command: Command, env: Record<string, string>, err: (s: string) => void): Promise<number> {
+  return new Promise((resolve) => {
+    const child = spawn(command.file, command.args, { stdio: 'inherit', env });
+    // In a terminal, Ctrl-C already reaches the workload (same foreground process group); a forwarded
+    // copy would interrupt its KeyboardInterrupt handling. Forward what the terminal did not deliver.
+    const forward = (sig: NodeJS.Signals) => () => {
+      if (sig === 'SIGINT' && process.stdin.isTTY) return;
+      child.kill(sig);
+    };
+    const onInt = forward('SIGINT');
+    const onTerm = forward('SIGTERM');
+    process.on('SIGINT', onInt);
+    process.on('SIGTERM', onTerm);
+    const done = (code: number) => {
+      process.off('SIGINT', onInt);
+      process.off('SIGTERM', onTerm);
+      resolve(code);
+    };
+    child.on('error', (e: NodeJS.ErrnoException) => {
+      err(
+        e.code === 'ENOENT'
+          ? `gpumem run: cannot start "${command.file}": not found. Pass --python PATH or check the command.\n`
+          : `gpumem run: cannot start "${command.file}": ${e.message}\n`,
+      );
+      done(127);
+    });
+    child.on('exit', (code, signal) => {
+      // A shell reports death by signal N as 128+N; do the same so callers can tell Ctrl-C apart.
+      const signum = signal ? os.constants.signals[signal] : 0;
+      done(code ?? 128 + signum);
+    });
+  });
+}
+
+function reportCaptures(sessionDir: string, err: (s: string) => void): void {
+  const captures = fs.readdirSync(sessionDir).filter((f) => f.endsWith('.gpumem')).sort();
+  if (captures.length === 0) {
+    err('gpumem: no capture was written: the workload never used CUDA, or tracking was off (see the messages above).\n');
+    return;
+  }
+  for (const c of captures) err(`gpumem: capture ${path.join(sessionDir, c)}\n`);
+}

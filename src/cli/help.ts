@@ -1,0 +1,59 @@
+// Help texts, one per command (`gpumem <command> --help`).
+
+export const HELP: Record<string, string> = {
+  main: `gpumem — run PyTorch workloads under the GPU Memory Lens allocator
+
+Usage: gpumem <command> [options]
+
+Commands:
+  run           run a script or module with memory tracking, leaving a capture per process
+  ping          show running workloads of a session (allocated / reserved now)
+  empty-cache   release a running workload's cached memory (prints reserved before/after)
+  snapshot      write a PyTorch snapshot pickle of a running workload
+  summary       summarise a capture (.gpumem) or a PyTorch snapshot pickle
+  export        convert a capture to a PyTorch snapshot pickle
+
+Run \`gpumem <command> --help\` for a command's options.`,
+
+  run: `Usage: gpumem run [options] [--] script.py [args…]
+       gpumem run [options] [--] -m module [args…]
+       gpumem run [options] -- command [args…]      e.g. -- torchrun --nproc_per_node=2 train.py
+
+Runs the workload unchanged (same argv, cwd, stdin/stdout/stderr, exit code) with the lens allocator
+installed in every Python process it starts, and prints where the captures are.
+
+Options (before the script; everything after it goes to the workload):
+  --out DIR                  folder for session folders (default: .gpumem)
+  --python PATH              interpreter for script.py / -m (default: python3 on PATH)
+  --segments expandable|fixed  how device memory is reserved (default: expandable)
+  --no-stacks                do not record Python stacks (no line attribution)
+  --sample-ms N              device-memory sampling period in ms, 0 = off (default: 200)
+  --backend cuda|sim         sim: a simulated device in host memory (testing without a GPU)
+  -h, --help                 this help`,
+
+  ping: `Usage: gpumem ping [--session DIR | --pid N] [--out DIR] [--json]
+
+Asks each running process of a session for its pid, rank and current allocated/reserved memory.
+Without --session, the newest session under --out (default .gpumem) with a running process is used;
+--pid N picks the process with that pid from any session under --out.`,
+
+  'empty-cache': `Usage: gpumem empty-cache [--session DIR | --pid N] [--out DIR] [--json]
+
+Releases every fully free cached segment of the running workload(s) back to the driver, like
+torch.cuda.empty_cache() would, and prints reserved memory before and after.
+Session selection as for \`gpumem ping\`.`,
+
+  snapshot: `Usage: gpumem snapshot [--session DIR | --pid N] [--out DIR] [--json]
+
+Writes a PyTorch snapshot pickle (the format torch.cuda.memory._dump_snapshot writes; open it at
+pytorch.org/memory_viz or in VS Code) of each running process and prints its path.
+Session selection as for \`gpumem ping\`.`,
+
+  summary: `Usage: gpumem summary FILE [--json]
+
+Summarises a capture (.gpumem) or a PyTorch snapshot pickle: peaks, top allocation sites, problems.`,
+
+  export: `Usage: gpumem export FILE --pickle OUT
+
+Converts a capture (.gpumem) into a PyTorch snapshot pickle that pytorch.org/memory_viz opens.`,
+};
