@@ -7,6 +7,11 @@ export function h(tag: string, attrs: Attrs = {}, ...children: (Node | string)[]
   const el = document.createElement(tag);
   for (const [k, v] of Object.entries(attrs)) {
     if (v === undefined || v === false) continue;
+    // Through the CSSOM: a style attribute is inline style, which the panel's CSP forbids.
+    if (k === 'style') {
+      el.style.cssText = String(v);
+      continue;
+    }
     el.setAttribute(k, v === true ? '' : String(v));
   }
   for (const c of children) el.append(c);

@@ -35,12 +35,10 @@ export function renderGrid<R>(root: HTMLElement, rows: readonly R[], o: GridOpti
     });
   }
   const limit = o.limit ?? 500;
-  const grid = h('vscode-data-grid', {
-    'data-testid': o.testId,
-    'grid-template-columns': o.columns.map((c) => (c.numeric ? '1fr' : '3fr')).join(' '),
-    'aria-label': o.testId,
-  });
-  const header = h('vscode-data-grid-row', { 'row-type': 'header' });
+  const template = o.columns.map((c) => (c.numeric ? '1fr' : '3fr')).join(' ');
+  const grid = h('vscode-data-grid', { 'data-testid': o.testId, 'grid-template-columns': template, 'aria-label': o.testId });
+  // Rows we create ourselves do not inherit the grid's template; give each the same one.
+  const header = h('vscode-data-grid-row', { 'row-type': 'header', 'grid-template-columns': template });
   o.columns.forEach((c, i) => {
     const arrow = col && c.key === col.key ? (o.sort.descending ? ' ▼' : ' ▲') : '';
     const cell = h('vscode-data-grid-cell', { 'cell-type': 'columnheader', 'grid-column': i + 1, 'data-key': c.key, class: c.sortValue ? 'sortable' : '' }, c.title + arrow);
@@ -55,7 +53,7 @@ export function renderGrid<R>(root: HTMLElement, rows: readonly R[], o: GridOpti
   });
   grid.append(header);
   sorted.slice(0, limit).forEach((r, idx) => {
-    const row = h('vscode-data-grid-row', { 'data-index': idx, title: o.rowTitle?.(r) ?? '', class: 'clickable' });
+    const row = h('vscode-data-grid-row', { 'data-index': idx, title: o.rowTitle?.(r) ?? '', class: 'clickable', 'grid-template-columns': template });
     o.columns.forEach((c, i) => row.append(h('vscode-data-grid-cell', { 'grid-column': i + 1, class: c.numeric ? 'num' : '' }, c.text(r))));
     row.addEventListener('click', () => o.onActivate(r));
     row.addEventListener('keydown', (e) => {

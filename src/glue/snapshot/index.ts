@@ -2,10 +2,34 @@
 // (*.gpumem captures, *.pickle PyTorch snapshots). The composition root (src/extension.ts) calls
 // registerSnapshotFeatures once from activate(); everything created here is pushed on context.subscriptions.
 import * as vscode from 'vscode';
+import type { Model } from '../../core/model/types';
+import { SnapshotDocument } from './document';
+import { SnapshotPanelHost } from './panelHost';
+import { maybeAskPickleDefault } from './pickleDefault';
 
-export function registerSnapshotFeatures(context: vscode.ExtensionContext): void {
+export const CAPTURE_EDITOR = 'gpuMemoryLens.captureEditor';
+export const SNAPSHOT_EDITOR = 'gpuMemoryLens.snapshotEditor';
+
+export interface SnapshotFeatureOptions {
+  /** AnnotationController.showModel: annotate source lines from an opened snapshot while it is open */
+  showModelAnnotations?: (model: Model, where: string) => vscode.Disposable;
+}
+
+export function registerSnapshotFeatures(context: vscode.ExtensionContext, options: SnapshotFeatureOptions = {}): void {
+  const openFile = (uri: vscode.Uri) => vscode.commands.executeCommand('vscode.openWith', uri, viewTypeFor(uri));
+  const provider = new SnapshotEditorProvider({
+    extensionUri: context.extensionUri,
+    scratch: context.globalStorageUri,
+    showModelAnnotations: options.showModelAnnotations,
+    openFile,
+  });
+  // Note [No retained context]: retainContextWhenHidden stays false (it keeps a whole renderer alive per
+  // hidden tab); the webview restores its tab, window and selection from getState() when shown again.
+  const editorOptions = { webviewOptions: { retainContextWhenHidden: false }, supportsMultipleEditorsPerDocument: true };
   context.subscriptions.push(
-    vscode.commands.registerCommand('gpuMemoryLens.openSnapshot', async (uri?: vscode.Uri) => {
+    vscode.window.registerCustomEditorProvider(CAPTURE_EDITOR, provider, editorOptions),
+    vscode.window.registerCustomEditorProvider(SNAPSHOT_EDITOR, provider, editorOptions),
+    vscode.commands.registerCommand('gpuMemoryLens.openSnapshot', async (uri?: unknown) => {
       const target =
         uri instanceof vscode.Uri
           ? uri
@@ -13,15 +37,30 @@ export function registerSnapshotFeatures(context: vscode.ExtensionContext): void
               await vscode.window.showOpenDialog({
                 canSelectMany: false,
                 openLabel: 'Open Snapshot',
+                title: 'Open a PyTorch memory snapshot or a GPU Memory Lens capture',
                 filters: { 'Memory snapshots': ['pickle', 'gpumem'] },
               })
             )?.[0];
       if (!target) return;
-      await vscode.commands.executeCommand('vscode.openWith', target, viewTypeFor(target));
+      await openFile(target);
+      if (viewTypeFor(target) === SNAPSHOT_EDITOR) void maybeAskPickleDefault(context);
     }),
   );
 }
 
-function viewTypeFor(uri: vscode.Uri): string {
-  return uri.path.endsWith('.gpumem') ? 'gpuMemoryLens.captureEditor' : 'gpuMemoryLens.snapshotEditor';
+export function viewTypeFor(uri: vscode.Uri): string {
+  return uri.path.toLowerCase().endsWith('.gpumem') ? CAPTURE_EDITOR : SNAPSHOT_EDITOR;
+}
+
+class SnapshotEditorProvider implements vscode.CustomReadonlyEditorProvider<SnapshotDocument> {
+  constructor(private readonly deps: ConstructorParameters<typeof SnapshotPanelHost>[2]) {}
+
+  openCustomDocument(uri: vscode.Uri): SnapshotDocument {
+    return new SnapshotDocument(uri, this.deps.scratch);
+  }
+
+  resolveCustomEditor(document: SnapshotDocument, panel: vscode.WebviewPanel): void {
+    // The host disposes itself with the panel.
+    new SnapshotPanelHost(panel, document, this.deps);
+  }
 }

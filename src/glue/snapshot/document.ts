@@ -1,0 +1,48 @@
+// One opened snapshot file (a PyTorch pickle or a .gpumem capture) shared by every panel showing it.
+import * as fs from 'node:fs';
+import * as path from 'node:path';
+import * as vscode from 'vscode';
+import { openModel } from '../../core/model/open';
+import type { Model } from '../../core/model/types';
+
+export class SnapshotDocument implements vscode.CustomDocument {
+  private loaded: Promise<Model> | undefined;
+  private model: Model | undefined;
+
+  constructor(
+    readonly uri: vscode.Uri,
+    private readonly scratch: vscode.Uri,
+  ) {}
+
+  /** The model, read on first use (reading is synchronous in the addon; callers show "loading" first). */
+  load(): Promise<Model> {
+    this.loaded ??= loadModel(this.uri, this.scratch).then((m) => (this.model = m));
+    return this.loaded;
+  }
+
+  dispose(): void {
+    this.model?.close();
+    this.model = undefined;
+  }
+}
+
+/**
+ * Opens `uri` as a Model. The reader needs a local path: files from other schemes (a remote workspace's
+ * virtual file system) are copied into extension storage first.
+ */
+export async function loadModel(uri: vscode.Uri, scratch: vscode.Uri): Promise<Model> {
+  let file = uri.fsPath;
+  if (uri.scheme !== 'file') {
+    const bytes = await vscode.workspace.fs.readFile(uri);
+    const dir = vscode.Uri.joinPath(scratch, 'opened');
+    await vscode.workspace.fs.createDirectory(dir);
+    const local = vscode.Uri.joinPath(dir, path.posix.basename(uri.path));
+    await vscode.workspace.fs.writeFile(local, bytes);
+    file = local.fsPath;
+  } else if (!fs.existsSync(file)) {
+    throw new Error(`${file} does not exist.`);
+  }
+  // Let the "loading" message reach the webview before the (synchronous) read blocks the extension host.
+  await new Promise((resolve) => setImmediate(resolve));
+  return await openModel(file);
+}

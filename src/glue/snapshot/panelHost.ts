@@ -1,0 +1,185 @@
+// Connects one snapshot webview to its document's Model: forwards queries to SnapshotSession and handles
+// what needs the editor (go to source, pickers, saving files, opening dropped files).
+import * as path from 'node:path';
+import * as vscode from 'vscode';
+import type { Model } from '../../core/model/types';
+import { END_OF_TRACE, parseSnapshotWebviewMessage, type SnapshotHostMessage, type SnapshotWebviewMessage } from '../../core/protocol/snapshot';
+import { momentLabel, SnapshotSession } from '../../core/snapshot/session';
+import { resolveFrameFile } from '../annotations/openFrame';
+import { loadModel, type SnapshotDocument } from './document';
+import { snapshotHtml, webviewOptions } from './html';
+
+/** What the panel host needs from the rest of the extension. */
+export interface PanelHostDeps {
+  extensionUri: vscode.Uri;
+  /** where dropped and remote files are copied before reading */
+  scratch: vscode.Uri;
+  /** feed an opened model to the editor annotations (the live part's AnnotationController.showModel) */
+  showModelAnnotations?: (model: Model, where: string) => vscode.Disposable;
+  /** open another file in its own snapshot editor (drag-and-drop) */
+  openFile: (uri: vscode.Uri) => Thenable<unknown>;
+}
+
+export class SnapshotPanelHost implements vscode.Disposable {
+  private session: SnapshotSession | undefined;
+  private readonly disposables: vscode.Disposable[] = [];
+
+  constructor(
+    private readonly panel: vscode.WebviewPanel,
+    private readonly doc: SnapshotDocument,
+    private readonly deps: PanelHostDeps,
+  ) {
+    const fileName = path.posix.basename(doc.uri.path);
+    panel.webview.options = webviewOptions(deps.extensionUri);
+    panel.webview.html = snapshotHtml(panel.webview, deps.extensionUri, fileName);
+    this.disposables.push(
+      panel.webview.onDidReceiveMessage((raw) => {
+        const msg = parseSnapshotWebviewMessage(raw);
+        if (msg) void this.onMessage(msg);
+      }),
+      panel.onDidDispose(() => this.dispose()),
+    );
+  }
+
+  private post(messages: SnapshotHostMessage[]): void {
+    for (const m of messages) void this.panel.webview.postMessage(m);
+  }
+
+  private async ensureSession(): Promise<SnapshotSession | undefined> {
+    if (this.session) return this.session;
+    const fileName = path.posix.basename(this.doc.uri.path);
+    this.post([{ type: 'loading', fileName }]);
+    try {
+      const model = await this.doc.load();
+      this.session ??= new SnapshotSession(model, { fileName, displayPath });
+      if (this.deps.showModelAnnotations) this.disposables.push(this.deps.showModelAnnotations(model, fileName));
+      return this.session;
+    } catch (err) {
+      this.post([{ type: 'loadFailed', fileName, message: loadFailure(fileName, err) }]);
+      return undefined;
+    }
+  }
+
+  private async onMessage(msg: SnapshotWebviewMessage): Promise<void> {
+    const session = await this.ensureSession();
+    if (!session) return;
+    const answer = session.handle(msg);
+    if (answer) {
+      this.post(answer);
+      return;
+    }
+    try {
+      await this.handleEditorMessage(session, msg);
+    } catch (err) {
+      const message = err instanceof Error ? err.message : String(err);
+      const requestId = 'requestId' in msg ? msg.requestId : -1;
+      this.post([{ type: 'requestFailed', requestId, message }]);
+      void vscode.window.showErrorMessage(`GPU Memory Lens: ${message}`);
+    }
+  }
+
+  private async handleEditorMessage(session: SnapshotSession, msg: SnapshotWebviewMessage): Promise<void> {
+    switch (msg.type) {
+      case 'goToSource':
+        return revealSource(msg.file, msg.line);
+      case 'compareFile': {
+        const picked = await vscode.window.showOpenDialog({
+          canSelectMany: false,
+          openLabel: 'Compare',
+          title: 'Compare with another snapshot',
+          filters: { 'Memory snapshots': ['pickle', 'gpumem'] },
+        });
+        if (!picked?.[0]) {
+          this.post([{ type: 'requestFailed', requestId: msg.requestId, message: 'No file chosen.' }]);
+          return;
+        }
+        const other = await loadModel(picked[0], this.deps.scratch);
+        try {
+          const otherName = path.posix.basename(picked[0].path);
+          const labels: [string, string] = [`${path.posix.basename(this.doc.uri.path)} at the end`, `${otherName} at the end`];
+          this.post([{ type: 'diff', view: session.diff(msg.requestId, msg.device, END_OF_TRACE, END_OF_TRACE, labels, other) }]);
+        } finally {
+          other.close();
+        }
+        return;
+      }
+      case 'exportPickle': {
+        const base = path.posix.basename(this.doc.uri.path).replace(/\.(pickle|gpumem)$/, '');
+        const target = await vscode.window.showSaveDialog({
+          defaultUri: vscode.Uri.joinPath(this.doc.uri, '..', `${base}-export.pickle`),
+          filters: { 'PyTorch memory snapshot': ['pickle'] },
+          title: `Export as PyTorch snapshot (state at ${momentLabel(session.model, msg.device, msg.atUs)})`,
+        });
+        if (!target) return;
+        session.model.exportPickle(target.fsPath, msg.atUs === END_OF_TRACE ? undefined : msg.atUs);
+        this.post([{ type: 'notice', message: `Exported ${path.posix.basename(target.path)} (opens in pytorch.org/memory_viz).` }]);
+        return;
+      }
+      case 'exportPng': {
+        const target = await vscode.window.showSaveDialog({
+          defaultUri: vscode.Uri.joinPath(this.doc.uri, '..', msg.suggestedName.replace(/[\\/]/g, '_')),
+          filters: { 'PNG image': ['png'] },
+        });
+        if (!target) return;
+        const bytes = Buffer.from(msg.dataUrl.slice('data:image/png;base64,'.length), 'base64');
+        await vscode.workspace.fs.writeFile(target, bytes);
+        this.post([{ type: 'notice', message: `Saved ${path.posix.basename(target.path)}.` }]);
+        return;
+      }
+      case 'openDroppedUri': {
+        const uri = vscode.Uri.parse(msg.uri, true);
+        await this.openDropped(uri);
+        return;
+      }
+      case 'openDroppedBytes': {
+        const name = path.posix.basename(msg.name.replace(/\\/g, '/')) || 'dropped.pickle';
+        const dir = vscode.Uri.joinPath(this.deps.scratch, 'dropped');
+        await vscode.workspace.fs.createDirectory(dir);
+        const target = vscode.Uri.joinPath(dir, name);
+        await vscode.workspace.fs.writeFile(target, Uint8Array.from(msg.bytes));
+        await this.openDropped(target);
+        return;
+      }
+      default:
+        return;
+    }
+  }
+
+  private async openDropped(uri: vscode.Uri): Promise<void> {
+    if (!/\.(pickle|gpumem)$/i.test(uri.path)) {
+      throw new Error(`${path.posix.basename(uri.path)} is not a snapshot: drop a PyTorch .pickle snapshot or a .gpumem capture.`);
+    }
+    await this.deps.openFile(uri);
+  }
+
+  dispose(): void {
+    while (this.disposables.length) this.disposables.pop()?.dispose();
+  }
+}
+
+/** Shows file:line in an editor beside the panel; the file may have moved since the snapshot was taken. */
+export async function revealSource(file: string, line: number): Promise<void> {
+  const uri = await resolveFrameFile(file);
+  if (!uri) {
+    void vscode.window.showWarningMessage(
+      `GPU Memory Lens: ${file} was not found here or in the workspace. Open the folder that contains ${path.basename(file)} to jump to its lines.`,
+    );
+    return;
+  }
+  const pos = new vscode.Position(Math.max(0, line - 1), 0);
+  await vscode.window.showTextDocument(uri, { selection: new vscode.Range(pos, pos), viewColumn: vscode.ViewColumn.Beside, preview: true });
+}
+
+/** Workspace-relative path for display; the recorded path when the file is elsewhere. */
+function displayPath(file: string): string {
+  const rel = vscode.workspace.asRelativePath(file, false);
+  return rel;
+}
+
+function loadFailure(fileName: string, err: unknown): string {
+  const why = err instanceof Error ? err.message : String(err);
+  if (fileName.endsWith('.pickle')) {
+    return `${fileName} could not be read as a PyTorch memory snapshot: ${why} Snapshots come from torch.cuda.memory._dump_snapshot(); other pickles can be opened with the text editor (Reopen Editor With…).`;
+  }
+  return `${fileName} could not be read: ${why}`;
+}

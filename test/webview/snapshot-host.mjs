@@ -1,0 +1,55 @@
+// Drives the snapshot webview in Chromium as the extension host would: serves the real page
+// (src/core/snapshot/page.ts) and bundle, and answers every query the page posts with SnapshotSession over
+// a real Model — the same code path as src/glue/snapshot/panelHost.ts minus the editor.
+import { snapshotPageHtml } from '../../src/core/snapshot/page.ts';
+import { SnapshotSession } from '../../src/core/snapshot/session.ts';
+import { openWebview } from './harness/index.mjs';
+
+/**
+ * @param {import('../../src/core/model/types.ts').Model} model
+ * @param {{ fileName: string, state?: unknown, viewport?: {width:number,height:number}, theme?: 'dark'|'light' }} o
+ */
+export async function openSnapshotPanel(model, o) {
+  const session = new SnapshotSession(model, { fileName: o.fileName });
+  const wv = await openWebview({
+    html: (origin) =>
+      snapshotPageHtml({
+        cspSource: origin,
+        nonce: 'test-nonce',
+        cssUri: `${origin}/snapshot.css`,
+        toolkitUri: `${origin}/toolkit.min.js`,
+        scriptUri: `${origin}/snapshot.js`,
+        title: o.fileName,
+      }),
+    files: { '/snapshot.js': 'dist/webview/snapshot.js', '/toolkit.min.js': 'dist/webview/toolkit.min.js', '/snapshot.css': 'media/snapshot.css' },
+    state: o.state,
+    viewport: o.viewport ?? { width: 1300, height: 900 },
+    theme: o.theme ?? 'dark',
+  });
+  /** messages for the editor (goToSource, exports…) that the session does not answer */
+  const forEditor = [];
+  let seen = 0;
+  let stopped = false;
+  // The pump: poll what the page posted and answer in order, like webview.onDidReceiveMessage.
+  const pump = (async () => {
+    while (!stopped) {
+      const posted = await wv.page.evaluate(() => window.__posted).catch(() => []);
+      for (; seen < posted.length; seen++) {
+        const answer = session.handle(posted[seen]);
+        if (answer) for (const m of answer) await wv.send(m);
+        else forEditor.push(posted[seen]);
+      }
+      await new Promise((r) => setTimeout(r, 10));
+    }
+  })();
+  return {
+    ...wv,
+    session,
+    forEditor,
+    async close() {
+      stopped = true;
+      await pump;
+      await wv.close();
+    },
+  };
+}
