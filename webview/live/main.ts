@@ -151,6 +151,8 @@ function updateTrack(ui: TrackUi, track: LiveTrack): void {
   ui.root.dataset.points = String(s.t.length);
 }
 
+const BINARY_INCRS = Array.from({ length: 51 }, (_, k) => 2 ** k);
+
 function chartOptions(ui: TrackUi): uPlot.Options {
   const fg = cssVar('--vscode-foreground', '#ccc');
   const grid = cssVar('--vscode-editorWidget-border', 'rgba(128,128,128,0.25)');
@@ -165,12 +167,13 @@ function chartOptions(ui: TrackUi): uPlot.Options {
     cursor: { drag: { x: false, y: false } },
     legend: { show: true },
     scales: { x: { time: true }, y: { range: (_u, _min, max) => [0, Math.max(1, max) * 1.05] } },
-    axes: [axis(), { ...axis(), size: 80, values: (_u, vals) => vals.map((v) => formatBytes(v)) }],
+    // Byte ticks at multiples of a power of two (256 MiB, 512 MiB, 768 MiB…), which read naturally in binary units.
+    axes: [axis(), { ...axis(), size: 80, incrs: BINARY_INCRS, values: (_u, vals) => vals.map((v) => formatBytes(v)) }],
     series: [
       {},
-      { label: 'allocated', stroke: cssVar('--vscode-charts-blue', '#3794ff'), width: 1.5, value: (_u, v) => (v == null ? '—' : formatBytes(v)) },
-      { label: 'reserved', stroke: cssVar('--vscode-charts-orange', '#d18616'), width: 1.5, value: (_u, v) => (v == null ? '—' : formatBytes(v)) },
-      { label: 'device used', stroke: cssVar('--vscode-charts-purple', '#b180d7'), width: 1, dash: [4, 3], value: (_u, v) => (v == null ? '—' : formatBytes(v)) },
+      { label: 'allocated', points: { show: false }, stroke: cssVar('--vscode-charts-blue', '#3794ff'), width: 1.5, value: (_u, v) => (v == null ? '—' : formatBytes(v)) },
+      { label: 'reserved', points: { show: false }, stroke: cssVar('--vscode-charts-orange', '#d18616'), width: 1.5, value: (_u, v) => (v == null ? '—' : formatBytes(v)) },
+      { label: 'device used', points: { show: false }, stroke: cssVar('--vscode-charts-purple', '#b180d7'), width: 1, dash: [4, 3], value: (_u, v) => (v == null ? '—' : formatBytes(v)) },
     ],
     hooks: { draw: [(u) => drawMarkers(u, ui.markers)] },
   };
