@@ -94,9 +94,12 @@ class Handle : public Napi::ObjectWrap<Handle> {
         std::vector<uint8_t> all = readAll(path_, ok);
         importSnapshot(*model_, all.data(), all.size());
       } else {
-        char hex[64];
-        snprintf(hex, sizeof hex, "%02x %02x %02x %02x", head[0], head.size() > 1 ? head[1] : 0, head.size() > 2 ? head[2] : 0,
-                 head.size() > 3 ? head[3] : 0);
+        std::string hex;
+        for (size_t k = 0; k < head.size() && k < 4; k++) {
+          char b[4];
+          snprintf(b, sizeof b, k ? " %02x" : "%02x", head[k]);
+          hex += b;
+        }
         throw std::runtime_error(path_ + " is neither a GPU Memory Lens capture (.gpumem) nor a PyTorch snapshot pickle " +
                                  "(it starts with bytes " + hex +
                                  "); open a file written by torch.cuda.memory._dump_snapshot or by a lens run");
