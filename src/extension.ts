@@ -1,20 +1,84 @@
 // Composition root: the only place that creates long-lived objects; everything disposable is
-// registered on context.subscriptions here. (Owned by the live-experience work; see src/glue/.)
+// registered on context.subscriptions here, so deactivation releases timers, watchers, decoration
+// types, panels and open captures in one place.
+import * as fs from 'node:fs';
+import * as path from 'node:path';
 import * as vscode from 'vscode';
+import { openModel } from './core/model/open';
+import type { LiveAction } from './core/protocol';
+import { WorkloadActions } from './glue/actions';
+import { AnnotationController, type AnnotationSource } from './glue/annotations/controller';
+import { registerOpenFrame } from './glue/annotations/openFrame';
+import { Launcher } from './glue/launcher';
+import { LivePanel } from './glue/live/panel';
+import { notifyOom } from './glue/oom';
+import { SessionManager, type OomEvent } from './glue/sessions';
+import { MemoryStatusBar } from './glue/statusBar';
+import { registerSnapshotFeatures } from './glue/snapshot';
 
 export function activate(context: vscode.ExtensionContext): void {
-  const notYet = (name: string) => () => vscode.window.showWarningMessage(`GPU Memory Lens: ${name} is not available yet.`);
-  for (const [id, name] of [
-    ['gpuMemoryLens.run', 'Run Python File with Memory Tracking'],
-    ['gpuMemoryLens.stop', 'Stop Workload'],
-    ['gpuMemoryLens.emptyCache', 'Empty Cache'],
-    ['gpuMemoryLens.captureSnapshot', 'Capture Snapshot'],
-    ['gpuMemoryLens.openSnapshot', 'Open Snapshot…'],
-    ['gpuMemoryLens.showLivePanel', 'Show Live Panel'],
-    ['gpuMemoryLens.toggleAnnotations', 'Toggle Line Annotations'],
-  ] as const) {
-    context.subscriptions.push(vscode.commands.registerCommand(id, notYet(name)));
+  const sessions = new SessionManager(openModel);
+  const actions = new WorkloadActions(sessions);
+  const launcher = new Launcher(context.extensionUri.fsPath, sessions);
+  const livePanel = new LivePanel(context.extensionUri, sessions, {
+    run: (action: LiveAction) => (action === 'emptyCache' ? actions.emptyCache() : actions.captureSnapshot()),
+  });
+  const annotations = new AnnotationController(() => liveAnnotationSources(sessions));
+  context.subscriptions.push(
+    sessions,
+    livePanel,
+    annotations,
+    new MemoryStatusBar(sessions),
+    sessions.onDidChange(() => annotations.refresh()),
+    sessions.onDidOom((e) => void notifyOom(e, () => Promise.resolve(snapshotAtOom(e)))),
+    registerOpenFrame(),
+    vscode.commands.registerCommand('gpuMemoryLens.run', async (uri?: vscode.Uri) => {
+      try {
+        const tracked = await launcher.run(uri);
+        if (tracked && vscode.workspace.getConfiguration('gpuMemoryLens').get<boolean>('livePanel.openOnRun', true)) livePanel.show(true);
+      } catch (e) {
+        void vscode.window.showErrorMessage(`GPU Memory Lens: ${(e as Error).message}`);
+      }
+    }),
+    vscode.commands.registerCommand('gpuMemoryLens.stop', () => launcher.stop()),
+    vscode.commands.registerCommand('gpuMemoryLens.emptyCache', () => actions.emptyCache()),
+    vscode.commands.registerCommand('gpuMemoryLens.captureSnapshot', () => actions.captureSnapshot()),
+    vscode.commands.registerCommand('gpuMemoryLens.showLivePanel', () => livePanel.show()),
+    vscode.commands.registerCommand('gpuMemoryLens.toggleAnnotations', () => {
+      const on = annotations.toggle();
+      vscode.window.setStatusBarMessage(`GPU Memory Lens: line annotations ${on ? 'on' : 'off'}`, 3000);
+    }),
+  );
+  registerSnapshotFeatures(context, { showModelAnnotations: (model, where) => annotations.showModel(model, where) });
+}
+
+/** The focused session's captures feed the annotations (the one the user is looking at). */
+function liveAnnotationSources(sessions: SessionManager): AnnotationSource[] {
+  const focused = sessions.focused;
+  if (!focused) return [];
+  const procs = focused.session.processes.filter((p) => p.model);
+  return procs.map((p) => ({
+    model: p.model!,
+    where: procs.length > 1 ? (p.entry.rank !== undefined ? `rank ${p.entry.rank}` : `pid ${p.entry.pid}`) : '',
+  }));
+}
+
+/**
+ * A PyTorch pickle of the allocator state at the OOM, written next to the capture. The capture holds
+ * the state (REC_STATE follows every REC_OOM), so this works after the workload died of the OOM.
+ */
+function snapshotAtOom(e: OomEvent): vscode.Uri | undefined {
+  const model = e.process.model;
+  if (!model) return undefined;
+  const dir = path.dirname(e.process.entry.capture);
+  let out = path.join(dir, `oom-${e.process.entry.pid}-${Math.round(e.oom.timeUs)}.pickle`);
+  try {
+    if (!fs.existsSync(out)) model.exportPickle(out, e.oom.timeUs);
+  } catch (err) {
+    void vscode.window.showWarningMessage(`GPU Memory Lens: could not export the OOM snapshot (${(err as Error).message}); opening the capture instead.`);
+    out = e.process.entry.capture;
   }
+  return vscode.Uri.file(out);
 }
 
 export function deactivate(): void {}
