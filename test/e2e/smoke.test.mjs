@@ -11,8 +11,10 @@ import { ROOT } from './harness/paths.mjs';
 const manifest = JSON.parse(fs.readFileSync(path.join(ROOT, 'package.json'), 'utf8'));
 const paletteTitles = manifest.contributes.commands.map((c) => `${c.category}: ${c.title}`);
 
-// What "GPU Memory: Show Live Panel" shows a user today. When the live panel lands, change this to the
-// panel check (e.g. `vsc.webviewFrame('GPU Memory')` and a heading inside it).
+// What "GPU Memory: Show Live Panel" shows a user today (the composition root's stub). When the live
+// panel is registered, replace the body with the panel check, e.g.
+//   const frame = await vsc.webviewFrame('GPU Memory — Live');
+//   assert.match(await frame.locator('#empty').textContent(), /Run a Python file/);
 const SHOW_LIVE_PANEL = 'GPU Memory: Show Live Panel';
 async function expectShowLivePanelOutcome(vsc) {
   const text = await vsc.waitForNotification('Show Live Panel');

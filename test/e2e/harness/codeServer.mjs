@@ -118,7 +118,7 @@ export async function startCodeServer(o) {
   }
 
   return {
-    url: `${base}/?folder=${encodeURIComponent(dirs.ws)}`,
+    url: `${base}/?folder=${encodeURI(dirs.ws)}`,
     port,
     runDir: run,
     workspaceDir: dirs.ws,
