@@ -52,7 +52,7 @@ export function packageVsix(outFile) {
   }
   const missing = expected.filter((e) => !entries.includes(e));
   if (missing.length) throw new Error(`package: ${path.basename(outFile)} lacks ${missing.join(', ')} (check .vscodeignore)`);
-  const leaked = entries.filter((e) => /(^|\/)(node_modules|src|test)\//.test(e.replace(/^extension\//, '')));
+  const leaked = entries.filter((e) => /(^|\/)(node_modules|src|test|__pycache__)\/|\.pyc$|media\/screenshot\.png$/.test(e.replace(/^extension\//, '')));
   if (leaked.length) throw new Error(`package: ${path.basename(outFile)} contains files it must not ship: ${leaked.slice(0, 5).join(', ')}`);
   const kib = fs.statSync(outFile).size / 1024;
   console.log(`package: ${path.relative(root, outFile)} (${entries.length} files, ${kib.toFixed(0)} KiB, ${Date.now() - t0} ms)`);
