@@ -106,7 +106,10 @@ export class ComparePanel {
           this.sort = s;
           draw();
         },
-        onActivate: (r) => send({ type: 'goToSource', file: r.file, line: r.line }),
+        onActivate: (r) => {
+        // `<no user frame>` and other pseudo-files have no line to open.
+        if (!r.file.startsWith('<')) send({ type: 'goToSource', file: r.file, line: r.line });
+      },
         rowTitle: (r) => `${r.file}:${r.line}`,
         testId: 'compare-grid',
       });

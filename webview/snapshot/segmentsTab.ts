@@ -6,6 +6,7 @@ import { send } from './api';
 import { clear, h, themeColor } from './dom';
 import { atTime } from './timelineTab';
 import { cachedStack, getStack, sourceFrame, stackLines } from './stacks';
+import { placeTooltip } from './tooltip';
 import { breakdownBar } from './summaryTab';
 
 const ROW = 22;
@@ -208,10 +209,7 @@ export class SegmentsPanel {
     };
     render();
     if (b.stackId > 0 && !cachedStack(b.stackId)) void getStack(b.stackId).then(render);
-    this.tooltip.hidden = false;
-    const rect = this.scroller.getBoundingClientRect();
-    this.tooltip.style.left = `${Math.min(e.clientX - rect.left + 14, Math.max(0, rect.width - 360))}px`;
-    this.tooltip.style.top = `${e.clientY - rect.top + 14}px`;
+    placeTooltip(this.tooltip, e);
   }
 
   private click(e: MouseEvent): void {

@@ -33,7 +33,10 @@ export function renderSites(root: HTMLElement, rows: readonly SiteRow[]): void {
         updateState({ sitesSort: sort });
         draw();
       },
-      onActivate: (r) => send({ type: 'goToSource', file: r.file, line: r.line }),
+      onActivate: (r) => {
+        // `<no user frame>` and other pseudo-files have no line to open.
+        if (!r.file.startsWith('<')) send({ type: 'goToSource', file: r.file, line: r.line });
+      },
       rowTitle: (r) =>
         `${r.file}:${r.line}\nClick or Enter: go to source${r.backwardBytesAtPeak > 0 ? `\n${formatBytes(r.backwardBytesAtPeak)} at peak from backward()` : ''}`,
       testId: 'sites-grid',

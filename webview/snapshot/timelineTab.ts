@@ -8,6 +8,7 @@ import { clear, h, themeColor } from './dom';
 import { colorIndex, PALETTE32 } from './palette';
 import { bandAt, sweepColumns } from './stacking';
 import { cachedStack, getStack, sourceFrame, stackLines } from './stacks';
+import { placeTooltip } from './tooltip';
 
 const MARGIN = { left: 70, right: 12, top: 10, bottom: 24 };
 const HEIGHT = 380;
@@ -441,11 +442,7 @@ export class TimelinePanel {
     };
     render();
     if (!cachedStack(s.stackId[index]) && s.stackId[index] > 0) void getStack(s.stackId[index]).then(() => this.hovered === index && render());
-    const wrap = this.canvas.getBoundingClientRect();
-    this.tooltip.hidden = false;
-    const x = Math.min(e.offsetX + 14, wrap.width - this.tooltip.offsetWidth - 4);
-    this.tooltip.style.left = `${Math.max(0, x)}px`;
-    this.tooltip.style.top = `${e.offsetY + 14}px`;
+    placeTooltip(this.tooltip, e);
   }
 
   private click(e: PointerEvent): void {

@@ -1,0 +1,79 @@
+// The snapshot panel in a real VS Code (code-server): open a real PyTorch snapshot through the palette's
+// "Open Snapshot…" (code-server's simple file dialog is a quick input: type the path), click the top
+// allocation site, and the editor shows that source line. The expected line is python3's (issue 4's
+// reference summary of the same pickle); the workspace holds the script at the frame's basename.
+import assert from 'node:assert/strict';
+import { execFileSync } from 'node:child_process';
+import path from 'node:path';
+import { after, before, test } from 'node:test';
+import { startVsCode } from './harness/index.mjs';
+import { ROOT, SAMPLE_WORKSPACE } from './harness/paths.mjs';
+
+const PICKLE = 'mlp-expandable.pickle';
+const reference = JSON.parse(execFileSync('python3', [path.join(ROOT, 'test/unit/reference/snapshot_summary.py'), path.join(SAMPLE_WORKSPACE, PICKLE)], { encoding: 'utf8' }));
+const top = reference.top_lines.find((l) => !l.file.startsWith('<'));
+
+let vsc;
+let failed = false;
+before(async () => {
+  vsc = await startVsCode();
+});
+after(async () => {
+  await vsc?.close({ failed });
+});
+
+async function step(name, fn) {
+  try {
+    return await fn();
+  } catch (err) {
+    failed = true;
+    await vsc.screenshot(`snapshot-${name}-FAILED`).catch(() => {});
+    throw err;
+  }
+}
+
+test('Open Snapshot… opens the pickle in the snapshot panel with python\'s figures', async () => {
+  const frame = await step('open', async () => {
+    await vsc.runCommand('GPU Memory: Open Snapshot…');
+    const input = vsc.page.locator('.quick-input-widget .quick-input-box input');
+    await input.waitFor({ state: 'visible', timeout: 15_000 });
+    await input.fill(path.join(vsc.workspaceDir, PICKLE));
+    await vsc.page.waitForTimeout(300);
+    await input.press('Enter');
+    return vsc.webviewFrame(PICKLE);
+  });
+  await step('summary', async () => {
+    const verdict = frame.locator('[data-testid=verdict]');
+    await verdict.waitFor({ timeout: 30_000 });
+    const d = reference.devices[0];
+    assert.equal(Number(await frame.locator('[data-figure=reserved]').getAttribute('data-bytes')), d.reserved_bytes);
+    assert.equal(Number(await frame.locator('[data-figure=peakAllocated]').getAttribute('data-bytes')), d.peak_allocated_bytes);
+    assert.equal(Number(await frame.locator('[data-figure=segments]').getAttribute('data-count')), d.segments);
+    await vsc.screenshot('snapshot-summary');
+  });
+});
+
+test('clicking the top allocation site reveals its file and line in the editor', async () => {
+  const frame = await vsc.webviewFrame(PICKLE);
+  await step('sites', async () => {
+    await frame.locator('[data-testid=tab-sites]').click();
+    const firstRow = frame.locator('[data-testid=sites-grid] vscode-data-grid-row[data-index="0"]');
+    await firstRow.waitFor({ timeout: 15_000 });
+    const site = (await firstRow.locator('vscode-data-grid-cell').first().textContent()).trim();
+    assert.equal(site, `${top.file}:${top.line}`);
+    await firstRow.locator('vscode-data-grid-cell').first().click();
+  });
+  await step('reveal', async () => {
+    const base = path.basename(top.file);
+    const tab = vsc.page.locator(`.tabs-container .tab.active[aria-label*="${base}"]`);
+    await tab.first().waitFor({ timeout: 20_000 });
+    // The cursor position in the status bar: "Ln 14, Col 1".
+    const position = vsc.page.locator('.statusbar-item[id="status.editor.selection"]');
+    await vsc.page.waitForFunction((line) => document.querySelector('[id="status.editor.selection"]')?.textContent?.includes(`Ln ${line},`), top.line, { timeout: 20_000 });
+    assert.match(await position.textContent(), new RegExp(`Ln ${top.line}, Col 1`));
+    // And the line shown is the script's own line, read from the workspace copy.
+    const current = await vsc.page.locator('.monaco-editor .view-overlays .current-line').count();
+    assert.ok(current >= 1, 'the revealed line is highlighted as the current line');
+    await vsc.screenshot('snapshot-go-to-source');
+  });
+});

@@ -1,0 +1,190 @@
+// The snapshot panel in Chromium, fed exactly what the extension host would send: SnapshotSession over the
+// real native Model of the PyTorch 2.11 fixtures (dist/native/gpumem_addon.node). Every expected value is
+// computed by python3 from the same pickle (test/unit/reference/snapshot_summary.py for issue 4's figures,
+// test/unit/snapshot_reference.py for the breakdown). Screenshots land in .test-output/webview/.
+import assert from 'node:assert/strict';
+import { execFileSync } from 'node:child_process';
+import path from 'node:path';
+import { after, before, describe, test } from 'node:test';
+import { fileURLToPath } from 'node:url';
+import { formatBytes } from '../../src/core/format/bytes.ts';
+import { openSnapshotPanel } from './snapshot-host.mjs';
+
+const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
+const FIXTURES = path.join(ROOT, 'test/fixtures/pytorch-snapshots');
+process.env.GPUMEM_ADDON ||= path.join(ROOT, 'dist/native/gpumem_addon.node');
+const { openModel } = await import('../../src/core/model/open.ts');
+
+function python(script, file) {
+  return JSON.parse(execFileSync('python3', [path.join(ROOT, script), file], { encoding: 'utf8', maxBuffer: 256 << 20 }));
+}
+
+function references(name) {
+  const file = path.join(FIXTURES, name);
+  const summary = python('test/unit/reference/snapshot_summary.py', file);
+  const mine = python('test/unit/snapshot_reference.py', file).devices['0'];
+  return { file, summary, device: summary.devices[0], topLines: summary.top_lines, breakdown: mine.breakdown, mine };
+}
+
+async function figure(page, key) {
+  const el = page.locator(`[data-figure="${key}"]`);
+  return { bytes: Number(await el.getAttribute('data-bytes')), count: Number(await el.getAttribute('data-count')), text: (await el.locator('.figure-value').textContent()).trim() };
+}
+
+const cspErrors = (errors) => errors.filter((e) => /Content Security Policy/.test(e));
+
+describe('ResNet-50 training snapshot', () => {
+  const ref = references('resnet50-bf16-train-python-stacks.pickle');
+  let model;
+  let wv;
+  before(async () => {
+    model = openModel(ref.file);
+    wv = await openSnapshotPanel(model, { fileName: 'resnet50-bf16-train-python-stacks.pickle' });
+    await wv.page.waitForSelector('[data-testid=verdict]', { timeout: 20_000 });
+  });
+  after(async () => {
+    await wv?.close();
+    model?.close();
+  });
+
+  test('summary figures equal python3 from the pickle, to the byte', async () => {
+    const { page } = wv;
+    const d = ref.device;
+    const b = ref.breakdown;
+    for (const [key, bytes] of [
+      ['allocated', d.allocated_bytes],
+      ['reserved', d.reserved_bytes],
+      ['active', b.allocatedBytes + b.pendingFreeBytes],
+      ['requested', b.requestedBytes],
+      ['peakAllocated', d.peak_allocated_bytes],
+      ['largestFree', d.largest_free_block_bytes],
+    ]) {
+      const f = await figure(page, key);
+      assert.equal(f.bytes, bytes, key);
+      assert.equal(f.text, formatBytes(bytes), key);
+    }
+    for (const [key, n] of [
+      ['segments', d.segments],
+      ['blocks', d.blocks],
+      ['allocatedBlocks', d.allocated_blocks],
+      ['events', d.events],
+      ['freeBlocks', b.freeBlocks],
+      ['ooms', 0],
+    ]) {
+      assert.equal((await figure(page, key)).count, n, key);
+    }
+    for (const part of ['requestedBytes', 'roundingWasteBytes', 'pendingFreeBytes', 'splitRemainderBytes', 'cachedFreeBytes']) {
+      assert.equal(Number(await page.locator(`.view-summary [data-part="${part}"]`).getAttribute('data-bytes')), b[part], part);
+    }
+    const unallocated = d.reserved_bytes - d.allocated_bytes;
+    assert.equal(Number(await page.locator('.view-summary [data-part="unallocated"]').getAttribute('data-bytes')), unallocated);
+    const verdict = await page.locator('[data-testid=verdict]').textContent();
+    assert.ok(
+      verdict.startsWith(`${formatBytes(unallocated)} reserved but unallocated in ${b.freeBlocks} free blocks, largest ${formatBytes(d.largest_free_block_bytes)}`),
+      verdict,
+    );
+    assert.deepEqual(cspErrors(wv.errors), []);
+    await wv.screenshot('snapshot-resnet50-summary');
+  });
+
+  test('the top site row is python\'s top line, and clicking it asks the host to open that line', async () => {
+    const { page } = wv;
+    await page.click('[data-testid=tab-sites]');
+    const top = ref.topLines[0];
+    const firstRow = page.locator('[data-testid=sites-grid] vscode-data-grid-row[data-index="0"]');
+    await firstRow.waitFor();
+    const cells = (await firstRow.locator('vscode-data-grid-cell').allTextContents()).map((s) => s.trim());
+    assert.equal(cells[0], `${top.file}:${top.line}`);
+    assert.equal(cells[1], formatBytes(top.bytes_at_peak));
+    await wv.screenshot('snapshot-resnet50-sites');
+    await firstRow.locator('vscode-data-grid-cell').first().click();
+    const deadline = Date.now() + 5000;
+    while (!wv.forEditor.some((m) => m.type === 'goToSource') && Date.now() < deadline) await page.waitForTimeout(20);
+    assert.deepEqual(wv.forEditor.find((m) => m.type === 'goToSource'), { type: 'goToSource', file: top.file, line: top.line });
+  });
+
+  test('sorting by count puts the most frequent line first', async () => {
+    const { page } = wv;
+    await page.click('[data-testid=sites-grid] [data-key=allocCount]');
+    const rows = model.lineStats(0);
+    const maxCount = Math.max(...rows.map((r) => r.allocCount));
+    const cells = (await page.locator('[data-testid=sites-grid] vscode-data-grid-row[data-index="0"] vscode-data-grid-cell').allTextContents()).map((s) => s.trim());
+    assert.equal(cells[4], maxCount.toLocaleString('en-US'));
+    assert.deepEqual((await wv.state()).sitesSort, { key: 'allocCount', descending: true });
+  });
+
+  test('the segment map shows every segment of the snapshot', async () => {
+    const { page } = wv;
+    await page.click('[data-testid=tab-segments]');
+    const count = page.locator('[data-testid=segment-count]');
+    await count.waitFor({ timeout: 10_000 });
+    assert.equal(Number(await count.getAttribute('data-count')), ref.device.segments);
+    assert.match(await count.textContent(), new RegExp(`^${ref.device.segments} segments`));
+    assert.match(await page.locator('[data-testid=segments-caption]').textContent(), new RegExp(`${ref.device.blocks} blocks at the end of the trace`));
+    await page.waitForTimeout(200);
+    await wv.screenshot('snapshot-resnet50-segments');
+  });
+
+  test('the timeline paints bands, and Peak centres the view on python\'s peak', async () => {
+    const { page } = wv;
+    await page.click('[data-testid=tab-timeline]');
+    await page.waitForFunction(() => document.querySelector('[data-testid=timeline-canvas]')?.dataset.painted, null, { timeout: 10_000 });
+    // The plot's coloured pixels: a band raster leaves most of the area under the allocated curve non-background.
+    const coloured = await page.evaluate(() => {
+      const c = document.querySelector('[data-testid=timeline-canvas]');
+      const { data } = c.getContext('2d').getImageData(80, 20, c.width - 100, c.height - 50);
+      let n = 0;
+      for (let i = 0; i < data.length; i += 4) if (data[i + 3] > 0) n++;
+      return n / (data.length / 4);
+    });
+    assert.ok(coloured > 0.2, `only ${(coloured * 100).toFixed(1)}% of the plot is painted`);
+    await wv.screenshot('snapshot-resnet50-timeline');
+    await page.click('[data-testid=timeline-peak]');
+    await page.waitForTimeout(300);
+    const state = await wv.state();
+    assert.equal(state.momentUs, ref.device.peak_at_time_us);
+    assert.ok(state.window.v0 <= ref.device.peak_at_time_us && ref.device.peak_at_time_us <= state.window.v1);
+    await page.waitForFunction((id) => Number(document.querySelector('[data-testid=timeline-canvas]')?.dataset.painted) > id, 0);
+    await wv.screenshot('snapshot-resnet50-timeline-peak');
+  });
+
+  test('hovering a band shows its size and stack from the model', async () => {
+    const { page } = wv;
+    const canvas = page.locator('[data-testid=timeline-canvas]');
+    const box = await canvas.boundingBox();
+    // Low in the plot at the peak: the oldest live allocation there is a band.
+    await page.mouse.move(box.x + box.width * 0.5, box.y + box.height - 40);
+    const tip = page.locator('.timeline-wrap .tooltip');
+    await tip.waitFor({ state: 'visible', timeout: 5000 });
+    const title = await tip.locator('.tooltip-title').textContent();
+    assert.match(title, /^\d[\d.]* (B|KiB|MiB|GiB) at 0x[0-9a-f]+$/);
+    await page.waitForFunction(() => !document.querySelector('.timeline-wrap .tooltip .stack')?.textContent.includes('loading'), null, { timeout: 5000 });
+    await wv.screenshot('snapshot-resnet50-timeline-hover');
+  });
+});
+
+describe('record_stream snapshot', () => {
+  const ref = references('mlp-record-stream-pending.pickle');
+  let model;
+  let wv;
+  before(async () => {
+    model = openModel(ref.file);
+    // A restored panel: the segment map tab was open when it was hidden.
+    wv = await openSnapshotPanel(model, { fileName: 'mlp-record-stream-pending.pickle', state: { tab: 'segments', device: 0, sitesSort: { key: 'selfBytesAtPeak', descending: true }, compare: { a: 'peak', b: 'end' } } });
+    await wv.page.waitForSelector('[data-testid=segment-count]', { timeout: 20_000 });
+  });
+  after(async () => {
+    await wv?.close();
+    model?.close();
+  });
+
+  test('restores the segment map tab and shows the pending-free bytes python finds', async () => {
+    const { page } = wv;
+    assert.equal(Number(await page.locator('[data-testid=segment-count]').getAttribute('data-count')), ref.device.segments);
+    assert.ok(ref.breakdown.pendingFreeBytes > 0);
+    assert.equal(Number(await page.locator('.view-segments [data-part="pendingFreeBytes"]').getAttribute('data-bytes')), ref.breakdown.pendingFreeBytes);
+    assert.match(await page.locator('[data-testid=segments-caption]').textContent(), new RegExp(`${formatBytes(ref.breakdown.pendingFreeBytes).replace('.', '\\.')} waits on other streams`));
+    await page.waitForTimeout(200);
+    await wv.screenshot('snapshot-record-stream-segments');
+  });
+});
