@@ -146,6 +146,10 @@ if (watch) {
 } else {
   try {
     fs.mkdirSync(rel('dist'), { recursive: true });
+    // A production build writes no source maps; stale ones from a dev build would ship and mislead.
+    if (production) {
+      for (const f of fs.readdirSync(rel('dist'), { recursive: true })) if (String(f).endsWith('.map')) fs.rmSync(rel(path.join('dist', String(f))));
+    }
     await Promise.all(targets.map((t) => esbuild.build(t)));
     copyAssets();
     console.log(`build: ${targets.map((t) => t.outfile).join(', ') || 'no bundles'} (${Date.now() - t0} ms)`);
