@@ -149,6 +149,7 @@ function updateTrack(ui: TrackUi, track: LiveTrack): void {
     ui.chart.setData(data);
   }
   ui.root.dataset.points = String(s.t.length);
+  ui.root.dataset.t1 = String(s.t.at(-1) ?? '');
 }
 
 const BINARY_INCRS = Array.from({ length: 51 }, (_, k) => 2 ** k);

@@ -47,6 +47,7 @@ class Writer:
         self.reserved = 0
         self.peak_alloc = 0
         self.peak_res = 0
+        self.gap_us = 200  # capture time between two events
 
     def emit(self, rtype, payload, flags=0):
         self.out.write(R.record(rtype, payload, 0, flags))
@@ -98,7 +99,7 @@ class Writer:
         self.allocated += seg
         self.peak_alloc = max(self.peak_alloc, self.allocated)
         self.peak_res = max(self.peak_res, self.reserved)
-        self.tick(200)
+        self.tick(self.gap_us)
         return (addr, seg, size)
 
     def free(self, block):
@@ -107,7 +108,7 @@ class Writer:
             self.emit(rtype, R.BLOCK_EVENT.pack(self.t, addr, seg, size, STREAM, 0, 0), R.POOL_LARGE)
         self.allocated -= seg
         self.free_cached.setdefault(seg, []).append(addr)
-        self.tick(100)
+        self.tick(self.gap_us / 2)
 
     def stats(self):
         self.emit(R.REC_STATS, R.STATS.pack(self.t, self.allocated, self.reserved, self.allocated, self.allocated, self.peak_alloc, self.peak_res, 0, 0))
@@ -130,8 +131,10 @@ def main():
 
     t0_ns = 1_000_000_000_000  # CLOCK_MONOTONIC of the recording host (arbitrary; anchors map it)
     wall0_ns = 1_795_000_000_000_000_000  # 2026-11-18, the wall clock at t0_ns
+    # Same keys as the allocator's header (native/allocator/src/recorder.cc), plus a note saying what this is.
     header = {
-        "format": "gpumem-capture",
+        "producer": "gpumem-allocator",
+        "allocator_version": "stand-in",
         "pid": 4242,
         "rank": 0,
         "local_rank": 0,
@@ -139,10 +142,15 @@ def main():
         "host": "gpu-host",
         "argv": ["live_sample.py"],
         "cwd": "/home/user/project",
-        "versions": {"torch": "2.11.0+cu130", "python": "3.11.2", "driver": "stand-in"},
-        "clock": {"monotonic_ns": t0_ns, "realtime_ns": wall0_ns},
-        "clock_anchor": {"mono_ns": t0_ns, "wall_ns": wall0_ns},
-        "standin": "written by test/e2e/replay/make_standin.py (not recorded on a GPU)",
+        "clock": {"mono_ns": t0_ns, "wall_ns": wall0_ns},
+        # the reader's spelling of the same anchors (native/addon/src/capture_decoder.cpp)
+        "mono_anchor_ns": t0_ns,
+        "wall_anchor_ns": wall0_ns,
+        "backend": "cuda",
+        "segments": "fixed",
+        "stacks": True,
+        "user_roots": ["/home/user/project"],
+        "standin": "written by test/e2e/replay/make_standin.py, not recorded on a GPU",
     }
     os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
     with open(args.out, "wb") as out:
@@ -157,6 +165,8 @@ def main():
         adam = []
         step_us = args.step_ms * 1000
         last_sample = w.t
+        # a step's ~24 events spread over most of it, so the figures move at any moment of the stream
+        w.gap_us = step_us / 30
         for step in range(args.steps):
             t_step = w.t
             h = w.alloc(2048 * 4096 * 4, "out = model(data)")  # first Linear's output

@@ -1,0 +1,157 @@
+// The live experience in a real VS Code (code-server + Chromium), as a user would try it: run the sample
+// from the palette, watch the live panel's figures move, see the annotation on the line that holds the
+// most memory at the peak, hover it, press Empty Cache and see reserved drop.
+//
+// CI has no GPU: gpuMemoryLens.launchCommand runs the replay workload (test/e2e/replay/replay.py), which
+// streams a capture into the session folder at real-time speed and serves the control socket. The
+// capture is test/fixtures/e2e-capture.gpumem when present (recorded on a GPU with our allocator), else
+// a stand-in written by test/e2e/replay/make_standin.py. Every expected value is decoded from that
+// capture by test/e2e/replay/expected_lines.py, independently of the extension's reader.
+import assert from 'node:assert/strict';
+import { execFileSync } from 'node:child_process';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { after, before, test } from 'node:test';
+import { startVsCode } from './harness/index.mjs';
+import { ROOT } from './harness/paths.mjs';
+import { formatBytes } from '../../src/core/format/bytes.ts';
+
+const REPLAY = path.join(ROOT, 'test/e2e/replay');
+const SAMPLE = 'live_sample.py';
+const SPEED = 1.5; // real time ×1.5: the stand-in's 15 s stream takes 10 s
+
+const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'gpumem-live-e2e-'));
+const recorded = path.join(ROOT, 'test/fixtures/e2e-capture.gpumem');
+const fixture = fs.existsSync(recorded) ? recorded : path.join(tmp, 'standin.gpumem');
+if (fixture !== recorded) execFileSync('python3', [path.join(REPLAY, 'make_standin.py'), fixture]);
+const expected = JSON.parse(execFileSync('python3', [path.join(REPLAY, 'expected_lines.py'), fixture], { encoding: 'utf8' }));
+const dev = expected.devices[0];
+const sampleText = fs.readFileSync(path.join(ROOT, 'test/e2e/workspace', SAMPLE), 'utf8').split('\n');
+// The line to check: the heaviest at the peak among lines of the sample whose bytes are the same at every
+// moment the peak value was reached (which tie a reader reports is its choice).
+const target = dev.lines.find((l) => l.stable && path.basename(l.file) === SAMPLE && l.self_bytes_at_peak >= 1 << 20);
+assert.ok(target, `the fixture has no stable line of ${SAMPLE} at its peak: ${JSON.stringify(dev.lines.slice(0, 5))}`);
+const expectedText = `▲ ${formatBytes(target.self_bytes_at_peak)} at peak · ${target.alloc_count} alloc${target.alloc_count === 1 ? '' : 's'}`;
+const targetSource = sampleText[target.line - 1].trim();
+
+let vsc;
+let failed = false;
+before(async () => {
+  vsc = await startVsCode({
+    workspaceSettings: {
+      'gpuMemoryLens.launchCommand': `\${python} ${REPLAY}/replay.py ${fixture} --speed ${SPEED} --hold 120`,
+      'gpuMemoryLens.livePanel.openOnRun': true,
+    },
+  });
+});
+after(async () => {
+  await vsc?.close({ failed });
+  fs.rmSync(tmp, { recursive: true, force: true });
+});
+
+/** Runs a step; on failure saves a screenshot named after it and keeps the server logs. */
+async function step(name, fn) {
+  try {
+    return await fn();
+  } catch (err) {
+    failed = true;
+    await vsc.screenshot(`live-${name}-FAILED`).catch(() => {});
+    throw err;
+  }
+}
+
+/** The live panel's figure (bytes) for the first track. */
+async function figure(frame, key) {
+  const cell = frame.locator(`.track .figure[data-figure="${key}"]`).first();
+  await cell.waitFor({ state: 'attached', timeout: 30_000 });
+  return Number(await cell.getAttribute('data-bytes'));
+}
+
+let panel;
+
+test('Run Python File with Memory Tracking opens the live panel and its figures move', async (t) => {
+  await step('run', async () => {
+    await vsc.openFile(SAMPLE);
+    await vsc.runCommand('GPU Memory: Run Python File with Memory Tracking');
+    panel = await vsc.webviewFrame('GPU Memory — Live');
+    await panel.locator('.track').first().waitFor({ timeout: 30_000 });
+    // Read the figures six times, 400 ms apart, while the workload streams.
+    const reads = [];
+    for (let i = 0; i < 6; i++) {
+      const track = panel.locator('.track').first();
+      reads.push({ allocated: await figure(panel, 'allocated'), reserved: await figure(panel, 'reserved'), t1: Number(await track.getAttribute('data-t1')) });
+      await vsc.page.waitForTimeout(400);
+    }
+    t.diagnostic(`allocated over 2.4 s: ${reads.map((r) => formatBytes(r.allocated)).join(', ')}`);
+    assert.equal(await panel.locator('#session-state').textContent(), 'running');
+    assert.ok(reads.at(-1).t1 > reads[0].t1, 'the timeline grows while the workload runs');
+    assert.ok(new Set(reads.map((r) => r.allocated)).size > 1, 'allocated changes as events stream in');
+    assert.ok(reads.every((r) => r.reserved >= r.allocated), 'reserved ≥ allocated at every read');
+    assert.ok((await figure(panel, 'peak-allocated')) <= dev.peak_allocated, 'the peak never exceeds the capture’s');
+    await vsc.screenshot('live-1-running');
+  });
+});
+
+test('the heaviest line at the peak is annotated with the expected text, and its hover has the numbers', async (t) => {
+  await step('annotation', async () => {
+    // Wait for the whole stream: the peak is final only then.
+    await vsc.page.waitForTimeout(Math.max(0, (dev ? expected.duration_s / SPEED : 0) * 1000 - 2000) + 1500);
+    const deco = await vsc.waitForDecorationText(expectedText, { timeout: 30_000 });
+    t.diagnostic(`annotation "${deco.after}" on "${deco.line.trim()}"`);
+    assert.equal(deco.after.trim(), expectedText);
+    assert.equal(deco.line.trim(), targetSource);
+    await vsc.screenshot('live-2-annotation');
+
+    // Hover the code of the line (the hover's range is the line's text, not its indentation).
+    const at = await vsc.page.evaluate((src) => {
+      for (const line of document.querySelectorAll('.monaco-editor .view-line')) {
+        const i = (line.textContent ?? '').replace(/\u00a0/g, ' ').indexOf(src);
+        if (i < 0) continue;
+        const walker = document.createTreeWalker(line, NodeFilter.SHOW_TEXT);
+        let off = 0;
+        for (let n = walker.nextNode(); n; n = walker.nextNode()) {
+          if (off + n.length > i + 2) {
+            const r = document.createRange();
+            r.setStart(n, i + 2 - off);
+            r.setEnd(n, i + 3 - off);
+            const b = r.getBoundingClientRect();
+            return { x: b.x + b.width / 2, y: b.y + b.height / 2 };
+          }
+          off += n.length;
+        }
+      }
+      return null;
+    }, targetSource);
+    assert.ok(at, `the editor shows the line "${targetSource}"`);
+    await vsc.page.mouse.move(at.x, at.y);
+    const hover = vsc.page.locator('.monaco-hover:visible', { hasText: 'Self at peak' }).first();
+    await hover.waitFor({ timeout: 15_000 });
+    const text = (await hover.textContent()).replace(/\u00a0/g, ' ');
+    assert.match(text, new RegExp(`Self at peak\\s*${formatBytes(target.self_bytes_at_peak).replace('.', '\\.')}`));
+    assert.match(text, new RegExp(`Allocations\\s*${target.alloc_count}`));
+    assert.match(text, /Top stacks at peak/);
+    assert.ok(text.includes(`${SAMPLE}:${target.line}`), `the hover lists the frame ${SAMPLE}:${target.line}`);
+    await vsc.screenshot('live-3-hover');
+    await vsc.page.mouse.move(5, 5);
+  });
+});
+
+test('Empty Cache from the panel releases the cached segments: notification and panel agree', async (t) => {
+  await step('empty-cache', async () => {
+    panel = await vsc.webviewFrame('GPU Memory — Live');
+    const before = await figure(panel, 'reserved');
+    assert.equal(before, dev.end_reserved, 'after the stream, reserved is the capture’s final reserved');
+    await panel.locator('#btn-empty-cache').click();
+    const released = dev.end_reserved - dev.end_reserved_busy;
+    const note = await vsc.waitForNotification('Empty Cache released', { timeout: 20_000 });
+    t.diagnostic(note);
+    assert.ok(
+      note.includes(`Empty Cache released ${formatBytes(released)}: reserved ${formatBytes(dev.end_reserved)} → ${formatBytes(dev.end_reserved_busy)}.`),
+      note,
+    );
+    await panel.locator(`.track .figure[data-figure="reserved"][data-bytes="${dev.end_reserved_busy}"]`).first().waitFor({ timeout: 10_000 });
+    assert.equal(await figure(panel, 'allocated'), dev.end_allocated, 'allocated is untouched by empty_cache');
+    await vsc.screenshot('live-4-empty-cache');
+  });
+});
