@@ -487,15 +487,17 @@ const char* last_error() { return t_error.c_str(); }
 
 // ---- C API (gpumem_allocator.h): the recording half ----------------------------------------------
 using namespace gpumem;
+// The library is built with hidden visibility; only the C API is exported.
+#define GPUMEM_REC_API extern "C" __attribute__((visibility("default")))
 
-extern "C" int64_t gpumem_snapshot(const char* pickle_path) {
+GPUMEM_REC_API int64_t gpumem_snapshot(const char* pickle_path) {
   std::string err;
   int64_t off = rec::take_snapshot(pickle_path, &err);
   if (off < 0) rec::set_last_error(err);
   return off;
 }
 
-extern "C" int gpumem_snapshot_pickle(uint8_t** out, size_t* out_len) {
+GPUMEM_REC_API int gpumem_snapshot_pickle(uint8_t** out, size_t* out_len) {
   if (!out || !out_len) {
     rec::set_last_error("gpumem_snapshot_pickle: out and out_len must not be NULL");
     return -1;
@@ -513,9 +515,9 @@ extern "C" int gpumem_snapshot_pickle(uint8_t** out, size_t* out_len) {
   return 0;
 }
 
-extern "C" void gpumem_free_buffer(void* p) { std::free(p); }
+GPUMEM_REC_API void gpumem_free_buffer(void* p) { std::free(p); }
 
-extern "C" int gpumem_mark(const char* name, uint32_t kind) {
+GPUMEM_REC_API int gpumem_mark(const char* name, uint32_t kind) {
   if (!name || kind > fmt::MARK_SNAPSHOT) {
     rec::set_last_error("gpumem_mark: name must not be NULL and kind must be 0–3 (MarkerKind)");
     return -1;
@@ -524,7 +526,7 @@ extern "C" int gpumem_mark(const char* name, uint32_t kind) {
   return 0;
 }
 
-extern "C" int gpumem_notice(const char* text, uint32_t level) {
+GPUMEM_REC_API int gpumem_notice(const char* text, uint32_t level) {
   if (!text || level > 2) {
     rec::set_last_error("gpumem_notice: text must not be NULL and level must be 0 (info), 1 (warning) or 2 (error)");
     return -1;
@@ -536,12 +538,12 @@ extern "C" int gpumem_notice(const char* text, uint32_t level) {
   return 0;
 }
 
-extern "C" void gpumem_backward_begin(void) {
+GPUMEM_REC_API void gpumem_backward_begin(void) {
   if (rec::recording()) rec::stacks::backward_begin();
 }
-extern "C" void gpumem_backward_end(void) { rec::stacks::backward_end(); }
+GPUMEM_REC_API void gpumem_backward_end(void) { rec::stacks::backward_end(); }
 
-extern "C" void gpumem_shutdown(int exit_code) {
+GPUMEM_REC_API void gpumem_shutdown(int exit_code) {
   if (rec::g_forked.load() || rec::g_shut.exchange(true)) return;
   rec::stop_sampler();
   rec::control::stop();
