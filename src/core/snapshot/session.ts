@@ -69,9 +69,11 @@ export class SnapshotSession {
     const n = clampInt(buckets, 1, MAX_BUCKETS);
     const range = this.model.timeRange(device);
     const tl = this.model.timeline(device, t0Us, t1Us, n);
-    const spans = this.model.spans(device, t0Us, t1Us, clampInt(maxSpans, 0, MAX_SPANS + 1));
-    const truncated = spans.length > Math.min(maxSpans, MAX_SPANS);
-    const kept = truncated ? spans.slice(0, Math.min(maxSpans, MAX_SPANS)) : spans;
+    // One more than drawn, so "there were more" is known without counting them all.
+    const limit = clampInt(maxSpans, 0, MAX_SPANS);
+    const spans = this.model.spans(device, t0Us, t1Us, limit + 1);
+    const truncated = spans.length > limit;
+    const kept = truncated ? spans.slice(0, limit) : spans;
     kept.sort((a, b) => a.startUs - b.startUs || b.size - a.size);
     const cols: SpanColumns = { startUs: [], endUs: [], liveAtEnd: [], size: [], stackId: [], address: [] };
     for (const s of kept) {
