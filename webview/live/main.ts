@@ -174,7 +174,8 @@ function chartOptions(ui: TrackUi): uPlot.Options {
       {},
       { label: 'allocated', points: { show: false }, stroke: cssVar('--vscode-charts-blue', '#3794ff'), width: 1.5, value: (_u, v) => (v == null ? '—' : formatBytes(v)) },
       { label: 'reserved', points: { show: false }, stroke: cssVar('--vscode-charts-orange', '#d18616'), width: 1.5, value: (_u, v) => (v == null ? '—' : formatBytes(v)) },
-      { label: 'device used', points: { show: false }, stroke: cssVar('--vscode-charts-purple', '#b180d7'), width: 1, dash: [4, 3], value: (_u, v) => (v == null ? '—' : formatBytes(v)) },
+      // NVML samples are sparser than buckets: join them rather than leave isolated dots.
+      { label: 'device used', points: { show: false }, spanGaps: true, stroke: cssVar('--vscode-charts-purple', '#b180d7'), width: 1, dash: [4, 3], value: (_u, v) => (v == null ? '—' : formatBytes(v)) },
     ],
     hooks: { draw: [(u) => drawMarkers(u, ui.markers)] },
   };
