@@ -35,6 +35,7 @@ sys.path.insert(0, PY_DIR)
 from gpumem import _control  # noqa: E402
 
 RESULTS = []
+SEGMENTS = "expandable"
 
 
 def emit(check, ok, **details):
@@ -66,7 +67,7 @@ def baseline_env():
 
 
 def gpumem_run(out, argv, timeout, **popen):
-    cmd = [sys.executable, "-m", "gpumem", "run", "--out", out, "--sample-ms", "50", "--"] + argv
+    cmd = [sys.executable, "-m", "gpumem", "run", "--out", out, "--sample-ms", "50", "--segments", SEGMENTS, "--"] + argv
     return subprocess.run(cmd, env=clean_env(), capture_output=True, text=True, timeout=timeout, cwd=WORKLOADS, **popen)
 
 
@@ -169,7 +170,7 @@ def check_control(out):
         reference = _schema(pickle.load(f))
     flag = os.path.join(out, "c-stop")
     root = os.path.join(out, "c")
-    cmd = [sys.executable, "-m", "gpumem", "run", "--out", root, "--sample-ms", "50", "--",
+    cmd = [sys.executable, "-m", "gpumem", "run", "--out", root, "--sample-ms", "50", "--segments", SEGMENTS, "--",
            os.path.join(WORKLOADS, "hold_memory.py"), flag]
     proc = subprocess.Popen(cmd, env=clean_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=WORKLOADS)
     try:
@@ -222,7 +223,10 @@ def main():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--out", default=os.environ.get("OUT") or tempfile.mkdtemp(prefix="gpumem-gpu-"))
     p.add_argument("--only", default="abcd", help="subset of checks to run, e.g. 'ac'")
+    p.add_argument("--segments", choices=("expandable", "fixed"), default="expandable")
     args = p.parse_args()
+    global SEGMENTS
+    SEGMENTS = args.segments
     out = os.path.abspath(args.out)
     os.makedirs(out, exist_ok=True)
     work = tempfile.mkdtemp(prefix="gpumem-gpu-work-")  # sessions and sockets; only results go to --out
