@@ -1,0 +1,149 @@
+// The snapshot panel's actions in Chromium over the real Model of the ResNet-50 fixture: compare two
+// moments, export (pickle request and PNG bytes), drag-and-drop, and keyboard pan/zoom on the timeline.
+import assert from 'node:assert/strict';
+import { execFileSync } from 'node:child_process';
+import path from 'node:path';
+import { after, before, test } from 'node:test';
+import { fileURLToPath } from 'node:url';
+import { formatBytes, formatBytesDelta } from '../../src/core/format/bytes.ts';
+import { openSnapshotPanel } from './snapshot-host.mjs';
+
+const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
+const FILE = path.join(ROOT, 'test/fixtures/pytorch-snapshots/resnet50-bf16-train-python-stacks.pickle');
+process.env.GPUMEM_ADDON ||= path.join(ROOT, 'dist/native/gpumem_addon.node');
+const { openModel } = await import('../../src/core/model/open.ts');
+const summary = JSON.parse(execFileSync('python3', [path.join(ROOT, 'test/unit/reference/snapshot_summary.py'), FILE], { encoding: 'utf8' }));
+// Bytes allocated in the trace and never freed, by innermost user line (issue 4's attribution rule).
+const liveAtEnd = JSON.parse(
+  execFileSync(
+    'python3',
+    [
+      '-c',
+      `
+import json, pickle, sys
+sys.path.insert(0, sys.argv[2])
+from snapshot_summary import innermost_user
+live = {}
+for e in pickle.load(open(sys.argv[1], 'rb'))['device_traces'][0]:
+    if e['action'] == 'alloc': live[e['addr']] = e
+    elif e['action'] == 'free_requested': live.pop(e['addr'], None)
+out = {}
+for e in live.values():
+    f, l = innermost_user(e['frames']); out[f'{f}:{l}'] = out.get(f'{f}:{l}', 0) + e['size']
+print(json.dumps(out))`,
+      FILE,
+      path.join(ROOT, 'test/unit/reference'),
+    ],
+    { encoding: 'utf8' },
+  ),
+);
+
+let model;
+let wv;
+before(async () => {
+  model = openModel(FILE);
+  wv = await openSnapshotPanel(model, { fileName: 'resnet50.pickle' });
+  await wv.page.waitForSelector('[data-testid=verdict]', { timeout: 20_000 });
+});
+after(async () => {
+  await wv?.close();
+  model?.close();
+});
+
+async function waitPosted(predicate) {
+  const deadline = Date.now() + 5000;
+  for (;;) {
+    const hit = wv.forEditor.find(predicate);
+    if (hit) return hit;
+    if (Date.now() > deadline) throw new Error(`not posted; for the editor so far: ${JSON.stringify(wv.forEditor).slice(0, 300)}`);
+    await wv.page.waitForTimeout(20);
+  }
+}
+
+test('compare peak (A) with end (B): the grid shows the top line shrinking from python\'s bytes at peak', async () => {
+  const { page } = wv;
+  await page.click('[data-testid=tab-compare]');
+  // The defaults are A = peak, B = end.
+  await page.click('[data-testid=compare-moments]');
+  const headline = page.locator('[data-testid=compare-headline]');
+  await headline.waitFor({ timeout: 10_000 });
+  assert.match(await headline.textContent(), /^A = 0\.011 s, B = the end: grew .+, shrank .+ across \d+ lines\.$/);
+  const top = summary.top_lines[0];
+  const rows = page.locator('[data-testid=compare-grid] vscode-data-grid-row[data-index]');
+  const texts = await rows.evaluateAll((rs) => rs.map((r) => [...r.querySelectorAll('vscode-data-grid-cell')].map((c) => c.textContent.trim())));
+  const row = texts.find((t) => t[0] === `${top.file}:${top.line}`);
+  assert.ok(row, JSON.stringify(texts.slice(0, 3)));
+  assert.equal(row[1], formatBytes(top.bytes_at_peak));
+  const atEnd = liveAtEnd[`${top.file}:${top.line}`] ?? 0;
+  assert.equal(row[2], formatBytes(atEnd));
+  assert.equal(row[3], formatBytesDelta(atEnd - top.bytes_at_peak));
+  await wv.screenshot('snapshot-resnet50-compare');
+});
+
+test('Export pickle asks the host to save the state at the selected moment', async () => {
+  await wv.page.click('[data-testid=export-pickle]');
+  const msg = await waitPosted((m) => m.type === 'exportPickle');
+  assert.deepEqual(msg, { type: 'exportPickle', device: 0, atUs: -1 });
+});
+
+test('Save PNG sends the timeline canvas as a PNG of its pixel size', async () => {
+  const { page } = wv;
+  await page.click('[data-testid=tab-timeline]');
+  await page.waitForFunction(() => document.querySelector('[data-testid=timeline-canvas]')?.dataset.painted, null, { timeout: 10_000 });
+  await page.click('[data-testid=export-png]');
+  const msg = await waitPosted((m) => m.type === 'exportPng');
+  assert.equal(msg.suggestedName, 'resnet50-timeline.png');
+  const png = Buffer.from(msg.dataUrl.slice('data:image/png;base64,'.length), 'base64');
+  assert.equal(png.subarray(1, 4).toString('ascii'), 'PNG');
+  const size = await page.evaluate(() => {
+    const c = document.querySelector('[data-testid=timeline-canvas]');
+    return [c.width, c.height];
+  });
+  assert.deepEqual([png.readUInt32BE(16), png.readUInt32BE(20)], size);
+});
+
+test('keyboard: + zooms in around the centre, → pans by a tenth, Home shows the whole trace', async () => {
+  const { page } = wv;
+  const [{ t0Us, t1Us }] = [model.timeRange(0)];
+  await page.focus('[data-testid=timeline-canvas]');
+  await page.keyboard.press('Home');
+  let w = (await wv.state()).window;
+  assert.deepEqual(w, { v0: t0Us, v1: t1Us });
+  await page.keyboard.press('+');
+  w = (await wv.state()).window;
+  // µs since the epoch are ~1.8e15: doubles keep them to a fraction of a µs, so compare to 1 µs.
+  near(w.v1 - w.v0, (t1Us - t0Us) / 2);
+  near(w.v0, t0Us + (t1Us - t0Us) / 4);
+  const before = w;
+  await page.keyboard.press('ArrowRight');
+  w = (await wv.state()).window;
+  near(w.v0 - before.v0, (before.v1 - before.v0) / 10);
+  await page.keyboard.press('Home');
+  assert.deepEqual((await wv.state()).window, { v0: t0Us, v1: t1Us });
+});
+
+test('a file dropped from the explorer (a URI) is handed to the host to open', async () => {
+  const uri = 'file:///work/other/run-2.pickle';
+  await wv.page.evaluate((u) => {
+    const dt = new DataTransfer();
+    dt.setData('text/uri-list', u);
+    document.body.dispatchEvent(new DragEvent('drop', { dataTransfer: dt, bubbles: true, cancelable: true }));
+  }, uri);
+  assert.deepEqual(await waitPosted((m) => m.type === 'openDroppedUri'), { type: 'openDroppedUri', uri });
+});
+
+test('a dropped OS file without a path is sent as its bytes', async () => {
+  await wv.page.evaluate(() => {
+    const dt = new DataTransfer();
+    dt.items.add(new File([new Uint8Array([0x80, 0x04, 0x2e])], 'tiny.pickle'));
+    document.body.dispatchEvent(new DragEvent('drop', { dataTransfer: dt, bubbles: true, cancelable: true }));
+  });
+  const msg = await waitPosted((m) => m.type === 'openDroppedBytes');
+  assert.equal(msg.name, 'tiny.pickle');
+  // JSON-cloned by the harness (a Uint8Array becomes an index → byte object).
+  assert.deepEqual(Object.values(msg.bytes), [0x80, 0x04, 0x2e]);
+});
+
+function near(actual, expected) {
+  assert.ok(Math.abs(actual - expected) <= 1, `${actual} is not within 1 µs of ${expected}`);
+}
