@@ -127,7 +127,7 @@ const layers = {
   },
   async python() {
     if (!testFiles('test/python', /^test.*\.py$|\/test[^/]*\.py$/).length) return { skipped: 'no python tests yet' };
-    const r = await run('python3', ['-m', 'unittest', 'discover', '-s', 'test/python', '-t', '.', '-v']);
+    const r = await run('python3', ['-m', 'unittest', 'discover', '-s', 'test/python', '-v']);
     const ran = Number(r.output.match(/^Ran (\d+) tests?/m)?.[1] ?? 0);
     const bad = r.output.match(/^FAILED \((.*)\)$/m)?.[1] ?? '';
     const count = (k) => Number(bad.match(new RegExp(`${k}=(\\d+)`))?.[1] ?? 0);
