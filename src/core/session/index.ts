@@ -1,3 +1,4 @@
 export * from './processes';
 export * from './session';
 export * from './view';
+export * from './oom';

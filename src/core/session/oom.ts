@@ -1,0 +1,32 @@
+// The words of the OOM notification (no vscode): which line asked, for how much, and why it failed.
+import { formatBytes } from '../format/bytes';
+import type { Frame, OomInfo } from '../model/types';
+
+function baseName(file: string): string {
+  const i = Math.max(file.lastIndexOf('/'), file.lastIndexOf('\\'));
+  return i >= 0 ? file.slice(i + 1) : file;
+}
+
+/**
+ * Note [OOM verdict]: DESIGN §3 / OomInfo.verdict — "fragmentation" when reserved − allocated could have
+ * held the request (the memory exists but no single free block is large enough); otherwise "shortage".
+ * The sentence gives the numbers that decided it, so the user can check the verdict.
+ */
+export function oomMessage(o: OomInfo, frame: Frame | undefined): string {
+  const where = frame ? `${baseName(frame.file)}:${frame.line}` : 'a line without Python frames';
+  const unallocated = Math.max(0, o.reservedBytes - o.allocatedBytes);
+  const why =
+    o.verdict === 'fragmentation'
+      ? `fragmentation: ${formatBytes(unallocated)} reserved but unallocated, yet the largest free block is ${formatBytes(o.largestFreeBlockBytes)}`
+      : `shortage: ${formatBytes(o.deviceFreeBytes)} free on the device (of ${formatBytes(o.deviceTotalBytes)}) and ${formatBytes(unallocated)} cached`;
+  return `CUDA out of memory at ${where} on cuda:${o.device}: requested ${formatBytes(o.requestedBytes)} — ${why}.`;
+}
+
+// Library code (site-packages, the standard library, PyTorch's own modules): the frame a user wants is
+// the innermost one outside it (DESIGN §3 line attribution).
+const LIBRARY = /[\\/](site-packages|dist-packages)[\\/]|[\\/]lib[\\/]python\d+(\.\d+)?[\\/]|^<frozen /;
+
+/** The innermost frame in user code, else the innermost frame. */
+export function userFrame(frames: readonly Frame[]): Frame | undefined {
+  return frames.find((f) => !LIBRARY.test(f.file)) ?? frames[0];
+}
