@@ -1,0 +1,112 @@
+// The session model following a live workload for real: the replay workload (test/e2e/replay) streams a
+// stand-in capture into a session folder, LiveSession tails it through the real reader, and the control
+// client (src/core/control) talks to the replay's socket. Expected numbers come from
+// test/e2e/replay/expected_lines.py, which decodes the capture on its own.
+import { test, after } from 'node:test';
+import assert from 'node:assert/strict';
+import { execFileSync, spawn } from 'node:child_process';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { LiveSession } from '../../src/core/session/index.ts';
+import { emptyCache, mark, ping, snapshot } from '../../src/core/control/index.ts';
+
+const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
+process.env.GPUMEM_ADDON ||= path.join(ROOT, 'dist/native/gpumem_addon.node');
+const { openModel } = await import('../../src/core/model/open.ts');
+const REPLAY = path.join(ROOT, 'test/e2e/replay');
+
+const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'gml-'));
+const capture = path.join(tmp, 'standin.gpumem');
+execFileSync('python3', [path.join(REPLAY, 'make_standin.py'), capture, '--steps', '8', '--step-ms', '400']);
+const expected = JSON.parse(execFileSync('python3', [path.join(REPLAY, 'expected_lines.py'), capture], { encoding: 'utf8' })).devices[0];
+const sessionDir = path.join(tmp, 's');
+fs.mkdirSync(sessionDir, { mode: 0o700 });
+
+const child = spawn('python3', [path.join(REPLAY, 'replay.py'), capture, '--speed', '2', '--hold', '30'], {
+  env: { ...process.env, GPUMEM_SESSION_DIR: sessionDir },
+  stdio: ['ignore', 'pipe', 'inherit'],
+});
+let out = '';
+child.stdout.on('data', (d) => (out += d));
+const exited = new Promise((r) => child.on('exit', (code) => r(code)));
+after(async () => {
+  if (child.exitCode === null) child.kill('SIGKILL');
+  fs.rmSync(tmp, { recursive: true, force: true });
+});
+
+async function until(what, cond, ms = 15000) {
+  const t0 = Date.now();
+  while (!cond()) {
+    if (Date.now() - t0 > ms) throw new Error(`timed out waiting for ${what}; replay said: ${out}`);
+    await new Promise((r) => setTimeout(r, 50));
+  }
+}
+
+const session = new LiveSession(sessionDir, openModel);
+
+test('the session finds the process, tails its capture while it streams, and ends at the capture’s final state', async () => {
+  const seen = new Set();
+  await until('the end of the stream', () => {
+    session.refresh();
+    const t = session.totals();
+    if (t.processes) seen.add(t.allocatedBytes);
+    return out.includes('done streaming');
+  });
+  session.refresh();
+  const [proc] = session.processes;
+  assert.equal(proc.entry.pid, child.pid);
+  assert.equal(proc.entry.rank, 0);
+  assert.ok(proc.entry.socket, 'the proc file gives the control socket');
+  assert.ok(seen.size > 2, `the figures moved while streaming (${seen.size} distinct values)`);
+  assert.deepEqual(session.totals(), { allocatedBytes: expected.end_allocated, reservedBytes: expected.end_reserved, processes: 1 });
+  const track = session.view(200).tracks[0];
+  assert.equal(track.figures.peakAllocatedBytes, expected.peak_allocated);
+  assert.equal(track.figures.unattributedBytes, track.figures.deviceUsedBytes - track.figures.reservedBytes);
+  assert.equal(track.running, true);
+  assert.equal(track.series.t.length, 200);
+  assert.equal(Math.max(...track.series.allocated), expected.peak_allocated, 'the bucket maxima keep the peak');
+});
+
+test('control: ping, empty_cache (the capture shows reserved dropping), mark and snapshot', async () => {
+  const socket = session.processes[0].entry.socket;
+  const p = await ping(socket);
+  assert.deepEqual(p.devices, [{ index: 0, allocated: expected.end_allocated, reserved: expected.end_reserved }]);
+
+  const r = await emptyCache(socket);
+  assert.equal(r.reserved_before, expected.end_reserved);
+  assert.equal(r.reserved_after, expected.end_reserved_busy);
+  await until('the empty-cache records', () => {
+    session.refresh();
+    return session.totals().reservedBytes === expected.end_reserved_busy;
+  });
+  const markers = () => session.view(10).tracks[0].markers;
+  const ec = markers().find((m) => m.kind === 'empty_cache');
+  assert.ok(ec, `an empty_cache marker: ${JSON.stringify(markers())}`);
+  assert.equal(session.totals().allocatedBytes, expected.end_allocated);
+
+  await mark(socket, 'after-empty-cache');
+  const snap = await snapshot(socket);
+  assert.ok(snap.pickle.startsWith(sessionDir) && fs.existsSync(snap.pickle));
+  await until('the user and snapshot markers', () => {
+    session.refresh();
+    return markers().some((m) => m.kind === 'user' && m.label === 'after-empty-cache') && markers().some((m) => m.kind === 'snapshot');
+  });
+  // The pickle is a PyTorch snapshot of the replayed state: every segment left holds an allocated block.
+  const py = `import pickle,sys,json; s=pickle.load(open(sys.argv[1],'rb')); print(json.dumps([sum(x['total_size'] for x in s['segments']), sum(x['allocated_size'] for x in s['segments'])]))`;
+  const [total, allocated] = JSON.parse(execFileSync('python3', ['-c', py, snap.pickle], { encoding: 'utf8' }));
+  assert.equal(total, expected.end_reserved_busy);
+  assert.equal(allocated, expected.end_allocated);
+});
+
+test('Ctrl-C ends the workload cleanly: exit 130, REC_END read, no more commands', async () => {
+  child.kill('SIGINT');
+  assert.equal(await exited, 130);
+  session.refresh();
+  assert.equal(session.processes[0].model.ended(), true);
+  assert.deepEqual(session.controllable(), []);
+  session.running = false;
+  assert.equal(session.view(10).running, false);
+  session.close();
+});
