@@ -12,6 +12,9 @@ Prints one JSON line per check and exits non-zero if any check fails:
                 writes a pickle with PyTorch's schema (compared with PyTorch's own snapshot)
   (d) fixture   records a short training run for the E2E replay fixture: DIR/e2e-capture.gpumem and
                 DIR/e2e_train.py
+  (e) api       cudnn.benchmark=True stays off (conv runs), torch.compile(mode="reduce-overhead") runs
+                (falls back, one message each), _dump_snapshot/_record_memory_history/reset/fraction/
+                empty_cache behave like PyTorch
 Budget: about 2-4 minutes on one H100/H200 (+ DDP on two).
 """
 import argparse
@@ -204,6 +207,25 @@ def check_control(out):
          schema_diff={k: {"lens": ours[k], "pytorch": reference[k]} for k in ours if ours[k] != reference[k]})
 
 
+def check_api(out):
+    dump = os.path.join(out, "e-dump.pickle")
+    r = gpumem_run(os.path.join(out, "e"), [os.path.join(WORKLOADS, "api_and_guards.py"), dump], timeout=180)
+    if r.returncode != 0:
+        raise AssertionError("api run failed (%d):\n%s" % (r.returncode, r.stderr[-3000:]))
+    res = result_line(r.stdout)
+    ours = [l for l in r.stderr.splitlines() if l.startswith("gpumem: ") and "session" not in l and "capture" not in l]
+    expected = {
+        "benchmark_after_set": False, "conv_shape": [8, 32, 64, 64], "compiled_matches": True, "compiled_matches_again": True,
+        "dump_keys": ["allocator_settings", "device_traces", "external_annotations", "segments"],
+        "peak_after_reset_is_current": True, "fraction": 0.5, "backend": "pluggable",
+    }
+    wrong = {k: res.get(k) for k, v in expected.items() if res.get(k) != v}
+    dropped = res["empty_cache"][0] > res["empty_cache"][1]
+    one_each = (sum("cudnn.benchmark" in l for l in ours) == 1 and sum("reduce-overhead" in l for l in ours) == 1)
+    emit("e-api", not wrong and dropped and one_each, wrong=wrong, empty_cache=res["empty_cache"],
+         warnings=ours, snapshot_segments=res["snapshot_segments"])
+
+
 def check_fixture(out):
     r = gpumem_run(os.path.join(out, "d"), [os.path.join(WORKLOADS, "e2e_train.py")], timeout=120)
     if r.returncode != 0:
@@ -222,7 +244,7 @@ def check_fixture(out):
 def main():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--out", default=os.environ.get("OUT") or tempfile.mkdtemp(prefix="gpumem-gpu-"))
-    p.add_argument("--only", default="abcd", help="subset of checks to run, e.g. 'ac'")
+    p.add_argument("--only", default="abcde", help="subset of checks to run, e.g. 'ac'")
     p.add_argument("--segments", choices=("expandable", "fixed"), default="expandable")
     args = p.parse_args()
     global SEGMENTS
@@ -239,7 +261,7 @@ def main():
 
     gpus = torch.cuda.device_count()
     emit("env", gpus > 0, torch=torch.__version__, gpus=gpus, device=torch.cuda.get_device_name(0) if gpus else None)
-    checks = {"a": check_summary, "b": lambda w: check_ddp(w, gpus), "c": check_control, "d": None}
+    checks = {"a": check_summary, "b": lambda w: check_ddp(w, gpus), "c": check_control, "d": None, "e": check_api}
     t_start = time.time()
     seconds = {}
     for key in args.only:
@@ -250,7 +272,7 @@ def main():
             else:
                 checks[key](work)
         except Exception as exc:
-            emit({"a": "a-summary", "b": "b-ddp", "c": "c-control", "d": "d-fixture"}[key], False,
+            emit({"a": "a-summary", "b": "b-ddp", "c": "c-control", "d": "d-fixture", "e": "e-api"}[key], False,
                  error="%s: %s" % (type(exc).__name__, exc), traceback=traceback.format_exc()[-3000:])
         seconds[key] = round(time.time() - t0, 1)
     failed = [r["check"] for r in RESULTS if not r["ok"]]
