@@ -130,7 +130,8 @@ export async function startCodeServer(o) {
       const logs = path.join(dirs.ud, 'logs');
       if (fs.existsSync(logs)) {
         for (const f of fs.readdirSync(logs, { recursive: true })) {
-          if (/exthost.*\.log$|remoteexthost\.log$/.test(String(f))) {
+          // The extension host's own log holds activation errors and our extension's stack traces.
+          if (/^(remote)?exthost\.log$/.test(path.basename(String(f)))) {
             out.push(`--- ${f}`, fs.readFileSync(path.join(logs, String(f)), 'utf8').slice(-2000));
           }
         }
