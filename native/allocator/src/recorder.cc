@@ -94,6 +94,10 @@ json::Value build_header(const json::Value& cfg, uint64_t mono, uint64_t wall) {
   h.set("argv", read_cmdline());
   char cwd[4096];
   h.set("cwd", ::getcwd(cwd, sizeof cwd) ? cwd : "");
+  // Clock anchors (FORMAT.md "Header JSON"): top-level is what readers use; "clock" is the same pair
+  // grouped, kept for tools written against the first draft of the format.
+  h.set("mono_anchor_ns", mono);
+  h.set("wall_anchor_ns", wall);
   json::Value clock = json::Value::object();
   clock.set("mono_ns", mono);
   clock.set("wall_ns", wall);
