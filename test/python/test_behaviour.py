@@ -48,6 +48,27 @@ class MarkerTest(unittest.TestCase):
                                    "backward_begin", "malloc 2048 backward=1", "free 2048", "backward_end"])
 
 
+class ForkTest(unittest.TestCase):
+    def test_forked_child_never_writes_into_the_parents_capture(self):
+        run = support.run_script("""
+            import os, sys, gpumem, torch
+            torch.cuda.init()
+            gpumem.mark("parent before fork")
+            pid = os.fork()
+            if pid == 0:
+                print("child", gpumem.active(), gpumem.mark("from child"), flush=True)
+                sys.exit(4)   # runs atexit in the child
+            _, status = os.waitpid(pid, 0)
+            gpumem.mark("parent after fork")
+            print("child exit", os.waitstatus_to_exitcode(status), flush=True)
+        """)
+        self.assertEqual(run.code, 0, run.err)
+        self.assertEqual(run.out.splitlines(), ["child False False", "child exit 4"])
+        log = run.log()
+        self.assertEqual([l for l in log if l.startswith(("mark", "shutdown"))],
+                         ["mark 0 parent before fork", "mark 0 parent after fork", "shutdown 0"])
+
+
 class GuardTest(unittest.TestCase):
     def test_cudnn_benchmark_stays_off_with_one_warning_and_a_notice(self):
         run = support.run_script("""

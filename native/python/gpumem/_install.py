@@ -9,6 +9,7 @@ import os
 import platform
 import socket as _socket
 import sys
+import threading
 
 from . import _native, _session
 from ._settings import rank_info
@@ -29,6 +30,7 @@ _HOOKS = (
 )
 
 _original_lazy_init = None
+_configure_lock = threading.Lock()
 
 
 def trace_cuda_init(cuda):
@@ -60,11 +62,14 @@ def _first_cuda_init(frame):
     global _original_lazy_init
     if STATE.first_cuda_init is None:
         STATE.first_cuda_init = user_location(frame)
-    if STATE.swapped and not STATE.configured:
-        try:
-            configure()
-        except Exception as exc:  # _lazy_init must go on: the workload runs, untracked on disk
-            warn("no capture for this process: %s: %s" % (type(exc).__name__, exc))
+    # Two threads may initialise CUDA at once; configure exactly once.
+    with _configure_lock:
+        if STATE.swapped and not STATE.configured and not STATE.configure_tried:
+            STATE.configure_tried = True
+            try:
+                configure()
+            except Exception as exc:  # _lazy_init must go on: the workload runs, untracked on disk
+                warn("no capture for this process: %s: %s" % (type(exc).__name__, exc))
     if STATE.swapped:
         # Configured (or failed for good): stop paying for the wrapper on every CUDA call.
         restore = _original_lazy_init
@@ -186,8 +191,17 @@ def configure():
         })
     except OSError as exc:
         warn("cannot write the proc file in %s (%s); the extension will not find this process" % (settings.session_dir, exc))
+    STATE.owner_pid = pid
     _track_exit_code()
     atexit.register(_shutdown)
+    if hasattr(os, "register_at_fork"):
+        # A forked child shares the parent's capture file but not its writer thread, and cannot use
+        # CUDA anyway: it must never write (markers, shutdown) into the parent's capture.
+        os.register_at_fork(after_in_child=_forget_in_child)
+
+
+def _forget_in_child():
+    STATE.configured = False
 
 
 def _track_exit_code():
@@ -208,6 +222,8 @@ def _track_exit_code():
 
 
 def _shutdown():
+    if os.getpid() != STATE.owner_pid:
+        return
     try:
         STATE.native.shutdown(STATE.exit_code)
     finally:
