@@ -40,6 +40,7 @@ class InstallTimingTest(unittest.TestCase):
         self.assertIs(config["stacks"], True)
         self.assertEqual(config["header"]["argv"], [run.script])
         self.assertEqual(config["header"]["torch_version"], "2.11.0+fake")
+        self.assertEqual(config["header"]["bootstrap_dir"], str(support.PY_DIR))
         self.assertEqual(config["header"]["first_cuda_init"],
                          "%s:%d in <module>" % (run.script, support.line_of(run.script, "FIRST_CUDA_USE")))
         self.assertEqual(log[1:3], ["init 1", "malloc 1024 backward=0"])

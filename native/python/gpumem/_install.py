@@ -137,6 +137,9 @@ def _header(torch):
         "python_version": platform.python_version(),
         "first_cuda_init": STATE.first_cuda_init,
         "bootstrap": "gpumem-python/1",
+        # Frames under this folder are the bootstrap's own (e.g. the backward() bracket, which is the
+        # innermost frame of backward-attributed stacks): readers drop them when naming user lines.
+        "bootstrap_dir": os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
     }
 
 

@@ -35,11 +35,13 @@ def _bracket(original):
         native = STATE.native if STATE.configured else None
         if native is None:
             return original(*args, **kwargs)
-        native.backward_begin()
+        # The allocator records this thread's stack at backward_begin for autograd-thread allocations;
+        # calling the C function from here keeps the bootstrap to a single frame on that stack.
+        native.lib.gpumem_backward_begin()
         try:
             return original(*args, **kwargs)
         finally:
-            native.backward_end()
+            native.lib.gpumem_backward_end()
 
     return run
 
