@@ -1,0 +1,50 @@
+// backend.h — where device memory, streams' events and capture state come from. One interface, two
+// one-job implementations: CudaDriverBackend (libcuda.so.1 via dlopen) and SimBackend (tests, replay).
+//
+// Every call names the device; the backend makes that device's context current for the call itself
+// (a free may arrive on a thread whose current device differs). Calls are made under the device lock.
+#pragma once
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+#include "constants.h"
+
+namespace gpumem::core {
+
+class Backend {
+ public:
+  virtual ~Backend() = default;
+  virtual const char* name() const = 0;
+  virtual int device_count() = 0;
+  // The driver's view of the whole device (includes other processes and the CUDA context).
+  virtual bool mem_get_info(int device, uint64_t* free_b, uint64_t* total_b) = 0;
+
+  // ---- Fixed segments (cuMemAlloc/cuMemFree). `capturing`: a graph capture is underway on this
+  // device, so the driver call must run in relaxed capture mode (Note [Interaction with CUDA graph
+  // capture] in PyTorch's allocator). Returns false when out of memory; throws on other errors.
+  virtual bool malloc(int device, size_t size, bool capturing, uint64_t* addr) = 0;
+  virtual void free(int device, uint64_t addr) = 0;
+
+  // ---- Events (record_stream deferral). Never called while a capture is underway.
+  virtual Event record_event(int device, Stream stream) = 0;
+  virtual bool query_event(int device, Event event) = 0;  // true once the event completed
+  virtual void synchronize_event(int device, Event event) = 0;
+  virtual void destroy_event(int device, Event event) = 0;
+
+  // ---- Expandable segments (virtual memory management). Pages are mapped one by one so that each
+  // can be unmapped on its own (cuMemUnmap must cover exactly what one cuMemMap mapped).
+  virtual bool reserve_address(int device, size_t size, size_t alignment, uint64_t* addr) = 0;
+  virtual bool map_page(int device, uint64_t addr, size_t size, bool capturing) = 0;  // false = OOM
+  virtual void unmap_page(int device, uint64_t addr, size_t size) = 0;
+  virtual void free_address(int device, uint64_t addr, size_t size) = 0;
+};
+
+// Thrown for driver failures that are not "out of memory" (a broken context, a bad argument).
+struct BackendError : std::exception {
+  explicit BackendError(std::string m) : msg(std::move(m)) {}
+  const char* what() const noexcept override { return msg.c_str(); }
+  std::string msg;
+};
+
+}  // namespace gpumem::core

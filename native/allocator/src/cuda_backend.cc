@@ -1,0 +1,276 @@
+// cuda_backend.cc — CudaDriverBackend: the Backend over the CUDA driver API, loaded with dlopen.
+#include "cuda_backend.h"
+
+#include <dlfcn.h>
+
+#include <cstring>
+#include <mutex>
+#include <vector>
+
+#include "driver_api.h"
+
+namespace gpumem::core {
+namespace {
+
+using namespace gpumem::drv;
+
+struct Driver {
+  void* lib = nullptr;
+  cuInit_t Init;
+  cuDeviceGetCount_t DeviceGetCount;
+  cuDeviceGet_t DeviceGet;
+  cuDeviceTotalMem_t DeviceTotalMem;
+  cuDevicePrimaryCtxRetain_t DevicePrimaryCtxRetain;
+  cuCtxGetCurrent_t CtxGetCurrent;
+  cuCtxSetCurrent_t CtxSetCurrent;
+  cuMemGetInfo_t MemGetInfo;
+  cuMemAlloc_t MemAlloc;
+  cuMemFree_t MemFree;
+  cuEventCreate_t EventCreate;
+  cuEventRecord_t EventRecord;
+  cuEventQuery_t EventQuery;
+  cuEventSynchronize_t EventSynchronize;
+  cuEventDestroy_t EventDestroy;
+  cuThreadExchangeStreamCaptureMode_t ThreadExchangeStreamCaptureMode;
+  cuGetErrorString_t GetErrorString;
+  cuMemAddressReserve_t MemAddressReserve;
+  cuMemAddressFree_t MemAddressFree;
+  cuMemCreate_t MemCreate;
+  cuMemMap_t MemMap;
+  cuMemSetAccess_t MemSetAccess;
+  cuMemUnmap_t MemUnmap;
+  cuMemRelease_t MemRelease;
+  cuMemGetAllocationGranularity_t MemGetAllocationGranularity;
+
+  template <typename F>
+  void load(F* fn, const char* symbol) {
+    *fn = reinterpret_cast<F>(dlsym(lib, symbol));
+    if (!*fn)
+      throw BackendError(std::string("libcuda.so.1 lacks ") + symbol +
+                         "; the NVIDIA driver is too old for the lens allocator (needs CUDA 11.2+ driver)");
+  }
+};
+
+class CudaDriverBackend final : public Backend {
+ public:
+  CudaDriverBackend() {
+    d_.lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
+    if (!d_.lib)
+      throw BackendError(std::string("cannot load the CUDA driver (libcuda.so.1): ") + dlerror() +
+                         "; is an NVIDIA driver installed and visible in this environment?");
+    d_.load(&d_.Init, "cuInit");
+    d_.load(&d_.DeviceGetCount, "cuDeviceGetCount");
+    d_.load(&d_.DeviceGet, "cuDeviceGet");
+    d_.load(&d_.DeviceTotalMem, "cuDeviceTotalMem_v2");
+    d_.load(&d_.DevicePrimaryCtxRetain, "cuDevicePrimaryCtxRetain");
+    d_.load(&d_.CtxGetCurrent, "cuCtxGetCurrent");
+    d_.load(&d_.CtxSetCurrent, "cuCtxSetCurrent");
+    d_.load(&d_.MemGetInfo, "cuMemGetInfo_v2");
+    d_.load(&d_.MemAlloc, "cuMemAlloc_v2");
+    d_.load(&d_.MemFree, "cuMemFree_v2");
+    d_.load(&d_.EventCreate, "cuEventCreate");
+    d_.load(&d_.EventRecord, "cuEventRecord");
+    d_.load(&d_.EventQuery, "cuEventQuery");
+    d_.load(&d_.EventSynchronize, "cuEventSynchronize");
+    d_.load(&d_.EventDestroy, "cuEventDestroy_v2");
+    d_.load(&d_.ThreadExchangeStreamCaptureMode, "cuThreadExchangeStreamCaptureMode");
+    d_.load(&d_.GetErrorString, "cuGetErrorString");
+    d_.load(&d_.MemAddressReserve, "cuMemAddressReserve");
+    d_.load(&d_.MemAddressFree, "cuMemAddressFree");
+    d_.load(&d_.MemCreate, "cuMemCreate");
+    d_.load(&d_.MemMap, "cuMemMap");
+    d_.load(&d_.MemSetAccess, "cuMemSetAccess");
+    d_.load(&d_.MemUnmap, "cuMemUnmap");
+    d_.load(&d_.MemRelease, "cuMemRelease");
+    d_.load(&d_.MemGetAllocationGranularity, "cuMemGetAllocationGranularity");
+    check(d_.Init(0), "cuInit");
+    int n = 0;
+    check(d_.DeviceGetCount(&n), "cuDeviceGetCount");
+    devices_ = std::vector<PerDevice>(n);
+  }
+
+  const char* name() const override { return "cuda"; }
+  int device_count() override { return int(devices_.size()); }
+
+  bool mem_get_info(int device, uint64_t* free_b, uint64_t* total_b) override {
+    Guard g(this, device);
+    size_t f = 0, t = 0;
+    if (d_.MemGetInfo(&f, &t) != CUDA_SUCCESS) return false;
+    *free_b = f;
+    *total_b = t;
+    return true;
+  }
+
+  bool malloc(int device, size_t size, bool capturing, uint64_t* addr) override {
+    Guard g(this, device);
+    Relaxed r(this, capturing);
+    CUdeviceptr p = 0;
+    CUresult rc = d_.MemAlloc(&p, size);
+    if (rc == CUDA_ERROR_OUT_OF_MEMORY) return false;
+    check(rc, "cuMemAlloc");
+    *addr = p;
+    return true;
+  }
+
+  void free(int device, uint64_t addr) override {
+    Guard g(this, device);
+    check(d_.MemFree(CUdeviceptr(addr)), "cuMemFree");
+  }
+
+  Event record_event(int device, Stream stream) override {
+    Guard g(this, device);
+    CUevent e = nullptr;
+    check(d_.EventCreate(&e, CU_EVENT_DISABLE_TIMING), "cuEventCreate");
+    check(d_.EventRecord(e, reinterpret_cast<CUstream>(stream)), "cuEventRecord");
+    return reinterpret_cast<Event>(e);
+  }
+  bool query_event(int device, Event event) override {
+    Guard g(this, device);
+    CUresult rc = d_.EventQuery(reinterpret_cast<CUevent>(event));
+    if (rc == CUDA_ERROR_NOT_READY) return false;
+    check(rc, "cuEventQuery");
+    return true;
+  }
+  void synchronize_event(int device, Event event) override {
+    Guard g(this, device);
+    check(d_.EventSynchronize(reinterpret_cast<CUevent>(event)), "cuEventSynchronize");
+  }
+  void destroy_event(int device, Event event) override {
+    Guard g(this, device);
+    check(d_.EventDestroy(reinterpret_cast<CUevent>(event)), "cuEventDestroy");
+  }
+
+  bool reserve_address(int device, size_t size, size_t alignment, uint64_t* addr) override {
+    Guard g(this, device);
+    CUmemAllocationProp prop = page_prop(device);
+    size_t gran = 0;
+    check(d_.MemGetAllocationGranularity(&gran, &prop, CU_MEM_ALLOC_GRANULARITY_MINIMUM),
+          "cuMemGetAllocationGranularity");
+    if (gran == 0 || kSmallPage % gran != 0)
+      throw BackendError("expandable segments need a 2 MiB-compatible page granularity; the driver reports " +
+                         std::to_string(gran) + " bytes; use segments=fixed");
+    CUdeviceptr p = 0;
+    CUresult rc = d_.MemAddressReserve(&p, size, alignment, 0, 0);
+    if (rc == CUDA_ERROR_OUT_OF_MEMORY) return false;
+    check(rc, "cuMemAddressReserve");
+    *addr = p;
+    return true;
+  }
+
+  bool map_page(int device, uint64_t addr, size_t size, bool capturing) override {
+    Guard g(this, device);
+    Relaxed r(this, capturing);
+    CUmemAllocationProp prop = page_prop(device);
+    CUmemGenericAllocationHandle h = 0;
+    CUresult rc = d_.MemCreate(&h, size, &prop, 0);
+    if (rc == CUDA_ERROR_OUT_OF_MEMORY) return false;
+    check(rc, "cuMemCreate");
+    rc = d_.MemMap(CUdeviceptr(addr), size, 0, h, 0);
+    // The mapping keeps the physical memory alive; releasing the handle now means cuMemUnmap alone
+    // gives it back to the driver, so no per-page handle table is needed.
+    d_.MemRelease(h);
+    if (rc == CUDA_ERROR_OUT_OF_MEMORY) return false;
+    check(rc, "cuMemMap");
+    CUmemAccessDesc access{};
+    access.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+    access.location.id = device;
+    access.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+    rc = d_.MemSetAccess(CUdeviceptr(addr), size, &access, 1);
+    if (rc != CUDA_SUCCESS) {
+      d_.MemUnmap(CUdeviceptr(addr), size);
+      if (rc == CUDA_ERROR_OUT_OF_MEMORY) return false;
+      check(rc, "cuMemSetAccess");
+    }
+    return true;
+  }
+  void unmap_page(int device, uint64_t addr, size_t size) override {
+    Guard g(this, device);
+    check(d_.MemUnmap(CUdeviceptr(addr), size), "cuMemUnmap");
+  }
+  void free_address(int device, uint64_t addr, size_t size) override {
+    Guard g(this, device);
+    check(d_.MemAddressFree(CUdeviceptr(addr), size), "cuMemAddressFree");
+  }
+
+ private:
+  struct PerDevice {
+    std::once_flag once;
+    CUcontext ctx = nullptr;
+  };
+
+  // Makes `device`'s primary context (the one the CUDA runtime and PyTorch use) current for the
+  // scope and restores the caller's afterwards: frees may arrive on threads bound to another device.
+  struct Guard {
+    Guard(CudaDriverBackend* b, int device) : b_(b) {
+      if (device < 0 || device >= int(b->devices_.size()))
+        throw BackendError("device " + std::to_string(device) + " does not exist (the driver sees " +
+                           std::to_string(b->devices_.size()) + ")");
+      CUcontext want = b->context(device);
+      b->check(b->d_.CtxGetCurrent(&prev_), "cuCtxGetCurrent");
+      if (prev_ != want) {
+        b->check(b->d_.CtxSetCurrent(want), "cuCtxSetCurrent");
+        switched_ = true;
+      }
+    }
+    ~Guard() {
+      if (switched_) b_->d_.CtxSetCurrent(prev_);
+    }
+    CudaDriverBackend* b_;
+    CUcontext prev_ = nullptr;
+    bool switched_ = false;
+  };
+
+  // Driver allocations while a graph capture is underway must run in relaxed capture mode, or the
+  // driver invalidates the capture (PyTorch: Note [Interaction with CUDA graph capture]).
+  struct Relaxed {
+    Relaxed(CudaDriverBackend* b, bool on) : b_(b), on_(on) {
+      if (on_) {
+        mode_ = CU_STREAM_CAPTURE_MODE_RELAXED;
+        b->check(b->d_.ThreadExchangeStreamCaptureMode(&mode_), "cuThreadExchangeStreamCaptureMode");
+      }
+    }
+    ~Relaxed() {
+      if (on_) b_->d_.ThreadExchangeStreamCaptureMode(&mode_);
+    }
+    CudaDriverBackend* b_;
+    bool on_;
+    int mode_ = 0;
+  };
+
+  CUcontext context(int device) {
+    PerDevice& pd = devices_[device];
+    std::call_once(pd.once, [&] {
+      CUdevice dev = 0;
+      check(d_.DeviceGet(&dev, device), "cuDeviceGet");
+      check(d_.DevicePrimaryCtxRetain(&pd.ctx, dev), "cuDevicePrimaryCtxRetain");
+    });
+    return pd.ctx;
+  }
+
+  CUmemAllocationProp page_prop(int device) const {
+    CUmemAllocationProp prop;
+    std::memset(&prop, 0, sizeof prop);
+    prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+    prop.requestedHandleTypes = CU_MEM_HANDLE_TYPE_NONE;
+    prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+    prop.location.id = device;
+    return prop;
+  }
+
+  void check(CUresult rc, const char* what) const {
+    if (rc == CUDA_SUCCESS) return;
+    const char* s = nullptr;
+    if (d_.GetErrorString) d_.GetErrorString(rc, &s);
+    throw BackendError(std::string(what) + " failed: " + (s ? s : "unknown error") + " (CUresult " +
+                       std::to_string(rc) + ")");
+  }
+
+  Driver d_;
+  std::vector<PerDevice> devices_;
+};
+
+}  // namespace
+
+std::unique_ptr<Backend> make_cuda_backend() { return std::make_unique<CudaDriverBackend>(); }
+
+}  // namespace gpumem::core

@@ -1,0 +1,744 @@
+// device_allocator.cc — caching, splitting, coalescing, record_stream deferral, graph pools and the
+// OOM ladder for one device. Structure and accounting follow PyTorch's DeviceCachingAllocator
+// (c10/cuda/CUDACachingAllocator.cpp) so that memory_stats() numbers mean the same thing.
+#include "device_allocator.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "../../format/gpumem_format.h"
+#include "oom_message.h"
+#include "recorder.h"
+
+namespace gpumem::core {
+
+namespace fmt = gpumem::fmt;
+
+DeviceAllocator::DeviceAllocator(int device, Backend& backend, Options options)
+    : device_(device), backend_(backend), options_(options) {
+  uint64_t free_b = 0;
+  if (!backend_.mem_get_info(device_, &free_b, &total_)) total_ = 0;
+}
+
+DeviceAllocator::~DeviceAllocator() {
+  for (auto& s : segments_) {
+    Block* b = s.second->head;
+    while (b) {
+      Block* n = b->next;
+      delete b;
+      b = n;
+    }
+  }
+}
+
+void DeviceAllocator::add_stats(Stat* stat, const BlockPool* pool, int64_t delta) {
+  stat[kAll].increase(delta);
+  stat[pool->is_small ? kSmallPool : kLargePool].increase(delta);
+}
+
+uint16_t DeviceAllocator::pool_flags(const Segment* seg) const {
+  uint16_t f = seg->pool->is_small ? fmt::kPoolSmall : fmt::kPoolLarge;
+  if (seg->pool->owner) f |= fmt::kPoolPrivate;
+  if (seg->expandable) f |= fmt::kSegExpandable;
+  return f;
+}
+
+void DeviceAllocator::emit_block(uint8_t type, const Block* b, size_t requested, uint32_t stack) {
+  if (!rec::recording()) return;
+  fmt::BlockEvent e{rec::now_ns(), b->addr, b->size, requested, b->stream, stack, rec::thread_number()};
+  rec::emit(type, uint8_t(device_), pool_flags(b->segment), &e, sizeof e);
+}
+
+void DeviceAllocator::emit_segment(uint8_t type, const Segment* seg, uint64_t addr, size_t size) {
+  if (!rec::recording()) return;
+  PoolId id = seg->pool->owner ? seg->pool->owner->id : PoolId{};
+  fmt::SegmentEvent e{rec::now_ns(), addr, size, seg->stream, id.first, id.second, seg->stack, 0};
+  rec::emit(type, uint8_t(device_), pool_flags(seg), &e, sizeof e);
+}
+
+// ---- malloc ----------------------------------------------------------------------------------
+
+void* DeviceAllocator::malloc(size_t requested, Stream stream, uint32_t stack) {
+  Lock lock(mu_);
+  // Note [Zero-byte requests]: PyTorch forwards torch.empty(0) to us and keeps a ptr → metadata map,
+  // so every pointer we return must be unique and freeable. A zero-byte request therefore gets a
+  // real minimum-size (512 B) block with requested size 0: counted in allocated/reserved like any
+  // block, visible in the capture, never NULL and never shared.
+  const size_t size = round_size(requested);
+  if (!capturing()) process_events();
+  BlockPool* pool = get_pool(size, stream);
+  const size_t alloc_size = allocation_size(size);
+  Block* block = get_free_block(pool, size, stream);
+  if (!block) block = alloc_segment(pool, size, stream, stack, false);
+  // The OOM ladder: wait for pending record_stream events, give every fully free cached segment (and
+  // free expandable page) back to the driver, then try once more. Not during a capture: event
+  // queries and frees are illegal then (Note [Interaction with CUDA graph capture]).
+  if (!block && !capturing()) {
+    uint64_t before = uint64_t(stats_.reserved_bytes[kAll].current);
+    release_cached_blocks();
+    if (rec::recording()) {
+      fmt::EmptyCacheRec r{rec::now_ns(), before, uint64_t(stats_.reserved_bytes[kAll].current), 2, 0};
+      rec::emit(fmt::REC_EMPTY_CACHE, uint8_t(device_), 0, &r, sizeof r);
+    }
+    block = get_free_block(pool, size, stream);  // events that completed may have freed a fit
+    if (!block) {
+      stats_.num_alloc_retries++;  // counted per retry, successful or not, like PyTorch
+      block = alloc_segment(pool, size, stream, stack, true);
+    }
+  }
+  if (!block) out_of_memory(lock, requested, size, alloc_size, stream, stack);
+  void* p = hand_out(block, requested, stack);
+  maybe_emit_stats();
+  return p;
+}
+
+BlockPool* DeviceAllocator::get_pool(size_t size, Stream stream) {
+  for (auto& c : captures_) {
+    if (c.second(stream)) {
+      PrivatePool* pp = private_pools_.at(c.first).get();
+      return size <= kSmallSize ? &pp->small : &pp->large;
+    }
+  }
+  return size <= kSmallSize ? &small_ : &large_;
+}
+
+Block* DeviceAllocator::get_free_block(BlockPool* pool, size_t size, Stream stream) {
+  Block key;
+  key.stream = stream;
+  key.size = size;
+  key.addr = 0;
+  auto it = pool->blocks.lower_bound(&key);
+  if (it == pool->blocks.end() || (*it)->stream != stream) return nullptr;
+  Block* b = *it;
+  pool->blocks.erase(it);
+  return b;
+}
+
+Block* DeviceAllocator::alloc_segment(BlockPool* pool, size_t size, Stream stream, uint32_t stack, bool retry) {
+  if (options_.expandable) return grow_expandable(pool, size, stream, stack, retry);
+  const size_t alloc_size = allocation_size(size);
+  if (limit_ && uint64_t(stats_.reserved_bytes[kAll].current) + alloc_size > limit_) return nullptr;
+  uint64_t addr = 0;
+  if (!backend_.malloc(device_, alloc_size, capturing(), &addr)) return nullptr;
+  auto seg = std::make_unique<Segment>();
+  seg->addr = addr;
+  seg->size = alloc_size;
+  seg->stream = stream;
+  seg->pool = pool;
+  seg->stack = stack;
+  Block* b = new Block;
+  b->addr = addr;
+  b->size = alloc_size;
+  b->stream = stream;
+  b->pool = pool;
+  b->segment = seg.get();
+  seg->head = b;
+  add_stats(stats_.segment, pool, 1);
+  add_stats(stats_.reserved_bytes, pool, int64_t(alloc_size));
+  stats_.num_device_alloc++;
+  emit_segment(fmt::REC_SEGMENT_ALLOC, seg.get(), addr, alloc_size);
+  segments_[addr] = std::move(seg);
+  return b;
+}
+
+// Splits `block` at `offset`; the new tail block follows it in the chain and shares its state.
+Block* DeviceAllocator::split(Block* block, size_t offset) {
+  Block* tail = new Block;
+  tail->addr = block->addr + offset;
+  tail->size = block->size - offset;
+  tail->stream = block->stream;
+  tail->pool = block->pool;
+  tail->segment = block->segment;
+  tail->mapped = block->mapped;
+  tail->prev = block;
+  tail->next = block->next;
+  if (block->next) block->next->prev = tail;
+  block->next = tail;
+  block->size = offset;
+  return tail;
+}
+
+void* DeviceAllocator::hand_out(Block* block, size_t requested, uint32_t stack) {
+  const size_t size = round_size(requested);
+  const bool expandable = block->segment->expandable;
+  const bool already_split = block->is_split();
+  const size_t remaining = block->size - size;
+  // PyTorch's should_split: small pool and expandable blocks split off any usable remainder; large
+  // blocks only a remainder above 1 MiB (smaller ones are not worth the fragmentation).
+  const bool should_split = (block->pool->is_small || expandable) ? remaining >= kMinBlockSize : remaining > kSmallSize;
+  if (should_split) {
+    Block* rest = split(block, size);
+    block->pool->blocks.insert(rest);
+    if (!expandable) {
+      if (already_split) {
+        add_stats(stats_.inactive_split_bytes, block->pool, -int64_t(block->size));
+      } else {
+        add_stats(stats_.inactive_split_bytes, block->pool, int64_t(rest->size));
+        add_stats(stats_.inactive_split, block->pool, 1);
+      }
+    }
+  } else if (already_split && !expandable) {
+    add_stats(stats_.inactive_split_bytes, block->pool, -int64_t(block->size));
+    add_stats(stats_.inactive_split, block->pool, -1);
+  }
+  block->allocated = true;
+  block->requested = requested;
+  block->stack = stack;
+  active_[block->addr] = block;
+  add_stats(stats_.allocation, block->pool, 1);
+  add_stats(stats_.allocated_bytes, block->pool, int64_t(block->size));
+  add_stats(stats_.active, block->pool, 1);
+  add_stats(stats_.active_bytes, block->pool, int64_t(block->size));
+  add_stats(stats_.requested_bytes, block->pool, int64_t(requested));
+  emit_block(fmt::REC_ALLOC, block, requested, stack);
+  return reinterpret_cast<void*>(block->addr);
+}
+
+// ---- free --------------------------------------------------------------------------------------
+
+bool DeviceAllocator::free(void* ptr) {
+  Lock lock(mu_);
+  auto it = active_.find(reinterpret_cast<uint64_t>(ptr));
+  if (it == active_.end()) return false;
+  Block* b = it->second;
+  active_.erase(it);
+  b->allocated = false;
+  add_stats(stats_.allocation, b->pool, -1);
+  add_stats(stats_.allocated_bytes, b->pool, -int64_t(b->size));
+  emit_block(fmt::REC_FREE_REQUESTED, b, b->requested, 0);
+  if (!b->stream_uses.empty()) {
+    // Other streams may still use the memory: reuse waits until events recorded on them complete
+    // (checked at later mallocs, empty_cache and the OOM ladder).
+    b->pending_free = true;
+    if (capturing())
+      deferred_.push_back(b);  // no event calls during a capture; recorded once it ends
+    else
+      insert_events(b);
+  } else {
+    free_block(b);
+  }
+  maybe_emit_stats();
+  return true;
+}
+
+void DeviceAllocator::insert_events(Block* b) {
+  for (Stream s : b->stream_uses) {
+    events_.emplace_back(backend_.record_event(device_, s), b);
+    b->event_count++;
+  }
+  b->stream_uses.clear();
+}
+
+// Merges free neighbours with the same mapping into one block. The lower-address block survives so
+// that callers holding the first block of a run keep a valid pointer.
+Block* DeviceAllocator::merge_free_neighbours(Block* b) {
+  auto mergeable = [&](Block* n) { return n && n->is_free() && n->mapped == b->mapped; };
+  if (mergeable(b->prev)) {
+    Block* p = b->prev;
+    if (p->mapped) p->pool->blocks.erase(p);
+    p->size += b->size;
+    p->next = b->next;
+    if (b->next) b->next->prev = p;
+    delete b;
+    b = p;
+  }
+  if (mergeable(b->next)) {
+    Block* n = b->next;
+    if (n->mapped) n->pool->blocks.erase(n);
+    b->size += n->size;
+    b->next = n->next;
+    if (n->next) n->next->prev = b;
+    delete n;
+  }
+  return b;
+}
+
+void DeviceAllocator::free_block(Block* block) {
+  const size_t original_size = block->size;
+  const size_t requested = block->requested;
+  const bool expandable = block->segment->expandable;
+  BlockPool* pool = block->pool;
+  // Record the completion with the block as it was handed out, before merging changes it.
+  emit_block(fmt::REC_FREE_COMPLETED, block, requested, 0);
+  block->pending_free = false;
+  block->requested = 0;
+  int64_t net_blocks = 0, net_bytes = 0;
+  for (Block* n : {block->prev, block->next}) {
+    if (n && n->is_free() && n->mapped == block->mapped) {
+      net_blocks -= 1;
+      net_bytes -= int64_t(n->size);
+    }
+  }
+  block = merge_free_neighbours(block);
+  pool->blocks.insert(block);
+  if (block->is_split()) {
+    net_blocks += 1;
+    net_bytes += int64_t(block->size);
+  }
+  // Like PyTorch, inactive_split excludes expandable segments: their free pages can always be
+  // released, so "not releasable" does not apply.
+  if (!expandable) {
+    add_stats(stats_.inactive_split, pool, net_blocks);
+    add_stats(stats_.inactive_split_bytes, pool, net_bytes);
+  }
+  add_stats(stats_.active, pool, -1);
+  add_stats(stats_.active_bytes, pool, -int64_t(original_size));
+  add_stats(stats_.requested_bytes, pool, -int64_t(requested));
+}
+
+void DeviceAllocator::record_stream(void* ptr, Stream stream) {
+  Lock lock(mu_);
+  auto it = active_.find(reinterpret_cast<uint64_t>(ptr));
+  if (it == active_.end()) return;  // not ours or already freed: nothing to protect
+  Block* b = it->second;
+  if (stream == b->stream) return;  // the owning stream is ordered with itself
+  if (std::find(b->stream_uses.begin(), b->stream_uses.end(), stream) == b->stream_uses.end())
+    b->stream_uses.push_back(stream);
+}
+
+// ---- events ------------------------------------------------------------------------------------
+
+void DeviceAllocator::process_events() {
+  if (!deferred_.empty()) {
+    for (Block* b : deferred_) insert_events(b);
+    deferred_.clear();
+  }
+  if (events_.empty()) return;
+  size_t kept = 0;
+  for (size_t i = 0; i < events_.size(); i++) {
+    auto [e, b] = events_[i];
+    if (!backend_.query_event(device_, e)) {
+      events_[kept++] = events_[i];
+      continue;
+    }
+    backend_.destroy_event(device_, e);
+    if (--b->event_count == 0) free_block(b);
+  }
+  events_.resize(kept);
+}
+
+void DeviceAllocator::synchronize_and_free_events() {
+  stats_.num_sync_all_streams++;
+  if (!deferred_.empty()) {
+    for (Block* b : deferred_) insert_events(b);
+    deferred_.clear();
+  }
+  for (auto [e, b] : events_) {
+    backend_.synchronize_event(device_, e);
+    backend_.destroy_event(device_, e);
+    if (--b->event_count == 0) free_block(b);
+  }
+  events_.clear();
+}
+
+// ---- releasing memory ----------------------------------------------------------------------------
+
+void DeviceAllocator::release_segment(Segment* seg) {
+  BlockPool* pool = seg->pool;
+  Block* b = seg->head;
+  pool->blocks.erase(b);
+  backend_.free(device_, seg->addr);
+  add_stats(stats_.segment, pool, -1);
+  add_stats(stats_.reserved_bytes, pool, -int64_t(seg->size));
+  stats_.num_device_free++;
+  emit_segment(fmt::REC_SEGMENT_FREE, seg, seg->addr, seg->size);
+  delete b;
+  segments_.erase(seg->addr);
+}
+
+void DeviceAllocator::release_pool_blocks(BlockPool* pool) {
+  if (options_.expandable) {
+    for (auto& [key, seg] : expandable_)
+      if (key.first == pool) unmap_free_pages(seg);
+    return;
+  }
+  std::vector<Segment*> whole;
+  for (Block* b : pool->blocks)
+    if (!b->is_split()) whole.push_back(b->segment);
+  for (Segment* s : whole) release_segment(s);
+}
+
+void DeviceAllocator::release_cached_blocks() {
+  synchronize_and_free_events();
+  release_pool_blocks(&small_);
+  release_pool_blocks(&large_);
+  for (auto& [id, pp] : private_pools_) {
+    if (!pp->freeable) continue;
+    release_pool_blocks(&pp->small);
+    release_pool_blocks(&pp->large);
+  }
+  erase_empty_private_pools();
+}
+
+void DeviceAllocator::erase_empty_private_pools() {
+  for (auto it = private_pools_.begin(); it != private_pools_.end();) {
+    PrivatePool* pp = it->second.get();
+    bool in_capture = std::any_of(captures_.begin(), captures_.end(), [&](auto& c) { return c.first == pp->id; });
+    bool empty = pp->freeable && !in_capture;
+    for (auto& [addr, seg] : segments_)
+      if (seg->pool->owner == pp && (!seg->expandable || seg->mapped_bytes > 0)) empty = false;
+    if (!empty) {
+      ++it;
+      continue;
+    }
+    // Only fully unmapped expandable ranges remain: give their address space back too.
+    for (auto s = segments_.begin(); s != segments_.end();) {
+      Segment* seg = s->second.get();
+      if (seg->pool->owner != pp) {
+        ++s;
+        continue;
+      }
+      expandable_.erase({seg->pool, seg->stream});
+      backend_.free_address(device_, seg->addr, seg->size);
+      delete seg->head;
+      s = segments_.erase(s);
+    }
+    it = private_pools_.erase(it);
+  }
+}
+
+void DeviceAllocator::empty_cache(uint64_t* before, uint64_t* after, int origin) {
+  Lock lock(mu_);
+  uint64_t b = uint64_t(stats_.reserved_bytes[kAll].current);
+  // During a capture no memory may go back to the driver; the request becomes a no-op.
+  if (!capturing()) release_cached_blocks();
+  uint64_t a = uint64_t(stats_.reserved_bytes[kAll].current);
+  if (before) *before = b;
+  if (after) *after = a;
+  if (rec::recording()) {
+    fmt::EmptyCacheRec r{rec::now_ns(), b, a, uint32_t(origin), 0};
+    rec::emit(fmt::REC_EMPTY_CACHE, uint8_t(device_), 0, &r, sizeof r);
+  }
+  maybe_emit_stats();
+}
+
+void DeviceAllocator::set_memory_fraction(double fraction) {
+  Lock lock(mu_);
+  fraction_ = fraction;
+  limit_ = fraction >= 1.0 || fraction <= 0 ? (fraction >= 1.0 ? total_ : 0) : uint64_t(fraction * double(total_));
+}
+
+uint64_t DeviceAllocator::limit() {
+  Lock lock(mu_);
+  return limit_;
+}
+
+// ---- graph pools -----------------------------------------------------------------------------------
+
+void DeviceAllocator::begin_allocate_to_pool(PoolId id, std::function<bool(Stream)> filter) {
+  Lock lock(mu_);
+  auto it = private_pools_.find(id);
+  if (it == private_pools_.end())
+    private_pools_.emplace(id, std::make_unique<PrivatePool>(id));
+  else
+    it->second->use_count++, it->second->freeable = false;
+  captures_.emplace_back(id, std::move(filter));
+}
+
+void DeviceAllocator::end_allocate_to_pool(PoolId id) {
+  Lock lock(mu_);
+  for (auto it = captures_.begin(); it != captures_.end(); ++it) {
+    if (it->first == id) {
+      captures_.erase(it);
+      return;
+    }
+  }
+}
+
+void DeviceAllocator::release_pool(PoolId id) {
+  Lock lock(mu_);
+  auto it = private_pools_.find(id);
+  if (it == private_pools_.end()) return;
+  PrivatePool* pp = it->second.get();
+  if (--pp->use_count > 0) return;
+  // Like PyTorch, the pool's cached memory goes back to the driver at the next empty_cache or OOM
+  // ladder; blocks still held by tensors stay valid until they are freed.
+  pp->freeable = true;
+}
+
+// ---- expandable segments ---------------------------------------------------------------------------
+
+Segment* DeviceAllocator::expandable_segment(BlockPool* pool, Stream stream, uint32_t stack) {
+  auto it = expandable_.find({pool, stream});
+  if (it != expandable_.end()) return it->second;
+  const size_t page = pool->is_small ? kSmallPage : kLargePage;
+  // Note [Expandable reservation]: one VA range per (pool, stream) as large as the device (rounded
+  // up to whole pages), reserved once and kept for the process's life (VA is cheap; only mapped
+  // pages count as reserved memory).
+  const size_t size = std::max<size_t>(page, (total_ + page - 1) / page * page);
+  uint64_t addr = 0;
+  if (!backend_.reserve_address(device_, size, page, &addr)) return nullptr;
+  auto seg = std::make_unique<Segment>();
+  seg->addr = addr;
+  seg->size = size;
+  seg->stream = stream;
+  seg->pool = pool;
+  seg->stack = stack;
+  seg->expandable = true;
+  seg->page = page;
+  seg->mapped.assign(size / page, 0);
+  Block* b = new Block;
+  b->addr = addr;
+  b->size = size;
+  b->stream = stream;
+  b->pool = pool;
+  b->segment = seg.get();
+  b->mapped = false;
+  seg->head = b;
+  Segment* raw = seg.get();
+  segments_[addr] = std::move(seg);
+  expandable_[{pool, stream}] = raw;
+  return raw;
+}
+
+// Marks one page (already mapped by the backend) as mapped: the unmapped block holding it is split
+// around it and the page joins its free mapped neighbours.
+void DeviceAllocator::map_page(Segment* seg, size_t index) {
+  const uint64_t lo = seg->addr + index * seg->page, hi = lo + seg->page;
+  Block* b = seg->head;
+  while (b->end() <= lo) b = b->next;
+  if (b->addr < lo) b = split(b, lo - b->addr);
+  if (b->end() > hi) split(b, hi - b->addr);
+  b->mapped = true;
+  b = merge_free_neighbours(b);
+  b->pool->blocks.insert(b);
+  const bool left = index > 0 && seg->mapped[index - 1];
+  const bool right = index + 1 < seg->mapped.size() && seg->mapped[index + 1];
+  seg->mapped[index] = 1;
+  seg->mapped_bytes += seg->page;
+  // A segment, as reported, is one contiguous mapped run: a page may start, extend or join runs.
+  add_stats(stats_.segment, seg->pool, 1 - int64_t(left) - int64_t(right));
+  add_stats(stats_.reserved_bytes, seg->pool, int64_t(seg->page));
+  stats_.num_device_alloc++;
+}
+
+Block* DeviceAllocator::grow_expandable(BlockPool* pool, size_t size, Stream stream, uint32_t stack, bool retry) {
+  Segment* seg = expandable_segment(pool, stream, stack);
+  if (!seg) return nullptr;
+  // The lowest run of free address space (free mapped blocks and unmapped pages) that fits.
+  Block* start = nullptr;
+  size_t run = 0;
+  for (Block* b = seg->head; b; b = b->next) {
+    if (!b->is_free()) {
+      start = nullptr;
+      continue;
+    }
+    if (!start) start = b, run = 0;
+    run += b->size;
+    if (run >= size) break;
+  }
+  if (!start || run < size) return nullptr;
+  const uint64_t lo = start->addr, hi = lo + size;
+  const size_t first = (lo - seg->addr) / seg->page, last = (hi - seg->addr + seg->page - 1) / seg->page;
+  std::vector<size_t> pages;
+  for (size_t i = first; i < last; i++)
+    if (!seg->mapped[i]) pages.push_back(i);
+  if (limit_ && uint64_t(stats_.reserved_bytes[kAll].current) + pages.size() * seg->page > limit_) return nullptr;
+  for (size_t k = 0; k < pages.size(); k++) {
+    if (!backend_.map_page(device_, seg->addr + pages[k] * seg->page, seg->page, capturing())) {
+      for (size_t j = 0; j < k; j++) backend_.unmap_page(device_, seg->addr + pages[j] * seg->page, seg->page);
+      return nullptr;
+    }
+  }
+  for (size_t i : pages) map_page(seg, i);
+  for (size_t k = 0; k < pages.size();) {  // one record per contiguous run of new pages
+    size_t j = k + 1;
+    while (j < pages.size() && pages[j] == pages[j - 1] + 1) j++;
+    emit_segment(fmt::REC_SEGMENT_MAP, seg, seg->addr + pages[k] * seg->page, (j - k) * seg->page);
+    k = j;
+  }
+  // [lo, hi) is now free and mapped, hence (free neighbours being merged) inside one block.
+  Block* b = seg->head;
+  while (b->end() <= lo) b = b->next;
+  pool->blocks.erase(b);
+  if (b->addr < lo) {  // cannot happen (start began a free run) but keeps the block exact if it did
+    Block* t = split(b, lo - b->addr);
+    pool->blocks.insert(b);
+    b = t;
+  }
+  return b;
+}
+
+// Gives back every whole page covered only by free blocks (empty_cache, OOM ladder).
+void DeviceAllocator::unmap_free_pages(Segment* seg) {
+  const uint64_t page = seg->page;
+  for (Block* b = seg->head; b;) {
+    if (!b->mapped || !b->is_free()) {
+      b = b->next;
+      continue;
+    }
+    const uint64_t lo = seg->addr + (b->addr - seg->addr + page - 1) / page * page;
+    const uint64_t hi = seg->addr + (b->end() - seg->addr) / page * page;
+    if (lo >= hi) {
+      b = b->next;
+      continue;
+    }
+    b->pool->blocks.erase(b);
+    Block* mid = b;
+    if (b->addr < lo) {
+      mid = split(b, lo - b->addr);
+      b->pool->blocks.insert(b);
+    }
+    if (mid->end() > hi) {
+      Block* tail = split(mid, hi - mid->addr);
+      tail->pool->blocks.insert(tail);
+    }
+    for (uint64_t a = lo; a < hi; a += page) {
+      const size_t i = (a - seg->addr) / page;
+      backend_.unmap_page(device_, a, page);
+      seg->mapped[i] = 0;
+      seg->mapped_bytes -= page;
+      const bool left = i > 0 && seg->mapped[i - 1];
+      const bool right = i + 1 < seg->mapped.size() && seg->mapped[i + 1];
+      add_stats(stats_.segment, seg->pool, int64_t(left) + int64_t(right) - 1);
+      add_stats(stats_.reserved_bytes, seg->pool, -int64_t(page));
+      stats_.num_device_free++;
+    }
+    emit_segment(fmt::REC_SEGMENT_UNMAP, seg, lo, hi - lo);
+    mid->mapped = false;
+    mid = merge_free_neighbours(mid);
+    b = mid->next;
+  }
+}
+
+// ---- OOM -----------------------------------------------------------------------------------------------
+
+uint64_t DeviceAllocator::largest_free_block() const {
+  uint64_t m = 0;
+  for (const BlockPool* p : {&small_, &large_})
+    for (Block* b : p->blocks) m = std::max<uint64_t>(m, b->size);
+  for (auto& [id, pp] : private_pools_)
+    for (const BlockPool* p : {&pp->small, &pp->large})
+      for (Block* b : p->blocks) m = std::max<uint64_t>(m, b->size);
+  return m;
+}
+
+void DeviceAllocator::out_of_memory(Lock& lock, size_t requested, size_t rounded, size_t alloc_size, Stream stream,
+                                    uint32_t stack) {
+  stats_.num_ooms++;
+  OomFacts f;
+  f.device = device_;
+  f.requested = requested;
+  f.rounded = rounded;
+  f.alloc_size = options_.expandable ? rounded : alloc_size;
+  f.reserved = uint64_t(stats_.reserved_bytes[kAll].current);
+  f.allocated = uint64_t(stats_.allocated_bytes[kAll].current);
+  f.largest_free = largest_free_block();
+  f.limit = limit_;
+  f.capturing = capturing();
+  f.expandable = options_.expandable;
+  f.device_known = backend_.mem_get_info(device_, &f.device_free, &f.device_total);
+  if (rec::recording()) {
+    fmt::OomRec r{rec::now_ns(), requested, f.device_free, f.device_total, f.reserved, f.allocated,
+                  f.largest_free, stream, f.limit, stack, 0};
+    rec::emit(fmt::REC_OOM, uint8_t(device_), 0, &r, sizeof r);
+  }
+  std::string msg = oom_message(f);
+  lock.unlock();
+  // The state at the failure follows the OOM record (rec::write_state takes the device lock itself;
+  // another thread may slip an event in between, which the capture shows in order).
+  rec::write_state(device_, 1);
+  throw OutOfMemory(msg);
+}
+
+void DeviceAllocator::maybe_emit_stats() {
+  if (!rec::recording()) return;
+  // REC_STATS at most every 50 ms of allocator activity: enough for a live status bar, negligible
+  // next to the per-event records.
+  const uint64_t now = rec::now_ns();
+  if (now - last_stats_ns_ < 50'000'000) return;
+  last_stats_ns_ = now;
+  fmt::StatsRec r{now,
+                  uint64_t(stats_.allocated_bytes[kAll].current),
+                  uint64_t(stats_.reserved_bytes[kAll].current),
+                  uint64_t(stats_.active_bytes[kAll].current),
+                  uint64_t(stats_.requested_bytes[kAll].current),
+                  uint64_t(stats_.allocated_bytes[kAll].peak),
+                  uint64_t(stats_.reserved_bytes[kAll].peak),
+                  uint64_t(stats_.num_ooms),
+                  uint64_t(stats_.num_alloc_retries)};
+  rec::emit(fmt::REC_STATS, uint8_t(device_), 0, &r, sizeof r);
+}
+
+// ---- queries ---------------------------------------------------------------------------------------
+
+void* DeviceAllocator::base_allocation(void* ptr, size_t* size) {
+  Lock lock(mu_);
+  auto it = active_.find(reinterpret_cast<uint64_t>(ptr));
+  if (it == active_.end()) return ptr;
+  const Block* b = it->second;
+  if (b->segment->expandable) {  // a mapped run has no fixed base: the block is its own base
+    if (size) *size = b->size;
+    return ptr;
+  }
+  if (size) *size = b->segment->size;
+  return reinterpret_cast<void*>(b->segment->addr);
+}
+
+bool DeviceAllocator::owns(void* ptr) {
+  Lock lock(mu_);
+  return active_.count(reinterpret_cast<uint64_t>(ptr)) != 0;
+}
+
+DeviceStats DeviceAllocator::stats() {
+  Lock lock(mu_);
+  return stats_;
+}
+void DeviceAllocator::reset_peak_stats() {
+  Lock lock(mu_);
+  stats_.reset_peak();
+}
+void DeviceAllocator::reset_accumulated_stats() {
+  Lock lock(mu_);
+  stats_.reset_accumulated();
+  accumulated_reset_ = true;
+}
+
+std::vector<SegmentView> DeviceAllocator::segments() {
+  Lock lock(mu_);
+  std::vector<SegmentView> out;
+  for (auto& [addr, seg] : segments_) {
+    PoolId id = seg->pool->owner ? seg->pool->owner->id : PoolId{};
+    auto view_of = [&](uint64_t a) {
+      SegmentView v;
+      v.device = device_;
+      v.addr = a;
+      v.size = 0;
+      v.stream = seg->stream;
+      v.pool0 = id.first;
+      v.pool1 = id.second;
+      v.stack = seg->stack;
+      v.flags = pool_flags(seg.get());
+      return v;
+    };
+    auto state_of = [](const Block* b) -> uint8_t {
+      if (b->allocated) return fmt::BLOCK_ACTIVE_ALLOCATED;
+      if (b->pending_free) return fmt::BLOCK_ACTIVE_PENDING_FREE;
+      return fmt::BLOCK_INACTIVE;
+    };
+    if (!seg->expandable) {
+      SegmentView v = view_of(seg->addr);
+      v.size = seg->size;
+      for (Block* b = seg->head; b; b = b->next) v.blocks.push_back({b->addr, b->size, b->requested, b->stack, state_of(b)});
+      out.push_back(std::move(v));
+      continue;
+    }
+    // Expandable: each contiguous mapped run is one segment, as PyTorch's snapshot shows them.
+    SegmentView* cur = nullptr;
+    for (Block* b = seg->head; b; b = b->next) {
+      if (!b->mapped) {
+        cur = nullptr;
+        continue;
+      }
+      if (!cur) {
+        out.push_back(view_of(b->addr));
+        cur = &out.back();
+      }
+      cur->size += b->size;
+      cur->blocks.push_back({b->addr, b->size, b->requested, b->stack, state_of(b)});
+    }
+  }
+  return out;
+}
+
+}  // namespace gpumem::core

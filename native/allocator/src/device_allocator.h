@@ -1,0 +1,118 @@
+// device_allocator.h — the caching allocator of one device (PyTorch's DeviceCachingAllocator).
+//
+// Note [Lock order]: GIL (Python stack capture, rec::capture_stack) → device lock (mu_) → recorder
+// buffer lock (inside rec::emit). The stack is captured by the caller BEFORE malloc takes mu_, and
+// nothing under mu_ may take the GIL (a Python thread holding the GIL may be waiting for mu_ in its
+// own malloc). rec::write_state takes mu_ itself, so it is called only after mu_ is released.
+// No two device locks are ever held at once.
+#pragma once
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <stdexcept>
+#include <string>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+#include "allocator_api.h"
+#include "backend.h"
+#include "block.h"
+#include "stats.h"
+
+namespace gpumem::core {
+
+struct Options {
+  bool expandable = false;  // segments: "expandable" (VA ranges + mapped pages) or "fixed"
+};
+
+// Thrown by malloc when memory cannot be found even after the OOM ladder. Derives from
+// std::runtime_error so PyTorch surfaces it as RuntimeError with our message.
+struct OutOfMemory : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+class DeviceAllocator {
+ public:
+  DeviceAllocator(int device, Backend& backend, Options options);
+  ~DeviceAllocator();  // drops bookkeeping only; the driver reclaims memory with the context
+  DeviceAllocator(const DeviceAllocator&) = delete;
+  DeviceAllocator& operator=(const DeviceAllocator&) = delete;
+
+  // `stack` comes from rec::capture_stack(), taken before this call (Note [Lock order]).
+  void* malloc(size_t size, Stream stream, uint32_t stack);
+  // Returns false for a pointer this device never handed out (nothing changes then).
+  bool free(void* ptr);
+  void record_stream(void* ptr, Stream stream);
+  void empty_cache(uint64_t* before, uint64_t* after, int origin);
+  void set_memory_fraction(double fraction);
+  uint64_t limit();  // 0 = no cap
+  void begin_allocate_to_pool(PoolId id, std::function<bool(Stream)> filter);
+  void end_allocate_to_pool(PoolId id);
+  void release_pool(PoolId id);
+  void* base_allocation(void* ptr, size_t* size);
+  bool owns(void* ptr);
+
+  DeviceStats stats();
+  void reset_peak_stats();
+  void reset_accumulated_stats();
+  std::vector<SegmentView> segments();
+  // Recomputes every current stat and structural property from the block lists; "" when all hold,
+  // else a description of the first violation. Tests call it after every operation.
+  std::string check_invariants();
+  int device() const { return device_; }
+
+ private:
+  using Lock = std::unique_lock<std::mutex>;
+
+  BlockPool* get_pool(size_t size, Stream stream);
+  Block* get_free_block(BlockPool* pool, size_t size, Stream stream);
+  Block* alloc_segment(BlockPool* pool, size_t size, Stream stream, uint32_t stack, bool retry);
+  Block* grow_expandable(BlockPool* pool, size_t size, Stream stream, uint32_t stack, bool retry);
+  Segment* expandable_segment(BlockPool* pool, Stream stream, uint32_t stack);
+  void map_page(Segment* seg, size_t page_index);
+  void unmap_free_pages(Segment* seg);
+  void* hand_out(Block* block, size_t requested, uint32_t stack);
+  void free_block(Block* block);
+  Block* merge_free_neighbours(Block* block);
+  Block* split(Block* block, size_t offset);
+  void insert_events(Block* block);
+  void process_events();
+  void synchronize_and_free_events();
+  void release_cached_blocks();
+  void release_pool_blocks(BlockPool* pool);
+  void release_segment(Segment* seg);
+  void erase_empty_private_pools();
+  [[noreturn]] void out_of_memory(Lock& lock, size_t requested, size_t rounded, size_t alloc_size, Stream stream,
+                                  uint32_t stack);
+  void maybe_emit_stats();
+  uint64_t largest_free_block() const;
+  bool capturing() const { return !captures_.empty(); }
+  void add_stats(Stat* stat, const BlockPool* pool, int64_t delta);
+  uint16_t pool_flags(const Segment* seg) const;
+  void emit_block(uint8_t type, const Block* b, size_t requested, uint32_t stack);
+  void emit_segment(uint8_t type, const Segment* seg, uint64_t addr, size_t size);
+
+  const int device_;
+  Backend& backend_;
+  const Options options_;
+  std::mutex mu_;
+  DeviceStats stats_;
+  BlockPool small_{true, nullptr}, large_{false, nullptr};
+  std::map<uint64_t, std::unique_ptr<Segment>> segments_;  // by address
+  std::map<std::pair<const BlockPool*, Stream>, Segment*> expandable_;
+  std::unordered_map<uint64_t, Block*> active_;  // handed-out blocks by address
+  std::vector<std::pair<Event, Block*>> events_;  // outstanding record_stream events, oldest first
+  std::vector<Block*> deferred_;                  // freed during a capture; events recorded after it
+  std::map<PoolId, std::unique_ptr<PrivatePool>> private_pools_;
+  std::vector<std::pair<PoolId, std::function<bool(Stream)>>> captures_;
+  double fraction_ = 0;
+  uint64_t limit_ = 0;
+  uint64_t total_ = 0;  // device total bytes (for the cap and expandable ranges)
+  uint64_t last_stats_ns_ = 0;
+  bool accumulated_reset_ = false;  // allocated - freed == current holds only until a reset
+};
+
+}  // namespace gpumem::core

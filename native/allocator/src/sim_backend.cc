@@ -1,0 +1,170 @@
+// sim_backend.cc — see Note [Simulated memory] in sim_backend.h.
+#include "sim_backend.h"
+
+namespace gpumem::core {
+
+SimBackend::SimBackend(int devices, uint64_t capacity_per_device)
+    : devices_(devices),
+      capacity_(capacity_per_device),
+      cursor_(devices, 0),
+      used_(devices, 0),
+      segments_(devices),
+      pages_(devices),
+      ranges_(devices) {
+  if (devices < 1 || devices > 64) throw BackendError("sim_devices must be between 1 and 64");
+}
+
+void SimBackend::check_device(int device) const {
+  if (device < 0 || device >= devices_)
+    throw BackendError("device " + std::to_string(device) + " does not exist (the simulated backend has " +
+                       std::to_string(devices_) + ")");
+}
+
+uint64_t SimBackend::take_range(int device, size_t size, size_t alignment) {
+  uint64_t a = alignment ? alignment : kSmallBuffer;
+  uint64_t off = (cursor_[device] + a - 1) / a * a;
+  if (off + size > kWindow) throw BackendError("simulated address window exhausted");
+  cursor_[device] = off + size;
+  return base(device) + off;
+}
+
+bool SimBackend::mem_get_info(int device, uint64_t* free_b, uint64_t* total_b) {
+  std::lock_guard<std::mutex> g(mu_);
+  check_device(device);
+  *free_b = capacity_ - used_[device];
+  *total_b = capacity_;
+  return true;
+}
+
+bool SimBackend::malloc(int device, size_t size, bool capturing, uint64_t* addr) {
+  std::lock_guard<std::mutex> g(mu_);
+  check_device(device);
+  if (capturing_ && !capturing) violations_++;  // the real driver would invalidate the capture
+  if (size > capacity_ - used_[device]) return false;
+  *addr = take_range(device, size, kSmallBuffer);
+  segments_[device][*addr] = size;
+  used_[device] += size;
+  allocs_++;
+  return true;
+}
+
+void SimBackend::free(int device, uint64_t addr) {
+  std::lock_guard<std::mutex> g(mu_);
+  check_device(device);
+  if (capturing_) violations_++;
+  auto it = segments_[device].find(addr);
+  if (it == segments_[device].end()) throw BackendError("sim: cuMemFree of an address never allocated");
+  used_[device] -= it->second;
+  segments_[device].erase(it);
+  frees_++;
+}
+
+Event SimBackend::record_event(int device, Stream stream) {
+  std::lock_guard<std::mutex> g(mu_);
+  check_device(device);
+  if (capturing_) violations_++;
+  Event e = next_event_++;
+  events_[e] = SimEvent{device, stream, false};
+  return e;
+}
+
+bool SimBackend::query_event(int device, Event event) {
+  std::lock_guard<std::mutex> g(mu_);
+  check_device(device);
+  if (capturing_) violations_++;
+  auto it = events_.find(event);
+  if (it == events_.end()) throw BackendError("sim: query of a destroyed event");
+  return it->second.done;
+}
+
+void SimBackend::synchronize_event(int device, Event event) {
+  std::lock_guard<std::mutex> g(mu_);
+  check_device(device);
+  if (capturing_) violations_++;
+  auto it = events_.find(event);
+  if (it == events_.end()) throw BackendError("sim: synchronize on a destroyed event");
+  it->second.done = true;  // waiting for an event means the GPU got there
+}
+
+void SimBackend::destroy_event(int device, Event event) {
+  std::lock_guard<std::mutex> g(mu_);
+  check_device(device);
+  if (events_.erase(event) == 0) throw BackendError("sim: double destroy of an event");
+}
+
+bool SimBackend::reserve_address(int device, size_t size, size_t alignment, uint64_t* addr) {
+  std::lock_guard<std::mutex> g(mu_);
+  check_device(device);
+  *addr = take_range(device, size, alignment);
+  ranges_[device][*addr] = size;
+  return true;
+}
+
+bool SimBackend::map_page(int device, uint64_t addr, size_t size, bool capturing) {
+  std::lock_guard<std::mutex> g(mu_);
+  check_device(device);
+  if (capturing_ && !capturing) violations_++;
+  auto r = ranges_[device].upper_bound(addr);
+  if (r == ranges_[device].begin() || addr + size > std::prev(r)->first + std::prev(r)->second)
+    throw BackendError("sim: cuMemMap outside a reserved range");
+  if (pages_[device].count(addr)) throw BackendError("sim: cuMemMap over a mapped page");
+  if (size > capacity_ - used_[device]) return false;
+  pages_[device][addr] = size;
+  used_[device] += size;
+  allocs_++;
+  return true;
+}
+
+void SimBackend::unmap_page(int device, uint64_t addr, size_t size) {
+  std::lock_guard<std::mutex> g(mu_);
+  check_device(device);
+  if (capturing_) violations_++;
+  auto it = pages_[device].find(addr);
+  if (it == pages_[device].end() || it->second != size)
+    throw BackendError("sim: cuMemUnmap must cover exactly one mapped page");
+  used_[device] -= size;
+  pages_[device].erase(it);
+  frees_++;
+}
+
+void SimBackend::free_address(int device, uint64_t addr, size_t) {
+  std::lock_guard<std::mutex> g(mu_);
+  check_device(device);
+  ranges_[device].erase(addr);
+}
+
+void SimBackend::complete_events(Stream stream) {
+  std::lock_guard<std::mutex> g(mu_);
+  for (auto& e : events_)
+    if (e.second.stream == stream) e.second.done = true;
+}
+void SimBackend::complete_all_events() {
+  std::lock_guard<std::mutex> g(mu_);
+  for (auto& e : events_) e.second.done = true;
+}
+size_t SimBackend::live_events() const {
+  std::lock_guard<std::mutex> g(mu_);
+  return events_.size();
+}
+void SimBackend::set_capturing(bool on) {
+  std::lock_guard<std::mutex> g(mu_);
+  capturing_ = on;
+}
+uint64_t SimBackend::capture_violations() const {
+  std::lock_guard<std::mutex> g(mu_);
+  return violations_;
+}
+uint64_t SimBackend::used(int device) const {
+  std::lock_guard<std::mutex> g(mu_);
+  return used_.at(device);
+}
+uint64_t SimBackend::driver_allocs() const {
+  std::lock_guard<std::mutex> g(mu_);
+  return allocs_;
+}
+uint64_t SimBackend::driver_frees() const {
+  std::lock_guard<std::mutex> g(mu_);
+  return frees_;
+}
+
+}  // namespace gpumem::core

@@ -1,0 +1,74 @@
+// sim_backend.h — a simulated device for CPU tests and for replaying captures.
+//
+// Note [Simulated memory]: addresses are arithmetic only (no host memory is allocated), so a
+// simulated "terabyte" costs nothing and nobody may write through the pointers. Addresses are
+// deterministic: each device has its own 1 TiB window, every driver allocation takes the next
+// 2 MiB-aligned range of it and ranges are never reused, so a replay always sees the same numbers
+// and a stale pointer can never alias a new segment. Capacity counts bytes held from the driver
+// (segments and mapped pages), like device memory.
+#pragma once
+#include <map>
+#include <memory>
+#include <mutex>
+#include <set>
+#include <vector>
+
+#include "backend.h"
+
+namespace gpumem::core {
+
+class SimBackend final : public Backend {
+ public:
+  SimBackend(int devices, uint64_t capacity_per_device);
+
+  const char* name() const override { return "sim"; }
+  int device_count() override { return devices_; }
+  bool mem_get_info(int device, uint64_t* free_b, uint64_t* total_b) override;
+  bool malloc(int device, size_t size, bool capturing, uint64_t* addr) override;
+  void free(int device, uint64_t addr) override;
+  Event record_event(int device, Stream stream) override;
+  bool query_event(int device, Event event) override;
+  void synchronize_event(int device, Event event) override;
+  void destroy_event(int device, Event event) override;
+  bool reserve_address(int device, size_t size, size_t alignment, uint64_t* addr) override;
+  bool map_page(int device, uint64_t addr, size_t size, bool capturing) override;
+  void unmap_page(int device, uint64_t addr, size_t size) override;
+  void free_address(int device, uint64_t addr, size_t size) override;
+
+  // ---- Test controls and observations ----
+  static constexpr uint64_t kWindow = 1ull << 40;
+  static uint64_t base(int device) { return 0x100000000000ull + uint64_t(device) * kWindow; }
+  // Events recorded on `stream` (or on every stream) complete now, as if the GPU caught up.
+  void complete_events(Stream stream);
+  void complete_all_events();
+  size_t live_events() const;
+  // Simulated graph capture: while on, the backend counts calls the driver would reject.
+  void set_capturing(bool on);
+  uint64_t capture_violations() const;  // event calls, frees or non-relaxed allocations during capture
+  uint64_t used(int device) const;
+  uint64_t driver_allocs() const;  // cuMemAlloc + cuMemMap calls that succeeded
+  uint64_t driver_frees() const;   // cuMemFree + cuMemUnmap calls
+
+ private:
+  struct SimEvent {
+    int device;
+    Stream stream;
+    bool done;
+  };
+  void check_device(int device) const;
+  uint64_t take_range(int device, size_t size, size_t alignment);
+
+  const int devices_;
+  const uint64_t capacity_;
+  mutable std::mutex mu_;
+  std::vector<uint64_t> cursor_, used_;
+  std::vector<std::map<uint64_t, size_t>> segments_;  // per device: addr → size (cuMemAlloc)
+  std::vector<std::map<uint64_t, size_t>> pages_;     // per device: mapped page addr → size
+  std::vector<std::map<uint64_t, size_t>> ranges_;    // per device: reserved VA ranges
+  std::map<Event, SimEvent> events_;
+  Event next_event_ = 1;
+  bool capturing_ = false;
+  uint64_t violations_ = 0, allocs_ = 0, frees_ = 0;
+};
+
+}  // namespace gpumem::core

@@ -1,0 +1,35 @@
+#!/bin/sh
+# run_tests.sh BUILD_DIR LIB — runs the allocator's test binaries and checks the .so's exports; prints
+# one closing line "N passed, N failed" (summed) and exits non-zero on any failure.
+build="$1"; lib="$2"
+total_pass=0; total_fail=0
+tally() {  # tally LOG STATUS: add the binary's closing counts (a crash counts as one failure)
+  line=$(tail -n 1 "$1")
+  p=$(echo "$line" | sed -n 's/^\([0-9]*\) passed, \([0-9]*\) failed$/\1/p')
+  f=$(echo "$line" | sed -n 's/^\([0-9]*\) passed, \([0-9]*\) failed$/\2/p')
+  if [ -z "$p" ]; then p=0; f=1; fi
+  if [ "$2" -ne 0 ] && [ "$f" -eq 0 ]; then f=1; fi
+  total_pass=$((total_pass + p)); total_fail=$((total_fail + f))
+}
+log=$(mktemp); trap 'rm -f "$log"' EXIT
+echo "== ASan+UBSan: $build/test_asan"
+"$build/test_asan" > "$log" 2>&1; st=$?; cat "$log"; tally "$log" $st
+echo "== TSan: $build/stress_tsan"
+TSAN_OPTIONS="halt_on_error=1" "$build/stress_tsan" > "$log" 2>&1; st=$?; cat "$log"; tally "$log" $st
+echo "== exports of $lib"
+# Only the C API may be visible: C++ internals leaking would clash with PyTorch's own symbols.
+bad=$(nm -D --defined-only "$lib" | awk '{print $3}' | grep -v '^gpumem_' | grep -v '^_init$\|^_fini$' || true)
+have=$(nm -D --defined-only "$lib" | awk '{print $3}' | grep -c '^gpumem_')
+if [ -z "$bad" ] && [ "$have" -ge 20 ]; then
+  echo "ok   exports_only_the_c_api ($have gpumem_* symbols)"; total_pass=$((total_pass + 1))
+else
+  echo "FAIL exports_only_the_c_api: unexpected: $bad (gpumem_* count $have)"; total_fail=$((total_fail + 1))
+fi
+undef=$(nm -D --undefined-only "$lib" | awk '{print $2}' | grep -i '^cu\|^Py' || true)
+if [ -z "$undef" ]; then
+  echo "ok   links_nothing_from_cuda_or_python"; total_pass=$((total_pass + 1))
+else
+  echo "FAIL links_nothing_from_cuda_or_python: $undef"; total_fail=$((total_fail + 1))
+fi
+echo "$total_pass passed, $total_fail failed"
+[ "$total_fail" -eq 0 ]

@@ -1,0 +1,101 @@
+// test_expandable.cc — expandable segments: pages mapped on demand at the lowest free address,
+// unmapped on empty_cache and in the OOM ladder.
+#include "../../../native/format/gpumem_format.h"
+#include "fixture.h"
+
+using namespace gpumem::core;
+namespace fmt = gpumem::fmt;
+using namespace t;
+
+TEST(expandable_maps_pages_on_demand) {
+  Fx x(GiB, true);
+  fake::set_recording(true);
+  uint64_t s = x.m(MiB);  // small pool: one 2 MiB page
+  CHECK_EQ(x.reserved(), int64_t(2 * MiB));
+  uint64_t l = x.m(30 * MiB);  // large pool: two 20 MiB pages
+  CHECK_EQ(x.st().reserved_bytes[kLargePool].current, int64_t(40 * MiB));
+  CHECK_EQ(x.allocated(), int64_t(31 * MiB));  // expandable blocks split exactly
+  CHECK_EQ(x.st().segment[kAll].current, int64_t(2));
+  auto recs = fake::take();
+  fake::set_recording(false);
+  auto maps = of_type(recs, fmt::REC_SEGMENT_MAP);
+  CHECK_EQ(maps.size(), size_t(2));
+  CHECK_EQ(maps[0].as<fmt::SegmentEvent>().addr, s);
+  CHECK_EQ(maps[0].as<fmt::SegmentEvent>().size, uint64_t(2 * MiB));
+  CHECK_EQ(maps[1].as<fmt::SegmentEvent>().addr, l);
+  CHECK_EQ(maps[1].as<fmt::SegmentEvent>().size, uint64_t(40 * MiB));
+  CHECK_EQ(maps[1].flags, uint16_t(fmt::kPoolLarge | fmt::kSegExpandable));
+  CHECK_EQ(of_type(recs, fmt::REC_SEGMENT_ALLOC).size(), size_t(0));
+}
+
+TEST(expandable_grows_contiguously_into_the_next_page) {
+  Fx x(GiB, true);
+  uint64_t a = x.m(15 * MiB), b = x.m(15 * MiB);
+  CHECK_EQ(b, a + 15 * MiB);  // 5 MiB left in page 0 + page 1 mapped right after it
+  CHECK_EQ(x.reserved(), int64_t(40 * MiB));
+  CHECK_EQ(x.st().segment[kLargePool].current, int64_t(1));  // one contiguous mapped run
+  auto segs = x.a.segments();
+  CHECK_EQ(segs.size(), size_t(2 - 1));
+  CHECK_EQ(segs[0].size, uint64_t(40 * MiB));
+  CHECK_EQ(segs[0].blocks.size(), size_t(3));
+}
+
+TEST(expandable_empty_cache_unmaps_free_pages_and_remaps_at_the_lowest_address) {
+  Fx x(GiB, true);
+  fake::set_recording(true);
+  uint64_t keep = x.m(MiB);
+  uint64_t a = x.m(30 * MiB);
+  x.f(a);
+  x.empty();
+  CHECK_EQ(x.reserved(), int64_t(2 * MiB));
+  CHECK_EQ(x.sim.used(0), uint64_t(2 * MiB));
+  CHECK_EQ(x.st().segment[kLargePool].current, int64_t(0));
+  auto unmaps = of_type(fake::take(), fmt::REC_SEGMENT_UNMAP);
+  fake::set_recording(false);
+  CHECK_EQ(unmaps.size(), size_t(1));
+  CHECK_EQ(unmaps[0].as<fmt::SegmentEvent>().addr, a);
+  CHECK_EQ(unmaps[0].as<fmt::SegmentEvent>().size, uint64_t(40 * MiB));
+  CHECK_EQ(x.m(30 * MiB), a);
+  (void)keep;
+}
+
+TEST(expandable_unmaps_only_whole_free_pages) {
+  Fx x(GiB, true);
+  uint64_t a = x.m(10 * MiB), b = x.m(25 * MiB), c = x.m(10 * MiB);  // pages 0..2 ([0,60) MiB)
+  CHECK_EQ(x.reserved(), int64_t(60 * MiB));
+  x.f(b);  // free [10, 35): covers no whole page ([0,20) and [20,40) hold a and c partly)
+  x.empty();
+  CHECK_EQ(x.reserved(), int64_t(60 * MiB));
+  x.f(a);  // free [0, 35): page 0 is whole now
+  x.empty();
+  CHECK_EQ(x.reserved(), int64_t(40 * MiB));
+  CHECK_EQ(x.st().segment[kLargePool].current, int64_t(1));
+  x.f(c);
+  x.empty();
+  CHECK_EQ(x.reserved(), int64_t(0));
+  CHECK_EQ(x.st().num_device_alloc, int64_t(3));
+  CHECK_EQ(x.st().num_device_free, int64_t(3));
+}
+
+TEST(expandable_oom_ladder_reuses_another_streams_free_pages) {
+  Fx x(60 * MiB, true);
+  uint64_t a = x.m(35 * MiB, 1);
+  x.f(a);  // stream 1 holds 40 MiB mapped but free
+  uint64_t b = x.m(35 * MiB, 2);  // 40 + 40 > 60: unmap stream 1's pages, map stream 2's
+  CHECK(b != 0);
+  CHECK_EQ(x.reserved(), int64_t(40 * MiB));
+  CHECK_EQ(x.st().num_alloc_retries, int64_t(1));
+}
+
+TEST(expandable_middle_page_joining_two_runs_counts_one_segment) {
+  Fx x(GiB, true);
+  uint64_t a = x.m(20 * MiB), b = x.m(20 * MiB), c = x.m(20 * MiB);
+  CHECK_EQ(x.st().segment[kLargePool].current, int64_t(1));
+  x.f(b);
+  x.empty();  // page 1 unmapped: two runs
+  CHECK_EQ(x.st().segment[kLargePool].current, int64_t(2));
+  CHECK_EQ(x.a.segments().size(), size_t(2));
+  CHECK_EQ(x.m(20 * MiB), b);  // remapped in the hole: one run again
+  CHECK_EQ(x.st().segment[kLargePool].current, int64_t(1));
+  (void)a, (void)c;
+}
