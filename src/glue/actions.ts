@@ -16,7 +16,7 @@ export class WorkloadActions {
   /** The focused session if it is running, else ask among the running ones. */
   private async target(title: string): Promise<TrackedSession | undefined> {
     const focused = this.sessions.focused;
-    if (focused?.session.running && focused.session.controllable().length > 0) return focused;
+    if (focused?.session.isLive() && focused.session.controllable().length > 0) return focused;
     const running = this.sessions.running().filter((s) => s.session.controllable().length > 0);
     if (running.length === 0) {
       void vscode.window.showWarningMessage(

@@ -73,7 +73,7 @@ export class SessionManager implements vscode.Disposable {
   }
 
   running(): TrackedSession[] {
-    return this.sessions.filter((s) => s.session.running);
+    return this.sessions.filter((s) => s.session.isLive());
   }
 
   private tick(): void {

@@ -23,10 +23,11 @@ export class MemoryStatusBar implements vscode.Disposable {
       return;
     }
     const t = focused.session.totals();
-    const icon = focused.session.running ? '$(pulse)' : '$(history)';
+    const live = focused.session.isLive();
+    const icon = live ? '$(pulse)' : '$(history)';
     this.item.text = `${icon} ${formatBytes(t.allocatedBytes)} / ${formatBytes(t.reservedBytes)}`;
     this.item.tooltip = new vscode.MarkdownString(
-      `**GPU memory — ${focused.label}** (${focused.session.running ? 'running' : 'finished'})\n\n` +
+      `**GPU memory — ${focused.label}** (${live ? 'running' : 'finished'})\n\n` +
         `allocated ${formatBytes(t.allocatedBytes)} · reserved ${formatBytes(t.reservedBytes)} · ${t.processes} process${t.processes === 1 ? '' : 'es'}\n\nClick to open the live panel.`,
     );
     this.item.show();

@@ -191,24 +191,44 @@ const MARKER_VARS: Record<string, string> = {
   range_end: '--vscode-charts-lines',
 };
 
+function markerText(m: LiveTrack['markers'][number]): string {
+  if (m.kind === 'empty_cache') return 'empty cache';
+  if (m.kind === 'oom') return 'OOM';
+  // snapshot markers carry the pickle's path: its file name is what the user recognises
+  const text = m.kind === 'snapshot' ? (m.label.split(/[\\/]/).pop() ?? m.label) : m.label;
+  return text.length > 28 ? `${text.slice(0, 27)}…` : text;
+}
+
 function drawMarkers(u: uPlot, markers: LiveTrack['markers']): void {
   const ctx = u.ctx;
   const { top, height, left, width } = u.bbox;
+  const px = devicePixelRatio;
+  const lineHeight = 12 * px;
+  // Labels go on up to three rows so markers close in time do not print over each other; a label with
+  // no free row is left out (the line stays, and the legend's time tells where it is).
+  const rowEnds = [-Infinity, -Infinity, -Infinity];
   ctx.save();
-  ctx.font = `${Math.round(10 * devicePixelRatio)}px ${cssVar('--vscode-font-family', 'sans-serif')}`;
-  for (const m of markers) {
+  ctx.font = `${Math.round(10 * px)}px ${cssVar('--vscode-font-family', 'sans-serif')}`;
+  for (const m of [...markers].sort((a, b) => a.t - b.t)) {
     const x = u.valToPos(m.t, 'x', true);
     if (x < left || x > left + width) continue;
     ctx.strokeStyle = cssVar(MARKER_VARS[m.kind] ?? '--vscode-charts-lines', '#888');
     ctx.fillStyle = ctx.strokeStyle;
-    ctx.lineWidth = m.kind === 'oom' ? 2 * devicePixelRatio : devicePixelRatio;
-    ctx.setLineDash(m.kind === 'range_begin' || m.kind === 'range_end' ? [3 * devicePixelRatio, 3 * devicePixelRatio] : []);
+    ctx.lineWidth = m.kind === 'oom' ? 2 * px : px;
+    ctx.setLineDash(m.kind === 'range_begin' || m.kind === 'range_end' ? [3 * px, 3 * px] : []);
     ctx.beginPath();
     ctx.moveTo(x, top);
     ctx.lineTo(x, top + height);
     ctx.stroke();
-    const text = m.kind === 'empty_cache' ? 'empty cache' : m.kind === 'oom' ? 'OOM' : m.label;
-    if (text) ctx.fillText(text.slice(0, 24), x + 3 * devicePixelRatio, top + 12 * devicePixelRatio);
+    const text = markerText(m);
+    if (!text) continue;
+    const w = ctx.measureText(text).width;
+    const row = rowEnds.findIndex((end) => x > end + 4 * px);
+    if (row < 0) continue;
+    // near the right edge the label goes to the left of its line
+    const tx = x + 3 * px + w > left + width ? x - 3 * px - w : x + 3 * px;
+    ctx.fillText(text, tx, top + lineHeight * (row + 1));
+    rowEnds[row] = Math.max(tx + w, x);
   }
   ctx.restore();
 }

@@ -42,6 +42,16 @@ export class LiveSession {
     this.name = path.basename(dir);
   }
 
+  /**
+   * Still producing events: its terminal is open and some process has not written REC_END (or none has
+   * started yet). A terminal left open after the workload exited ("press Enter to close") is not live.
+   */
+  isLive(): boolean {
+    if (!this.running) return false;
+    const procs = this.processes;
+    return procs.length === 0 || procs.some((p) => !(p.model?.ended() ?? false));
+  }
+
   get processes(): SessionProcess[] {
     return [...this.procs.values()];
   }
