@@ -147,3 +147,16 @@ test('a dropped OS file without a path is sent as its bytes', async () => {
 function near(actual, expected) {
   assert.ok(Math.abs(actual - expected) <= 1, `${actual} is not within 1 µs of ${expected}`);
 }
+
+test('the summary\'s peak link opens the timeline at python\'s peak moment', async () => {
+  const { page } = wv;
+  await page.click('[data-testid=tab-summary]');
+  const link = page.locator('[data-testid=peak-link]');
+  assert.equal((await link.textContent()).trim(), `at ${((summary.devices[0].peak_at_time_us - model.timeRange(0).t0Us) / 1e6).toFixed(3)} s`);
+  await link.click();
+  await page.waitForFunction(() => document.querySelector('vscode-panels')?.getAttribute('activeid') === 'tab-timeline');
+  const state = await wv.state();
+  assert.equal(state.tab, 'timeline');
+  assert.equal(state.momentUs, summary.devices[0].peak_at_time_us);
+  assert.ok(state.window.v0 <= state.momentUs && state.momentUs <= state.window.v1);
+});

@@ -16,6 +16,7 @@ const HEIGHT = 380;
 // polygons); what is not drawn as a band shows as the grey "other" envelope, so totals stay right.
 const MAX_SPANS = 3000;
 const OTHER = (0xff << 24) | (0x80 << 16) | (0x80 << 8) | 0x80;
+const OTHER_RANGE = (0xff << 24) | (0x5a << 16) | (0x5a << 8) | 0x5a;
 const HOVER = (0xff << 24) | (0xff << 16) | (0xff << 8) | 0xff;
 
 export interface TimelineHost {
@@ -42,6 +43,9 @@ export class TimelinePanel {
   /** frame times (ms) of the last draws, for the benchmark */
   readonly frameTimes: number[] = [];
   onFirstPaint: (() => void) | undefined;
+  /** performance.now() of the last timeline query, for the benchmark */
+  requestedAt = 0;
+  lastDrawStartedAt = 0;
 
   constructor(
     private readonly root: HTMLElement,
@@ -188,11 +192,13 @@ export class TimelinePanel {
     const b = Math.min(Math.max(t1Us, t0Us + 1), this.v1 + w);
     const buckets = Math.min(8192, Math.max(1, Math.round((this.plotWidth() * (b - a)) / w)));
     this.pendingRequest = newRequestId();
+    this.requestedAt = performance.now();
     send({ type: 'requestTimeline', requestId: this.pendingRequest, device: this.host.device(), t0Us: a, t1Us: b, buckets, maxSpans: MAX_SPANS });
   }
 
   private draw(): void {
     const started = performance.now();
+    this.lastDrawStartedAt = started;
     const cssW = Math.floor(this.canvas.clientWidth);
     if (cssW === 0) return;
     const dpr = window.devicePixelRatio || 1;
@@ -239,16 +245,18 @@ export class TimelinePanel {
           }
           base += size;
         }
-        // Allocated memory not covered by drawn bands (small/short allocations): the grey envelope on top.
+        // Allocated memory not covered by drawn bands (small/short allocations): the grey envelope on top,
+        // darker up to the bucket's minimum, lighter up to its maximum (what it swings through in a pixel).
         const t = v0 + ((c + 0.5) * (v1 - v0)) / pw;
         const bi = Math.floor(((t - d.t0Us) / span) * n);
         if (bi >= 0 && bi < n) {
-          const allocated = d.allocatedMax[bi];
-          if (allocated > base) {
-            const y1 = ph - Math.round(base * scale);
-            const y0 = Math.max(0, ph - Math.round(allocated * scale));
-            for (let y = y0; y < y1; y++) px[y * pw + c] = OTHER;
-          }
+          const low = Math.max(base, d.allocatedMin[bi]);
+          const high = d.allocatedMax[bi];
+          const yBase = ph - Math.round(base * scale);
+          const yLow = Math.max(0, ph - Math.round(low * scale));
+          const yHigh = Math.max(0, ph - Math.round(high * scale));
+          for (let y = yLow; y < yBase; y++) px[y * pw + c] = OTHER;
+          for (let y = yHigh; y < Math.min(yLow, yBase); y++) px[y * pw + c] = OTHER_RANGE;
         }
       });
       ctx.putImageData(img, left, top);
@@ -276,10 +284,13 @@ export class TimelinePanel {
 
     // Markers and the selected moment.
     const xOf = (t: number) => left + ((t - v0) / (v1 - v0)) * pw;
-    for (const m of this.host.markers()) {
-      if (m.timeUs < v0 || m.timeUs > v1) continue;
+    // User ranges denser than one per 4 px would only grey the plot out: then only key markers are drawn.
+    const markers = this.host.markers().filter((m) => m.timeUs >= v0 && m.timeUs <= v1);
+    const userDense = markers.filter((m) => isUserMarker(m.kind)).length > pw / (4 * dpr);
+    for (const m of markers) {
+      if (userDense && isUserMarker(m.kind)) continue;
       ctx.strokeStyle = m.kind === 'oom' ? themeColor('--vscode-errorForeground', '#f48771') : m.kind === 'empty_cache' ? themeColor('--vscode-charts-green', '#89d185') : muted;
-      ctx.globalAlpha = m.kind === 'user' || m.kind === 'range_begin' || m.kind === 'range_end' ? 0.35 : 0.9;
+      ctx.globalAlpha = isUserMarker(m.kind) ? 0.35 : 0.9;
       ctx.beginPath();
       ctx.moveTo(Math.round(xOf(m.timeUs)) + 0.5, top);
       ctx.lineTo(Math.round(xOf(m.timeUs)) + 0.5, top + ph);
@@ -470,4 +481,8 @@ export function formatSeconds(us: number, spanUs: number): string {
 /** A moment since the start of the trace, in seconds (ms precision). */
 export function atTime(us: number): string {
   return `${(us / 1e6).toFixed(3)} s`;
+}
+
+function isUserMarker(kind: MarkerView['kind']): boolean {
+  return kind === 'user' || kind === 'range_begin' || kind === 'range_end';
 }

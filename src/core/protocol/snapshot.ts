@@ -87,6 +87,8 @@ export interface TimelineView {
   t0Us: number;
   t1Us: number;
   buckets: number;
+  /** allocated bytes per bucket: the band envelope (max) and its floor (min), for oscillation at coarse zoom */
+  allocatedMin: number[];
   allocatedMax: number[];
   reservedMax: number[];
   spans: SpanColumns;

@@ -91,6 +91,7 @@ export class SnapshotSession {
       t0Us: tl.t0Us,
       t1Us: tl.t1Us,
       buckets: tl.buckets,
+      allocatedMin: tl.allocatedMin,
       allocatedMax: tl.allocatedMax,
       reservedMax: tl.reservedMax,
       spans: cols,

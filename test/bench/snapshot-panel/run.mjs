@@ -1,0 +1,137 @@
+// Snapshot panel benchmark: time to first paint of the Active memory timeline and frame times while panning
+// and zooming, for the ResNet-50 fixture and a generated 10 M-event pickle.
+//
+//   npm run build:js && node --import ./test/tools/ts-loader.mjs test/bench/snapshot-panel/run.mjs [--big PATH] [--copies N] [--skip-big]
+//
+// The big input is /work/shared/tools/scale_snapshot.py's ×180 of the fixture (≈10 M events, ≈790 MB),
+// generated into .test-output/bench/ when absent (about 2 minutes). Results: stdout and
+// .test-output/bench/snapshot-panel.json. Method and numbers: README.md beside this file.
+import fs from 'node:fs';
+import path from 'node:path';
+import { spawnSync } from 'node:child_process';
+import { fileURLToPath } from 'node:url';
+import { openSnapshotPanel } from '../../webview/snapshot-host.mjs';
+
+const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../../..');
+const OUT = path.join(ROOT, '.test-output/bench');
+process.env.GPUMEM_ADDON ||= path.join(ROOT, 'dist/native/gpumem_addon.node');
+const { openModel } = await import('../../../src/core/model/open.ts');
+
+const args = process.argv.slice(2);
+const opt = (name, dflt) => {
+  const i = args.indexOf(name);
+  return i >= 0 ? args[i + 1] : dflt;
+};
+const FIXTURE = path.join(ROOT, 'test/fixtures/pytorch-snapshots/resnet50-bf16-train-python-stacks.pickle');
+const copies = Number(opt('--copies', '180'));
+const big = opt('--big', path.join(OUT, `resnet50-x${copies}.pickle`));
+const SCALE = process.env.GPUMEM_SCALE_SNAPSHOT || '/work/shared/tools/scale_snapshot.py';
+
+function ensureBig() {
+  if (fs.existsSync(big)) return big;
+  if (!fs.existsSync(SCALE)) throw new Error(`${big} is missing and ${SCALE} is not there to generate it (set GPUMEM_SCALE_SNAPSHOT)`);
+  fs.mkdirSync(OUT, { recursive: true });
+  console.log(`generating ${big} (${copies} copies)…`);
+  const r = spawnSync('python3', [SCALE, FIXTURE, big, String(copies)], { stdio: 'inherit' });
+  if (r.status !== 0) throw new Error(`scale_snapshot.py failed (${r.status})`);
+  return big;
+}
+
+const stats = (xs) => {
+  const s = [...xs].sort((a, b) => a - b);
+  const q = (p) => s[Math.min(s.length - 1, Math.floor(p * s.length))];
+  return { n: s.length, median: q(0.5), p95: q(0.95), max: s[s.length - 1] };
+};
+const r1 = (x) => Math.round(x * 10) / 10;
+
+/** Frame intervals (rAF) and draw times while `drive` runs input against the page. */
+async function measureFrames(page, drive) {
+  await page.evaluate(() => {
+    const app = window.__snapshotPanel;
+    app.timeline.frameTimes.length = 0;
+    window.__frames = [];
+    window.__measuring = true;
+    const tick = (t) => {
+      window.__frames.push(t);
+      if (window.__measuring) requestAnimationFrame(tick);
+    };
+    requestAnimationFrame(tick);
+  });
+  await drive();
+  return page.evaluate(() => {
+    window.__measuring = false;
+    const f = window.__frames;
+    const intervals = f.slice(1).map((t, i) => t - f[i]);
+    return { intervals, draws: [...window.__snapshotPanel.timeline.frameTimes] };
+  });
+}
+
+async function bench(name, file) {
+  const size = fs.statSync(file).size;
+  let t = performance.now();
+  const model = openModel(file);
+  const openMs = performance.now() - t;
+  const events = model.summary().devices[0].events;
+  const viewport = { width: 1400, height: 900 };
+  const wv = await openSnapshotPanel(model, { fileName: path.basename(file), viewport, state: { tab: 'timeline', device: 0, sitesSort: { key: 'selfBytesAtPeak', descending: true }, compare: { a: 'peak', b: 'end' } } });
+  await wv.page.waitForFunction(() => window.__snapshotPanel?.marks.timelinePainted, null, { timeout: 120_000 });
+  const marks = await wv.page.evaluate(() => ({ ...window.__snapshotPanel.marks, nav: performance.timing.navigationStart }));
+  await wv.screenshot(`bench-${name}-first-paint`);
+
+  const canvas = await wv.page.locator('[data-testid=timeline-canvas]').boundingBox();
+  const cy = canvas.y + canvas.height / 2;
+  // Pan: a 600 px drag in 60 moves, the way a hand drags (Playwright sends each move as real input).
+  const pan = await measureFrames(wv.page, async () => {
+    await wv.page.mouse.move(canvas.x + canvas.width * 0.75, cy);
+    await wv.page.mouse.down();
+    await wv.page.mouse.move(canvas.x + canvas.width * 0.75 - 600, cy, { steps: 60 });
+    await wv.page.mouse.up();
+    await wv.page.waitForTimeout(400); // the refetch after the pan settles
+  });
+  // Zoom: 10 wheel notches in, then out, at the cursor.
+  const zoom = await measureFrames(wv.page, async () => {
+    await wv.page.mouse.move(canvas.x + canvas.width / 2, cy);
+    for (let i = 0; i < 10; i++) await wv.page.mouse.wheel(0, -240);
+    for (let i = 0; i < 10; i++) await wv.page.mouse.wheel(0, 240);
+    await wv.page.waitForTimeout(400);
+  });
+  await wv.screenshot(`bench-${name}-after-pan`);
+  await wv.close();
+  model.close();
+  const result = {
+    name,
+    file: path.basename(file),
+    sizeMiB: r1(size / 2 ** 20),
+    events,
+    openMs: Math.round(openMs),
+    // Navigation → timeline painted with the host's first answer (page load, toolkit, summary, timeline query).
+    pageToPaintMs: Math.round(marks.timelinePainted),
+    pageMarksMs: Object.fromEntries(Object.entries(marks).filter(([k]) => k !== 'nav').map(([k, v]) => [k, Math.round(v)])),
+    // What a user waits for: the reader's open, then the page from navigation to the painted timeline.
+    // (Browser start-up is excluded: VS Code's webview process is already running.)
+    firstPaintTotalMs: Math.round(openMs + marks.timelinePainted),
+    panDrawMs: mapStats(stats(pan.draws)),
+    panFrameIntervalMs: mapStats(stats(pan.intervals)),
+    panFps: r1(1000 / stats(pan.intervals).median),
+    zoomDrawMs: mapStats(stats(zoom.draws)),
+    zoomFrameIntervalMs: mapStats(stats(zoom.intervals)),
+  };
+  console.log(JSON.stringify(result));
+  return result;
+}
+
+function mapStats(s) {
+  return { n: s.n, median: r1(s.median), p95: r1(s.p95), max: r1(s.max) };
+}
+
+const results = [await bench('resnet50', FIXTURE)];
+if (!args.includes('--skip-big')) results.push(await bench(`resnet50-x${copies}`, ensureBig()));
+fs.mkdirSync(OUT, { recursive: true });
+fs.writeFileSync(path.join(OUT, 'snapshot-panel.json'), JSON.stringify(results, null, 2));
+console.log('\n| input | events | open (reader) | page → timeline painted | first paint total | pan: draw ms median/p95 | pan: frame interval median/p95 (fps) | zoom: draw ms median/p95 |');
+console.log('|---|---|---|---|---|---|---|---|');
+for (const r of results) {
+  console.log(
+    `| ${r.file} (${r.sizeMiB} MiB) | ${r.events.toLocaleString('en-US')} | ${(r.openMs / 1000).toFixed(2)} s | ${(r.pageToPaintMs / 1000).toFixed(2)} s | ${(r.firstPaintTotalMs / 1000).toFixed(2)} s | ${r.panDrawMs.median} / ${r.panDrawMs.p95} | ${r.panFrameIntervalMs.median} / ${r.panFrameIntervalMs.p95} (${r.panFps}) | ${r.zoomDrawMs.median} / ${r.zoomDrawMs.p95} |`,
+  );
+}
