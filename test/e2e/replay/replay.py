@@ -27,6 +27,7 @@ import signal
 import socket
 import socketserver
 import struct
+import subprocess
 import sys
 import threading
 import time
@@ -399,12 +400,21 @@ def main():
     ap.add_argument("fixture", help="a capture file (.gpumem) to stream")
     ap.add_argument("--speed", type=float, default=float(os.environ.get("GPUMEM_REPLAY_SPEED", "1")), help="time speed-up factor (default 1 = real time)")
     ap.add_argument("--hold", type=float, default=float(os.environ.get("GPUMEM_REPLAY_HOLD", "30")), help="seconds to stay alive after the last record, serving the control socket")
+    ap.add_argument("--standin-if-missing", action="store_true",
+                    help="if FIXTURE does not exist, replay the stand-in capture of the sample (make_standin.py) instead")
     args = ap.parse_args()
     session_dir = os.environ.get("GPUMEM_SESSION_DIR")
     if not session_dir:
         sys.exit("replay: GPUMEM_SESSION_DIR is not set; run this through GPU Memory Lens (or set it to a session folder)")
     if args.speed <= 0:
         sys.exit("replay: --speed must be > 0")
+    if not os.path.isfile(args.fixture) and args.standin_if_missing:
+        # Note [Stand-in for npm start]: a machine without the recorded fixture still shows the product:
+        # the stand-in goes into the session folder (a name the session scan ignores) and is replayed.
+        standin = os.path.join(session_dir, "replay-standin.gpumem")
+        subprocess.run([sys.executable, os.path.join(os.path.dirname(os.path.abspath(__file__)), "make_standin.py"), standin],
+                       check=True, stdout=subprocess.DEVNULL)
+        args.fixture = standin
     if not os.path.isfile(args.fixture):
         sys.exit(f"replay: no capture at {args.fixture}")
     signal.signal(signal.SIGTERM, lambda *_: (_ for _ in ()).throw(KeyboardInterrupt()))
