@@ -45,6 +45,16 @@ class Writer:
         self.out += HDR.pack(REC[kind], device, flags, len(payload)) + payload
 
 
+def first_fit(live, base, size_of_segment, size):
+    """Lowest address in the segment where `size` bytes fit between live blocks."""
+    cursor = base
+    for a in sorted(x for x in live if base <= x < base + size_of_segment):
+        if a - cursor >= size:
+            return cursor
+        cursor = a + live[a][0]
+    return cursor if base + size_of_segment - cursor >= size else None
+
+
 def to_us(t_ns):
     return (WALL_ANCHOR + (t_ns - MONO_ANCHOR)) // 1000
 
@@ -90,7 +100,6 @@ def build(events, seed, with_state):
         trace.append({"action": "segment_alloc", "addr": addr, "size": size, "stream": 0, "time_us": to_us(t),
                       "compile_context": "N/A", "user_metadata": "", "frames": py_frames(1)})
         t += 1000
-    bump = {s[0]: s[0] for s in segs}
     live = {}  # addr → (size, requested, stack)
     n = 0
     while n < events:
@@ -107,12 +116,11 @@ def build(events, seed, with_state):
         small = rng.random() < 0.5
         seg = segs[0] if small else segs[1]
         size = rng.randint(1, 64 if small else 4096) * 512
-        if bump[seg[0]] + size > seg[0] + seg[1]:
-            continue  # segment full: the simulated workload frees instead next time
+        addr = first_fit(live, seg[0], seg[1], size)
+        if addr is None:
+            continue  # no room: the loop frees a live block (there is one, or the segment would be empty)
         req = size - rng.randint(0, 511)
         stack = rng.randint(1, len(STACKS))
-        addr = bump[seg[0]]
-        bump[seg[0]] += size
         live[addr] = (size, req, stack)
         w.rec("ALLOC", BLOCK.pack(t, addr, size, req, 0, stack, 1 if STACKS[stack - 1][1] else 0), flags=seg[2])
         trace.append({"action": "alloc", "addr": addr, "size": size, "stream": 0, "time_us": to_us(t),

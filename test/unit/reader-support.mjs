@@ -1,0 +1,51 @@
+// Shared helpers for the reader's tests: the built addon, fixtures, and the Python reference scripts.
+// Note [Tests need the built addon]: the model is native; tests import the TypeScript sources (ts-loader)
+// and point them at dist/native/gpumem_addon.node. Build it first (`npm run build`, or
+// `npx node-gyp rebuild && cp build/Release/gpumem_addon.node dist/native/`).
+import { spawnSync } from 'node:child_process';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+
+export const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
+const addon = path.join(root, 'dist/native/gpumem_addon.node');
+if (!process.env.GPUMEM_ADDON) process.env.GPUMEM_ADDON = addon;
+if (!fs.existsSync(process.env.GPUMEM_ADDON)) {
+  throw new Error(`the reader's tests need the built addon at ${process.env.GPUMEM_ADDON}: run \`npm run build\` first`);
+}
+
+export const { openModel } = await import('../../src/core/model/open.ts');
+
+export const fixturesDir = path.join(root, 'test/fixtures/pytorch-snapshots');
+export const FIXTURES = ['mlp-expandable', 'mlp-oom', 'mlp-record-stream-pending', 'resnet50-bf16-train-python-stacks'].map(
+  (n) => path.join(fixturesDir, `${n}.pickle`),
+);
+const refDir = path.join(root, 'test/unit/reference');
+
+/** Runs a reference script with python3 and parses its JSON output. */
+export function python(script, ...args) {
+  const r = spawnSync('python3', [path.join(refDir, script), ...args.map(String)], { encoding: 'utf8', maxBuffer: 1 << 28 });
+  if (r.status !== 0) throw new Error(`python3 ${script} ${args.join(' ')} failed:\n${r.stderr}`);
+  return JSON.parse(r.stdout);
+}
+
+/** Runs inline Python (for building test inputs); returns stdout. */
+export function pythonInline(code, ...args) {
+  const r = spawnSync('python3', ['-c', code, ...args.map(String)], { encoding: 'utf8', maxBuffer: 1 << 28, cwd: refDir });
+  if (r.status !== 0) throw new Error(`python3 -c failed:\n${r.stderr}`);
+  return r.stdout;
+}
+
+export function tmpDir() {
+  return fs.mkdtempSync(path.join(os.tmpdir(), 'gpumem-reader-'));
+}
+
+/** A capture and its twin pickle from make_capture.py. */
+export function makeCapture(dir, name, ...flags) {
+  const cap = path.join(dir, `${name}.gpumem`);
+  const twin = path.join(dir, `${name}.pickle`);
+  const r = spawnSync('python3', [path.join(refDir, 'make_capture.py'), cap, twin, ...flags.map(String)], { encoding: 'utf8' });
+  if (r.status !== 0) throw new Error(`make_capture.py failed:\n${r.stderr}`);
+  return { cap, twin };
+}

@@ -1,0 +1,112 @@
+// issue #4's summary, to the byte: native reader vs test/unit/reference/snapshot_summary.py on the same files.
+import assert from 'node:assert/strict';
+import { spawnSync } from 'node:child_process';
+import fs from 'node:fs';
+import path from 'node:path';
+import { test } from 'node:test';
+import { FIXTURES, makeCapture, openModel, python, root, tmpDir } from './reader-support.mjs';
+import { formatBytes } from '../../src/core/format/bytes.ts';
+import { run as summaryCommand } from '../../src/cli/commands/summary.ts';
+
+for (const file of FIXTURES) {
+  test(`summary of ${path.basename(file)} equals the Python reference`, () => {
+    const expected = python('snapshot_summary.py', file);
+    const model = openModel(file);
+    try {
+      assert.deepEqual(model.summary(), expected);
+    } finally {
+      model.close();
+    }
+  });
+}
+
+test('summary of pickles re-dumped with protocols 2, 3 and 5 equals the protocol-4 original', () => {
+  const dir = tmpDir();
+  const src = FIXTURES[1];
+  const expected = python('snapshot_summary.py', src);
+  for (const proto of [2, 3, 5]) {
+    const out = path.join(dir, `p${proto}.pickle`);
+    const r = spawnSync('python3', ['-c', `import pickle,sys; pickle.dump(pickle.load(open(sys.argv[1],'rb')), open(sys.argv[2],'wb'), protocol=${proto})`, src, out]);
+    assert.equal(r.status, 0, String(r.stderr));
+    const m = openModel(out);
+    assert.deepEqual(m.summary(), expected, `protocol ${proto}`);
+    m.close();
+  }
+});
+
+test('older snapshot variants (no requested_size, no block frames, no is_expandable, no compile_context) summarise like the reference', () => {
+  const dir = tmpDir();
+  const out = path.join(dir, 'old.pickle');
+  const code = `
+import pickle, sys
+d = pickle.load(open(sys.argv[1], 'rb'))
+for s in d['segments']:
+    s.pop('is_expandable', None); s.pop('requested_size', None); s.pop('segment_pool_id', None)
+    for b in s['blocks']:
+        b.pop('requested_size', None); b.pop('frames', None)
+for t in d['device_traces']:
+    for e in t:
+        e.pop('compile_context', None); e.pop('user_metadata', None)
+del d['allocator_settings']; del d['external_annotations']
+pickle.dump(d, open(sys.argv[2], 'wb'), protocol=2)`;
+  const r = spawnSync('python3', ['-c', code, FIXTURES[3], out]);
+  assert.equal(r.status, 0, String(r.stderr));
+  const m = openModel(out);
+  assert.deepEqual(m.summary(), python('snapshot_summary.py', out));
+  m.close();
+});
+
+for (const flags of [[], ['--no-state']]) {
+  test(`summary of a capture ${flags.length ? 'without a final state record' : 'with a final state record'} equals the reference for its twin pickle`, () => {
+    const dir = tmpDir();
+    const { cap, twin } = makeCapture(dir, 'run', '--events', 4000, '--seed', 7, ...flags);
+    const expected = { ...python('snapshot_summary.py', twin), format: 'gpumem-capture' };
+    const m = openModel(cap);
+    assert.deepEqual(m.summary(), expected);
+    assert.deepEqual(m.problems(), []);
+    m.close();
+  });
+}
+
+test('`gpumem summary --json` prints the summary document and the text report shows the same figures', async () => {
+  const file = FIXTURES[3];
+  const expected = python('snapshot_summary.py', file);
+  const json = await captureStdout(() => summaryCommand([file, '--json']));
+  assert.equal(json.code, 0);
+  assert.deepEqual(JSON.parse(json.out), expected);
+  const text = await captureStdout(() => summaryCommand([file]));
+  assert.equal(text.code, 0);
+  const d = expected.devices[0];
+  assert.match(text.out, new RegExp(`GPU reserved memory\\s+${escape(formatBytes(d.reserved_bytes))}\\s+${d.segments} segments`));
+  assert.match(text.out, new RegExp(`Allocated memory\\s+${escape(formatBytes(d.allocated_bytes))}\\s+${d.allocated_blocks} blocks of ${d.blocks}`));
+  assert.match(text.out, new RegExp(`Peak allocated memory\\s+${escape(formatBytes(d.peak_allocated_bytes))}\\s+at time_us ${d.peak_at_time_us}`));
+  const top = expected.top_lines[0];
+  assert.match(text.out, new RegExp(`${escape(formatBytes(top.bytes_at_peak))}.*${escape(path.basename(top.file))}:${top.line}`));
+});
+
+test('`gpumem summary` on a missing file says so and exits 1', async () => {
+  const r = await captureStdout(() => summaryCommand([path.join(root, 'no-such-file.pickle')]));
+  assert.equal(r.code, 1);
+  assert.match(r.err, /does not exist; pass a \.gpumem capture or a snapshot \.pickle/);
+});
+
+function escape(s) {
+  return s.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
+}
+
+async function captureStdout(fn) {
+  const out = [];
+  const err = [];
+  const ow = process.stdout.write.bind(process.stdout);
+  const ew = process.stderr.write.bind(process.stderr);
+  process.stdout.write = (s) => (out.push(String(s)), true);
+  process.stderr.write = (s) => (err.push(String(s)), true);
+  try {
+    const code = await fn();
+    return { code, out: out.join(''), err: err.join('') };
+  } finally {
+    process.stdout.write = ow;
+    process.stderr.write = ew;
+  }
+}
+void fs;
