@@ -94,7 +94,7 @@ struct Tables {
   std::vector<const std::string*> strings{nullptr};  // index = id; points into string_ids' keys
   std::unordered_map<std::string, uint32_t> frame_ids;  // key: the three ids as bytes
   std::vector<Frame> frames{Frame{0, 0, 0}};
-  std::unordered_map<std::string, uint32_t> stack_ids;  // key: flags + frame ids as bytes
+  std::unordered_multimap<uint64_t, uint32_t> stack_ids;  // hash of (flags, frame ids) → candidates
   std::vector<std::pair<uint32_t, std::vector<uint32_t>>> stacks{{0, {}}};  // (flags, frames)
   std::unordered_map<CodeKey, uint32_t, CodeKeyHash> code_frames;
 };
@@ -140,13 +140,22 @@ uint32_t intern_frame_locked(Tables& t, const Frame& f) {
   return id;
 }
 
+uint64_t stack_hash(uint32_t flags, const std::vector<uint32_t>& fr) {
+  uint64_t h = 1469598103934665603ull ^ flags;  // FNV-1a over the ids
+  for (uint32_t id : fr) h = (h ^ id) * 1099511628211ull;
+  return h;
+}
+
+// Lookup allocates nothing on a hit (the common case: a site seen before).
 uint32_t intern_stack_locked(Tables& t, uint32_t flags, const std::vector<uint32_t>& fr) {
-  std::string key(reinterpret_cast<const char*>(&flags), 4);
-  key.append(reinterpret_cast<const char*>(fr.data()), fr.size() * 4);
-  auto it = t.stack_ids.find(key);
-  if (it != t.stack_ids.end()) return it->second;
+  uint64_t h = stack_hash(flags, fr);
+  auto range = t.stack_ids.equal_range(h);
+  for (auto it = range.first; it != range.second; ++it) {
+    const auto& st = t.stacks[it->second];
+    if (st.first == flags && st.second == fr) return it->second;
+  }
   uint32_t id = uint32_t(t.stacks.size());
-  t.stack_ids.emplace(std::move(key), id);
+  t.stack_ids.emplace(h, id);
   t.stacks.emplace_back(flags, fr);
   emit_stack(id, flags, fr);
   return id;
@@ -175,8 +184,21 @@ std::atomic<uint32_t> g_bw_current{0};  // read without the lock on every framel
 // Deep recursion: keep the innermost frames, where the allocation happened.
 constexpr int kMaxFrames = 256;
 
-// Walks the calling thread's frames. Caller holds the GIL. Returns false if the thread has no frames.
-bool walk(std::vector<uint32_t>* out) {
+// The previous capture of this thread, by raw (code object, offset) pairs: a loop allocating at the
+// same site repeats it exactly, and then no table lookup or lock is needed. Safe because every code
+// object seen is kept alive by the cache (its address cannot be reused).
+struct LastCapture {
+  const void* codes[kMaxFrames];
+  int keys[kMaxFrames];
+  int n = -1;
+  uint32_t flags = 0, id = 0;
+  uint64_t epoch = 0;
+};
+std::atomic<uint64_t> g_epoch{1};  // bumped by emit_all_interned(): ids must be re-announced
+
+// Walks the calling thread's frames and interns the stack. Caller holds the GIL. Returns false if the
+// thread has no frames.
+bool walk(uint32_t flags, uint32_t* stack_id) {
   const Py& p = py();
   PyObj* f = p.ThreadState_GetFrame(p.ThreadState_Get());
   if (!f) return false;
@@ -192,15 +214,22 @@ bool walk(std::vector<uint32_t>* out) {
     f = back;
   }
   if (f) p.DecRef(f);
-  Tables& t = T();
-  {
+  thread_local LastCapture last;
+  bool same = last.n == n && last.flags == flags && last.epoch == g_epoch.load(std::memory_order_relaxed) &&
+              std::memcmp(last.keys, keys, sizeof(int) * size_t(n)) == 0 &&
+              std::memcmp(last.codes, codes, sizeof(void*) * size_t(n)) == 0;
+  if (same) {
+    *stack_id = last.id;
+  } else {
+    thread_local std::vector<uint32_t> ids;
+    ids.clear();
+    Tables& t = T();
     std::lock_guard<std::mutex> lk(t.mu);
-    out->reserve(size_t(n));
     for (int i = 0; i < n; i++) {
       CodeKey k{codes[i], keys[i]};
       auto it = t.code_frames.find(k);
       if (it != t.code_frames.end()) {
-        out->push_back(it->second);
+        ids.push_back(it->second);
         continue;
       }
       int line = p.Frame_GetLasti ? p.Code_Addr2Line(codes[i], keys[i]) : keys[i];
@@ -209,8 +238,15 @@ bool walk(std::vector<uint32_t>* out) {
       uint32_t id = intern_frame_locked(t, fr);
       p.IncRef(codes[i]);  // the cache entry's reference: the address stays this code object's
       t.code_frames.emplace(k, id);
-      out->push_back(id);
+      ids.push_back(id);
     }
+    *stack_id = intern_stack_locked(t, flags, ids);
+    last.n = n;
+    last.flags = flags;
+    last.id = *stack_id;
+    last.epoch = g_epoch.load(std::memory_order_relaxed);
+    std::memcpy(last.keys, keys, sizeof(int) * size_t(n));
+    std::memcpy(last.codes, codes, sizeof(void*) * size_t(n));
   }
   for (int i = 0; i < n; i++) p.DecRef(codes[i]);
   return true;
@@ -226,13 +262,8 @@ uint32_t capture_flags(uint32_t flags, bool* frameless) {
   // hang or be terminated inside PyGILState_Ensure).
   if (!p.IsInitialized() || p.IsFinalizing()) return 0;
   int st = p.GILState_Ensure();
-  std::vector<uint32_t> ids;
-  bool have = walk(&ids);
   uint32_t id = 0;
-  if (have) {
-    std::lock_guard<std::mutex> lk(T().mu);
-    id = intern_stack_locked(T(), flags, ids);
-  }
+  bool have = walk(flags, &id);
   p.GILState_Release(st);
   *frameless = !have;
   return id;
@@ -291,6 +322,7 @@ uint32_t stack_flags(uint32_t stack) {
 void emit_all_interned() {
   Tables& t = T();
   std::lock_guard<std::mutex> lk(t.mu);
+  g_epoch.fetch_add(1);
   for (size_t i = 1; i < t.strings.size(); i++) emit_string(uint32_t(i), *t.strings[i]);
   for (size_t i = 1; i < t.frames.size(); i++) emit_frame(uint32_t(i), t.frames[i]);
   for (size_t i = 1; i < t.stacks.size(); i++) emit_stack(uint32_t(i), t.stacks[i].first, t.stacks[i].second);

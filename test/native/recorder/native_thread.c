@@ -19,3 +19,15 @@ void* alloc_on_native_thread(malloc_fn fn, size_t size) {
   pthread_join(t, NULL);
   return j.result;
 }
+
+/* Per-pair cost of malloc+free in ns, called from Python through ctypes (which releases the GIL, as
+ * PyTorch does around allocations), so the stack capture walks the caller's real Python frames. */
+#include <time.h>
+typedef void (*free_fn)(void*, size_t, int, void*);
+double alloc_free_loop(malloc_fn m, free_fn f, size_t n, size_t size) {
+  struct timespec a, b;
+  clock_gettime(CLOCK_MONOTONIC, &a);
+  for (size_t i = 0; i < n; i++) f(m(size, 0, NULL), size, 0, NULL);
+  clock_gettime(CLOCK_MONOTONIC, &b);
+  return ((b.tv_sec - a.tv_sec) * 1e9 + (b.tv_nsec - a.tv_nsec)) / (double)n;
+}
