@@ -4,6 +4,7 @@
 // test/unit/snapshot_reference.py for the breakdown). Screenshots land in .test-output/webview/.
 import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
+import fs from 'node:fs';
 import path from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { fileURLToPath } from 'node:url';
@@ -20,7 +21,7 @@ function python(script, file) {
 }
 
 function references(name) {
-  const file = path.join(FIXTURES, name);
+  const file = path.isAbsolute(name) ? name : path.join(FIXTURES, name);
   const summary = python('test/unit/reference/snapshot_summary.py', file);
   const mine = python('test/unit/snapshot_reference.py', file).devices['0'];
   return { file, summary, device: summary.devices[0], topLines: summary.top_lines, breakdown: mine.breakdown, mine };
@@ -186,5 +187,45 @@ describe('record_stream snapshot', () => {
     assert.match(await page.locator('[data-testid=segments-caption]').textContent(), new RegExp(`${formatBytes(ref.breakdown.pendingFreeBytes).replace('.', '\\.')} waits on other streams`));
     await page.waitForTimeout(200);
     await wv.screenshot('snapshot-record-stream-segments');
+  });
+});
+
+describe('GPU Memory Lens capture (.gpumem)', () => {
+  // A capture and its twin PyTorch pickle describing the same run (the reader's reference writer).
+  const dir = path.join(ROOT, '.test-output/webview/capture');
+  const capture = path.join(dir, 'run.gpumem');
+  const twin = path.join(dir, 'run-twin.pickle');
+  let model;
+  let wv;
+  let ref;
+  before(async () => {
+    fs.mkdirSync(dir, { recursive: true });
+    execFileSync('python3', [path.join(ROOT, 'test/unit/reference/make_capture.py'), capture, twin, '--events', '4000', '--seed', '7']);
+    ref = references(twin);
+    model = openModel(capture);
+    wv = await openSnapshotPanel(model, { fileName: 'run.gpumem' });
+    await wv.page.waitForSelector('[data-testid=verdict]', { timeout: 20_000 });
+  });
+  after(async () => {
+    await wv?.close();
+    model?.close();
+  });
+
+  test('shows the same figures as python3 finds in the twin pickle', async () => {
+    const { page } = wv;
+    const d = ref.device;
+    assert.equal((await figure(page, 'reserved')).bytes, d.reserved_bytes);
+    assert.equal((await figure(page, 'allocated')).bytes, d.allocated_bytes);
+    assert.equal((await figure(page, 'peakAllocated')).bytes, d.peak_allocated_bytes);
+    assert.equal((await figure(page, 'segments')).count, d.segments);
+    assert.equal((await figure(page, 'largestFree')).bytes, d.largest_free_block_bytes);
+    assert.equal(Number(await page.locator('.view-summary [data-part="cachedFreeBytes"]').getAttribute('data-bytes')), ref.breakdown.cachedFreeBytes);
+    await page.click('[data-testid=tab-sites]');
+    const firstRow = page.locator('[data-testid=sites-grid] vscode-data-grid-row[data-index="0"]');
+    await firstRow.waitFor();
+    const top = ref.topLines[0];
+    const cells = (await firstRow.locator('vscode-data-grid-cell').allTextContents()).map((s) => s.trim());
+    assert.deepEqual(cells.slice(0, 2), [`${top.file}:${top.line}`, formatBytes(top.bytes_at_peak)]);
+    await wv.screenshot('snapshot-capture-sites');
   });
 });
