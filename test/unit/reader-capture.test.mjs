@@ -1,0 +1,155 @@
+// The native reader on our capture files (native/format/gpumem_format.h): captures written with
+// struct.pack by test/unit/reference/make_capture.py, checked against the twin pickle it writes for the
+// same simulated run.
+import assert from 'node:assert/strict';
+import fs from 'node:fs';
+import path from 'node:path';
+import { test } from 'node:test';
+import { makeCapture, openModel, python, tmpDir } from './reader-support.mjs';
+
+const EVENT_TYPES = new Set([10, 11, 12, 13, 14, 15, 16, 21]);
+
+/** Record boundaries of a capture: [{offset, type, end}] after the 16-byte header and its JSON. */
+function records(buf) {
+  const out = [];
+  let pos = 16 + buf.readUInt32LE(12);
+  while (pos + 8 <= buf.length) {
+    const end = pos + 8 + buf.readUInt32LE(pos + 4);
+    if (end > buf.length) break;
+    out.push({ offset: pos, type: buf[pos], end });
+    pos = end;
+  }
+  return out;
+}
+
+const eventsBefore = (recs, offset) => recs.filter((r) => r.end <= offset && EVENT_TYPES.has(r.type)).length;
+const events = (m) => m.summary().devices.reduce((a, d) => a + d.events, 0);
+
+test('header, markers and device samples of a capture', () => {
+  const { cap } = makeCapture(tmpDir(), 'h', '--events', 500);
+  const m = openModel(cap);
+  const h = m.header();
+  assert.equal(h.pid, 4242);
+  assert.equal(h.host, 'testhost');
+  assert.deepEqual(h.devices, [{ index: 0, name: 'Simulated GPU', totalBytes: 80 * 2 ** 30 }]);
+  assert.equal(m.format, 'gpumem-capture');
+  assert.ok(m.ended());
+  assert.deepEqual(
+    m.markers(0).filter((k) => k.kind === 'user').map((k) => k.label),
+    ['halfway'],
+  );
+  assert.equal(m.current(0).deviceUsedBytes, 3 * 2 ** 30);
+  m.close();
+});
+
+test('state and timeline of a capture replay forward like the twin pickle replays', () => {
+  const { cap, twin } = makeCapture(tmpDir(), 's', '--events', 3000, '--seed', 3, '--no-state');
+  const m = openModel(cap);
+  const { t0Us, t1Us } = m.timeRange(0);
+  const times = Array.from({ length: 9 }, (_, k) => Math.round(t0Us + ((t1Us - t0Us) * k) / 8));
+  const expected = python('replay_reference.py', 'series', twin, ...times);
+  times.forEach((t, k) => {
+    const f = m.stateAt(0, t).fragmentation;
+    assert.deepEqual([f.allocatedBytes, f.reservedBytes], [expected[k].allocated, expected[k].reserved], `at ${t}`);
+  });
+  const tl = m.timeline(0, t0Us, t1Us, 30);
+  const buckets = python('replay_reference.py', 'buckets', twin, t0Us, t1Us, 30);
+  assert.deepEqual(tl.allocatedMax, buckets.allocatedMax);
+  assert.deepEqual(tl.allocatedMin, buckets.allocatedMin);
+  // Backward stacks: train.py:33 is only reached by the backward stack, so all its bytes are backward.
+  const line33 = m.lineStats(0).find((s) => s.line === 33);
+  assert.ok(line33.selfBytesAtPeak > 0);
+  assert.equal(line33.backwardBytesAtPeak, line33.selfBytesAtPeak);
+  assert.equal(m.stack(line33.topStacks[0].stackId).backward, true);
+  m.close();
+});
+
+test('a capture exports to a pickle whose reference summary is the capture summary', () => {
+  const dir = tmpDir();
+  const { cap } = makeCapture(dir, 'e', '--events', 2000, '--seed', 5);
+  const out = path.join(dir, 'e-export.pickle');
+  const m = openModel(cap);
+  m.exportPickle(out);
+  const summary = m.summary();
+  m.close();
+  assert.deepEqual({ ...python('snapshot_summary.py', out), format: 'gpumem-capture' }, summary);
+  const again = openModel(out);
+  assert.deepEqual({ ...again.summary(), format: 'gpumem-capture' }, summary);
+  again.close();
+});
+
+test('live tail: a record cut in half waits for the next poll; only new bytes are decoded', () => {
+  const dir = tmpDir();
+  const { cap, twin } = makeCapture(dir, 'live', '--events', 3000, '--seed', 11);
+  const full = fs.readFileSync(cap);
+  const recs = records(full);
+  const mid = recs[Math.floor(recs.length / 2)];
+  const cut = mid.offset + 5; // inside a record header
+  const growing = path.join(dir, 'growing.gpumem');
+  fs.writeFileSync(growing, full.subarray(0, 10)); // not even the whole file header yet
+  const m = openModel(growing);
+  assert.equal(events(m), 0);
+  fs.appendFileSync(growing, full.subarray(10, cut));
+  const first = m.poll();
+  assert.equal(first, eventsBefore(recs, cut));
+  assert.equal(events(m), first);
+  assert.match(m.problems().at(-1).message, new RegExp(`incomplete record at byte ${mid.offset} \\(5 bytes\\)`));
+  assert.equal(m.ended(), false);
+  assert.equal(m.poll(), 0, 'nothing new');
+  fs.appendFileSync(growing, full.subarray(cut));
+  const second = m.poll();
+  assert.equal(first + second, recs.filter((r) => EVENT_TYPES.has(r.type)).length);
+  assert.equal(m.ended(), true);
+  assert.deepEqual(m.problems(), []);
+  assert.deepEqual(m.summary(), { ...python('snapshot_summary.py', twin), format: 'gpumem-capture' });
+  m.close();
+});
+
+test('a damaged record stops decoding with its offset; every event before it is kept', () => {
+  const dir = tmpDir();
+  const { cap } = makeCapture(dir, 'dmg', '--events', 1000, '--seed', 2);
+  const buf = Buffer.from(fs.readFileSync(cap));
+  const recs = records(buf);
+  const bad = recs[Math.floor(recs.length * 0.6)];
+  buf.writeUInt32LE(0xffffffff, bad.offset + 4);
+  const file = path.join(dir, 'damaged.gpumem');
+  fs.writeFileSync(file, buf);
+  const m = openModel(file);
+  const [problem] = m.problems();
+  assert.equal(problem.offset, bad.offset);
+  assert.match(problem.message, new RegExp(`damaged at byte ${bad.offset}.*${buf.length - bad.offset} bytes after it were not read`));
+  assert.equal(events(m), eventsBefore(recs, bad.offset));
+  assert.equal(m.ended(), false);
+  m.close();
+});
+
+test('unknown record types (a newer minor version) are skipped by length', () => {
+  const dir = tmpDir();
+  const { cap, twin } = makeCapture(dir, 'minor', '--events', 800, '--seed', 4);
+  const buf = fs.readFileSync(cap);
+  const recs = records(buf);
+  const at = recs[10].offset;
+  const extra = Buffer.alloc(8 + 12);
+  extra[0] = 99;
+  extra.writeUInt32LE(12, 4);
+  const file = path.join(dir, 'newer-minor.gpumem');
+  fs.writeFileSync(file, Buffer.concat([buf.subarray(0, at), extra, buf.subarray(at)]));
+  const m = openModel(file);
+  assert.deepEqual(m.problems(), []);
+  assert.deepEqual(m.summary(), { ...python('snapshot_summary.py', twin), format: 'gpumem-capture' });
+  m.close();
+});
+
+test('a newer major version and a foreign file are refused with what to do', () => {
+  const dir = tmpDir();
+  const { cap } = makeCapture(dir, 'major', '--events', 10);
+  const buf = Buffer.from(fs.readFileSync(cap));
+  buf.writeUInt16LE(2, 8);
+  const newer = path.join(dir, 'newer.gpumem');
+  fs.writeFileSync(newer, buf);
+  assert.throws(() => openModel(newer), /uses format 2\.0, newer than this version of GPU Memory Lens understands \(1\.x\); update the extension/);
+  buf.write('GPUMEMXX', 0, 'latin1');
+  const foreign = path.join(dir, 'foreign.gpumem');
+  fs.writeFileSync(foreign, buf);
+  assert.throws(() => openModel(foreign), /not a GPU Memory Lens capture/);
+});
