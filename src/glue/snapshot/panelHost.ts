@@ -177,9 +177,7 @@ function displayPath(file: string): string {
 }
 
 function loadFailure(fileName: string, err: unknown): string {
+  // The reader's messages already say what the file is and how to make a snapshot; add how to view it anyway.
   const why = err instanceof Error ? err.message : String(err);
-  if (fileName.endsWith('.pickle')) {
-    return `${fileName} could not be read as a PyTorch memory snapshot: ${why} Snapshots come from torch.cuda.memory._dump_snapshot(); other pickles can be opened with the text editor (Reopen Editor With…).`;
-  }
-  return `${fileName} could not be read: ${why}`;
+  return `${fileName}: ${why}${/\.pickle$/i.test(fileName) ? ' To open it as something else: Reopen Editor With… (in the editor tab menu).' : ''}`;
 }
