@@ -6,6 +6,7 @@
 // KeyboardInterrupt and the capture is closed cleanly), colours and `pdb` all behave as in any terminal.
 // The wrapper catches INT itself (a caught signal is reset to default in children, unlike an ignored
 // one) so that after the workload exits, its output and exit code stay on screen until a key is pressed.
+import * as fs from 'node:fs';
 import * as path from 'node:path';
 import * as vscode from 'vscode';
 import { buildCommand, buildWorkloadEnv, createSession, expandLaunchTemplate, findPython, locateInstall, toShellLine } from '../core/launch';
@@ -36,7 +37,24 @@ function sessionRoot(resource: vscode.Uri | undefined): string {
   const folder = (resource && vscode.workspace.getWorkspaceFolder(resource)) ?? vscode.workspace.workspaceFolders?.[0];
   if (configured) return path.isAbsolute(configured) || !folder ? configured : path.join(folder.uri.fsPath, configured);
   if (!folder) throw new Error('Open a folder first, or set gpuMemoryLens.sessionRoot to where session folders should go.');
-  return path.join(folder.uri.fsPath, '.gpumem');
+  const root = path.join(folder.uri.fsPath, '.gpumem');
+  ignoreInGit(root);
+  return root;
+}
+
+/**
+ * Note [Sessions stay out of git]: the default session root lives inside the user's repository; captures
+ * (megabytes) and sockets must never show up as changes. A `.gitignore` of `*` inside the folder ignores
+ * it without touching the user's own .gitignore.
+ */
+function ignoreInGit(root: string): void {
+  try {
+    fs.mkdirSync(root, { recursive: true });
+    const file = path.join(root, '.gitignore');
+    if (!fs.existsSync(file)) fs.writeFileSync(file, '# GPU Memory Lens session folders (captures, sockets, snapshots)\n*\n');
+  } catch {
+    // not fatal: createSession reports an unwritable root with a clear message
+  }
 }
 
 function recordingSettings(): Partial<RecordingSettings> {

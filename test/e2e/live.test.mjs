@@ -133,7 +133,39 @@ test('the heaviest line at the peak is annotated with the expected text, and its
     assert.match(text, /Top stacks at peak/);
     assert.ok(text.includes(`${SAMPLE}:${target.line}`), `the hover lists the frame ${SAMPLE}:${target.line}`);
     await vsc.screenshot('live-3-hover');
+
+    // The hover's frames are links: the outermost one opens its file at its line. (A hover can close
+    // under a moving pointer; hover again and retry rather than fail on the widget's timing.)
+    const linkRe = new RegExp(`^${SAMPLE.replace('.', '\\.')}:\\d+$`);
+    let linkText;
+    for (let attempt = 1; ; attempt++) {
+      const link = vsc.page.locator('.monaco-hover:visible a', { hasText: linkRe }).last();
+      try {
+        await link.waitFor({ timeout: 5000 });
+        linkText = await link.textContent();
+        await link.click();
+        await vsc.page.locator('.statusbar-item', { hasText: new RegExp(`^Ln ${linkText.split(':').pop()}, Col 1$`) }).first().waitFor({ timeout: 5000 });
+        break;
+      } catch (err) {
+        if (attempt === 3) throw err;
+        await vsc.page.mouse.move(5, 5);
+        await vsc.page.mouse.move(at.x, at.y);
+      }
+    }
+    t.diagnostic(`hover link ${linkText} moved the cursor to its line`);
     await vsc.page.mouse.move(5, 5);
+  });
+});
+
+test('Toggle Line Annotations hides and shows them', async () => {
+  await step('toggle', async () => {
+    const count = () =>
+      vsc.page.evaluate((needle) => [...document.querySelectorAll('.monaco-editor .view-lines span')].filter((el) => getComputedStyle(el, '::after').content.includes(needle)).length, 'at peak');
+    assert.ok((await count()) > 0);
+    await vsc.runCommand('GPU Memory: Toggle Line Annotations');
+    await vsc.page.waitForFunction((needle) => ![...document.querySelectorAll('.monaco-editor .view-lines span')].some((el) => getComputedStyle(el, '::after').content.includes(needle)), 'at peak', { timeout: 10_000 });
+    await vsc.runCommand('GPU Memory: Toggle Line Annotations');
+    await vsc.waitForDecorationText(expectedText, { timeout: 10_000 });
   });
 });
 
@@ -165,7 +197,7 @@ test('Capture Snapshot from the panel writes a pickle into the session folder an
     await tab.waitFor({ timeout: 30_000 });
     const name = await tab.textContent();
     t.diagnostic(`opened ${name}`);
-    const sessions = fs.readdirSync(path.join(vsc.workspaceDir, '.gpumem'));
+    const sessions = fs.readdirSync(path.join(vsc.workspaceDir, '.gpumem'), { withFileTypes: true }).filter((d) => d.isDirectory()).map((d) => d.name);
     assert.equal(sessions.length, 1, 'one session folder under .gpumem/');
     assert.ok(fs.existsSync(path.join(vsc.workspaceDir, '.gpumem', sessions[0], name.trim())), 'the pickle is in the session folder');
     // The snapshot panel (its own tests check what it shows) renders something from the pickle.
