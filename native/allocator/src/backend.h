@@ -19,6 +19,9 @@ class Backend {
   virtual int device_count() = 0;
   // The driver's view of the whole device (includes other processes and the CUDA context).
   virtual bool mem_get_info(int device, uint64_t* free_b, uint64_t* total_b) = 0;
+  // The device's memory size, without creating a context (the allocator is built before PyTorch
+  // initialises CUDA, and a context on every visible GPU would cost each DDP rank memory on all).
+  virtual uint64_t total_memory(int device) = 0;
 
   // ---- Fixed segments (cuMemAlloc/cuMemFree). `capturing`: a graph capture is underway on this
   // device, so the driver call must run in relaxed capture mode (Note [Interaction with CUDA graph

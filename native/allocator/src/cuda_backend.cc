@@ -101,6 +101,15 @@ class CudaDriverBackend final : public Backend {
     return true;
   }
 
+  uint64_t total_memory(int device) override {
+    if (device < 0 || device >= int(devices_.size())) return 0;
+    CUdevice dev = 0;
+    size_t total = 0;
+    check(d_.DeviceGet(&dev, device), "cuDeviceGet");
+    check(d_.DeviceTotalMem(&total, dev), "cuDeviceTotalMem");
+    return total;
+  }
+
   bool malloc(int device, size_t size, bool capturing, uint64_t* addr) override {
     Guard g(this, device);
     Relaxed r(this, capturing);

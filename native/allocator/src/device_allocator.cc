@@ -15,10 +15,7 @@ namespace gpumem::core {
 namespace fmt = gpumem::fmt;
 
 DeviceAllocator::DeviceAllocator(int device, Backend& backend, Options options)
-    : device_(device), backend_(backend), options_(options) {
-  uint64_t free_b = 0;
-  if (!backend_.mem_get_info(device_, &free_b, &total_)) total_ = 0;
-}
+    : device_(device), backend_(backend), options_(options), total_(backend.total_memory(device)) {}
 
 DeviceAllocator::~DeviceAllocator() {
   for (auto& s : segments_) {
@@ -467,7 +464,8 @@ Segment* DeviceAllocator::expandable_segment(BlockPool* pool, Stream stream, uin
   // pages count as reserved memory).
   const size_t size = std::max<size_t>(page, (total_ + page - 1) / page * page);
   uint64_t addr = 0;
-  if (!backend_.reserve_address(device_, size, page, &addr)) return nullptr;
+  // Alignment must be a power of two (cuMemAddressReserve rejects 20 MiB); 2 MiB is the granularity.
+  if (!backend_.reserve_address(device_, size, kSmallPage, &addr)) return nullptr;
   auto seg = std::make_unique<Segment>();
   seg->addr = addr;
   seg->size = size;

@@ -110,7 +110,7 @@ class DeviceAllocator {
   std::vector<std::pair<PoolId, std::function<bool(Stream)>>> captures_;
   double fraction_ = 0;
   uint64_t limit_ = 0;
-  uint64_t total_ = 0;  // device total bytes (for the cap and expandable ranges)
+  const uint64_t total_;  // device total bytes (for the cap and expandable ranges)
   uint64_t last_stats_ns_ = 0;
   bool accumulated_reset_ = false;  // allocated - freed == current holds only until a reset
 };

@@ -95,6 +95,8 @@ void SimBackend::destroy_event(int device, Event event) {
 bool SimBackend::reserve_address(int device, size_t size, size_t alignment, uint64_t* addr) {
   std::lock_guard<std::mutex> g(mu_);
   check_device(device);
+  if (alignment & (alignment - 1))  // the driver rejects these (CUDA_ERROR_INVALID_VALUE)
+    throw BackendError("sim: cuMemAddressReserve alignment must be a power of two");
   *addr = take_range(device, size, alignment);
   ranges_[device][*addr] = size;
   return true;

@@ -24,6 +24,10 @@ class SimBackend final : public Backend {
   const char* name() const override { return "sim"; }
   int device_count() override { return devices_; }
   bool mem_get_info(int device, uint64_t* free_b, uint64_t* total_b) override;
+  uint64_t total_memory(int device) override {
+    check_device(device);
+    return capacity_;
+  }
   bool malloc(int device, size_t size, bool capturing, uint64_t* addr) override;
   void free(int device, uint64_t addr) override;
   Event record_event(int device, Stream stream) override;

@@ -1,0 +1,328 @@
+#!/usr/bin/env python3
+"""GPU checks for the lens allocator (issue 3). Needs an NVIDIA GPU, torch, torchvision, transformers.
+
+    make -C native/allocator && python3 test/gpu/allocator_checks.py [--so PATH] [--only NAME ...]
+
+Every workload runs in its own subprocess: an allocator can be swapped in only before CUDA starts,
+and PyTorch's own allocator is the reference each check compares with. One JSON line per check is
+printed; with $OUT set, all results also go to $OUT/allocator_checks.json. Exit status 1 if any
+check failed.
+
+Note [Own installer]: the bootstrap (native/python/gpumem) installs the allocator from the session's
+settings and also starts capture files and shims; these checks need to pick the segment strategy per
+run and nothing else, so they wire the .so exactly as the bootstrap does (same hooks) with ctypes.
+"""
+import argparse
+import ctypes
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(os.path.dirname(HERE))
+DEFAULT_SO = os.path.join(ROOT, "dist", "native", "libgpumem_allocator.so")
+MiB = 1 << 20
+
+HOOKS = (
+    ("set_init_fn", "gpumem_init"),
+    ("set_reset_fn", "gpumem_reset"),
+    ("set_memory_fraction_fn", "gpumem_memory_fraction"),
+    ("set_record_stream_fn", "gpumem_record_stream"),
+    ("set_base_alloc_fn", "gpumem_base_alloc"),
+    ("set_begin_allocate_to_pool", "gpumem_begin_allocate_to_pool"),
+    ("set_end_allocate_to_pool_fn", "gpumem_end_allocate_to_pool"),
+    ("set_release_pool", "gpumem_release_pool"),
+)
+
+
+def install_lens(so, config):
+    """Swap the lens allocator in (before CUDA starts); returns the ctypes library for its stats."""
+    import torch
+
+    lib = ctypes.CDLL(so)
+    lib.gpumem_configure.argtypes = [ctypes.c_char_p]
+    lib.gpumem_last_error.restype = ctypes.c_char_p
+    for name in ("gpumem_allocated", "gpumem_reserved"):
+        getattr(lib, name).restype = ctypes.c_uint64
+        getattr(lib, name).argtypes = [ctypes.c_int]
+    lib.gpumem_stats_json.restype = ctypes.c_size_t
+    lib.gpumem_stats_json.argtypes = [ctypes.c_int, ctypes.c_char_p, ctypes.c_size_t]
+    if lib.gpumem_configure(json.dumps(config).encode()) != 0:
+        raise RuntimeError("gpumem_configure: %s" % lib.gpumem_last_error().decode())
+    alloc = torch.cuda.memory.CUDAPluggableAllocator(so, "gpumem_malloc", "gpumem_free")
+    hooks = alloc.allocator()
+    for setter, symbol in HOOKS:
+        if hasattr(hooks, setter):
+            getattr(hooks, setter)(ctypes.cast(getattr(lib, symbol), ctypes.c_void_p).value)
+    torch.cuda.memory.change_current_allocator(alloc)
+    return lib
+
+
+def lens_stats(lib, device=0):
+    buf = ctypes.create_string_buffer(16384)
+    n = lib.gpumem_stats_json(device, buf, len(buf))
+    if n >= len(buf):
+        buf = ctypes.create_string_buffer(n + 1)
+        lib.gpumem_stats_json(device, buf, len(buf))
+    return json.loads(buf.value.decode())
+
+
+def setup(allocator, so, extra=None):
+    """In a child: install the requested allocator. allocator: native | ours-fixed | ours-expandable."""
+    if allocator == "native":
+        return None
+    config = {"segments": allocator.split("-", 1)[1]}
+    config.update(extra or {})
+    return install_lens(so, config)
+
+
+def deterministic(seed=0):
+    import torch
+
+    os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
+    torch.manual_seed(seed)
+    torch.use_deterministic_algorithms(True)
+    torch.backends.cudnn.benchmark = False
+    torch.backends.cudnn.deterministic = True
+
+
+# ---- child workloads (each prints one RESULT line) -------------------------------------------------
+
+
+def child_resnet50(args):
+    import torch
+    import torchvision
+
+    setup(args.allocator, args.so)
+    deterministic()
+    model = torchvision.models.resnet50(num_classes=100).cuda()
+    opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
+    gen = torch.Generator().manual_seed(1)
+    losses = []
+    for _ in range(20):
+        x = torch.randn(32, 3, 224, 224, generator=gen).cuda()
+        y = torch.randint(0, 100, (32,), generator=gen).cuda()
+        loss = torch.nn.functional.cross_entropy(model(x), y)
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        opt.step()
+        losses.append(loss.item())
+    return {"losses": [float(v).hex() for v in losses]}
+
+
+def child_gpt2(args):
+    import torch
+    from transformers import GPT2Config, GPT2LMHeadModel
+
+    setup(args.allocator, args.so)
+    deterministic()
+    config = GPT2Config(n_positions=512, attn_implementation="eager")
+    model = GPT2LMHeadModel(config).cuda()
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
+    gen = torch.Generator().manual_seed(2)
+    losses = []
+    for _ in range(20):
+        ids = torch.randint(0, config.vocab_size, (8, 256), generator=gen).cuda()
+        loss = model(input_ids=ids, labels=ids).loss
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        opt.step()
+        losses.append(loss.item())
+    return {"losses": [float(v).hex() for v in losses]}
+
+
+def child_behaviour(args):
+    """empty_cache, record_stream, CUDA graph capture/replay and OOM under the lens allocator."""
+    import torch
+
+    lib = setup(args.allocator, args.so)
+    out = {}
+
+    # empty_cache drops reserved to what live tensors need.
+    xs = [torch.empty(16 * MiB, dtype=torch.uint8, device="cuda") for _ in range(40)]
+    del xs[::2]
+    free_before, _ = torch.cuda.mem_get_info()
+    reserved_before = lib.gpumem_reserved(0)
+    torch.cuda.empty_cache()
+    free_after, _ = torch.cuda.mem_get_info()
+    s = lens_stats(lib)
+    live = 20 * 16 * MiB
+    out["empty_cache"] = {
+        "reserved_before": reserved_before,
+        "reserved_after": s["reserved_bytes.all.current"],
+        "allocated": s["allocated_bytes.all.current"],
+        "driver_freed": free_after - free_before,
+        # fixed: 16 MiB tensors have their own 16 MiB segments, so reserved == live exactly;
+        # expandable: 20 MiB pages, each live tensor can pin at most one partly used page extra.
+        "ok": s["allocated_bytes.all.current"] == live
+        and (s["reserved_bytes.all.current"] == live if args.allocator == "ours-fixed"
+             else s["reserved_bytes.all.current"] <= live + 20 * 20 * MiB)
+        and s["reserved_bytes.all.current"] < reserved_before
+        and free_after - free_before >= 0.9 * (reserved_before - s["reserved_bytes.all.current"]),
+    }
+    del xs
+    torch.cuda.empty_cache()
+
+    # record_stream: a block used on a side stream is not reused before the side stream's event.
+    side = torch.cuda.Stream()
+    x = torch.ones(8 * MiB, device="cuda")
+    ptr = x.data_ptr()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        torch.cuda._sleep(200_000_000)  # keeps the side stream busy (~0.1 s) while we reallocate
+        x.mul_(2)
+    x.record_stream(side)
+    del x
+    y = torch.empty(8 * MiB, device="cuda")
+    reused_early = y.data_ptr() == ptr
+    side.synchronize()
+    z = torch.empty(8 * MiB, device="cuda")  # this malloc processes the completed event
+    out["record_stream"] = {"reused_before_event": reused_early, "reused_after_event": z.data_ptr() == ptr,
+                            "ok": not reused_early and z.data_ptr() == ptr}
+    del y, z
+
+    # CUDA graph capture and replay (private pool, relaxed-mode driver calls during capture).
+    model = torch.nn.Sequential(torch.nn.Linear(1024, 4096), torch.nn.GELU(), torch.nn.Linear(4096, 1024)).cuda()
+    static_in = torch.randn(64, 1024, device="cuda")
+    warm = torch.cuda.Stream()
+    warm.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(warm):
+        for _ in range(3):
+            model(static_in)
+    torch.cuda.current_stream().wait_stream(warm)
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g):
+        static_out = model(static_in)
+    results = []
+    for i in range(3):
+        data = torch.randn(64, 1024, device="cuda", generator=torch.Generator(device="cuda").manual_seed(i))
+        static_in.copy_(data)
+        g.replay()
+        torch.cuda.synchronize()
+        results.append(torch.allclose(static_out, model(data), rtol=1e-4, atol=1e-4))
+    reserved_with_graph = lib.gpumem_reserved(0)
+    del g, static_out
+    torch.cuda.empty_cache()
+    out["cuda_graph"] = {"replays_match": results, "reserved_with_graph": reserved_with_graph,
+                         "reserved_after_release": lib.gpumem_reserved(0), "ok": all(results)}
+
+    # OOM: our message, then the process keeps working.
+    total = torch.cuda.get_device_properties(0).total_memory
+    msg = ""
+    try:
+        torch.empty(2 * total, dtype=torch.uint8, device="cuda")
+    except RuntimeError as e:
+        msg = str(e)
+    after = torch.ones(MiB, device="cuda")
+    ok_after = float(after.sum().item()) == float(MiB)
+    s = lens_stats(lib)
+    out["oom"] = {"message": msg[:400], "num_ooms": s["num_ooms"], "next_allocation_ok": ok_after,
+                  "ok": msg.startswith("CUDA out of memory. Tried to allocate") and ok_after and s["num_ooms"] == 1}
+    return out
+
+
+def child_memcheck_workload(args):
+    import torch
+
+    setup(args.allocator, args.so)
+    model = torch.nn.Sequential(*[torch.nn.Linear(256, 256) for _ in range(4)]).cuda()
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    for _ in range(3):
+        loss = model(torch.randn(32, 256, device="cuda")).square().mean()
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+    torch.cuda.synchronize()
+    return {"loss": float(loss.item())}
+
+
+CHILDREN = {"resnet50": child_resnet50, "gpt2": child_gpt2, "behaviour": child_behaviour,
+            "memcheck": child_memcheck_workload}
+
+
+# ---- parent --------------------------------------------------------------------------------------
+
+
+def run_child(workload, allocator, so, timeout=300, prefix=()):
+    cmd = list(prefix) + [sys.executable, os.path.abspath(__file__), "--child", workload, "--allocator", allocator,
+                          "--so", so]
+    env = dict(os.environ, CUBLAS_WORKSPACE_CONFIG=":4096:8", PYTHONUNBUFFERED="1")
+    t0 = time.time()
+    p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env)
+    for line in p.stdout.splitlines():
+        if line.startswith("RESULT "):
+            r = json.loads(line[len("RESULT "):])
+            r["_seconds"] = round(time.time() - t0, 1)
+            r["_rc"] = p.returncode
+            r["_stderr_tail"] = p.stderr[-600:] if p.returncode else ""
+            return r
+    return {"error": "exit %d" % p.returncode, "_stdout_tail": p.stdout[-800:], "_stderr_tail": p.stderr[-1500:]}
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--so", default=DEFAULT_SO)
+    ap.add_argument("--only", nargs="*", default=None)
+    ap.add_argument("--child")
+    ap.add_argument("--allocator", default="native")
+    args = ap.parse_args()
+    if args.child:
+        print("RESULT " + json.dumps(CHILDREN[args.child](args)), flush=True)
+        return 0
+    if not os.path.exists(args.so):
+        print("no allocator at %s: run `make -C native/allocator` first" % args.so, file=sys.stderr)
+        return 2
+    results = []
+
+    def report(name, ok, **details):
+        r = dict(check=name, ok=bool(ok), **details)
+        results.append(r)
+        print(json.dumps(r), flush=True)
+
+    want = lambda name: args.only is None or name in args.only  # noqa: E731
+    for model in ("resnet50", "gpt2"):
+        if not want(model):
+            continue
+        runs = {a: run_child(model, a, args.so) for a in ("native", "ours-fixed", "ours-expandable")}
+        ref = runs["native"].get("losses")
+        for a in ("ours-fixed", "ours-expandable"):
+            got = runs[a].get("losses")
+            report("%s_losses_bit_identical_%s" % (model, a), ref is not None and got == ref,
+                   native=ref and [float.fromhex(v) for v in ref[-3:]], ours=got and [float.fromhex(v) for v in got[-3:]],
+                   seconds=runs[a].get("_seconds"), error=runs[a].get("error") or runs["native"].get("error"),
+                   stderr=runs[a].get("_stderr_tail"))
+    if want("behaviour"):
+        for a in ("ours-fixed", "ours-expandable"):
+            r = run_child("behaviour", a, args.so)
+            if "error" in r:
+                report("behaviour_%s" % a, False, **r)
+                continue
+            for name, detail in r.items():
+                if not name.startswith("_"):
+                    report("%s_%s" % (name, a), detail.pop("ok"), **detail)
+    if want("memcheck"):
+        sanitizer = shutil.which("compute-sanitizer")
+        if not sanitizer:
+            report("memcheck", False, error="compute-sanitizer not found")
+        else:
+            try:
+                r = run_child("memcheck", "ours-expandable", args.so, timeout=420,
+                              prefix=(sanitizer, "--tool", "memcheck", "--error-exitcode", "7"))
+                # --error-exitcode turns any memcheck finding into a non-zero exit.
+                report("memcheck_clean", "error" not in r and r.get("_rc") == 0,
+                       **{k: v for k, v in r.items() if k != "_stderr_tail"}, tail=r.get("_stderr_tail", "")[-400:])
+            except subprocess.TimeoutExpired:
+                report("memcheck_clean", False, error="timed out after 420 s")
+    if os.environ.get("OUT"):
+        with open(os.path.join(os.environ["OUT"], "allocator_checks.json"), "w") as f:
+            json.dump(results, f, indent=1)
+    failed = [r["check"] for r in results if not r["ok"]]
+    print("%d passed, %d failed%s" % (len(results) - len(failed), len(failed), (": " + ", ".join(failed)) if failed else ""))
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
