@@ -45,6 +45,11 @@ export class SessionManager implements vscode.Disposable {
         this.tick(); // read the tail the workload wrote while exiting
         this.changed.fire();
       }),
+      // Several sessions: the one whose terminal the user looks at is the one the panel and status bar follow.
+      vscode.window.onDidChangeActiveTerminal((t) => {
+        const tracked = t && this.sessions.find((s) => s.terminal === t);
+        if (tracked && tracked !== this.focusedSession) this.focus(tracked);
+      }),
     );
   }
 

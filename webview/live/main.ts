@@ -148,6 +148,12 @@ function updateTrack(ui: TrackUi, track: LiveTrack): void {
   } else {
     ui.chart.setData(data);
   }
+  // The canvas says nothing to a screen reader: describe what it shows.
+  ui.chartHost.setAttribute('role', 'img');
+  ui.chartHost.setAttribute(
+    'aria-label',
+    `Memory over time for ${track.label}: allocated now ${formatBytes(track.figures.allocatedBytes)}, reserved ${formatBytes(track.figures.reservedBytes)}, peak allocated ${formatBytes(track.figures.peakAllocatedBytes)}.`,
+  );
   ui.root.dataset.points = String(s.t.length);
   ui.root.dataset.t1 = String(s.t.at(-1) ?? '');
 }
