@@ -248,7 +248,19 @@ bool CaptureDecoder::record(Model& m, uint8_t type, uint8_t device, uint16_t fla
       d.haveFinal = true;
       d.finalAfter = d.count();
       d.finalSegments = std::move(segs);
-      if (r.reason == 0) d.markers.push_back(MarkerData{toUs(r.t_ns), 4, m.intern("snapshot"), ""});
+      if (r.reason == 0) {
+        // Like PyTorch's trace: a requested snapshot is a 'snapshot' entry whose size is the allocated bytes.
+        uint64_t allocated = 0;
+        for (const auto& g : d.finalSegments)
+          for (const auto& b : g.blocks)
+            if (b.state == ST_ALLOCATED) allocated += b.size;
+        int64_t tUs = toUs(r.t_ns);
+        d.pushEvent(tUs, ACT_SNAPSHOT, 0, allocated, 0, 0, 0, POOL_LARGE);
+        events_++;
+        d.finalAfter = d.count();
+        d.checkpoints.back().first = d.count();
+        d.markers.push_back(MarkerData{tUs, 4, m.intern("snapshot"), ""});
+      }
       return true;
     }
     case f::REC_DEVICE_SAMPLE: {
