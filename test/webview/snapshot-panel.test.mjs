@@ -229,3 +229,44 @@ describe('GPU Memory Lens capture (.gpumem)', () => {
     await wv.screenshot('snapshot-capture-sites');
   });
 });
+
+describe('a capture that grows while the panel is open', () => {
+  const dir = path.join(ROOT, '.test-output/webview/growing');
+  const full = path.join(dir, 'full.gpumem');
+  const twin = path.join(dir, 'full-twin.pickle');
+  const growing = path.join(dir, 'growing.gpumem');
+  let model;
+  let wv;
+  let ref;
+  let bytes;
+  before(async () => {
+    fs.mkdirSync(dir, { recursive: true });
+    execFileSync('python3', [path.join(ROOT, 'test/unit/reference/make_capture.py'), full, twin, '--events', '3000', '--seed', '11']);
+    ref = references(twin);
+    bytes = fs.readFileSync(full);
+    // The workload has written the first half so far (cut anywhere: the reader keeps complete records).
+    fs.writeFileSync(growing, bytes.subarray(0, Math.floor(bytes.length / 2)));
+    model = openModel(growing);
+    wv = await openSnapshotPanel(model, { fileName: 'growing.gpumem' });
+    await wv.page.waitForSelector('[data-testid=verdict]', { timeout: 20_000 });
+  });
+  after(async () => {
+    await wv?.close();
+    model?.close();
+  });
+
+  test('after the rest is appended and the host reports it, the summary shows the whole run', async () => {
+    const { page } = wv;
+    const eventsBefore = (await figure(page, 'events')).count;
+    assert.ok(eventsBefore < ref.device.events, `${eventsBefore} events shown for half the file`);
+    assert.equal(model.ended(), false);
+    fs.appendFileSync(growing, bytes.subarray(Math.floor(bytes.length / 2)));
+    // What the panel host's poll timer does (src/glue/snapshot/panelHost.ts, Note [Growing captures]).
+    assert.ok(model.poll() > 0);
+    await wv.send({ type: 'grew', info: wv.session.opened(), ended: model.ended() });
+    await page.waitForFunction((n) => Number(document.querySelector('[data-figure=events]')?.getAttribute('data-count')) === n, ref.device.events, { timeout: 10_000 });
+    assert.equal((await figure(page, 'reserved')).bytes, ref.device.reserved_bytes);
+    assert.equal((await figure(page, 'peakAllocated')).bytes, ref.device.peak_allocated_bytes);
+    assert.equal(model.ended(), true, 'the appended half carries the end record');
+  });
+});

@@ -83,6 +83,9 @@ class App {
         this.marks.opened = performance.now();
         this.opened(msg.info);
         return;
+      case 'grew':
+        this.grew(msg.info);
+        return;
       case 'summary':
         this.summary = msg.summary;
         this.markers = msg.markers;
@@ -136,6 +139,19 @@ class App {
     if (info.problems.length) this.body.prepend(h('p', { class: 'warning' }, `Read with problems: ${info.problems.join('; ')}`));
     // The host sends device 0's summary after `opened`; a restored panel on another device asks again.
     if (restoring && this.device() !== (info.devices[0] ?? 0)) send({ type: 'selectDevice', device: this.device() });
+  }
+
+  /** A growing capture was appended to: keep the UI, refresh what is shown. */
+  private grew(info: OpenedInfo): void {
+    if (!this.info) return;
+    const previousEnd = this.range().t1Us;
+    this.info = info;
+    send({ type: 'selectDevice', device: this.device() });
+    this.timeline?.refresh(previousEnd);
+    if (getState().momentUs === undefined) {
+      this.segmentsShownFor = undefined;
+      if (getState().tab === 'segments') this.requestSegments();
+    }
   }
 
   private buildTabs(): void {

@@ -99,6 +99,17 @@ export class TimelinePanel {
     this.invalidate();
   }
 
+  /** The trace grew from `previousEndUs`: refetch; a view that reached the old end follows the new one. */
+  refresh(previousEndUs: number): void {
+    this.data = undefined;
+    if (this.v1 >= previousEndUs) {
+      const { t1Us } = this.host.range();
+      this.v1 = Math.max(this.v1, t1Us);
+      updateState({ window: { v0: this.v0, v1: this.v1 } });
+    }
+    this.invalidate();
+  }
+
   onData(view: TimelineView): void {
     if (view.requestId !== this.pendingRequest) return; // a newer request is on its way
     this.data = view;

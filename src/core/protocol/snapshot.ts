@@ -176,6 +176,8 @@ export type SnapshotHostMessage =
   | { type: 'loading'; fileName: string }
   | { type: 'loadFailed'; fileName: string; message: string }
   | { type: 'opened'; info: OpenedInfo }
+  /** a capture still being written grew: new time ranges; the page re-asks for what it shows */
+  | { type: 'grew'; info: OpenedInfo; ended: boolean }
   | { type: 'summary'; summary: SummaryView; markers: MarkerView[]; markersTruncated: boolean }
   | { type: 'timeline'; view: TimelineView }
   | { type: 'segments'; view: SegmentMapView }

@@ -53,11 +53,31 @@ export class SnapshotPanelHost implements vscode.Disposable {
       const model = await this.doc.load();
       this.session ??= new SnapshotSession(model, { fileName, displayPath });
       if (this.deps.showModelAnnotations) this.disposables.push(this.deps.showModelAnnotations(model, fileName));
+      if (model.format === 'gpumem-capture' && !model.ended()) this.followGrowth(this.session);
       return this.session;
     } catch (err) {
       this.post([{ type: 'loadFailed', fileName, message: loadFailure(fileName, err) }]);
       return undefined;
     }
+  }
+
+  /**
+   * Note [Growing captures]: a capture opened while its workload still runs keeps growing; every 2 s the
+   * host reads what was appended (Model.poll reads only new bytes) and tells the page, which re-asks for
+   * the views it shows. Polling stops when the capture's end record arrives or the panel closes.
+   */
+  private followGrowth(session: SnapshotSession): void {
+    const timer = setInterval(() => {
+      try {
+        const added = session.model.poll();
+        const ended = session.model.ended();
+        if (added > 0 || ended) this.post([{ type: 'grew', info: session.opened(), ended }]);
+        if (ended) clearInterval(timer);
+      } catch {
+        clearInterval(timer); // the file went away; what was read stays on screen
+      }
+    }, 2000);
+    this.disposables.push({ dispose: () => clearInterval(timer) });
   }
 
   private async onMessage(msg: SnapshotWebviewMessage): Promise<void> {
