@@ -137,6 +137,34 @@ test('run: SIGTERM to the CLI reaches the workload, and the exit code says so', 
   assert.ok(Date.now() - t0 < 10000, 'the workload was stopped, not waited for');
 });
 
+test('run: SIGINT (not from a terminal) reaches the workload as KeyboardInterrupt; the capture is closed', async () => {
+  const file = script('import time, torch\ntorch.cuda.init()\nprint("ready", flush=True)\ntime.sleep(30)\n');
+  const out = tmp('gpumem-out-');
+  const env = { ...process.env, PYTHONPATH: path.join(ROOT, 'test/python/fake_torch') };
+  for (const k of Object.keys(env)) if (k.startsWith('GPUMEM_')) delete env[k];
+  const child = spawn(process.execPath, [cli, 'run', '--out', out, '--sample-ms', '0', file], { env, stdio: ['ignore', 'pipe', 'pipe'] });
+  let stderr = '';
+  child.stderr.on('data', (d) => (stderr += d));
+  await new Promise((resolve) => child.stdout.once('data', resolve));
+  child.kill('SIGINT');
+  const code = await new Promise((resolve) => child.on('exit', (c) => resolve(c)));
+  assert.equal(code, 128 + os.constants.signals.SIGINT, stderr);
+  assert.match(stderr, /KeyboardInterrupt/);
+  const [session] = fs.readdirSync(out);
+  const capture = fs.readdirSync(path.join(out, session)).find((f) => f.endsWith('.gpumem'));
+  const log = fs.readFileSync(path.join(out, session, capture), 'utf8').split('\n');
+  assert.ok(log.includes('shutdown 130'), log.join('\n'));
+});
+
+test('run: a missing allocator build is reported with the fix', () => {
+  const bare = tmp('gpumem-bare-');
+  fs.mkdirSync(path.join(bare, 'dist'));
+  fs.copyFileSync(cli, path.join(bare, 'dist', 'cli.js'));
+  const r = spawnSync(process.execPath, [path.join(bare, 'dist', 'cli.js'), 'run', script('print(1)\n')], { encoding: 'utf8' });
+  assert.equal(r.status, 1);
+  assert.equal(r.stderr, `gpumem run: The lens allocator is not built: ${path.join(bare, 'dist/native/libgpumem_allocator.so')} is missing. Run \`npm run build\` (or \`make -C native/allocator\`).\n`);
+});
+
 /** A session folder whose one live process (this test process's pid) is served by a scripted server. */
 async function fakeSession(reply) {
   const dir = tmp('gpumem-session-');
