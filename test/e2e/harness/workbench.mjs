@@ -41,9 +41,22 @@ export class Workbench {
     this.consoleErrors = consoleErrors;
   }
 
+  /**
+   * Closes modal dialogs (an error such as "command … not found" is one): while one is open the palette and
+   * the editor take no input, so one failed step would fail every later test of the same session.
+   */
+  async dismissDialogs() {
+    const dialog = this.page.locator('.monaco-dialog-box');
+    for (let i = 0; i < 3 && (await dialog.count()) > 0 && (await dialog.first().isVisible()); i++) {
+      await this.page.keyboard.press('Escape');
+      await this.page.waitForTimeout(100);
+    }
+  }
+
   /** Opens the palette (F1) and types `>query`; returns the input locator. */
   async openPalette(query) {
     const { page } = this;
+    await this.dismissDialogs();
     await page.keyboard.press('F1');
     const input = page.locator('.quick-input-widget .quick-input-box input');
     await input.waitFor({ state: 'visible', timeout: 10_000 });
@@ -93,6 +106,7 @@ export class Workbench {
   /** Opens a workspace file from the Explorer (by its name in the tree) and waits for its text. */
   async openFile(name) {
     const { page } = this;
+    await this.dismissDialogs();
     const parts = name.split('/');
     for (const [i, part] of parts.entries()) {
       const row = page.locator('.explorer-folders-view .monaco-list-row', { has: page.locator('.label-name', { hasText: new RegExp(`^${escapeRe(part)}$`) }) }).first();
