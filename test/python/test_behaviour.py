@@ -107,6 +107,23 @@ class GuardTest(unittest.TestCase):
         self.assertIn('torch.compile(mode="reduce-overhead")', lines[0])
         self.assertIn("checkPoolLiveAllocations", lines[0])
 
+    def test_a_second_allocator_swap_names_the_conflict(self):
+        run = support.run_script("""
+            import os, torch
+            other = torch.cuda.memory.CUDAPluggableAllocator(os.environ["GPUMEM_ALLOCATOR_SO"], "gpumem_malloc", "gpumem_free")
+            for swap in (torch.cuda.memory.change_current_allocator, torch.cuda.change_current_allocator):
+                try:
+                    swap(other)
+                except RuntimeError as exc:
+                    print(exc)
+        """)
+        self.assertEqual(run.code, 0, run.err)
+        lines = run.out.splitlines()
+        self.assertEqual(len(lines), 2)
+        for line in lines:
+            self.assertTrue(line.startswith("gpumem: this workload installs its own CUDA allocator"), line)
+            self.assertIn("GPUMEM_SESSION_DIR", line)
+
     def test_strict_compile_raises_naming_the_cause(self):
         run = support.run_script("""
             import torch

@@ -92,7 +92,26 @@ def _wrap_compile(original):
     return compile
 
 
+def _refuse_second_allocator(original):
+    @functools.wraps(original)
+    def change_current_allocator(allocator):
+        # PyTorch would say "Can't swap an already initialized allocator", which hides the cause.
+        raise RuntimeError(
+            "gpumem: this workload installs its own CUDA allocator (torch.cuda.memory.change_current_allocator), "
+            "but GPU Memory Lens has already installed the lens allocator to track memory, and PyTorch allows "
+            "only one. Run this workload without memory tracking, or skip its allocator swap when the "
+            "GPUMEM_SESSION_DIR environment variable is set."
+        )
+
+    return change_current_allocator
+
+
 def apply(torch):
+    memory = torch.cuda.memory
+    if hasattr(memory, "change_current_allocator"):
+        memory.change_current_allocator = _refuse_second_allocator(memory.change_current_allocator)
+        if hasattr(torch.cuda, "change_current_allocator"):
+            torch.cuda.change_current_allocator = memory.change_current_allocator
     backends = getattr(torch, "backends", None)
     if backends is not None and hasattr(backends, "cudnn"):
         _guard_cudnn(torch)
