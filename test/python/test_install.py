@@ -48,6 +48,24 @@ class InstallTimingTest(unittest.TestCase):
         # (the allocator must accept frees after gpumem_shutdown).
         self.assertEqual(log[3:], ["shutdown 0", "free 1024"])
 
+    def test_concurrent_first_cuda_use_configures_once_and_unwraps(self):
+        run = support.run_script("""
+            import threading, torch, torch.cuda.memory as m
+            wrapped = torch.cuda._lazy_init
+            barrier = threading.Barrier(8)
+            def first_use():
+                barrier.wait()
+                torch.cuda._lazy_init()
+            threads = [threading.Thread(target=first_use) for _ in range(8)]
+            [t.start() for t in threads]
+            [t.join() for t in threads]
+            # Unwrapped everywhere, back to PyTorch's own function (never None).
+            print(torch.cuda._lazy_init is wrapped.__wrapped__, m._lazy_init is wrapped.__wrapped__)
+        """)
+        self.assertEqual(run.code, 0, run.err)
+        self.assertEqual(run.out.split(), ["True", "True"])
+        self.assertEqual(sum(l.startswith("configure ") for l in run.log()), 1)
+
     def test_rank_and_settings_reach_the_header(self):
         run = support.run_script("import torch; torch.cuda.init()",
                                  env={"RANK": "3", "LOCAL_RANK": "1", "WORLD_SIZE": "4", "GPUMEM_SEGMENTS": "fixed",

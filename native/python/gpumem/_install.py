@@ -62,7 +62,7 @@ def _first_cuda_init(frame):
     global _original_lazy_init
     if STATE.first_cuda_init is None:
         STATE.first_cuda_init = user_location(frame)
-    # Two threads may initialise CUDA at once; configure exactly once.
+    # Two threads may initialise CUDA at once: configure and unwrap exactly once.
     with _configure_lock:
         if STATE.swapped and not STATE.configured and not STATE.configure_tried:
             STATE.configure_tried = True
@@ -70,12 +70,11 @@ def _first_cuda_init(frame):
                 configure()
             except Exception as exc:  # _lazy_init must go on: the workload runs, untracked on disk
                 warn("no capture for this process: %s: %s" % (type(exc).__name__, exc))
-    if STATE.swapped:
-        # Configured (or failed for good): stop paying for the wrapper on every CUDA call.
-        restore = _original_lazy_init
-        _original_lazy_init = None
-        wrapper = sys.modules["torch.cuda"]._lazy_init
-        _replace_everywhere(wrapper, restore)
+        if STATE.swapped and _original_lazy_init is not None:
+            # Configured (or failed for good): stop paying for the wrapper on every CUDA call.
+            restore = _original_lazy_init
+            _original_lazy_init = None
+            _replace_everywhere(sys.modules["torch.cuda"]._lazy_init, restore)
 
 
 def install(torch):
