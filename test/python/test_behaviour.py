@@ -221,6 +221,15 @@ class LauncherTest(unittest.TestCase):
         self.assertEqual(len(captures), 1)
         self.assertIn("gpumem: capture %s" % os.path.join(sdir, captures[0]), proc.stderr)
 
+    def test_run_dash_m_and_workload_flags_that_look_like_ours(self):
+        work = support.new_dir("w")
+        with open(os.path.join(work, "mod_x.py"), "w") as f:
+            f.write("import sys\nprint(__name__, sys.argv[1:])\n")
+        env = {"PYTHONPATH": os.pathsep.join([str(support.PY_DIR), work])}
+        proc, _ = self._launch("-m", "mod_x", "--out", "y", env=env)
+        self.assertEqual(proc.returncode, 0, proc.stderr)
+        self.assertEqual(proc.stdout.strip(), "__main__ ['--out', 'y']")
+
     def test_run_without_command_says_how(self):
         proc, _ = self._launch()
         self.assertEqual(proc.returncode, 1)

@@ -28,9 +28,17 @@ def _run(argv):
     p.add_argument("--sample-ms", type=int, default=200)
     p.add_argument("--backend", choices=("cuda", "sim"), default="cuda")
     p.add_argument("--allocator", default=None, help="path of libgpumem_allocator.so")
-    p.add_argument("command", nargs=argparse.REMAINDER)
-    args = p.parse_args(argv)
-    command = args.command[1:] if args.command[:1] == ["--"] else args.command
+    # Our options end at `--`, `-m` or the first word that is not one of ours: everything after belongs
+    # to the workload (`run train.py --out x` passes --out to train.py).
+    with_value = {"--out", "--python", "--segments", "--sample-ms", "--backend", "--allocator"}
+    i = 0
+    while i < len(argv):
+        word = argv[i]
+        if word == "--" or word == "-m" or not word.startswith("-"):
+            break
+        i += 2 if word in with_value else 1
+    args = p.parse_args(argv[:i])
+    command = argv[i + 1:] if argv[i:i + 1] == ["--"] else argv[i:]
     code, _session = _launch.run(command, args.out, args.python, args.segments, not args.no_stacks,
                                  args.sample_ms, args.backend, args.allocator)
     return code
