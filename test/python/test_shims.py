@@ -207,3 +207,27 @@ class SnapshotAndResetTest(unittest.TestCase):
 
 if __name__ == "__main__":
     unittest.main()
+
+
+class SummaryFormatTest(unittest.TestCase):
+    """Our formatter against PyTorch's over many magnitudes (B/KiB/…/PiB sizes, K/M counts, the
+    'all' row choosing the unit for the pool rows)."""
+
+    def test_matches_pytorch_for_random_stats(self):
+        import random
+        import sys
+
+        sys.path.insert(0, str(support.PY_DIR))
+        try:
+            from gpumem import _stats, _summary
+        finally:
+            sys.path.remove(str(support.PY_DIR))
+        rng = random.Random(5)
+        for _ in range(300):
+            raw = {k: rng.choice([0, rng.randrange(1 << 10), rng.randrange(1 << 30), rng.randrange(1 << 52), rng.randrange(10 ** 9)])
+                   for k in EXPECTED_KEYS}
+            stats = _stats.flat_stats(raw)
+            device = rng.randrange(8)
+            for abbreviated in (False, True):
+                self.assertEqual(_summary.format_summary(stats, device, abbreviated),
+                                 pytorch_memory_summary(stats, device, abbreviated))
