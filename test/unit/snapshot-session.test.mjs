@@ -124,3 +124,17 @@ test('a failing query answers requestFailed for that request', () => {
   const broken = new SnapshotSession({ ...model, stateAt: () => { throw new Error('boom'); }, timeRange: (d) => model.timeRange(d) }, { fileName: 'x' });
   assert.deepEqual(broken.handle({ type: 'requestSegments', requestId: 9, device: 0, timeUs: 1 }), [{ type: 'requestFailed', requestId: 9, message: 'boom' }]);
 });
+
+test('compare with another file: each side at its end, by line', () => {
+  const other = openModel(path.join(ROOT, 'test/fixtures/pytorch-snapshots/mlp-expandable.pickle'));
+  try {
+    const same = session.diff(1, 0, END_OF_TRACE, END_OF_TRACE, ['a', 'b'], model);
+    assert.deepEqual([same.rows.length, same.grewBytes, same.shrankBytes], [0, 0, 0], 'a file compared with itself has no changes');
+    const view = session.diff(2, 0, END_OF_TRACE, END_OF_TRACE, ['resnet at the end', 'mlp at the end'], other);
+    assert.deepEqual([view.beforeLabel, view.afterLabel], ['resnet at the end', 'mlp at the end']);
+    assert.ok(view.rows.some((r) => r.file.endsWith('train_small.py') && r.afterBytes > 0 && r.beforeBytes === 0), 'lines only the other file has appear as grown');
+    for (const r of view.rows) assert.equal(r.afterBytes - r.beforeBytes, r.deltaBytes);
+  } finally {
+    other.close();
+  }
+});

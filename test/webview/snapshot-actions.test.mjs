@@ -160,3 +160,20 @@ test('the summary\'s peak link opens the timeline at python\'s peak moment', asy
   assert.equal(state.momentUs, summary.devices[0].peak_at_time_us);
   assert.ok(state.window.v0 <= state.momentUs && state.momentUs <= state.window.v1);
 });
+
+test('clicking a band selects that moment and asks the host to open the band\'s source line', async () => {
+  const { page } = wv;
+  // The peak link left the timeline zoomed around the peak, where the bottom of the stack is a band.
+  await page.waitForFunction(() => document.querySelector('[data-testid=timeline-canvas]')?.dataset.painted, null, { timeout: 10_000 });
+  const box = await page.locator('[data-testid=timeline-canvas]').boundingBox();
+  const before = wv.forEditor.filter((m) => m.type === 'goToSource').length;
+  await page.mouse.click(box.x + box.width * 0.3, box.y + box.height - 40);
+  const deadline = Date.now() + 5000;
+  while (wv.forEditor.filter((m) => m.type === 'goToSource').length === before && Date.now() < deadline) await page.waitForTimeout(20);
+  const go = wv.forEditor.filter((m) => m.type === 'goToSource').at(-1);
+  assert.ok(go, 'no goToSource posted');
+  // The line is one the model attributes allocations to (a real user line of the training script).
+  assert.ok(model.lineStats(0).some((s) => s.file === go.file && s.line === go.line), JSON.stringify(go));
+  const state = await wv.state();
+  assert.ok(state.momentUs > state.window.v0 && state.momentUs < state.window.v1);
+});
