@@ -77,3 +77,26 @@ test('clicking the top allocation site reveals its file and line in the editor',
     await vsc.screenshot('snapshot-go-to-source');
   });
 });
+
+test('Export pickle… writes a PyTorch snapshot that python3 loads with the same segments', async () => {
+  const frame = await vsc.webviewFrame(PICKLE);
+  const out = path.join(vsc.workspaceDir, 'mlp-expandable-export.pickle');
+  await step('export', async () => {
+    await frame.locator('[data-testid=tab-summary]').click();
+    await frame.locator('[data-testid=export-pickle]').click();
+    // code-server's save dialog is a quick input prefilled with the suggested path.
+    const input = vsc.page.locator('.quick-input-widget .quick-input-box input');
+    await input.waitFor({ state: 'visible', timeout: 15_000 });
+    await input.fill(out);
+    await vsc.page.waitForTimeout(300);
+    await input.press('Enter');
+    await frame.locator('[data-testid=notice]', { hasText: 'Exported mlp-expandable-export.pickle' }).waitFor({ timeout: 20_000 });
+  });
+  await step('exported', async () => {
+    const exported = JSON.parse(execFileSync('python3', [path.join(ROOT, 'test/unit/reference/snapshot_summary.py'), out], { encoding: 'utf8' }));
+    const d = reference.devices[0];
+    const e = exported.devices[0];
+    assert.deepEqual([e.segments, e.reserved_bytes, e.allocated_bytes], [d.segments, d.reserved_bytes, d.allocated_bytes]);
+    await vsc.screenshot('snapshot-exported');
+  });
+});
