@@ -112,10 +112,15 @@ function buildNative() {
   if (exists('binding.gyp')) {
     // Headers from /usr/include/node (nodedir), so node-gyp downloads nothing.
     const env = { ...process.env, npm_config_nodedir: process.env.npm_config_nodedir || '/usr', npm_config_yes: 'true' };
-    const gypArgs = ['rebuild', '--silent', `--jobs=${navigatorCores()}`];
+    // Incremental: configure only when build/ is missing or older than binding.gyp, then `build` (make
+    // recompiles only changed sources) — a full `rebuild` costs about a minute on 2 cores.
+    const makefile = rel('build/Makefile');
+    const stale = !fs.existsSync(makefile) || fs.statSync(makefile).mtimeMs < fs.statSync(rel('binding.gyp')).mtimeMs;
     const bundled = npmBundledNodeGyp();
-    if (bundled) run(process.execPath, [bundled, ...gypArgs], { env });
-    else run('npm', ['exec', '--yes', '--', 'node-gyp', ...gypArgs], { env }); // fetched from the npm registry
+    const gyp = (...a) =>
+      bundled ? run(process.execPath, [bundled, ...a], { env }) : run('npm', ['exec', '--yes', '--', 'node-gyp', ...a], { env }); // registry fallback
+    if (stale) gyp('configure', '--silent');
+    gyp('build', '--silent', `--jobs=${navigatorCores()}`);
     const built = rel('build/Release/gpumem_addon.node');
     if (!fs.existsSync(built)) throw new Error('build: node-gyp succeeded but build/Release/gpumem_addon.node is missing (target name in binding.gyp?)');
     fs.copyFileSync(built, rel('dist/native/gpumem_addon.node'));

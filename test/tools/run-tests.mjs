@@ -71,6 +71,9 @@ const oneCheck = async (cmd, args, opts) => {
 };
 
 /** node --test over files, counting from a TAP copy of the run. */
+// Per-test (and per-hook) limits, so a hung browser or server fails its test instead of stalling CI.
+const TEST_TIMEOUT_MS = { unit: 120_000, webview: 120_000, e2e: 300_000 };
+
 async function nodeTests(layer, files, extraArgs = [], env = {}) {
   if (!files.length) return { skipped: `no ${layer} tests yet` };
   fs.mkdirSync(OUT, { recursive: true });
@@ -82,6 +85,7 @@ async function nodeTests(layer, files, extraArgs = [], env = {}) {
       '--test',
       '--test-reporter=spec', '--test-reporter-destination=stdout',
       '--test-reporter=tap', `--test-reporter-destination=${tap}`,
+      `--test-timeout=${TEST_TIMEOUT_MS[layer] ?? 120_000}`,
       ...extraArgs,
       ...files,
     ],
