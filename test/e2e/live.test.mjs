@@ -219,3 +219,35 @@ test('Stop Workload ends the run with Ctrl-C; the panel says finished', async ()
     await vsc.screenshot('live-6-stopped');
   });
 });
+
+test('an OOM in a second run: the notification names the line, the request and the verdict; Go to Line goes there', async (t) => {
+  await step('oom', async () => {
+    const oomCapture = path.join(tmp, 'standin-oom.gpumem');
+    execFileSync('python3', [path.join(REPLAY, 'make_standin.py'), oomCapture, '--oom', '--steps', '4', '--step-ms', '200']);
+    const [oom] = JSON.parse(execFileSync('python3', [path.join(REPLAY, 'expected_lines.py'), oomCapture], { encoding: 'utf8' })).ooms;
+    const verdict = oom.reserved - oom.allocated >= oom.requested ? 'fragmentation' : 'shortage';
+    const want = `CUDA out of memory at ${path.basename(oom.file)}:${oom.line} on cuda:${oom.device}: requested ${formatBytes(oom.requested)} — ${verdict}`;
+    // A second session with another command: the settings file changes under the running VS Code.
+    const settingsFile = path.join(vsc.workspaceDir, '.vscode/settings.json');
+    const settings = JSON.parse(fs.readFileSync(settingsFile, 'utf8'));
+    settings['gpuMemoryLens.launchCommand'] = `\${python} ${REPLAY}/replay.py ${oomCapture} --speed 4 --hold 0`;
+    fs.writeFileSync(settingsFile, JSON.stringify(settings, null, 2));
+    await vsc.page.waitForTimeout(1500); // let VS Code read the changed settings
+    await vsc.openFile(SAMPLE);
+    await vsc.runCommand('GPU Memory: Run Python File with Memory Tracking');
+    const note = await vsc.waitForNotification('CUDA out of memory', { timeout: 30_000 });
+    t.diagnostic(note);
+    assert.ok(note.includes(want), `"${note}" should include "${want}"`);
+    await vsc.screenshot('live-7-oom');
+    const toast = vsc.page.locator('.notifications-toasts .notification-list-item', { hasText: 'CUDA out of memory' }).first();
+    await toast.locator('.monaco-button', { hasText: 'Go to Line' }).click();
+    await vsc.page.locator('.statusbar-item', { hasText: new RegExp(`^Ln ${oom.line}, Col 1$`) }).first().waitFor({ timeout: 10_000 });
+    // The panel follows the newest session (two session folders now).
+    const dirs = fs.readdirSync(path.join(vsc.workspaceDir, '.gpumem'), { withFileTypes: true }).filter((d) => d.isDirectory()).map((d) => d.name).sort();
+    assert.equal(dirs.length, 2);
+    panel = await vsc.webviewFrame('GPU Memory — Live');
+    await panel.locator('#session-name', { hasText: dirs[1] }).waitFor({ timeout: 10_000 });
+    await panel.locator('#session-state', { hasText: 'finished' }).waitFor({ timeout: 10_000 });
+    await vsc.screenshot('live-8-second-session');
+  });
+});

@@ -150,3 +150,17 @@ test('view: one track per (process, device) with label, figures and markers in s
   assert.equal(session.view(3).running, false);
   assert.equal(session.view(3).tracks[0].running, false);
 });
+
+test('markers: OOMs of the device join the model markers once, in time order', async () => {
+  const { markersOf } = await import('../../src/core/session/index.ts');
+  const oom = (device, timeUs) => ({ device, timeUs, requestedBytes: 1, deviceFreeBytes: 0, deviceTotalBytes: 0, reservedBytes: 0, allocatedBytes: 0, largestFreeBlockBytes: 0, verdict: 'shortage', stackId: 0 });
+  const m = new FakeModel('/x', [{ allocated: 0, reserved: 0, ooms: [oom(0, 1_000_200), oom(1, 1_000_300), oom(0, 1_000_900)] }]);
+  assert.deepEqual(markersOf(m, 0), [
+    { t: 1.0002, kind: 'oom', label: 'OOM' },
+    { t: 1.0005, kind: 'empty_cache', label: 'empty_cache' },
+    { t: 1.0009, kind: 'oom', label: 'OOM' },
+  ]);
+  // a reader that already reports the OOM as a marker does not get it twice
+  m.markers = () => [{ device: 0, timeUs: 1_000_200, kind: 'oom', label: 'oom' }];
+  assert.deepEqual(markersOf(m, 0).map((x) => x.label), ['oom', 'OOM']);
+});

@@ -46,8 +46,15 @@ export function seriesOf(model: Model, device: number, buckets: number): LiveSer
   return s;
 }
 
+/** The model's markers plus its OOMs (a reader may report those only through ooms()). */
 export function markersOf(model: Model, device: number): LiveMarker[] {
-  return model.markers(device).map((m) => ({ t: m.timeUs / 1e6, kind: m.kind, label: m.label }));
+  const out: LiveMarker[] = model.markers(device).map((m) => ({ t: m.timeUs / 1e6, kind: m.kind, label: m.label }));
+  const oomTimes = new Set(out.filter((m) => m.kind === 'oom').map((m) => m.t));
+  for (const o of model.ooms()) {
+    if (o.device !== device || oomTimes.has(o.timeUs / 1e6)) continue;
+    out.push({ t: o.timeUs / 1e6, kind: 'oom', label: 'OOM' });
+  }
+  return out.sort((a, b) => a.t - b.t);
 }
 
 export interface TrackIdentity {

@@ -39,6 +39,7 @@ def main():
     peak = defaultdict(int)
     at_peaks = defaultdict(list)  # device -> [ {line: bytes} at each moment the peak value was reached ]
     counts = defaultdict(int)
+    ooms = []
     for rtype, device, _flags, payload, _raw in records:
         if rtype == R.REC_STRING:
             sid, n = R.STRING.unpack_from(payload)
@@ -65,6 +66,11 @@ def main():
                     if w:
                         by_line[w] += s
                 at_peaks[device].append(dict(by_line))
+        elif rtype == R.REC_OOM:
+            f = R.OOM.unpack_from(payload)
+            where = user_line(f[9])
+            ooms.append({"device": device, "requested": f[1], "device_free": f[2], "device_total": f[3], "reserved": f[4],
+                         "allocated": f[5], "largest_free": f[6], "file": where and where[0], "line": where and where[1]})
         elif rtype == R.REC_FREE_COMPLETED:
             _, addr, *_ = R.BLOCK_EVENT.unpack_from(payload)
             size, _ = live[device].pop(addr, (0, None))
@@ -76,7 +82,7 @@ def main():
             segments[device][addr] = size
         elif rtype in (R.REC_SEGMENT_FREE, R.REC_SEGMENT_UNMAP):
             segments[device].pop(R.SEGMENT_EVENT.unpack_from(payload)[1], None)
-    out = {"devices": []}
+    out = {"devices": [], "ooms": ooms}
     for device in sorted(peak):
         moments = at_peaks[device]
         lines = set().union(*[m.keys() for m in moments]) if moments else set()

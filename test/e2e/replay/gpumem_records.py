@@ -37,9 +37,10 @@ MARKER = struct.Struct("<QII")
 STATS = struct.Struct("<QQQQQQQQQ")
 DEVICE = struct.Struct("<QQII")
 END = struct.Struct("<QiI")
+OOM = struct.Struct("<QQQQQQQQQII")
 T_NS = struct.Struct("<Q")
 
-assert BLOCK_EVENT.size == 48 and SEGMENT_EVENT.size == 56 and FILE_HEADER.size == 16 and RECORD_HEADER.size == 8
+assert OOM.size == 80 and BLOCK_EVENT.size == 48 and SEGMENT_EVENT.size == 56 and FILE_HEADER.size == 16 and RECORD_HEADER.size == 8
 
 
 def file_header(header: dict) -> bytes:

@@ -125,6 +125,7 @@ def main():
     ap.add_argument("--sample", default=os.path.join(here, "..", "workspace", "live_sample.py"))
     ap.add_argument("--steps", type=int, default=30)
     ap.add_argument("--step-ms", type=float, default=500.0)
+    ap.add_argument("--oom", action="store_true", help="end with an out-of-memory at the forward pass (the process dies of it)")
     args = ap.parse_args()
     with open(args.sample, encoding="utf-8") as f:
         lines = f.read().splitlines()
@@ -197,8 +198,17 @@ def main():
                     last_sample = w.t
         w.sample()
         w.stats()
+        exit_code = 0
+        if args.oom:
+            # A batch far too large for the device: the allocator records the OOM (with the state it saw)
+            # and the workload dies of the exception.
+            largest_free = max((size for size, addrs in w.free_cached.items() if addrs), default=0)
+            requested = 80 * 1024 * MiB
+            w.emit(R.REC_OOM, R.OOM.pack(w.t, requested, DEVICE_TOTAL - w.reserved - CONTEXT_BYTES, DEVICE_TOTAL, w.reserved,
+                                         w.allocated, largest_free, STREAM, 0, w.stack("out = model(data)"), 0))
+            exit_code = 1
         del params, data, adam
-        out.write(R.record(R.REC_END, R.END.pack(w.t, 0, 0)))
+        out.write(R.record(R.REC_END, R.END.pack(w.t, exit_code, 0)))
     print(f"wrote {args.out}: peak allocated {w.peak_alloc / MiB:.0f} MiB, reserved {w.reserved / MiB:.0f} MiB")
 
 
