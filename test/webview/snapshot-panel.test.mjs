@@ -270,3 +270,55 @@ describe('a capture that grows while the panel is open', () => {
     assert.equal(model.ended(), true, 'the appended half carries the end record');
   });
 });
+
+describe('snapshots without history', () => {
+  const dir = path.join(ROOT, '.test-output/webview/no-history');
+  const stateOnly = path.join(dir, 'state-only.pickle');
+  const empty = path.join(dir, 'empty.pickle');
+  before(() => {
+    fs.mkdirSync(dir, { recursive: true });
+    // What _dump_snapshot writes without _record_memory_history: segments, empty traces; and nothing at all.
+    execFileSync('python3', [
+      '-c',
+      `import pickle, sys
+d = pickle.load(open(sys.argv[1], 'rb')); d['device_traces'] = [[]]
+pickle.dump(d, open(sys.argv[2], 'wb'))
+pickle.dump({'segments': [], 'device_traces': [[]]}, open(sys.argv[3], 'wb'))`,
+      path.join(FIXTURES, 'mlp-record-stream-pending.pickle'),
+      stateOnly,
+      empty,
+    ]);
+  });
+
+  test('state only: the summary and segment map work, the timeline says why it is empty', async () => {
+    const ref = references(stateOnly);
+    const model = openModel(stateOnly);
+    const wv = await openSnapshotPanel(model, { fileName: 'state-only.pickle' });
+    try {
+      await wv.page.waitForSelector('[data-testid=verdict]', { timeout: 20_000 });
+      assert.equal((await figure(wv.page, 'reserved')).bytes, ref.device.reserved_bytes);
+      assert.equal((await figure(wv.page, 'events')).count, 0);
+      await wv.page.click('[data-testid=tab-timeline]');
+      assert.match(await wv.page.locator('[data-testid=no-trace]').textContent(), /no allocation history/);
+      await wv.page.click('[data-testid=tab-segments]');
+      await wv.page.locator('[data-testid=segment-count]').waitFor({ timeout: 10_000 });
+      assert.equal(Number(await wv.page.locator('[data-testid=segment-count]').getAttribute('data-count')), ref.device.segments);
+    } finally {
+      await wv.close();
+      model.close();
+    }
+  });
+
+  test('nothing recorded: one actionable sentence instead of empty tabs', async () => {
+    const model = openModel(empty);
+    const wv = await openSnapshotPanel(model, { fileName: 'empty.pickle' });
+    try {
+      const text = await wv.page.locator('[data-testid=no-devices]').textContent({ timeout: 20_000 });
+      assert.match(text, /^empty\.pickle holds no GPU memory.*_record_memory_history\(\)/);
+      await wv.screenshot('snapshot-empty');
+    } finally {
+      await wv.close();
+      model.close();
+    }
+  });
+});

@@ -89,6 +89,7 @@ class App {
       case 'summary':
         this.summary = msg.summary;
         this.markers = msg.markers;
+        this.noteMissingTrace(msg.summary.events === 0);
         renderSummary(this.views.get('summary') as HTMLElement, msg.summary, this.range().t0Us, () => this.gotoPeak());
         this.marks.summary = performance.now();
         this.timeline?.show();
@@ -136,9 +137,35 @@ class App {
       this.deviceHost.append(h('span', { class: 'muted' }, `cuda:${this.device()}`));
     }
     this.buildTabs();
+    if (info.devices.length === 0) {
+      clear(this.body);
+      this.body.append(
+        h(
+          'p',
+          { class: 'warning', 'data-testid': 'no-devices' },
+          `${info.fileName} holds no GPU memory: no segments and no trace. If it came from torch.cuda.memory._dump_snapshot(), call torch.cuda.memory._record_memory_history() before the allocations you want to see.`,
+        ),
+      );
+      return;
+    }
     if (info.problems.length) this.body.prepend(h('p', { class: 'warning' }, `Read with problems: ${info.problems.join('; ')}`));
     // The host sends device 0's summary after `opened`; a restored panel on another device asks again.
     if (restoring && this.device() !== (info.devices[0] ?? 0)) send({ type: 'selectDevice', device: this.device() });
+  }
+
+  /** Snapshots taken without history (enabled='state', or memory_snapshot()) have segments but no trace. */
+  private noteMissingTrace(missing: boolean): void {
+    const view = this.views.get('timeline');
+    view?.querySelector('.no-trace')?.remove();
+    if (missing && view) {
+      view.prepend(
+        h(
+          'p',
+          { class: 'warning no-trace', 'data-testid': 'no-trace' },
+          'This file has no allocation history, only the allocator state at the end: record with torch.cuda.memory._record_memory_history() before the workload (or run it with GPU Memory Lens) to see the timeline.',
+        ),
+      );
+    }
   }
 
   /** A growing capture was appended to: keep the UI, refresh what is shown. */
