@@ -177,3 +177,18 @@ test('clicking a band selects that moment and asks the host to open the band\'s 
   const state = await wv.state();
   assert.ok(state.momentUs > state.window.v0 && state.momentUs < state.window.v1);
 });
+
+test('choosing "Start of the trace" for A compares the first moment with the end', async () => {
+  const { page } = wv;
+  await page.click('[data-testid=tab-compare]');
+  await page.click('[data-testid=compare-a]');
+  await page.click('[data-testid=compare-a] vscode-option[value=start]');
+  await page.waitForFunction(() => window.__state?.compare?.a === 'start');
+  await page.click('[data-testid=compare-moments]');
+  const t0 = model.timeRange(0).t0Us;
+  await page.locator('[data-testid=compare-headline]', { hasText: 'A = 0.000 s' }).waitFor({ timeout: 10_000 });
+  const posted = (await wv.posted()).filter((m) => m.type === 'compareMoments').at(-1);
+  assert.deepEqual([posted.aUs, posted.bUs], [t0, -1]);
+  const changed = model.diff(0, t0, Infinity).filter((r) => r.deltaBytes !== 0);
+  assert.equal(await page.locator('[data-testid=compare-grid] vscode-data-grid-row[data-index]').count(), changed.length);
+});
