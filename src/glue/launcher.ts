@@ -1,16 +1,12 @@
 // Run Python File with Memory Tracking: session folder + workload environment (src/core/launch) + a
 // VS Code terminal running the user's command.
-//
-// Note [Terminal]: the command runs in a real terminal (pty) through a tiny `sh -c` wrapper, not a
-// Pseudoterminal: stdin, Ctrl-C (SIGINT to the foreground process group, so Python raises
-// KeyboardInterrupt and the capture is closed cleanly), colours and `pdb` all behave as in any terminal.
-// The wrapper catches INT itself (a caught signal is reset to default in children, unlike an ignored
-// one) so that after the workload exits, its output and exit code stay on screen until a key is pressed.
+// (Note [Terminal] in src/core/session/terminal.ts says why a real terminal and what the wrapper does.)
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import * as vscode from 'vscode';
-import { buildCommand, buildWorkloadEnv, createSession, expandLaunchTemplate, findPython, locateInstall, toShellLine } from '../core/launch';
-import type { Command, RecordingSettings } from '../core/launch';
+import { buildCommand, buildWorkloadEnv, createSession, expandLaunchTemplate, findPython, locateInstall } from '../core/launch';
+import { terminalEnv, terminalShellLine } from '../core/session';
+import type { RecordingSettings } from '../core/launch';
 import type { SessionManager, TrackedSession } from './sessions';
 
 async function interpreterFromPythonExtension(resource: vscode.Uri | undefined): Promise<string | undefined> {
@@ -66,25 +62,6 @@ function recordingSettings(): Partial<RecordingSettings> {
   };
 }
 
-/** Only what differs from the extension host's environment (the terminal merges it into its own). */
-function envDelta(full: Record<string, string>): Record<string, string | null> {
-  const delta: Record<string, string | null> = {};
-  for (const [k, v] of Object.entries(full)) if (process.env[k] !== v) delta[k] = v;
-  for (const k of Object.keys(process.env)) if (!(k in full)) delta[k] = null;
-  return delta;
-}
-
-function wrapperLine(cmd: Command): string {
-  return [
-    "trap ':' INT",
-    toShellLine(cmd),
-    'code=$?',
-    'printf "\\n\\033[2m[GPU Memory Lens] the workload exited with code %s. Press Enter to close this terminal.\\033[0m\\n" "$code"',
-    'read -r _',
-    'exit "$code"',
-  ].join('; ');
-}
-
 export class Launcher {
   constructor(
     private readonly extensionRoot: string,
@@ -126,9 +103,9 @@ export class Launcher {
     const terminal = vscode.window.createTerminal({
       name: `GPU Memory: ${label}`,
       cwd,
-      env: envDelta(env),
+      env: terminalEnv(env),
       shellPath: '/bin/sh',
-      shellArgs: ['-c', wrapperLine(cmd)],
+      shellArgs: ['-c', terminalShellLine(cmd)],
       iconPath: new vscode.ThemeIcon('pulse'),
     });
     terminal.show(true);
