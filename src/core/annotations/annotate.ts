@@ -59,9 +59,7 @@ export function annotationText(stat: LineStat): string {
 
 export function computeAnnotations(stats: readonly LineStat[], opts: AnnotateOptions): LineAnnotation[] {
   const minBytes = Math.max(0, opts.minBytes);
-  const shown = stats.filter((s) =>
-    s.selfBytesAtPeak > 0 ? s.selfBytesAtPeak >= minBytes && s.selfBytesAtPeak > 0 : s.totalAllocatedBytes >= Math.max(minBytes, 1),
-  );
+  const shown = stats.filter((s) => (s.selfBytesAtPeak > 0 ? s.selfBytesAtPeak >= minBytes : s.totalAllocatedBytes >= Math.max(minBytes, 1)));
   const heavyCount = opts.heavyCount ?? 10;
   const byWeight = [...shown].sort((a, b) => b.selfBytesAtPeak - a.selfBytesAtPeak);
   const heavy = new Set(byWeight.slice(0, heavyCount).filter((s) => s.selfBytesAtPeak > 0));

@@ -109,8 +109,6 @@ export class LiveSession {
 
   /** The live panel's view at `buckets` points per chart. */
   view(buckets: number): LiveSessionView {
-    const opened = this.processes.filter((p) => p.model);
-    const deviceCount = opened.reduce((n, p) => n + p.model!.devices().length, 0);
     const tracks = [];
     const problems: string[] = [];
     for (const p of this.processes) {
@@ -121,7 +119,7 @@ export class LiveSession {
       for (const pr of p.model.problems()) problems.push(`pid ${p.entry.pid}: ${pr.message} (at byte ${pr.offset})`);
       const running = this.running && !p.model.ended();
       for (const d of p.model.devices()) {
-        tracks.push(trackOf(p.model, d, { pid: p.entry.pid, rank: p.entry.rank, running, many: deviceCount > 1 }, buckets));
+        tracks.push(trackOf(p.model, d, { pid: p.entry.pid, rank: p.entry.rank, running }, buckets));
       }
     }
     return { name: this.name, running: this.running && tracks.some((t) => t.running), tracks, problems };

@@ -61,8 +61,6 @@ export interface TrackIdentity {
   pid: number;
   rank?: number;
   running: boolean;
-  /** several processes or devices in the session: say which one in the label */
-  many: boolean;
 }
 
 export function trackOf(model: Model, device: number, id: TrackIdentity, buckets: number): LiveTrack {
