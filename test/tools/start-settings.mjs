@@ -1,0 +1,49 @@
+// The sample workspace's settings for `npm start` (and its E2E check, test/e2e/start.test.mjs).
+//
+// Note [Replay hook]: on a machine with no GPU, "Run Python File with Memory Tracking" has nothing to
+// track, so `npm start` points gpuMemoryLens.launchCommand at the replay workload (test/e2e/replay/), which
+// streams a recorded capture of test/e2e/workspace/live_sample.py as if it ran (a stand-in when the
+// recorded fixture is absent). The replay's owner can override this with
+// test/e2e/replay/start-settings.json; ${replayDir} and ${repoRoot} in it become absolute paths here
+// (tracked files must not hold them); other ${…} variables are left for the extension to expand.
+import { spawnSync } from 'node:child_process';
+import fs from 'node:fs';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+
+export const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
+export const REPLAY_DIR = path.join(ROOT, 'test/e2e/replay');
+export const REPLAY_SETTINGS = path.join(REPLAY_DIR, 'start-settings.json');
+
+const DEFAULT_REPLAY_SETTINGS = {
+  'gpuMemoryLens.launchCommand': '${python} ${replayDir}/replay.py ${repoRoot}/test/fixtures/e2e-capture.gpumem --standin-if-missing --hold 600',
+};
+
+export function hasGpu() {
+  if (fs.existsSync('/dev/nvidia0')) return true;
+  return spawnSync('nvidia-smi', ['-L'], { stdio: 'ignore' }).status === 0;
+}
+
+/**
+ * Settings to merge into the sample workspace, or undefined to leave it as is.
+ * @param {{ replay?: boolean }} [o]  replay: force the hook on/off (default: on when there is no GPU)
+ * @returns {{ settings?: object, reason: string }}
+ */
+export function startSettings({ replay = !hasGpu() } = {}) {
+  if (!replay) return { reason: 'GPU present: workloads run for real' };
+  if (!fs.existsSync(path.join(REPLAY_DIR, 'replay.py'))) return { reason: 'no replay workload (test/e2e/replay/replay.py) yet' };
+  let template = JSON.stringify(DEFAULT_REPLAY_SETTINGS);
+  let from = 'the built-in replay hook';
+  if (fs.existsSync(REPLAY_SETTINGS)) {
+    template = fs.readFileSync(REPLAY_SETTINGS, 'utf8');
+    from = path.relative(ROOT, REPLAY_SETTINGS);
+  }
+  // JSON-escape the substituted paths so a quote or backslash in them cannot break the document.
+  const esc = (p) => JSON.stringify(p).slice(1, -1);
+  const text = template.replaceAll('${replayDir}', esc(REPLAY_DIR)).replaceAll('${repoRoot}', esc(ROOT));
+  try {
+    return { settings: JSON.parse(text), reason: `no GPU: runs replay the recorded sample (${from})` };
+  } catch (err) {
+    throw new Error(`${from} is not valid JSON: ${err.message}`);
+  }
+}
