@@ -8,6 +8,8 @@ import type { Model } from '../../core/model/types';
 export class SnapshotDocument implements vscode.CustomDocument {
   private loaded: Promise<Model> | undefined;
   private model: Model | undefined;
+  /** the editor annotations fed from this file while it is open */
+  annotations: vscode.Disposable | undefined;
 
   constructor(
     readonly uri: vscode.Uri,
@@ -21,6 +23,8 @@ export class SnapshotDocument implements vscode.CustomDocument {
   }
 
   dispose(): void {
+    this.annotations?.dispose();
+    this.annotations = undefined;
     this.model?.close();
     this.model = undefined;
   }

@@ -45,18 +45,28 @@ export class SnapshotPanelHost implements vscode.Disposable {
     for (const m of messages) void this.panel.webview.postMessage(m);
   }
 
-  private async ensureSession(): Promise<SnapshotSession | undefined> {
-    if (this.session) return this.session;
+  private sessionReady: Promise<SnapshotSession | undefined> | undefined;
+  private failure: SnapshotHostMessage | undefined;
+
+  /** One session per panel, created once however many messages arrive while the file is being read. */
+  private ensureSession(): Promise<SnapshotSession | undefined> {
+    this.sessionReady ??= this.createSession();
+    return this.sessionReady;
+  }
+
+  private async createSession(): Promise<SnapshotSession | undefined> {
     const fileName = path.posix.basename(this.doc.uri.path);
     this.post([{ type: 'loading', fileName }]);
     try {
       const model = await this.doc.load();
-      this.session ??= new SnapshotSession(model, { fileName, displayPath });
-      if (this.deps.showModelAnnotations) this.disposables.push(this.deps.showModelAnnotations(model, fileName));
+      this.session = new SnapshotSession(model, { fileName, displayPath });
+      // Once per document: several panels (split editors) on one file annotate its lines once.
+      if (this.deps.showModelAnnotations && !this.doc.annotations) this.doc.annotations = this.deps.showModelAnnotations(model, fileName);
       if (model.format === 'gpumem-capture' && !model.ended()) this.followGrowth(this.session);
       return this.session;
     } catch (err) {
-      this.post([{ type: 'loadFailed', fileName, message: loadFailure(fileName, err) }]);
+      this.failure = { type: 'loadFailed', fileName, message: loadFailure(fileName, err) };
+      this.post([this.failure]);
       return undefined;
     }
   }
@@ -82,7 +92,11 @@ export class SnapshotPanelHost implements vscode.Disposable {
 
   private async onMessage(msg: SnapshotWebviewMessage): Promise<void> {
     const session = await this.ensureSession();
-    if (!session) return;
+    if (!session) {
+      // A page shown again after a failed read asks again: tell it again.
+      if (msg.type === 'ready' && this.failure && this.sessionReady) this.post([this.failure]);
+      return;
+    }
     const answer = session.handle(msg);
     if (answer) {
       this.post(answer);
