@@ -5,9 +5,11 @@ bracketed like the bootstrap does, talks to the control socket while the GPU is 
 and then reads the capture back and checks what only a real run can show: CPython 3.12 frames with the
 script's own lines, autograd-thread allocations attributed to the backward() caller, the driver's
 device name, NVML samples, and the cost of stack capture.
-Usage: python3 test/native/recorder/gpu_recording.py path/to/libgpumem_allocator.so OUT_DIR
+Usage: python3 test/native/recorder/gpu_recording.py path/to/libgpumem_allocator.so OUT_DIR [check|bench]
+(run it twice, once per mode: the benchmark's millions of events would make reading the capture slow)
 """
 import ctypes
+import faulthandler
 import json
 import os
 import pickle
@@ -22,6 +24,15 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import capture as cap  # noqa: E402
 
 SO, OUT = sys.argv[1], sys.argv[2]
+MODE = sys.argv[3] if len(sys.argv) > 3 else "check"  # "bench": timings only, the capture is not read
+faulthandler.dump_traceback_later(float(os.environ.get("GPUMEM_GPU_CHECK_TIMEOUT", "240")), exit=True)
+
+
+def phase(msg):
+    print("[%.1fs] %s" % (time.perf_counter() - T0, msg), flush=True)
+
+
+T0 = time.perf_counter()
 os.makedirs(OUT, exist_ok=True)
 CAPTURE, SOCK = os.path.join(OUT, "c.gpumem"), os.path.join(OUT, "ctl.sock")
 lib = ctypes.CDLL(SO)
@@ -78,6 +89,7 @@ def ask(obj):
     return json.loads(buf), time.perf_counter() - t
 
 
+phase("allocator installed")
 torch.manual_seed(0)
 model = make_model()
 opt = torch.optim.AdamW(model.parameters())
@@ -88,6 +100,7 @@ for step in range(5):
     opt.step()
     opt.zero_grad(set_to_none=True)
 torch.cuda.synchronize()
+phase("trained")
 ping, t_ping = ask({"cmd": "ping", "id": 1})
 results["ping"] = ping
 results["ping_ms"] = round(t_ping * 1000, 2)
@@ -121,22 +134,30 @@ if helper_path:
 
 
 def measure(tag):
+    phase("measure " + tag)
     bench(2000)
     results["torch_us_per_empty_del_" + tag] = round(min(bench(20000) for _ in range(5)), 3)
     for depth in (2, 25):
         results["torch_us_depth%d_%s" % (depth, tag)] = round(min(deep(depth, lambda: bench(20000)) for _ in range(5)), 3)
         if loop:
             results["native_ns_depth%d_%s" % (depth, tag)] = round(min(deep(depth, lambda: loop(
-                addr("gpumem_malloc"), addr("gpumem_free"), 200000, 512)) for _ in range(5)), 1)
+                addr("gpumem_malloc"), addr("gpumem_free"), 100000, 512)) for _ in range(5)), 1)
+            phase("native loop depth %d done" % depth)
 
 
-measure("stacks_on")
-if lib.gpumem_configure(b'{"stacks": false}') == 0:
-    measure("stacks_off")
-else:
-    results["stacks_off_error"] = lib.gpumem_last_error().decode()
+if MODE == "bench":
+    measure("stacks_on")
+    if lib.gpumem_configure(b'{"stacks": false}') == 0:
+        measure("stacks_off")
+    else:
+        results["stacks_off_error"] = lib.gpumem_last_error().decode()
+    lib.gpumem_shutdown(0)
+    print(json.dumps(results, indent=1))
+    sys.exit(0)
 time.sleep(0.2)
+phase("shutdown")
 lib.gpumem_shutdown(0)
+phase("reading the capture")
 
 # ---- read back --------------------------------------------------------------------------------
 c = cap.Capture(CAPTURE)
@@ -159,8 +180,15 @@ results["allocs"] = len(allocs)
 here = os.path.realpath(src)
 
 
+_has = {}
+
+
 def has_line(a, tag):
-    return any(os.path.realpath(f) == here and ln == line_of(tag) for f, _, ln in c.stacks.get(a["stack"], (0, []))[1])
+    key = (a["stack"], tag)
+    if key not in _has:
+        want = line_of(tag)
+        _has[key] = any(os.path.realpath(f) == here and ln == want for f, _, ln in c.stacks.get(a["stack"], (0, []))[1])
+    return _has[key]
 
 
 results["allocs_at_model_line"] = sum(has_line(a, "MODEL-LINE") for a in allocs)
