@@ -67,10 +67,18 @@ std::vector<SegmentData> finalState(const DeviceData& d) { return stateAfter(d, 
 
 }  // namespace
 
+// double → int64 without undefined behaviour for out-of-range values.
+static int64_t clampToI64(double v) {
+  if (std::isnan(v)) return 0;
+  if (v >= 9.2e18) return std::numeric_limits<int64_t>::max();
+  if (v <= -9.2e18) return std::numeric_limits<int64_t>::min();
+  return (int64_t)v;
+}
+
 size_t eventsUpTo(const DeviceData& d, double tUs) {
   if (std::isnan(tUs) || tUs >= (double)std::numeric_limits<int64_t>::max()) return d.count();
   if (tUs < (double)std::numeric_limits<int64_t>::min()) return 0;
-  int64_t t = (int64_t)std::floor(tUs);
+  int64_t t = clampToI64(std::floor(tUs));
   return std::upper_bound(d.t.begin(), d.t.end(), t) - d.t.begin();
 }
 
@@ -212,9 +220,9 @@ std::string timelineJson(Model& m, int index, double t0, double t1, int buckets)
     for (int k = 0; k < buckets; k++) {
       double ta = t0 + k * w, tb = k == buckets - 1 ? t1 : t0 + (k + 1) * w;
       // Events in [ta, tb) (the last bucket includes t1); the value carried in from before counts too.
-      size_t i0 = std::lower_bound(d.t.begin(), d.t.end(), (int64_t)std::ceil(ta)) - d.t.begin();
+      size_t i0 = std::lower_bound(d.t.begin(), d.t.end(), clampToI64(std::ceil(ta))) - d.t.begin();
       size_t i1 = k == buckets - 1 ? eventsUpTo(d, tb)
-                                   : (size_t)(std::lower_bound(d.t.begin(), d.t.end(), (int64_t)std::ceil(tb)) - d.t.begin());
+                                   : (size_t)(std::lower_bound(d.t.begin(), d.t.end(), clampToI64(std::ceil(tb))) - d.t.begin());
       i1 = std::max(i1, i0);
       int64_t a = allocatedBefore(d, i0), r = reservedBefore(d, i0);
       int64_t alo = a, ahi = a, rlo = r, rhi = r;
@@ -225,7 +233,7 @@ std::string timelineJson(Model& m, int index, double t0, double t1, int buckets)
     if (!d.samples.empty()) {
       for (const auto& s : d.samples) {
         if (s.tUs < t0 || s.tUs > t1) continue;
-        int k = std::min(buckets - 1, (int)((s.tUs - t0) / w));
+        int k = std::min(buckets - 1, std::max(0, (int)std::min(1e9, ((double)s.tUs - t0) / w)));
         if (std::isnan(used[k]) || (double)s.used > used[k]) used[k] = (double)s.used;
       }
     }
@@ -262,7 +270,7 @@ std::string stateJson(const Model& m, int index, double tUs) {
   j.open('{').kv("device", index).kvd("timeUs", at).key("segments");
   writeSegments(j, m, segs, index);
   j.key("fragmentation").open('{').kvu("reservedBytes", f.reserved).kvu("allocatedBytes", f.allocated);
-  j.kv("unallocatedBytes", (int64_t)f.reserved - (int64_t)f.allocated).kvu("largestFreeBlockBytes", f.largestFree);
+  j.kv("unallocatedBytes", wrapDiff(f.reserved, f.allocated)).kvu("largestFreeBlockBytes", f.largestFree);
   j.kvu("freeBlocks", f.freeBlocks).kvu("cachedFreeBytes", f.cachedFree).kvu("splitRemainderBytes", f.splitRemainder);
   j.kvu("roundingWasteBytes", f.roundingWaste).kvu("pendingFreeBytes", f.pendingFree).close('}');
   return j.close('}').s;
@@ -452,15 +460,14 @@ std::string diffJson(const Model& a, int index, double aUs, const Model& b, doub
   for (const auto& [k, v] : after) rows[k].second = v;
   std::vector<std::pair<std::pair<std::string, uint32_t>, std::pair<uint64_t, uint64_t>>> sorted(rows.begin(), rows.end());
   std::stable_sort(sorted.begin(), sorted.end(), [](const auto& x, const auto& y) {
-    int64_t dx = std::llabs((int64_t)x.second.second - (int64_t)x.second.first);
-    int64_t dy = std::llabs((int64_t)y.second.second - (int64_t)y.second.first);
-    return dx > dy;
+    auto dist = [](uint64_t a, uint64_t b) { return a > b ? a - b : b - a; };
+    return dist(x.second.second, x.second.first) > dist(y.second.second, y.second.first);
   });
   Json j;
   j.open('[');
   for (const auto& [k, v] : sorted) {
     j.open('{').kvs("file", k.first).kv("line", k.second).kvu("beforeBytes", v.first).kvu("afterBytes", v.second);
-    j.kv("deltaBytes", (int64_t)v.second - (int64_t)v.first).close('}');
+    j.kv("deltaBytes", wrapDiff(v.second, v.first)).close('}');
   }
   return j.close(']').s;
 }

@@ -48,8 +48,7 @@ bool CaptureDecoder::looksLikeCapture(const uint8_t* data, size_t len) {
 }
 
 int64_t CaptureDecoder::toUs(uint64_t tNs) const {
-  int64_t d = (int64_t)tNs - monoAnchorNs_;
-  int64_t wall = wallAnchorNs_ + d;
+  int64_t wall = (int64_t)((uint64_t)wallAnchorNs_ + (tNs - (uint64_t)monoAnchorNs_));
   return wall >= 0 ? wall / 1000 : -((-wall + 999) / 1000);
 }
 

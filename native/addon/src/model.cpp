@@ -84,11 +84,11 @@ void Model::derive() {
     for (size_t i = d.derivedUpTo; i < n; i++) {
       switch (d.action[i]) {
         case ACT_ALLOC:
-          a += (int64_t)d.size[i];
+          a = wrapAdd(a, d.size[i]);
           d.liveByAddr[d.addr[i]] = (uint32_t)i;
           break;
         case ACT_FREE_REQUESTED: {
-          a -= (int64_t)d.size[i];
+          a = wrapSub(a, d.size[i]);
           auto it = d.liveByAddr.find(d.addr[i]);
           if (it != d.liveByAddr.end()) {
             d.link[i] = it->second;
@@ -98,9 +98,9 @@ void Model::derive() {
           break;
         }
         case ACT_SEGMENT_ALLOC:
-        case ACT_SEGMENT_MAP: r += (int64_t)d.size[i]; break;
+        case ACT_SEGMENT_MAP: r = wrapAdd(r, d.size[i]); break;
         case ACT_SEGMENT_FREE:
-        case ACT_SEGMENT_UNMAP: r -= (int64_t)d.size[i]; break;
+        case ACT_SEGMENT_UNMAP: r = wrapSub(r, d.size[i]); break;
         default: break;
       }
       d.allocated[i] = a;

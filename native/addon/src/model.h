@@ -31,6 +31,12 @@ extern const char* const kBlockStateNames[3];
 
 constexpr uint32_t kNoLink = UINT32_MAX;
 
+// Note [Wrapping sums]: byte counts from files are untrusted; sums wrap (two's complement) instead of
+// overflowing a signed integer, which would be undefined behaviour. Real figures never get near 2^63.
+inline int64_t wrapAdd(int64_t a, uint64_t b) { return (int64_t)((uint64_t)a + b); }
+inline int64_t wrapSub(int64_t a, uint64_t b) { return (int64_t)((uint64_t)a - b); }
+inline int64_t wrapDiff(uint64_t a, uint64_t b) { return (int64_t)(a - b); }
+
 struct FrameData {
   uint32_t file;  // string id
   uint32_t name;  // string id

@@ -82,15 +82,14 @@ PickleTree::PickleTree(const uint8_t* data, size_t size, PickleLimits limits)
 }
 
 std::string_view PickleTree::str(uint32_t i) const {
-  const PValue& v = values_[i];
+  const PValue& v = at(i);
   if (v.type != PType::Str && v.type != PType::Bytes) return {};
   if (v.flag) return owned_[v.aux];
   return std::string_view(reinterpret_cast<const char*>(data_ + v.raw), v.aux);
 }
 
 int64_t PickleTree::asInt(uint32_t i, int64_t fallback) const {
-  if (i == kNone) return fallback;
-  const PValue& v = values_[i];
+  const PValue& v = at(i);
   switch (v.type) {
     case PType::Int:
     case PType::UInt: return (int64_t)v.raw;
@@ -98,6 +97,7 @@ int64_t PickleTree::asInt(uint32_t i, int64_t fallback) const {
     case PType::Float: {
       double d;
       memcpy(&d, &v.raw, 8);
+      if (!(d > -9.2e18 && d < 9.2e18)) return fallback;  // NaN or beyond int64: not a usable integer
       return (int64_t)d;
     }
     default: return fallback;
@@ -105,8 +105,7 @@ int64_t PickleTree::asInt(uint32_t i, int64_t fallback) const {
 }
 
 double PickleTree::asNumber(uint32_t i, double fallback) const {
-  if (i == kNone) return fallback;
-  const PValue& v = values_[i];
+  const PValue& v = at(i);
   switch (v.type) {
     case PType::Int: return (double)(int64_t)v.raw;
     case PType::UInt: return (double)v.raw;
@@ -121,7 +120,7 @@ double PickleTree::asNumber(uint32_t i, double fallback) const {
 }
 
 uint32_t PickleTree::get(uint32_t dict, std::string_view key) const {
-  if (dict == kNone || values_[dict].type != PType::Dict) return kNone;
+  if (at(dict).type != PType::Dict) return kNone;
   const auto& kv = containers_[values_[dict].aux];
   // Later keys win, like Python's dict built by SETITEMS.
   for (size_t j = kv.size(); j >= 2; j -= 2) {
@@ -255,7 +254,8 @@ void PickleTree::parse() {
   };
   auto memoPut = [&](uint64_t idx) {
     uint32_t v = top();
-    if (idx >= limits_.maxMemo) fail("pickle memo index beyond the reader's limit");
+    // A real pickle's memo keys count its MEMOIZE/PUT opcodes, so they stay below its byte size.
+    if (idx >= limits_.maxMemo || idx > size_) fail("malformed pickle: memo key " + std::to_string(idx) + " is out of range");
     if (idx >= memo.size()) memo.resize(idx + 1, kNone);
     memo[idx] = v;
   };

@@ -44,15 +44,20 @@ class PickleTree {
 
   uint32_t root() const { return root_; }
   int protocol() const { return protocol_; }
-  const PValue& at(uint32_t i) const { return values_[i]; }
+  // Note [Absent is None]: every accessor takes kNone (a missing dict key) and answers as for None, so
+  // readers of optional keys need no checks before use.
+  const PValue& at(uint32_t i) const { return i < values_.size() ? values_[i] : kNoneValue; }
   size_t valueCount() const { return values_.size(); }
 
-  // Container children: lists/tuples hold items; dicts hold key, value, key, value, …
-  const std::vector<uint32_t>& items(uint32_t i) const { return containers_[values_[i].aux]; }
+  // Container children: lists/tuples hold items; dicts hold key, value, key, value, …; else empty.
+  const std::vector<uint32_t>& items(uint32_t i) const {
+    PType t = at(i).type;
+    return t == PType::List || t == PType::Tuple || t == PType::Dict ? containers_[values_[i].aux] : kNoItems;
+  }
   std::string_view str(uint32_t i) const;  // Str or Bytes
-  bool isStr(uint32_t i) const { return values_[i].type == PType::Str; }
+  bool isStr(uint32_t i) const { return at(i).type == PType::Str; }
   bool isInt(uint32_t i) const {
-    PType t = values_[i].type;
+    PType t = at(i).type;
     return t == PType::Int || t == PType::UInt || t == PType::Bool;
   }
   // Integer as int64 (UInt wraps to its two's-complement bits: addresses ≥ 2^63 stay exact as u64).
@@ -62,6 +67,8 @@ class PickleTree {
   // Dict lookup by string key (linear: snapshot dicts have ≤ 15 keys). Returns UINT32_MAX when absent.
   uint32_t get(uint32_t dict, std::string_view key) const;
   static constexpr uint32_t kNone = UINT32_MAX;
+  static inline const PValue kNoneValue{PType::None, false, 0, 0};
+  static inline const std::vector<uint32_t> kNoItems{};
 
  private:
   uint32_t push(PValue v);

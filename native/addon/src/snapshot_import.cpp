@@ -261,18 +261,18 @@ void importSnapshot(Model& m, const uint8_t* data, size_t size) {
     // Issue #4: replay starts from allocated_bytes − Σ(alloc) + Σ(free_requested); reserved likewise.
     int64_t alloc = 0, res = 0;
     for (const auto& s : d.finalSegments) {
-      res += (int64_t)s.size;
+      res = wrapAdd(res, s.size);
       for (const auto& b : s.blocks)
-        if (b.state == ST_ALLOCATED) alloc += (int64_t)b.size;
+        if (b.state == ST_ALLOCATED) alloc = wrapAdd(alloc, b.size);
     }
     for (size_t i = 0; i < d.count(); i++) {
       switch (d.action[i]) {
-        case ACT_ALLOC: alloc -= (int64_t)d.size[i]; break;
-        case ACT_FREE_REQUESTED: alloc += (int64_t)d.size[i]; break;
+        case ACT_ALLOC: alloc = wrapSub(alloc, d.size[i]); break;
+        case ACT_FREE_REQUESTED: alloc = wrapAdd(alloc, d.size[i]); break;
         case ACT_SEGMENT_ALLOC:
-        case ACT_SEGMENT_MAP: res -= (int64_t)d.size[i]; break;
+        case ACT_SEGMENT_MAP: res = wrapSub(res, d.size[i]); break;
         case ACT_SEGMENT_FREE:
-        case ACT_SEGMENT_UNMAP: res += (int64_t)d.size[i]; break;
+        case ACT_SEGMENT_UNMAP: res = wrapAdd(res, d.size[i]); break;
         default: break;
       }
     }

@@ -1,0 +1,169 @@
+// C++ unit tests of the reader core (no Node): pickle opcodes and limits, capture decoding across
+// feed boundaries, and replay of address ranges. The end-to-end checks against Python live in
+// test/unit/reader*.test.mjs; these pin the pieces the fuzzers hammer.
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "aggregate.h"
+#include "capture_decoder.h"
+#include "exercise.h"
+#include "gpumem_format.h"
+#include "pickle_reader.h"
+#include "replay.h"
+#include "snapshot_import.h"
+
+using namespace gpumem;
+
+static int passed = 0, failed = 0;
+#define CHECK(cond)                                                        \
+  do {                                                                     \
+    if (!(cond)) {                                                         \
+      fprintf(stderr, "%s:%d: CHECK failed: %s\n", __FILE__, __LINE__, #cond); \
+      throw 1;                                                             \
+    }                                                                      \
+  } while (0)
+
+static void run(const char* name, const std::function<void()>& fn) {
+  try {
+    fn();
+    passed++;
+  } catch (...) {
+    fprintf(stderr, "FAIL %s\n", name);
+    failed++;
+  }
+}
+
+static std::vector<uint8_t> bytes(const std::string& s) { return std::vector<uint8_t>(s.begin(), s.end()); }
+
+static std::string pickleError(const std::string& data) {
+  try {
+    auto b = bytes(data);
+    PickleTree t(b.data(), b.size());
+  } catch (const PickleError& e) {
+    return e.what();
+  }
+  return "";
+}
+
+int main() {
+  run("integers of every width, including u64 beyond 2^63 and negative LONG1", [] {
+    // [K 5, M 0x1234, J -2, LONG1(9 bytes) 2^64-1, LONG1(1) -1, I"42"]
+    std::string p = std::string("\x80\x02]q\x00(K\x05M\x34\x12J\xfe\xff\xff\xff", 16) +
+                    std::string("\x8a\x09\xff\xff\xff\xff\xff\xff\xff\xff\x00", 11) + std::string("\x8a\x01\xff", 3) +
+                    "I42\ne.";
+    auto b = bytes(p);
+    PickleTree t(b.data(), b.size());
+    const auto& items = t.items(t.root());
+    CHECK(items.size() == 6);
+    CHECK(t.asInt(items[0]) == 5);
+    CHECK(t.asInt(items[1]) == 0x1234);
+    CHECK(t.asInt(items[2]) == -2);
+    CHECK(t.at(items[3]).type == PType::UInt && t.asU64(items[3]) == UINT64_MAX);
+    CHECK(t.asInt(items[4]) == -1);
+    CHECK(t.asInt(items[5]) == 42);
+  });
+  run("memo: BINPUT/BINGET share one container, later APPENDs are visible through both", [] {
+    // d = {'a': l, 'b': l} with l = [1] memoised as 0, filled after the BINGET
+    std::string p = std::string("\x80\x02}(X\x01\x00\x00\x00" "a]q\x00X\x01\x00\x00\x00" "bh\x00uh\x00K\x01" "a0.", 30);
+    auto b = bytes(p);
+    PickleTree t(b.data(), b.size());
+    uint32_t a = t.get(t.root(), "a"), bb = t.get(t.root(), "b");
+    CHECK(a == bb);
+    CHECK(t.items(a).size() == 1 && t.asInt(t.items(a)[0]) == 1);
+  });
+  run("floats, tuples, booleans, None and raw-unicode-escape text", [] {
+    // [1.5, (True, False, None), 'A\u00e9'] — BINFLOAT is big-endian; UNICODE is protocol-0 text
+    std::string p = std::string("\x80\x02](G\x3f\xf8\x00\x00\x00\x00\x00\x00", 13) + "\x88\x89N\x87" + "VA\\u00e9\n" + "e.";
+    auto b = bytes(p);
+    PickleTree t(b.data(), b.size());
+    const auto& items = t.items(t.root());
+    CHECK(items.size() == 3);
+    CHECK(t.asNumber(items[0]) == 1.5);
+    CHECK(t.at(items[1]).type == PType::Tuple && t.items(items[1]).size() == 3);
+    CHECK(t.at(t.items(items[1])[0]).flag && !t.at(t.items(items[1])[1]).flag);
+    CHECK(t.at(t.items(items[1])[2]).type == PType::None);
+    CHECK(t.str(items[2]) == "A\xc3\xa9");  // é as UTF-8
+  });
+  run("code opcodes are refused with name, operands and offset", [] {
+    std::string e = pickleError("\x80\x02" "cos\nsystem\n" "X\x02\x00\x00\x00lsR.");
+    CHECK(e.find("opcode GLOBAL 'os system' at byte 2") != std::string::npos);
+    e = pickleError(std::string("\x80\x04\x8c\x05posix\x8c\x06system\x93.", 19));
+    CHECK(e.find("opcode STACK_GLOBAL 'posix system' at byte 17") != std::string::npos);
+    e = pickleError(std::string("\x80\x02}b.", 5));
+    CHECK(e.find("opcode BUILD at byte 3") != std::string::npos);
+  });
+  run("truncation, bad memo keys, unknown opcodes and newer protocols are clean errors", [] {
+    CHECK(pickleError(std::string("\x80\x02X\x10\x00\x00\x00" "abc", 10)).find("truncated at byte 10") != std::string::npos);
+    CHECK(pickleError(std::string("\x80\x02]", 3)).find("without a STOP") != std::string::npos);
+    CHECK(pickleError(std::string("\x80\x02h\x07.", 5)).find("memo key 7 not found") != std::string::npos);
+    CHECK(pickleError(std::string("\x80\x02]r\xff\xff\xff\x7f.", 9)).find("out of range") != std::string::npos);
+    CHECK(pickleError(std::string("\x80\x02\xff.", 4)).find("unknown opcode 0xff at byte 2") != std::string::npos);
+    CHECK(pickleError(std::string("\x80\x06N.", 4)).find("protocol 6") != std::string::npos);
+    CHECK(pickleError(std::string("\x80\x02" "a.", 4)).find("stack underflow") != std::string::npos);
+  });
+  run("capture: header and records split at any byte decode the same", [] {
+    namespace f = gpumem::fmt;
+    std::string json = "{\"mono_anchor_ns\": 1000, \"wall_anchor_ns\": 5000000}";
+    std::vector<uint8_t> file(sizeof(f::FileHeader));
+    f::FileHeader fh{};
+    memcpy(fh.magic, f::kMagic, 8);
+    fh.major = 1;
+    fh.json_bytes = (uint32_t)json.size();
+    memcpy(file.data(), &fh, sizeof fh);
+    file.insert(file.end(), json.begin(), json.end());
+    auto rec = [&](uint8_t type, const void* payload, uint32_t n) {
+      f::RecordHeader h{type, 0, f::kPoolLarge, n};
+      const uint8_t* hp = reinterpret_cast<const uint8_t*>(&h);
+      file.insert(file.end(), hp, hp + sizeof h);
+      const uint8_t* p = static_cast<const uint8_t*>(payload);
+      file.insert(file.end(), p, p + n);
+    };
+    f::SegmentEvent seg{2000, 1 << 20, 20 << 20, 0, 0, 0, 0, 0};
+    rec(f::REC_SEGMENT_ALLOC, &seg, sizeof seg);
+    for (uint64_t k = 0; k < 3; k++) {
+      f::BlockEvent e{3000 + k * 1000, (1 << 20) + k * 4096, 4096, 4000, 0, 0, 0};
+      rec(f::REC_ALLOC, &e, sizeof e);
+    }
+    f::BlockEvent fr{9000, 1 << 20, 4096, 4000, 0, 0, 0};
+    rec(f::REC_FREE_REQUESTED, &fr, sizeof fr);
+    for (size_t split = 0; split <= file.size(); split++) {
+      Model m;
+      CaptureDecoder d;
+      size_t used = d.feed(m, file.data(), split);
+      std::vector<uint8_t> rest(file.begin() + used, file.end());
+      d.feed(m, rest.data(), rest.size());
+      m.derive();
+      CHECK(!d.damaged() && d.pendingBytes() == 0);
+      const DeviceData& dev = m.devices.at(0);
+      CHECK(dev.count() == 5);
+      CHECK(dev.t[1] == 5000 + 2);  // (5000000 + (3000 − 1000)) ns → 5002 µs
+      CHECK(dev.allocated.back() == 2 * 4096 && dev.peakAllocated == 3 * 4096 && dev.reserved.back() == (20 << 20));
+      CHECK(dev.waste[1] == 96);  // requested 4000 of a 4096-byte block
+    }
+  });
+  run("replay: removing a range from the middle of a segment keeps both ends", [] {
+    AllocState s;
+    s.addRange(0x1000, RangeInfo{0x3000, 0, 0, POOL_LARGE, true, 0, 0});
+    s.removeRange(0x2000, 0x1000);
+    CHECK(s.ranges.size() == 2);
+    CHECK(s.ranges.at(0x1000).size == 0x1000 && s.ranges.at(0x3000).size == 0x1000);
+    s.addRange(0x2000, RangeInfo{0x1000, 0, 0, POOL_LARGE, true, 0, 0});
+    auto segs = s.materialize(0);
+    CHECK(segs.size() == 1 && segs[0].addr == 0x1000 && segs[0].size == 0x3000);  // adjacent expandable runs merge
+    CHECK(segs[0].blocks.size() == 1 && segs[0].blocks[0].state == ST_INACTIVE);
+  });
+  run("every query answers on an empty snapshot and on a model with only segments", [] {
+    std::string p = std::string("\x80\x02}X\x08\x00\x00\x00segments]s.", 19);
+    auto b = bytes(p);
+    Model m;
+    importSnapshot(m, b.data(), b.size());
+    exerciseModel(m);
+    CHECK(summaryJson(m) == "{\"format\":\"pytorch-pickle\",\"devices\":[],\"top_lines\":[]}");
+  });
+  fprintf(stderr, "%d passed, %d failed\n", passed, failed);
+  return failed ? 1 : 0;
+}
