@@ -119,8 +119,8 @@ function buildNative() {
     const bundled = npmBundledNodeGyp();
     const gyp = (...a) =>
       bundled ? run(process.execPath, [bundled, ...a], { env }) : run('npm', ['exec', '--yes', '--', 'node-gyp', ...a], { env }); // registry fallback
-    if (stale) gyp('configure', '--silent');
-    gyp('build', '--silent', `--jobs=${navigatorCores()}`);
+    if (stale) gyp('configure', '--loglevel=warn');
+    gyp('build', '--loglevel=warn', `--jobs=${navigatorCores()}`);
     const built = rel('build/Release/gpumem_addon.node');
     if (!fs.existsSync(built)) throw new Error('build: node-gyp succeeded but build/Release/gpumem_addon.node is missing (target name in binding.gyp?)');
     fs.copyFileSync(built, rel('dist/native/gpumem_addon.node'));

@@ -42,7 +42,7 @@ export function startSettings({ replay = !hasGpu() } = {}) {
   const esc = (p) => JSON.stringify(p).slice(1, -1);
   const text = template.replaceAll('${replayDir}', esc(REPLAY_DIR)).replaceAll('${repoRoot}', esc(ROOT));
   try {
-    return { settings: JSON.parse(text), reason: `no GPU: runs replay the recorded sample (${from})` };
+    return { settings: JSON.parse(text), reason: `no GPU: Run Python File replays the recorded sample (${from})` };
   } catch (err) {
     throw new Error(`${from} is not valid JSON: ${err.message}`);
   }
