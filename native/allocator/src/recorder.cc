@@ -542,9 +542,7 @@ GPUMEM_REC_API int gpumem_notice(const char* text, uint32_t level) {
   return 0;
 }
 
-GPUMEM_REC_API void gpumem_backward_begin(void) {
-  if (rec::recording()) rec::stacks::backward_begin();
-}
+GPUMEM_REC_API void gpumem_backward_begin(void) { rec::stacks::backward_begin(rec::recording()); }
 GPUMEM_REC_API void gpumem_backward_end(void) { rec::stacks::backward_end(); }
 
 GPUMEM_REC_API void gpumem_shutdown(int exit_code) {

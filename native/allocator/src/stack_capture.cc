@@ -282,9 +282,9 @@ uint32_t capture() {
   return id;
 }
 
-void backward_begin() {
+void backward_begin(bool capture) {
   bool frameless = false;
-  uint32_t id = capture_flags(fmt::kStackBackward, &frameless);
+  uint32_t id = capture ? capture_flags(fmt::kStackBackward, &frameless) : 0;
   std::lock_guard<std::mutex> lk(g_bw_mu);
   g_bw_stacks.push_back(id);
   g_bw_current.store(id);

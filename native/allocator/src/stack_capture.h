@@ -28,7 +28,9 @@ bool enabled();
 // the thread in backward() (flagged kStackBackward) while a backward bracket is open.
 uint32_t capture();
 
-void backward_begin();  // on the thread calling backward(); captures its stack
+// On the thread calling backward(): captures its stack (when `capture`; else brackets with no stack,
+// so that begin/end always pair up).
+void backward_begin(bool capture);
 void backward_end();
 
 // Interning (thread-safe). New entries are appended to the capture before the id is returned.
