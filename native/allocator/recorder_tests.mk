@@ -5,6 +5,7 @@
 REC_TESTDIR := $(ROOT)/test/native/recorder
 REC_SRCS := src/recorder.cc src/writer.cc src/stack_capture.cc src/snapshot_pickle.cc src/control_server.cc
 REC_UNIT := $(REC_TESTDIR)/recorder_unit.cc $(REC_TESTDIR)/fake_core.cc
+REC_DEFS := -DGPUMEM_FIXTURES='"$(ROOT)/test/fixtures/pytorch-snapshots"'
 
 $(BUILD)/native_thread.so: $(REC_TESTDIR)/native_thread.c
 	@mkdir -p $(BUILD)
@@ -13,11 +14,11 @@ $(BUILD)/native_thread.so: $(REC_TESTDIR)/native_thread.c
 $(BUILD)/recorder_asan: $(REC_SRCS) $(REC_UNIT) $(HDRS)
 	@mkdir -p $(BUILD)
 	$(CXX) $(STD) -O1 -g -fno-omit-frame-pointer -fsanitize=address,undefined -fno-sanitize-recover=undefined \
-	  $(WARN) -Isrc -o $@ $(REC_SRCS) $(REC_UNIT) -ldl -lpthread
+	  $(WARN) $(REC_DEFS) -Isrc -o $@ $(REC_SRCS) $(REC_UNIT) -ldl -lpthread
 
 $(BUILD)/recorder_tsan: $(REC_SRCS) $(REC_UNIT) $(HDRS)
 	@mkdir -p $(BUILD)
-	$(CXX) $(STD) -O1 -g -fsanitize=thread $(WARN) -Isrc -o $@ $(REC_SRCS) $(REC_UNIT) -ldl -lpthread
+	$(CXX) $(STD) -O1 -g -fsanitize=thread $(WARN) $(REC_DEFS) -Isrc -o $@ $(REC_SRCS) $(REC_UNIT) -ldl -lpthread
 
 .PHONY: test-recorder
 test-recorder: $(LIB) $(BUILD)/native_thread.so $(BUILD)/recorder_asan $(BUILD)/recorder_tsan

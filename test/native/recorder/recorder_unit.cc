@@ -19,6 +19,7 @@
 #include "control_server.h"
 #include "json.h"
 #include "recorder.h"
+#include "snapshot_pickle.h"
 #include "writer.h"
 
 using namespace gpumem;
@@ -205,6 +206,22 @@ int main() {
     CHECK(unknown == R"J({"ok":false,"error":"unknown cmd \"nope\" (expected ping, empty_cache, snapshot or mark)","id":7})J");
     const std::string emptied = rec::control::handle_line(R"({"cmd":"empty_cache"})");
     CHECK(emptied == R"({"ok":true,"reserved_before":2097152,"reserved_after":0})");
+  });
+
+  run("oom_trace_entry_matches_pytorch", [&] {
+    fmt::OomRec o{rec::now_ns(), 3ull << 30, 123456789, 1ull << 30, 2 << 20, 512, 1 << 20, 0, 0, 0, 0};
+    rec::emit(fmt::REC_OOM, 0, 0, &o, sizeof o);
+    std::string d = tmpdir(), ours = d + "/ours.pickle";
+    std::ofstream(ours, std::ios::binary) << rec::snap::build();
+    // The fixture's oom entry is the reference for keys and types; the values are the ones we emitted.
+    std::string cmd =
+        "python3 -c \"import pickle,sys\n"
+        "ref=[e for e in pickle.load(open(sys.argv[1],'rb'))['device_traces'][0] if e['action']=='oom'][0]\n"
+        "ours=[e for e in pickle.load(open(sys.argv[2],'rb'))['device_traces'][0] if e['action']=='oom'][-1]\n"
+        "same={k:type(v) for k,v in ref.items()}=={k:type(v) for k,v in ours.items()}\n"
+        "sys.exit(0 if same and ours['device_free']==123456789 and ours['size']==3<<30 else 1)\" "
+        GPUMEM_FIXTURES "/mlp-oom.pickle " + ours;
+    CHECK(std::system(cmd.c_str()) == 0);
   });
 
   run("file_has_every_record_in_each_threads_order", [&] {
