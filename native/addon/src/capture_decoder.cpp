@@ -53,13 +53,13 @@ int64_t CaptureDecoder::toUs(uint64_t tNs) const {
 }
 
 uint32_t CaptureDecoder::str(uint32_t id) const {
-  auto it = strings_.find(id);
-  return it == strings_.end() ? 0 : it->second;
+  uint32_t v = 0;
+  return strings_.get(id, v) ? v : 0;
 }
 
 uint32_t CaptureDecoder::stack(uint32_t id) const {
-  auto it = stacks_.find(id);
-  return it == stacks_.end() ? 0 : it->second;
+  uint32_t v = 0;
+  return stacks_.get(id, v) ? v : 0;
 }
 
 size_t CaptureDecoder::feedHeader(Model& m, const uint8_t* data, size_t len) {
@@ -145,13 +145,13 @@ bool CaptureDecoder::record(Model& m, uint8_t type, uint8_t device, uint16_t fla
       if (n < sizeof(f::StringRec)) return tooShort("string");
       auto r = load<f::StringRec>(p);
       if (r.len > n - sizeof r) return tooShort("string");
-      strings_[r.id] = m.intern(std::string_view(reinterpret_cast<const char*>(p + sizeof r), r.len));
+      strings_.set(r.id, m.intern(std::string_view(reinterpret_cast<const char*>(p + sizeof r), r.len)));
       return true;
     }
     case f::REC_FRAME: {
       if (n < sizeof(f::FrameRec)) return tooShort("frame");
       auto r = load<f::FrameRec>(p);
-      frames_[r.id] = m.internFrame(str(r.file), str(r.function), r.line);
+      frames_.set(r.id, m.internFrame(str(r.file), str(r.function), r.line));
       return true;
     }
     case f::REC_STACK: {
@@ -161,10 +161,10 @@ bool CaptureDecoder::record(Model& m, uint8_t type, uint8_t device, uint16_t fla
       std::vector<uint32_t> ids;
       ids.reserve(r.nframes);
       for (uint32_t k = 0; k < r.nframes; k++) {
-        auto it = frames_.find(load<uint32_t>(p + sizeof r + 4 * k));
-        if (it != frames_.end()) ids.push_back(it->second);
+        uint32_t fid;
+        if (frames_.get(load<uint32_t>(p + sizeof r + 4 * k), fid)) ids.push_back(fid);
       }
-      stacks_[r.id] = m.internStack(ids, (r.flags & f::kStackBackward) != 0);
+      stacks_.set(r.id, m.internStack(ids, (r.flags & f::kStackBackward) != 0));
       return true;
     }
     case f::REC_ALLOC:
@@ -173,8 +173,7 @@ bool CaptureDecoder::record(Model& m, uint8_t type, uint8_t device, uint16_t fla
       if (n < sizeof(f::BlockEvent)) return tooShort("block event");
       auto e = load<f::BlockEvent>(p);
       uint8_t act = type == f::REC_ALLOC ? ACT_ALLOC : type == f::REC_FREE_REQUESTED ? ACT_FREE_REQUESTED : ACT_FREE_COMPLETED;
-      DeviceData& d = m.device(device);
-      d.startEmpty = true;
+      DeviceData& d = dev(m, device);
       d.pushEvent(toUs(e.t_ns), act, e.addr, e.size, e.requested, e.stream, stack(e.stack), poolOf(flags));
       events_++;
       return true;
@@ -185,8 +184,7 @@ bool CaptureDecoder::record(Model& m, uint8_t type, uint8_t device, uint16_t fla
     case f::REC_SEGMENT_UNMAP: {
       if (n < sizeof(f::SegmentEvent)) return tooShort("segment event");
       auto e = load<f::SegmentEvent>(p);
-      DeviceData& d = m.device(device);
-      d.startEmpty = true;
+      DeviceData& d = dev(m, device);
       // Note [Expandable reservations]: an expandable segment's VA reservation holds no memory (PyTorch
       // reports only its mapped pages), so segment_alloc/free flagged expandable do not count as reserved.
       if ((type == f::REC_SEGMENT_ALLOC || type == f::REC_SEGMENT_FREE) && (flags & f::kSegExpandable)) return true;
@@ -205,14 +203,13 @@ bool CaptureDecoder::record(Model& m, uint8_t type, uint8_t device, uint16_t fla
       std::string detail = "{\"reservedBefore\":" + std::to_string(r.reserved_before) +
                            ",\"reservedAfter\":" + std::to_string(r.reserved_after) + ",\"origin\":\"" +
                            (r.origin < 3 ? origins[r.origin] : "unknown") + "\"}";
-      m.device(device).markers.push_back(MarkerData{toUs(r.t_ns), 3, m.intern("empty cache"), detail});
+      dev(m, device).markers.push_back(MarkerData{toUs(r.t_ns), 3, m.intern("empty cache"), detail});
       return true;
     }
     case f::REC_OOM: {
       if (n < sizeof(f::OomRec)) return tooShort("out-of-memory");
       auto r = load<f::OomRec>(p);
-      DeviceData& d = m.device(device);
-      d.startEmpty = true;
+      DeviceData& d = dev(m, device);
       OomData o{toUs(r.t_ns), r.requested, r.device_free, r.device_total, r.reserved, r.allocated, r.largest_free,
                 stack(r.stack), true, (uint32_t)d.count()};
       d.ooms.push_back(o);
@@ -241,8 +238,7 @@ bool CaptureDecoder::record(Model& m, uint8_t type, uint8_t device, uint16_t fla
         }
         segs.push_back(std::move(sd));
       }
-      DeviceData& d = m.device(device);
-      d.startEmpty = true;
+      DeviceData& d = dev(m, device);
       d.checkpoints.push_back({d.count(), segs});
       d.haveFinal = true;
       d.finalAfter = d.count();
@@ -265,14 +261,14 @@ bool CaptureDecoder::record(Model& m, uint8_t type, uint8_t device, uint16_t fla
     case f::REC_DEVICE_SAMPLE: {
       if (n < sizeof(f::DeviceSampleRec)) return tooShort("device sample");
       auto r = load<f::DeviceSampleRec>(p);
-      m.device(device).samples.push_back(SampleData{toUs(r.t_ns), r.used, r.total});
+      dev(m, device).samples.push_back(SampleData{toUs(r.t_ns), r.used, r.total});
       return true;
     }
     case f::REC_MARKER: {
       if (n < sizeof(f::MarkerRec)) return tooShort("marker");
       auto r = load<f::MarkerRec>(p);
       uint8_t kind = r.kind == f::MARK_BEGIN ? 1 : r.kind == f::MARK_END ? 2 : r.kind == f::MARK_SNAPSHOT ? 4 : 0;
-      m.device(device).markers.push_back(MarkerData{toUs(r.t_ns), kind, str(r.name), ""});
+      dev(m, device).markers.push_back(MarkerData{toUs(r.t_ns), kind, str(r.name), ""});
       return true;
     }
     case f::REC_NOTICE: {
@@ -280,7 +276,7 @@ bool CaptureDecoder::record(Model& m, uint8_t type, uint8_t device, uint16_t fla
       auto r = load<f::NoticeRec>(p);
       static const char* levels[] = {"info", "warning", "error"};
       std::string detail = std::string("{\"level\":\"") + (r.level < 3 ? levels[r.level] : "info") + "\"}";
-      m.device(device).markers.push_back(MarkerData{toUs(r.t_ns), 6, str(r.text), detail});
+      dev(m, device).markers.push_back(MarkerData{toUs(r.t_ns), 6, str(r.text), detail});
       return true;
     }
     case f::REC_LOST: {
@@ -288,7 +284,7 @@ bool CaptureDecoder::record(Model& m, uint8_t type, uint8_t device, uint16_t fla
       auto r = load<f::LostRec>(p);
       m.problems.push_back(Problem{at, std::to_string(r.count) +
                                            " events were dropped by the recorder (its buffer bound was hit); figures after this point undercount"});
-      m.device(device).markers.push_back(
+      dev(m, device).markers.push_back(
           MarkerData{toUs(r.t_ns), 6, m.intern(std::to_string(r.count) + " events lost"), "{\"level\":\"warning\"}"});
       return true;
     }

@@ -9,7 +9,9 @@
 #include <cstdint>
 #include <stdexcept>
 #include <string>
+#include <algorithm>
 #include <unordered_map>
+#include <vector>
 
 #include "model.h"
 
@@ -32,6 +34,8 @@ class CaptureDecoder {
   size_t eventsDecoded() const { return events_; }
 
   static bool looksLikeCapture(const uint8_t* data, size_t len);
+  // The file's current size, so the first device's columns are allocated once instead of grown.
+  void sizeHint(uint64_t bytes) { sizeHint_ = bytes; }
 
  private:
   size_t feedHeader(Model& m, const uint8_t* data, size_t len);
@@ -47,7 +51,41 @@ class CaptureDecoder {
   size_t pending_ = 0;
   size_t events_ = 0;
   int64_t monoAnchorNs_ = 0, wallAnchorNs_ = 0;
-  std::unordered_map<uint32_t, uint32_t> strings_, frames_, stacks_;
+  DeviceData& dev(Model& m, uint8_t device) {
+    DeviceData*& d = devs_[device];  // std::map nodes never move, so the pointer stays valid
+    if (!d) {
+      d = &m.device(device);
+      d->startEmpty = true;
+      // Most of a capture is block events (56 bytes with their header): size the columns once.
+      if (sizeHint_) d->reserve(std::min<uint64_t>(sizeHint_ / 56 + 16, 1u << 30));
+    }
+    return *d;
+  }
+
+  // File ids → model ids. Ids are dense from 1 in practice: a vector, with a hash map for the
+  // improbable huge ids a damaged or hostile file could use.
+  struct IdMap {
+    std::vector<uint32_t> dense;
+    std::unordered_map<uint32_t, uint32_t> sparse;
+    void set(uint32_t id, uint32_t v) {
+      if (id < (1u << 24)) {
+        if (id >= dense.size()) dense.resize(std::max<size_t>(id + 1, dense.size() * 2), UINT32_MAX);
+        dense[id] = v;
+      } else {
+        sparse[id] = v;
+      }
+    }
+    bool get(uint32_t id, uint32_t& v) const {
+      if (id < dense.size()) return (v = dense[id]) != UINT32_MAX;
+      auto it = sparse.find(id);
+      if (it == sparse.end()) return false;
+      v = it->second;
+      return true;
+    }
+  };
+  IdMap strings_, frames_, stacks_;
+  DeviceData* devs_[256] = {};
+  uint64_t sizeHint_ = 0;
 };
 
 // Finds `"key": <integer>` anywhere in a JSON document (header anchors); false if absent.

@@ -85,15 +85,14 @@ void Model::derive() {
       switch (d.action[i]) {
         case ACT_ALLOC:
           a = wrapAdd(a, d.size[i]);
-          d.liveByAddr[d.addr[i]] = (uint32_t)i;
+          d.liveByAddr.put(d.addr[i], (uint32_t)i);
           break;
         case ACT_FREE_REQUESTED: {
           a = wrapSub(a, d.size[i]);
-          auto it = d.liveByAddr.find(d.addr[i]);
-          if (it != d.liveByAddr.end()) {
-            d.link[i] = it->second;
-            d.link[it->second] = (uint32_t)i;
-            d.liveByAddr.erase(it);
+          uint32_t j = d.liveByAddr.take(d.addr[i]);
+          if (j != AddrIndexMap::kEmpty) {
+            d.link[i] = j;
+            d.link[j] = (uint32_t)i;
           }
           break;
         }

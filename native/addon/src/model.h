@@ -8,6 +8,8 @@
 #include <unordered_map>
 #include <vector>
 
+#include "flat_map.h"
+
 namespace gpumem {
 
 enum Action : uint8_t {
@@ -106,7 +108,7 @@ struct DeviceData {
   // Derived columns, extended as events arrive.
   std::vector<uint32_t> link;  // alloc → its free_requested; free_requested → its alloc
   std::vector<int64_t> allocated, reserved;  // after each event
-  std::unordered_map<uint64_t, uint32_t> liveByAddr;  // addr → alloc index, for pairing
+  AddrIndexMap liveByAddr;  // addr → alloc index, for pairing
   int64_t startAllocated = 0, startReserved = 0;
   int64_t peakAllocated = 0;
   int64_t peakIndex = -1;  // -1: the start value is the peak
@@ -132,6 +134,10 @@ struct DeviceData {
   std::vector<SampleData> samples;
 
   size_t count() const { return t.size(); }
+  void reserve(size_t n) {
+    t.reserve(n), addr.reserve(n), size.reserve(n), waste.reserve(n), stream.reserve(n), stack.reserve(n);
+    action.reserve(n), pool.reserve(n);
+  }
   void pushEvent(int64_t tUs, uint8_t act, uint64_t a, uint64_t sz, uint64_t requested, uint64_t strm, uint32_t stk,
                  uint8_t pl) {
     t.push_back(tUs);
