@@ -18,8 +18,8 @@ import { ROOT } from './harness/paths.mjs';
 import { formatBytes } from '../../src/core/format/bytes.ts';
 
 const REPLAY = path.join(ROOT, 'test/e2e/replay');
-const SAMPLE = 'live_sample.py';
-const SPEED = 1.5; // real time ×1.5: the stand-in's 15 s stream takes 10 s
+const WORKSPACE = path.join(ROOT, 'test/e2e/workspace');
+const STANDIN_SAMPLE = 'live_sample.py'; // the script make_standin.py models
 
 const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'gpumem-live-e2e-'));
 const recorded = path.join(ROOT, 'test/fixtures/e2e-capture.gpumem');
@@ -27,11 +27,15 @@ const fixture = fs.existsSync(recorded) ? recorded : path.join(tmp, 'standin.gpu
 if (fixture !== recorded) execFileSync('python3', [path.join(REPLAY, 'make_standin.py'), fixture]);
 const expected = JSON.parse(execFileSync('python3', [path.join(REPLAY, 'expected_lines.py'), fixture], { encoding: 'utf8' }));
 const dev = expected.devices[0];
-const sampleText = fs.readFileSync(path.join(ROOT, 'test/e2e/workspace', SAMPLE), 'utf8').split('\n');
-// The line to check: the heaviest at the peak among lines of the sample whose bytes are the same at every
-// moment the peak value was reached (which tie a reader reports is its choice).
-const target = dev.lines.find((l) => l.stable && path.basename(l.file) === SAMPLE && l.self_bytes_at_peak >= 1 << 20);
-assert.ok(target, `the fixture has no stable line of ${SAMPLE} at its peak: ${JSON.stringify(dev.lines.slice(0, 5))}`);
+// Real time ×1.5 (the stand-in's 15 s stream takes 10 s), faster for a long recording: at most ~12 s.
+const SPEED = Math.max(1.5, expected.duration_s / 12);
+// The line to check: the heaviest at the peak, in a script the sample workspace holds (a recorded fixture
+// comes with its script, placed there under the frames' file name), among lines whose bytes are the same
+// at every moment the peak value was reached (which tie a reader reports is its choice).
+const target = dev.lines.find((l) => l.stable && l.self_bytes_at_peak >= 1 << 20 && fs.existsSync(path.join(WORKSPACE, path.basename(l.file))));
+assert.ok(target, `the fixture has no stable line at its peak in a script of test/e2e/workspace: ${JSON.stringify(dev.lines.slice(0, 5))}`);
+const SAMPLE = path.basename(target.file);
+const sampleText = fs.readFileSync(path.join(WORKSPACE, SAMPLE), 'utf8').split('\n');
 const expectedText = `▲ ${formatBytes(target.self_bytes_at_peak)} at peak · ${target.alloc_count} alloc${target.alloc_count === 1 ? '' : 's'}`;
 const targetSource = sampleText[target.line - 1].trim();
 
@@ -233,7 +237,7 @@ test('an OOM in a second run: the notification names the line, the request and t
     settings['gpuMemoryLens.launchCommand'] = `\${python} ${REPLAY}/replay.py ${oomCapture} --speed 4 --hold 0`;
     fs.writeFileSync(settingsFile, JSON.stringify(settings, null, 2));
     await vsc.page.waitForTimeout(1500); // let VS Code read the changed settings
-    await vsc.openFile(SAMPLE);
+    await vsc.openFile(STANDIN_SAMPLE);
     await vsc.runCommand('GPU Memory: Run Python File with Memory Tracking');
     const note = await vsc.waitForNotification('CUDA out of memory', { timeout: 30_000 });
     t.diagnostic(note);
