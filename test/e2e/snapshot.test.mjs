@@ -4,6 +4,7 @@
 // reference summary of the same pickle); the workspace holds the script at the frame's basename.
 import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
+import fs from 'node:fs';
 import path from 'node:path';
 import { after, before, test } from 'node:test';
 import { startVsCode } from './harness/index.mjs';
@@ -98,5 +99,32 @@ test('Export pickle… writes a PyTorch snapshot that python3 loads with the sam
     const e = exported.devices[0];
     assert.deepEqual([e.segments, e.reserved_bytes, e.allocated_bytes], [d.segments, d.reserved_bytes, d.allocated_bytes]);
     await vsc.screenshot('snapshot-exported');
+  });
+});
+
+test('answering "Always for *.pickle" makes the explorer open pickles in the snapshot panel', async () => {
+  const exported = 'mlp-expandable-export.pickle';
+  await step('associate', async () => {
+    // The question asked when the first pickle was opened; its toast may have gone to the notification centre.
+    await vsc.runCommand('Notifications: Show Notifications');
+    const toast = vsc.page
+      .locator('.notifications-center .notification-list-item, .notifications-toasts .notification-list-item', { hasText: 'Open .pickle files with the GPU Memory Lens snapshot viewer by default?' })
+      .first();
+    await toast.waitFor({ timeout: 10_000 });
+    await toast.locator('.monaco-button', { hasText: 'Always for *.pickle' }).click();
+    // The answer lands in the user settings (where a user can undo it).
+    const settingsFile = path.join(vsc.server.userDataDir, 'User/settings.json');
+    const deadline = Date.now() + 10_000;
+    while (!fs.readFileSync(settingsFile, 'utf8').includes('gpuMemoryLens.snapshotEditor') && Date.now() < deadline) await vsc.page.waitForTimeout(100);
+    assert.match(fs.readFileSync(settingsFile, 'utf8'), /"\*\.pickle":\s*"gpuMemoryLens\.snapshotEditor"/);
+    await vsc.runCommand('View: Close All Editors');
+    // The file written by the export test: a plain double-click in the explorer now opens our editor.
+    const row = vsc.page.locator('.explorer-folders-view .monaco-list-row', { has: vsc.page.locator('.label-name', { hasText: new RegExp(`^${exported.replace(/[.-]/g, '\\$&')}$`) }) }).first();
+    await row.waitFor({ timeout: 20_000 });
+    await row.dblclick();
+    const frame = await vsc.webviewFrame(exported);
+    await frame.locator('[data-testid=verdict]').waitFor({ timeout: 30_000 });
+    assert.equal(Number(await frame.locator('[data-figure=segments]').getAttribute('data-count')), reference.devices[0].segments);
+    await vsc.screenshot('snapshot-pickle-default');
   });
 });
