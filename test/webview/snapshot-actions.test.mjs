@@ -192,3 +192,17 @@ test('choosing "Start of the trace" for A compares the first moment with the end
   const changed = model.diff(0, t0, Infinity).filter((r) => r.deltaBytes !== 0);
   assert.equal(await page.locator('[data-testid=compare-grid] vscode-data-grid-row[data-index]').count(), changed.length);
 });
+
+test('the segment map\'s Peak button shows the allocator state at python\'s peak moment', async () => {
+  const { page } = wv;
+  await page.click('[data-testid=tab-segments]');
+  await page.click('[data-testid=segments-peak]');
+  const peak = summary.devices[0].peak_at_time_us;
+  const caption = page.locator('[data-testid=segments-caption]', { hasText: `at ${((peak - model.timeRange(0).t0Us) / 1e6).toFixed(3)} s` });
+  await caption.waitFor({ timeout: 10_000 });
+  const state = model.stateAt(0, peak);
+  assert.equal(Number(await page.locator('[data-testid=segment-count]').getAttribute('data-count')), state.segments.length);
+  // At the peak the allocated bytes shown are python's peak (the replay of the trace).
+  assert.match(await caption.textContent(), new RegExp(`allocated ${formatBytes(summary.devices[0].peak_allocated_bytes).replace('.', '\\.')} of`));
+  await wv.screenshot('snapshot-resnet50-segments-at-peak');
+});
