@@ -110,3 +110,43 @@ test('Ctrl-C ends the workload cleanly: exit 130, REC_END read, no more commands
   assert.equal(session.view(10).running, false);
   session.close();
 });
+
+test('a capture written by the real allocator (sim backend, expandable segments) replays with the same figures; empty_cache unmaps its free pages', async (t) => {
+  const so = path.join(ROOT, 'dist/native/libgpumem_allocator.so');
+  if (!fs.existsSync(so)) {
+    t.skip('dist/native/libgpumem_allocator.so is not built (make -C native/allocator)');
+    return;
+  }
+  const real = path.join(tmp, 'real.gpumem');
+  execFileSync('python3', [path.join(REPLAY, 'record_sim.py'), so, real]);
+  const want = JSON.parse(execFileSync('python3', [path.join(REPLAY, 'expected_lines.py'), real], { encoding: 'utf8' })).devices[0];
+  assert.ok(want.end_reserved_busy < want.end_reserved, 'the recording leaves free pages to unmap');
+  const dir = path.join(tmp, 'real-session');
+  fs.mkdirSync(dir, { mode: 0o700 });
+  const proc = spawn('python3', [path.join(REPLAY, 'replay.py'), real, '--hold', '20'], { env: { ...process.env, GPUMEM_SESSION_DIR: dir }, stdio: ['ignore', 'pipe', 'inherit'] });
+  let said = '';
+  proc.stdout.on('data', (d) => (said += d));
+  const done = new Promise((r) => proc.on('exit', r));
+  const s = new LiveSession(dir, openModel);
+  try {
+    await until('the real capture to stream', () => said.includes('done streaming'));
+    await until('the capture to be read', () => {
+      s.refresh();
+      return s.totals().allocatedBytes === want.end_allocated;
+    });
+    assert.deepEqual(s.totals(), { allocatedBytes: want.end_allocated, reservedBytes: want.end_reserved, processes: 1 });
+    assert.equal(s.view(50).tracks[0].figures.peakAllocatedBytes, want.peak_allocated);
+    const top = s.processes[0].model.lineStats(0)[0];
+    assert.deepEqual([path.basename(top.file), top.line, top.selfBytesAtPeak], [path.basename(want.lines[0].file), want.lines[0].line, want.lines[0].self_bytes_at_peak]);
+    const r = await emptyCache(s.processes[0].entry.socket);
+    assert.deepEqual([r.reserved_before, r.reserved_after], [want.end_reserved, want.end_reserved_busy]);
+    await until('reserved to drop in the capture', () => {
+      s.refresh();
+      return s.totals().reservedBytes === want.end_reserved_busy;
+    });
+  } finally {
+    proc.kill('SIGINT');
+    await done;
+    s.close();
+  }
+});

@@ -20,6 +20,10 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import gpumem_records as R  # noqa: E402
 
 
+def segs_of(table):
+    return sorted(table.items())
+
+
 def main():
     with open(sys.argv[1], "rb") as f:
         header, _, records = R.read_capture(f.read())
@@ -75,11 +79,11 @@ def main():
             _, addr, *_ = R.BLOCK_EVENT.unpack_from(payload)
             size, _ = live[device].pop(addr, (0, None))
             allocated[device] -= size
-    segments = defaultdict(dict)  # device -> addr -> size, at the end of the capture
+    segments = defaultdict(dict)  # device -> addr -> (size, expandable mapping?), at the end of the capture
     for rtype, device, _flags, payload, _raw in records:
         if rtype in (R.REC_SEGMENT_ALLOC, R.REC_SEGMENT_MAP):
             _, addr, size, *_ = R.SEGMENT_EVENT.unpack_from(payload)
-            segments[device][addr] = size
+            segments[device][addr] = (size, rtype == R.REC_SEGMENT_MAP)
         elif rtype in (R.REC_SEGMENT_FREE, R.REC_SEGMENT_UNMAP):
             segments[device].pop(R.SEGMENT_EVENT.unpack_from(payload)[1], None)
     out = {"devices": [], "ooms": ooms}
@@ -92,13 +96,20 @@ def main():
             rows.append({"file": w[0], "line": w[1], "self_bytes_at_peak": moments[0].get(w, 0),
                          "alloc_count": counts[w], "stable": len(values) == 1})
         rows.sort(key=lambda r: -r["self_bytes_at_peak"])
-        segs = segments[device]
-        busy = {a for a in segs if any(a <= b < a + segs[a] for b in live[device])}
+        # what empty_cache keeps: fixed segments holding a live block; of expandable mappings, all but
+        # their whole free pages
+        kept = 0
+        blocks = [(a, s) for a, (s, _) in live[device].items()]
+        for a, (size, expandable) in segs_of(segments[device]):
+            if expandable:
+                kept += size - sum(e - b for b, e in R.free_page_runs(a, size, blocks))
+            elif any(a <= b < a + size for b in live[device]):
+                kept += size
         out["devices"].append({
             "device": device, "peak_allocated": peak[device], "peak_moments": len(moments), "lines": rows,
             # the end state: what empty_cache can release (segments holding no live block)
-            "end_allocated": allocated[device], "end_reserved": sum(segs.values()),
-            "end_reserved_busy": sum(segs[a] for a in busy),
+            "end_allocated": allocated[device], "end_reserved": sum(s for s, _ in segments[device].values()),
+            "end_reserved_busy": kept,
         })
     times = [t for t in (R.t_ns_of(r[0], r[3]) for r in records) if t is not None]
     out["duration_s"] = (max(times) - min(times)) / 1e9 if times else 0

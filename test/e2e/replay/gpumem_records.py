@@ -78,3 +78,25 @@ def t_ns_of(rtype: int, payload: bytes):
     if rtype in INTERNED or len(payload) < 8:
         return None
     return T_NS.unpack_from(payload, 0)[0]
+
+
+# Expandable segments map and unmap memory in pages (PyTorch: 2 MiB for the large pool).
+PAGE = 2 << 20
+
+
+def free_page_runs(start, size, blocks, page=PAGE):
+    """[(a, b)) runs of whole pages in [start, start+size) that no block [(addr, size)] overlaps."""
+    busy = sorted((a, a + n) for a, n in blocks if a < start + size and a + n > start)
+    runs, p, i = [], start, 0
+    while p + page <= start + size:
+        while i < len(busy) and busy[i][1] <= p:
+            i += 1
+        if i < len(busy) and busy[i][0] < p + page:
+            p += page
+            continue
+        if runs and runs[-1][1] == p:
+            runs[-1] = (runs[-1][0], p + page)
+        else:
+            runs.append((p, p + page))
+        p += page
+    return runs

@@ -9,8 +9,8 @@ empty_cache, snapshot, mark). Pure Python 3 standard library.
     python3 replay.py FIXTURE.gpumem [--speed 1.0] [--hold 30]
 
 Note [Empty cache on a replayed state]: the replay tracks the segments and allocated blocks of what it
-has streamed. empty_cache appends a REC_SEGMENT_FREE (REC_SEGMENT_UNMAP for expandable pages) for every
-segment holding no allocated block and a REC_EMPTY_CACHE (origin 1 = control channel) with reserved
+has streamed. empty_cache appends a REC_SEGMENT_FREE for every fixed segment holding no allocated block,
+a REC_SEGMENT_UNMAP for every run of whole free 2 MiB pages of an expandable segment's mapped ranges and a REC_EMPTY_CACHE (origin 1 = control channel) with reserved
 before/after, like the allocator. Records streamed later stay consistent with that: an allocation in a
 released segment first re-reserves it (REC_SEGMENT_ALLOC), the fixture's own free of a released segment
 is dropped, and REC_STATS / REC_DEVICE_SAMPLE report reserved/used minus what was released. REC_STATE
@@ -216,13 +216,30 @@ class Replay:
                 t = self.now_t()
                 before = st.reserved
                 busy = {st.containing(st.segments, addr) for addr in st.blocks}
+                blocks = [(a, b[0]) for a, b in st.blocks.items()]
                 for addr in sorted(st.segments):
+                    seg = st.segments[addr]
+                    if seg["kind"] == "map":
+                        # expandable: unmap every whole free page, keep the mapped pieces around live blocks
+                        runs = R.free_page_runs(addr, seg["size"], blocks)
+                        if not runs:
+                            continue
+                        del st.segments[addr]
+                        cursor, end = addr, addr + seg["size"]
+                        for a, b in runs:
+                            if a > cursor:
+                                st.segments[cursor] = dict(seg, size=a - cursor)
+                            st.released[a] = dict(seg, size=b - a)
+                            self.emit(R.REC_SEGMENT_UNMAP, R.SEGMENT_EVENT.pack(t, a, b - a, seg["stream"], seg["pool0"], seg["pool1"], 0, 0), device, seg["flags"])
+                            cursor = b
+                        if cursor < end:
+                            st.segments[cursor] = dict(seg, size=end - cursor)
+                        continue
                     if addr in busy:
                         continue
-                    seg = st.segments.pop(addr)
+                    st.segments.pop(addr)
                     st.released[addr] = seg
-                    rtype = R.REC_SEGMENT_UNMAP if seg["kind"] == "map" else R.REC_SEGMENT_FREE
-                    self.emit(rtype, R.SEGMENT_EVENT.pack(t, addr, seg["size"], seg["stream"], seg["pool0"], seg["pool1"], 0, 0), device, seg["flags"])
+                    self.emit(R.REC_SEGMENT_FREE, R.SEGMENT_EVENT.pack(t, addr, seg["size"], seg["stream"], seg["pool0"], seg["pool1"], 0, 0), device, seg["flags"])
                 after = st.reserved
                 self.emit(R.REC_EMPTY_CACHE, R.EMPTY_CACHE.pack(t, before, after, 1, 0), device)
                 self.sample_now(device, st)
