@@ -134,7 +134,7 @@ struct Exporter {
 }  // namespace
 
 std::string exportPickle(const Model& m, double atUs) {
-  Exporter ex{m, fmt::PickleEmitter(1 << 20), {}, 0};
+  Exporter ex{m, fmt::PickleEmitter(64 << 10), {}, 0};
   auto& p = ex.p;
   p.begin();
   p.begin_dict();

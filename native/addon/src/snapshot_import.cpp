@@ -67,7 +67,8 @@ struct Importer {
     if (!isList(list)) return;
     for (uint32_t s : t.items(list)) {
       if (t.at(s).type != PType::Dict) continue;
-      int dev = (int)t.asInt(t.get(s, "device"), 0);
+      int dev = deviceIndex(t.asInt(t.get(s, "device"), 0));
+      if (dev < 0) continue;
       SegmentData g;
       g.addr = t.asU64(t.get(s, "address"));
       g.size = t.asU64(t.get(s, "total_size"));
@@ -104,6 +105,18 @@ struct Importer {
       DeviceData& d = m.device(dev);
       d.finalSegments.push_back(std::move(g));
     }
+  }
+
+  // Note [Device indexes]: CUDA device ordinals are small; an index outside [0, kMaxDevices) is damage,
+  // reported once and skipped rather than allowed to size per-device tables.
+  static constexpr int64_t kMaxDevices = 1024;
+  bool badDeviceReported = false;
+  int deviceIndex(int64_t d) {
+    if (d >= 0 && d < kMaxDevices) return (int)d;
+    if (!badDeviceReported)
+      m.problems.push_back(Problem{0, "entries with device index " + std::to_string(d) + " (not a CUDA device ordinal) were skipped"});
+    badDeviceReported = true;
+    return -1;
   }
 
   static uint8_t poolFromSizeFallback(uint64_t size) { return size <= (2u << 20) ? POOL_SMALL : POOL_LARGE; }
@@ -169,7 +182,8 @@ struct Importer {
     if (!isList(list)) return;
     for (uint32_t a : t.items(list)) {
       if (t.at(a).type != PType::Dict) continue;
-      int dev = (int)t.asInt(t.get(a, "device"), 0);
+      int dev = deviceIndex(t.asInt(t.get(a, "device"), 0));
+      if (dev < 0) continue;
       uint32_t st = t.get(a, "stage");
       std::string_view stage = st != PickleTree::kNone && t.isStr(st) ? t.str(st) : "";
       uint8_t kind = stage == "START" ? 1 : stage == "END" ? 2 : 0;
@@ -225,7 +239,7 @@ const char* typeName(PType t) {
 
 void importSnapshot(Model& m, const uint8_t* data, size_t size) {
   PickleTree tree(data, size);
-  Importer im{tree, m, {}, {}, {}};
+  Importer im{tree, m, {}, {}, {}, false};
   uint32_t root = tree.root();
   m.format = "pytorch-pickle";
   if (tree.at(root).type == PType::List) {
@@ -237,7 +251,7 @@ void importSnapshot(Model& m, const uint8_t* data, size_t size) {
     uint32_t traces = tree.get(root, "device_traces");
     if (im.isList(traces)) {
       const auto& per = tree.items(traces);
-      for (size_t dev = 0; dev < per.size(); dev++)
+      for (size_t dev = 0; dev < per.size() && dev < (size_t)Importer::kMaxDevices; dev++)
         if (im.isList(per[dev]) && !tree.items(per[dev]).empty()) im.trace((int)dev, per[dev]);
     }
     im.annotations(tree.get(root, "external_annotations"));
