@@ -123,7 +123,7 @@ test('keyboard: + zooms in around the centre, → pans by a tenth, Home shows th
 });
 
 test('a file dropped from the explorer (a URI) is handed to the host to open', async () => {
-  const uri = 'file:///work/other/run-2.pickle';
+  const uri = 'file:///home/user/runs/run-2.pickle';
   await wv.page.evaluate((u) => {
     const dt = new DataTransfer();
     dt.setData('text/uri-list', u);

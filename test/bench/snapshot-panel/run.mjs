@@ -3,7 +3,7 @@
 //
 //   npm run build:js && node --import ./test/tools/ts-loader.mjs test/bench/snapshot-panel/run.mjs [--big PATH] [--copies N] [--skip-big]
 //
-// The big input is /work/shared/tools/scale_snapshot.py's ×180 of the fixture (≈10 M events, ≈790 MB),
+// The big input is ../shared/tools/scale_snapshot.py's (beside the repository; GPUMEM_SCALE_SNAPSHOT overrides) ×180 of the fixture (≈10 M events, ≈790 MB),
 // generated into .test-output/bench/ when absent (about 2 minutes). Results: stdout and
 // .test-output/bench/snapshot-panel.json. Method and numbers: README.md beside this file.
 import fs from 'node:fs';
@@ -25,7 +25,7 @@ const opt = (name, dflt) => {
 const FIXTURE = path.join(ROOT, 'test/fixtures/pytorch-snapshots/resnet50-bf16-train-python-stacks.pickle');
 const copies = Number(opt('--copies', '180'));
 const big = opt('--big', path.join(OUT, `resnet50-x${copies}.pickle`));
-const SCALE = process.env.GPUMEM_SCALE_SNAPSHOT || '/work/shared/tools/scale_snapshot.py';
+const SCALE = process.env.GPUMEM_SCALE_SNAPSHOT || path.join(ROOT, '../shared/tools/scale_snapshot.py');
 
 function ensureBig() {
   if (fs.existsSync(big)) return big;
