@@ -192,8 +192,12 @@ struct Importer {
   }
 
   // Re-emits a subtree as pickle opcodes (allocator_settings is kept verbatim for export).
+  // Note [Emit budget]: memo references make the tree a DAG, so a tiny pickle can describe an
+  // exponentially large value; re-emitting it is bounded by a node budget (allocator_settings is ~30).
+  size_t emitBudget = 100000;
   void emit(fmt::PickleEmitter& p, uint32_t n, int depth) {
-    if (depth > 32) return p.none();
+    if (depth > 32 || emitBudget == 0) return p.none();
+    emitBudget--;
     const PValue& v = t.at(n);
     switch (v.type) {
       case PType::None: return p.none();
@@ -239,7 +243,7 @@ const char* typeName(PType t) {
 
 void importSnapshot(Model& m, const uint8_t* data, size_t size) {
   PickleTree tree(data, size);
-  Importer im{tree, m, {}, {}, {}, false};
+  Importer im{tree, m, {}, {}, {}, false, 100000};
   uint32_t root = tree.root();
   m.format = "pytorch-pickle";
   if (tree.at(root).type == PType::List) {
@@ -259,7 +263,10 @@ void importSnapshot(Model& m, const uint8_t* data, size_t size) {
     if (settings != PickleTree::kNone) {
       fmt::PickleEmitter p(1024);
       im.emit(p, settings, 0);
-      m.allocatorSettingsPickle = p.take();
+      if (im.emitBudget > 0)
+        m.allocatorSettingsPickle = p.take();
+      else
+        m.problems.push_back(Problem{0, "allocator_settings is implausibly large (shared sub-objects); it is not kept for export"});
     }
   } else {
     throw std::runtime_error(std::string("this pickle holds ") +
