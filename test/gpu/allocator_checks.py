@@ -141,48 +141,54 @@ def child_behaviour(args):
     lib = setup(args.allocator, args.so)
     out = {}
 
-    # empty_cache drops reserved to what live tensors need.
-    xs = [torch.empty(16 * MiB, dtype=torch.uint8, device="cuda") for _ in range(40)]
+    # empty_cache drops reserved to what live tensors need. 64 MiB tensors: fixed segments give each
+    # its own segment (reserved == live exactly); with expandable 20 MiB pages each freed 64 MiB hole
+    # holds at least two whole pages, and at most two partly used pages stay mapped around it.
+    size = 64 * MiB
+    xs = [torch.empty(size, dtype=torch.uint8, device="cuda") for _ in range(40)]
     del xs[::2]
+    torch.cuda.synchronize()
     free_before, _ = torch.cuda.mem_get_info()
     reserved_before = lib.gpumem_reserved(0)
     torch.cuda.empty_cache()
     free_after, _ = torch.cuda.mem_get_info()
     s = lens_stats(lib)
-    live = 20 * 16 * MiB
+    live, reserved_after = 20 * size, s["reserved_bytes.all.current"]
+    bound = live if args.allocator == "ours-fixed" else live + 21 * 2 * 20 * MiB
     out["empty_cache"] = {
-        "reserved_before": reserved_before,
-        "reserved_after": s["reserved_bytes.all.current"],
-        "allocated": s["allocated_bytes.all.current"],
-        "driver_freed": free_after - free_before,
-        # fixed: 16 MiB tensors have their own 16 MiB segments, so reserved == live exactly;
-        # expandable: 20 MiB pages, each live tensor can pin at most one partly used page extra.
-        "ok": s["allocated_bytes.all.current"] == live
-        and (s["reserved_bytes.all.current"] == live if args.allocator == "ours-fixed"
-             else s["reserved_bytes.all.current"] <= live + 20 * 20 * MiB)
-        and s["reserved_bytes.all.current"] < reserved_before
-        and free_after - free_before >= 0.9 * (reserved_before - s["reserved_bytes.all.current"]),
+        "reserved_before": reserved_before, "reserved_after": reserved_after,
+        "allocated": s["allocated_bytes.all.current"], "driver_freed": free_after - free_before,
+        "ok": s["allocated_bytes.all.current"] == live and live <= reserved_after <= bound
+        and reserved_after < reserved_before
+        and free_after - free_before >= 0.9 * (reserved_before - reserved_after),
     }
     del xs
     torch.cuda.empty_cache()
 
     # record_stream: a block used on a side stream is not reused before the side stream's event.
+    # The side stream is kept busy with real work (torch.cuda._sleep returned at once on an H200).
     side = torch.cuda.Stream()
+    a = torch.randn(8192, 8192, device="cuda")
     x = torch.ones(8 * MiB, device="cuda")
     ptr = x.data_ptr()
     side.wait_stream(torch.cuda.current_stream())
+    torch.backends.cuda.matmul.allow_tf32 = False
     with torch.cuda.stream(side):
-        torch.cuda._sleep(200_000_000)  # keeps the side stream busy (~0.1 s) while we reallocate
+        c = a  # `a` stays alive on the default stream; only side-stream blocks churn
+        for _ in range(12):
+            c = c @ a / 8192.0
         x.mul_(2)
     x.record_stream(side)
     del x
     y = torch.empty(8 * MiB, device="cuda")
+    side_busy = not side.query()
     reused_early = y.data_ptr() == ptr
     side.synchronize()
     z = torch.empty(8 * MiB, device="cuda")  # this malloc processes the completed event
-    out["record_stream"] = {"reused_before_event": reused_early, "reused_after_event": z.data_ptr() == ptr,
-                            "ok": not reused_early and z.data_ptr() == ptr}
-    del y, z
+    out["record_stream"] = {"side_stream_busy_at_realloc": side_busy, "reused_before_event": reused_early,
+                            "reused_after_event": z.data_ptr() == ptr,
+                            "ok": side_busy and not reused_early and z.data_ptr() == ptr}
+    del y, z, a, c
 
     # CUDA graph capture and replay (private pool, relaxed-mode driver calls during capture).
     model = torch.nn.Sequential(torch.nn.Linear(1024, 4096), torch.nn.GELU(), torch.nn.Linear(4096, 1024)).cuda()

@@ -28,7 +28,8 @@ from allocator_checks import DEFAULT_SO, install_lens, lens_stats  # noqa: E402
 
 
 def setup(config, so):
-    """config: native | native-history | native-expandable | ours | ours-stacks | ours-fixed | ours-expandable."""
+    """config: native | native-history | ours | ours-stacks | ours-recording | ours-fixed | ours-expandable,
+    optionally + "+trim" (expandable with trim_on_growth)."""
     import torch
 
     if config == "native-history":
@@ -37,6 +38,9 @@ def setup(config, so):
     if not config.startswith("ours"):
         return None
     lens = {}
+    if config.endswith("+trim"):  # expandable segments with Note [Trim on growth]
+        config = config[: -len("+trim")]
+        lens.update({"segments": "expandable", "trim_on_growth": True})
     if config == "ours-stacks" or config == "ours-recording":
         lens = {"capture_path": os.path.join(tempfile.mkdtemp(prefix="gpumem-bench-"), "capture.gpumem"),
                 "stacks": True}
@@ -198,13 +202,15 @@ def main():
         show("micro_ratio_ours_stacks_vs_native_history", ratio(us["ours-stacks"], us["native-history"]))
     if want("steps"):
         for model in ("resnet50", "gpt2", "mlp"):
-            r = {c: run_child("steps", c, args.so, model) for c in ("native", "ours-recording")}
+            configs = ("native", "ours", "ours-recording", "ours-recording+trim")
+            r = {c: run_child("steps", c, args.so, model) for c in configs}
             ms = {c: v.get("median_ms", v.get("error")) for c, v in r.items()}
             show("step_ms_%s" % model, ms)
-            show("step_ratio_%s_ours_recording_vs_native" % model, ratio(ms["ours-recording"], ms["native"]))
+            for c in configs[1:]:
+                show("step_ratio_%s_%s_vs_native" % (model, c), ratio(ms[c], ms["native"]))
     if want("frag"):
         configs = {"native": {}, "native-expandable": {"PYTORCH_CUDA_ALLOC_CONF": "expandable_segments:True"},
-                   "ours-fixed": {}, "ours-expandable": {}}
+                   "ours-fixed": {}, "ours-expandable": {}, "ours-expandable+trim": {}}
         for c, env in configs.items():
             show("frag_%s" % c, run_child("frag", "native" if c == "native-expandable" else c, args.so,
                                           env_extra=env))

@@ -28,6 +28,7 @@ struct Config {
   // PyTorch measured ×1.47 peak reserved/allocated with fixed segments vs ×1.07 with expandable ones
   // on variable-length GPT-2 (issue 3); bench_allocator.py re-measures ours.
   bool expandable = true;
+  bool trim_on_growth = false;  // Note [Trim on growth] in device_allocator.h
 };
 
 struct Global {
@@ -57,6 +58,7 @@ void ensure_ready() {
     backend = make_cuda_backend();
   Options options;
   options.expandable = g.config.expandable;
+  options.trim_on_growth = g.config.trim_on_growth;
   for (int d = 0; d < backend->device_count(); d++)
     g.devices.push_back(std::make_unique<DeviceAllocator>(d, *backend, options));
   g.backend = std::move(backend);
@@ -118,10 +120,18 @@ bool apply_config(const json::Value& v, std::string* err) {
     c.expandable = s->as_string() == "expandable";
     touched = true;
   }
+  if (const json::Value* s = v.find("trim_on_growth")) {
+    if (!s->is_bool()) {
+      *err = "\"trim_on_growth\" must be true or false";
+      return false;
+    }
+    c.trim_on_growth = s->as_bool();
+    touched = true;
+  }
   if (!touched) return true;
   std::lock_guard<std::mutex> lock(g.mu);
   if (g.ready.load()) {
-    *err = "\"backend\", \"sim_*\" and \"segments\" must be configured before the first allocation "
+    *err = "\"backend\", \"sim_*\", \"segments\" and \"trim_on_growth\" must be configured before the first allocation "
            "(install the allocator before any CUDA tensor exists)";
     return false;
   }

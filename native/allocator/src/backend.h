@@ -35,6 +35,10 @@ class Backend {
   virtual void synchronize_event(int device, Event event) = 0;
   virtual void destroy_event(int device, Event event) = 0;
 
+  // Waits until all work queued on `stream` finished. Unmapping pages needs it: unlike cuMemFree,
+  // cuMemUnmap does not wait for kernels still using the memory (PyTorch's unmapHandles does the same).
+  virtual void synchronize_stream(int device, Stream stream) = 0;
+
   // ---- Expandable segments (virtual memory management). Pages are mapped one by one so that each
   // can be unmapped on its own (cuMemUnmap must cover exactly what one cuMemMap mapped).
   virtual bool reserve_address(int device, size_t size, size_t alignment, uint64_t* addr) = 0;

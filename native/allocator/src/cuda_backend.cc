@@ -31,6 +31,7 @@ struct Driver {
   cuEventQuery_t EventQuery;
   cuEventSynchronize_t EventSynchronize;
   cuEventDestroy_t EventDestroy;
+  cuStreamSynchronize_t StreamSynchronize;
   cuThreadExchangeStreamCaptureMode_t ThreadExchangeStreamCaptureMode;
   cuGetErrorString_t GetErrorString;
   cuMemAddressReserve_t MemAddressReserve;
@@ -73,6 +74,7 @@ class CudaDriverBackend final : public Backend {
     d_.load(&d_.EventQuery, "cuEventQuery");
     d_.load(&d_.EventSynchronize, "cuEventSynchronize");
     d_.load(&d_.EventDestroy, "cuEventDestroy_v2");
+    d_.load(&d_.StreamSynchronize, "cuStreamSynchronize");
     d_.load(&d_.ThreadExchangeStreamCaptureMode, "cuThreadExchangeStreamCaptureMode");
     d_.load(&d_.GetErrorString, "cuGetErrorString");
     d_.load(&d_.MemAddressReserve, "cuMemAddressReserve");
@@ -129,7 +131,17 @@ class CudaDriverBackend final : public Backend {
   Event record_event(int device, Stream stream) override {
     Guard g(this, device);
     CUevent e = nullptr;
-    check(d_.EventCreate(&e, CU_EVENT_DISABLE_TIMING), "cuEventCreate");
+    {
+      // Events are reused (like PyTorch's EventPool): creating one per cross-stream free costs a
+      // driver call each time. The pool is per device because an event belongs to its context.
+      std::lock_guard<std::mutex> lock(pool_mu_);
+      auto& pool = devices_[device].free_events;
+      if (!pool.empty()) {
+        e = pool.back();
+        pool.pop_back();
+      }
+    }
+    if (!e) check(d_.EventCreate(&e, CU_EVENT_DISABLE_TIMING), "cuEventCreate");
     check(d_.EventRecord(e, reinterpret_cast<CUstream>(stream)), "cuEventRecord");
     return reinterpret_cast<Event>(e);
   }
@@ -145,8 +157,12 @@ class CudaDriverBackend final : public Backend {
     check(d_.EventSynchronize(reinterpret_cast<CUevent>(event)), "cuEventSynchronize");
   }
   void destroy_event(int device, Event event) override {
+    std::lock_guard<std::mutex> lock(pool_mu_);
+    devices_.at(device).free_events.push_back(reinterpret_cast<CUevent>(event));
+  }
+  void synchronize_stream(int device, Stream stream) override {
     Guard g(this, device);
-    check(d_.EventDestroy(reinterpret_cast<CUevent>(event)), "cuEventDestroy");
+    check(d_.StreamSynchronize(reinterpret_cast<CUstream>(stream)), "cuStreamSynchronize");
   }
 
   bool reserve_address(int device, size_t size, size_t alignment, uint64_t* addr) override {
@@ -205,6 +221,7 @@ class CudaDriverBackend final : public Backend {
   struct PerDevice {
     std::once_flag once;
     CUcontext ctx = nullptr;
+    std::vector<CUevent> free_events;  // completed events ready for reuse (pool_mu_)
   };
 
   // Makes `device`'s primary context (the one the CUDA runtime and PyTorch use) current for the
@@ -276,6 +293,7 @@ class CudaDriverBackend final : public Backend {
 
   Driver d_;
   std::vector<PerDevice> devices_;
+  std::mutex pool_mu_;
 };
 
 }  // namespace

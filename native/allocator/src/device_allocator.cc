@@ -511,6 +511,10 @@ void DeviceAllocator::map_page(Segment* seg, size_t index) {
 }
 
 Block* DeviceAllocator::grow_expandable(BlockPool* pool, size_t size, Stream stream, uint32_t stack, bool retry) {
+  if (options_.trim_on_growth && !capturing() &&
+      stats_.reserved_bytes[kAll].current + int64_t(size) > stats_.reserved_bytes[kAll].peak) {
+    for (auto& entry : expandable_) unmap_free_pages(entry.second);
+  }
   Segment* seg = expandable_segment(pool, stream, stack);
   if (!seg) return nullptr;
   // The lowest run of free address space (free mapped blocks and unmapped pages) that fits.
@@ -534,6 +538,9 @@ Block* DeviceAllocator::grow_expandable(BlockPool* pool, size_t size, Stream str
   if (limit_ && uint64_t(stats_.reserved_bytes[kAll].current) + pages.size() * seg->page > limit_) return nullptr;
   for (size_t k = 0; k < pages.size(); k++) {
     if (!backend_.map_page(device_, seg->addr + pages[k] * seg->page, seg->page, capturing())) {
+      // Roll back this attempt's pages. No kernel can use them yet; the synchronization only keeps
+      // the rule "every unmap follows a synchronize" without exceptions (this is the OOM path).
+      if (k > 0 && !capturing()) backend_.synchronize_stream(device_, seg->stream);
       for (size_t j = 0; j < k; j++) backend_.unmap_page(device_, seg->addr + pages[j] * seg->page, seg->page);
       return nullptr;
     }
@@ -560,6 +567,7 @@ Block* DeviceAllocator::grow_expandable(BlockPool* pool, size_t size, Stream str
 // Gives back every whole page covered only by free blocks (empty_cache, OOM ladder).
 void DeviceAllocator::unmap_free_pages(Segment* seg) {
   const uint64_t page = seg->page;
+  bool synced = false;
   for (Block* b = seg->head; b;) {
     if (!b->mapped || !b->is_free()) {
       b = b->next;
@@ -570,6 +578,12 @@ void DeviceAllocator::unmap_free_pages(Segment* seg) {
     if (lo >= hi) {
       b = b->next;
       continue;
+    }
+    if (!synced) {
+      // A free block may still be read or written by kernels queued on its stream before the free;
+      // cuMemUnmap, unlike cuMemFree, does not wait for them.
+      backend_.synchronize_stream(device_, seg->stream);
+      synced = true;
     }
     b->pool->blocks.erase(b);
     Block* mid = b;

@@ -26,6 +26,10 @@ namespace gpumem::core {
 
 struct Options {
   bool expandable = false;  // segments: "expandable" (VA ranges + mapped pages) or "fixed"
+  // Note [Trim on growth]: expandable only. Before mapping pages that would lift reserved memory
+  // above its peak, unmap the whole free pages of every expandable range first, so that the peak
+  // follows what tensors need rather than holes left by earlier, differently sized steps.
+  bool trim_on_growth = false;
 };
 
 // Thrown by malloc when memory cannot be found even after the OOM ladder. Derives from

@@ -67,6 +67,7 @@ using cuEventRecord_t = CUresult (*)(CUevent, CUstream);
 using cuEventQuery_t = CUresult (*)(CUevent);
 using cuEventSynchronize_t = CUresult (*)(CUevent);
 using cuEventDestroy_t = CUresult (*)(CUevent);
+using cuStreamSynchronize_t = CUresult (*)(CUstream);
 using cuThreadExchangeStreamCaptureMode_t = CUresult (*)(int*);
 using cuGetErrorString_t = CUresult (*)(CUresult, const char**);
 using cuMemAddressReserve_t = CUresult (*)(CUdeviceptr*, size_t, size_t, CUdeviceptr, unsigned long long);

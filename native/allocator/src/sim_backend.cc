@@ -10,7 +10,8 @@ SimBackend::SimBackend(int devices, uint64_t capacity_per_device)
       used_(devices, 0),
       segments_(devices),
       pages_(devices),
-      ranges_(devices) {
+      ranges_(devices),
+      synced_(devices, 1) {
   if (devices < 1 || devices > 64) throw BackendError("sim_devices must be between 1 and 64");
 }
 
@@ -114,6 +115,7 @@ bool SimBackend::map_page(int device, uint64_t addr, size_t size, bool capturing
   pages_[device][addr] = size;
   used_[device] += size;
   allocs_++;
+  synced_[device] = 0;
   return true;
 }
 
@@ -124,9 +126,22 @@ void SimBackend::unmap_page(int device, uint64_t addr, size_t size) {
   auto it = pages_[device].find(addr);
   if (it == pages_[device].end() || it->second != size)
     throw BackendError("sim: cuMemUnmap must cover exactly one mapped page");
+  if (!synced_[device]) unsynced_unmaps_++;
   used_[device] -= size;
   pages_[device].erase(it);
   frees_++;
+}
+
+void SimBackend::synchronize_stream(int device, Stream) {
+  std::lock_guard<std::mutex> g(mu_);
+  check_device(device);
+  if (capturing_) violations_++;
+  synced_[device] = 1;
+}
+
+uint64_t SimBackend::unsynchronized_unmaps() const {
+  std::lock_guard<std::mutex> g(mu_);
+  return unsynced_unmaps_;
 }
 
 void SimBackend::free_address(int device, uint64_t addr, size_t) {

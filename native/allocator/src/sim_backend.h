@@ -34,6 +34,7 @@ class SimBackend final : public Backend {
   bool query_event(int device, Event event) override;
   void synchronize_event(int device, Event event) override;
   void destroy_event(int device, Event event) override;
+  void synchronize_stream(int device, Stream stream) override;
   bool reserve_address(int device, size_t size, size_t alignment, uint64_t* addr) override;
   bool map_page(int device, uint64_t addr, size_t size, bool capturing) override;
   void unmap_page(int device, uint64_t addr, size_t size) override;
@@ -52,6 +53,9 @@ class SimBackend final : public Backend {
   uint64_t used(int device) const;
   uint64_t driver_allocs() const;  // cuMemAlloc + cuMemMap calls that succeeded
   uint64_t driver_frees() const;   // cuMemFree + cuMemUnmap calls
+  // Pages unmapped with no stream synchronized since the last map: work queued earlier could still
+  // be using them.
+  uint64_t unsynchronized_unmaps() const;
 
  private:
   struct SimEvent {
@@ -70,6 +74,10 @@ class SimBackend final : public Backend {
   std::vector<std::map<uint64_t, size_t>> pages_;     // per device: mapped page addr → size
   std::vector<std::map<uint64_t, size_t>> ranges_;    // per device: reserved VA ranges
   std::map<Event, SimEvent> events_;
+  // Per device: a stream was synchronized since the last page was mapped (a simple model: unmapping
+  // without any synchronization since the memory was mapped is certainly unsafe).
+  std::vector<uint8_t> synced_;
+  uint64_t unsynced_unmaps_ = 0;
   Event next_event_ = 1;
   bool capturing_ = false;
   uint64_t violations_ = 0, allocs_ = 0, frees_ = 0;

@@ -15,8 +15,8 @@ constexpr uint64_t KiB = 1024, MiB = 1024 * KiB, GiB = 1024 * MiB;
 struct Fx {
   gpumem::core::SimBackend sim;
   gpumem::core::DeviceAllocator a;
-  explicit Fx(uint64_t capacity = GiB, bool expandable = false)
-      : sim(1, capacity), a(0, sim, gpumem::core::Options{expandable}) {
+  explicit Fx(uint64_t capacity = GiB, bool expandable = false, bool trim_on_growth = false)
+      : sim(1, capacity), a(0, sim, gpumem::core::Options{expandable, trim_on_growth}) {
     fake::take();
   }
   uint64_t m(size_t n, gpumem::core::Stream s = 0, uint32_t stack = 0) {
@@ -28,7 +28,10 @@ struct Fx {
     CHECK(a.free(reinterpret_cast<void*>(p)));
     inv();
   }
-  void inv() { CHECK_EQ(a.check_invariants(), std::string()); }
+  void inv() {
+    CHECK_EQ(a.check_invariants(), std::string());
+    CHECK_EQ(sim.unsynchronized_unmaps(), uint64_t(0));
+  }
   gpumem::core::DeviceStats st() { return a.stats(); }
   int64_t allocated() { return st().allocated_bytes[gpumem::core::kAll].current; }
   int64_t reserved() { return st().reserved_bytes[gpumem::core::kAll].current; }

@@ -99,3 +99,16 @@ TEST(expandable_middle_page_joining_two_runs_counts_one_segment) {
   CHECK_EQ(x.st().segment[kLargePool].current, int64_t(1));
   (void)a, (void)c;
 }
+
+static void trim_case(bool trim, int64_t want_reserved) {
+  Fx x(GiB, true, trim);
+  uint64_t a = x.m(20 * MiB), b = x.m(5 * MiB);  // page 0 = a, page 1 = b + 15 MiB free
+  x.f(a);                                          // page 0 wholly free, but too small for 30 MiB
+  uint64_t c = x.m(30 * MiB);
+  CHECK_EQ(c, b + 5 * MiB);  // lowest fitting run: after b, into a newly mapped page 2
+  CHECK_EQ(x.reserved(), want_reserved);
+  CHECK_EQ(x.st().reserved_bytes[kAll].peak, want_reserved);
+}
+
+TEST(expandable_trim_on_growth_unmaps_free_pages_before_raising_the_peak) { trim_case(true, int64_t(40 * MiB)); }
+TEST(expandable_without_trim_keeps_free_pages_mapped) { trim_case(false, int64_t(60 * MiB)); }
