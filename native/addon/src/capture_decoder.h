@@ -67,8 +67,12 @@ class CaptureDecoder {
   struct IdMap {
     std::vector<uint32_t> dense;
     std::unordered_map<uint32_t, uint32_t> sparse;
+    size_t entries = 0;
     void set(uint32_t id, uint32_t v) {
-      if (id < (1u << 24)) {
+      entries++;
+      // Dense while ids stay near the number defined so far (a writer hands them out in order); a
+      // far-off id cannot make the table allocate gigabytes.
+      if (id < dense.size() || id < 4096 + 4 * entries) {
         if (id >= dense.size()) dense.resize(std::max<size_t>(id + 1, dense.size() * 2), UINT32_MAX);
         dense[id] = v;
       } else {
