@@ -3,7 +3,10 @@
 // Errors whose message says what to do next.
 #include <napi.h>
 
+#include <fcntl.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
+#include <unistd.h>
 #include <time.h>
 
 #include <algorithm>
@@ -130,25 +133,28 @@ class Handle : public Napi::ObjectWrap<Handle> {
     size_t before = capture_->eventsDecoded();
     auto t0 = std::chrono::steady_clock::now();
     int64_t c0 = threadCpuNs();
-    FILE* f = fopen(path_.c_str(), "rb");
-    if (!f) throw std::runtime_error("cannot read " + path_ + ": " + strerror(errno));
+    int fd = open(path_.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0) throw std::runtime_error("cannot read " + path_ + ": " + strerror(errno));
     struct stat st {};
-    fstat(fileno(f), &st);
-    capture_->sizeHint((uint64_t)st.st_size);
-    // Only the bytes appended since the last poll are read, in chunks that bound memory for multi-GB
-    // captures. A chunk holds any whole record (kMaxPayload + header), so every round makes progress; a
-    // partial record at a chunk's end is read again with the next chunk.
-    constexpr size_t kChunk = gpumem::fmt::kMaxPayload + (16u << 20);
-    while (!capture_->damaged() && (uint64_t)st.st_size > capture_->offset()) {
-      size_t want = (size_t)std::min<uint64_t>(kChunk, (uint64_t)st.st_size - capture_->offset());
-      if (buf_.size() < want) buf_.resize(want);
-      if (fseeko(f, (off_t)capture_->offset(), SEEK_SET) != 0) break;
-      size_t got = fread(buf_.data(), 1, want, f);
-      if (got == 0) break;
-      size_t used = capture_->feed(*model_, buf_.data(), got);
-      if (used == 0 || got < want) break;
+    fstat(fd, &st);
+    uint64_t size = st.st_size > 0 ? (uint64_t)st.st_size : 0;
+    capture_->sizeHint(size);
+    if (size > capture_->offset() && !capture_->damaged()) {
+      // Note [Mapped reads]: the new bytes are mapped, not copied: decoding reads the page cache
+      // directly. A partial record at the end stays unconsumed and is mapped again by the next poll.
+      uint64_t page = (uint64_t)sysconf(_SC_PAGESIZE);
+      uint64_t from = capture_->offset() / page * page;
+      size_t len = (size_t)(size - from);
+      void* p = mmap(nullptr, len, PROT_READ, MAP_PRIVATE | MAP_POPULATE, fd, (off_t)from);
+      if (p != MAP_FAILED) {
+        const uint8_t* base = static_cast<const uint8_t*>(p) + (capture_->offset() - from);
+        capture_->feed(*model_, base, (size_t)(size - capture_->offset()));
+        munmap(p, len);
+      } else {
+        feedByReading(fd, size);
+      }
     }
-    fclose(f);
+    close(fd);
     auto t1 = std::chrono::steady_clock::now();
     int64_t c1 = threadCpuNs();
     model_->derive();
@@ -158,6 +164,19 @@ class Handle : public Napi::ObjectWrap<Handle> {
     decodeNs_ += std::chrono::duration_cast<std::chrono::nanoseconds>(t1 - t0).count();
     deriveNs_ += std::chrono::duration_cast<std::chrono::nanoseconds>(t2 - t1).count();
     return capture_->eventsDecoded() - before;
+  }
+
+  // Fallback when the file cannot be mapped: chunks that each hold any whole record.
+  void feedByReading(int fd, uint64_t size) {
+    constexpr size_t kChunk = gpumem::fmt::kMaxPayload + (16u << 20);
+    while (!capture_->damaged() && size > capture_->offset()) {
+      size_t want = (size_t)std::min<uint64_t>(kChunk, size - capture_->offset());
+      if (buf_.size() < want) buf_.resize(want);
+      ssize_t got = pread(fd, buf_.data(), want, (off_t)capture_->offset());
+      if (got <= 0) break;
+      size_t used = capture_->feed(*model_, buf_.data(), (size_t)got);
+      if (used == 0 || (size_t)got < want) break;
+    }
   }
 
   // Where opening time went (for test/bench/reader): read+decode vs pairing/series.
