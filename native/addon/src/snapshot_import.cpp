@@ -21,6 +21,8 @@ struct Importer {
   Model& m;
   std::unordered_map<uint32_t, uint32_t> strCache, frameCache, stackCache;
 
+  Importer(const PickleTree& tree, Model& model) : t(tree), m(model) {}
+
   uint32_t str(uint32_t node) {
     if (node == PickleTree::kNone || !t.isStr(node)) return 0;
     auto it = strCache.find(node);
@@ -55,6 +57,20 @@ struct Importer {
 
   bool isList(uint32_t n) const {
     return n != PickleTree::kNone && (t.at(n).type == PType::List || t.at(n).type == PType::Tuple);
+  }
+
+  enum TraceKey { K_ACTION, K_ADDR, K_SIZE, K_STREAM, K_TIME, K_FRAMES, K_COMPILE_CONTEXT, K_USER_METADATA, K_DEVICE_FREE, K_COUNT };
+  std::unordered_map<uint32_t, int> keyCache;
+  int keyKind(uint32_t node) {
+    auto it = keyCache.find(node);
+    if (it != keyCache.end()) return it->second;
+    static const char* const names[K_COUNT] = {"action", "addr", "size", "stream", "time_us", "frames", "compile_context", "user_metadata", "device_free"};
+    int kind = -1;
+    if (t.isStr(node))
+      for (int k = 0; k < K_COUNT; k++)
+        if (t.str(node) == names[k]) kind = k;
+    keyCache.emplace(node, kind);
+    return kind;
   }
 
   static int actionOf(std::string_view a) {
@@ -138,27 +154,36 @@ struct Importer {
     int64_t lastT = 0;
     for (uint32_t e : items) {
       if (t.at(e).type != PType::Dict) continue;
-      uint32_t an = t.get(e, "action");
-      int act = an != PickleTree::kNone && t.isStr(an) ? actionOf(t.str(an)) : -1;
+      // One pass over the entry's keys (memoised key strings are one node each, so kinds are cached
+      // per node); later duplicates win, as in a Python dict.
+      uint32_t f[K_COUNT];
+      for (uint32_t& x : f) x = PickleTree::kNone;
+      const auto& kv = t.items(e);
+      for (size_t k = 0; k + 1 < kv.size(); k += 2) {
+        int kind = keyKind(kv[k]);
+        if (kind >= 0) f[kind] = kv[k + 1];
+      }
+      uint32_t an = f[K_ACTION];
+      int act = t.isStr(an) ? actionOf(t.str(an)) : -1;
       if (act < 0) {
         skipped++;
         continue;
       }
-      int64_t tUs = anyTime ? t.asInt(t.get(e, "time_us"), lastT) : (int64_t)d.count();
+      int64_t tUs = anyTime ? t.asInt(f[K_TIME], lastT) : (int64_t)d.count();
       // Note [Monotonic time]: the ring buffer is in event order; a clock step backwards is clamped so
       // time-window queries stay binary-searchable.
       if (tUs < lastT) tUs = lastT;
       lastT = tUs;
-      uint64_t size = t.asU64(t.get(e, "size"));
-      uint64_t addr = act == ACT_OOM ? t.asU64(t.get(e, "device_free")) : t.asU64(t.get(e, "addr"));
+      uint64_t size = t.asU64(f[K_SIZE]);
+      uint64_t addr = act == ACT_OOM ? t.asU64(f[K_DEVICE_FREE]) : t.asU64(f[K_ADDR]);
       uint8_t pool = POOL_LARGE;
       if (act == ACT_SEGMENT_ALLOC || act == ACT_SEGMENT_FREE) pool = poolFromSizeFallback(size);
       // Expandable pages: small pool maps 2 MiB pages, large 20 MiB ones; unmaps cover whole page runs.
       if (act == ACT_SEGMENT_MAP || act == ACT_SEGMENT_UNMAP) pool = size % (20u << 20) == 0 ? POOL_LARGE : POOL_SMALL;
-      uint32_t stk = stack(t.get(e, "frames"));
+      uint32_t stk = stack(f[K_FRAMES]);
       uint32_t idx = (uint32_t)d.count();
-      d.pushEvent(tUs, (uint8_t)act, addr, size, 0, t.asU64(t.get(e, "stream")), stk, pool);
-      uint32_t cc = t.get(e, "compile_context"), um = t.get(e, "user_metadata");
+      d.pushEvent(tUs, (uint8_t)act, addr, size, 0, t.asU64(f[K_STREAM]), stk, pool);
+      uint32_t cc = f[K_COMPILE_CONTEXT], um = f[K_USER_METADATA];
       uint32_t ccId = cc == PickleTree::kNone ? naId : str(cc), umId = um == PickleTree::kNone ? 0 : str(um);
       if (ccId != naId || umId != 0) d.contextAndMetadata[idx] = {ccId, umId};
       if (act == ACT_SNAPSHOT) d.markers.push_back(MarkerData{tUs, 4, m.intern("snapshot"), ""});
@@ -243,7 +268,7 @@ const char* typeName(PType t) {
 
 void importSnapshot(Model& m, const uint8_t* data, size_t size) {
   PickleTree tree(data, size);
-  Importer im{tree, m, {}, {}, {}, false, 100000};
+  Importer im(tree, m);
   uint32_t root = tree.root();
   m.format = "pytorch-pickle";
   if (tree.at(root).type == PType::List) {
