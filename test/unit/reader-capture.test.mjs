@@ -39,6 +39,10 @@ test('header, markers and device samples of a capture', () => {
     ['halfway'],
   );
   assert.equal(m.current(0).deviceUsedBytes, 3 * 2 ** 30);
+  // The one device sample lands in exactly one timeline bucket; the others have none (NaN).
+  const { t0Us, t1Us } = m.timeRange(0);
+  const used = m.timeline(0, t0Us, t1Us, 50).deviceUsedMax;
+  assert.deepEqual(used.filter((v) => !Number.isNaN(v)), [3 * 2 ** 30]);
   m.close();
 });
 
