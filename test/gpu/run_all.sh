@@ -1,0 +1,42 @@
+#!/usr/bin/env bash
+# Every GPU check in one device call (device time is scarce). Build here first, then carry dist/native:
+#   make -C native/allocator && <device run, carry dist/native> bash test/gpu/run_all.sh [stage…]
+# Stages: env allocator workload sanitizer bench (default: env allocator workload sanitizer).
+# Results land under $OUT (logs + JSON), one file per stage, so they come back with the call.
+set -u
+cd "$(dirname "$0")/../.."
+OUT=${OUT:-$(mktemp -d)}
+mkdir -p "$OUT"
+export PYTHONUNBUFFERED=1
+# The lent multi-GPU hosts must keep NVLink multicast off (KINDS.md).
+export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
+stages=("$@")
+[ ${#stages[@]} -eq 0 ] && stages=(env allocator workload sanitizer)
+SO=$PWD/dist/native/libgpumem_allocator.so
+[ -f "$SO" ] || { echo "missing $SO: run make -C native/allocator here and carry dist/native" >&2; exit 2; }
+
+run_stage() {  # name, limit seconds, command…
+  local name=$1 limit=$2; shift 2
+  local t0=$SECONDS
+  echo "=== $name (limit ${limit}s)"
+  timeout -k 10 "$limit" "$@" > "$OUT/$name.log" 2>&1
+  local rc=$?
+  echo "=== $name rc=$rc in $((SECONDS - t0))s"
+  tail -n 40 "$OUT/$name.log"
+}
+
+for s in "${stages[@]}"; do
+  case $s in
+    env) run_stage env 60 bash -c 'nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv; python3 -c "import sys,torch;print(sys.version);print(torch.__version__, torch.version.cuda, torch.cuda.device_count())"; which compute-sanitizer' ;;
+    allocator) run_stage allocator 420 python3 test/gpu/allocator_checks.py --so "$SO" ;;
+    workload) run_stage workload 300 python3 test/gpu/workload_checks.py --out "$OUT/workload" ;;
+    sanitizer) run_stage sanitizer 240 env PYTHONPATH="$PWD/native/python" compute-sanitizer --tool memcheck --target-processes all \
+        python3 -m gpumem run --out "$OUT/sanitizer" -- \
+        python3 test/gpu/workloads/train_mlp.py ;;
+    bench) run_stage bench 560 python3 test/gpu/bench_allocator.py --so "$SO" ;;
+    *) echo "unknown stage $s" >&2 ;;
+  esac
+done
+# At most 8 files come back: pack the logs and JSON together, keep the E2E capture beside.
+tar -C "$OUT" -czf "$OUT/results.tgz" --exclude results.tgz . 2>/dev/null
+ls -la "$OUT"
