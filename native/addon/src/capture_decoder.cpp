@@ -49,7 +49,7 @@ bool CaptureDecoder::looksLikeCapture(const uint8_t* data, size_t len) {
 
 int64_t CaptureDecoder::toUs(uint64_t tNs) const {
   int64_t wall = (int64_t)((uint64_t)wallAnchorNs_ + (tNs - (uint64_t)monoAnchorNs_));
-  return wall >= 0 ? wall / 1000 : -((-wall + 999) / 1000);
+  return wall / 1000 - (wall % 1000 < 0 ? 1 : 0);  // floor division, no negation (INT64_MIN)
 }
 
 uint32_t CaptureDecoder::str(uint32_t id) const {
