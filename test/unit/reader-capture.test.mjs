@@ -93,8 +93,10 @@ test('live tail: a record cut in half waits for the next poll; only new bytes ar
   fs.writeFileSync(growing, full.subarray(0, 10)); // not even the whole file header yet
   const m = openModel(growing);
   assert.equal(events(m), 0);
+  assert.deepEqual(m.header().devices, [], 'no header yet');
   fs.appendFileSync(growing, full.subarray(10, cut));
   const first = m.poll();
+  assert.equal(m.header().pid, 4242, 'the header arrived with the second write');
   assert.equal(first, eventsBefore(recs, cut));
   assert.equal(events(m), first);
   assert.match(m.problems().at(-1).message, new RegExp(`incomplete record at byte ${mid.offset} \\(5 bytes\\)`));

@@ -85,7 +85,7 @@ const endOrNumber = (v: number | null): number => (v === null ? Infinity : v);
 class NativeModel implements Model {
   readonly format: SourceFormat;
   private readonly stacks = new Map<number, Stack | undefined>();
-  private headerCache: CaptureHeaderInfo | undefined;
+  private headerCache: { json: string; info: CaptureHeaderInfo } | undefined;
   private closed = false;
 
   constructor(
@@ -96,8 +96,10 @@ class NativeModel implements Model {
   }
 
   header(): CaptureHeaderInfo {
-    this.headerCache ??= headerInfoFromJson(this.handle.header());
-    return this.headerCache;
+    // A live capture's header may arrive after the first poll: re-parse only when its JSON changed.
+    const json = this.handle.header();
+    if (this.headerCache?.json !== json) this.headerCache = { json, info: headerInfoFromJson(json) };
+    return this.headerCache.info;
   }
   devices(): number[] {
     return parse<number[]>(this.handle.devices());
@@ -106,9 +108,7 @@ class NativeModel implements Model {
     return parse<ReadProblem[]>(this.handle.problems());
   }
   poll(): number {
-    const n = this.handle.poll();
-    if (n > 0) this.headerCache = undefined;
-    return n;
+    return this.handle.poll();
   }
   ended(): boolean {
     return this.handle.ended();
