@@ -169,6 +169,16 @@ def child_behaviour(args):
     # The side stream is kept busy with real work (torch.cuda._sleep returned at once on an H200).
     side = torch.cuda.Stream()
     a = torch.randn(8192, 8192, device="cuda")
+    # Warm up so that nothing between the launch and the check calls the driver (a driver call may
+    # wait for the GPU): one record_stream cycle puts an event in the pool, and two cached blocks
+    # serve x and y.
+    t = torch.ones(8 * MiB, device="cuda")
+    t.record_stream(side)
+    del t
+    side.synchronize()
+    cached = [torch.empty(8 * MiB, device="cuda") for _ in range(2)]
+    del cached
+    torch.cuda.synchronize()
     x = torch.ones(8 * MiB, device="cuda")
     ptr = x.data_ptr()
     side.wait_stream(torch.cuda.current_stream())

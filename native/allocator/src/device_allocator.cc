@@ -513,7 +513,9 @@ void DeviceAllocator::map_page(Segment* seg, size_t index) {
 Block* DeviceAllocator::grow_expandable(BlockPool* pool, size_t size, Stream stream, uint32_t stack, bool retry) {
   if (options_.trim_on_growth && !capturing() &&
       stats_.reserved_bytes[kAll].current + int64_t(size) > stats_.reserved_bytes[kAll].peak) {
-    for (auto& entry : expandable_) unmap_free_pages(entry.second);
+    // Graph-private pools keep their pages until released: a replay reuses blocks freed in capture.
+    for (auto& [key, seg] : expandable_)
+      if (!key.first->owner || key.first->owner->freeable) unmap_free_pages(seg);
   }
   Segment* seg = expandable_segment(pool, stream, stack);
   if (!seg) return nullptr;

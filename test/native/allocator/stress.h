@@ -73,8 +73,8 @@ inline void check_no_overlap(std::vector<Live> all) {
     if (all[i - 1].addr + all[i - 1].size > all[i].addr) throw t::Failure("two live blocks overlap");
 }
 
-inline void run_single_thread(bool expandable, int ops, uint64_t seed) {
-  Fx x(256 * MiB, expandable);
+inline void run_single_thread(bool expandable, int ops, uint64_t seed, bool trim = false) {
+  Fx x(256 * MiB, expandable, trim);
   std::mt19937_64 rng(seed);
   std::vector<Live> mine;
   for (int i = 0; i < ops; i++) {
@@ -90,8 +90,8 @@ inline void run_single_thread(bool expandable, int ops, uint64_t seed) {
   CHECK_EQ(x.sim.live_events(), size_t(0));
 }
 
-inline void run_threads(bool expandable, int threads, int ops_per_thread) {
-  Fx x(1 * GiB, expandable);
+inline void run_threads(bool expandable, int threads, int ops_per_thread, bool trim = false) {
+  Fx x(1 * GiB, expandable, trim);
   std::mutex shared_mu;
   std::vector<Live> shared;
   std::vector<std::vector<Live>> lives(threads);

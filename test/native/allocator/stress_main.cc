@@ -9,7 +9,7 @@ int main() {
     // 1 M operations in all: 600 k on fixed segments, 400 k on expandable ones.
     const char* name = expandable ? "tsan_threaded_stress_expandable_400k_ops" : "tsan_threaded_stress_fixed_600k_ops";
     try {
-      t::run_threads(expandable, 4, expandable ? 100000 : 150000);
+      t::run_threads(expandable, 4, expandable ? 100000 : 150000, /*trim_on_growth=*/expandable);
       passed++;
       std::printf("ok   %s\n", name);
     } catch (const std::exception& e) {

@@ -52,6 +52,22 @@ static void graph_pool_case(bool expandable) {
 }
 
 TEST(graph_pool_capture_fixed_segments) { graph_pool_case(false); }
+
+TEST(trim_on_growth_leaves_graph_private_pages_mapped) {
+  Fx x(GiB, true, true);
+  const PoolId pool{4, 0};
+  x.a.begin_allocate_to_pool(pool, [](Stream s) { return s == 5; });
+  x.sim.set_capturing(true);
+  uint64_t g = x.m(20 * MiB, 5);
+  x.f(g);  // freed during capture: the graph still uses this memory on every replay
+  x.sim.set_capturing(false);
+  x.a.end_allocate_to_pool(pool);
+  x.m(100 * MiB);  // growth past the peak trims free pages, but not the private pool's
+  CHECK_EQ(x.reserved(), int64_t(120 * MiB));
+  bool private_mapped = false;
+  for (auto& s : x.a.segments()) private_mapped |= s.pool0 == 4 && s.size == 20 * MiB;
+  CHECK(private_mapped);
+}
 TEST(graph_pool_capture_expandable_segments) { graph_pool_case(true); }
 
 TEST(oom_during_capture_skips_the_ladder_and_says_why) {
