@@ -42,6 +42,8 @@ export interface NativeHandle {
   summary(): string;
   exportPickle(outPath: string, atUs: number): void;
   eventCount(): number;
+  /** {decodeNs, deriveNs, decodeCpuNs, deriveCpuNs}: where opening time went (benchmarks) */
+  timings(): string;
   close(): void;
 }
 
