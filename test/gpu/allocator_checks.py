@@ -184,10 +184,13 @@ def child_behaviour(args):
     side.wait_stream(torch.cuda.current_stream())
     torch.backends.cuda.matmul.allow_tf32 = False
     with torch.cuda.stream(side):
+        x.mul_(2)
+        # Queued after x's use: the event recorded at x's free waits for them. (Probed on an H200:
+        # with the elementwise op last, the side stream was idle right after it under PyTorch's own
+        # allocator too, so nothing could be observed.)
         c = a  # `a` stays alive on the default stream; only side-stream blocks churn
         for _ in range(12):
             c = c @ a / 8192.0
-        x.mul_(2)
     x.record_stream(side)
     del x
     y = torch.empty(8 * MiB, device="cuda")

@@ -34,7 +34,8 @@ void* gpumem_base_alloc(void* ptr, size_t* size);
 //   "header": {...},            // merged into the capture header JSON (argv, rank, versions…)
 //   "backend": "cuda"|"sim",    // sim = simulated device (host memory), for tests and replay
 //   "sim_capacity": 1073741824, "sim_devices": 1,
-//   "segments": "expandable"|"fixed",
+//   "segments": "expandable"|"fixed",   // default expandable
+//   "trim_on_growth": true,     // expandable: unmap free pages before raising the reserved peak (default)
 //   "stacks": true,             // capture Python stacks at malloc
 //   "user_roots": ["/abs/workspace"],  // hint for marking user frames (reader decides attribution)
 //   "sample_interval_ms": 200,  // device-used sampling period (0 = off)
