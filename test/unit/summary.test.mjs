@@ -68,6 +68,20 @@ for (const flags of [[], ['--no-state']]) {
   });
 }
 
+test("frames of the lens bootstrap (the capture header's bootstrap_dir) are not user code: backward lands on the user's line", () => {
+  const dir = tmpDir();
+  const boot = '/opt/gpumem/native/python';
+  const { cap, twin } = makeCapture(dir, 'boot', '--events', 3000, '--seed', 9, '--bootstrap-dir', boot);
+  const expected = { ...python('snapshot_summary.py', twin, '--non-user-dir', boot), format: 'gpumem-capture' };
+  const m = openModel(cap);
+  const got = m.summary();
+  m.close();
+  assert.deepEqual(got, expected);
+  assert.ok(!got.top_lines.some((l) => l.file.startsWith(boot)));
+  // Without the header's hint the same frames would be attributed to the bootstrap: the hint matters.
+  assert.ok(python('snapshot_summary.py', twin).top_lines.some((l) => l.file.startsWith(boot)));
+});
+
 test('`gpumem summary --json` prints the summary document and the text report shows the same figures', async () => {
   const file = FIXTURES[3];
   const expected = python('snapshot_summary.py', file);

@@ -43,6 +43,30 @@ bool findJsonInt(const std::string& json, const char* key, int64_t& out) {
   return false;
 }
 
+bool findJsonString(const std::string& json, const char* key, std::string& out) {
+  std::string needle = std::string("\"") + key + "\"";
+  for (size_t at = json.find(needle); at != std::string::npos; at = json.find(needle, at + 1)) {
+    size_t k = at + needle.size();
+    while (k < json.size() && isspace((unsigned char)json[k])) k++;
+    if (k >= json.size() || json[k] != ':') continue;
+    k++;
+    while (k < json.size() && isspace((unsigned char)json[k])) k++;
+    if (k >= json.size() || json[k] != '"') continue;
+    std::string v;
+    for (k++; k < json.size() && json[k] != '"'; k++) {
+      if (json[k] == '\\' && k + 1 < json.size()) {
+        char e = json[++k];
+        v += e == 'n' ? '\n' : e == 't' ? '\t' : e;  // paths: only \\ and \" matter in practice
+      } else {
+        v += json[k];
+      }
+    }
+    out = v;
+    return true;
+  }
+  return false;
+}
+
 bool CaptureDecoder::looksLikeCapture(const uint8_t* data, size_t len) {
   return len >= 6 && memcmp(data, f::kMagic, 6) == 0;
 }
@@ -91,6 +115,11 @@ size_t CaptureDecoder::feedHeader(Model& m, const uint8_t* data, size_t len) {
     monoAnchorNs_ = mono, wallAnchorNs_ = wall;
   } else {
     m.problems.push_back(Problem{12, "the capture header has no clock anchors; times are the workload's monotonic clock, not wall time"});
+  }
+  std::string bootstrap;
+  if (findJsonString(m.headerJson, "bootstrap_dir", bootstrap) && bootstrap.size() > 1) {
+    while (bootstrap.size() > 1 && bootstrap.back() == '/') bootstrap.pop_back();
+    m.nonUserDirs.push_back(bootstrap);
   }
   headerDone_ = true;
   return sizeof fh + fh.json_bytes;

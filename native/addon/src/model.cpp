@@ -48,7 +48,12 @@ DeviceData& Model::device(int index) {
   return d;
 }
 
-bool Model::isUserFile(uint32_t fileStringId) const { return isUserPath(strings[fileStringId]); }
+bool Model::isUserFile(uint32_t fileStringId) const {
+  const std::string& f = strings[fileStringId];
+  for (const std::string& dir : nonUserDirs)
+    if (f.size() > dir.size() && f.compare(0, dir.size(), dir) == 0 && f[dir.size()] == '/') return false;
+  return isUserPath(f);
+}
 
 bool isUserPath(std::string_view path) {
   // An empty file name cannot be opened either; it counts as "no user frame" (like '<string>').

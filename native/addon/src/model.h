@@ -169,6 +169,9 @@ struct Model {
   std::map<std::vector<uint32_t>, uint32_t> stackIds;
   std::map<int, DeviceData> devices;
   std::vector<Problem> problems;
+  // Folders whose frames are never user code beyond the rule: the lens bootstrap that wraps
+  // backward() (a capture header's "bootstrap_dir"), so attribution lands on the user's own line.
+  std::vector<std::string> nonUserDirs;
   bool ended = false;
 
   uint32_t intern(std::string_view s);

@@ -59,12 +59,20 @@ def to_us(t_ns):
     return (WALL_ANCHOR + (t_ns - MONO_ANCHOR)) // 1000
 
 
-def build(events, seed, with_state):
+BOOTSTRAP_FRAME = ("/opt/gpumem/native/python/gpumem/_markers.py", "run", 40)
+
+
+def build(events, seed, with_state, bootstrap_dir=None):
     rng = random.Random(seed)
     w = Writer()
     header = {"pid": 4242, "rank": 0, "world_size": 1, "host": "testhost", "argv": ["train.py"],
               "torch_version": "2.11.0", "mono_anchor_ns": MONO_ANCHOR, "wall_anchor_ns": WALL_ANCHOR,
               "devices": [{"index": 0, "name": "Simulated GPU", "total_memory": 80 << 30}]}
+    stacks = [list(frames) for frames, _ in STACKS]
+    if bootstrap_dir:
+        # The lens bootstrap wraps backward(): its frame is innermost on the backward stack.
+        header["bootstrap_dir"] = bootstrap_dir
+        stacks[3] = [BOOTSTRAP_FRAME] + stacks[3]
     hj = json.dumps(header).encode()
     w.out += MAGIC + struct.pack("<HHI", 1, 0, len(hj)) + hj
 
@@ -77,7 +85,7 @@ def build(events, seed, with_state):
             w.rec("STRING", struct.pack("<II", strings[s], len(b)) + b)
         return strings[s]
 
-    for k, (frames, backward) in enumerate(STACKS, start=1):
+    for k, ((_, backward), frames) in enumerate(zip(STACKS, stacks), start=1):
         ids = []
         for f in frames:
             if f not in frame_ids:
@@ -89,7 +97,7 @@ def build(events, seed, with_state):
     def py_frames(stack_id):
         if stack_id == 0:
             return []
-        return [{"name": fn, "filename": fi, "line": ln} for (fi, fn, ln) in STACKS[stack_id - 1][0]]
+        return [{"name": fn, "filename": fi, "line": ln} for (fi, fn, ln) in stacks[stack_id - 1]]
 
     trace = []
     t = MONO_ANCHOR + 1_000_000
@@ -168,8 +176,9 @@ def main():
     ap.add_argument("--events", type=int, default=2000)
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--no-state", action="store_true")
+    ap.add_argument("--bootstrap-dir", help="record a header bootstrap_dir and a bootstrap frame on backward stacks")
     args = ap.parse_args()
-    data, twin = build(args.events, args.seed, not args.no_state)
+    data, twin = build(args.events, args.seed, not args.no_state, args.bootstrap_dir)
     with open(args.out, "wb") as f:
         f.write(data)
     with open(args.twin, "wb") as f:

@@ -1,7 +1,10 @@
 #!/usr/bin/env python3
 """Reference implementation of issue #4's snapshot summary, in plain Python, for the reader's tests.
 
-    python3 snapshot_summary.py FILE.pickle        → the `gpumem summary FILE --json` document
+    python3 snapshot_summary.py FILE.pickle [--non-user-dir DIR]   → the `gpumem summary FILE --json` document
+
+--non-user-dir: frames under DIR are not user code either (a capture header's bootstrap_dir: the lens
+bootstrap's own frames, which the reader skips so attribution lands on the user's line).
 
 It follows the issue's definitions literally and shares no code with the native reader, so the tests
 compare two independent computations from the same file. Decisions the issue leaves open are the same as
@@ -15,9 +18,14 @@ import sys
 STDLIB = re.compile(r"(^|/)lib/python\d+(\.\d+)?/")
 
 
+NON_USER_DIRS = []
+
+
 def is_user(path):
     # Decision: an empty file name cannot be opened, so it counts as no user frame (like '<string>').
     if not path or path.startswith("<"):
+        return False
+    if any(path.startswith(d.rstrip("/") + "/") for d in NON_USER_DIRS):
         return False
     p = path.replace("\\", "/")
     if "site-packages/" in p or "dist-packages/" in p:
@@ -88,5 +96,7 @@ def summarize(snap):
 
 
 if __name__ == "__main__":
+    if "--non-user-dir" in sys.argv:
+        NON_USER_DIRS.append(sys.argv[sys.argv.index("--non-user-dir") + 1])
     with open(sys.argv[1], "rb") as fh:
         print(json.dumps(summarize(pickle.load(fh))))
