@@ -16,7 +16,7 @@ export const REPLAY_DIR = path.join(ROOT, 'test/e2e/replay');
 export const REPLAY_SETTINGS = path.join(REPLAY_DIR, 'start-settings.json');
 
 const DEFAULT_REPLAY_SETTINGS = {
-  'gpuMemoryLens.launchCommand': '${python} ${replayDir}/replay.py ${repoRoot}/test/fixtures/e2e-capture.gpumem --standin-if-missing --hold 600',
+  'gpuMemoryLens.launchCommand': '${python} ${replayDir}/replay.py ${repoRoot}/test/fixtures/h200-e2e-train.capture --standin-if-missing --hold 600',
 };
 
 export function hasGpu() {

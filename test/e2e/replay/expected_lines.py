@@ -84,8 +84,21 @@ def main():
         if rtype in (R.REC_SEGMENT_ALLOC, R.REC_SEGMENT_MAP):
             _, addr, size, *_ = R.SEGMENT_EVENT.unpack_from(payload)
             segments[device][addr] = (size, rtype == R.REC_SEGMENT_MAP)
-        elif rtype in (R.REC_SEGMENT_FREE, R.REC_SEGMENT_UNMAP):
+        elif rtype == R.REC_SEGMENT_FREE:
             segments[device].pop(R.SEGMENT_EVENT.unpack_from(payload)[1], None)
+        elif rtype == R.REC_SEGMENT_UNMAP:
+            # One unmap may cover several earlier maps (the allocator unmaps a run of free pages at
+            # once) or part of one: cut [lo, hi) out of every mapping it overlaps.
+            _, lo, size, *_ = R.SEGMENT_EVENT.unpack_from(payload)
+            hi = lo + size
+            for a, (s, expandable) in list(segments[device].items()):
+                if not expandable or a + s <= lo or a >= hi:
+                    continue
+                del segments[device][a]
+                if a < lo:
+                    segments[device][a] = (lo - a, True)
+                if a + s > hi:
+                    segments[device][hi] = (a + s - hi, True)
     out = {"devices": [], "ooms": ooms}
     for device in sorted(peak):
         moments = at_peaks[device]

@@ -1,6 +1,6 @@
 """Write a stand-in capture of test/e2e/workspace/live_sample.py for the replay workload.
 
-Until a capture recorded on a GPU with our allocator lands as test/fixtures/e2e-capture.gpumem, this
+Until a capture recorded on a GPU with our allocator lands as test/fixtures/h200-e2e-train.capture, this
 writes one with the same record layout (native/format/gpumem_format.h), modelling what the sample's
 lines allocate on a caching allocator: parameters once, Adam state on the first step, activations and
 gradients every step, 2 MiB-rounded large-pool segments reused from the cache, a device-memory sample

@@ -57,6 +57,23 @@ def socket_path(session_dir, pid):
     return os.path.join(base, f"{digest}-{pid}.sock")
 
 
+def cut_range(table, lo, hi, only_maps=False):
+    """Removes [lo, hi) from a table of {addr: {"size": …}} ranges, splitting entries it cuts through.
+    Returns the bytes removed."""
+    removed = 0
+    for a, seg in list(table.items()):
+        end = a + seg["size"]
+        if end <= lo or a >= hi or (only_maps and seg.get("kind") != "map"):
+            continue
+        del table[a]
+        if a < lo:
+            table[a] = dict(seg, size=lo - a)
+        if end > hi:
+            table[hi] = dict(seg, size=end - hi)
+        removed += min(end, hi) - max(a, lo)
+    return removed
+
+
 class DeviceState:
     def __init__(self):
         self.segments = {}  # addr -> dict(size, flags, stream, pool0, pool1, stack, kind: 'segment'|'map')
@@ -175,12 +192,20 @@ class Replay:
                 del st.released[key]  # the recording reserves it anew itself
             st.segments[addr] = dict(size=size, flags=flags, stream=stream, pool0=p0, pool1=p1, stack=stack,
                                      kind="map" if rtype == R.REC_SEGMENT_MAP else "segment")
-        elif rtype in (R.REC_SEGMENT_FREE, R.REC_SEGMENT_UNMAP):
+        elif rtype == R.REC_SEGMENT_FREE:
             addr = R.SEGMENT_EVENT.unpack_from(payload)[1]
             if addr in st.released:
                 del st.released[addr]  # already given back by our empty_cache
                 return
             st.segments.pop(addr, None)
+        elif rtype == R.REC_SEGMENT_UNMAP:
+            # One unmap may cover several earlier maps, or part of one (the allocator unmaps runs of
+            # free pages): cut the range out of what is mapped and out of what we already released.
+            _, lo, size, *_ = R.SEGMENT_EVENT.unpack_from(payload)
+            already = cut_range(st.released, lo, lo + size)
+            cut_range(st.segments, lo, lo + size, only_maps=True)
+            if already >= size:
+                return  # all of it was given back by our empty_cache
         elif rtype == R.REC_ALLOC:
             _, addr, size, req, stream, stack, _ = R.BLOCK_EVENT.unpack_from(payload)
             self.reserve_again(st, device, addr, t)
