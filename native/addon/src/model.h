@@ -32,6 +32,7 @@ enum BlockSt : uint8_t { ST_INACTIVE = 0, ST_ALLOCATED = 1, ST_PENDING_FREE = 2 
 extern const char* const kBlockStateNames[3];
 
 constexpr uint32_t kNoLink = UINT32_MAX;
+struct ReplayCache;  // replay.h
 
 // Note [Wrapping sums]: byte counts from files are untrusted; sums wrap (two's complement) instead of
 // overflowing a signed integer, which would be undefined behaviour. Real figures never get near 2^63.
@@ -128,6 +129,10 @@ struct DeviceData {
   std::vector<SegmentData> finalSegments;
   // Capture REC_STATE records as checkpoints for forward replay.
   std::vector<std::pair<size_t, std::vector<SegmentData>>> checkpoints;
+
+  // Allocator states met while replaying (every 2^18 events), so the next query starts nearby;
+  // events only ever get appended, so a cached state stays true.
+  mutable std::shared_ptr<ReplayCache> replayCache;
 
   std::vector<MarkerData> markers;
   std::vector<OomData> ooms;

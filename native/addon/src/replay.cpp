@@ -135,24 +135,43 @@ std::vector<SegmentData> AllocState::materialize(int device) const {
 std::vector<SegmentData> stateAfter(const DeviceData& d, size_t n) {
   n = std::min(n, d.count());
   if (d.haveFinal && n == d.finalAfter) return d.finalSegments;
-  // Forward bases: a checkpoint at or before n, or the empty start of a capture.
-  long fwdFrom = -1;
-  const std::vector<SegmentData>* fwdBase = nullptr;
+  if (!d.replayCache) d.replayCache = std::make_shared<ReplayCache>();
+  ReplayCache& cache = *d.replayCache;
+  // Forward bases: the empty start of a capture, its REC_STATE checkpoints, states cached earlier.
   static const std::vector<SegmentData> kEmpty;
-  if (d.startEmpty) fwdFrom = 0, fwdBase = &kEmpty;
+  long fwdFrom = -1;
+  const std::vector<SegmentData>* fileBase = nullptr;
+  const AllocState* cached = nullptr;
+  if (d.startEmpty) fwdFrom = 0, fileBase = &kEmpty;
   for (const auto& [at, segs] : d.checkpoints)
-    if (at <= n && (long)at >= fwdFrom) fwdFrom = (long)at, fwdBase = &segs;
+    if (at <= n && (long)at >= fwdFrom) fwdFrom = (long)at, fileBase = &segs;
+  auto it = cache.states.upper_bound(n);
+  if (it != cache.states.begin() && (long)std::prev(it)->first >= fwdFrom) {
+    --it;
+    fwdFrom = (long)it->first, cached = &it->second, fileBase = nullptr;
+  }
   bool canBack = d.haveFinal && d.finalAfter >= n;
-  size_t fwdCost = fwdBase ? n - (size_t)fwdFrom : SIZE_MAX;
   size_t backCost = canBack ? d.finalAfter - n : SIZE_MAX;
-  if (!fwdBase && !canBack) return {};
+  if (fwdFrom < 0 && canBack && backCost > kReplayCheckpointEvery) {
+    // A pickle's start is known only by undoing its whole trace: do that once, then replay forward
+    // from cached states (a 1 M-event pickle answers any moment in a fraction of a trace).
+    AllocState s = AllocState::fromSegments(d.finalSegments);
+    for (size_t i = d.finalAfter; i > 0; i--) s.undo(d, i - 1);
+    cached = &cache.states.emplace(0, std::move(s)).first->second;
+    fwdFrom = 0;
+  }
+  size_t fwdCost = fwdFrom >= 0 ? n - (size_t)fwdFrom : SIZE_MAX;
+  if (fwdFrom < 0 && !canBack) return {};
   if (backCost < fwdCost) {
     AllocState s = AllocState::fromSegments(d.finalSegments);
     for (size_t i = d.finalAfter; i > n; i--) s.undo(d, i - 1);
     return s.materialize(d.index);
   }
-  AllocState s = AllocState::fromSegments(*fwdBase);
-  for (size_t i = (size_t)fwdFrom; i < n; i++) s.apply(d, i);
+  AllocState s = cached ? *cached : AllocState::fromSegments(*fileBase);
+  for (size_t i = (size_t)fwdFrom; i < n; i++) {
+    s.apply(d, i);
+    if ((i + 1) % kReplayCheckpointEvery == 0 && !cache.states.count(i + 1)) cache.states.emplace(i + 1, s);
+  }
   return s.materialize(d.index);
 }
 

@@ -39,6 +39,11 @@ struct AllocState {
   std::vector<SegmentData> materialize(int device) const;
 };
 
+struct ReplayCache {
+  std::map<size_t, AllocState> states;  // event index → state after events [0, index)
+};
+constexpr size_t kReplayCheckpointEvery = size_t(1) << 18;
+
 // State after events [0, n) of a device.
 std::vector<SegmentData> stateAfter(const DeviceData& d, size_t n);
 
