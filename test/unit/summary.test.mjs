@@ -7,6 +7,7 @@ import { test } from 'node:test';
 import { FIXTURES, makeCapture, openModel, python, root, tmpDir } from './reader-support.mjs';
 import { formatBytes } from '../../src/core/format/bytes.ts';
 import { run as summaryCommand } from '../../src/cli/commands/summary.ts';
+import { run as exportCommand } from '../../src/cli/commands/export.ts';
 
 for (const file of FIXTURES) {
   test(`summary of ${path.basename(file)} equals the Python reference`, () => {
@@ -102,6 +103,29 @@ test('`gpumem summary` on a missing file says so and exits 1', async () => {
   const r = await captureStdout(() => summaryCommand([path.join(root, 'no-such-file.pickle')]));
   assert.equal(r.code, 1);
   assert.match(r.err, /does not exist; pass a \.gpumem capture or a snapshot \.pickle/);
+});
+
+test('`gpumem export FILE --pickle OUT --at T` writes the state at T; bad arguments say what is needed', async () => {
+  const dir = tmpDir();
+  const { cap, twin } = makeCapture(dir, 'cli', '--events', 1500, '--seed', 12);
+  const m = openModel(cap);
+  const { t0Us, t1Us } = m.timeRange(0);
+  const at = Math.round((t0Us + t1Us) / 2);
+  const mid = m.stateAt(0, at).fragmentation;
+  m.close();
+  const out = path.join(dir, 'mid.pickle');
+  const r = await captureStdout(() => exportCommand([cap, '--pickle', out, '--at', String(at)]));
+  assert.equal(r.code, 0, r.err);
+  assert.match(r.out, /^wrote .*mid\.pickle \(.*, state at time_us \d+\); open it at pytorch\.org\/memory_viz/);
+  const exported = python('snapshot_summary.py', out).devices[0];
+  const [series] = python('replay_reference.py', 'series', twin, at);
+  assert.deepEqual([exported.allocated_bytes, exported.reserved_bytes], [series.allocated, series.reserved]);
+  assert.deepEqual([mid.allocatedBytes, mid.reservedBytes], [series.allocated, series.reserved]);
+  await assert.rejects(() => exportCommand([cap]), /needs --pickle OUT/);
+  await assert.rejects(() => exportCommand([cap, '--pickle', out, '--at', 'noon']), /--at takes a time in microseconds since the epoch/);
+  const same = await captureStdout(() => exportCommand([cap, '--pickle', cap]));
+  assert.equal(same.code, 1);
+  assert.match(same.err, /OUT is the input file/);
 });
 
 function escape(s) {
