@@ -5,13 +5,13 @@
 //   node test/tools/run-tests.mjs unit webview     only these (build runs first when a later layer needs it)
 //   GPUMEM_TEST_SKIP=e2e,native npm test           all but these
 //
-// Layers: install · typecheck · lint · build · unit · native · python · webview · package · e2e.
+// Layers: install · typecheck · lint · build · unit · native · fuzz · python · webview · package · e2e.
 // Note [Counting]: node --test layers count their tests (from a TAP copy of the run); python counts
 // unittest's tests; a native Makefile counts its tests when it prints `N passed, N failed`, else it is
 // one check; typecheck, lint, build and package are one check each. A layer with no tests yet is
 // "skipped" and counts nothing.
 // Only Node built-ins here: this file runs before `npm ci` on a fresh clone.
-import { spawn } from 'node:child_process';
+import { spawn, spawnSync } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -22,7 +22,7 @@ const CODE_SERVER = path.join(process.env.GPUMEM_TOOLS_DIR || path.join(ROOT, '.
 const rel = (p) => path.join(ROOT, p);
 process.env.npm_config_nodedir ||= '/usr'; // node-gyp: local headers, no download
 
-const ALL = ['install', 'typecheck', 'lint', 'build', 'unit', 'native', 'python', 'webview', 'package', 'e2e'];
+const ALL = ['install', 'typecheck', 'lint', 'build', 'unit', 'native', 'fuzz', 'python', 'webview', 'package', 'e2e'];
 const NEEDS_DIST = new Set(['webview', 'package', 'e2e']);
 const asked = process.argv.slice(2).filter((a) => !a.startsWith('-'));
 for (const a of asked) if (!ALL.includes(a)) fail(`run-tests: unknown layer "${a}"; layers: ${ALL.join(', ')}`);
@@ -99,8 +99,8 @@ async function nodeTests(layer, files, extraArgs = [], env = {}) {
   return { passed, failed: r.code !== 0 && failed === 0 ? 1 : failed };
 }
 
-async function makeTests(dir) {
-  const r = await run('make', ['-C', dir, 'test']);
+async function makeTests(dir, target = 'test') {
+  const r = await run('make', ['-C', dir, target]);
   const m = [...r.output.matchAll(/(\d+) passed, (\d+) failed/g)].at(-1);
   if (m) {
     const failed = Number(m[2]);
@@ -119,15 +119,25 @@ const layers = {
   build: () => oneCheck(process.execPath, ['esbuild.config.mjs']),
   unit: () => nodeTests('unit', testFiles('test/unit')),
   async native() {
-    const dirs = ['native/allocator', 'native/addon'].filter((d) => fs.existsSync(rel(`${d}/Makefile`)));
-    if (!dirs.length) return { skipped: 'no native Makefiles yet' };
+    // The allocator's caching core (test) and its recording side (test-recorder), then the reader.
+    const targets = [['native/allocator', 'test'], ['native/allocator', 'test-recorder'], ['native/addon', 'test']]
+      .filter(([d]) => fs.existsSync(rel(`${d}/Makefile`)));
+    if (!targets.length) return { skipped: 'no native Makefiles yet' };
     const total = { passed: 0, failed: 0 };
-    for (const d of dirs) {
-      const r = await makeTests(d);
+    for (const [d, target] of targets) {
+      const r = await makeTests(d, target);
       total.passed += r.passed;
       total.failed += r.failed;
     }
     return total;
+  },
+  // A short libFuzzer run of the capture decoder and the pickle reader from their seed corpora (the
+  // 1 M-execution runs are in native/addon/fuzz/README.md). Needs clang (.ci/run installs it).
+  async fuzz() {
+    if (spawnSync('clang++', ['--version']).status !== 0) return { skipped: 'clang++ not installed (apt-get install clang)' };
+    const r = await run('make', ['-C', 'native/addon', 'fuzz-smoke', `FUZZ_SECONDS=${process.env.FUZZ_SECONDS ?? 20}`]);
+    const done = [...r.output.matchAll(/^Done (\d+) runs/gm)].length;
+    return { passed: r.code === 0 ? done : 0, failed: r.code === 0 ? 0 : 1 };
   },
   async python() {
     if (!testFiles('test/python', /^test.*\.py$|\/test[^/]*\.py$/).length) return { skipped: 'no python tests yet' };
