@@ -37,7 +37,7 @@ def churn(lib, n, seed):
 def scenario_header(path):
     lib = common.load()
     common.configure(lib, capture_path=path, sim_capacity=256 << 20,
-                     header={"torch": "2.11.0", "argv": ["train.py", "--lr", "1"]}, user_roots=["/work/x"])
+                     header={"torch": "2.11.0", "argv": ["train.py", "--lr", "1"]}, user_roots=["/home/user/x"])
     lib.gpumem_notice(b"cudnn.benchmark kept off", 1)
     lib.gpumem_shutdown(7)
 
@@ -109,7 +109,7 @@ class WriterTest(unittest.TestCase):
         h = c.header
         self.assertEqual(h["argv"], ["train.py", "--lr", "1"])  # the caller's header wins
         self.assertEqual(h["torch"], "2.11.0")
-        self.assertEqual(h["user_roots"], ["/work/x"])
+        self.assertEqual(h["user_roots"], ["/home/user/x"])
         self.assertEqual(h["backend"], "sim")
         self.assertEqual(h["rank"], int(os.environ.get("RANK", "0")))
         self.assertEqual(h["world_size"], int(os.environ.get("WORLD_SIZE", "1")))
