@@ -6,7 +6,9 @@
 // panel's pixel width. The webview never sees raw events, so a long run costs the same per update as a
 // short one, and a hidden-then-restored panel needs nothing but the next update.
 
-export type LiveMarkerKind = 'user' | 'range_begin' | 'range_end' | 'empty_cache' | 'snapshot' | 'oom' | 'notice';
+import type { CurrentFigures, MarkerKind } from '../model/types';
+
+export type LiveMarkerKind = MarkerKind;
 
 export interface LiveMarker {
   /** seconds since the Unix epoch (uPlot's time axis unit) */
@@ -15,14 +17,8 @@ export interface LiveMarker {
   label: string;
 }
 
-export interface LiveFigures {
-  allocatedBytes: number;
-  reservedBytes: number;
-  peakAllocatedBytes: number;
-  peakReservedBytes: number;
-  /** NVML device-wide used bytes (absent when the capture has no device samples) */
-  deviceUsedBytes?: number;
-  deviceTotalBytes?: number;
+/** The model's current figures (deviceUsedBytes absent when the capture has no device samples), plus: */
+export interface LiveFigures extends Omit<CurrentFigures, 'timeUs'> {
   /** device used − reserved: the CUDA context, other libraries, other processes. Absent without samples. */
   unattributedBytes?: number;
 }

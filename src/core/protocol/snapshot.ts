@@ -10,7 +10,7 @@
 // at its current pixel width: min/max buckets, at most `maxSpans` allocation bands (largest first), the
 // segments of one moment, and the line table.
 
-import type { BlockState, SourceFormat } from '../model/types';
+import type { BlockState, LineStat, SourceFormat } from '../model/types';
 
 export const END_OF_TRACE = -1;
 
@@ -123,17 +123,10 @@ export interface SegmentMapView {
   verdict: string;
 }
 
-export interface SiteRow {
-  file: string;
+/** A line's statistics as the model computes them (the editor annotations' numbers), ready for the grid. */
+export interface SiteRow extends Omit<LineStat, 'topStacks'> {
   /** path shown to the user: workspace-relative when possible, else the path as recorded */
   displayFile: string;
-  line: number;
-  selfBytesAtPeak: number;
-  inclusiveBytesAtPeak: number;
-  totalAllocatedBytes: number;
-  allocCount: number;
-  liveNowBytes: number;
-  backwardBytesAtPeak: number;
   topStackId: number;
 }
 
