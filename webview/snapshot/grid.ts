@@ -35,7 +35,9 @@ export function renderGrid<R>(root: HTMLElement, rows: readonly R[], o: GridOpti
     });
   }
   const limit = o.limit ?? 500;
-  const template = o.columns.map((c) => (c.numeric ? '1fr' : '3fr')).join(' ');
+  // Floors wide enough for a header word ("allocated") so narrow panels wrap headers between words,
+  // never inside one.
+  const template = o.columns.map((c) => (c.numeric ? 'minmax(10ch, 1fr)' : 'minmax(18ch, 3fr)')).join(' ');
   const grid = h('vscode-data-grid', { 'data-testid': o.testId, 'grid-template-columns': template, 'aria-label': o.testId });
   // Rows we create ourselves do not inherit the grid's template; give each the same one.
   const header = h('vscode-data-grid-row', { 'row-type': 'header', 'grid-template-columns': template });
