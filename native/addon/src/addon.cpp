@@ -59,6 +59,136 @@ std::vector<uint8_t> readAll(const std::string& path, bool& ok) {
 
 }  // namespace
 
+// Everything an open file consists of. Filled off the JS thread by openAsync (Note [Async open]) or on
+// it by `new ModelHandle(path)`; then owned by the handle.
+struct Opened {
+  std::string path;
+  std::unique_ptr<Model> model;
+  std::unique_ptr<CaptureDecoder> capture;
+  std::vector<uint8_t> buf;  // capture read fallback
+  int64_t decodeNs = 0, deriveNs = 0, decodeCpuNs = 0, deriveCpuNs = 0;
+};
+
+// CPU time of this thread: on a busy machine wall time measures the neighbours, not the reader.
+int64_t threadCpuNs() {
+  timespec ts{};
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+// Fallback when the file cannot be mapped: chunks that each hold any whole record.
+void feedByReading(Opened& o, int fd, uint64_t size) {
+  constexpr size_t kChunk = gpumem::fmt::kMaxPayload + (16u << 20);
+  CaptureDecoder& c = *o.capture;
+  while (!c.damaged() && size > c.offset()) {
+    size_t want = (size_t)std::min<uint64_t>(kChunk, size - c.offset());
+    if (o.buf.size() < want) o.buf.resize(want);
+    ssize_t got = pread(fd, o.buf.data(), want, (off_t)c.offset());
+    if (got <= 0) break;
+    size_t used = c.feed(*o.model, o.buf.data(), (size_t)got);
+    if (used == 0 || (size_t)got < want) break;
+  }
+}
+
+size_t pollCapture(Opened& o) {
+  if (!o.capture) return 0;
+  CaptureDecoder& c = *o.capture;
+  size_t before = c.eventsDecoded();
+  auto t0 = std::chrono::steady_clock::now();
+  int64_t c0 = threadCpuNs();
+  int fd = open(o.path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) throw std::runtime_error("cannot read " + o.path + ": " + strerror(errno));
+  struct stat st {};
+  fstat(fd, &st);
+  uint64_t size = st.st_size > 0 ? (uint64_t)st.st_size : 0;
+  c.sizeHint(size);
+  if (size > c.offset() && !c.damaged()) {
+    // Note [Mapped reads]: the new bytes are mapped, not copied: decoding reads the page cache
+    // directly. A partial record at the end stays unconsumed and is mapped again by the next poll.
+    uint64_t page = (uint64_t)sysconf(_SC_PAGESIZE);
+    uint64_t from = c.offset() / page * page;
+    size_t len = (size_t)(size - from);
+    void* p = mmap(nullptr, len, PROT_READ, MAP_PRIVATE | MAP_POPULATE, fd, (off_t)from);
+    if (p != MAP_FAILED) {
+      const uint8_t* base = static_cast<const uint8_t*>(p) + (c.offset() - from);
+      c.feed(*o.model, base, (size_t)(size - c.offset()));
+      munmap(p, len);
+    } else {
+      feedByReading(o, fd, size);
+    }
+  }
+  close(fd);
+  auto t1 = std::chrono::steady_clock::now();
+  int64_t c1 = threadCpuNs();
+  o.model->derive();
+  auto t2 = std::chrono::steady_clock::now();
+  o.decodeCpuNs += c1 - c0;
+  o.deriveCpuNs += threadCpuNs() - c1;
+  o.decodeNs += std::chrono::duration_cast<std::chrono::nanoseconds>(t1 - t0).count();
+  o.deriveNs += std::chrono::duration_cast<std::chrono::nanoseconds>(t2 - t1).count();
+  return c.eventsDecoded() - before;
+}
+
+// Reads a whole pickle: mapped (no copy of a file that may be ~1 GB), read into memory when it cannot be.
+void importPickleFile(Opened& o) {
+  int fd = open(o.path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) throw std::runtime_error("cannot open " + o.path + ": " + strerror(errno));
+  struct stat st {};
+  if (fstat(fd, &st) == 0 && st.st_size > 0) {
+    size_t len = (size_t)st.st_size;
+    void* p = mmap(nullptr, len, PROT_READ, MAP_PRIVATE | MAP_POPULATE, fd, 0);
+    if (p != MAP_FAILED) {
+      close(fd);
+      struct Unmap {
+        void* p;
+        size_t n;
+        ~Unmap() { munmap(p, n); }
+      } unmap{p, len};
+      importSnapshot(*o.model, static_cast<const uint8_t*>(p), len);
+      return;
+    }
+  }
+  close(fd);
+  bool ok = false;
+  std::vector<uint8_t> all = readAll(o.path, ok);
+  if (!ok) throw std::runtime_error("cannot open " + o.path + ": " + strerror(errno));
+  importSnapshot(*o.model, all.data(), all.size());
+}
+
+// Opens o.path (a capture or a pickle) into o. Throws std::exception whose message is for the user.
+void openInto(Opened& o) {
+  bool ok = false;
+  std::vector<uint8_t> head = readRange(o.path, 0, 16, ok);
+  if (!ok) throw std::runtime_error("cannot open " + o.path + ": " + strerror(errno));
+  if (head.empty()) throw std::runtime_error(o.path + " is empty: not a capture or a snapshot pickle (was the workload killed before it wrote anything?)");
+  o.model = std::make_unique<Model>();
+  try {
+    if (CaptureDecoder::looksLikeCapture(head.data(), head.size()) || (head.size() < 6 && head[0] == 'G')) {
+      o.capture = std::make_unique<CaptureDecoder>();
+      o.model->format = "gpumem-capture";
+      pollCapture(o);
+    } else if (head[0] == 0x80) {
+      auto t0 = std::chrono::steady_clock::now();
+      int64_t c0 = threadCpuNs();
+      importPickleFile(o);
+      o.decodeNs = std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - t0).count();
+      o.decodeCpuNs = threadCpuNs() - c0;
+    } else {
+      std::string hex;
+      for (size_t k = 0; k < head.size() && k < 4; k++) {
+        char b[4];
+        snprintf(b, sizeof b, k ? " %02x" : "%02x", head[k]);
+        hex += b;
+      }
+      throw std::runtime_error(o.path + " is neither a GPU Memory Lens capture (.gpumem) nor a PyTorch snapshot pickle " +
+                               "(it starts with bytes " + hex +
+                               "); open a file written by torch.cuda.memory._dump_snapshot or by a lens run");
+    }
+  } catch (const PickleError& e) {
+    throw std::runtime_error("cannot read " + o.path + ": " + e.what());
+  }
+}
+
 class Handle : public Napi::ObjectWrap<Handle> {
  public:
   static Napi::Function Define(Napi::Env env) {
@@ -88,107 +218,37 @@ class Handle : public Napi::ObjectWrap<Handle> {
                        });
   }
 
+  // new ModelHandle(path) reads the file on the calling thread; openAsync passes an External holding
+  // what its worker read (Note [Async open]).
   Handle(const Napi::CallbackInfo& info) : Napi::ObjectWrap<Handle>(info) {
     Napi::Env env = info.Env();
+    if (info.Length() >= 1 && info[0].IsExternal()) {
+      Opened* ready = info[0].As<Napi::External<Opened>>().Data();
+      o_ = std::move(*ready);
+      return;
+    }
     if (info.Length() < 1 || !info[0].IsString()) throw Napi::TypeError::New(env, "open(path): path must be a string");
-    path_ = info[0].As<Napi::String>().Utf8Value();
-    bool ok = false;
-    std::vector<uint8_t> head = readRange(path_, 0, 16, ok);
-    if (!ok) throw Napi::Error::New(env, "cannot open " + path_ + ": " + strerror(errno));
-    if (head.empty()) throw Napi::Error::New(env, path_ + " is empty: not a capture or a snapshot pickle (was the workload killed before it wrote anything?)");
-    model_ = std::make_unique<Model>();
+    o_.path = info[0].As<Napi::String>().Utf8Value();
     try {
-      if (CaptureDecoder::looksLikeCapture(head.data(), head.size()) || (head.size() < 6 && head[0] == 'G')) {
-        capture_ = std::make_unique<CaptureDecoder>();
-        model_->format = "gpumem-capture";
-        PollCapture();
-      } else if (head[0] == 0x80) {
-        auto t0 = std::chrono::steady_clock::now();
-        int64_t c0 = threadCpuNs();
-        std::vector<uint8_t> all = readAll(path_, ok);
-        importSnapshot(*model_, all.data(), all.size());
-        decodeNs_ = std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - t0).count();
-        decodeCpuNs_ = threadCpuNs() - c0;
-      } else {
-        std::string hex;
-        for (size_t k = 0; k < head.size() && k < 4; k++) {
-          char b[4];
-          snprintf(b, sizeof b, k ? " %02x" : "%02x", head[k]);
-          hex += b;
-        }
-        throw std::runtime_error(path_ + " is neither a GPU Memory Lens capture (.gpumem) nor a PyTorch snapshot pickle " +
-                                 "(it starts with bytes " + hex +
-                                 "); open a file written by torch.cuda.memory._dump_snapshot or by a lens run");
-      }
-    } catch (const PickleError& e) {
-      throw Napi::Error::New(env, "cannot read " + path_ + ": " + e.what());
+      openInto(o_);
     } catch (const std::exception& e) {
       throw Napi::Error::New(env, std::string(e.what()));
     }
   }
 
  private:
-  size_t PollCapture() {
-    if (!capture_) return 0;
-    size_t before = capture_->eventsDecoded();
-    auto t0 = std::chrono::steady_clock::now();
-    int64_t c0 = threadCpuNs();
-    int fd = open(path_.c_str(), O_RDONLY | O_CLOEXEC);
-    if (fd < 0) throw std::runtime_error("cannot read " + path_ + ": " + strerror(errno));
-    struct stat st {};
-    fstat(fd, &st);
-    uint64_t size = st.st_size > 0 ? (uint64_t)st.st_size : 0;
-    capture_->sizeHint(size);
-    if (size > capture_->offset() && !capture_->damaged()) {
-      // Note [Mapped reads]: the new bytes are mapped, not copied: decoding reads the page cache
-      // directly. A partial record at the end stays unconsumed and is mapped again by the next poll.
-      uint64_t page = (uint64_t)sysconf(_SC_PAGESIZE);
-      uint64_t from = capture_->offset() / page * page;
-      size_t len = (size_t)(size - from);
-      void* p = mmap(nullptr, len, PROT_READ, MAP_PRIVATE | MAP_POPULATE, fd, (off_t)from);
-      if (p != MAP_FAILED) {
-        const uint8_t* base = static_cast<const uint8_t*>(p) + (capture_->offset() - from);
-        capture_->feed(*model_, base, (size_t)(size - capture_->offset()));
-        munmap(p, len);
-      } else {
-        feedByReading(fd, size);
-      }
-    }
-    close(fd);
-    auto t1 = std::chrono::steady_clock::now();
-    int64_t c1 = threadCpuNs();
-    model_->derive();
-    auto t2 = std::chrono::steady_clock::now();
-    decodeCpuNs_ += c1 - c0;
-    deriveCpuNs_ += threadCpuNs() - c1;
-    decodeNs_ += std::chrono::duration_cast<std::chrono::nanoseconds>(t1 - t0).count();
-    deriveNs_ += std::chrono::duration_cast<std::chrono::nanoseconds>(t2 - t1).count();
-    return capture_->eventsDecoded() - before;
-  }
-
-  // Fallback when the file cannot be mapped: chunks that each hold any whole record.
-  void feedByReading(int fd, uint64_t size) {
-    constexpr size_t kChunk = gpumem::fmt::kMaxPayload + (16u << 20);
-    while (!capture_->damaged() && size > capture_->offset()) {
-      size_t want = (size_t)std::min<uint64_t>(kChunk, size - capture_->offset());
-      if (buf_.size() < want) buf_.resize(want);
-      ssize_t got = pread(fd, buf_.data(), want, (off_t)capture_->offset());
-      if (got <= 0) break;
-      size_t used = capture_->feed(*model_, buf_.data(), (size_t)got);
-      if (used == 0 || (size_t)got < want) break;
-    }
-  }
+  size_t PollCapture() { return pollCapture(o_); }
 
   // Where opening time went (for test/bench/reader): read+decode vs pairing/series.
   Napi::Value Timings(const Napi::CallbackInfo& info) {
     Json j;
-    j.open('{').kv("decodeNs", decodeNs_).kv("deriveNs", deriveNs_).kv("decodeCpuNs", decodeCpuNs_).kv("deriveCpuNs", deriveCpuNs_).close('}');
+    j.open('{').kv("decodeNs", o_.decodeNs).kv("deriveNs", o_.deriveNs).kv("decodeCpuNs", o_.decodeCpuNs).kv("deriveCpuNs", o_.deriveCpuNs).close('}');
     return Str(info.Env(), j.s);
   }
 
   Model& M(Napi::Env env) {
-    if (!model_) throw Napi::Error::New(env, "this model was closed");
-    return *model_;
+    if (!o_.model) throw Napi::Error::New(env, "this model was closed");
+    return *o_.model;
   }
   static int Dev(const Napi::CallbackInfo& info, size_t i) { return info.Length() > i && info[i].IsNumber() ? info[i].As<Napi::Number>().Int32Value() : 0; }
   static double Num(const Napi::CallbackInfo& info, size_t i, double fallback) {
@@ -202,6 +262,7 @@ class Handle : public Napi::ObjectWrap<Handle> {
   Napi::Value Problems(const Napi::CallbackInfo& info) {
     Model& m = M(info.Env());
     std::string json = problemsJson(m);
+    CaptureDecoder* capture_ = o_.capture.get();
     if (capture_ && !capture_->damaged() && capture_->pendingBytes() > 0 && !m.ended) {
       // A record still being written (live) or cut off by a crash: say which, as far as we can tell.
       Json j;
@@ -262,29 +323,67 @@ class Handle : public Napi::ObjectWrap<Handle> {
     return Napi::Number::New(info.Env(), (double)n);
   }
   Napi::Value Close(const Napi::CallbackInfo& info) {
-    model_.reset();
-    capture_.reset();
+    o_.model.reset();
+    o_.capture.reset();
     return info.Env().Undefined();
   }
 
-  std::string path_;
-  std::unique_ptr<Model> model_;
-  std::unique_ptr<CaptureDecoder> capture_;
-  std::vector<uint8_t> buf_;
-  int64_t decodeNs_ = 0, deriveNs_ = 0, decodeCpuNs_ = 0, deriveCpuNs_ = 0;
-  // CPU time of this thread: on a busy machine wall time measures the neighbours, not the reader.
-  static int64_t threadCpuNs() {
-    timespec ts{};
-    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
-    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+  Opened o_;
+};
+
+// Note [Async open]: openAsync(path) reads and models the file on a libuv worker thread, so the
+// extension host's event loop keeps running (VS Code stays responsive and the panel paints its frame
+// while a 10 M-event pickle is read); the promise resolves to a ModelHandle like `new ModelHandle(path)`
+// gives, or rejects with the same message. The model is only touched by the worker until resolution,
+// then only by the JS thread.
+class OpenWorker : public Napi::AsyncWorker {
+ public:
+  OpenWorker(Napi::Env env, std::string path) : Napi::AsyncWorker(env, "gpumemOpen"), deferred_(Napi::Promise::Deferred::New(env)) {
+    o_.path = std::move(path);
   }
+  Napi::Promise Promise() { return deferred_.Promise(); }
+
+ protected:
+  void Execute() override {
+    try {
+      openInto(o_);
+    } catch (const std::exception& e) {
+      SetError(e.what());
+    } catch (...) {
+      SetError("cannot read " + o_.path + ": unexpected failure in the reader");
+    }
+  }
+  void OnOK() override {
+    Napi::Env env = Env();
+    try {
+      Napi::FunctionReference* ctor = env.GetInstanceData<Napi::FunctionReference>();
+      Napi::Object h = ctor->New({Napi::External<Opened>::New(env, &o_)});
+      deferred_.Resolve(h);
+    } catch (const Napi::Error& e) {
+      deferred_.Reject(e.Value());
+    }
+  }
+  void OnError(const Napi::Error& e) override { deferred_.Reject(e.Value()); }
+
+ private:
+  Napi::Promise::Deferred deferred_;
+  Opened o_;
 };
 
 }  // namespace gpumem
 
 static Napi::Object Init(Napi::Env env, Napi::Object exports) {
   Napi::Function ctor = gpumem::Handle::Define(env);
+  env.SetInstanceData<Napi::FunctionReference>(new Napi::FunctionReference(Napi::Persistent(ctor)));
   exports.Set("ModelHandle", ctor);
+  exports.Set("openAsync", Napi::Function::New(env, [](const Napi::CallbackInfo& info) -> Napi::Value {
+                Napi::Env env = info.Env();
+                if (info.Length() < 1 || !info[0].IsString()) throw Napi::TypeError::New(env, "openAsync(path): path must be a string");
+                auto* w = new gpumem::OpenWorker(env, info[0].As<Napi::String>().Utf8Value());
+                Napi::Promise p = w->Promise();
+                w->Queue();
+                return p;
+              }));
   exports.Set("isUserPath", Napi::Function::New(env, [](const Napi::CallbackInfo& info) {
                 return Napi::Boolean::New(info.Env(), info.Length() > 0 && info[0].IsString() &&
                                                           gpumem::isUserPath(info[0].As<Napi::String>().Utf8Value()));

@@ -1,8 +1,14 @@
 #include "pickle_reader.h"
 
-#include <cstdlib>
 #include <algorithm>
+#include <chrono>
+#include <cstdlib>
 #include <cstring>
+#include <atomic>
+#include <iterator>
+#include <sys/mman.h>
+#include <thread>
+#include <unistd.h>
 
 namespace gpumem {
 
@@ -75,6 +81,58 @@ std::string decodeRawUnicodeEscape(std::string_view s) {
   return out;
 }
 
+// Note [Prefaulting]: a 10 M-event pickle fills ~1.5 GB of fresh memory (values, items, containers);
+// with 4 KiB pages half of the parse was the kernel's page-fault path. A helper thread asks the kernel to
+// map each buffer's next slice (MADV_POPULATE_WRITE: populates without writing, so it never races with
+// the parser's stores) a little ahead of the parser, taking that cost off the parsing core. Without
+// the flag (kernels before 5.14) madvise fails and the parser faults pages in itself, as before.
+class Prefaulter {
+ public:
+  struct Range {
+    uintptr_t begin, end;
+  };
+  Prefaulter(std::vector<Range> ranges, size_t inputSize) : ranges_(std::move(ranges)), input_(inputSize) {
+#ifdef MADV_POPULATE_WRITE
+    if (inputSize >= (32u << 20) && std::thread::hardware_concurrency() > 1) thread_ = std::thread([this] { run(); });
+#endif
+  }
+  ~Prefaulter() {
+    stop_.store(true, std::memory_order_relaxed);
+    if (thread_.joinable()) thread_.join();
+  }
+  // The parser's position in the input; slices up to a little ahead of it get populated.
+  void progress(size_t pos) { pos_.store(pos, std::memory_order_relaxed); }
+
+ private:
+  static constexpr size_t kSlices = 512, kAhead = 8;
+  void run() {
+#ifdef MADV_POPULATE_WRITE
+    const uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE);
+    for (size_t k = 0; k < kSlices && !stop_.load(std::memory_order_relaxed); k++) {
+      // Wait until the parser is within kAhead slices of slice k.
+      while (!stop_.load(std::memory_order_relaxed) && (pos_.load(std::memory_order_relaxed) * kSlices) / input_ + kAhead < k)
+        std::this_thread::sleep_for(std::chrono::microseconds(500));
+      for (const Range& r : ranges_) {
+        uintptr_t len = r.end - r.begin;
+        uintptr_t a = (r.begin + len * k / kSlices) & ~(page - 1), b = (r.begin + len * (k + 1) / kSlices) & ~(page - 1);
+        if (a < r.begin) a += page;
+        if (b > a && madvise((void*)a, b - a, MADV_POPULATE_WRITE) != 0) { if (getenv("GPUMEM_READER_TIMINGS")) perror("madvise"); return; }  // unsupported: give up quietly
+      }
+    }
+#endif
+  }
+  std::vector<Range> ranges_;
+  size_t input_;
+  std::atomic<size_t> pos_{0};
+  std::atomic<bool> stop_{false};
+  std::thread thread_;
+};
+
+template <typename T>
+Prefaulter::Range rangeOf(const std::vector<T>& v) {
+  return {(uintptr_t)v.data(), (uintptr_t)(v.data() + v.capacity())};
+}
+
 }  // namespace
 
 PickleTree::PickleTree(const uint8_t* data, size_t size, PickleLimits limits)
@@ -122,7 +180,7 @@ double PickleTree::asNumber(uint32_t i, double fallback) const {
 
 uint32_t PickleTree::get(uint32_t dict, std::string_view key) const {
   if (at(dict).type != PType::Dict) return kNone;
-  const auto& kv = containers_[values_[dict].aux];
+  const ItemSpan kv = items(dict);
   // Later keys win, like Python's dict built by SETITEMS.
   for (size_t j = kv.size(); j >= 2; j -= 2) {
     uint32_t k = kv[j - 2];
@@ -142,14 +200,48 @@ uint32_t PickleTree::newContainer(PType t) {
   return push(PValue{t, false, (uint32_t)(containers_.size() - 1), 0});
 }
 
+void PickleTree::appendItems(uint32_t cont, const uint32_t* items, size_t n) {
+  if (n == 0) return;
+  Cont& c = containers_[cont];
+  size_t need = (size_t)c.len + n;
+  if (need > limits_.maxContainerItems || need > UINT32_MAX) throw PickleError("a container in the pickle is larger than the reader's limit", 0);
+  if (need <= c.cap) {
+    std::copy(items, items + n, arena_.begin() + (ptrdiff_t)(c.off + c.len));
+  } else if (c.off + c.cap == arena_.size() && c.cap > 0) {
+    // At the arena's end: grow in place.
+    arena_.insert(arena_.end(), items + (c.cap - c.len), items + n);
+    std::copy(items, items + (c.cap - c.len), arena_.begin() + (ptrdiff_t)(c.off + c.len));
+    c.cap = (uint32_t)need;
+  } else {
+    // A first fill takes exactly what it needs; a later growth moves with room to double.
+    size_t cap = c.len == 0 ? need : std::max(need, (size_t)c.len * 2);
+    if (cap > UINT32_MAX) cap = UINT32_MAX;
+    uint64_t off = arena_.size();
+    arena_.resize(arena_.size() + cap);
+    std::copy(arena_.begin() + (ptrdiff_t)c.off, arena_.begin() + (ptrdiff_t)(c.off + c.len), arena_.begin() + (ptrdiff_t)off);
+    std::copy(items, items + n, arena_.begin() + (ptrdiff_t)(off + c.len));
+    c.off = off;
+    c.cap = (uint32_t)cap;
+  }
+  c.len = (uint32_t)need;
+}
+
 void PickleTree::parse() {
   // Snapshot pickles hold about one value per 15 bytes and one container per 100 (measured on the
   // fixtures); sizing once avoids re-moving millions of entries while they grow.
   values_.reserve(std::min<size_t>(size_ / 12 + 16, limits_.maxValues));
-  containers_.reserve(size_ / 80 + 16);
+  containers_.reserve(size_ / 64 + 16);
+  arena_.reserve(size_ / 4 + 16);
   std::vector<uint32_t> stack;
   std::vector<size_t> marks;
   std::vector<uint32_t> memo;
+  memo.reserve(size_ / 64 + 16);
+  // The estimates above are generous: populate what a snapshot pickle typically fills (Note [Prefaulting]).
+  Prefaulter prefault({{(uintptr_t)values_.data(), (uintptr_t)(values_.data() + size_ / 18)},
+                       {(uintptr_t)arena_.data(), (uintptr_t)(arena_.data() + size_ / 5)},
+                       rangeOf(containers_)},
+                      size_);
+  size_t reported = 0;
   size_t pos = 0;
   size_t opStart = 0;
 
@@ -213,7 +305,23 @@ void PickleTree::parse() {
     owned_.push_back(std::move(s));
     pushStack(push(PValue{PType::Str, true, (uint32_t)(owned_.size() - 1), 0}));
   };
-  auto intValue = [&](int64_t x) { pushStack(push(PValue{PType::Int, false, 0, (uint64_t)x})); };
+  // Immutable scalars are shared: one node per small integer and for None/True/False (a trace entry's
+  // stream, line numbers, flags), which a tree of plain values cannot tell apart from copies.
+  uint32_t smallInts[256];
+  std::fill(std::begin(smallInts), std::end(smallInts), kNone);
+  uint32_t constNodes[3] = {kNone, kNone, kNone};
+  auto intValue = [&](int64_t x) {
+    if (x >= 0 && x < 256) {
+      uint32_t& n = smallInts[x];
+      if (n == kNone) n = push(PValue{PType::Int, false, 0, (uint64_t)x});
+      return pushStack(n);
+    }
+    pushStack(push(PValue{PType::Int, false, 0, (uint64_t)x}));
+  };
+  auto constValue = [&](int k, PValue v) {
+    if (constNodes[k] == kNone) constNodes[k] = push(v);
+    pushStack(constNodes[k]);
+  };
   auto longBytes = [&](size_t n) {
     const uint8_t* p = rd(n);
     if (n == 0) return intValue(0);
@@ -268,17 +376,19 @@ void PickleTree::parse() {
     if (idx >= memo.size() || memo[idx] == kNone) fail("malformed pickle: memo key " + std::to_string(idx) + " not found");
     pushStack(memo[idx]);
   };
-  auto container = [&](uint32_t v, PType want, const char* op) -> std::vector<uint32_t>& {
+  auto container = [&](uint32_t v, PType want, const char* op) -> uint32_t {
     if (values_[v].type != want)
       fail(std::string("malformed pickle: ") + op + " on a value that is not a " +
            (want == PType::Dict ? "dict" : "list"));
-    return containers_[values_[v].aux];
+    return values_[v].aux;
+  };
+  auto fillFromStack = [&](uint32_t v, size_t from) {
+    appendItems(values_[v].aux, stack.data() + from, stack.size() - from);
+    stack.resize(from);
   };
   auto tupleFrom = [&](size_t from) {
     uint32_t t = newContainer(PType::Tuple);
-    auto& c = containers_[values_[t].aux];
-    c.assign(stack.begin() + from, stack.end());
-    stack.resize(from);
+    fillFromStack(t, from);
     pushStack(t);
   };
   auto checkItems = [&](size_t n) {
@@ -287,6 +397,7 @@ void PickleTree::parse() {
 
   while (true) {
     opStart = pos;
+    if (pos - reported >= (1u << 20)) prefault.progress(reported = pos);
     if (pos >= size_)
       throw PickleError("the pickle ends at byte " + std::to_string(size_) +
                             " without a STOP opcode; the file is truncated (was it still being written?)",
@@ -326,8 +437,7 @@ void PickleTree::parse() {
       case 'l': {  // LIST
         size_t m = popMark();
         uint32_t l = newContainer(PType::List);
-        containers_[values_[l].aux].assign(stack.begin() + m, stack.end());
-        stack.resize(m);
+        fillFromStack(l, m);
         pushStack(l);
         break;
       }
@@ -335,43 +445,42 @@ void PickleTree::parse() {
         size_t m = popMark();
         if ((stack.size() - m) % 2) fail("malformed pickle: DICT with an odd number of items");
         uint32_t d = newContainer(PType::Dict);
-        containers_[values_[d].aux].assign(stack.begin() + m, stack.end());
-        stack.resize(m);
+        fillFromStack(d, m);
         pushStack(d);
         break;
       }
       case 's': {  // SETITEM
         uint32_t v = pop(), k = pop();
-        auto& c = container(top(), PType::Dict, "SETITEM");
-        checkItems(c.size() + 2);
-        c.push_back(k);
-        c.push_back(v);
+        uint32_t c = container(top(), PType::Dict, "SETITEM");
+        checkItems(containers_[c].len + 2);
+        const uint32_t kv[2] = {k, v};
+        appendItems(c, kv, 2);
         break;
       }
       case 'u': {  // SETITEMS
         size_t m = popMark();
         if ((stack.size() - m) % 2) fail("malformed pickle: SETITEMS with an odd number of items");
         if (m == 0) fail("malformed pickle: SETITEMS without a dict");
-        auto& c = container(stack[m - 1], PType::Dict, "SETITEMS");
-        checkItems(c.size() + stack.size() - m);
-        c.insert(c.end(), stack.begin() + m, stack.end());
+        uint32_t c = container(stack[m - 1], PType::Dict, "SETITEMS");
+        checkItems(containers_[c].len + stack.size() - m);
+        appendItems(c, stack.data() + m, stack.size() - m);
         stack.resize(m);
         break;
       }
       case 'a': {  // APPEND
         uint32_t v = pop();
-        auto& c = container(top(), PType::List, "APPEND");
-        checkItems(c.size() + 1);
-        c.push_back(v);
+        uint32_t c = container(top(), PType::List, "APPEND");
+        checkItems(containers_[c].len + 1);
+        appendItems(c, &v, 1);
         break;
       }
       case 'e':      // APPENDS
       case 0x90: {   // ADDITEMS (sets are kept as lists)
         size_t m = popMark();
         if (m == 0) fail("malformed pickle: APPENDS without a list");
-        auto& c = container(stack[m - 1], PType::List, op == 'e' ? "APPENDS" : "ADDITEMS");
-        checkItems(c.size() + stack.size() - m);
-        c.insert(c.end(), stack.begin() + m, stack.end());
+        uint32_t c = container(stack[m - 1], PType::List, op == 'e' ? "APPENDS" : "ADDITEMS");
+        checkItems(containers_[c].len + stack.size() - m);
+        appendItems(c, stack.data() + m, stack.size() - m);
         stack.resize(m);
         break;
       }
@@ -404,9 +513,9 @@ void PickleTree::parse() {
         pushStack(push(PValue{PType::Float, false, 0, bits}));
         break;
       }
-      case 'N': pushStack(push(PValue{PType::None, false, 0, 0})); break;
-      case 0x88: pushStack(push(PValue{PType::Bool, true, 0, 0})); break;
-      case 0x89: pushStack(push(PValue{PType::Bool, false, 0, 0})); break;
+      case 'N': constValue(0, PValue{PType::None, false, 0, 0}); break;
+      case 0x88: constValue(1, PValue{PType::Bool, true, 0, 0}); break;
+      case 0x89: constValue(2, PValue{PType::Bool, false, 0, 0}); break;
       case 'X': strValue((size_t)le(4), PType::Str); break;
       case 0x8c: strValue((size_t)le(1), PType::Str); break;
       case 0x8d: strValue((size_t)le(8), PType::Str); break;

@@ -6,7 +6,11 @@
 // 1 M-event trace cost one hash lookup per event instead of one per frame.
 #include "snapshot_import.h"
 
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
+#include <new>
 #include <unordered_map>
 
 #include "pickle_emit.h"
@@ -19,39 +23,57 @@ namespace {
 struct Importer {
   const PickleTree& t;
   Model& m;
-  std::unordered_map<uint32_t, uint32_t> strCache, frameCache, stackCache;
+  // Note [Node caches]: what a tree node became (string id, frame id, stack id, or key kind), indexed by
+  // node: a node is one string, one frame dict or one frame list, so one table serves all three. A
+  // 10 M-event trace asks ~12 times per entry; a flat table answers without hashing. Zeroed pages
+  // from calloc cost nothing until touched, and memoised nodes (the ones asked again) are few.
+  struct NodeTable {
+    uint32_t* p = nullptr;
+    size_t n = 0;
+    explicit NodeTable(size_t count) : p(static_cast<uint32_t*>(calloc(count ? count : 1, sizeof(uint32_t)))), n(count) {
+      if (!p) throw std::bad_alloc();
+    }
+    ~NodeTable() { free(p); }
+    NodeTable(const NodeTable&) = delete;
+    NodeTable& operator=(const NodeTable&) = delete;
+    // 0 = not cached yet; otherwise value + 1.
+    uint32_t get(uint32_t node) const { return node < n ? p[node] : 0; }
+    void set(uint32_t node, uint32_t v) {
+      if (node < n) p[node] = v + 1;
+    }
+  };
+  NodeTable cache;  // str/frame/stack ids
+  NodeTable keyKinds;  // TraceKey + 2 (1 = not a trace key)
 
-  Importer(const PickleTree& tree, Model& model) : t(tree), m(model) {}
+  Importer(const PickleTree& tree, Model& model) : t(tree), m(model), cache(tree.valueCount()), keyKinds(tree.valueCount()), actionKinds(tree.valueCount()) {}
 
   uint32_t str(uint32_t node) {
     if (node == PickleTree::kNone || !t.isStr(node)) return 0;
-    auto it = strCache.find(node);
-    if (it != strCache.end()) return it->second;
+    if (uint32_t c = cache.get(node)) return c - 1;
     uint32_t id = m.intern(t.str(node));
-    strCache.emplace(node, id);
+    cache.set(node, id);
     return id;
   }
 
   uint32_t frame(uint32_t node) {
-    auto it = frameCache.find(node);
-    if (it != frameCache.end()) return it->second;
+    if (uint32_t c = cache.get(node)) return c - 1;
     uint32_t id = m.internFrame(str(t.get(node, "filename")), str(t.get(node, "name")),
                                 (uint32_t)t.asInt(t.get(node, "line"), 0));
-    frameCache.emplace(node, id);
+    cache.set(node, id);
     return id;
   }
 
+  std::vector<uint32_t> frameIds;
   uint32_t stack(uint32_t framesNode) {
     if (framesNode == PickleTree::kNone) return 0;
     PType ty = t.at(framesNode).type;
     if (ty != PType::List && ty != PType::Tuple) return 0;
-    auto it = stackCache.find(framesNode);
-    if (it != stackCache.end()) return it->second;
-    std::vector<uint32_t> ids;
+    if (uint32_t c = cache.get(framesNode)) return c - 1;
+    frameIds.clear();
     for (uint32_t f : t.items(framesNode))
-      if (t.at(f).type == PType::Dict) ids.push_back(frame(f));
-    uint32_t id = m.internStack(ids, false);
-    stackCache.emplace(framesNode, id);
+      if (t.at(f).type == PType::Dict) frameIds.push_back(frame(f));
+    uint32_t id = m.internStack(frameIds, false);
+    cache.set(framesNode, id);
     return id;
   }
 
@@ -60,17 +82,23 @@ struct Importer {
   }
 
   enum TraceKey { K_ACTION, K_ADDR, K_SIZE, K_STREAM, K_TIME, K_FRAMES, K_COMPILE_CONTEXT, K_USER_METADATA, K_DEVICE_FREE, K_COUNT };
-  std::unordered_map<uint32_t, int> keyCache;
   int keyKind(uint32_t node) {
-    auto it = keyCache.find(node);
-    if (it != keyCache.end()) return it->second;
+    if (uint32_t c = keyKinds.get(node)) return (int)c - 2;
     static const char* const names[K_COUNT] = {"action", "addr", "size", "stream", "time_us", "frames", "compile_context", "user_metadata", "device_free"};
     int kind = -1;
     if (t.isStr(node))
       for (int k = 0; k < K_COUNT; k++)
         if (t.str(node) == names[k]) kind = k;
-    keyCache.emplace(node, kind);
+    keyKinds.set(node, (uint32_t)(kind + 1));
     return kind;
+  }
+  // Action of an action string node (memoised by pickle: one node per action name), cached the same way.
+  NodeTable actionKinds;
+  int actionNode(uint32_t node) {
+    if (uint32_t c = actionKinds.get(node)) return (int)c - 2;
+    int act = t.isStr(node) ? actionOf(t.str(node)) : -1;
+    actionKinds.set(node, (uint32_t)(act + 1));
+    return act;
   }
 
   static int actionOf(std::string_view a) {
@@ -164,7 +192,7 @@ struct Importer {
         if (kind >= 0) f[kind] = kv[k + 1];
       }
       uint32_t an = f[K_ACTION];
-      int act = t.isStr(an) ? actionOf(t.str(an)) : -1;
+      int act = actionNode(an);
       if (act < 0) {
         skipped++;
         continue;
@@ -266,8 +294,24 @@ const char* typeName(PType t) {
 
 }  // namespace
 
+namespace {
+// GPUMEM_READER_TIMINGS=1: phase times of each import on stderr (profiling aid, off by default).
+struct PhaseTimer {
+  bool on = getenv("GPUMEM_READER_TIMINGS") != nullptr;
+  std::chrono::steady_clock::time_point last = std::chrono::steady_clock::now();
+  void lap(const char* what) {
+    if (!on) return;
+    auto now = std::chrono::steady_clock::now();
+    fprintf(stderr, "gpumem reader: %-8s %8.1f ms\n", what, std::chrono::duration<double, std::milli>(now - last).count());
+    last = now;
+  }
+};
+}  // namespace
+
 void importSnapshot(Model& m, const uint8_t* data, size_t size) {
+  PhaseTimer timer;
   PickleTree tree(data, size);
+  timer.lap("parse");
   Importer im(tree, m);
   uint32_t root = tree.root();
   m.format = "pytorch-pickle";
@@ -325,7 +369,9 @@ void importSnapshot(Model& m, const uint8_t* data, size_t size) {
     d.startAllocated = alloc;
     d.startReserved = res;
   }
+  timer.lap("import");
   m.derive();
+  timer.lap("derive");
 }
 
 }  // namespace gpumem

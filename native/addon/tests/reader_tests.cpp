@@ -75,6 +75,27 @@ int main() {
     CHECK(a == bb);
     CHECK(t.items(a).size() == 1 && t.asInt(t.items(a)[0]) == 1);
   });
+  run("item arena: lists grown alternately keep their own items in order", [] {
+    // A = [], B = []; A.append(1); B.append(2); A += [3, 4]; B += [5, 6, 7]; A.append(300); d = {}; d['k'] = A
+    // → (A, B, d): each growth of one list lands after the other's items in the arena (Note [Item arena]).
+    static const char raw[] = "\x80\x02]q\x00]q\x01" "h\x00K\x01" "a0" "h\x01K\x02" "a0" "h\x00(K\x03K\x04" "e0"
+                              "h\x01(K\x05K\x06K\x07" "e0" "h\x00M\x2c\x01" "a0" "}q\x02" "X\x01\x00\x00\x00" "kh\x00" "s" "\x87.";
+    std::string p(raw, sizeof raw - 1);
+    auto b = bytes(p);
+    PickleTree t(b.data(), b.size());
+    const auto& top = t.items(t.root());
+    CHECK(top.size() == 3);
+    auto ints = [&](uint32_t n) {
+      std::vector<int64_t> v;
+      for (uint32_t x : t.items(n)) v.push_back(t.asInt(x));
+      return v;
+    };
+    CHECK((ints(top[0]) == std::vector<int64_t>{1, 3, 4, 300}));
+    CHECK((ints(top[1]) == std::vector<int64_t>{2, 5, 6, 7}));
+    CHECK(t.get(top[2], "k") == top[0]);
+    // Small integers are shared nodes: equal values, one node.
+    CHECK(t.items(top[0])[0] != t.items(top[1])[0] && t.asInt(t.items(top[0])[0]) == 1);
+  });
   run("floats, tuples, booleans, None and raw-unicode-escape text", [] {
     // [1.5, (True, False, None), 'A\u00e9'] — BINFLOAT is big-endian; UNICODE is protocol-0 text
     std::string p = std::string("\x80\x02](G\x3f\xf8\x00\x00\x00\x00\x00\x00", 13) + "\x88\x89N\x87" + "VA\\u00e9\n" + "e.";

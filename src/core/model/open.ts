@@ -49,6 +49,8 @@ export interface NativeHandle {
 
 interface NativeAddon {
   ModelHandle: new (path: string) => NativeHandle;
+  /** reads the file on a worker thread (Note [Async open] in native/addon/src/addon.cpp) */
+  openAsync(path: string): Promise<NativeHandle>;
   isUserPath(path: string): boolean;
 }
 
@@ -78,6 +80,16 @@ export function loadAddon(): NativeAddon {
 /** Opens a capture (.gpumem) or a PyTorch snapshot pickle; throws an Error that says what to do next. */
 export function openModel(file: string): Model {
   const handle = new (loadAddon().ModelHandle)(file);
+  return new NativeModel(file, handle);
+}
+
+/**
+ * Like openModel, but the native reader parses the file on a worker thread: the caller's event loop keeps
+ * running meanwhile (the extension host stays responsive while a 10 M-event pickle is read). Rejects with
+ * the same actionable Error openModel throws.
+ */
+export async function openModelAsync(file: string): Promise<Model> {
+  const handle = await loadAddon().openAsync(file);
   return new NativeModel(file, handle);
 }
 

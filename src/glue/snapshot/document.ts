@@ -2,7 +2,7 @@
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import * as vscode from 'vscode';
-import { openModel } from '../../core/model/open';
+import { openModelAsync } from '../../core/model/open';
 import type { Model } from '../../core/model/types';
 
 export class SnapshotDocument implements vscode.CustomDocument {
@@ -16,13 +16,21 @@ export class SnapshotDocument implements vscode.CustomDocument {
     private readonly scratch: vscode.Uri,
   ) {}
 
-  /** The model, read on first use (reading is synchronous in the addon; callers show "loading" first). */
+  /** The model, read on first use, off the extension host's thread (callers show "loading" meanwhile). */
   load(): Promise<Model> {
-    this.loaded ??= loadModel(this.uri, this.scratch).then((m) => (this.model = m));
+    this.loaded ??= loadModel(this.uri, this.scratch).then((m) => {
+      // Closed while the worker was still reading: nobody will use (or close) this model.
+      if (this.disposed) m.close();
+      else this.model = m;
+      return m;
+    });
     return this.loaded;
   }
 
+  private disposed = false;
+
   dispose(): void {
+    this.disposed = true;
     this.annotations?.dispose();
     this.annotations = undefined;
     this.model?.close();
@@ -46,7 +54,6 @@ export async function loadModel(uri: vscode.Uri, scratch: vscode.Uri): Promise<M
   } else if (!fs.existsSync(file)) {
     throw new Error(`${file} does not exist.`);
   }
-  // Let the "loading" message reach the webview before the (synchronous) read blocks the extension host.
-  await new Promise((resolve) => setImmediate(resolve));
-  return await openModel(file);
+  // The reader parses on a worker thread: the extension host keeps answering (and the page keeps painting).
+  return await openModelAsync(file);
 }

@@ -39,6 +39,9 @@ export class SnapshotPanelHost implements vscode.Disposable {
       }),
       panel.onDidDispose(() => this.dispose()),
     );
+    // Start reading now, while the page loads (the read runs on a worker thread); the first message
+    // from the page then finds the model ready or nearly so. Failures are reported by ensureSession.
+    void doc.load().catch(() => undefined);
   }
 
   private post(messages: SnapshotHostMessage[]): void {
