@@ -1,6 +1,8 @@
 #include "model.h"
 
 #include <cstring>
+#include <sys/mman.h>
+#include <unistd.h>
 
 namespace gpumem {
 
@@ -38,6 +40,16 @@ uint32_t Model::internStack(const std::vector<uint32_t>& frameIds, bool backward
   stacks.push_back(s);
   stackIds.emplace(std::move(key), id);
   return id;
+}
+
+void prefaultSpare(void* begin, size_t bytes) {
+#ifdef MADV_POPULATE_WRITE
+  const uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE);
+  uintptr_t a = ((uintptr_t)begin + page - 1) & ~(page - 1), b = ((uintptr_t)begin + bytes) & ~(page - 1);
+  if (b > a) (void)madvise((void*)a, b - a, MADV_POPULATE_WRITE);
+#else
+  (void)begin, (void)bytes;
+#endif
 }
 
 DeviceData& Model::device(int index) {

@@ -79,6 +79,9 @@ class PickleTree {
   double asNumber(uint32_t i, double fallback = 0) const;
   // Dict lookup by string key (linear: snapshot dicts have ≤ 15 keys). Returns UINT32_MAX when absent.
   uint32_t get(uint32_t dict, std::string_view key) const;
+  // Returns the tree's big buffers' pages to the kernel in small steps before the tree is destroyed
+  // (Note [Gentle release] in pickle_reader.cpp). The tree must not be read afterwards.
+  void dropPages();
   static constexpr uint32_t kNone = UINT32_MAX;
   static inline const PValue kNoneValue{PType::None, false, 0, 0};
 

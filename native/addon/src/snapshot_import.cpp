@@ -10,7 +10,10 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <memory>
 #include <new>
+#include <system_error>
+#include <thread>
 #include <unordered_map>
 
 #include "pickle_emit.h"
@@ -177,6 +180,7 @@ struct Importer {
       }
     if (!anyTime && !items.empty())
       m.problems.push_back(Problem{0, "this snapshot's trace has no time_us (PyTorch before 2.2?): event numbers are used as times"});
+    d.reserve(d.count() + items.size());
     uint32_t naId = m.intern("N/A");
     size_t skipped = 0;
     int64_t lastT = 0;
@@ -310,9 +314,11 @@ struct PhaseTimer {
 
 void importSnapshot(Model& m, const uint8_t* data, size_t size) {
   PhaseTimer timer;
-  PickleTree tree(data, size);
+  auto treePtr = std::make_unique<PickleTree>(data, size);
+  PickleTree& tree = *treePtr;
   timer.lap("parse");
-  Importer im(tree, m);
+  auto imPtr = std::make_unique<Importer>(tree, m);
+  Importer& im = *imPtr;
   uint32_t root = tree.root();
   m.format = "pytorch-pickle";
   if (tree.at(root).type == PType::List) {
@@ -372,6 +378,20 @@ void importSnapshot(Model& m, const uint8_t* data, size_t size) {
   timer.lap("import");
   m.derive();
   timer.lap("derive");
+  // The tree of a big pickle is ~1.5 GB of pages; returning them to the kernel takes ~0.25 s, which the
+  // open need not wait for: a detached thread frees it (its destructor reads neither the input bytes nor
+  // the model; freeing it while derive() faults in its columns made both slower, hence after).
+  if (tree.valueCount() > (1u << 22)) {
+    try {
+      std::thread([t = std::move(treePtr), i = std::move(imPtr)]() mutable {
+        i.reset();
+        t->dropPages();
+        t.reset();
+      }).detach();
+    } catch (const std::system_error&) {
+      // no thread to be had: freed at the end of this function instead
+    }
+  }
 }
 
 }  // namespace gpumem

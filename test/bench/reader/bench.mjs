@@ -5,7 +5,10 @@
 //      default 10 M): events/s on one core, read+decode and pairing/series separately;
 //   2. time to summarise that capture (open + summary()) and to answer a full-range timeline;
 //   3. the ResNet-50 fixture pickle and a ×K scaled copy (../shared/tools/scale_snapshot.py, default
-//      ×20 ≈ 1.1 M events): open + summary() vs Python's pickle.load of the same file (the ratio).
+//      ×20 ≈ 1.1 M events): open + summary() vs Python's pickle.load of the same file (the ratio);
+//   4. with --big FILE (e.g. a ×180 scaled pickle, 10 M events): open + summary() there too, and the
+//      asynchronous open (openAsync, the reader on a worker thread) with the longest event-loop stall
+//      seen meanwhile — what the extension host feels. GPUMEM_READER_TIMINGS=1 prints the reader's phases.
 //
 // Needs the build (dist/native/gpumem_addon.node, dist/native/libgpumem_allocator.so) and python3.
 // Each measurement runs in a fresh Node process; the best of 3 is reported (the machine may be busy).
@@ -46,6 +49,21 @@ const cpu0 = process.cpuUsage(); const t0 = process.hrtime.bigint();
 const out = (() => { ${body} })();
 const wall = Number(process.hrtime.bigint() - t0) / 1e6; const c = process.cpuUsage(cpu0);
 console.log(JSON.stringify({ ...out, wallMs: wall, cpuMs: (c.user + c.system) / 1000 }));`;
+  return JSON.parse(sh(process.execPath, ['-e', src]));
+}
+
+/** Like inNode, for an async body (`await` allowed); also reports the longest event-loop gap while it ran. */
+function inNodeAsync(body, file) {
+  const src = `const a = require(${JSON.stringify(addon)}); const file = ${JSON.stringify(file)};
+(async () => {
+  let last = performance.now(), maxGapMs = 0;
+  const iv = setInterval(() => { const n = performance.now(); maxGapMs = Math.max(maxGapMs, n - last); last = n; }, 5);
+  const cpu0 = process.cpuUsage(); const t0 = process.hrtime.bigint();
+  const out = await (async () => { ${body} })();
+  const wall = Number(process.hrtime.bigint() - t0) / 1e6; const c = process.cpuUsage(cpu0);
+  clearInterval(iv);
+  console.log(JSON.stringify({ ...out, wallMs: wall, cpuMs: (c.user + c.system) / 1000, maxGapMs }));
+})();`;
   return JSON.parse(sh(process.execPath, ['-e', src]));
 }
 
@@ -123,6 +141,12 @@ if (fs.existsSync(scaleTool)) {
 } else {
   console.log(`skipped the scaled pickle: ${scaleTool} not found (pass --scale-tool)`);
 }
+const bigFile = opt('big', '');
+if (bigFile) {
+  const sync = best(3, () => inNode(`const h = new a.ModelHandle(file); h.summary(); return { events: h.eventCount() };`, bigFile));
+  const asyncOpen = best(3, () => inNodeAsync(`const h = await a.openAsync(file); const ms = Number(process.hrtime.bigint() - t0) / 1e6; h.summary(); return { events: h.eventCount(), openMs: ms };`, bigFile));
+  report.big = { file: path.basename(bigFile), events: sync.events, bytes: fs.statSync(bigFile).size, oursWallMs: sync.wallMs, oursCpuMs: sync.cpuMs, asyncOpenMs: asyncOpen.openMs, asyncWallMs: asyncOpen.wallMs, asyncMaxEventLoopGapMs: asyncOpen.maxGapMs };
+}
 
 const c = report.capture;
 console.log(`\ncapture: ${c.events} events, ${(c.bytes / 2 ** 20).toFixed(0)} MiB`);
@@ -135,5 +159,11 @@ for (const [name, p] of Object.entries({ resnet: report.resnet, scaled: report.s
   if (!p) continue;
   console.log(`${name} pickle: ${p.events} events, ${(p.bytes / 2 ** 20).toFixed(1)} MiB`);
   console.log(`  open + summary   ${fmt(p.oursWallMs)} (CPU ${fmt(p.oursCpuMs)})   python pickle.load ${fmt(p.pythonLoadWallMs)} (CPU ${fmt(p.pythonLoadCpuMs)})   ${p.speedup.toFixed(2)}× faster than pickle.load`);
+}
+if (report.big) {
+  const b = report.big;
+  console.log(`${b.file}: ${b.events} events, ${(b.bytes / 2 ** 20).toFixed(1)} MiB`);
+  console.log(`  open + summary   ${fmt(b.oursWallMs)} (CPU ${fmt(b.oursCpuMs)}, with the prefault thread)`);
+  console.log(`  openAsync        ${fmt(b.asyncOpenMs)} to the resolved promise; longest event-loop stall meanwhile ${fmt(b.asyncMaxEventLoopGapMs)}`);
 }
 console.log('\n' + JSON.stringify(report));
