@@ -48,6 +48,17 @@ struct Importer {
   NodeTable cache;  // str/frame/stack ids
   NodeTable keyKinds;  // TraceKey + 2 (1 = not a trace key)
 
+  struct Prefault {
+    std::vector<std::pair<void*, size_t>> ranges;
+  };
+  std::vector<std::thread> helpers;
+  void joinHelpers() {
+    for (auto& th : helpers)
+      if (th.joinable()) th.join();
+    helpers.clear();
+  }
+  ~Importer() { joinHelpers(); }
+
   Importer(const PickleTree& tree, Model& model) : t(tree), m(model), cache(tree.valueCount()), keyKinds(tree.valueCount()), actionKinds(tree.valueCount()) {}
 
   uint32_t str(uint32_t node) {
@@ -181,6 +192,20 @@ struct Importer {
     if (!anyTime && !items.empty())
       m.problems.push_back(Problem{0, "this snapshot's trace has no time_us (PyTorch before 2.2?): event numbers are used as times"});
     d.reserve(d.count() + items.size());
+    // A helper maps the pages of the event columns (and of the three derive() fills) while this thread
+    // imports (Note [Bulk prefault] in model.h); populating never changes contents, so racing is harmless.
+    size_t total = d.count() + items.size();
+    if (items.size() >= (1u << 20)) {
+      d.link.reserve(total), d.allocated.reserve(total), d.reserved.reserve(total);
+      Prefault pf{d.spareColumns()};
+      try {
+        helpers.emplace_back([pf] {
+          for (const auto& [p, n] : pf.ranges) prefaultSpare(p, n);
+        });
+      } catch (const std::system_error&) {
+        // no thread: derive() faults the pages in itself
+      }
+    }
     uint32_t naId = m.intern("N/A");
     size_t skipped = 0;
     int64_t lastT = 0;
@@ -375,6 +400,7 @@ void importSnapshot(Model& m, const uint8_t* data, size_t size) {
     d.startAllocated = alloc;
     d.startReserved = res;
   }
+  im.joinHelpers();
   timer.lap("import");
   m.derive();
   timer.lap("derive");
