@@ -411,6 +411,9 @@ void importSnapshot(Model& m, const uint8_t* data, size_t size) {
     try {
       std::thread([t = std::move(treePtr), i = std::move(imPtr)]() mutable {
         i.reset();
+        // Not at once: the first queries and the panel's first paint follow the open, and on a 2-core
+        // machine returning 1.5 GB of pages (~0.3 s of kernel time) competed with them.
+        std::this_thread::sleep_for(std::chrono::milliseconds(1500));
         t->dropPages();
         t.reset();
       }).detach();
