@@ -74,7 +74,7 @@ const oneCheck = async (cmd, args, opts) => {
 // Per-test (and per-hook) limits, so a hung browser or server fails its test instead of stalling CI.
 const TEST_TIMEOUT_MS = { unit: 120_000, webview: 120_000, e2e: 300_000 };
 
-async function nodeTests(layer, files, extraArgs = [], env = {}) {
+async function nodeTests(layer, files, extraArgs = [], env = {}, timeoutMs = TEST_TIMEOUT_MS[layer] ?? 120_000) {
   if (!files.length) return { skipped: `no ${layer} tests yet` };
   fs.mkdirSync(OUT, { recursive: true });
   const tap = path.join(OUT, `${layer}.tap`);
@@ -85,7 +85,7 @@ async function nodeTests(layer, files, extraArgs = [], env = {}) {
       '--test',
       '--test-reporter=spec', '--test-reporter-destination=stdout',
       '--test-reporter=tap', `--test-reporter-destination=${tap}`,
-      `--test-timeout=${TEST_TIMEOUT_MS[layer] ?? 120_000}`,
+      `--test-timeout=${timeoutMs}`,
       ...extraArgs,
       ...files,
     ],
@@ -165,7 +165,21 @@ const layers = {
       if (r.code !== 0) return { passed: 0, failed: 1 };
     }
     // One VS Code at a time: each is ~2 GB and the machine may have 2 cores.
-    return nodeTests('e2e', files, ['--test-concurrency=1']);
+    // Note [One retry per E2E file]: a file that fails is run once more in a fresh VS Code, and its second
+    // result is the one that counts. Headless UI timing on two loaded cores occasionally misses a widget
+    // (seen about once in five runs under load); a real regression fails both runs. Every retry is logged.
+    const total = { passed: 0, failed: 0 };
+    for (const file of files) {
+      const label = `e2e-${path.basename(file, '.test.mjs')}`;
+      let r = await nodeTests(label, [file], ['--test-concurrency=1'], {}, TEST_TIMEOUT_MS.e2e);
+      if (r.failed) {
+        console.log(`e2e: ${path.basename(file)} had ${r.failed} failure(s); retrying it once in a fresh VS Code`);
+        r = await nodeTests(`${label}-retry`, [file], ['--test-concurrency=1'], {}, TEST_TIMEOUT_MS.e2e);
+      }
+      total.passed += r.passed;
+      total.failed += r.failed;
+    }
+    return total;
   },
 };
 
