@@ -229,10 +229,11 @@ function drawMarkers(u: uPlot, markers: LiveTrack['markers']): void {
     const text = markerText(m);
     if (!text) continue;
     const w = ctx.measureText(text).width;
-    const row = rowEnds.findIndex((end) => x > end + 4 * px);
-    if (row < 0) continue;
-    // near the right edge the label goes to the left of its line
+    // near the right edge (where a live run's newest markers are) the label goes to the left of its line;
+    // a row is free when the label's own left edge clears what the row already holds
     const tx = x + 3 * px + w > left + width ? x - 3 * px - w : x + 3 * px;
+    const row = rowEnds.findIndex((end) => tx > end + 4 * px);
+    if (row < 0) continue;
     ctx.fillText(text, tx, top + lineHeight * (row + 1));
     rowEnds[row] = Math.max(tx + w, x);
   }
