@@ -6,11 +6,16 @@ import { SnapshotSession } from '../../src/core/snapshot/session.ts';
 import { openWebview } from './harness/index.mjs';
 
 /**
- * @param {import('../../src/core/model/types.ts').Model} model
+ * @param {import('../../src/core/model/types.ts').Model | Promise<import('../../src/core/model/types.ts').Model>} modelOrOpening
+ *   a Model, or the promise of one (openModelAsync): then, as src/glue/snapshot/panelHost.ts does since the
+ *   open became asynchronous, the page's first message gets `loading` until the model is there.
  * @param {{ fileName: string, state?: unknown, viewport?: {width:number,height:number}, theme?: 'dark'|'light' }} o
  */
-export async function openSnapshotPanel(model, o) {
-  const session = new SnapshotSession(model, { fileName: o.fileName });
+export async function openSnapshotPanel(modelOrOpening, o) {
+  let session;
+  const ready = (model) => (session = new SnapshotSession(model, { fileName: o.fileName }));
+  if (typeof modelOrOpening?.then === 'function') void modelOrOpening.then(ready);
+  else ready(modelOrOpening);
   const wv = await openWebview({
     html: (origin) =>
       snapshotPageHtml({
@@ -30,11 +35,16 @@ export async function openSnapshotPanel(model, o) {
   const forEditor = [];
   let seen = 0;
   let stopped = false;
+  let toldLoading = false;
   // The pump: poll what the page posted and answer in order, like webview.onDidReceiveMessage.
   const pump = (async () => {
     while (!stopped) {
       const posted = await wv.page.evaluate(() => window.__posted).catch(() => []);
-      for (; seen < posted.length; seen++) {
+      if (posted.length > seen && !session && !toldLoading) {
+        toldLoading = true; // what SnapshotPanelHost.createSession posts first
+        await wv.send({ type: 'loading', fileName: o.fileName });
+      }
+      for (; session && seen < posted.length; seen++) {
         const answer = session.handle(posted[seen]);
         if (answer) for (const m of answer) await wv.send(m);
         else forEditor.push(posted[seen]);
@@ -44,7 +54,9 @@ export async function openSnapshotPanel(model, o) {
   })();
   return {
     ...wv,
-    session,
+    get session() {
+      return session;
+    },
     forEditor,
     async close() {
       stopped = true;

@@ -16,7 +16,6 @@ const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../../.
 const OUT = path.join(ROOT, '.test-output/bench');
 process.env.GPUMEM_ADDON ||= path.join(ROOT, 'dist/native/gpumem_addon.node');
 const { openModel, openModelAsync } = await import('../../../src/core/model/open.ts');
-const { openSnapshotPanelAsync } = await import('./async-host.mjs');
 
 const args = process.argv.slice(2);
 const opt = (name, dflt) => {
@@ -82,7 +81,7 @@ async function benchAsync(name, file) {
     openedAt = Date.now();
     return m;
   });
-  const wv = await openSnapshotPanelAsync(modelPromise, { fileName: path.basename(file), viewport: { width: 1400, height: 900 }, state: STATE });
+  const wv = await openSnapshotPanel(modelPromise, { fileName: path.basename(file), viewport: { width: 1400, height: 900 }, state: STATE });
   await wv.page.waitForFunction(() => window.__snapshotPanel?.marks.timelinePainted, null, { timeout: 120_000 });
   const marks = await wv.page.evaluate(() => ({ ...window.__snapshotPanel.marks, nav: performance.timing.navigationStart }));
   await wv.screenshot(`bench-${name}-async-first-paint`);
