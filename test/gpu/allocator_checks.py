@@ -26,16 +26,9 @@ ROOT = os.path.dirname(os.path.dirname(HERE))
 DEFAULT_SO = os.path.join(ROOT, "dist", "native", "libgpumem_allocator.so")
 MiB = 1 << 20
 
-HOOKS = (
-    ("set_init_fn", "gpumem_init"),
-    ("set_reset_fn", "gpumem_reset"),
-    ("set_memory_fraction_fn", "gpumem_memory_fraction"),
-    ("set_record_stream_fn", "gpumem_record_stream"),
-    ("set_base_alloc_fn", "gpumem_base_alloc"),
-    ("set_begin_allocate_to_pool", "gpumem_begin_allocate_to_pool"),
-    ("set_end_allocate_to_pool_fn", "gpumem_end_allocate_to_pool"),
-    ("set_release_pool", "gpumem_release_pool"),
-)
+# The same hooks, wired the same way, as the bootstrap (one list: native/python/gpumem/_install.py).
+sys.path.insert(0, os.path.join(ROOT, "native", "python"))
+from gpumem._install import HOOKS  # noqa: E402  (pure Python; imports no torch)
 
 
 def install_lens(so, config):

@@ -18,7 +18,7 @@ from ._where import user_location, warn
 
 # (setter on torch._C._CUDAPluggableAllocator, exported symbol). Pool hooks take C++ types by value
 # with the 2.x signatures; the pre-2.3 stream-pool setters have other signatures and are never wired.
-_HOOKS = (
+HOOKS = (
     ("set_init_fn", "gpumem_init"),
     ("set_reset_fn", "gpumem_reset"),
     ("set_memory_fraction_fn", "gpumem_memory_fraction"),
@@ -92,7 +92,7 @@ def install(torch):
     STATE.native = _native.Allocator(settings.allocator_so)
     pluggable = cuda.memory.CUDAPluggableAllocator(settings.allocator_so, "gpumem_malloc", "gpumem_free")
     hooks = pluggable.allocator()
-    for setter, symbol in _HOOKS:
+    for setter, symbol in HOOKS:
         address = STATE.native.symbol_address(symbol)
         if address and hasattr(hooks, setter):
             getattr(hooks, setter)(address)
