@@ -14,6 +14,26 @@ namespace gpumem::core {
 
 namespace fmt = gpumem::fmt;
 
+namespace {
+// A segment of [addr, addr + size) whose one block spans all of it (fixed and expandable segments start so).
+std::unique_ptr<Segment> new_segment(BlockPool* pool, uint64_t addr, size_t size, Stream stream, uint32_t stack) {
+  auto seg = std::make_unique<Segment>();
+  seg->addr = addr;
+  seg->size = size;
+  seg->stream = stream;
+  seg->pool = pool;
+  seg->stack = stack;
+  Block* b = new Block;
+  b->addr = addr;
+  b->size = size;
+  b->stream = stream;
+  b->pool = pool;
+  b->segment = seg.get();
+  seg->head = b;
+  return seg;
+}
+}  // namespace
+
 DeviceAllocator::DeviceAllocator(int device, Backend& backend, Options options)
     : device_(device), backend_(backend), options_(options), total_(backend.total_memory(device)) {}
 
@@ -117,19 +137,8 @@ Block* DeviceAllocator::alloc_segment(BlockPool* pool, size_t size, Stream strea
   if (limit_ && uint64_t(stats_.reserved_bytes[kAll].current) + alloc_size > limit_) return nullptr;
   uint64_t addr = 0;
   if (!backend_.malloc(device_, alloc_size, capturing(), &addr)) return nullptr;
-  auto seg = std::make_unique<Segment>();
-  seg->addr = addr;
-  seg->size = alloc_size;
-  seg->stream = stream;
-  seg->pool = pool;
-  seg->stack = stack;
-  Block* b = new Block;
-  b->addr = addr;
-  b->size = alloc_size;
-  b->stream = stream;
-  b->pool = pool;
-  b->segment = seg.get();
-  seg->head = b;
+  auto seg = new_segment(pool, addr, alloc_size, stream, stack);
+  Block* b = seg->head;
   add_stats(stats_.segment, pool, 1);
   add_stats(stats_.reserved_bytes, pool, int64_t(alloc_size));
   stats_.num_device_alloc++;
@@ -466,23 +475,11 @@ Segment* DeviceAllocator::expandable_segment(BlockPool* pool, Stream stream, uin
   uint64_t addr = 0;
   // Alignment must be a power of two (cuMemAddressReserve rejects 20 MiB); 2 MiB is the granularity.
   if (!backend_.reserve_address(device_, size, kSmallPage, &addr)) return nullptr;
-  auto seg = std::make_unique<Segment>();
-  seg->addr = addr;
-  seg->size = size;
-  seg->stream = stream;
-  seg->pool = pool;
-  seg->stack = stack;
+  auto seg = new_segment(pool, addr, size, stream, stack);
   seg->expandable = true;
   seg->page = page;
   seg->mapped.assign(size / page, 0);
-  Block* b = new Block;
-  b->addr = addr;
-  b->size = size;
-  b->stream = stream;
-  b->pool = pool;
-  b->segment = seg.get();
-  b->mapped = false;
-  seg->head = b;
+  seg->head->mapped = false;  // the whole range starts as one unmapped block
   Segment* raw = seg.get();
   segments_[addr] = std::move(seg);
   expandable_[{pool, stream}] = raw;
