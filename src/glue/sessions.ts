@@ -100,12 +100,3 @@ export class SessionManager implements vscode.Disposable {
     for (const d of this.disposables) d.dispose();
   }
 }
-
-export function isAlive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch (e) {
-    return (e as NodeJS.ErrnoException).code === 'EPERM';
-  }
-}
