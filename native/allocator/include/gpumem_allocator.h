@@ -70,6 +70,10 @@ int gpumem_notice(const char* text, uint32_t level);
 // this thread's stack, flagged kStackBackward. Nestable (a counter), one per process.
 void gpumem_backward_begin(void);
 void gpumem_backward_end(void);
+// How Python stacks are being captured, as JSON (same length rule as gpumem_stats_json):
+// {"python": bool, "gil_free_walk": bool, "not_gil_free_because": "...", "gil_free_answers": N,
+//  "gil_walks": N, "mismatches": N} — see Note [GIL-free walk] in src/frame_walker.h.
+size_t gpumem_stack_info(char* buf, size_t cap);
 // Flush the writer and append REC_END (idempotent; also runs atexit).
 void gpumem_shutdown(int exit_code);
 

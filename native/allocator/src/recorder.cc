@@ -542,6 +542,16 @@ GPUMEM_REC_API int gpumem_notice(const char* text, uint32_t level) {
   return 0;
 }
 
+GPUMEM_REC_API size_t gpumem_stack_info(char* buf, size_t cap) {
+  std::string j = rec::stacks::info_json();
+  if (buf && cap) {
+    size_t n = std::min(cap - 1, j.size());
+    std::memcpy(buf, j.data(), n);
+    buf[n] = 0;
+  }
+  return j.size();
+}
+
 GPUMEM_REC_API void gpumem_backward_begin(void) { rec::stacks::backward_begin(rec::recording()); }
 GPUMEM_REC_API void gpumem_backward_end(void) { rec::stacks::backward_end(); }
 

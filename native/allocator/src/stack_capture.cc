@@ -4,12 +4,14 @@
 #include <dlfcn.h>
 
 #include <atomic>
+#include <cstdlib>
 #include <cstring>
 #include <mutex>
 #include <string_view>
 #include <unordered_map>
 
 #include "../../format/gpumem_format.h"
+#include "frame_walker.h"
 #include "writer.h"
 
 namespace gpumem::rec::stacks {
@@ -34,6 +36,9 @@ struct Py {
   void (*IncRef)(PyObj*);
   void (*DecRef)(PyObj*);
   void (*Err_Clear)();
+  void* (*GILState_GetThisThreadState)();  // safe without the GIL; for the GIL-free walk only
+  const unsigned long* Version;            // Py_Version (3.11+)
+  const void* FrameType;                   // &PyFrame_Type
   bool ok = false;
 };
 
@@ -58,6 +63,9 @@ Py load_python() {
   GPUMEM_PY(IncRef, "Py_IncRef");
   GPUMEM_PY(DecRef, "Py_DecRef");
   GPUMEM_PY(Err_Clear, "PyErr_Clear");
+  GPUMEM_PY(GILState_GetThisThreadState, "PyGILState_GetThisThreadState");
+  GPUMEM_PY(Version, "Py_Version");
+  GPUMEM_PY(FrameType, "PyFrame_Type");
 #undef GPUMEM_PY
   p.ok = p.IsInitialized && p.IsFinalizing && p.GILState_Ensure && p.GILState_Release && p.ThreadState_Get &&
          p.ThreadState_GetFrame && p.Frame_GetBack && p.Frame_GetCode && p.Frame_GetLineNumber &&
@@ -196,12 +204,89 @@ struct LastCapture {
 };
 std::atomic<uint64_t> g_epoch{1};  // bumped by emit_all_interned(): ids must be re-announced
 
-// Walks the calling thread's frames and interns the stack. Caller holds the GIL. Returns false if the
-// thread has no frames.
-bool walk(uint32_t flags, uint32_t* stack_id) {
+// ---- The GIL-free path (Note [GIL-free walk] in frame_walker.h) --------------------------------
+// A thread's cache of raw key sequences (code objects and instruction offsets, innermost first) that
+// were each checked against the public API once, mapped to their interned stack id. Code objects in it
+// are kept alive by the global tables, so an address always means the same code.
+struct SeqEntry {
+  uint32_t id, flags;
+  std::vector<const void*> codes;
+  std::vector<int> keys;
+};
+struct SeqCache {
+  std::unordered_map<uint64_t, SeqEntry> map;
+  uint64_t epoch = 0;
+};
+constexpr size_t kMaxCachedStacks = 1 << 16;  // per thread; cleared when full (recursion, generated code)
+
+std::atomic<uint64_t> g_fast_hits{0}, g_slow_walks{0}, g_mismatches{0};
+// GPUMEM_GIL_FREE_WALK=0 keeps every capture on the public API (an escape hatch, and the tests'
+// reference for what the GIL-free walk must reproduce).
+const bool g_fast_allowed = [] {
+  const char* e = std::getenv("GPUMEM_GIL_FREE_WALK");
+  return !(e && std::strcmp(e, "0") == 0);
+}();
+std::atomic<bool> g_fast_off{false};  // too many mismatches: the public API only
+std::atomic<int> g_calibrations{0};
+constexpr int kMaxCalibrations = 8;
+std::mutex g_why_mu;
+std::string g_why = "not calibrated yet";
+
+uint64_t seq_hash(uint32_t flags, const void* const* codes, const int* keys, int n) {
+  uint64_t h = 1469598103934665603ull ^ flags;
+  for (int i = 0; i < n; i++) {
+    h = (h ^ reinterpret_cast<uintptr_t>(codes[i])) * 1099511628211ull;
+    h = (h ^ uint32_t(keys[i])) * 1099511628211ull;
+  }
+  return h;
+}
+
+SeqCache& seq_cache() {
+  thread_local SeqCache c;
+  uint64_t e = g_epoch.load(std::memory_order_relaxed);
+  if (c.epoch != e) {
+    c.map.clear();
+    c.epoch = e;
+  }
+  return c;
+}
+
+bool seq_lookup(uint32_t flags, const void* const* codes, const int* keys, int n, uint32_t* id) {
+  SeqCache& c = seq_cache();
+  auto it = c.map.find(seq_hash(flags, codes, keys, n));
+  if (it == c.map.end()) return false;
+  const SeqEntry& e = it->second;
+  if (e.flags != flags || int(e.codes.size()) != n ||
+      std::memcmp(e.codes.data(), codes, sizeof(void*) * size_t(n)) != 0 ||
+      std::memcmp(e.keys.data(), keys, sizeof(int) * size_t(n)) != 0)
+    return false;  // a hash collision: the slow path answers
+  *id = e.id;
+  return true;
+}
+
+void seq_insert(uint32_t flags, const void* const* codes, const int* keys, int n, uint32_t id) {
+  SeqCache& c = seq_cache();
+  if (c.map.size() >= kMaxCachedStacks) c.map.clear();
+  c.map.emplace(seq_hash(flags, codes, keys, n),
+                SeqEntry{id, flags, std::vector<const void*>(codes, codes + n), std::vector<int>(keys, keys + n)});
+}
+
+struct FastFrames {
+  const void* const* codes;
+  const int* keys;
+  int n;
+};
+
+// Walks the calling thread's frames with the public API and interns the stack. Caller holds the GIL.
+// Returns false if the thread has no frames. `fast` (optional): the GIL-free walk of the same moment;
+// when it equals the public walk, its key sequence is cached for GIL-free answers from then on.
+bool walk(uint32_t flags, uint32_t* stack_id, const FastFrames* fast) {
   const Py& p = py();
-  PyObj* f = p.ThreadState_GetFrame(p.ThreadState_Get());
+  void* tstate = p.ThreadState_Get();
+  PyObj* f = p.ThreadState_GetFrame(tstate);
   if (!f) return false;
+  PyObj* innermost = f;
+  p.IncRef(innermost);  // held for calibration below
   PyObj* codes[kMaxFrames];
   int keys[kMaxFrames];
   int n = 0;
@@ -214,6 +299,19 @@ bool walk(uint32_t flags, uint32_t* stack_id) {
     f = back;
   }
   if (f) p.DecRef(f);
+  const void* const* raw = reinterpret_cast<const void* const*>(codes);
+  if (!g_fast_allowed) {
+    std::lock_guard<std::mutex> lk(g_why_mu);
+    g_why = "GPUMEM_GIL_FREE_WALK=0";
+  } else if (!fast::ready() && !fast && p.Version && p.FrameType && p.GILState_GetThisThreadState &&
+      g_calibrations.load(std::memory_order_relaxed) < kMaxCalibrations) {
+    g_calibrations.fetch_add(1);
+    const char* why = nullptr;
+    bool ok = fast::calibrate(tstate, innermost, p.FrameType, *p.Version, fast::PublicFrames{raw, keys, n}, &why);
+    std::lock_guard<std::mutex> lk(g_why_mu);
+    g_why = ok ? "" : why ? why : "unknown";
+  }
+  p.DecRef(innermost);
   thread_local LastCapture last;
   bool same = last.n == n && last.flags == flags && last.epoch == g_epoch.load(std::memory_order_relaxed) &&
               std::memcmp(last.keys, keys, sizeof(int) * size_t(n)) == 0 &&
@@ -248,6 +346,14 @@ bool walk(uint32_t flags, uint32_t* stack_id) {
     std::memcpy(last.keys, keys, sizeof(int) * size_t(n));
     std::memcpy(last.codes, codes, sizeof(void*) * size_t(n));
   }
+  if (fast) {
+    // Cached only when equal: every code object in it is now pinned by the tables above.
+    if (fast->n == n && std::memcmp(fast->codes, raw, sizeof(void*) * size_t(n)) == 0 &&
+        std::memcmp(fast->keys, keys, sizeof(int) * size_t(n)) == 0)
+      seq_insert(flags, fast->codes, fast->keys, n, *stack_id);
+    else if (g_mismatches.fetch_add(1) + 1 >= 1000)
+      g_fast_off.store(true);  // a layout surprise: stop paying for two walks
+  }
   for (int i = 0; i < n; i++) p.DecRef(codes[i]);
   return true;
 }
@@ -261,9 +367,31 @@ uint32_t capture_flags(uint32_t flags, bool* frameless) {
   // A thread must not take the GIL before the interpreter exists or once it is finalizing (it would
   // hang or be terminated inside PyGILState_Ensure).
   if (!p.IsInitialized() || p.IsFinalizing()) return 0;
+  const void* fcodes[kMaxFrames];
+  int fkeys[kMaxFrames];
+  int fn = -1;
+  if (fast::ready() && !g_fast_off.load(std::memory_order_relaxed)) {
+    void* ts = p.GILState_GetThisThreadState();
+    if (!ts) {  // a thread Python never saw (a driver or library thread): no frames, no GIL needed
+      *frameless = true;
+      return 0;
+    }
+    fn = fast::walk(ts, fcodes, fkeys, kMaxFrames);
+    if (fn == 0) {  // autograd's engine threads: frameless, answered without the GIL
+      *frameless = true;
+      return 0;
+    }
+    uint32_t id = 0;
+    if (fn > 0 && seq_lookup(flags, fcodes, fkeys, fn, &id)) {
+      g_fast_hits.fetch_add(1, std::memory_order_relaxed);
+      return id;
+    }
+  }
+  g_slow_walks.fetch_add(1, std::memory_order_relaxed);
+  FastFrames ff{fcodes, fkeys, fn};
   int st = p.GILState_Ensure();
   uint32_t id = 0;
-  bool have = walk(flags, &id);
+  bool have = walk(flags, &id, fn > 0 ? &ff : nullptr);
   p.GILState_Release(st);
   *frameless = !have;
   return id;
@@ -317,6 +445,22 @@ uint32_t stack_flags(uint32_t stack) {
   Tables& t = T();
   std::lock_guard<std::mutex> lk(t.mu);
   return stack < t.stacks.size() ? t.stacks[stack].first : 0;
+}
+
+std::string info_json() {
+  std::string why;
+  {
+    std::lock_guard<std::mutex> lk(g_why_mu);
+    why = g_why;
+  }
+  std::string esc;
+  for (char c : why) esc += (c == '"' || c == '\\') ? ' ' : c;
+  return std::string("{\"python\": ") + (py().ok ? "true" : "false") +
+         ", \"gil_free_walk\": " + (fast::ready() && !g_fast_off.load() ? "true" : "false") +
+         ", \"not_gil_free_because\": \"" + esc + "\"" +
+         ", \"gil_free_answers\": " + std::to_string(g_fast_hits.load()) +
+         ", \"gil_walks\": " + std::to_string(g_slow_walks.load()) +
+         ", \"mismatches\": " + std::to_string(g_mismatches.load()) + "}";
 }
 
 void emit_all_interned() {

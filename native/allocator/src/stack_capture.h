@@ -7,8 +7,10 @@
 // hosts) simply turn capture off. Works with CPython 3.10–3.13 (PyFrame_GetLasti from 3.11; on 3.10 the
 // line number is the cache key instead of the instruction offset).
 //
-// Note [Stack cost]: a capture takes the GIL, walks the frames and looks each (code object, instruction
-// offset) pair up in a cache; only a miss computes a line number and names. Cached code objects keep a
+// Note [Stack cost]: a capture reads the thread's frames without the GIL (Note [GIL-free walk] in
+// frame_walker.h) and answers from a per-thread cache of verified key sequences; only a new sequence
+// takes the GIL, walks with the public API and looks each (code object, instruction offset) pair up in
+// the shared tables; only a new pair computes a line number and names. Cached code objects keep a
 // reference so their addresses are never reused for other code. Stacks are interned by their frame-id
 // sequence, so the hot path emits nothing but the event's stack id.
 #pragma once
@@ -43,6 +45,10 @@ struct FrameInfo {
 // Frames of a stack, innermost first, for snapshot pickles. Empty for 0 or unknown ids.
 std::vector<FrameInfo> frames_of(uint32_t stack);
 uint32_t stack_flags(uint32_t stack);
+
+// How captures are being answered, as JSON: whether the GIL-free walk is on (and if not, why), and
+// counts of GIL-free answers, GIL walks and fast/public mismatches. For benchmarks and diagnostics.
+std::string info_json();
 
 // Re-emits every interned record into a capture that was opened after some were interned.
 void emit_all_interned();

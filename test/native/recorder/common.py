@@ -30,6 +30,7 @@ def load():
         ("gpumem_backward_begin", None, []),
         ("gpumem_backward_end", None, []),
         ("gpumem_shutdown", None, [c.c_int]),
+        ("gpumem_stack_info", c.c_size_t, [c.c_char_p, c.c_size_t]),
         ("gpumem_empty_cache", c.c_int, [c.c_int, c.POINTER(c.c_uint64), c.POINTER(c.c_uint64), c.c_int]),
     ]:
         fn = getattr(lib, name)

@@ -4,6 +4,7 @@ backward() with kStackBackward. Run: python3 test/native/recorder/test_stacks.py
 import ctypes
 import json
 import os
+import subprocess
 import sys
 import tempfile
 import threading
@@ -62,6 +63,74 @@ def scenario_no_stacks(path):
     lib.gpumem_shutdown(0)
 
 
+# ---- The GIL-free walk against the public API (Note [GIL-free walk]) --------------------------------
+# Shapes of Python stacks that a frame walker can get wrong: generators, coroutines, recursion past the
+# 256-frame cut, comprehensions (inlined in 3.12), lambdas, class bodies, exception handlers, several
+# lines of one function, another thread. Each runs three times so that later rounds are answered from
+# the per-thread cache.
+def gen_alloc(lib, n):
+    for i in range(n):
+        yield lib.gpumem_malloc((20 + i) * KIB, 0, None)
+
+
+async def coro_alloc(lib):
+    return lib.gpumem_malloc(40 * KIB, 0, None)
+
+
+def recurse(lib, depth):
+    return recurse(lib, depth - 1) if depth else lib.gpumem_malloc(50 * KIB, 0, None)
+
+
+def two_lines(lib):
+    a = lib.gpumem_malloc(60 * KIB, 0, None)
+    b = lib.gpumem_malloc(61 * KIB, 0, None)
+    return [a, b]
+
+
+def in_except(lib):
+    try:
+        raise ValueError("x")
+    except ValueError:
+        return lib.gpumem_malloc(70 * KIB, 0, None)
+
+
+def shapes(lib):
+    ptrs = []
+    ptrs += list(gen_alloc(lib, 3))
+    c = coro_alloc(lib)
+    try:
+        c.send(None)
+    except StopIteration as done:
+        ptrs.append(done.value)
+    ptrs.append(recurse(lib, 300))
+    ptrs.append(recurse(lib, 10))
+    ptrs += [lib.gpumem_malloc((80 + i) * KIB, 0, None) for i in range(2)]
+    ptrs.append((lambda: lib.gpumem_malloc(90 * KIB, 0, None))())
+    ptrs += two_lines(lib)
+    ptrs.append(in_except(lib))
+
+    class Body:
+        p = lib.gpumem_malloc(100 * KIB, 0, None)
+    ptrs.append(Body.p)
+    out = []
+    t = threading.Thread(target=in_thread, args=(lib, out))
+    t.start()
+    t.join()
+    return ptrs + out
+
+
+def scenario_shapes(path):
+    lib = common.load()
+    common.configure(lib, capture_path=path)
+    for _ in range(3):
+        for p in shapes(lib):
+            lib.gpumem_free(p, 0, 0, None)
+    buf = ctypes.create_string_buffer(4096)
+    lib.gpumem_stack_info(buf, len(buf))
+    print("INFO " + buf.value.decode())
+    lib.gpumem_shutdown(0)
+
+
 class StackTest(unittest.TestCase):
     def setUp(self):
         self.dir = tempfile.TemporaryDirectory()
@@ -112,6 +181,33 @@ class StackTest(unittest.TestCase):
         self.assertEqual(len(set(c.stacks)), len(c.of("stack")))
         self.assertEqual(c.records[-1][0], "end")
 
+    def resolved_stacks(self, gil_free):
+        env = dict(os.environ, GPUMEM_GIL_FREE_WALK="1" if gil_free else "0")
+        r = subprocess.run([sys.executable, self.src, "--scenario", "shapes", self.path], env=env,
+                           capture_output=True, text=True, timeout=120)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        info = json.loads([ln for ln in r.stdout.splitlines() if ln.startswith("INFO ")][0][5:])
+        c = cap.Capture(self.path)
+        return info, [(a["requested"], c.stacks[a["stack"]]) for a in c.blocks("alloc")]
+
+    def test_gil_free_walk_reproduces_the_public_api(self):
+        info_public, public = self.resolved_stacks(False)
+        info_fast, fast = self.resolved_stacks(True)
+        self.assertFalse(info_public["gil_free_walk"])
+        self.assertEqual(info_public["gil_free_answers"], 0)
+        # Every allocation's stack, frame for frame (file, function, line) and flags, is the same.
+        self.assertEqual(len(fast), 3 * 14)
+        self.assertEqual(fast, public)
+        # The deep recursion was cut to the innermost 256 frames by both.
+        deep = [st for req, st in fast if req == 50 * KIB and len(st[1]) > 20]
+        self.assertEqual({len(st[1]) for st in deep}, {256})
+        if sys.version_info[:2] in ((3, 11), (3, 12), (3, 13)):
+            self.assertTrue(info_fast["gil_free_walk"], info_fast)
+            self.assertEqual(info_fast["mismatches"], 0)
+            # Rounds 2 and 3 of the main thread's shapes come from the cache (the thread is new each
+            # round, so its one allocation walks with the GIL each time).
+            self.assertGreaterEqual(info_fast["gil_free_answers"], 2 * 13)
+
     def test_stacks_false_records_no_stack(self):
         common.run_scenario(self.src, "no_stacks", self.path)
         c = cap.Capture(self.path)
@@ -121,4 +217,4 @@ class StackTest(unittest.TestCase):
 
 
 if __name__ == "__main__":
-    common.main({"stacks": scenario_stacks, "no_stacks": scenario_no_stacks})
+    common.main({"stacks": scenario_stacks, "no_stacks": scenario_no_stacks, "shapes": scenario_shapes})
