@@ -62,21 +62,36 @@ uint16_t DeviceAllocator::pool_flags(const Segment* seg) const {
 
 void DeviceAllocator::emit_block(uint8_t type, const Block* b, size_t requested, uint32_t stack) {
   if (!rec::recording()) return;
-  fmt::BlockEvent e{rec::now_ns(), b->addr, b->size, requested, b->stream, stack, rec::thread_number()};
+  fmt::BlockEvent e{event_ns(), b->addr, b->size, requested, b->stream, stack, rec::thread_number()};
   rec::emit(type, uint8_t(device_), pool_flags(b->segment), &e, sizeof e);
 }
 
 void DeviceAllocator::emit_segment(uint8_t type, const Segment* seg, uint64_t addr, size_t size) {
   if (!rec::recording()) return;
   PoolId id = seg->pool->owner ? seg->pool->owner->id : PoolId{};
-  fmt::SegmentEvent e{rec::now_ns(), addr, size, seg->stream, id.first, id.second, seg->stack, 0};
+  fmt::SegmentEvent e{event_ns(), addr, size, seg->stream, id.first, id.second, seg->stack, 0};
   rec::emit(type, uint8_t(device_), pool_flags(seg), &e, sizeof e);
 }
 
 // ---- malloc ----------------------------------------------------------------------------------
 
+// Note [One clock read per call]: the events of one malloc or free (alloc, free requested/completed,
+// segment growth, stats) share one timestamp, read once after the lock is taken: three to five
+// clock reads per malloc+free pair were a measurable part of recording's cost, and a reader only needs
+// them non-decreasing in file order (FORMAT.md), which equal stamps are.
+uint64_t DeviceAllocator::event_ns() const { return call_ns_ ? call_ns_ : rec::now_ns(); }
+
+DeviceAllocator::CallClock::CallClock(DeviceAllocator& d, Lock& lock) : d_(d), lock_(lock) {
+  d_.call_ns_ = rec::recording() ? rec::now_ns() : 0;
+}
+// Only while the lock is still ours: out_of_memory() clears it itself before unlocking.
+DeviceAllocator::CallClock::~CallClock() {
+  if (lock_.owns_lock()) d_.call_ns_ = 0;
+}
+
 void* DeviceAllocator::malloc(size_t requested, Stream stream, uint32_t stack) {
   Lock lock(mu_);
+  CallClock clock(*this, lock);
   // Note [Zero-byte requests]: PyTorch forwards torch.empty(0) to us and keeps a ptr → metadata map,
   // so every pointer we return must be unique and freeable. A zero-byte request therefore gets a
   // real minimum-size (512 B) block with requested size 0: counted in allocated/reserved like any
@@ -204,6 +219,7 @@ void* DeviceAllocator::hand_out(Block* block, size_t requested, uint32_t stack) 
 
 bool DeviceAllocator::free(void* ptr) {
   Lock lock(mu_);
+  CallClock clock(*this, lock);
   auto it = active_.find(reinterpret_cast<uint64_t>(ptr));
   if (it == active_.end()) return false;
   Block* b = it->second;
@@ -508,8 +524,12 @@ void DeviceAllocator::map_page(Segment* seg, size_t index) {
 }
 
 Block* DeviceAllocator::grow_expandable(BlockPool* pool, size_t size, Stream stream, uint32_t stack, bool retry) {
+  const int64_t alloc_peak = stats_.allocated_bytes[kAll].peak;
+  if (alloc_peak != trims_alloc_peak_) trims_alloc_peak_ = alloc_peak, trims_at_this_peak_ = 0;  // Note [Futile trims]
   if (options_.trim_on_growth && !capturing() &&
-      stats_.reserved_bytes[kAll].current + int64_t(size) > stats_.reserved_bytes[kAll].peak) {
+      stats_.reserved_bytes[kAll].current + int64_t(size) > stats_.reserved_bytes[kAll].peak &&
+      trims_at_this_peak_ < kMaxTrimsPerAllocPeak) {
+    trims_at_this_peak_++;
     // Graph-private pools keep their pages until released: a replay reuses blocks freed in capture.
     for (auto& [key, seg] : expandable_)
       if (!key.first->owner || key.first->owner->freeable) unmap_free_pages(seg);
@@ -645,6 +665,7 @@ void DeviceAllocator::out_of_memory(Lock& lock, size_t requested, size_t rounded
     rec::emit(fmt::REC_OOM, uint8_t(device_), 0, &r, sizeof r);
   }
   std::string msg = oom_message(f);
+  call_ns_ = 0;  // Note [One clock read per call]: the next holder of the lock starts its own
   lock.unlock();
   // The state at the failure follows the OOM record (rec::write_state takes the device lock itself;
   // another thread may slip an event in between, which the capture shows in order).
@@ -656,7 +677,7 @@ void DeviceAllocator::maybe_emit_stats() {
   if (!rec::recording()) return;
   // REC_STATS at most every 50 ms of allocator activity: enough for a live status bar, negligible
   // next to the per-event records.
-  const uint64_t now = rec::now_ns();
+  const uint64_t now = event_ns();
   if (now - last_stats_ns_ < 50'000'000) return;
   last_stats_ns_ = now;
   fmt::StatsRec r{now,

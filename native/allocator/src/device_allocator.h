@@ -29,6 +29,15 @@ struct Options {
   // Note [Trim on growth]: expandable only. Before mapping pages that would lift reserved memory
   // above its peak, unmap the whole free pages of every expandable range first, so that the peak
   // follows what tensors need rather than holes left by earlier, differently sized steps.
+  //
+  // Note [Futile trims]: a trim synchronizes the stream and remaps pages, which costs a step its
+  // CPU/GPU overlap. In a workload that repeats the same step, trimming at every new reserved peak
+  // became a cycle: unmap the holes, remap them a moment later, reach the peak again, trim again
+  // (GPT-2 small 16×512 on an H200: 58 page maps and unmaps per step, step time ×1.12). A trim that
+  // pays off lowers the reserved peak, and later steps fit without one; a trim that has to be
+  // repeated while the allocation peak stays the same is moving holes around. So at most
+  // kMaxTrimsPerAllocPeak trims happen per allocation peak; a new allocation peak (the workload needs
+  // more memory, e.g. a longer sequence) allows them again.
   bool trim_on_growth = false;
 };
 
@@ -116,6 +125,18 @@ class DeviceAllocator {
   uint64_t limit_ = 0;
   const uint64_t total_;  // device total bytes (for the cap and expandable ranges)
   uint64_t last_stats_ns_ = 0;
+  // Note [Futile trims] (guarded by mu_): trims done since the allocation peak was last raised.
+  int64_t trims_alloc_peak_ = -1;
+  int trims_at_this_peak_ = 0;
+  // Note [One clock read per call]: the current malloc/free's timestamp (0 outside one). Guarded by mu_.
+  uint64_t call_ns_ = 0;
+  struct CallClock {
+    CallClock(DeviceAllocator& d, Lock& lock);
+    ~CallClock();
+    DeviceAllocator& d_;
+    Lock& lock_;
+  };
+  uint64_t event_ns() const;
   bool accumulated_reset_ = false;  // allocated - freed == current holds only until a reset
 };
 

@@ -112,3 +112,48 @@ static void trim_case(bool trim, int64_t want_reserved) {
 
 TEST(expandable_trim_on_growth_unmaps_free_pages_before_raising_the_peak) { trim_case(true, int64_t(40 * MiB)); }
 TEST(expandable_without_trim_keeps_free_pages_mapped) { trim_case(false, int64_t(60 * MiB)); }
+
+// One "step": x3 cannot fit where x1 was while x2 lives. Returns the driver maps+unmaps it cost.
+static int64_t trim_step(Fx& x, size_t big) {
+  const int64_t before = x.st().num_device_alloc + x.st().num_device_free;
+  uint64_t x1 = x.m(300 * MiB), x2 = x.m(100 * MiB);
+  x.f(x1);
+  uint64_t x3 = x.m(big);
+  x.f(x2);
+  x.f(x3);
+  return x.st().num_device_alloc + x.st().num_device_free - before;
+}
+
+// Note [Futile trims]: a trim that pays off settles (later steps fit without one); a repeating step
+// that would trim forever is cut off after kMaxTrimsPerAllocPeak trims at one allocation peak.
+TEST(expandable_trim_that_pays_off_settles_without_more_remapping) {
+  Fx x(4 * GiB, true, true);
+  for (int i = 0; i < 3; i++) trim_step(x, 350 * MiB);
+  CHECK_EQ(x.st().reserved_bytes[kAll].peak, int64_t(460 * MiB));  // 760 MiB without trimming
+  for (int i = 0; i < 5; i++) CHECK_EQ(trim_step(x, 350 * MiB), int64_t(0));
+}
+
+// A step after which trimming at every new reserved peak never settles (found by a random search of
+// step shapes: without the limit all 20 late steps of 30 unmap and remap pages).
+static int64_t churn_step(Fx& x) {
+  const int64_t before = x.st().num_device_alloc + x.st().num_device_free;
+  uint64_t a = x.m(80 * MiB), b = x.m(300 * MiB), c = x.m(180 * MiB);
+  x.f(b);
+  uint64_t d = x.m(380 * MiB);
+  x.f(a);
+  x.f(d);
+  x.f(c);
+  return x.st().num_device_alloc + x.st().num_device_free - before;
+}
+
+TEST(expandable_trims_stop_repeating_at_one_allocation_peak) {
+  Fx x(16 * GiB, true, true);
+  int trimming_steps = 0;
+  for (int i = 0; i < 10; i++) {
+    const int64_t unmaps = x.st().num_device_free;
+    churn_step(x);
+    if (x.st().num_device_free > unmaps) trimming_steps++;
+  }
+  CHECK(trimming_steps >= 1 && trimming_steps <= kMaxTrimsPerAllocPeak);
+  for (int i = 0; i < 20; i++) CHECK_EQ(churn_step(x), int64_t(0));  // no driver calls at all
+}
