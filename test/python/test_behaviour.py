@@ -230,6 +230,19 @@ class LauncherTest(unittest.TestCase):
         self.assertEqual(proc.returncode, 0, proc.stderr)
         self.assertEqual(proc.stdout.strip(), "__main__ ['--out', 'y']")
 
+    def test_user_switches_reach_the_workload_and_stale_session_variables_do_not(self):
+        work = support.new_dir("w")
+        with open(os.path.join(work, "show_env.py"), "w") as f:
+            f.write("import json, os\nprint(json.dumps({k: v for k, v in os.environ.items() if k.startswith('GPUMEM_')}))\n")
+        env = {"PYTHONPATH": os.pathsep.join([str(support.PY_DIR), work]), "GPUMEM_GIL_FREE_WALK": "0",
+               "GPUMEM_STRICT_COMPILE": "1", "GPUMEM_SESSION_DIR": "/stale/outer/session", "GPUMEM_FOO": "x"}
+        proc, out = self._launch("--", os.path.join(work, "show_env.py"), env=env)
+        self.assertEqual(proc.returncode, 0, proc.stderr)
+        seen = json.loads(proc.stdout.strip().splitlines()[-1])
+        self.assertEqual((seen["GPUMEM_GIL_FREE_WALK"], seen["GPUMEM_STRICT_COMPILE"]), ("0", "1"))
+        self.assertNotIn("GPUMEM_FOO", seen)
+        self.assertTrue(seen["GPUMEM_SESSION_DIR"].startswith(out), seen["GPUMEM_SESSION_DIR"])
+
     def test_run_without_command_says_how(self):
         proc, _ = self._launch()
         self.assertEqual(proc.returncode, 1)

@@ -45,10 +45,15 @@ test('buildWorkloadEnv sets the contract variables and puts the bootstrap first 
     sessionDir: '/s/1', allocatorSo: '/x/lib.so', pythonPathPrefix: '/ext/native/python',
     settings: { segments: 'fixed', stacks: false, sampleMs: 0, backend: 'sim', simCapacity: 1 << 30 },
     userRoots: ['/w1', '/w2'],
-    baseEnv: { PATH: '/bin', PYTHONPATH: `/mine${path.delimiter}/ext/native/python`, GPUMEM_SESSION_DIR: '/stale', GPUMEM_FOO: '1' },
+    baseEnv: {
+      PATH: '/bin', PYTHONPATH: `/mine${path.delimiter}/ext/native/python`, GPUMEM_SESSION_DIR: '/stale', GPUMEM_FOO: '1',
+      GPUMEM_STRICT_COMPILE: '1', GPUMEM_GIL_FREE_WALK: '0',
+    },
   });
   assert.deepEqual(env, {
     PATH: '/bin',
+    // The user's own switches (native/python/README.md) pass through; stale session plumbing does not.
+    GPUMEM_STRICT_COMPILE: '1', GPUMEM_GIL_FREE_WALK: '0',
     PYTHONPATH: `/ext/native/python${path.delimiter}/mine`,
     GPUMEM_SESSION_DIR: '/s/1', GPUMEM_ALLOCATOR_SO: '/x/lib.so', GPUMEM_SEGMENTS: 'fixed', GPUMEM_STACKS: '0',
     GPUMEM_SAMPLE_MS: '0', GPUMEM_BACKEND: 'sim', GPUMEM_SIM_CAPACITY: String(1 << 30),

@@ -49,9 +49,16 @@ def create_session(root, name, command=None, now=None):
     raise RuntimeError("too many sessions named %s in %s" % (base, root))
 
 
+# GPUMEM_* variables a user sets on purpose (README): they pass through to the workload. Every other
+# GPUMEM_* is session plumbing, and a stale one from an outer tracked run must not leak into this one.
+# The same list as USER_ENV_SWITCHES in src/core/launch/env.ts.
+USER_ENV_SWITCHES = ("GPUMEM_STRICT_COMPILE", "GPUMEM_GIL_FREE_WALK")
+
+
 def workload_env(session_dir, allocator_so, segments="expandable", stacks=True, sample_ms=200,
                  backend="cuda", user_roots=None, base=None):
-    env = {k: v for k, v in (os.environ if base is None else base).items() if not k.startswith("GPUMEM_")}
+    env = {k: v for k, v in (os.environ if base is None else base).items()
+           if not k.startswith("GPUMEM_") or k in USER_ENV_SWITCHES}
     env.update({
         "GPUMEM_SESSION_DIR": session_dir,
         "GPUMEM_ALLOCATOR_SO": allocator_so,

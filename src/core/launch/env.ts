@@ -45,6 +45,13 @@ export function validateSettings(s: RecordingSettings): void {
 }
 
 /**
+ * GPUMEM_* variables a user sets on purpose (native/python/README.md): they pass through to the
+ * workload. Every other GPUMEM_* is session plumbing, and a stale one from an outer tracked run must
+ * not leak into this one.
+ */
+export const USER_ENV_SWITCHES: readonly string[] = ['GPUMEM_STRICT_COMPILE', 'GPUMEM_GIL_FREE_WALK'];
+
+/**
  * The full environment for the workload: the base environment plus GPUMEM_* and PYTHONPATH with our
  * bootstrap folder first (so our sitecustomize runs; it chains any other one it finds later on the path).
  */
@@ -60,8 +67,7 @@ export function buildWorkloadEnv(opts: WorkloadEnvOptions): Record<string, strin
   }
   const env: Record<string, string> = {};
   for (const [k, v] of Object.entries(opts.baseEnv ?? process.env)) {
-    // Stale values from an outer tracked run must not leak into this one.
-    if (v !== undefined && !k.startsWith('GPUMEM_')) env[k] = v;
+    if (v !== undefined && (!k.startsWith('GPUMEM_') || USER_ENV_SWITCHES.includes(k))) env[k] = v;
   }
   env.GPUMEM_SESSION_DIR = opts.sessionDir;
   env.GPUMEM_ALLOCATOR_SO = opts.allocatorSo;
