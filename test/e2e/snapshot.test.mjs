@@ -82,14 +82,28 @@ test('clicking the top allocation site reveals its file and line in the editor',
 test('Export pickle… writes a PyTorch snapshot that python3 loads with the same segments', async () => {
   const frame = await vsc.webviewFrame(PICKLE);
   const out = path.join(vsc.workspaceDir, 'mlp-expandable-export.pickle');
+  fs.rmSync(out, { force: true }); // a retried run must not meet an "overwrite?" question
   await step('export', async () => {
     await frame.locator('[data-testid=tab-summary]').click();
     await frame.locator('[data-testid=export-pickle]').click();
-    // code-server's save dialog is a quick input prefilled with the suggested path.
+    // code-server's save dialog is a quick input that fills in the suggested path a moment after it
+    // shows: typing before that lands gets overwritten (the old flake). Wait for the suggestion, then
+    // replace it and check the replacement stuck before pressing Enter.
     const input = vsc.page.locator('.quick-input-widget .quick-input-box input');
     await input.waitFor({ state: 'visible', timeout: 15_000 });
-    await input.fill(out);
-    await vsc.page.waitForTimeout(300);
+    const until = async (ok, ms, what) => {
+      const deadline = Date.now() + ms;
+      while (!(await ok())) {
+        if (Date.now() > deadline) throw new Error(`save dialog: ${what} within ${ms} ms`);
+        await vsc.page.waitForTimeout(100);
+      }
+    };
+    await until(async () => (await input.inputValue()).endsWith('.pickle'), 10_000, 'no suggested path');
+    await until(async () => {
+      await input.fill(out);
+      await vsc.page.waitForTimeout(250);
+      return (await input.inputValue()) === out;
+    }, 10_000, 'typed path did not stay');
     await input.press('Enter');
     await frame.locator('[data-testid=notice]', { hasText: 'Exported mlp-expandable-export.pickle' }).waitFor({ timeout: 20_000 });
   });
