@@ -4,15 +4,19 @@ torchvision, transformers. Not a test: it prints figures and ratios measured in 
 
     make -C native/allocator && python3 test/gpu/bench_allocator.py [--so PATH] [--only micro steps frag]
 
-- micro: torch.empty + free in a loop (µs per pair): ours without stacks vs native, ours with stacks
-  (and a capture file) vs native with _record_memory_history(stacks="python").
+- micro: torch.empty + free in a loop (µs per pair): ours with nothing recorded vs native, ours with
+  stacks (and a capture file) vs native with _record_memory_history(stacks="python").
 - steps: median step time of ResNet-50 (batch 64, bf16 autocast), GPT-2 small (16×512, bf16
-  autocast) and a launch-bound MLP (batch 32, 16×Linear(1024)): native vs ours with full recording.
+  autocast) and a launch-bound MLP (batch 32, 16×Linear(1024)): PyTorch's native allocator vs ours
+  with nothing recorded ("ours-bare") vs ours under the real bootstrap exactly as `gpumem run` starts
+  a workload ("gpumem-run": capture file with stacks, trace ring, device sampler, control socket,
+  backward brackets). Note [Interleaved rounds].
 - frag: GPT-2 small with sequence lengths varying 128…1024 at a fixed 8192 tokens per batch: peak
   reserved / peak allocated for native, native expandable_segments, ours fixed, ours expandable.
 Each configuration runs in its own subprocess. With $OUT set, results go to $OUT/bench_allocator.json.
 """
 import argparse
+import ctypes
 import json
 import os
 import random
@@ -23,15 +27,18 @@ import tempfile
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(os.path.dirname(HERE))
 sys.path.insert(0, HERE)
 from allocator_checks import DEFAULT_SO, install_lens, lens_stats  # noqa: E402
 
 
 def setup(config, so):
-    """config: native | native-history | ours | ours-stacks | ours-recording | ours-fixed | ours-expandable,
-    optionally + "+trim" (expandable with trim_on_growth)."""
+    """config: native | native-history | ours | ours-bare | ours-stacks | ours-recording | ours-fixed |
+    ours-expandable, optionally + "+trim" (expandable with trim_on_growth)."""
     import torch
 
+    if config == "ours-bare":  # the allocator alone: no capture file, no trace ring, no stacks
+        return install_lens(so, {"trace_entries": 0, "stacks": False})
     if config == "native-history":
         torch.cuda.memory._record_memory_history(enabled="all", context="all", stacks="python")
         return None
@@ -46,6 +53,8 @@ def setup(config, so):
                 "stacks": True}
     if config in ("ours-fixed", "ours-expandable"):
         lens["segments"] = config.split("-", 1)[1]
+    if config == "ours-fixed-bare":
+        lens = {"trace_entries": 0, "stacks": False, "segments": "fixed"}
     return install_lens(so, lens)
 
 
@@ -115,22 +124,68 @@ def step_fn(model_name):
     return step
 
 
+STEP_MODELS = ("resnet50", "gpt2", "mlp")
+MODELS_SELECTED = list(STEP_MODELS)
+
+
 def child_steps(args):
+    """All three models in one process (one start-up per configuration and round); per model the
+    median and min step time, allocations per step and host time per step (step() returning, before
+    the synchronize: close to the step time means the step is CPU-bound, so allocator cost shows)."""
     import torch
 
-    setup(args.config, args.so)
-    torch.manual_seed(0)
-    step = step_fn(args.model)
-    for _ in range(5):
-        step()
-    torch.cuda.synchronize()
-    times = []
-    for _ in range(60 if args.model == "mlp" else 40):
-        t0 = time.perf_counter()
-        step()
+    lib = setup("native" if args.config == "gpumem-run" else args.config, args.so)
+    # Without the bootstrap's shims, torch.cuda.memory_stats() cannot see a pluggable allocator.
+    stats = (lambda: lens_stats(lib)) if lib is not None else torch.cuda.memory_stats  # noqa: E731
+    out = {"lens": _lens_active(torch)}
+    for model in args.models:
+        torch.manual_seed(0)
+        step = step_fn(model)
+        for _ in range(10):
+            step()
         torch.cuda.synchronize()
-        times.append(time.perf_counter() - t0)
-    return {"median_ms": statistics.median(times) * 1e3, "min_ms": min(times) * 1e3}
+        n = 100 if model == "mlp" else 60
+        s0 = stats()
+        times, host = [], []
+        for _ in range(n):
+            t0 = time.perf_counter()
+            step()
+            t1 = time.perf_counter()
+            torch.cuda.synchronize()
+            times.append(time.perf_counter() - t0)
+            host.append(t1 - t0)
+        s1 = stats()
+        per_step = lambda key: (s1.get(key, 0) - s0.get(key, 0)) / n  # noqa: E731
+        out[model] = {"median_ms": statistics.median(times) * 1e3, "min_ms": min(times) * 1e3,
+                      "host_ms": statistics.median(host) * 1e3,
+                      "allocs_per_step": per_step("allocation.all.allocated"),
+                      # cudaMalloc/cudaFree (fixed) or page maps/unmaps (expandable) per step: driver
+                      # calls in the steady state cost host time and can synchronize.
+                      "driver_allocs_per_step": per_step("num_device_alloc"),
+                      "driver_frees_per_step": per_step("num_device_free"),
+                      "times_ms": [round(t * 1e3, 2) for t in times]}
+        del step
+        import gc
+        gc.collect()
+    out["stack_info"] = _stack_info()
+    return out
+
+
+def _lens_active(torch):
+    return {"backend": torch.cuda.memory.get_allocator_backend(), "bootstrap": "gpumem" in sys.modules}
+
+
+def _stack_info():
+    """How stacks were captured (GIL-free answers vs GIL walks), from the bootstrap's library."""
+    st = sys.modules.get("gpumem._state")
+    lib = getattr(getattr(getattr(st, "STATE", None), "native", None), "lib", None) if st else None
+    if lib is None or not hasattr(lib, "gpumem_stack_info"):
+        return None
+    lib.gpumem_stack_info.restype = ctypes.c_size_t
+    lib.gpumem_stack_info.argtypes = [ctypes.c_char_p, ctypes.c_size_t]
+    buf = ctypes.create_string_buffer(4096)
+    lib.gpumem_stack_info(buf, len(buf))
+    return json.loads(buf.value.decode())
 
 
 def child_frag(args):
@@ -167,8 +222,16 @@ def run_child(kind, config, so, model=None, env_extra=None):
     cmd = [sys.executable, os.path.abspath(__file__), "--child", kind, "--config", config, "--so", so]
     if model:
         cmd += ["--model", model]
+    if kind == "steps":
+        cmd += ["--models"] + list(MODELS_SELECTED)
     env = dict(os.environ, PYTHONUNBUFFERED="1", **(env_extra or {}))
-    p = subprocess.run(cmd, capture_output=True, text=True, timeout=300, env=env)
+    if config == "gpumem-run":  # the environment `gpumem run` gives a workload (its bootstrap installs us)
+        sys.path.insert(0, os.path.join(ROOT, "native", "python"))
+        from gpumem import _launch
+
+        session = tempfile.mkdtemp(prefix="gpumem-bench-session-")
+        env = _launch.workload_env(session, so, user_roots=[HERE], base=env)
+    p = subprocess.run(cmd, capture_output=True, text=True, timeout=400, env=env)
     for line in p.stdout.splitlines():
         if line.startswith("RESULT "):
             return json.loads(line[len("RESULT "):])
@@ -179,7 +242,11 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--so", default=DEFAULT_SO)
     ap.add_argument("--only", nargs="*", default=None)
-    ap.add_argument("--rounds", type=int, default=3, help="interleaved rounds of the step benchmark")
+    ap.add_argument("--rounds", type=int, default=5, help="interleaved rounds of the step benchmark")
+    ap.add_argument("--frag-configs", nargs="+", default=None, help="a subset of the fragmentation configurations")
+    ap.add_argument("--models", nargs="+", default=list(STEP_MODELS), choices=STEP_MODELS)
+    ap.add_argument("--step-configs", nargs="+", default=["native", "ours-bare", "gpumem-run"],
+                    help="configurations of the step benchmark; the first is the baseline of the ratios")
     ap.add_argument("--child")
     ap.add_argument("--config", default="native")
     ap.add_argument("--model", default=None)
@@ -188,6 +255,7 @@ def main():
         print("RESULT " + json.dumps(CHILDREN[args.child](args)), flush=True)
         return 0
     want = lambda name: args.only is None or name in args.only  # noqa: E731
+    MODELS_SELECTED[:] = args.models
     results = {}
 
     def show(name, value):
@@ -196,29 +264,40 @@ def main():
 
     ratio = lambda a, b: (a / b) if isinstance(a, (int, float)) and isinstance(b, (int, float)) and b else None  # noqa: E731
     if want("micro"):
-        m = {c: run_child("micro", c, args.so) for c in ("native", "ours", "native-history", "ours-stacks")}
+        # "ours-bare" is the allocator with nothing recorded: the ≤1.0× comparison with native. "ours"
+        # is a bare install_lens (the trace ring for PyTorch-format snapshots, with stacks).
+        m = {c: run_child("micro", c, args.so)
+             for c in ("native", "ours-bare", "ours", "native-history", "ours-stacks")}
         us = {c: r.get("us_per_alloc_free", r.get("error")) for c, r in m.items()}
         show("micro_us_per_alloc_free", us)
-        show("micro_ratio_ours_vs_native", ratio(us["ours"], us["native"]))
+        show("micro_ratio_ours_bare_vs_native", ratio(us["ours-bare"], us["native"]))
         show("micro_ratio_ours_stacks_vs_native_history", ratio(us["ours-stacks"], us["native-history"]))
     if want("steps"):
         # Note [Interleaved rounds]: GPU clocks and a shared host drift by a few percent between minutes,
-        # more than the 1 % being measured; so each round runs every config once, back to back, and the
-        # reported ratio is the median over rounds of that round's ratio (drift cancels within a round).
-        for model in ("resnet50", "gpt2", "mlp"):
-            configs = ("native", "ours", "ours-recording")
-            rounds = [{c: run_child("steps", c, args.so, model) for c in configs} for _ in range(args.rounds)]
-            ms = [{c: v.get("median_ms", v.get("error")) for c, v in r.items()} for r in rounds]
-            show("step_ms_%s" % model, ms)
+        # more than the 1 % being measured; so each round runs every configuration once, back to back
+        # (in a rotating order, so no configuration always runs first), and the reported ratio is the
+        # median over rounds of that round's ratio (drift cancels within a round).
+        configs = args.step_configs
+        rounds = []
+        for r in range(args.rounds):
+            k = r % len(configs)
+            order = configs[k:] + configs[:k]
+            rounds.append({c: run_child("steps", c, args.so) for c in order})
+            print(json.dumps({"round": r, "result": rounds[-1]}), flush=True)
+        show("step_rounds", rounds)
+        for model in args.models:
             for c in configs[1:]:
-                per_round = [ratio(m[c], m["native"]) for m in ms]
+                per_round = [ratio(r[c].get(model, {}).get("median_ms"), r[configs[0]].get(model, {}).get("median_ms"))
+                             for r in rounds]
                 ok = [x for x in per_round if x is not None]
-                show("step_ratio_%s_%s_vs_native" % (model, c),
+                show("step_ratio_%s_%s_vs_%s" % (model, c, configs[0]),
                      {"median": statistics.median(ok) if ok else None, "rounds": per_round})
     if want("frag"):
         configs = {"native": {}, "native-expandable": {"PYTORCH_CUDA_ALLOC_CONF": "expandable_segments:True"},
                    "ours-fixed": {}, "ours-expandable": {}, "ours-expandable+trim": {}}
         for c, env in configs.items():
+            if args.frag_configs and c not in args.frag_configs:
+                continue
             show("frag_%s" % c, run_child("frag", "native" if c == "native-expandable" else c, args.so,
                                           env_extra=env))
     if os.environ.get("OUT"):

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Every GPU check in one device call (device time is scarce). Build here first, then carry dist/native:
 #   make -C native/allocator && <device run, carry dist/native> bash test/gpu/run_all.sh [stage…]
-# Stages: env allocator workload sanitizer bench (default: env allocator workload sanitizer).
+# Stages: env allocator workload sanitizer stacks micro steps frag (default: env allocator workload sanitizer).
+# Each of micro, steps and frag is one part of test/gpu/bench_allocator.py; "bench" runs all three.
 # Results land under $OUT (logs + JSON), one file per stage, so they come back with the call.
 set -u
 cd "$(dirname "$0")/../.."
@@ -33,6 +34,9 @@ for s in "${stages[@]}"; do
     sanitizer) run_stage sanitizer 240 env PYTHONPATH="$PWD/native/python" compute-sanitizer --tool memcheck --target-processes all \
         python3 -m gpumem run --out "$OUT/sanitizer" -- \
         python3 test/gpu/workloads/train_mlp.py ;;
+    stacks) run_stage stacks 300 bash -c "GPUMEM_NATIVE_THREAD_SO=$PWD/dist/native/native_thread.so python3 test/native/recorder/test_stacks.py -v \
+        && python3 test/gpu/stack_equivalence.py --out $OUT/stacks && python3 test/bench/allocator/stack_overhead.py" ;;
+    micro|steps|frag) run_stage "$s" 560 python3 test/gpu/bench_allocator.py --so "$SO" --only "$s" ;;
     bench) run_stage bench 560 python3 test/gpu/bench_allocator.py --so "$SO" ;;
     *) echo "unknown stage $s" >&2 ;;
   esac
