@@ -53,6 +53,7 @@ def setup(config, so):
                 "stacks": True}
     if config in ("ours-fixed", "ours-expandable"):
         lens["segments"] = config.split("-", 1)[1]
+        lens.setdefault("trim_on_growth", False)  # plain strategies; "+trim" above asks for trimming
     if config == "ours-fixed-bare":
         lens = {"trace_entries": 0, "stacks": False, "segments": "fixed"}
     return install_lens(so, lens)
@@ -192,7 +193,7 @@ def child_frag(args):
     import torch
     from transformers import GPT2Config, GPT2LMHeadModel
 
-    lib = setup(args.config, args.so)
+    lib = setup("native" if args.config == "gpumem-run" else args.config, args.so)
     torch.manual_seed(0)
     model = GPT2LMHeadModel(GPT2Config(n_positions=1024)).cuda()
     opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
@@ -234,7 +235,10 @@ def run_child(kind, config, so, model=None, env_extra=None):
     p = subprocess.run(cmd, capture_output=True, text=True, timeout=400, env=env)
     for line in p.stdout.splitlines():
         if line.startswith("RESULT "):
-            return json.loads(line[len("RESULT "):])
+            result = json.loads(line[len("RESULT "):])
+            if config == "gpumem-run":
+                result["session"] = session  # its capture can be replayed (test/bench/allocator/replay.py)
+            return result
     return {"error": "exit %d: %s" % (p.returncode, p.stderr[-1200:])}
 
 
@@ -294,7 +298,7 @@ def main():
                      {"median": statistics.median(ok) if ok else None, "rounds": per_round})
     if want("frag"):
         configs = {"native": {}, "native-expandable": {"PYTORCH_CUDA_ALLOC_CONF": "expandable_segments:True"},
-                   "ours-fixed": {}, "ours-expandable": {}, "ours-expandable+trim": {}}
+                   "ours-fixed": {}, "ours-expandable": {}, "ours-expandable+trim": {}, "gpumem-run": {}}
         for c, env in configs.items():
             if args.frag_configs and c not in args.frag_configs:
                 continue

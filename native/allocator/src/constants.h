@@ -16,8 +16,8 @@ constexpr size_t kRoundLarge = 2ull << 20;      // larger requests get their own
 // Expandable segments map physical memory in pages of these sizes (PyTorch uses the same two).
 constexpr size_t kSmallPage = kSmallBuffer;
 constexpr size_t kLargePage = kLargeBuffer;
-// Note [Futile trims] (device_allocator.h): trims allowed per allocation peak.
-constexpr int kMaxTrimsPerAllocPeak = 3;
+// Note [Futile trims] (device_allocator.h): trims that may defend one reserved peak.
+constexpr int kMaxTrimsPerPeak = 16;
 
 using Stream = uint64_t;  // cudaStream_t as an integer (0 = legacy default stream)
 using Event = uint64_t;   // a backend's event handle as an integer

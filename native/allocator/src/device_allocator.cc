@@ -524,16 +524,6 @@ void DeviceAllocator::map_page(Segment* seg, size_t index) {
 }
 
 Block* DeviceAllocator::grow_expandable(BlockPool* pool, size_t size, Stream stream, uint32_t stack, bool retry) {
-  const int64_t alloc_peak = stats_.allocated_bytes[kAll].peak;
-  if (alloc_peak != trims_alloc_peak_) trims_alloc_peak_ = alloc_peak, trims_at_this_peak_ = 0;  // Note [Futile trims]
-  if (options_.trim_on_growth && !capturing() &&
-      stats_.reserved_bytes[kAll].current + int64_t(size) > stats_.reserved_bytes[kAll].peak &&
-      trims_at_this_peak_ < kMaxTrimsPerAllocPeak) {
-    trims_at_this_peak_++;
-    // Graph-private pools keep their pages until released: a replay reuses blocks freed in capture.
-    for (auto& [key, seg] : expandable_)
-      if (!key.first->owner || key.first->owner->freeable) unmap_free_pages(seg);
-  }
   Segment* seg = expandable_segment(pool, stream, stack);
   if (!seg) return nullptr;
   // The lowest run of free address space (free mapped blocks and unmapped pages) that fits.
@@ -554,6 +544,20 @@ Block* DeviceAllocator::grow_expandable(BlockPool* pool, size_t size, Stream str
   std::vector<size_t> pages;
   for (size_t i = first; i < last; i++)
     if (!seg->mapped[i]) pages.push_back(i);
+  const int64_t reserved_peak = stats_.reserved_bytes[kAll].peak;
+  if (reserved_peak != trims_peak_) trims_peak_ = reserved_peak, trims_at_this_peak_ = 0;  // Note [Futile trims]
+  int64_t over = stats_.reserved_bytes[kAll].current + int64_t(pages.size() * seg->page) - stats_.reserved_bytes[kAll].peak;
+  if (options_.trim_on_growth && !capturing() && over > 0 && trims_at_this_peak_ < kMaxTrimsPerPeak) {
+    trims_at_this_peak_++;
+    // Note [Trim on growth]: give back just enough free pages elsewhere that this growth does not
+    // raise the reserved peak (never the pages about to be mapped). Graph-private pools keep their
+    // pages until released: a replay reuses blocks freed in capture.
+    for (auto& [key, other] : expandable_) {
+      if (over <= 0) break;
+      if (!key.first->owner || key.first->owner->freeable)
+        unmap_free_pages(other, &over, other == seg ? first : 0, other == seg ? last : 0);
+    }
+  }
   if (limit_ && uint64_t(stats_.reserved_bytes[kAll].current) + pages.size() * seg->page > limit_) return nullptr;
   for (size_t k = 0; k < pages.size(); k++) {
     if (!backend_.map_page(device_, seg->addr + pages[k] * seg->page, seg->page, capturing())) {
@@ -584,7 +588,7 @@ Block* DeviceAllocator::grow_expandable(BlockPool* pool, size_t size, Stream str
 }
 
 // Gives back every whole page covered only by free blocks (empty_cache, OOM ladder).
-void DeviceAllocator::unmap_free_pages(Segment* seg) {
+void DeviceAllocator::unmap_free_pages(Segment* seg, int64_t* budget, size_t keep_first, size_t keep_last) {
   const uint64_t page = seg->page;
   bool synced = false;
   for (Block* b = seg->head; b;) {
@@ -592,12 +596,23 @@ void DeviceAllocator::unmap_free_pages(Segment* seg) {
       b = b->next;
       continue;
     }
-    const uint64_t lo = seg->addr + (b->addr - seg->addr + page - 1) / page * page;
-    const uint64_t hi = seg->addr + (b->end() - seg->addr) / page * page;
+    uint64_t lo = seg->addr + (b->addr - seg->addr + page - 1) / page * page;
+    uint64_t hi = seg->addr + (b->end() - seg->addr) / page * page;
+    // Pages [keep_first, keep_last) stay mapped (the run a growth is about to use).
+    const uint64_t keep_lo = seg->addr + keep_first * page, keep_hi = seg->addr + keep_last * page;
+    if (keep_lo < keep_hi && lo < keep_hi && hi > keep_lo) {
+      if (lo >= keep_lo) lo = std::max(lo, keep_hi);
+      else hi = keep_lo;
+    }
+    if (budget) {
+      if (*budget <= 0) return;
+      hi = std::min<uint64_t>(hi, lo + (uint64_t(*budget) + page - 1) / page * page);
+    }
     if (lo >= hi) {
       b = b->next;
       continue;
     }
+    if (budget) *budget -= int64_t(hi - lo);
     if (!synced) {
       // A free block may still be read or written by kernels queued on its stream before the free;
       // cuMemUnmap, unlike cuMemFree, does not wait for them.

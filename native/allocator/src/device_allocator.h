@@ -27,17 +27,18 @@ namespace gpumem::core {
 struct Options {
   bool expandable = false;  // segments: "expandable" (VA ranges + mapped pages) or "fixed"
   // Note [Trim on growth]: expandable only. Before mapping pages that would lift reserved memory
-  // above its peak, unmap the whole free pages of every expandable range first, so that the peak
-  // follows what tensors need rather than holes left by earlier, differently sized steps.
+  // above its peak, unmap just as many whole free pages elsewhere (never the run about to be used),
+  // so that the peak follows what tensors need rather than holes left by earlier, differently sized
+  // steps. Replaying the GPT-2 varying-length capture (test/bench/allocator/replay.py): peak reserved /
+  // peak allocated ×1.036 with 435 page unmaps in 40 steps, against ×1.115 and none without trimming,
+  // and ×1.039 with 2,746 unmaps when every trim gave back all free pages.
   //
   // Note [Futile trims]: a trim synchronizes the stream and remaps pages, which costs a step its
-  // CPU/GPU overlap. In a workload that repeats the same step, trimming at every new reserved peak
-  // became a cycle: unmap the holes, remap them a moment later, reach the peak again, trim again
-  // (GPT-2 small 16×512 on an H200: 58 page maps and unmaps per step, step time ×1.12). A trim that
-  // pays off lowers the reserved peak, and later steps fit without one; a trim that has to be
-  // repeated while the allocation peak stays the same is moving holes around. So at most
-  // kMaxTrimsPerAllocPeak trims happen per allocation peak; a new allocation peak (the workload needs
-  // more memory, e.g. a longer sequence) allows them again.
+  // CPU/GPU overlap. Trimming that never settles is possible (giving back all free pages at every new
+  // peak made GPT-2 small 16×512 on an H200 remap 58 pages per step: step time ×1.12; a step shape
+  // that exchanges pages forever is in test_expandable.cc). So one reserved peak is defended by at
+  // most kMaxTrimsPerPeak trims; then it may rise, and the larger room lets the steps fit without
+  // driver calls.
   bool trim_on_growth = false;
 };
 
@@ -86,7 +87,9 @@ class DeviceAllocator {
   Block* grow_expandable(BlockPool* pool, size_t size, Stream stream, uint32_t stack, bool retry);
   Segment* expandable_segment(BlockPool* pool, Stream stream, uint32_t stack);
   void map_page(Segment* seg, size_t page_index);
-  void unmap_free_pages(Segment* seg);
+  // Unmaps whole free pages of `seg`: all of them, or (with `budget`) about that many bytes, which it
+  // decreases; pages [keep_first, keep_last) stay mapped.
+  void unmap_free_pages(Segment* seg, int64_t* budget = nullptr, size_t keep_first = 0, size_t keep_last = 0);
   void* hand_out(Block* block, size_t requested, uint32_t stack);
   void free_block(Block* block);
   Block* merge_free_neighbours(Block* block);
@@ -125,8 +128,8 @@ class DeviceAllocator {
   uint64_t limit_ = 0;
   const uint64_t total_;  // device total bytes (for the cap and expandable ranges)
   uint64_t last_stats_ns_ = 0;
-  // Note [Futile trims] (guarded by mu_): trims done since the allocation peak was last raised.
-  int64_t trims_alloc_peak_ = -1;
+  // Note [Futile trims] (guarded by mu_): trims done since the reserved peak was last raised.
+  int64_t trims_peak_ = -1;
   int trims_at_this_peak_ = 0;
   // Note [One clock read per call]: the current malloc/free's timestamp (0 outside one). Guarded by mu_.
   uint64_t call_ns_ = 0;

@@ -3,6 +3,8 @@
 #include "../../../native/format/gpumem_format.h"
 #include "fixture.h"
 
+#include <cstdio>
+
 using namespace gpumem::core;
 namespace fmt = gpumem::fmt;
 using namespace t;
@@ -125,7 +127,7 @@ static int64_t trim_step(Fx& x, size_t big) {
 }
 
 // Note [Futile trims]: a trim that pays off settles (later steps fit without one); a repeating step
-// that would trim forever is cut off after kMaxTrimsPerAllocPeak trims at one allocation peak.
+// that would trim forever is cut off after kMaxTrimsPerPeak trims at one allocation peak.
 TEST(expandable_trim_that_pays_off_settles_without_more_remapping) {
   Fx x(4 * GiB, true, true);
   for (int i = 0; i < 3; i++) trim_step(x, 350 * MiB);
@@ -146,14 +148,17 @@ static int64_t churn_step(Fx& x) {
   return x.st().num_device_alloc + x.st().num_device_free - before;
 }
 
-TEST(expandable_trims_stop_repeating_at_one_allocation_peak) {
+TEST(expandable_trims_stop_defending_one_reserved_peak_after_a_few) {
   Fx x(16 * GiB, true, true);
   int trimming_steps = 0;
-  for (int i = 0; i < 10; i++) {
+  for (int i = 0; i < 60; i++) {
     const int64_t unmaps = x.st().num_device_free;
-    churn_step(x);
+    const int64_t calls = churn_step(x);
     if (x.st().num_device_free > unmaps) trimming_steps++;
+    if (i >= 40) CHECK_EQ(calls, int64_t(0));  // settled: no driver calls at all
   }
-  CHECK(trimming_steps >= 1 && trimming_steps <= kMaxTrimsPerAllocPeak);
-  for (int i = 0; i < 20; i++) CHECK_EQ(churn_step(x), int64_t(0));  // no driver calls at all
+  // Without the limit every step trims; with it, a peak is defended kMaxTrimsPerPeak times, then
+  // allowed to rise, after which the step fits.
+  CHECK(trimming_steps >= 1 && trimming_steps <= 2 * kMaxTrimsPerPeak);
+  std::printf("  (%d of 60 steps trimmed)\n", trimming_steps);
 }
