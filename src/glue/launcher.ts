@@ -57,6 +57,7 @@ function recordingSettings(): Partial<RecordingSettings> {
   const c = vscode.workspace.getConfiguration('gpuMemoryLens');
   return {
     segments: c.get<'expandable' | 'fixed'>('segmentStrategy', 'expandable'),
+    trimOnGrowth: c.get<boolean>('trimOnGrowth', true),
     stacks: c.get<boolean>('captureStacks', true),
     sampleMs: Math.round(c.get<number>('deviceSampleIntervalMs', 200)),
   };

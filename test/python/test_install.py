@@ -69,11 +69,13 @@ class InstallTimingTest(unittest.TestCase):
     def test_rank_and_settings_reach_the_header(self):
         run = support.run_script("import torch; torch.cuda.init()",
                                  env={"RANK": "3", "LOCAL_RANK": "1", "WORLD_SIZE": "4", "GPUMEM_SEGMENTS": "fixed",
-                                      "GPUMEM_STACKS": "0", "GPUMEM_SAMPLE_MS": "50", "GPUMEM_USER_ROOTS": "/a" + os.pathsep + "/b"})
+                                      "GPUMEM_STACKS": "0", "GPUMEM_SAMPLE_MS": "50", "GPUMEM_USER_ROOTS": "/a" + os.pathsep + "/b",
+                                      "GPUMEM_TRIM": "0"})
         self.assertEqual(run.code, 0, run.err)
         config = json.loads(run.log()[0][len("configure "):])
         self.assertEqual((config["header"]["rank"], config["header"]["local_rank"], config["header"]["world_size"]), (3, 1, 4))
         self.assertEqual((config["segments"], config["stacks"], config["sample_interval_ms"]), ("fixed", False, 50))
+        self.assertIs(config["trim_on_growth"], False)
         self.assertEqual(config["user_roots"], ["/a", "/b"])
 
     def test_too_late_message_names_the_line_and_workload_runs(self):
@@ -112,6 +114,11 @@ class InstallTimingTest(unittest.TestCase):
         self.assertEqual((run.code, run.out.strip()), (0, "ran"))
         self.assertIn("gpumem: memory tracking is off: GPUMEM_SEGMENTS must be 'expandable' or 'fixed', got 'huge'", run.err)
         self.assertEqual(run.files(), [])
+
+    def test_bad_trim_setting_is_reported_and_workload_runs(self):
+        run = support.run_script("import torch; torch.cuda.init(); print('ran')", env={"GPUMEM_TRIM": "yes"})
+        self.assertEqual((run.code, run.out.strip()), (0, "ran"))
+        self.assertIn("GPUMEM_TRIM must be '1' (trim on growth) or '0', got 'yes'", run.err)
 
     def test_missing_allocator_is_reported_and_workload_runs(self):
         run = support.run_script("import torch; torch.cuda.init(); print('ran')", so="/nonexistent/libgpumem_allocator.so")

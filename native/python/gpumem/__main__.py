@@ -1,6 +1,6 @@
 """`python3 -m gpumem run|ping|empty-cache|snapshot` — the CLI for machines without Node.js.
 
-    python3 -m gpumem run [--out DIR] [--python PATH] [--segments expandable|fixed] [--no-stacks]
+    python3 -m gpumem run [--out DIR] [--python PATH] [--segments expandable|fixed] [--no-trim] [--no-stacks]
                           [--backend cuda|sim] [--] script.py|-m module|command [args…]
     python3 -m gpumem ping|empty-cache|snapshot --session DIR [--pid N]
 """
@@ -24,6 +24,8 @@ def _run(argv):
     p.add_argument("--out", default=".gpumem", help="folder for session folders (default .gpumem)")
     p.add_argument("--python", default=None, help="interpreter for script.py / -m (default: this one)")
     p.add_argument("--segments", choices=("expandable", "fixed"), default="expandable")
+    p.add_argument("--no-trim", action="store_true",
+                   help="expandable segments keep free pages mapped (PyTorch's behaviour): no trim synchronizations, more reserved memory")
     p.add_argument("--no-stacks", action="store_true", help="do not record Python stacks")
     p.add_argument("--sample-ms", type=int, default=200)
     p.add_argument("--backend", choices=("cuda", "sim"), default="cuda")
@@ -40,7 +42,7 @@ def _run(argv):
     args = p.parse_args(argv[:i])
     command = argv[i + 1:] if argv[i:i + 1] == ["--"] else argv[i:]
     code, _session = _launch.run(command, args.out, args.python, args.segments, not args.no_stacks,
-                                 args.sample_ms, args.backend, args.allocator)
+                                 args.sample_ms, args.backend, args.allocator, trim=not args.no_trim)
     return code
 
 

@@ -155,6 +155,7 @@ def configure():
         "header": _header(torch),
         "backend": settings.backend,
         "segments": settings.segments,
+        "trim_on_growth": settings.trim,
         "stacks": settings.stacks,
         "user_roots": settings.user_roots,
         "sample_interval_ms": settings.sample_ms,

@@ -8,7 +8,7 @@ class SettingsError(ValueError):
 
 class Settings:
     __slots__ = (
-        "session_dir", "allocator_so", "segments", "stacks", "sample_ms", "backend", "sim_capacity",
+        "session_dir", "allocator_so", "segments", "trim", "stacks", "sample_ms", "backend", "sim_capacity",
         "user_roots", "strict_compile",
     )
 
@@ -25,6 +25,10 @@ class Settings:
         self.segments = env.get("GPUMEM_SEGMENTS", "expandable")
         if self.segments not in ("expandable", "fixed"):
             raise SettingsError("GPUMEM_SEGMENTS must be 'expandable' or 'fixed', got %r" % self.segments)
+        trim = env.get("GPUMEM_TRIM", "1")
+        if trim not in ("0", "1"):
+            raise SettingsError("GPUMEM_TRIM must be '1' (trim on growth) or '0', got %r" % trim)
+        self.trim = trim == "1"
         self.stacks = env.get("GPUMEM_STACKS", "1") not in ("0", "false", "no", "off")
         self.sample_ms = _int(env, "GPUMEM_SAMPLE_MS", 200)
         self.backend = env.get("GPUMEM_BACKEND", "cuda")

@@ -7,6 +7,11 @@ export type Backend = 'cuda' | 'sim';
 
 export interface RecordingSettings {
   segments: SegmentStrategy;
+  /**
+   * Expandable segments give free pages back before raising the reserved peak (least memory; stream
+   * synchronizations while a workload's layout settles). Off: PyTorch's expandable behaviour.
+   */
+  trimOnGrowth: boolean;
   /** Record the Python stack of every allocation. */
   stacks: boolean;
   /** Device-memory sampling period in ms; 0 = off. */
@@ -16,7 +21,7 @@ export interface RecordingSettings {
   simCapacity?: number;
 }
 
-export const DEFAULT_SETTINGS: RecordingSettings = { segments: 'expandable', stacks: true, sampleMs: 200 };
+export const DEFAULT_SETTINGS: RecordingSettings = { segments: 'expandable', trimOnGrowth: true, stacks: true, sampleMs: 200 };
 
 export interface WorkloadEnvOptions {
   sessionDir: string;
@@ -72,6 +77,7 @@ export function buildWorkloadEnv(opts: WorkloadEnvOptions): Record<string, strin
   env.GPUMEM_SESSION_DIR = opts.sessionDir;
   env.GPUMEM_ALLOCATOR_SO = opts.allocatorSo;
   env.GPUMEM_SEGMENTS = settings.segments;
+  env.GPUMEM_TRIM = settings.trimOnGrowth ? '1' : '0';
   env.GPUMEM_STACKS = settings.stacks ? '1' : '0';
   env.GPUMEM_SAMPLE_MS = String(settings.sampleMs);
   env.GPUMEM_BACKEND = settings.backend ?? 'cuda';
