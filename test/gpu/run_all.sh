@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Every GPU check in one device call (device time is scarce). Build here first, then carry dist/native:
 #   make -C native/allocator && <device run, carry dist/native> bash test/gpu/run_all.sh [stage…]
-# Stages: env allocator workload sanitizer stacks micro steps frag (default: env allocator workload sanitizer).
+# Stages: env allocator workload sanitizer stacks micro steps frag (default: env allocator stacks workload sanitizer).
 # Each of micro, steps and frag is one part of test/gpu/bench_allocator.py; "bench" runs all three.
 # Results land under $OUT (logs + JSON), one file per stage, so they come back with the call.
 set -u
@@ -12,7 +12,7 @@ export PYTHONUNBUFFERED=1
 # The lent multi-GPU hosts must keep NVLink multicast off (KINDS.md).
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
 stages=("$@")
-[ ${#stages[@]} -eq 0 ] && stages=(env allocator workload sanitizer)
+[ ${#stages[@]} -eq 0 ] && stages=(env allocator stacks workload sanitizer)
 SO=$PWD/dist/native/libgpumem_allocator.so
 [ -f "$SO" ] || { echo "missing $SO: run make -C native/allocator here and carry dist/native" >&2; exit 2; }
 

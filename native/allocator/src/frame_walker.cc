@@ -28,8 +28,9 @@ constexpr Layout kLayouts[] = {
 };
 // PyFrameObject: PyObject_HEAD (refcount, type) then f_back, then f_frame — the same in 3.11–3.13.
 constexpr int kFrameObjType = 8, kFrameObjIFrame = 24;
-// PyThreadState fields scanned for the frame pointer; it is within the first few dozen in 3.11–3.13.
-constexpr int kStateWords = 96;
+// PyThreadState words scanned for the frame pointer field (offset 56 in 3.11 and 3.12, a little further
+// in 3.13); 256 bytes stay inside the struct, which is 360 bytes in 3.11 and larger later.
+constexpr int kStateWords = 32;
 // The thread state, plus its embedded root _PyCFrame, lies within this many bytes of its start.
 constexpr uintptr_t kStateSpan = 1024;
 
