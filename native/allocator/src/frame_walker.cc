@@ -95,8 +95,10 @@ int key_of(const void* code, const void* instr) {
 // Walks from interpreter frame `f` with the current layout (which must be set).
 int walk_from(const void* f, const void** codes, int* keys, int max, bool keys_valid) {
   const Layout& L = *g_layout;
-  int n = 0;
-  for (; f && n < max; f = at<const void*>(f, L.previous)) {
+  int n = 0, steps = 0;
+  // `steps` bounds the loop even through skipped frames (a chain is never cyclic, but this code must
+  // not hang a workload if one ever were).
+  for (; f && n < max && steps < 4 * max; f = at<const void*>(f, L.previous), steps++) {
     if (L.cstack_owner >= 0 && at<char>(f, L.owner) == char(L.cstack_owner)) continue;
     codes[n] = at<const void*>(f, L.code);
     keys[n] = keys_valid ? key_of(codes[n], at<const void*>(f, L.instr)) : 0;
