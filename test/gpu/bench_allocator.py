@@ -16,7 +16,6 @@ torchvision, transformers. Not a test: it prints figures and ratios measured in 
 Each configuration runs in its own subprocess. With $OUT set, results go to $OUT/bench_allocator.json.
 """
 import argparse
-import ctypes
 import json
 import os
 import random
@@ -186,14 +185,8 @@ def _lens_active(torch):
 def _stack_info():
     """How stacks were captured (GIL-free answers vs GIL walks), from the bootstrap's library."""
     st = sys.modules.get("gpumem._state")
-    lib = getattr(getattr(getattr(st, "STATE", None), "native", None), "lib", None) if st else None
-    if lib is None or not hasattr(lib, "gpumem_stack_info"):
-        return None
-    lib.gpumem_stack_info.restype = ctypes.c_size_t
-    lib.gpumem_stack_info.argtypes = [ctypes.c_char_p, ctypes.c_size_t]
-    buf = ctypes.create_string_buffer(4096)
-    lib.gpumem_stack_info(buf, len(buf))
-    return json.loads(buf.value.decode())
+    native = getattr(getattr(st, "STATE", None), "native", None) if st else None
+    return native.stack_info() if native is not None else None
 
 
 def child_frag(args):

@@ -85,6 +85,15 @@ class Allocator:
                 return json.loads(buf.value.decode())
             cap = need + 1
 
+    def stack_info(self):
+        """How Python stacks are being captured (Note [GIL-free walk] in native/allocator): whether
+        without the GIL, and counts of GIL-free answers, GIL walks and mismatches."""
+        fn = self.lib.gpumem_stack_info
+        fn.restype, fn.argtypes = ctypes.c_size_t, [ctypes.c_char_p, ctypes.c_size_t]
+        buf = ctypes.create_string_buffer(4096)
+        fn(buf, len(buf))
+        return json.loads(buf.value.decode())
+
     def allocated(self, device):
         return int(self.lib.gpumem_allocated(device))
 

@@ -15,7 +15,6 @@ The figure is ns per malloc+free pair, the median of rounds; "stacks - none" is 
 workload per allocation, and times allocations per step gives its share of a step.
 """
 import argparse
-import ctypes
 import json
 import os
 import statistics
@@ -73,10 +72,9 @@ def child(config, steps, depth, sites):
         t0 = time.perf_counter_ns()
         step()
         times.append((time.perf_counter_ns() - t0) / sites)
-    buf = ctypes.create_string_buffer(4096)
-    lib.gpumem_stack_info(buf, len(buf))
+    info = common.stack_info(lib)
     lib.gpumem_shutdown(0)
-    return {"ns_per_pair": statistics.median(times), "min": min(times), "stack_info": json.loads(buf.value)}
+    return {"ns_per_pair": statistics.median(times), "min": min(times), "stack_info": info}
 
 
 def main():

@@ -65,18 +65,8 @@ def main():
             extra.append(torch.zeros(4096, device="cuda"))
         del extra
     torch.cuda.synchronize()
-    info = None
-    st = sys.modules.get("gpumem._state")
-    lib = st.STATE.native.lib if st else None
-    if lib is not None:
-        import ctypes
-
-        lib.gpumem_stack_info.restype = ctypes.c_size_t
-        lib.gpumem_stack_info.argtypes = [ctypes.c_char_p, ctypes.c_size_t]
-        buf = ctypes.create_string_buffer(4096)
-        lib.gpumem_stack_info(buf, len(buf))
-        info = json.loads(buf.value.decode())
-    print("STACK_INFO " + json.dumps(info))
+    st = sys.modules.get("gpumem._state")  # the bootstrap, when run under `gpumem run`
+    print("STACK_INFO " + json.dumps(st.STATE.native.stack_info() if st and st.STATE.native else None))
 
 
 if __name__ == "__main__":

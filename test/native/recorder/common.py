@@ -46,6 +46,13 @@ def configure(lib, **cfg):
     lib.gpumem_init(1)
 
 
+def stack_info(lib):
+    """gpumem_stack_info() as a dict (Note [GIL-free walk])."""
+    buf = ctypes.create_string_buffer(4096)
+    lib.gpumem_stack_info(buf, len(buf))
+    return json.loads(buf.value.decode())
+
+
 def marker_line(path, tag):
     """The 1-based line of the source line ending with `# <tag>` (expected lines come from the file)."""
     with open(path) as f:

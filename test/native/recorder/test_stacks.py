@@ -125,9 +125,7 @@ def scenario_shapes(path):
     for _ in range(3):
         for p in shapes(lib):
             lib.gpumem_free(p, 0, 0, None)
-    buf = ctypes.create_string_buffer(4096)
-    lib.gpumem_stack_info(buf, len(buf))
-    print("INFO " + buf.value.decode())
+    print("INFO " + json.dumps(common.stack_info(lib)))
     lib.gpumem_shutdown(0)
 
 
