@@ -20,8 +20,10 @@ a = torch.empty(3000, device="cuda")
 b = torch.empty(30 << 20, device="cuda")
 b.free()
 gpumem.mark("after warmup")
+from gpumem._state import STATE
 print(json.dumps({"allocated": torch.cuda.memory_allocated(), "reserved": torch.cuda.memory_reserved(),
-                  "peak": torch.cuda.max_memory_allocated(), "keys": len(torch.cuda.memory_stats())}), flush=True)
+                  "peak": torch.cuda.max_memory_allocated(), "keys": len(torch.cuda.memory_stats()),
+                  "stacks": STATE.native.stack_info()}), flush=True)
 flag = sys.argv[1]
 while not os.path.exists(flag):   # busy in Python, holding the GIL, like a training step
     pass
@@ -68,6 +70,9 @@ class RealAllocatorTest(unittest.TestCase):
             self.assertEqual(first["allocated"], 3072)  # 3000 B rounded to 512 B
             self.assertEqual(first["peak"], 3072 + (30 << 20))
             self.assertEqual(first["keys"], 122)
+            # Both allocations took a stack; each new sequence is walked with the GIL once, never mismatched.
+            self.assertIs(first["stacks"]["python"], True)
+            self.assertEqual((first["stacks"]["gil_walks"] + first["stacks"]["gil_free_answers"], first["stacks"]["mismatches"]), (2, 0))
             (info,) = _control.list_processes(session)
             self.assertEqual((info["pid"], info["rank"]), (proc.pid, 0))
             sock = info["socket"]
