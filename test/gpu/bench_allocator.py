@@ -127,6 +127,7 @@ def step_fn(model_name):
 STEP_MODELS = ("resnet50", "gpt2", "mlp")
 MODELS_SELECTED = list(STEP_MODELS)
 WARMUP = [10]
+STEPS = [60]
 
 
 def child_steps(args):
@@ -145,7 +146,8 @@ def child_steps(args):
         for _ in range(args.warmup):
             step()
         torch.cuda.synchronize()
-        n = 100 if model == "mlp" else 60
+        # The MLP's 3 ms steps are timed 8× as often: a host hiccup then moves its median less.
+        n = args.steps * 8 if model == "mlp" else args.steps
         s0 = stats()
         times, host, cpu = [], [], []
         for _ in range(n):
@@ -224,7 +226,7 @@ def run_child(kind, config, so, model=None, env_extra=None):
     if model:
         cmd += ["--model", model]
     if kind == "steps":
-        cmd += ["--models"] + list(MODELS_SELECTED) + ["--warmup", str(WARMUP[0])]
+        cmd += ["--models"] + list(MODELS_SELECTED) + ["--warmup", str(WARMUP[0]), "--steps", str(STEPS[0])]
     env = dict(os.environ, PYTHONUNBUFFERED="1", **(env_extra or {}))
     if config == "gpumem-run":  # the environment `gpumem run` gives a workload (its bootstrap installs us)
         sys.path.insert(0, os.path.join(ROOT, "native", "python"))
@@ -248,6 +250,7 @@ def main():
     ap.add_argument("--only", nargs="*", default=None)
     ap.add_argument("--rounds", type=int, default=5, help="interleaved rounds of the step benchmark")
     ap.add_argument("--frag-configs", nargs="+", default=None, help="a subset of the fragmentation configurations")
+    ap.add_argument("--steps", type=int, default=60, help="timed steps per model (the MLP: 8×)")
     ap.add_argument("--warmup", type=int, default=10,
                     help="untimed steps first; Note [Trim on growth] settles a layout in the first ~50 steps")
     ap.add_argument("--models", nargs="+", default=list(STEP_MODELS), choices=STEP_MODELS)
@@ -263,6 +266,7 @@ def main():
     want = lambda name: args.only is None or name in args.only  # noqa: E731
     MODELS_SELECTED[:] = args.models
     WARMUP[0] = args.warmup
+    STEPS[0] = args.steps
     results = {}
 
     def show(name, value):
