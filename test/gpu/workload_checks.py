@@ -33,6 +33,9 @@ import traceback
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 PY_DIR = os.path.join(ROOT, "native", "python")
 WORKLOADS = os.path.join(ROOT, "test", "gpu", "workloads")
+# The E2E fixture's script is the sample workspace's own file: the replayed capture's lines must be
+# that file's lines, so there is one copy of it.
+E2E_SCRIPT = os.path.join(ROOT, "test", "e2e", "workspace", "e2e_train.py")
 SO = os.path.join(ROOT, "dist", "native", "libgpumem_allocator.so")
 sys.path.insert(0, PY_DIR)
 from gpumem import _control  # noqa: E402
@@ -227,14 +230,14 @@ def check_api(out):
 
 
 def check_fixture(out):
-    r = gpumem_run(os.path.join(out, "d"), [os.path.join(WORKLOADS, "e2e_train.py")], timeout=120)
+    r = gpumem_run(os.path.join(out, "d"), [E2E_SCRIPT], timeout=120)
     if r.returncode != 0:
         raise AssertionError("fixture run failed (%d):\n%s" % (r.returncode, r.stderr[-3000:]))
     (session,) = sessions(os.path.join(out, "d"))
     (capture,) = glob.glob(os.path.join(session, "capture-*.gpumem"))
     dest = os.path.join(out, "e2e-capture.gpumem")
     shutil.copyfile(capture, dest)
-    shutil.copyfile(os.path.join(WORKLOADS, "e2e_train.py"), os.path.join(out, "e2e_train.py"))
+    shutil.copyfile(E2E_SCRIPT, os.path.join(out, "e2e_train.py"))
     size = os.path.getsize(dest)
     header = capture_header(dest)
     emit("d-fixture", 0 < size <= 8 << 20, capture=dest, bytes=size, script=os.path.join(out, "e2e_train.py"),

@@ -6,25 +6,18 @@
 A steady training-like loop (batches of activations allocated, then freed, weights kept), every
 allocation with its Python stack, until EVENTS block/segment events are recorded.
 """
-import ctypes
-import json
+import os
 import random
 import sys
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "native", "recorder"))
+import common  # noqa: E402
 
 
 def main():
     lib_path, out, events = sys.argv[1], sys.argv[2], int(sys.argv[3])
-    lib = ctypes.CDLL(lib_path)
-    lib.gpumem_malloc.restype = ctypes.c_void_p
-    lib.gpumem_malloc.argtypes = [ctypes.c_size_t, ctypes.c_int, ctypes.c_void_p]
-    lib.gpumem_free.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_void_p]
-    lib.gpumem_configure.argtypes = [ctypes.c_char_p]
-    lib.gpumem_last_error.restype = ctypes.c_char_p
-    cfg = {"capture_path": out, "backend": "sim", "sim_capacity": 8 << 30, "segments": "fixed", "stacks": True,
-           "sample_interval_ms": 0}
-    if lib.gpumem_configure(json.dumps(cfg).encode()) != 0:
-        sys.exit("gpumem_configure failed: %s" % lib.gpumem_last_error().decode())
-    lib.gpumem_init(1)
+    lib = common.load(lib_path)
+    common.configure(lib, capture_path=out, sim_capacity=8 << 30, segments="fixed", stacks=True)
     malloc, free = lib.gpumem_malloc, lib.gpumem_free
     rng = random.Random(0)
     sizes = [512, 4096, 65536, 1 << 20, 3 << 20, 12 << 20]

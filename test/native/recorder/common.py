@@ -13,8 +13,9 @@ SO = os.environ.get("GPUMEM_TEST_SO", os.path.join(ROOT, "dist", "native", "libg
 NATIVE_THREAD_SO = os.environ.get("GPUMEM_NATIVE_THREAD_SO", "")
 
 
-def load():
-    lib = ctypes.CDLL(SO)
+def load(path=None):
+    """The allocator .so through ctypes with the C API's signatures (`path`: default SO)."""
+    lib = ctypes.CDLL(path or SO)
     c = ctypes
     for name, res, args in [
         ("gpumem_configure", c.c_int, [c.c_char_p]),

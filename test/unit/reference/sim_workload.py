@@ -7,28 +7,19 @@ same moment (gpumem_snapshot) as the independent reference.
 
 Random mallocs and frees (sizes across the small and large pools), then empty_cache and a snapshot.
 """
-import ctypes
-import json
+import os
 import random
 import sys
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "native", "recorder"))
+import common  # noqa: E402  (the C API's ctypes signatures, one copy)
 
 
 def main():
     lib_path, capture, pickle_path, segments, steps = sys.argv[1:6]
     seed = int(sys.argv[6]) if len(sys.argv) > 6 else 1
-    lib = ctypes.CDLL(lib_path)
-    lib.gpumem_malloc.restype = ctypes.c_void_p
-    lib.gpumem_malloc.argtypes = [ctypes.c_size_t, ctypes.c_int, ctypes.c_void_p]
-    lib.gpumem_free.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_void_p]
-    lib.gpumem_configure.argtypes = [ctypes.c_char_p]
-    lib.gpumem_last_error.restype = ctypes.c_char_p
-    lib.gpumem_snapshot.argtypes = [ctypes.c_char_p]
-    lib.gpumem_snapshot.restype = ctypes.c_int64
-    cfg = {"capture_path": capture, "backend": "sim", "sim_capacity": 1 << 30, "segments": segments,
-           "stacks": True, "sample_interval_ms": 0}
-    if lib.gpumem_configure(json.dumps(cfg).encode()) != 0:
-        sys.exit("gpumem_configure failed: %s" % lib.gpumem_last_error().decode())
-    lib.gpumem_init(1)
+    lib = common.load(lib_path)
+    common.configure(lib, capture_path=capture, sim_capacity=1 << 30, segments=segments, stacks=True)
     rng = random.Random(seed)
     live = []
     for _ in range(int(steps)):
