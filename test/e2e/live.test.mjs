@@ -12,8 +12,8 @@ import { execFileSync } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { after, before, test } from 'node:test';
-import { startVsCode } from './harness/index.mjs';
+import { test } from 'node:test';
+import { vsCodeSuite } from './harness/suite.mjs';
 import { ROOT } from './harness/paths.mjs';
 import { formatBytes } from '../../src/core/format/bytes.ts';
 
@@ -40,9 +40,9 @@ const expectedText = `▲ ${formatBytes(target.self_bytes_at_peak)} at peak · $
 const targetSource = sampleText[target.line - 1].trim();
 
 let vsc;
-let failed = false;
-before(async () => {
-  vsc = await startVsCode({
+const step = vsCodeSuite(
+  'live',
+  {
     workspaceSettings: {
       'gpuMemoryLens.launchCommand': `\${python} ${REPLAY}/replay.py ${fixture} --speed ${SPEED} --hold 120`,
       'gpuMemoryLens.livePanel.openOnRun': true,
@@ -50,23 +50,10 @@ before(async () => {
       // line can still show its annotation in the DOM; the test reads the editor's own lines only.
       'editor.stickyScroll.enabled': false,
     },
-  });
-});
-after(async () => {
-  await vsc?.close({ failed });
-  fs.rmSync(tmp, { recursive: true, force: true });
-});
-
-/** Runs a step; on failure saves a screenshot named after it and keeps the server logs. */
-async function step(name, fn) {
-  try {
-    return await fn();
-  } catch (err) {
-    failed = true;
-    await vsc.screenshot(`live-${name}-FAILED`).catch(() => {});
-    throw err;
-  }
-}
+  },
+  (v) => (vsc = v),
+  () => fs.rmSync(tmp, { recursive: true, force: true }),
+);
 
 /** The live panel's figure (bytes) for the first track. */
 async function figure(frame, key) {

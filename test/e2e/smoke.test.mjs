@@ -3,8 +3,8 @@
 import assert from 'node:assert/strict';
 import fs from 'node:fs';
 import path from 'node:path';
-import { after, before, test } from 'node:test';
-import { startVsCode } from './harness/index.mjs';
+import { test } from 'node:test';
+import { vsCodeSuite } from './harness/suite.mjs';
 import { ROOT } from './harness/paths.mjs';
 
 // Derived from the manifest, so a renamed or dropped command fails here and not silently.
@@ -22,54 +22,36 @@ async function expectShowLivePanelOutcome(vsc) {
 }
 
 let vsc;
-let failed = false;
-before(async () => {
-  vsc = await startVsCode();
-});
-after(async () => {
-  await vsc?.close({ failed });
-});
+const step = vsCodeSuite('smoke', {}, (v) => (vsc = v));
 
 test('all 7 commands are in the palette under the "GPU Memory" category', async (t) => {
-  try {
+  await step('palette', async () => {
     assert.equal(paletteTitles.length, 7, 'the manifest contributes 7 commands');
     const labels = await vsc.paletteEntries('GPU Memory:', { expectAtLeast: paletteTitles.length });
     for (const title of paletteTitles) {
       assert.ok(labels.some((l) => l.startsWith(title)), `palette lacks "${title}"; it shows: ${JSON.stringify(labels)}`);
     }
-  } catch (err) {
-    failed = true;
-    await vsc.screenshot('smoke-palette-FAILED');
-    throw err;
-  }
+  });
   t.diagnostic(`palette: ${paletteTitles.length} GPU Memory commands`);
 });
 
 test(`"${SHOW_LIVE_PANEL}" runs from the palette`, async () => {
-  try {
+  await step('show-live-panel', async () => {
     await vsc.runCommand(SHOW_LIVE_PANEL);
     await expectShowLivePanelOutcome(vsc);
     await vsc.screenshot('smoke-show-live-panel');
-  } catch (err) {
-    failed = true;
-    await vsc.screenshot('smoke-show-live-panel-FAILED');
-    throw err;
-  }
+  });
 });
 
 // The harness helpers other E2E tests build on, checked against something VS Code itself provides: the
 // built-in Markdown preview is a webview panel, like ours.
 test('harness: openFile and webviewFrame reach a webview panel', async () => {
-  try {
+  await step('harness', async () => {
     await vsc.openFile('README.md');
     await vsc.runCommand('Markdown: Open Preview to the Side');
     const frame = await vsc.webviewFrame('Preview README.md');
     const heading = await frame.locator('h1').first().textContent({ timeout: 20_000 });
     const expected = fs.readFileSync(path.join(vsc.workspaceDir, 'README.md'), 'utf8').match(/^# (.+)$/m)[1];
     assert.equal(heading.trim(), expected);
-  } catch (err) {
-    failed = true;
-    await vsc.screenshot('smoke-harness-FAILED');
-    throw err;
-  }
+  });
 });

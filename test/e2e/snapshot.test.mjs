@@ -6,8 +6,8 @@ import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
-import { after, before, test } from 'node:test';
-import { startVsCode } from './harness/index.mjs';
+import { test } from 'node:test';
+import { vsCodeSuite } from './harness/suite.mjs';
 import { ROOT, SAMPLE_WORKSPACE } from './harness/paths.mjs';
 
 const PICKLE = 'mlp-expandable.pickle';
@@ -15,23 +15,7 @@ const reference = JSON.parse(execFileSync('python3', [path.join(ROOT, 'test/unit
 const top = reference.top_lines.find((l) => !l.file.startsWith('<'));
 
 let vsc;
-let failed = false;
-before(async () => {
-  vsc = await startVsCode();
-});
-after(async () => {
-  await vsc?.close({ failed });
-});
-
-async function step(name, fn) {
-  try {
-    return await fn();
-  } catch (err) {
-    failed = true;
-    await vsc.screenshot(`snapshot-${name}-FAILED`).catch(() => {});
-    throw err;
-  }
-}
+const step = vsCodeSuite('snapshot', {}, (v) => (vsc = v));
 
 test('Open Snapshot… opens the pickle in the snapshot panel with python\'s figures', async () => {
   const frame = await step('open', async () => {

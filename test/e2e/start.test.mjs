@@ -1,20 +1,16 @@
 // `npm start` on a machine with no GPU: the sample workspace's settings (test/tools/start-settings.mjs)
 // must make "Run Python File with Memory Tracking" show a live workload — the product's main job.
 import assert from 'node:assert/strict';
-import { after, before, test } from 'node:test';
+import { test } from 'node:test';
 import { startSettings } from '../tools/start-settings.mjs';
-import { startVsCode } from './harness/index.mjs';
+import { vsCodeSuite } from './harness/suite.mjs';
 
 const hook = startSettings({ replay: true });
 let vsc;
-let failed = false;
-before(async () => {
-  vsc = await startVsCode({ workspaceSettings: hook.settings });
-});
-after(() => vsc?.close({ failed }));
+const step = vsCodeSuite('start', { workspaceSettings: hook.settings }, (v) => (vsc = v));
 
 test("npm start's replay hook turns Run Python File into a live session", { skip: !hook.settings && hook.reason }, async () => {
-  try {
+  await step('replay', async () => {
     await vsc.openFile('live_sample.py');
     await vsc.runCommand('GPU Memory: Run Python File with Memory Tracking');
     const panel = await vsc.webviewFrame('GPU Memory — Live');
@@ -28,9 +24,5 @@ test("npm start's replay hook turns Run Python File into a live session", { skip
     }
     assert.ok(bytes > 0, `the live panel's allocated figure stayed at ${bytes}`);
     await vsc.screenshot('start-replay-live');
-  } catch (err) {
-    failed = true;
-    await vsc.screenshot('start-replay-FAILED');
-    throw err;
-  }
+  });
 });
