@@ -36,7 +36,8 @@ for s in "${stages[@]}"; do
         python3 test/gpu/workloads/train_mlp.py ;;
     stacks) run_stage stacks 300 bash -c "GPUMEM_NATIVE_THREAD_SO=$PWD/dist/native/native_thread.so python3 test/native/recorder/test_stacks.py -v \
         && python3 test/gpu/stack_equivalence.py --out $OUT/stacks && python3 test/bench/allocator/stack_overhead.py" ;;
-    micro|steps|frag) run_stage "$s" 560 python3 test/gpu/bench_allocator.py --so "$SO" --only "$s" ;;
+    # BENCH_ARGS adds bench_allocator.py flags, e.g. BENCH_ARGS="--warmup 60 --rounds 5 --step-configs native gpumem-run".
+    micro|steps|frag) run_stage "$s" 560 python3 test/gpu/bench_allocator.py --so "$SO" --only "$s" ${BENCH_ARGS:-} ;;
     bench) run_stage bench 560 python3 test/gpu/bench_allocator.py --so "$SO" ;;
     *) echo "unknown stage $s" >&2 ;;
   esac

@@ -44,6 +44,11 @@ class Backend {
   virtual bool reserve_address(int device, size_t size, size_t alignment, uint64_t* addr) = 0;
   virtual bool map_page(int device, uint64_t addr, size_t size, bool capturing) = 0;  // false = OOM
   virtual void unmap_page(int device, uint64_t addr, size_t size) = 0;
+  // Maps the physical memory already mapped at `from` at `to` as well (Note [Page moves]); `from`
+  // stays mapped until unmap_page, which may follow only once an event recorded on `stream` after
+  // this call has completed (the driver needs no stream; the simulated device checks the rule).
+  // Takes no new memory. False when the driver refuses (then nothing changed).
+  virtual bool remap_page(int device, uint64_t from, uint64_t to, size_t size, Stream stream) = 0;
   virtual void free_address(int device, uint64_t addr, size_t size) = 0;
 };
 

@@ -54,6 +54,11 @@ struct BlockPool {
   PrivatePool* const owner;  // nullptr for the default pools
 };
 
+// An expandable segment's page. kPageMoving: its physical memory now also backs another address
+// (Note [Page moves] in device_allocator.h); this address is unmapped once an event completes, and
+// until then it is neither usable nor mappable.
+enum PageState : uint8_t { kPageUnmapped = 0, kPageMapped = 1, kPageMoving = 2 };
+
 // Memory from the driver: one cuMemAlloc range (fixed) or one reserved VA range (expandable).
 struct Segment {
   uint64_t addr = 0;
@@ -63,7 +68,7 @@ struct Segment {
   uint32_t stack = 0;  // stack of the malloc that created it
   bool expandable = false;
   size_t page = 0;              // expandable: page size
-  std::vector<uint8_t> mapped;  // expandable: per page
+  std::vector<uint8_t> mapped;  // expandable: per page, a PageState
   size_t mapped_bytes = 0;      // expandable: bytes mapped (what counts as reserved)
   Block* head = nullptr;
 };

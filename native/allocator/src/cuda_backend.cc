@@ -41,6 +41,7 @@ struct Driver {
   cuMemSetAccess_t MemSetAccess;
   cuMemUnmap_t MemUnmap;
   cuMemRelease_t MemRelease;
+  cuMemRetainAllocationHandle_t MemRetainAllocationHandle;
   cuMemGetAllocationGranularity_t MemGetAllocationGranularity;
 
   template <typename F>
@@ -84,6 +85,7 @@ class CudaDriverBackend final : public Backend {
     d_.load(&d_.MemSetAccess, "cuMemSetAccess");
     d_.load(&d_.MemUnmap, "cuMemUnmap");
     d_.load(&d_.MemRelease, "cuMemRelease");
+    d_.load(&d_.MemRetainAllocationHandle, "cuMemRetainAllocationHandle");
     d_.load(&d_.MemGetAllocationGranularity, "cuMemGetAllocationGranularity");
     check(d_.Init(0), "cuInit");
     int n = 0;
@@ -211,6 +213,26 @@ class CudaDriverBackend final : public Backend {
   void unmap_page(int device, uint64_t addr, size_t size) override {
     Guard g(this, device);
     check(d_.MemUnmap(CUdeviceptr(addr), size), "cuMemUnmap");
+  }
+  bool remap_page(int device, uint64_t from, uint64_t to, size_t size, Stream) override {
+    Guard g(this, device);
+    CUmemGenericAllocationHandle h = 0;
+    check(d_.MemRetainAllocationHandle(&h, reinterpret_cast<void*>(from)), "cuMemRetainAllocationHandle");
+    CUresult rc = d_.MemMap(CUdeviceptr(to), size, 0, h, 0);
+    d_.MemRelease(h);  // as in map_page: the two mappings keep the memory alive
+    if (rc == CUDA_ERROR_OUT_OF_MEMORY) return false;
+    check(rc, "cuMemMap");
+    CUmemAccessDesc access{};
+    access.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+    access.location.id = device;
+    access.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+    rc = d_.MemSetAccess(CUdeviceptr(to), size, &access, 1);
+    if (rc != CUDA_SUCCESS) {
+      d_.MemUnmap(CUdeviceptr(to), size);
+      if (rc == CUDA_ERROR_OUT_OF_MEMORY) return false;
+      check(rc, "cuMemSetAccess");
+    }
+    return true;
   }
   void free_address(int device, uint64_t addr, size_t size) override {
     Guard g(this, device);

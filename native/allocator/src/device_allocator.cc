@@ -321,6 +321,7 @@ void DeviceAllocator::record_stream(void* ptr, Stream stream) {
 // ---- events ------------------------------------------------------------------------------------
 
 void DeviceAllocator::process_events() {
+  if (!moving_.empty()) finish_page_moves(false);
   if (!deferred_.empty()) {
     for (Block* b : deferred_) insert_events(b);
     deferred_.clear();
@@ -382,6 +383,7 @@ void DeviceAllocator::release_pool_blocks(BlockPool* pool) {
 
 void DeviceAllocator::release_cached_blocks() {
   synchronize_and_free_events();
+  finish_page_moves(true);  // old addresses hold no memory of their own, but nothing may linger
   release_pool_blocks(&small_);
   release_pool_blocks(&large_);
   for (auto& [id, pp] : private_pools_) {
@@ -449,6 +451,10 @@ uint64_t DeviceAllocator::limit() {
 
 void DeviceAllocator::begin_allocate_to_pool(PoolId id, std::function<bool(Stream)> filter) {
   Lock lock(mu_);
+  // Note [Page moves]: none may be pending during a capture (no event calls or unmaps then).
+  // PyTorch calls this before cudaStreamBeginCapture; with a capture already underway there are
+  // none (trims stop while one runs).
+  if (!capturing()) finish_page_moves(true);
   auto it = private_pools_.find(id);
   if (it == private_pools_.end())
     private_pools_.emplace(id, std::make_unique<PrivatePool>(id));
@@ -513,9 +519,9 @@ void DeviceAllocator::map_page(Segment* seg, size_t index) {
   b->mapped = true;
   b = merge_free_neighbours(b);
   b->pool->blocks.insert(b);
-  const bool left = index > 0 && seg->mapped[index - 1];
-  const bool right = index + 1 < seg->mapped.size() && seg->mapped[index + 1];
-  seg->mapped[index] = 1;
+  const bool left = index > 0 && seg->mapped[index - 1] == kPageMapped;
+  const bool right = index + 1 < seg->mapped.size() && seg->mapped[index + 1] == kPageMapped;
+  seg->mapped[index] = kPageMapped;
   seg->mapped_bytes += seg->page;
   // A segment, as reported, is one contiguous mapped run: a page may start, extend or join runs.
   add_stats(stats_.segment, seg->pool, 1 - int64_t(left) - int64_t(right));
@@ -542,11 +548,21 @@ Block* DeviceAllocator::grow_expandable(BlockPool* pool, size_t size, Stream str
   const uint64_t lo = start->addr, hi = lo + size;
   const size_t first = (lo - seg->addr) / seg->page, last = (hi - seg->addr + seg->page - 1) / seg->page;
   std::vector<size_t> pages;
-  for (size_t i = first; i < last; i++)
-    if (!seg->mapped[i]) pages.push_back(i);
+  bool blocked = false;
+  for (size_t i = first; i < last; i++) {
+    if (seg->mapped[i] != kPageMapped) pages.push_back(i);
+    blocked |= seg->mapped[i] == kPageMoving;
+  }
+  if (blocked) {
+    // The old address of a moved page must be unmapped before it can map again (Note [Page moves];
+    // none is pending during a capture).
+    if (capturing()) return nullptr;
+    finish_page_moves(true);
+  }
   const int64_t reserved_peak = stats_.reserved_bytes[kAll].peak;
   if (reserved_peak != trims_peak_) trims_peak_ = reserved_peak, trims_at_this_peak_ = 0;  // Note [Futile trims]
   int64_t over = stats_.reserved_bytes[kAll].current + int64_t(pages.size() * seg->page) - stats_.reserved_bytes[kAll].peak;
+  std::vector<std::pair<Segment*, size_t>> moved;  // Note [Page moves]: pages to map here instead
   if (options_.trim_on_growth && !capturing() && over > 0 && trims_at_this_peak_ < kMaxTrimsPerPeak) {
     trims_at_this_peak_++;
     // Note [Trim on growth]: give back just enough free pages elsewhere that this growth does not
@@ -554,19 +570,31 @@ Block* DeviceAllocator::grow_expandable(BlockPool* pool, size_t size, Stream str
     // pages until released: a replay reuses blocks freed in capture.
     for (auto& [key, other] : expandable_) {
       if (over <= 0) break;
-      if (!key.first->owner || key.first->owner->freeable)
-        unmap_free_pages(other, &over, other == seg ? first : 0, other == seg ? last : 0);
+      if (key.first->owner && !key.first->owner->freeable) continue;
+      const bool movable = other->stream == seg->stream && other->page == seg->page;
+      unmap_free_pages(other, &over, other == seg ? first : 0, other == seg ? last : 0, movable ? &moved : nullptr);
     }
   }
-  if (limit_ && uint64_t(stats_.reserved_bytes[kAll].current) + pages.size() * seg->page > limit_) return nullptr;
-  for (size_t k = 0; k < pages.size(); k++) {
-    if (!backend_.map_page(device_, seg->addr + pages[k] * seg->page, seg->page, capturing())) {
-      // Roll back this attempt's pages. No kernel can use them yet; the synchronization only keeps
-      // the rule "every unmap follows a synchronize" without exceptions (this is the OOM path).
-      if (k > 0 && !capturing()) backend_.synchronize_stream(device_, seg->stream);
-      for (size_t j = 0; j < k; j++) backend_.unmap_page(device_, seg->addr + pages[j] * seg->page, seg->page);
-      return nullptr;
+  size_t k = 0;
+  if (!limit_ || uint64_t(stats_.reserved_bytes[kAll].current) + pages.size() * seg->page <= limit_) {
+    for (; k < pages.size(); k++) {
+      const uint64_t to = seg->addr + pages[k] * seg->page;
+      const bool ok = k < moved.size() ? backend_.remap_page(device_, moved[k].first->addr + moved[k].second * seg->page,
+                                                             to, seg->page, seg->stream)
+                                       : backend_.map_page(device_, to, seg->page, capturing());
+      if (!ok) break;
     }
+  }
+  if (!moved.empty()) {  // the old addresses go once the stream has passed this point
+    const Event e = backend_.record_event(device_, seg->stream);
+    for (auto& [other, i] : moved) moving_.push_back({e, other, i});
+  }
+  if (k < pages.size()) {
+    // Roll back this attempt's pages. No kernel can use them yet; the synchronization only keeps
+    // the rule "every unmap follows a synchronize" without exceptions (this is the OOM path).
+    if (k > 0 && !capturing()) backend_.synchronize_stream(device_, seg->stream);
+    for (size_t j = 0; j < k; j++) backend_.unmap_page(device_, seg->addr + pages[j] * seg->page, seg->page);
+    return nullptr;
   }
   for (size_t i : pages) map_page(seg, i);
   for (size_t k = 0; k < pages.size();) {  // one record per contiguous run of new pages
@@ -588,7 +616,8 @@ Block* DeviceAllocator::grow_expandable(BlockPool* pool, size_t size, Stream str
 }
 
 // Gives back every whole page covered only by free blocks (empty_cache, OOM ladder).
-void DeviceAllocator::unmap_free_pages(Segment* seg, int64_t* budget, size_t keep_first, size_t keep_last) {
+void DeviceAllocator::unmap_free_pages(Segment* seg, int64_t* budget, size_t keep_first, size_t keep_last,
+                                       std::vector<std::pair<Segment*, size_t>>* moving) {
   const uint64_t page = seg->page;
   bool synced = false;
   for (Block* b = seg->head; b;) {
@@ -613,7 +642,7 @@ void DeviceAllocator::unmap_free_pages(Segment* seg, int64_t* budget, size_t kee
       continue;
     }
     if (budget) *budget -= int64_t(hi - lo);
-    if (!synced) {
+    if (!synced && !moving) {
       // A free block may still be read or written by kernels queued on its stream before the free;
       // cuMemUnmap, unlike cuMemFree, does not wait for them.
       backend_.synchronize_stream(device_, seg->stream);
@@ -631,11 +660,16 @@ void DeviceAllocator::unmap_free_pages(Segment* seg, int64_t* budget, size_t kee
     }
     for (uint64_t a = lo; a < hi; a += page) {
       const size_t i = (a - seg->addr) / page;
-      backend_.unmap_page(device_, a, page);
-      seg->mapped[i] = 0;
+      if (moving) {
+        seg->mapped[i] = kPageMoving;
+        moving->emplace_back(seg, i);
+      } else {
+        backend_.unmap_page(device_, a, page);
+        seg->mapped[i] = kPageUnmapped;
+      }
       seg->mapped_bytes -= page;
-      const bool left = i > 0 && seg->mapped[i - 1];
-      const bool right = i + 1 < seg->mapped.size() && seg->mapped[i + 1];
+      const bool left = i > 0 && seg->mapped[i - 1] == kPageMapped;
+      const bool right = i + 1 < seg->mapped.size() && seg->mapped[i + 1] == kPageMapped;
       add_stats(stats_.segment, seg->pool, int64_t(left) + int64_t(right) - 1);
       add_stats(stats_.reserved_bytes, seg->pool, -int64_t(page));
       stats_.num_device_free++;
@@ -645,6 +679,24 @@ void DeviceAllocator::unmap_free_pages(Segment* seg, int64_t* budget, size_t kee
     mid = merge_free_neighbours(mid);
     b = mid->next;
   }
+}
+
+// Note [Page moves]: moves are queued in the order their events were recorded.
+void DeviceAllocator::finish_page_moves(bool wait) {
+  size_t done = 0;
+  while (done < moving_.size()) {
+    const Event e = moving_[done].event;
+    if (wait) backend_.synchronize_event(device_, e);
+    else if (!backend_.query_event(device_, e)) break;  // later moves were recorded after it
+    for (; done < moving_.size() && moving_[done].event == e; done++) {
+      Segment* seg = moving_[done].seg;
+      const size_t i = moving_[done].page;
+      backend_.unmap_page(device_, seg->addr + i * seg->page, seg->page);
+      seg->mapped[i] = kPageUnmapped;
+    }
+    backend_.destroy_event(device_, e);
+  }
+  moving_.erase(moving_.begin(), moving_.begin() + ptrdiff_t(done));
 }
 
 // ---- OOM -----------------------------------------------------------------------------------------------

@@ -33,12 +33,12 @@ struct Options {
   // peak allocated ×1.036 with 435 page unmaps in 40 steps, against ×1.115 and none without trimming,
   // and ×1.039 with 2,746 unmaps when every trim gave back all free pages.
   //
-  // Note [Futile trims]: a trim synchronizes the stream and remaps pages, which costs a step its
-  // CPU/GPU overlap. Trimming that never settles is possible (giving back all free pages at every new
-  // peak made GPT-2 small 16×512 on an H200 remap 58 pages per step: step time ×1.12; a step shape
-  // that exchanges pages forever is in test_expandable.cc). So one reserved peak is defended by at
-  // most kMaxTrimsPerPeak trims; then it may rise, and the larger room lets the steps fit without
-  // driver calls.
+  // Note [Futile trims]: a trim remaps pages (and synchronizes the stream where a page cannot move,
+  // Note [Page moves]), which costs a step driver calls and possibly its CPU/GPU overlap. Trimming
+  // that never settles is possible (giving back all free pages at every new peak made GPT-2 small
+  // 16×512 on an H200 remap 58 pages per step: step time ×1.12; a step shape that exchanges pages
+  // forever is in test_expandable.cc). So one reserved peak is defended by at most kMaxTrimsPerPeak
+  // trims; then it may rise, and the larger room lets the steps fit without driver calls.
   bool trim_on_growth = false;
 };
 
@@ -88,8 +88,12 @@ class DeviceAllocator {
   Segment* expandable_segment(BlockPool* pool, Stream stream, uint32_t stack);
   void map_page(Segment* seg, size_t page_index);
   // Unmaps whole free pages of `seg`: all of them, or (with `budget`) about that many bytes, which it
-  // decreases; pages [keep_first, keep_last) stay mapped.
-  void unmap_free_pages(Segment* seg, int64_t* budget = nullptr, size_t keep_first = 0, size_t keep_last = 0);
+  // decreases; pages [keep_first, keep_last) stay mapped. With `moving`, the pages are not unmapped
+  // but marked kPageMoving and listed there for the caller to move (Note [Page moves]).
+  void unmap_free_pages(Segment* seg, int64_t* budget = nullptr, size_t keep_first = 0, size_t keep_last = 0,
+                        std::vector<std::pair<Segment*, size_t>>* moving = nullptr);
+  // Unmaps the old addresses of moved pages whose event completed (all of them, waiting, if `wait`).
+  void finish_page_moves(bool wait);
   void* hand_out(Block* block, size_t requested, uint32_t stack);
   void free_block(Block* block);
   Block* merge_free_neighbours(Block* block);
@@ -128,6 +132,24 @@ class DeviceAllocator {
   uint64_t limit_ = 0;
   const uint64_t total_;  // device total bytes (for the cap and expandable ranges)
   uint64_t last_stats_ns_ = 0;
+  // Note [Page moves]: a trim on growth used to synchronize the stream, unmap free pages and map
+  // fresh ones (cuMemCreate). When a free page lies in an expandable segment of the growing one's
+  // stream and page size, its physical memory is instead mapped at the new address at once
+  // (cuMemRetainAllocationHandle + cuMemMap) and its old address unmapped later, once an event
+  // recorded on that stream after the move completes. Stream order makes that safe without waiting:
+  // every kernel that used the old address was queued on the stream before the move, every kernel
+  // using the new one is queued after it (the rule by which any cached block is reused on its
+  // stream). Trims choose the same pages as before, so memory figures are unchanged; what goes is
+  // the synchronization, which stalled the CPU until the GPU drained (ResNet-50's settling steps),
+  // and a cuMemCreate/cuMemRelease per page. Until unmapped, an old address is kPageMoving: neither
+  // usable nor mappable (a growth that needs it waits for its event). Moves happen only outside graph
+  // capture, and begin_allocate_to_pool finishes them, so none is pending while a capture runs.
+  struct Moving {
+    Event event;  // recorded on the segment's stream after the move; shared by one trim's pages
+    Segment* seg;
+    size_t page;
+  };
+  std::vector<Moving> moving_;  // oldest first (guarded by mu_)
   // Note [Futile trims] (guarded by mu_): trims done since the reserved peak was last raised.
   int64_t trims_peak_ = -1;
   int trims_at_this_peak_ = 0;

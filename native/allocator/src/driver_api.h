@@ -78,6 +78,7 @@ using cuMemMap_t = CUresult (*)(CUdeviceptr, size_t, size_t, CUmemGenericAllocat
 using cuMemSetAccess_t = CUresult (*)(CUdeviceptr, size_t, const CUmemAccessDesc*, size_t);
 using cuMemUnmap_t = CUresult (*)(CUdeviceptr, size_t);
 using cuMemRelease_t = CUresult (*)(CUmemGenericAllocationHandle);
+using cuMemRetainAllocationHandle_t = CUresult (*)(CUmemGenericAllocationHandle*, void*);
 using cuMemGetAllocationGranularity_t = CUresult (*)(size_t*, const CUmemAllocationProp*, int);
 
 }  // namespace gpumem::drv

@@ -1,5 +1,6 @@
 // invariants.cc — DeviceAllocator::check_invariants: recompute everything from the block chains and
 // compare with the incrementally kept state. Cheap enough for tests to call after every operation.
+#include <algorithm>
 #include <sstream>
 
 #include "device_allocator.h"
@@ -60,7 +61,7 @@ std::string DeviceAllocator::check_invariants() {
       if (seg->expandable) {
         // Pages are wholly mapped or unmapped; blocks never straddle a mapping boundary.
         for (uint64_t a = b->addr; a < b->end(); a += seg->page - (a - seg->addr) % seg->page) {
-          if (bool(seg->mapped[(a - seg->addr) / seg->page]) != b->mapped) {
+          if ((seg->mapped[(a - seg->addr) / seg->page] == kPageMapped) != b->mapped) {
             err << "block " << b->addr << ": mapped flag disagrees with page " << (a - seg->addr) / seg->page;
             return err.str();
           }
@@ -100,6 +101,21 @@ std::string DeviceAllocator::check_invariants() {
       add(want.segment, seg->pool, 1);
       add(want.reserved_bytes, seg->pool, int64_t(seg->size));
     }
+  }
+  // Note [Page moves]: every kPageMoving page is queued exactly once, none while a capture runs.
+  size_t moving_pages = 0;
+  for (auto& [addr, seg] : segments_)
+    if (seg->expandable) moving_pages += size_t(std::count(seg->mapped.begin(), seg->mapped.end(), kPageMoving));
+  for (const Moving& m : moving_) {
+    if (m.page >= m.seg->mapped.size() || m.seg->mapped[m.page] != kPageMoving) {
+      err << "a queued page move of segment " << m.seg->addr << " names page " << m.page << ", which is not moving";
+      return err.str();
+    }
+  }
+  if (moving_pages != moving_.size() || (capturing() && !moving_.empty())) {
+    err << moving_pages << " pages are moving but " << moving_.size() << " moves are queued"
+        << (capturing() ? " during a capture" : "");
+    return err.str();
   }
   size_t in_sets = small_.blocks.size() + large_.blocks.size();
   for (auto& [id, pp] : private_pools_) in_sets += pp->small.blocks.size() + pp->large.blocks.size();

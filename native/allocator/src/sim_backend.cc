@@ -1,6 +1,8 @@
 // sim_backend.cc — see Note [Simulated memory] in sim_backend.h.
 #include "sim_backend.h"
 
+#include <algorithm>
+
 namespace gpumem::core {
 
 SimBackend::SimBackend(int devices, uint64_t capacity_per_device)
@@ -11,7 +13,10 @@ SimBackend::SimBackend(int devices, uint64_t capacity_per_device)
       segments_(devices),
       pages_(devices),
       ranges_(devices),
-      synced_(devices, 1) {
+      synced_(devices, 1),
+      phys_of_(devices),
+      moved_from_(devices),
+      done_below_(devices) {
   if (devices < 1 || devices > 64) throw BackendError("sim_devices must be between 1 and 64");
 }
 
@@ -75,6 +80,7 @@ bool SimBackend::query_event(int device, Event event) {
   if (capturing_) violations_++;
   auto it = events_.find(event);
   if (it == events_.end()) throw BackendError("sim: query of a destroyed event");
+  if (it->second.done) saw_done(event);
   return it->second.done;
 }
 
@@ -85,6 +91,7 @@ void SimBackend::synchronize_event(int device, Event event) {
   auto it = events_.find(event);
   if (it == events_.end()) throw BackendError("sim: synchronize on a destroyed event");
   it->second.done = true;  // waiting for an event means the GPU got there
+  saw_done(event);
 }
 
 void SimBackend::destroy_event(int device, Event event) {
@@ -113,6 +120,8 @@ bool SimBackend::map_page(int device, uint64_t addr, size_t size, bool capturing
   if (pages_[device].count(addr)) throw BackendError("sim: cuMemMap over a mapped page");
   if (size > capacity_ - used_[device]) return false;
   pages_[device][addr] = size;
+  phys_of_[device][addr] = next_phys_;
+  phys_refs_[next_phys_++] = 1;
   used_[device] += size;
   allocs_++;
   synced_[device] = 0;
@@ -126,17 +135,77 @@ void SimBackend::unmap_page(int device, uint64_t addr, size_t size) {
   auto it = pages_[device].find(addr);
   if (it == pages_[device].end() || it->second != size)
     throw BackendError("sim: cuMemUnmap must cover exactly one mapped page");
-  if (!synced_[device]) unsynced_unmaps_++;
-  used_[device] -= size;
+  auto moved = moved_from_[device].find(addr);
+  if (moved != moved_from_[device].end()) {
+    // Safe once an event recorded on the page's stream after the move is known complete.
+    auto done = done_below_[device].find(moved->second.first);
+    if (done == done_below_[device].end() || done->second <= moved->second.second) unsynced_unmaps_++;
+    moved_from_[device].erase(moved);
+  } else if (!synced_[device]) {
+    unsynced_unmaps_++;
+  }
+  auto phys = phys_of_[device].find(addr);
+  if (--phys_refs_[phys->second] == 0) {  // no other address holds the physical page
+    phys_refs_.erase(phys->second);
+    used_[device] -= size;
+  }
+  phys_of_[device].erase(phys);
   pages_[device].erase(it);
   frees_++;
 }
 
-void SimBackend::synchronize_stream(int device, Stream) {
+bool SimBackend::remap_page(int device, uint64_t from, uint64_t to, size_t size, Stream stream) {
+  std::lock_guard<std::mutex> g(mu_);
+  check_device(device);
+  if (capturing_) violations_++;
+  auto it = pages_[device].find(from);
+  if (it == pages_[device].end() || it->second != size)
+    throw BackendError("sim: cuMemRetainAllocationHandle needs the start of one mapped page of that size");
+  auto r = ranges_[device].upper_bound(to);
+  if (r == ranges_[device].begin() || to + size > std::prev(r)->first + std::prev(r)->second)
+    throw BackendError("sim: cuMemMap outside a reserved range");
+  if (pages_[device].count(to)) throw BackendError("sim: cuMemMap over a mapped page");
+  pages_[device][to] = size;
+  const uint64_t phys = phys_of_[device].at(from);
+  phys_of_[device][to] = phys;
+  phys_refs_[phys]++;
+  moved_from_[device][from] = {stream, next_event_};
+  allocs_++;
+  remaps_++;
+  synced_[device] = 0;
+  return true;
+}
+
+void SimBackend::saw_done(Event event) {
+  const SimEvent& e = events_.at(event);
+  Event& below = done_below_[e.device][e.stream];
+  below = std::max(below, event + 1);
+}
+
+void SimBackend::synchronize_stream(int device, Stream stream) {
   std::lock_guard<std::mutex> g(mu_);
   check_device(device);
   if (capturing_) violations_++;
   synced_[device] = 1;
+  Event& below = done_below_[device][stream];
+  below = std::max(below, next_event_);
+  syncs_++;
+}
+
+uint64_t SimBackend::stream_synchronizations() const {
+  std::lock_guard<std::mutex> g(mu_);
+  return syncs_;
+}
+
+uint64_t SimBackend::remaps() const {
+  std::lock_guard<std::mutex> g(mu_);
+  return remaps_;
+}
+
+bool SimBackend::is_mapped(int device, uint64_t addr) const {
+  std::lock_guard<std::mutex> g(mu_);
+  check_device(device);
+  return pages_[device].count(addr) != 0;
 }
 
 uint64_t SimBackend::unsynchronized_unmaps() const {

@@ -38,6 +38,7 @@ class SimBackend final : public Backend {
   bool reserve_address(int device, size_t size, size_t alignment, uint64_t* addr) override;
   bool map_page(int device, uint64_t addr, size_t size, bool capturing) override;
   void unmap_page(int device, uint64_t addr, size_t size) override;
+  bool remap_page(int device, uint64_t from, uint64_t to, size_t size, Stream stream) override;
   void free_address(int device, uint64_t addr, size_t size) override;
 
   // ---- Test controls and observations ----
@@ -53,9 +54,13 @@ class SimBackend final : public Backend {
   uint64_t used(int device) const;
   uint64_t driver_allocs() const;  // cuMemAlloc + cuMemMap calls that succeeded
   uint64_t driver_frees() const;   // cuMemFree + cuMemUnmap calls
-  // Pages unmapped with no stream synchronized since the last map: work queued earlier could still
-  // be using them.
+  // Pages unmapped with no stream synchronized since the last map, or (a page moved away, Note
+  // [Page moves]) before an event recorded on its stream after the move was seen complete: work
+  // queued earlier could still be using them.
   uint64_t unsynchronized_unmaps() const;
+  uint64_t stream_synchronizations() const;
+  uint64_t remaps() const;  // remap_page calls that succeeded
+  bool is_mapped(int device, uint64_t addr) const;
 
  private:
   struct SimEvent {
@@ -64,6 +69,7 @@ class SimBackend final : public Backend {
     bool done;
   };
   void check_device(int device) const;
+  void saw_done(Event event);  // under mu_
   uint64_t take_range(int device, size_t size, size_t alignment);
 
   const int devices_;
@@ -77,6 +83,16 @@ class SimBackend final : public Backend {
   // Per device: a stream was synchronized since the last page was mapped (a simple model: unmapping
   // without any synchronization since the memory was mapped is certainly unsafe).
   std::vector<uint8_t> synced_;
+  // Physical pages: per device, a mapped address's page id; per id, the addresses mapping it (page
+  // moves map one page at two addresses, Note [Page moves]). And per device, for an address moved
+  // away, its stream and the first event id recorded after the move.
+  std::vector<std::map<uint64_t, uint64_t>> phys_of_;
+  std::map<uint64_t, int> phys_refs_;
+  uint64_t next_phys_ = 1;
+  std::vector<std::map<uint64_t, std::pair<Stream, Event>>> moved_from_;
+  // Per device and stream: every event below this id, recorded there, is known complete.
+  std::vector<std::map<Stream, Event>> done_below_;
+  uint64_t syncs_ = 0, remaps_ = 0;
   uint64_t unsynced_unmaps_ = 0;
   Event next_event_ = 1;
   bool capturing_ = false;

@@ -52,7 +52,8 @@ inline void random_step(Fx& x, std::mt19937_64& rng, std::vector<Live>& mine, st
   } else if (op < 92 && !mine.empty()) {
     x.a.record_stream(reinterpret_cast<void*>(mine[rng() % mine.size()].addr), 3 + rng() % 2);
   } else if (op < 97) {
-    x.sim.complete_events(3 + rng() % 2);
+    // Streams 3-4 carry record_stream events, 0-2 those of page moves (Note [Page moves]).
+    x.sim.complete_events(rng() % 5);
   } else if (op < 99) {
     uint64_t b, a;
     x.a.empty_cache(&b, &a, 0);

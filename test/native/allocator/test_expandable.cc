@@ -4,6 +4,9 @@
 #include "fixture.h"
 
 #include <cstdio>
+#include <random>
+#include <utility>
+#include <vector>
 
 using namespace gpumem::core;
 namespace fmt = gpumem::fmt;
@@ -161,4 +164,124 @@ TEST(expandable_trims_stop_defending_one_reserved_peak_after_a_few) {
   // allowed to rise, after which the step fits.
   CHECK(trimming_steps >= 1 && trimming_steps <= 2 * kMaxTrimsPerPeak);
   std::printf("  (%d of 60 steps trimmed)\n", trimming_steps);
+}
+
+// Note [Page moves]: trim_case's growth takes page 0's physical memory to page 2 on the same stream:
+// no stream synchronization, no new physical memory, and page 0's address is unmapped only once an
+// event recorded after the move completed.
+TEST(expandable_trim_moves_a_same_stream_page_without_synchronizing) {
+  Fx x(GiB, true, true);
+  fake::set_recording(true);
+  uint64_t a = x.m(20 * MiB), b = x.m(5 * MiB);
+  x.f(a);
+  const uint64_t syncs = x.sim.stream_synchronizations(), allocs = x.sim.driver_allocs();
+  fake::take();
+  uint64_t c = x.m(30 * MiB);  // pages 1 (free tail) + 2; page 2 is page 0's memory
+  CHECK_EQ(c, b + 5 * MiB);
+  CHECK_EQ(x.sim.stream_synchronizations(), syncs);
+  CHECK_EQ(x.sim.remaps(), uint64_t(1));
+  CHECK_EQ(x.sim.driver_allocs(), allocs + 1);   // the remap's cuMemMap, no cuMemCreate
+  CHECK_EQ(x.sim.used(0), uint64_t(40 * MiB));   // one physical page shared by two addresses
+  CHECK_EQ(x.reserved(), int64_t(40 * MiB));
+  CHECK(x.sim.is_mapped(0, a));                  // the old address waits for its event
+  auto recs = fake::take();
+  fake::set_recording(false);
+  auto unmaps = of_type(recs, fmt::REC_SEGMENT_UNMAP), maps = of_type(recs, fmt::REC_SEGMENT_MAP);
+  CHECK_EQ(unmaps.size(), size_t(1));  // the capture sees the move as page 0 out, page 2 in
+  CHECK_EQ(unmaps[0].as<fmt::SegmentEvent>().addr, a);
+  CHECK_EQ(maps.size(), size_t(1));
+  CHECK_EQ(maps[0].as<fmt::SegmentEvent>().addr, a + 40 * MiB);
+  x.f(x.m(MiB));  // a malloc before the GPU got there leaves the old address alone
+  CHECK(x.sim.is_mapped(0, a));
+  x.sim.complete_events(0);
+  x.f(x.m(MiB));  // the next malloc after it unmaps it (Fx checks the unmap was safe)
+  CHECK(!x.sim.is_mapped(0, a));
+  CHECK_EQ(x.sim.used(0), uint64_t(40 * MiB) + 2 * MiB);  // + the small pool's page
+  CHECK_EQ(x.sim.live_events(), size_t(0));
+}
+
+TEST(expandable_trim_synchronizes_for_another_streams_pages) {
+  Fx x(GiB, true, true);
+  uint64_t a = x.m(20 * MiB, 1);
+  x.f(a);  // stream 1's page is free; stream 2 grows
+  const uint64_t syncs = x.sim.stream_synchronizations();
+  x.m(20 * MiB, 2);
+  CHECK_EQ(x.sim.remaps(), uint64_t(0));  // stream 2's kernels are not ordered after stream 1's
+  CHECK_EQ(x.sim.stream_synchronizations(), syncs + 1);
+  CHECK(!x.sim.is_mapped(0, a));
+  CHECK_EQ(x.reserved(), int64_t(20 * MiB));
+}
+
+TEST(expandable_growth_into_a_moving_page_waits_for_its_event) {
+  Fx x(GiB, true, true);
+  uint64_t a = x.m(20 * MiB), b = x.m(5 * MiB);
+  x.f(a);
+  uint64_t c = x.m(30 * MiB);  // page 0 moves to page 2
+  x.f(c);
+  x.f(b);
+  // Everything is free; 60 MiB fits only from address a, across page 0, still moving.
+  CHECK_EQ(x.m(60 * MiB), a);
+  CHECK_EQ(x.sim.live_events(), size_t(0));
+  CHECK_EQ(x.sim.used(0), uint64_t(60 * MiB));
+  CHECK_EQ(x.reserved(), int64_t(60 * MiB));
+}
+
+TEST(expandable_empty_cache_and_graph_capture_finish_page_moves) {
+  for (int capture = 0; capture < 2; capture++) {
+    Fx x(GiB, true, true);
+    uint64_t a = x.m(20 * MiB), b = x.m(5 * MiB);
+    x.f(a);
+    x.f(x.m(30 * MiB));
+    CHECK(x.sim.is_mapped(0, a));
+    if (capture) {
+      x.a.begin_allocate_to_pool(PoolId{1, 0}, [](Stream) { return true; });
+      x.inv();  // no move is pending while a capture runs
+      x.a.end_allocate_to_pool(PoolId{1, 0});
+      x.a.release_pool(PoolId{1, 0});
+    } else {
+      x.empty();
+      CHECK_EQ(x.sim.used(0), uint64_t(20 * MiB));  // b's page only
+    }
+    CHECK(!x.sim.is_mapped(0, a));
+    CHECK_EQ(x.sim.live_events(), size_t(0));
+    x.f(b);
+  }
+}
+
+// Page moves at random: large blocks on two streams, peaks reset so that trims keep running, events
+// completing at random. Fx checks every invariant and that no old address was unmapped before its
+// stream passed the move; at the end every physical page must be back.
+TEST(random_page_moves_keep_every_invariant) {
+  Fx x(2 * GiB, true, true);
+  std::mt19937_64 rng(21);
+  std::vector<std::pair<uint64_t, size_t>> live;
+  for (int i = 0; i < 20000; i++) {
+    const int op = int(rng() % 100);
+    if (op < 50) {
+      try {
+        const size_t n = (1 + rng() % 60) * MiB - rng() % 3 * 4 * KiB;
+        live.emplace_back(x.m(n, rng() % 2), n);
+      } catch (const OutOfMemory&) {
+      }
+    } else if (op < 90 && !live.empty()) {
+      const size_t k = rng() % live.size();
+      x.f(live[k].first);
+      live[k] = live.back();
+      live.pop_back();
+    } else if (op < 96) {
+      x.sim.complete_events(rng() % 2);
+    } else if (op < 99) {
+      x.a.reset_peak_stats();  // a new peak: trims may run again (Note [Futile trims])
+    } else {
+      x.empty();
+    }
+  }
+  std::printf("  (%llu page moves, %llu stream synchronizations)\n", (unsigned long long)x.sim.remaps(),
+              (unsigned long long)x.sim.stream_synchronizations());
+  CHECK(x.sim.remaps() > 100);
+  for (auto& [p, n] : live) x.f(p);
+  x.empty();
+  CHECK_EQ(x.reserved(), int64_t(0));
+  CHECK_EQ(x.sim.used(0), uint64_t(0));
+  CHECK_EQ(x.sim.live_events(), size_t(0));
 }
