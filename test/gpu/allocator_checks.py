@@ -236,10 +236,48 @@ def child_behaviour(args):
     return out
 
 
+def page_move_scenario(torch, lib):
+    """Note [Page moves]: a growth that trims while the GPU is busy. Page 0 (a's, freed with a fill
+    still queued behind a long sleep kernel) must be moved to the growth without waiting for the GPU,
+    and everything written before and after the move must land where it belongs."""
+    torch.zeros(1, device="cuda")
+    torch.cuda.synchronize()
+    before = lens_stats(lib)
+    t0 = time.perf_counter()
+    torch.cuda._sleep(int(1e9))  # about half a second of GPU time
+    a = torch.empty(20 * MiB, dtype=torch.uint8, device="cuda").fill_(1)  # page 0
+    b = torch.empty(5 * MiB, dtype=torch.uint8, device="cuda").fill_(3)   # page 1
+    del a  # page 0 is free; its fill has not run yet
+    t1 = time.perf_counter()
+    c = torch.empty(30 * MiB, dtype=torch.uint8, device="cuda")  # page 1's tail + page 2 = page 0 moved
+    malloc_s = time.perf_counter() - t1
+    c.fill_(2)
+    gpu_was_busy = not torch.cuda.current_stream().query()
+    torch.cuda.synchronize()
+    gpu_s = time.perf_counter() - t0
+    after = lens_stats(lib)
+    key = "reserved_bytes.large_pool.current"
+    return {"malloc_ms": round(malloc_s * 1e3, 3), "gpu_busy_ms": round(gpu_s * 1e3, 1),
+            "gpu_was_busy": gpu_was_busy, "large_reserved": after[key],
+            "maps": after["num_device_alloc"] - before["num_device_alloc"],
+            "unmaps": after["num_device_free"] - before["num_device_free"],
+            "contents_ok": bool(c.eq(2).all().item()) and bool(b.eq(3).all().item()),
+            "ok": gpu_was_busy and malloc_s < 0.1 * gpu_s and after[key] == 40 * MiB
+            and bool(c.eq(2).all().item()) and bool(b.eq(3).all().item())}
+
+
+def child_page_move(args):
+    import torch
+
+    lib = setup(args.allocator, args.so)
+    return {"page_move": page_move_scenario(torch, lib)}
+
+
 def child_memcheck_workload(args):
     import torch
 
-    setup(args.allocator, args.so)
+    lib = setup(args.allocator, args.so)
+    move = page_move_scenario(torch, lib)  # memcheck sees any use of an address unmapped too early
     model = torch.nn.Sequential(*[torch.nn.Linear(256, 256) for _ in range(4)]).cuda()
     opt = torch.optim.SGD(model.parameters(), lr=0.1)
     for _ in range(3):
@@ -248,11 +286,12 @@ def child_memcheck_workload(args):
         loss.backward()
         opt.step()
     torch.cuda.synchronize()
-    return {"loss": float(loss.item())}
+    return {"loss": float(loss.item()), "page_move_contents_ok": move["contents_ok"],
+            "page_move_large_reserved": move["large_reserved"]}
 
 
 CHILDREN = {"resnet50": child_resnet50, "gpt2": child_gpt2, "behaviour": child_behaviour,
-            "memcheck": child_memcheck_workload}
+            "page_move": child_page_move, "memcheck": child_memcheck_workload}
 
 
 # ---- parent --------------------------------------------------------------------------------------
@@ -315,6 +354,10 @@ def main():
             for name, detail in r.items():
                 if not name.startswith("_"):
                     report("%s_%s" % (name, a), detail.pop("ok"), **detail)
+    if want("page_move"):
+        r = run_child("page_move", "ours-expandable", args.so)
+        detail = r.get("page_move", r)
+        report("page_move_without_waiting_for_the_gpu", detail.pop("ok", False), **detail)
     if want("memcheck"):
         sanitizer = shutil.which("compute-sanitizer")
         if not sanitizer:
@@ -324,7 +367,7 @@ def main():
                 r = run_child("memcheck", "ours-expandable", args.so, timeout=420,
                               prefix=(sanitizer, "--tool", "memcheck", "--error-exitcode", "7"))
                 # --error-exitcode turns any memcheck finding into a non-zero exit.
-                report("memcheck_clean", "error" not in r and r.get("_rc") == 0,
+                report("memcheck_clean", "error" not in r and r.get("_rc") == 0 and r.get("page_move_contents_ok"),
                        **{k: v for k, v in r.items() if k != "_stderr_tail"}, tail=r.get("_stderr_tail", "")[-400:])
             except subprocess.TimeoutExpired:
                 report("memcheck_clean", False, error="timed out after 420 s")
