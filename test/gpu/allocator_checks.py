@@ -240,7 +240,9 @@ def page_move_scenario(torch, lib):
     """Note [Page moves]: a growth that trims while the GPU is busy. Page 0 (a's, freed with a fill
     still queued behind a long sleep kernel) must be moved to the growth without waiting for the GPU,
     and everything written before and after the move must land where it belongs."""
-    torch.zeros(1, device="cuda")
+    # A live small tensor keeps the small pool's page from being a trim's donor: a page of another
+    # size cannot move and would be given back after a stream synchronization.
+    keep = torch.zeros(1, device="cuda")
     torch.cuda.synchronize()
     before = lens_stats(lib)
     t0 = time.perf_counter()
@@ -256,6 +258,7 @@ def page_move_scenario(torch, lib):
     torch.cuda.synchronize()
     gpu_s = time.perf_counter() - t0
     after = lens_stats(lib)
+    del keep
     key = "reserved_bytes.large_pool.current"
     return {"malloc_ms": round(malloc_s * 1e3, 3), "gpu_busy_ms": round(gpu_s * 1e3, 1),
             "gpu_was_busy": gpu_was_busy, "large_reserved": after[key],

@@ -137,8 +137,11 @@ def child_steps(args):
     import torch
 
     lib = setup("native" if args.config == "gpumem-run" else args.config, args.so)
-    # Without the bootstrap's shims, torch.cuda.memory_stats() cannot see a pluggable allocator.
-    stats = (lambda: lens_stats(lib)) if lib is not None else torch.cuda.memory_stats  # noqa: E731
+    # Without the bootstrap's shims, torch.cuda.memory_stats() cannot see a pluggable allocator; with
+    # them it shows PyTorch's keys only, so under gpumem run the bootstrap's library answers.
+    native = _bootstrap_native()
+    stats = ((lambda: lens_stats(lib)) if lib is not None else (lambda: native.stats(0)) if native is not None
+             else torch.cuda.memory_stats)  # noqa: E731
     out = {"lens": _lens_active(torch)}
     for model in args.models:
         torch.manual_seed(0)
@@ -172,6 +175,9 @@ def child_steps(args):
                       # calls in the steady state cost host time and can synchronize.
                       "driver_allocs_per_step": per_step("num_device_alloc"),
                       "driver_frees_per_step": per_step("num_device_free"),
+                      # Note [Page moves]: trims that stalled on a stream vs pages moved without
+                      "trim_syncs_per_step": per_step("num_trim_syncs"),
+                      "page_moves_per_step": per_step("num_page_moves"),
                       "times_ms": [round(t * 1e3, 2) for t in times]}
         del step
         import gc
@@ -184,10 +190,15 @@ def _lens_active(torch):
     return {"backend": torch.cuda.memory.get_allocator_backend(), "bootstrap": "gpumem" in sys.modules}
 
 
+def _bootstrap_native():
+    """The bootstrap's library under gpumem run, else None."""
+    st = sys.modules.get("gpumem._state")
+    return getattr(getattr(st, "STATE", None), "native", None) if st else None
+
+
 def _stack_info():
     """How stacks were captured (GIL-free answers vs GIL walks), from the bootstrap's library."""
-    st = sys.modules.get("gpumem._state")
-    native = getattr(getattr(st, "STATE", None), "native", None) if st else None
+    native = _bootstrap_native()
     return native.stack_info() if native is not None else None
 
 

@@ -45,8 +45,9 @@ const char* gpumem_last_error(void);
 const char* gpumem_version(void);
 
 // ---- Stats (PyTorch memory_stats() key schema) --------------------------------------------------
-// Writes a JSON object {"allocated_bytes.all.current": N, ...} (all 2.11 keys) into buf; returns the
-// length needed (call again with a larger buffer if it is >= cap).
+// Writes a JSON object {"allocated_bytes.all.current": N, ...} (all 2.11 keys, plus the lens's own
+// "num_trim_syncs" and "num_page_moves", Note [Page moves]) into buf; returns the length needed
+// (call again with a larger buffer if it is >= cap).
 size_t gpumem_stats_json(int device, char* buf, size_t cap);
 uint64_t gpumem_allocated(int device);
 uint64_t gpumem_reserved(int device);

@@ -568,11 +568,16 @@ Block* DeviceAllocator::grow_expandable(BlockPool* pool, size_t size, Stream str
     // Note [Trim on growth]: give back just enough free pages elsewhere that this growth does not
     // raise the reserved peak (never the pages about to be mapped). Graph-private pools keep their
     // pages until released: a replay reuses blocks freed in capture.
-    for (auto& [key, other] : expandable_) {
-      if (over <= 0) break;
-      if (key.first->owner && !key.first->owner->freeable) continue;
-      const bool movable = other->stream == seg->stream && other->page == seg->page;
-      unmap_free_pages(other, &over, other == seg ? first : 0, other == seg ? last : 0, movable ? &moved : nullptr);
+    // Pages that can move first (Note [Page moves]); others only if still needed: they cost a
+    // stream synchronization.
+    for (const bool movable_pass : {true, false}) {
+      for (auto& [key, other] : expandable_) {
+        if (over <= 0) break;
+        if (key.first->owner && !key.first->owner->freeable) continue;
+        const bool movable = other->stream == seg->stream && other->page == seg->page;
+        if (movable != movable_pass) continue;
+        unmap_free_pages(other, &over, other == seg ? first : 0, other == seg ? last : 0, movable ? &moved : nullptr);
+      }
     }
   }
   size_t k = 0;
@@ -583,6 +588,7 @@ Block* DeviceAllocator::grow_expandable(BlockPool* pool, size_t size, Stream str
                                                              to, seg->page, seg->stream)
                                        : backend_.map_page(device_, to, seg->page, capturing());
       if (!ok) break;
+      if (k < moved.size()) stats_.num_page_moves++;
     }
   }
   if (!moved.empty()) {  // the old addresses go once the stream has passed this point
@@ -647,6 +653,7 @@ void DeviceAllocator::unmap_free_pages(Segment* seg, int64_t* budget, size_t kee
       // cuMemUnmap, unlike cuMemFree, does not wait for them.
       backend_.synchronize_stream(device_, seg->stream);
       synced = true;
+      if (budget) stats_.num_trim_syncs++;
     }
     b->pool->blocks.erase(b);
     Block* mid = b;

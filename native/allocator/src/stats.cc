@@ -23,6 +23,7 @@ void DeviceStats::reset_accumulated() {
   oversize_allocations.reset_accumulated();
   oversize_segments.reset_accumulated();
   num_alloc_retries = num_ooms = num_sync_all_streams = num_device_alloc = num_device_free = 0;
+  num_trim_syncs = num_page_moves = 0;
 }
 
 std::string DeviceStats::to_json() const {
@@ -49,6 +50,8 @@ std::string DeviceStats::to_json() const {
   kv.emplace_back("num_sync_all_streams", num_sync_all_streams);
   kv.emplace_back("num_device_alloc", num_device_alloc);
   kv.emplace_back("num_device_free", num_device_free);
+  kv.emplace_back("num_trim_syncs", num_trim_syncs);
+  kv.emplace_back("num_page_moves", num_page_moves);
   kv.emplace_back("max_split_size", max_split_size);
   std::sort(kv.begin(), kv.end());
   std::string out = "{";

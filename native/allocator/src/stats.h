@@ -38,6 +38,9 @@ struct DeviceStats {
   Stat oversize_allocations, oversize_segments;  // always 0: max_split_size is not supported (unset)
   int64_t num_alloc_retries = 0, num_ooms = 0, num_sync_all_streams = 0, num_device_alloc = 0,
           num_device_free = 0;
+  // Beyond PyTorch's schema (the bootstrap's memory_stats() drops them, Note [Stats schema]): trims
+  // on growth that synchronized a stream, and pages they moved instead (Note [Page moves]).
+  int64_t num_trim_syncs = 0, num_page_moves = 0;
   int64_t max_split_size = -1;  // PyTorch reports SIZE_MAX (unset) as -1
 
   void reset_peak();

@@ -180,6 +180,8 @@ TEST(expandable_trim_moves_a_same_stream_page_without_synchronizing) {
   CHECK_EQ(c, b + 5 * MiB);
   CHECK_EQ(x.sim.stream_synchronizations(), syncs);
   CHECK_EQ(x.sim.remaps(), uint64_t(1));
+  CHECK_EQ(x.st().num_page_moves, int64_t(1));
+  CHECK_EQ(x.st().num_trim_syncs, int64_t(0));
   CHECK_EQ(x.sim.driver_allocs(), allocs + 1);   // the remap's cuMemMap, no cuMemCreate
   CHECK_EQ(x.sim.used(0), uint64_t(40 * MiB));   // one physical page shared by two addresses
   CHECK_EQ(x.reserved(), int64_t(40 * MiB));
@@ -208,6 +210,7 @@ TEST(expandable_trim_synchronizes_for_another_streams_pages) {
   x.m(20 * MiB, 2);
   CHECK_EQ(x.sim.remaps(), uint64_t(0));  // stream 2's kernels are not ordered after stream 1's
   CHECK_EQ(x.sim.stream_synchronizations(), syncs + 1);
+  CHECK_EQ(x.st().num_trim_syncs, int64_t(1));
   CHECK(!x.sim.is_mapped(0, a));
   CHECK_EQ(x.reserved(), int64_t(20 * MiB));
 }
@@ -284,4 +287,19 @@ TEST(random_page_moves_keep_every_invariant) {
   CHECK_EQ(x.reserved(), int64_t(0));
   CHECK_EQ(x.sim.used(0), uint64_t(0));
   CHECK_EQ(x.sim.live_events(), size_t(0));
+}
+
+// A large-pool growth takes movable large pages before small ones, which would cost a stream
+// synchronization, even where the small pool's segment comes first.
+TEST(expandable_trim_prefers_pages_that_can_move) {
+  Fx x(GiB, true, true);
+  uint64_t s = x.m(MiB);  // small page
+  uint64_t a = x.m(20 * MiB), b = x.m(5 * MiB);
+  x.f(s);
+  x.f(a);  // a free small page and a free large page; the growth needs one large page
+  x.m(30 * MiB);
+  CHECK_EQ(x.st().num_page_moves, int64_t(1));
+  CHECK_EQ(x.st().num_trim_syncs, int64_t(0));
+  CHECK_EQ(x.st().reserved_bytes[kSmallPool].current, int64_t(2 * MiB));  // left alone
+  (void)b;
 }
