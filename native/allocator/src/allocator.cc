@@ -27,8 +27,8 @@ struct Config {
   // Note [Default segment strategy]: expandable with trim on growth. GPT-2 small, sequence lengths
   // 128…1024 at 8192 tokens per batch, H200 (test/gpu/bench_allocator.py): peak reserved / peak
   // allocated ×1.459 fixed (the same bytes as PyTorch's default), ×1.115 expandable (the same as
-  // PyTorch's expandable_segments), ×1.036 expandable + trim. Trims cost stream synchronizations
-  // while a workload's layout settles (ResNet-50: its first ~50 steps); Note [Futile trims] bounds them.
+  // PyTorch's expandable_segments), ×1.036 expandable + trim. A trim moves same-stream pages without
+  // waiting for the GPU (Note [Page moves]); Note [Futile trims] bounds how often trims run.
   bool expandable = true;
   bool trim_on_growth = true;  // Note [Trim on growth] in device_allocator.h
 };
