@@ -192,9 +192,29 @@ class CudaDriverBackend final : public Backend {
     CUresult rc = d_.MemCreate(&h, size, &prop, 0);
     if (rc == CUDA_ERROR_OUT_OF_MEMORY) return false;
     check(rc, "cuMemCreate");
-    rc = d_.MemMap(CUdeviceptr(addr), size, 0, h, 0);
-    // The mapping keeps the physical memory alive; releasing the handle now means cuMemUnmap alone
-    // gives it back to the driver, so no per-page handle table is needed.
+    return map_handle(device, addr, size, h);
+  }
+  void unmap_page(int device, uint64_t addr, size_t size) override {
+    Guard g(this, device);
+    check(d_.MemUnmap(CUdeviceptr(addr), size), "cuMemUnmap");
+  }
+  bool remap_page(int device, uint64_t from, uint64_t to, size_t size, Stream) override {
+    Guard g(this, device);
+    CUmemGenericAllocationHandle h = 0;
+    check(d_.MemRetainAllocationHandle(&h, reinterpret_cast<void*>(from)), "cuMemRetainAllocationHandle");
+    return map_handle(device, to, size, h);
+  }
+  void free_address(int device, uint64_t addr, size_t size) override {
+    Guard g(this, device);
+    check(d_.MemAddressFree(CUdeviceptr(addr), size), "cuMemAddressFree");
+  }
+
+ private:
+  // Maps handle `h` at `addr` read-write for `device` and releases the handle: the mapping (and any
+  // other mapping of the same memory, Note [Page moves]) keeps the physical memory alive, so
+  // cuMemUnmap alone gives it back and no per-page handle table is needed. False when out of memory.
+  bool map_handle(int device, uint64_t addr, size_t size, CUmemGenericAllocationHandle h) {
+    CUresult rc = d_.MemMap(CUdeviceptr(addr), size, 0, h, 0);
     d_.MemRelease(h);
     if (rc == CUDA_ERROR_OUT_OF_MEMORY) return false;
     check(rc, "cuMemMap");
@@ -210,36 +230,7 @@ class CudaDriverBackend final : public Backend {
     }
     return true;
   }
-  void unmap_page(int device, uint64_t addr, size_t size) override {
-    Guard g(this, device);
-    check(d_.MemUnmap(CUdeviceptr(addr), size), "cuMemUnmap");
-  }
-  bool remap_page(int device, uint64_t from, uint64_t to, size_t size, Stream) override {
-    Guard g(this, device);
-    CUmemGenericAllocationHandle h = 0;
-    check(d_.MemRetainAllocationHandle(&h, reinterpret_cast<void*>(from)), "cuMemRetainAllocationHandle");
-    CUresult rc = d_.MemMap(CUdeviceptr(to), size, 0, h, 0);
-    d_.MemRelease(h);  // as in map_page: the two mappings keep the memory alive
-    if (rc == CUDA_ERROR_OUT_OF_MEMORY) return false;
-    check(rc, "cuMemMap");
-    CUmemAccessDesc access{};
-    access.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
-    access.location.id = device;
-    access.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
-    rc = d_.MemSetAccess(CUdeviceptr(to), size, &access, 1);
-    if (rc != CUDA_SUCCESS) {
-      d_.MemUnmap(CUdeviceptr(to), size);
-      if (rc == CUDA_ERROR_OUT_OF_MEMORY) return false;
-      check(rc, "cuMemSetAccess");
-    }
-    return true;
-  }
-  void free_address(int device, uint64_t addr, size_t size) override {
-    Guard g(this, device);
-    check(d_.MemAddressFree(CUdeviceptr(addr), size), "cuMemAddressFree");
-  }
 
- private:
   struct PerDevice {
     std::once_flag once;
     CUcontext ctx = nullptr;
