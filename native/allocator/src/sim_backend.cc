@@ -110,14 +110,19 @@ bool SimBackend::reserve_address(int device, size_t size, size_t alignment, uint
   return true;
 }
 
-bool SimBackend::map_page(int device, uint64_t addr, size_t size, bool capturing) {
-  std::lock_guard<std::mutex> g(mu_);
-  check_device(device);
-  if (capturing_ && !capturing) violations_++;
+// What cuMemMap would reject: a range outside one reservation, or over a mapped page.
+void SimBackend::check_mappable(int device, uint64_t addr, size_t size) const {
   auto r = ranges_[device].upper_bound(addr);
   if (r == ranges_[device].begin() || addr + size > std::prev(r)->first + std::prev(r)->second)
     throw BackendError("sim: cuMemMap outside a reserved range");
   if (pages_[device].count(addr)) throw BackendError("sim: cuMemMap over a mapped page");
+}
+
+bool SimBackend::map_page(int device, uint64_t addr, size_t size, bool capturing) {
+  std::lock_guard<std::mutex> g(mu_);
+  check_device(device);
+  if (capturing_ && !capturing) violations_++;
+  check_mappable(device, addr, size);
   if (size > capacity_ - used_[device]) return false;
   pages_[device][addr] = size;
   phys_of_[device][addr] = next_phys_;
@@ -161,10 +166,7 @@ bool SimBackend::remap_page(int device, uint64_t from, uint64_t to, size_t size,
   auto it = pages_[device].find(from);
   if (it == pages_[device].end() || it->second != size)
     throw BackendError("sim: cuMemRetainAllocationHandle needs the start of one mapped page of that size");
-  auto r = ranges_[device].upper_bound(to);
-  if (r == ranges_[device].begin() || to + size > std::prev(r)->first + std::prev(r)->second)
-    throw BackendError("sim: cuMemMap outside a reserved range");
-  if (pages_[device].count(to)) throw BackendError("sim: cuMemMap over a mapped page");
+  check_mappable(device, to, size);
   pages_[device][to] = size;
   const uint64_t phys = phys_of_[device].at(from);
   phys_of_[device][to] = phys;

@@ -70,6 +70,7 @@ class SimBackend final : public Backend {
   };
   void check_device(int device) const;
   void saw_done(Event event);  // under mu_
+  void check_mappable(int device, uint64_t addr, size_t size) const;  // under mu_
   uint64_t take_range(int device, size_t size, size_t alignment);
 
   const int devices_;
