@@ -258,15 +258,14 @@ def page_move_scenario(torch, lib):
     torch.cuda.synchronize()
     gpu_s = time.perf_counter() - t0
     after = lens_stats(lib)
+    contents_ok = bool(c.eq(2).all().item()) and bool(b.eq(3).all().item())
     del keep
     key = "reserved_bytes.large_pool.current"
     return {"malloc_ms": round(malloc_s * 1e3, 3), "gpu_busy_ms": round(gpu_s * 1e3, 1),
             "gpu_was_busy": gpu_was_busy, "large_reserved": after[key],
             "maps": after["num_device_alloc"] - before["num_device_alloc"],
-            "unmaps": after["num_device_free"] - before["num_device_free"],
-            "contents_ok": bool(c.eq(2).all().item()) and bool(b.eq(3).all().item()),
-            "ok": gpu_was_busy and malloc_s < 0.1 * gpu_s and after[key] == 40 * MiB
-            and bool(c.eq(2).all().item()) and bool(b.eq(3).all().item())}
+            "unmaps": after["num_device_free"] - before["num_device_free"], "contents_ok": contents_ok,
+            "ok": gpu_was_busy and malloc_s < 0.1 * gpu_s and after[key] == 40 * MiB and contents_ok}
 
 
 def child_page_move(args):
