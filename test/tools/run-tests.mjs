@@ -10,11 +10,15 @@
 // unittest's tests; a native Makefile counts its tests when it prints `N passed, N failed`, else it is
 // one check; typecheck, lint, build and package are one check each. A layer with no tests yet is
 // "skipped" and counts nothing.
+// Note [Preflight] (preflight.mjs): before a layer runs, what it needs is checked; a missing tool fails
+// the layer at once with one line naming the apt package or command that provides it. In CI (CI=true) a
+// skipped layer is a failure: CI must run every layer, so GPUMEM_TEST_SKIP is refused there too.
 // Only Node built-ins here: this file runs before `npm ci` on a fresh clone.
-import { spawn, spawnSync } from 'node:child_process';
+import { spawn } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { preflight } from './preflight.mjs';
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
 const OUT = path.join(ROOT, '.test-output');
@@ -134,7 +138,6 @@ const layers = {
   // A short libFuzzer run of the capture decoder and the pickle reader from their seed corpora (the
   // 1 M-execution runs are in native/addon/fuzz/README.md). Needs clang (.ci/run installs it).
   async fuzz() {
-    if (spawnSync('clang++', ['--version']).status !== 0) return { skipped: 'clang++ not installed (apt-get install clang)' };
     const r = await run('make', ['-C', 'native/addon', 'fuzz-smoke', `FUZZ_SECONDS=${process.env.FUZZ_SECONDS ?? 20}`]);
     const done = [...r.output.matchAll(/^Done (\d+) runs/gm)].length;
     return { passed: r.code === 0 ? done : 0, failed: r.code === 0 ? 0 : 1 };
@@ -162,7 +165,8 @@ const layers = {
     if (!fs.existsSync(CODE_SERVER)) {
       console.log('e2e: code-server missing, running test/tools/setup-code-server.sh');
       const r = await run('bash', ['test/tools/setup-code-server.sh']);
-      if (r.code !== 0) return { passed: 0, failed: 1 };
+      const missing = r.code === 0 ? preflight('e2e') : 'e2e: missing code-server 4.100.3 in .tools/: npm run setup-e2e failed (see its output above)';
+      if (missing) return { passed: 0, failed: 1, missing };
     }
     // One VS Code at a time: each is ~2 GB and the machine may have 2 cores.
     // Note [One retry per E2E file]: a file that fails is run once more in a fresh VS Code, and its second
@@ -183,9 +187,15 @@ const layers = {
   },
 };
 
+const CI = /^(1|true|yes)$/i.test(process.env.CI ?? '');
 const results = [];
 const t0 = Date.now();
 let buildFailed = false;
+if (CI) {
+  for (const layer of ALL.filter((l) => skip.has(l) && (!asked.length || asked.includes(l)))) {
+    results.push({ layer, secs: 0, passed: 0, failed: 1, missing: `${layer}: GPUMEM_TEST_SKIP is not allowed in CI (CI=true): every layer must run` });
+  }
+}
 for (const layer of selected) {
   // Later layers that test dist/ would only repeat the build's failure; unit/native/python test sources.
   if (buildFailed && NEEDS_DIST.has(layer)) {
@@ -195,10 +205,18 @@ for (const layer of selected) {
   }
   console.log(`\n━━ ${layer} ━━`);
   const s = Date.now();
-  const r = await layers[layer]();
+  // e2e installs code-server itself when it is missing (npm run setup-e2e), so that check waits for it.
+  const missing = preflight(layer, { except: layer === 'e2e' && !fs.existsSync(CODE_SERVER) ? ['code-server'] : [] });
+  let r = missing ? { passed: 0, failed: 1, missing } : await layers[layer]();
+  if (r.missing) console.log(`preflight: ${r.missing}`);
+  // In CI a layer that did not run is a failure (installing over a present node_modules is not a layer).
+  if (CI && r.skipped && !(layer === 'install' && r.skipped === 'node_modules present')) {
+    r = { passed: 0, failed: 1, missing: `${layer}: skipped in CI (${r.skipped}); CI must run every layer` };
+    console.log(`preflight: ${r.missing}`);
+  }
   const secs = (Date.now() - s) / 1000;
   results.push({ layer, secs, ...r });
-  const summary = r.skipped ? `skipped (${r.skipped})` : `${r.passed} passed, ${r.failed} failed`;
+  const summary = r.skipped ? `skipped (${r.skipped})` : `${r.passed} passed, ${r.failed} failed${r.missing ? ` (${r.missing})` : ''}`;
   console.log(`── ${layer}: ${summary} in ${secs.toFixed(1)} s`);
   if (layer === 'install' && r.failed) {
     console.log('── npm ci failed: later layers skipped');
@@ -209,6 +227,11 @@ for (const layer of selected) {
 
 const passed = results.reduce((a, r) => a + (r.passed ?? 0), 0);
 const failedN = results.reduce((a, r) => a + (r.failed ?? 0), 0);
+const missingLines = results.filter((r) => r.missing).map((r) => r.missing);
+if (missingLines.length) {
+  console.log('\nMissing on this machine (.ci/run installs the apt packages; GPUMEM_TEST_SKIP=<layer> skips a layer locally):');
+  for (const m of missingLines) console.log(`  ${m}`);
+}
 console.log('\nStage timings:');
 for (const r of results) {
   const what = r.skipped ? 'skipped' : `${r.passed} passed, ${r.failed} failed`;
