@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Every GPU check in one device call (device time is scarce). Build here first, then carry dist/native:
 #   make -C native/allocator && <device run, carry dist/native> bash test/gpu/run_all.sh [stage…]
-# Stages: env allocator workload sanitizer stacks micro steps frag (default: env allocator stacks workload sanitizer).
+# Stages: env allocator workload sanitizer stacks micro steps frag probes varlen (default: env allocator stacks workload sanitizer).
 # Each of micro, steps and frag is one part of test/gpu/bench_allocator.py; "bench" runs all three.
 # Results land under $OUT (logs + JSON), one file per stage, so they come back with the call.
 set -u
@@ -39,6 +39,15 @@ for s in "${stages[@]}"; do
     # BENCH_ARGS adds bench_allocator.py flags, e.g. BENCH_ARGS="--warmup 60 --rounds 5 --step-configs native gpumem-run".
     micro|steps|frag) run_stage "$s" 560 python3 test/gpu/bench_allocator.py --so "$SO" --only "$s" ${BENCH_ARGS:-} ;;
     bench) run_stage bench 560 python3 test/gpu/bench_allocator.py --so "$SO" ;;
+    # Issues 15 and 17: what observing PyTorch's allocator and each category source cost (probes, not tests).
+    probes) run_stage probes 420 bash -c "python3 test/gpu/probes/pytorch_mode.py --out $OUT/probes && python3 test/gpu/probes/categories_cost.py --out $OUT/probes" ;;
+    # Issue 18: the varying-length GPT-2 natively, natively with expandable segments, and under gpumem run
+    # (default lens allocator); `gpumem replay` of the last capture predicts the first two peaks.
+    varlen) run_stage varlen 420 bash -c "set -e; mkdir -p $OUT/varlen
+        python3 test/gpu/workloads/gpt2_varlen.py > $OUT/varlen/native.txt
+        PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True python3 test/gpu/workloads/gpt2_varlen.py > $OUT/varlen/native-expandable.txt
+        PYTHONPATH=$PWD/native/python python3 -m gpumem run --allocator $SO --out $OUT/varlen/session -- python3 test/gpu/workloads/gpt2_varlen.py > $OUT/varlen/lens.txt
+        grep -h RESULT $OUT/varlen/*.txt" ;;
     *) echo "unknown stage $s" >&2 ;;
   esac
 done
