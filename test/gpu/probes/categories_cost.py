@@ -57,7 +57,9 @@ class Sources:
 
             self.handles += [mm.register_module_forward_pre_hook(pre), mm.register_module_forward_hook(post)]
         if config in ("optimizer-walk", "all"):
-            opt_mod = torch.optim.optimizer
+            import importlib
+
+            opt_mod = importlib.import_module("torch.optim.optimizer")
 
             def walk(opt, args, kwargs):
                 seen = []
