@@ -190,6 +190,7 @@ enum MarkerKind : uint32_t {
   MARK_BEGIN = 1,     // record_function enter
   MARK_END = 2,       // record_function exit
   MARK_SNAPSHOT = 3,  // a snapshot was taken (name = pickle path)
+  MARK_STEP = 4,      // a training-step fact (Note [Steps] in src/core/steps): "optimizer.step", "backward" or gpumem.step(name)
 };
 
 struct MarkerRec {

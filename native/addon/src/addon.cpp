@@ -207,6 +207,7 @@ class Handle : public Napi::ObjectWrap<Handle> {
                            InstanceMethod("lineStats", &Handle::LineStats),
                            InstanceMethod("stack", &Handle::Stack),
                            InstanceMethod("markers", &Handle::Markers),
+                           InstanceMethod("stepTable", &Handle::StepTable),
                            InstanceMethod("ooms", &Handle::Ooms),
                            InstanceMethod("spans", &Handle::Spans),
                            InstanceMethod("diff", &Handle::Diff),
@@ -292,6 +293,21 @@ class Handle : public Napi::ObjectWrap<Handle> {
   Napi::Value LineStats(const Napi::CallbackInfo& info) { return Str(info.Env(), lineStatsJson(M(info.Env()), Dev(info, 0))); }
   Napi::Value Stack(const Napi::CallbackInfo& info) { return Str(info.Env(), stackJson(M(info.Env()), (uint32_t)Num(info, 0, 0))); }
   Napi::Value Markers(const Napi::CallbackInfo& info) { return Str(info.Env(), markersJson(M(info.Env()), Dev(info, 0))); }
+  Napi::Value StepTable(const Napi::CallbackInfo& info) {
+    Napi::Env env = info.Env();
+    if (info.Length() < 2 || !info[1].IsArray()) throw Napi::TypeError::New(env, "stepTable(device, endsUs: number[])");
+    Napi::Array a = info[1].As<Napi::Array>();
+    std::vector<double> ends;
+    ends.reserve(a.Length());
+    for (uint32_t k = 0; k < a.Length(); k++) {
+      Napi::Value v = a.Get(k);
+      if (!v.IsNumber()) throw Napi::TypeError::New(env, "stepTable: endsUs must hold numbers");
+      double t = v.As<Napi::Number>().DoubleValue();
+      if (!ends.empty() && t < ends.back()) throw Napi::RangeError::New(env, "stepTable: endsUs must be ascending");
+      ends.push_back(t);
+    }
+    return Str(env, stepTableJson(M(env), Dev(info, 0), ends));
+  }
   Napi::Value Ooms(const Napi::CallbackInfo& info) { return Str(info.Env(), oomsJson(M(info.Env()))); }
   Napi::Value Spans(const Napi::CallbackInfo& info) {
     return Str(info.Env(), spansJson(M(info.Env()), Dev(info, 0), Num(info, 1, -INFINITY), Num(info, 2, INFINITY), (size_t)Num(info, 3, 1000)));

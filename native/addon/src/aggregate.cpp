@@ -13,7 +13,7 @@ namespace gpumem {
 
 namespace {
 
-const char* const kMarkerKinds[] = {"user", "range_begin", "range_end", "empty_cache", "snapshot", "oom", "notice"};
+const char* const kMarkerKinds[] = {"user", "range_begin", "range_end", "empty_cache", "snapshot", "oom", "notice", "step"};
 const char* const kPoolNames[] = {"large", "small", "private"};
 constexpr const char* kNoUserFrame = "<no user frame>";
 
@@ -483,6 +483,60 @@ std::string diffJson(const Model& a, int index, double aUs, const Model& b, doub
     j.kv("deltaBytes", wrapDiff(v.second, v.first)).close('}');
   }
   return j.close(']').s;
+}
+
+}  // namespace gpumem
+
+namespace gpumem {
+
+// Note [Step table]: one pass over the device's events answers every per-step question the steps view and the
+// leak finder ask (src/core/steps): the peak of allocated inside each step, allocated and reserved at its end,
+// and the bytes each line (innermost user frame) holds live at each step end. diffJson per pair of step ends
+// would rescan the trace once per step (O(steps × events)); this is O(events + steps × live lines).
+// Blocks allocated before the trace began (a free with no alloc) are not attributed, as in diffJson.
+std::string stepTableJson(const Model& m, int index, const std::vector<double>& endsUs) {
+  Json j;
+  j.open('{');
+  const DeviceData* d = dev(m, index);
+  j.key("steps").open('[');
+  std::map<LineKey, uint64_t> live;
+  std::map<LineKey, std::vector<uint64_t>> series;
+  size_t i = 0;
+  const size_t k = endsUs.size();
+  for (size_t s = 0; d && s < k; s++) {
+    size_t n = std::max(i, eventsUpTo(*d, endsUs[s]));
+    int64_t peak = allocatedBefore(*d, i);
+    int64_t peakT = i ? d->t[i - 1] : (d->count() ? d->t[0] : 0);
+    for (; i < n; i++) {
+      if (d->action[i] == ACT_ALLOC) {
+        live[selfLine(m, d->stack[i])] += d->size[i];
+      } else if (d->action[i] == ACT_FREE_REQUESTED && d->link[i] != kNoLink) {
+        size_t a = d->link[i];
+        auto it = live.find(selfLine(m, d->stack[a]));
+        if (it != live.end()) {
+          it->second -= std::min(it->second, d->size[a]);
+          if (it->second == 0) live.erase(it);
+        }
+      }
+      if (d->allocated[i] > peak) { peak = d->allocated[i]; peakT = d->t[i]; }
+    }
+    for (const auto& [key, bytes] : live) {
+      auto& v = series[key];
+      if (v.empty()) v.assign(k, 0);
+      v[s] = bytes;
+    }
+    j.open('{').kvd("endUs", endsUs[s]).kv("peakAllocatedBytes", peak).kv("peakAtUs", peakT);
+    j.kv("allocatedAtEndBytes", allocatedBefore(*d, n)).kv("reservedAtEndBytes", reservedBefore(*d, n)).close('}');
+  }
+  j.close(']');
+  j.key("lines").open('[');
+  for (const auto& [key, v] : series) {
+    j.open('{').kvs("file", lineFile(m, key)).kv("line", key.second).key("bytesAtEnds").open('[');
+    for (uint64_t b : v) j.item().unum(b);
+    j.close(']').close('}');
+  }
+  j.close(']');
+  return j.close('}').s;
 }
 
 }  // namespace gpumem

@@ -296,7 +296,7 @@ bool CaptureDecoder::record(Model& m, uint8_t type, uint8_t device, uint16_t fla
     case f::REC_MARKER: {
       if (n < sizeof(f::MarkerRec)) return tooShort("marker");
       auto r = load<f::MarkerRec>(p);
-      uint8_t kind = r.kind == f::MARK_BEGIN ? 1 : r.kind == f::MARK_END ? 2 : r.kind == f::MARK_SNAPSHOT ? 4 : 0;
+      uint8_t kind = r.kind == f::MARK_BEGIN ? 1 : r.kind == f::MARK_END ? 2 : r.kind == f::MARK_SNAPSHOT ? 4 : r.kind == f::MARK_STEP ? 7 : 0;
       dev(m, device).markers.push_back(MarkerData{toUs(r.t_ns), kind, str(r.name), ""});
       return true;
     }

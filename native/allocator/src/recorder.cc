@@ -522,8 +522,8 @@ GPUMEM_REC_API int gpumem_snapshot_pickle(uint8_t** out, size_t* out_len) {
 GPUMEM_REC_API void gpumem_free_buffer(void* p) { std::free(p); }
 
 GPUMEM_REC_API int gpumem_mark(const char* name, uint32_t kind) {
-  if (!name || kind > fmt::MARK_SNAPSHOT) {
-    rec::set_last_error("gpumem_mark: name must not be NULL and kind must be 0–3 (MarkerKind)");
+  if (!name || kind > fmt::MARK_STEP) {
+    rec::set_last_error("gpumem_mark: name must not be NULL and kind must be 0–4 (MarkerKind)");
     return -1;
   }
   rec::mark(name, kind);

@@ -1,5 +1,9 @@
 """record_function ranges become capture markers; backward()/grad() are bracketed so allocations on
-autograd threads are attributed to the thread (and line) that called them (DESIGN §3)."""
+autograd threads are attributed to the thread (and line) that called them (DESIGN §3).
+
+Step facts (MARK_STEP, Note [Steps] in src/core/steps/detect.ts): every backward() end writes "backward" and
+every Optimizer.step() end writes "optimizer.step" (a global post hook, no per-optimizer code). The reader
+decides which of them end a training step; the workload only states facts, one C call each."""
 import functools
 
 from . import _native
@@ -39,9 +43,11 @@ def _bracket(original):
         # calling the C function from here keeps the bootstrap to a single frame on that stack.
         native.lib.gpumem_backward_begin()
         try:
-            return original(*args, **kwargs)
+            result = original(*args, **kwargs)
         finally:
             native.lib.gpumem_backward_end()
+        native.mark("backward", _native.MARK_STEP)
+        return result
 
     return run
 
@@ -60,3 +66,22 @@ def apply(torch):
     autograd.backward = _bracket(autograd.backward)
     if hasattr(autograd, "grad"):
         autograd.grad = _bracket(autograd.grad)
+    _hook_optimizer_steps(torch)
+
+
+def _on_optimizer_step(optimizer, args, kwargs):
+    _mark("optimizer.step", _native.MARK_STEP)
+
+
+def _hook_optimizer_steps(torch):
+    # torch.optim.optimizer is a module that `import torch` loads but does not bind as an attribute in 2.11.
+    import importlib
+
+    try:
+        module = importlib.import_module("torch.optim.optimizer")
+    except ImportError:
+        return
+    register = getattr(module, "register_optimizer_step_post_hook", None)
+    if callable(register) and not getattr(module, "_gpumem_step_hook", False):
+        register(_on_optimizer_step)
+        module._gpumem_step_hook = True

@@ -15,6 +15,7 @@ import type {
   OomInfo,
   ReadProblem,
   SnapshotSummary,
+  StepTable,
   SourceFormat,
   Stack,
   TimelineBuckets,
@@ -39,6 +40,7 @@ export interface NativeHandle {
   ooms(): string;
   spans(device: number, t0Us: number, t1Us: number, maxCount: number): string;
   diff(device: number, aUs: number, bUs: number, other?: NativeHandle): string;
+  stepTable(device: number, endsUs: number[]): string;
   summary(): string;
   exportPickle(outPath: string, atUs: number): void;
   eventCount(): number;
@@ -162,6 +164,9 @@ class NativeModel implements Model {
     const otherHandle = other instanceof NativeModel ? other.handle : undefined;
     if (other && !otherHandle) throw new Error('diff: the other model must come from openModel');
     return parse<LineDiff[]>(this.handle.diff(device, aUs, bUs, otherHandle));
+  }
+  stepTable(device: number, endsUs: readonly number[]): StepTable {
+    return parse<StepTable>(this.handle.stepTable(device, [...endsUs]));
   }
   summary(): SnapshotSummary {
     return parse<SnapshotSummary>(this.handle.summary());

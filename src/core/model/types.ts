@@ -64,7 +64,7 @@ export interface AllocatorState {
   fragmentation: Fragmentation;
 }
 
-export type MarkerKind = 'user' | 'range_begin' | 'range_end' | 'empty_cache' | 'snapshot' | 'oom' | 'notice';
+export type MarkerKind = 'user' | 'range_begin' | 'range_end' | 'empty_cache' | 'snapshot' | 'oom' | 'notice' | 'step';
 
 export interface Marker {
   device: number;
@@ -146,6 +146,13 @@ export interface SnapshotSummary {
   top_lines: TopLine[];
 }
 
+/** One pass of the addon over a device's events (Note [Step table] in native/addon/src/aggregate.cpp). */
+export interface StepTable {
+  steps: { endUs: number; peakAllocatedBytes: number; peakAtUs: number; allocatedAtEndBytes: number; reservedAtEndBytes: number }[];
+  /** bytes live at each step end, per line (innermost user frame); lines never live at a step end are absent */
+  lines: { file: string; line: number; bytesAtEnds: number[] }[];
+}
+
 export interface LineDiff {
   file: string;
   line: number;
@@ -221,6 +228,8 @@ export interface Model {
   spans(device: number, t0Us: number, t1Us: number, maxCount: number): AllocationSpan[];
   /** bytes live by line at two moments (or of two models: pass other) */
   diff(device: number, aUs: number, bUs: number, other?: Model): LineDiff[];
+  /** per step (ends ascending): peak inside, allocated/reserved at the end, bytes live per line at each end */
+  stepTable(device: number, endsUs: readonly number[]): StepTable;
   summary(): SnapshotSummary;
   /** PyTorch snapshot pickle (protocol 4) of the state at `atUs` (default: end) with the trace */
   exportPickle(outPath: string, atUs?: number): void;

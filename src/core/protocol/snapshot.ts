@@ -19,7 +19,7 @@ export type SnapshotTab = 'summary' | 'timeline' | 'segments' | 'sites' | 'compa
 
 export interface MarkerView {
   timeUs: number;
-  kind: 'user' | 'range_begin' | 'range_end' | 'empty_cache' | 'snapshot' | 'oom' | 'notice';
+  kind: 'user' | 'range_begin' | 'range_end' | 'empty_cache' | 'snapshot' | 'oom' | 'notice' | 'step';
   label: string;
 }
 

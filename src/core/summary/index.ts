@@ -3,11 +3,12 @@ import path from 'node:path';
 import { openModel } from '../model/open';
 import type { AllocatorState, SnapshotSummary } from '../model/types';
 import { summaryReport } from './report';
+import { stepsJson, stepsText, type StepsJson } from './steps';
 
 export { summaryReport } from './report';
 
 export interface FileSummary {
-  summary: SnapshotSummary;
+  summary: SnapshotSummary & { steps: StepsJson[] };
   text: string;
   problems: string[];
 }
@@ -19,8 +20,10 @@ export function summarizeFile(file: string, topLines = 10): FileSummary {
     const states = new Map<number, AllocatorState>();
     for (const d of model.devices()) states.set(d, model.stateAt(d, Infinity));
     const problems = model.problems().map((p) => `${p.message} (at byte ${p.offset})`);
-    const text = summaryReport({ fileName: path.basename(file), summary, states, problems, topLines });
-    return { summary, text, problems };
+    const steps = stepsJson(model);
+    const stepLines = stepsText(steps);
+    const text = summaryReport({ fileName: path.basename(file), summary, states, problems, topLines }) + (stepLines.length ? '\n' + stepLines.join('\n') : '');
+    return { summary: { ...summary, steps }, text, problems };
   } finally {
     model.close();
   }
