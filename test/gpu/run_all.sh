@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Every GPU check in one device call (device time is scarce). Build here first, then carry dist/native:
 #   make -C native/allocator && <device run, carry dist/native> bash test/gpu/run_all.sh [stage…]
-# Stages: env allocator workload sanitizer stacks micro steps frag probes varlen (default: env allocator stacks workload sanitizer).
+# Stages: env allocator workload sanitizer stacks micro steps frag probes varlen leaks (default: env allocator stacks workload sanitizer).
 # Each of micro, steps and frag is one part of test/gpu/bench_allocator.py; "bench" runs all three.
 # Results land under $OUT (logs + JSON), one file per stage, so they come back with the call.
 set -u
@@ -15,6 +15,12 @@ stages=("$@")
 [ ${#stages[@]} -eq 0 ] && stages=(env allocator stacks workload sanitizer)
 SO=$PWD/dist/native/libgpumem_allocator.so
 [ -f "$SO" ] || { echo "missing $SO: run make -C native/allocator here and carry dist/native" >&2; exit 2; }
+
+# Node for the checks that run `gpumem summary` (dist/cli.js): carried xz-compressed, the device has none.
+if [ -z "${GPUMEM_NODE:-}" ] && [ -f .carry/node/node.xz ]; then
+  mkdir -p /tmp/gpumem-node && xz -dc .carry/node/node.xz > /tmp/gpumem-node/node && chmod +x /tmp/gpumem-node/node
+  export GPUMEM_NODE=/tmp/gpumem-node/node
+fi
 
 run_stage() {  # name, limit seconds, command…
   local name=$1 limit=$2; shift 2
@@ -48,6 +54,8 @@ for s in "${stages[@]}"; do
         PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True python3 test/gpu/workloads/gpt2_varlen.py > $OUT/varlen/native-expandable.txt
         PYTHONPATH=$PWD/native/python python3 -m gpumem run --allocator $SO --out $OUT/varlen/session -- python3 test/gpu/workloads/gpt2_varlen.py > $OUT/varlen/lens.txt
         grep -h RESULT $OUT/varlen/*.txt" ;;
+    # Issue 17: steps found from the bootstrap's facts, and history.append(loss) found as a leak on its line.
+    leaks) run_stage leaks 180 python3 test/gpu/steps_check.py --out "$OUT/leaks" ;;
     *) echo "unknown stage $s" >&2 ;;
   esac
 done
