@@ -42,10 +42,22 @@ class MarkerTest(unittest.TestCase):
         """)
         self.assertEqual(run.code, 0, run.err)
         log = [l for l in run.log() if not l.startswith(("configure", "init", "shutdown"))]
-        # The stand-in autograd allocates on a worker thread; the allocator sees the bracket around it.
-        self.assertEqual(log[:9], ["malloc 512 backward=0",
-                                   "backward_begin", "malloc 4096 backward=1", "free 4096", "backward_end",
-                                   "backward_begin", "malloc 2048 backward=1", "free 2048", "backward_end"])
+        # The stand-in autograd allocates on a worker thread; the allocator sees the bracket around it. Each
+        # end is then stated as a step fact (MARK_STEP "backward", Note [Steps]).
+        self.assertEqual(log[:11], ["malloc 512 backward=0",
+                                    "backward_begin", "malloc 4096 backward=1", "free 4096", "backward_end", "mark 4 backward",
+                                    "backward_begin", "malloc 2048 backward=1", "free 2048", "backward_end", "mark 4 backward"])
+
+    def test_gpumem_step_writes_a_user_step_mark(self):
+        run = support.run_script("""
+            import gpumem, torch
+            print(gpumem.step())
+            torch.cuda.init()
+            print(gpumem.step(), gpumem.step("epoch 2 end"))
+        """)
+        self.assertEqual(run.code, 0, run.err)
+        self.assertEqual(run.out.split(), ["False", "True", "True"])
+        self.assertEqual([l for l in run.log() if l.startswith("mark ")], ["mark 4 step", "mark 4 epoch 2 end"])
 
 
 class ForkTest(unittest.TestCase):

@@ -107,7 +107,7 @@ test('no leak, gradient accumulation and gpumem.step(): steps and findings follo
 test('gpumem summary prints the steps and the leak, and --json carries them', { skip }, () => {
   const { cap, info } = train(5, '--leak', String(64 * KiB));
   const s = summarizeFile(cap);
-  const [dev] = s.summary.steps;
+  const [dev] = s.summary.steps ?? [];
   assert.deepEqual([dev.source, dev.steps.length], ['optimizer', 5]);
   assert.deepEqual(dev.leaks.map((l) => [l.line, l.growth_per_step_bytes, l.from_step, l.to_step]), [[info.lines.leak, 64 * KiB, 1, 5]]);
   assert.match(s.text, /Steps on device 0: 5, found from optimizer\.step\(\) after backward\(\)/);

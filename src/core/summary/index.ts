@@ -8,7 +8,8 @@ import { stepsJson, stepsText, type StepsJson } from './steps';
 export { summaryReport } from './report';
 
 export interface FileSummary {
-  summary: SnapshotSummary & { steps: StepsJson[] };
+  /** `steps`: only devices where steps were found; absent when none were (issue #4's document stays as it was) */
+  summary: SnapshotSummary & { steps?: StepsJson[] };
   text: string;
   problems: string[];
 }
@@ -20,10 +21,10 @@ export function summarizeFile(file: string, topLines = 10): FileSummary {
     const states = new Map<number, AllocatorState>();
     for (const d of model.devices()) states.set(d, model.stateAt(d, Infinity));
     const problems = model.problems().map((p) => `${p.message} (at byte ${p.offset})`);
-    const steps = stepsJson(model);
+    const steps = stepsJson(model).filter((s) => s.steps.length > 0);
     const stepLines = stepsText(steps);
     const text = summaryReport({ fileName: path.basename(file), summary, states, problems, topLines }) + (stepLines.length ? '\n' + stepLines.join('\n') : '');
-    return { summary: { ...summary, steps }, text, problems };
+    return { summary: steps.length ? { ...summary, steps } : summary, text, problems };
   } finally {
     model.close();
   }
