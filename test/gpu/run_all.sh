@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Every GPU check in one device call (device time is scarce). Build here first, then carry dist/native:
 #   make -C native/allocator && <device run, carry dist/native> bash test/gpu/run_all.sh [stage…]
-# Stages: env allocator workload sanitizer stacks micro steps frag probes varlen (default: env allocator stacks workload sanitizer).
+# Stages: env allocator workload sanitizer stacks micro steps frag probes varlen pytorch-tests (default: env allocator stacks workload sanitizer).
 # Each of micro, steps and frag is one part of test/gpu/bench_allocator.py; "bench" runs all three.
 # Results land under $OUT (logs + JSON), one file per stage, so they come back with the call.
 set -u
@@ -48,6 +48,9 @@ for s in "${stages[@]}"; do
         PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True python3 test/gpu/workloads/gpt2_varlen.py > $OUT/varlen/native-expandable.txt
         PYTHONPATH=$PWD/native/python python3 -m gpumem run --allocator $SO --out $OUT/varlen/session -- python3 test/gpu/workloads/gpt2_varlen.py > $OUT/varlen/lens.txt
         grep -h RESULT $OUT/varlen/*.txt" ;;
+    # Issue 20: PyTorch's own memory tests natively and under `gpumem run`, compared (needs the carried
+    # .carry/pytorch-tests/test_cuda.py from test/gpu/extract_pytorch_tests.py). Ends with PASS or FAIL.
+    pytorch-tests) run_stage pytorch-tests 290 python3 test/gpu/pytorch_memory_tests.py --out "$OUT" ;;
     *) echo "unknown stage $s" >&2 ;;
   esac
 done
