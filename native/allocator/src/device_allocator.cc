@@ -90,6 +90,9 @@ DeviceAllocator::CallClock::~CallClock() {
 }
 
 void* DeviceAllocator::malloc(size_t requested, Stream stream, uint32_t stack) {
+  // Note [PyTorch's OOM texts]: PyTorch's own guard, before any rounding (which could overflow). Like
+  // PyTorch's it is an argument check: no num_ooms, no OOM record, nothing reserved.
+  if (requested >= kOneExaByte) throw OutOfMemory(exabyte_message(device_, requested, total_));
   Lock lock(mu_);
   CallClock clock(*this, lock);
   // Note [Zero-byte requests]: PyTorch forwards torch.empty(0) to us and keeps a ptr → metadata map,
@@ -730,6 +733,7 @@ void DeviceAllocator::out_of_memory(Lock& lock, size_t requested, size_t rounded
   f.allocated = uint64_t(stats_.allocated_bytes[kAll].current);
   f.largest_free = largest_free_block();
   f.limit = limit_;
+  f.fraction = limit_ ? fraction_ : 1.0;
   f.capturing = capturing();
   f.expandable = options_.expandable;
   f.device_known = backend_.mem_get_info(device_, &f.device_free, &f.device_total);
