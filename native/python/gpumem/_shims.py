@@ -23,7 +23,7 @@ import functools
 import pickle
 import warnings
 
-from . import _stats, _summary
+from . import _history, _stats, _summary
 from ._state import STATE
 
 _torch = None
@@ -105,12 +105,15 @@ def reset_max_memory_cached(device=None):
 
 
 def _snapshot(device=None, augment_with_fx_traces=False):
-    # The pickle comes from the allocator; our own objects only (dicts, lists, tuples, str, int).
-    return pickle.loads(STATE.native.snapshot_pickle())
+    # The pickle comes from the allocator; our own objects only (dicts, lists, tuples, str, int). What the
+    # user's _record_memory_history calls asked for (Note [History view]).
+    return _history.view(pickle.loads(STATE.native.snapshot_pickle()))
 
 
 def _dump_snapshot(filename="dump_snapshot.pickle", augment_with_fx_traces=False):
     data = STATE.native.snapshot_pickle()
+    if _history.recorded():
+        data = pickle.dumps(_history.view(pickle.loads(data)), protocol=4)
     with open(filename, "wb") as f:
         f.write(data)
 
@@ -125,7 +128,15 @@ def memory_snapshot(mempool_id=None, include_traces=True):
 
 
 def _record_memory_history(enabled="all", *args, **kwargs):
-    """Accepted and ignored: the lens allocator always records (every event goes to the capture)."""
+    """The lens allocator always records (every event goes to the capture); what user code reads back
+    through _snapshot()/_dump_snapshot() follows these calls as PyTorch's would (Note [History view])."""
+    if args:  # positional: (context, stacks, max_entries) in 2.1+, (record_context, trace_alloc_max_entries, …) before
+        names = ("record_context", "trace_alloc_max_entries", "trace_alloc_record_context") if isinstance(enabled, bool) \
+            else ("context", "stacks", "max_entries")
+        kwargs.update(zip(names, args))
+    if not _initialized():
+        _torch.cuda._lazy_init()
+    _history.record(enabled, **kwargs)
     return None
 
 
