@@ -82,18 +82,58 @@ size_t eventsUpTo(const DeviceData& d, double tUs) {
   return std::upper_bound(d.t.begin(), d.t.end(), t) - d.t.begin();
 }
 
+// Note [Devices with no events]: a device the process never allocated on still gets samples (the
+// recorder samples every device it announced) and may carry process-wide markers; it has nothing to show
+// and is left out of devices(), summaries and panels. Its markers stay reachable (markersJson).
+bool hasMemoryData(const DeviceData& d) { return d.count() > 0 || !d.finalSegments.empty() || !d.ooms.empty(); }
+
 std::string devicesJson(const Model& m) {
   Json j;
   j.open('[');
-  for (const auto& [idx, d] : m.devices) j.item().num(idx);
+  for (const auto& [idx, d] : m.devices)
+    if (hasMemoryData(d)) j.item().num(idx);
   return j.close(']').s;
 }
 
 std::string problemsJson(const Model& m) {
   Json j;
   j.open('[');
-  for (const auto& p : m.problems) j.open('{').kvu("offset", p.offset).kvs("message", p.message).close('}');
+  for (const auto& p : m.problems) j.open('{').kvu("offset", p.offset).kvs("message", p.message).kvs("kind", p.kind).close('}');
   return j.close(']').s;
+}
+
+std::string fileInfoJson(const Model& m) {
+  Json j;
+  j.open('{');
+  // Note [Time origin]: times are shown as seconds since the process's first allocator event (any device).
+  bool haveOrigin = false;
+  int64_t origin = 0;
+  for (const auto& [idx, d] : m.devices)
+    if (d.count() && (!haveOrigin || d.t.front() < origin)) origin = d.t.front(), haveOrigin = true;
+  j.key("originUs");
+  if (haveOrigin) j.num(origin); else j.raw("null");
+  int64_t last = m.lastUs;
+  bool haveLast = m.haveLastUs;
+  for (const auto& [idx, d] : m.devices)
+    if (d.count() && (!haveLast || d.t.back() > last)) last = d.t.back(), haveLast = true;
+  j.key("lastUs");
+  if (haveLast) j.num(last); else j.raw("null");
+  j.key("devices").open('[');
+  for (const auto& [idx, id] : m.deviceIds) {
+    j.open('{').kv("index", idx).kvs("name", id.name).kvu("totalBytes", id.totalBytes);
+    if (!id.pciBusId.empty()) j.kvs("pciBusId", id.pciBusId);
+    auto it = m.devices.find(idx);
+    j.kvu("events", it == m.devices.end() ? 0 : it->second.count()).close('}');
+  }
+  j.close(']').key("end");
+  if (m.end.seen) {
+    j.open('{').kv("tUs", m.end.tUs).kv("exitCode", m.end.exitCode).kvu("reason", m.end.reason).kvs("message", m.end.message).close('}');
+  } else {
+    j.raw("null");
+  }
+  j.kvu("lostEvents", m.lostEvents).key("firstLostUs");
+  if (m.lostEvents) j.num(m.firstLostUs); else j.raw("null");
+  return j.close('}').s;
 }
 
 std::string summaryJson(const Model& m) {
@@ -101,6 +141,7 @@ std::string summaryJson(const Model& m) {
   j.open('{').kvs("format", m.format).key("devices").open('[');
   std::map<LineKey, uint64_t> top;
   for (const auto& [idx, d] : m.devices) {
+    if (!hasMemoryData(d)) continue;  // Note [Devices with no events]
     std::vector<SegmentData> segs = finalState(d);
     FragFigures f = fragmentation(segs);
     int64_t peakT = d.peakIndex >= 0 ? d.t[d.peakIndex] : (d.count() ? d.t[0] : 0);
