@@ -125,6 +125,8 @@ std::string fileInfoJson(const Model& m) {
     auto it = m.devices.find(idx);
     j.kvu("events", it == m.devices.end() ? 0 : it->second.count()).close('}');
   }
+  j.close(']').key("recordDevices").open('[');
+  for (const auto& [idx, d] : m.devices) j.item().num(idx);
   j.close(']').key("end");
   if (m.end.seen) {
     j.open('{').kv("tUs", m.end.tUs).kv("exitCode", m.end.exitCode).kvu("reason", m.end.reason).kvs("message", m.end.message).close('}');
@@ -426,7 +428,10 @@ std::string oomsJson(const Model& m) {
       bool frag = reserved >= allocated && reserved - allocated >= o.requested;
       j.open('{').kv("device", idx).kv("timeUs", o.tUs).kvu("requestedBytes", o.requested).kvu("deviceFreeBytes", o.deviceFree);
       j.kvu("deviceTotalBytes", o.deviceTotal).kvu("reservedBytes", reserved).kvu("allocatedBytes", allocated);
-      j.kvu("largestFreeBlockBytes", largest).kvs("verdict", frag ? "fragmentation" : "shortage").kv("stackId", o.stack).close('}');
+      j.kvu("largestFreeBlockBytes", largest).kvs("verdict", frag ? "fragmentation" : "shortage").kv("stackId", o.stack);
+      // The line that asked: the innermost user frame, by the same rule as line attribution.
+      LineKey at = o.stack < m.stacks.size() ? selfLine(m, o.stack) : kNoUserLine;
+      j.kvs("file", lineFile(m, at)).kv("line", at.second).close('}');
     }
   }
   return j.close(']').s;
