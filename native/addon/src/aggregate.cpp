@@ -122,8 +122,7 @@ std::string fileInfoJson(const Model& m) {
   for (const auto& [idx, id] : m.deviceIds) {
     j.open('{').kv("index", idx).kvs("name", id.name).kvu("totalBytes", id.totalBytes);
     if (!id.pciBusId.empty()) j.kvs("pciBusId", id.pciBusId);
-    auto it = m.devices.find(idx);
-    j.kvu("events", it == m.devices.end() ? 0 : it->second.count()).close('}');
+    j.close('}');
   }
   j.close(']').key("recordDevices").open('[');
   for (const auto& [idx, d] : m.devices) j.item().num(idx);
