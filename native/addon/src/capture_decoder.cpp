@@ -302,9 +302,10 @@ bool CaptureDecoder::record(Model& m, uint8_t type, uint8_t device, uint16_t fla
       if (n < sizeof(f::LostRec)) return tooShort("lost-events");
       auto r = load<f::LostRec>(p);
       int64_t tUs = toUs(r.t_ns);
-      if (m.lostEvents == 0) m.firstLostUs = tUs;
+      // A LostRec is written when the next record gets through, so its time ends the loss. The loss began
+      // after the last record that was written before it: that is where "lost from" points.
+      if (m.lostEvents == 0) m.firstLostUs = m.haveLastUs ? std::min(m.lastUs, tUs) : tUs;
       m.lostEvents += r.count;
-      m.sawTime(tUs);
       m.problems.push_back(Problem{at, std::to_string(r.count) +
                                            " events were dropped by the recorder (its buffer bound was hit); figures after this point undercount",
                                    "lost"});

@@ -216,7 +216,7 @@ struct Model {
   CaptureEnd end;
   std::map<int, DeviceIdentity> deviceIds;
   uint64_t lostEvents = 0;
-  int64_t firstLostUs = 0;  // time of the first REC_LOST (valid when lostEvents > 0)
+  int64_t firstLostUs = 0;  // the last record's time before the first REC_LOST (valid when lostEvents > 0)
   // Latest time of any record read (events, samples, markers…): where a capture that ends early stops.
   bool haveLastUs = false;
   int64_t lastUs = 0;

@@ -27,7 +27,7 @@ function wrapped(text: string, first = '', indent = '  '): string[] {
   const out: string[] = [];
   let line = first;
   for (const word of text.split(/\s+/).filter(Boolean)) {
-    const sep = line.trim() === '' ? '' : ' ';
+    const sep = line === '' || line.endsWith(' ') ? '' : ' ';
     if (line.length + sep.length + word.length > max && line.trim() !== '') {
       out.push(row(line));
       line = indent + word;
