@@ -103,8 +103,8 @@ export function summaryReport(input: ReportInput): string {
     out.push(row(`Out-of-memory errors: ${summary.ooms.length}`));
     out.push(rule('-'));
     for (const o of summary.ooms) {
-      const head = `${when(o.t_s, o.step)} on cuda:${o.device}: ${formatBytes(o.requested_bytes)} requested by ${shorten(oomWhere(o), 36)}`;
-      out.push(...wrapped(head));
+      out.push(row(`${when(o.t_s, o.step)} on cuda:${o.device}: ${formatBytes(o.requested_bytes)} requested`));
+      out.push(row(`  by ${shorten(oomWhere(o), WIDTH - 9)}`));
       const device = o.device_total_bytes > 0 ? `${formatBytes(o.device_free_bytes)} free of ${formatBytes(o.device_total_bytes)}` : `${formatBytes(o.device_free_bytes)} free`;
       out.push(...wrapped(`device: ${device}; verdict: ${o.verdict}. ${o.sentence}`, '  ', '  '));
     }
