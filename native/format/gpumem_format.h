@@ -23,7 +23,7 @@ namespace fmt {
 
 GPUMEM_CONSTEXPR char kMagic[8] = {'G', 'P', 'U', 'M', 'E', 'M', '\r', '\n'};
 GPUMEM_CONSTEXPR uint16_t kMajor = 1;
-GPUMEM_CONSTEXPR uint16_t kMinor = 1;  // 1: REC_DEVICE
+GPUMEM_CONSTEXPR uint16_t kMinor = 2;  // 1: REC_DEVICE; 2: EndRec.reason/message
 // Upper bound on one record's payload; a larger length means damage, not a real record.
 GPUMEM_CONSTEXPR uint32_t kMaxPayload = 64u << 20;
 GPUMEM_CONSTEXPR uint32_t kMaxHeaderJson = 1u << 20;
@@ -223,7 +223,7 @@ struct DeviceRec {
   uint64_t t_ns;
   uint64_t total_bytes;  // device memory capacity (0 if unknown)
   uint32_t name;         // string id ("NVIDIA H200", "simulated device")
-  uint32_t pad;
+  uint32_t pci_bus_id;   // string id ("0000:3B:00.0"), 0 = unknown (was `pad`, always 0, before minor 2)
 };
 
 struct LostRec {
@@ -231,10 +231,19 @@ struct LostRec {
   uint64_t count;  // events dropped since the previous LostRec
 };
 
+// EndRec.reason (minor 2; an older 16-byte EndRec reads as END_CLEAN with no message)
+enum EndReason : uint32_t {
+  END_CLEAN = 0,           // clean shutdown
+  END_WRITER_FAILURE = 1,  // the writer could not write (disk full, permission, folder removed): the capture
+                           // was cut at the last whole record; `message` names the path and the error
+  END_STOPPED = 2,         // stopped by the user / the extension
+};
+
 struct EndRec {
   uint64_t t_ns;
   int32_t exit_code;  // -1 if unknown
-  uint32_t pad;
+  uint32_t reason;    // EndReason (minor 2; was `pad`, always 0)
+  uint32_t message;   // string id (minor 2), 0 = none
 };
 
 #pragma pack(pop)

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Every GPU check in one device call (device time is scarce). Build here first, then carry dist/native:
 #   make -C native/allocator && <device run, carry dist/native> bash test/gpu/run_all.sh [stage…]
-# Stages: env allocator workload sanitizer stacks micro steps frag probes varlen leaks pytorch-tests (default: env allocator stacks workload sanitizer).
+# Stages: env allocator workload sanitizer stacks micro steps frag probes varlen leaks pytorch-tests summaries (default: env allocator stacks workload sanitizer).
 # Each of micro, steps and frag is one part of test/gpu/bench_allocator.py; "bench" runs all three.
 # Results land under $OUT (logs + JSON), one file per stage, so they come back with the call.
 set -u
@@ -59,6 +59,9 @@ for s in "${stages[@]}"; do
     # Issue 20: PyTorch's own memory tests natively and under `gpumem run`, compared (needs the carried
     # .carry/pytorch-tests/test_cuda.py from test/gpu/extract_pytorch_tests.py). Ends with PASS or FAIL.
     pytorch-tests) run_stage pytorch-tests 290 python3 test/gpu/pytorch_memory_tests.py --out "$OUT" ;;
+    # Issue 13: gpumem summary (text and --json) of an OOM, a SIGKILL, a full-disk run and 2 ranks; needs
+    # dist/cli.js and Node (carried as .carry/node/node.xz, or GPUMEM_NODE). Summaries land in $OUT/summaries/.
+    summaries) run_stage summaries 560 python3 test/gpu/summaries_check.py --out "$OUT" ;;
     *) echo "unknown stage $s" >&2 ;;
   esac
 done

@@ -88,13 +88,27 @@ test('`gpumem summary --json` prints the summary document and the text report sh
   const expected = python('snapshot_summary.py', file);
   const json = await captureStdout(() => summaryCommand([file, '--json']));
   assert.equal(json.code, 0);
-  assert.deepEqual(JSON.parse(json.out), expected);
+  // Issue #4's document, exactly, plus what issue 13 adds (identity, time, integrity, OOMs; per device the
+  // name and the peak in seconds since the first allocation).
+  const doc = JSON.parse(json.out);
+  const { identity, time, integrity, ooms, ...issue4 } = doc;
+  const added = ['name', 'total_bytes', 'pci_bus_id', 'peak_t_s', 'peak_step'];
+  const devices = issue4.devices.map((dev) => Object.fromEntries(Object.entries(dev).filter(([k]) => !added.includes(k))));
+  assert.deepEqual({ ...issue4, devices }, expected);
+  assert.deepEqual(identity, { devices: [] }, 'a pickle names no process or device');
+  assert.equal(integrity.ended, 'clean');
+  assert.deepEqual(ooms, []);
+  const t0 = Math.min(...python('replay_reference.py', 'first_times', file));
+  assert.equal(time.origin_time_us, t0);
+  const d = expected.devices[0];
+  const peakS = Math.round(d.peak_at_time_us - t0) / 1e6;
+  assert.equal(doc.devices[0].peak_t_s, peakS);
   const text = await captureStdout(() => summaryCommand([file]));
   assert.equal(text.code, 0);
-  const d = expected.devices[0];
+  assert.doesNotMatch(text.out, /time_us/, 'no raw epoch microseconds in text');
   assert.match(text.out, new RegExp(`GPU reserved memory\\s+${escape(formatBytes(d.reserved_bytes))}\\s+${d.segments} segments`));
   assert.match(text.out, new RegExp(`Allocated memory\\s+${escape(formatBytes(d.allocated_bytes))}\\s+${d.allocated_blocks} blocks of ${d.blocks}`));
-  assert.match(text.out, new RegExp(`Peak allocated memory\\s+${escape(formatBytes(d.peak_allocated_bytes))}\\s+at time_us ${d.peak_at_time_us}`));
+  assert.match(text.out, new RegExp(`Peak allocated memory\\s+${escape(formatBytes(d.peak_allocated_bytes))}\\s+at ${escape(peakS.toFixed(3))} s`));
   const top = expected.top_lines[0];
   assert.match(text.out, new RegExp(`${escape(formatBytes(top.bytes_at_peak))}.*${escape(path.basename(top.file))}:${top.line}`));
 });

@@ -1,11 +1,19 @@
 // Summary tab: memory_summary()'s figures, where reserved − requested went, and the verdict sentence.
 import { formatBytes } from '../../src/core/format/bytes';
-import type { BreakdownView, SummaryView } from '../../src/core/protocol/snapshot';
+import type { BreakdownView, IntegrityView, OomView, SummaryView } from '../../src/core/protocol/snapshot';
 import { clear, h } from './dom';
 
-export function renderSummary(root: HTMLElement, s: SummaryView, t0Us: number, onPeak: () => void): void {
+/** What the summary shows besides the device's figures: the file's OOMs and how to open their lines. */
+export interface SummaryExtras {
+  ooms: readonly OomView[];
+  openLine(file: string, line: number): void;
+}
+
+/** `originUs`: Note [Time origin] — times count from the process's first allocator event. */
+export function renderSummary(root: HTMLElement, s: SummaryView, originUs: number, onPeak: () => void, extras?: SummaryExtras): void {
   clear(root);
   root.append(h('p', { class: 'verdict', 'data-testid': 'verdict', role: 'status' }, s.verdict));
+  if (extras?.ooms.length) root.append(oomList(extras));
   const fig = (key: string, label: string, bytes: number, note?: string) =>
     h(
       'div',
@@ -17,7 +25,7 @@ export function renderSummary(root: HTMLElement, s: SummaryView, t0Us: number, o
   const count = (key: string, label: string, n: number) =>
     h('div', { class: 'figure', 'data-figure': key, 'data-count': n }, h('div', { class: 'figure-label' }, label), h('div', { class: 'figure-value' }, n.toLocaleString('en-US')));
 
-  const peakLink = h('vscode-link', { href: '#', 'data-testid': 'peak-link' }, `at ${((s.peakAtTimeUs - t0Us) / 1e6).toFixed(3)} s`);
+  const peakLink = h('vscode-link', { href: '#', 'data-testid': 'peak-link' }, `at ${((s.peakAtTimeUs - originUs) / 1e6).toFixed(3)} s`);
   peakLink.addEventListener('click', (e) => {
     e.preventDefault();
     onPeak();
@@ -100,4 +108,44 @@ export function breakdownBar(b: BreakdownView): HTMLElement {
     ),
   );
   return h('div', { class: 'breakdown' }, bar, rows);
+}
+
+function when(o: OomView): string {
+  return `${o.t_s.toFixed(3)} s${o.step === null ? '' : ` (step ${o.step})`}`;
+}
+
+/** Every OOM of the file: when, which device, the request, the device's memory, the line (a link) and why. */
+function oomList(extras: SummaryExtras): HTMLElement {
+  const list = h('ol', { class: 'oom-list', 'data-testid': 'oom-list' });
+  for (const o of extras.ooms) {
+    const where = o.line > 0 ? `${o.displayFile}:${o.line}` : o.displayFile;
+    const link = o.line > 0 ? h('vscode-link', { href: '#', 'data-testid': 'oom-line', title: `Open ${o.file}:${o.line}` }, where) : h('span', {}, where);
+    if (o.line > 0) {
+      link.addEventListener('click', (e) => {
+        e.preventDefault();
+        extras.openLine(o.file, o.line);
+      });
+    }
+    const device = o.device_total_bytes > 0 ? `${formatBytes(o.device_free_bytes)} free of ${formatBytes(o.device_total_bytes)}` : `${formatBytes(o.device_free_bytes)} free`;
+    list.append(
+      h(
+        'li',
+        { class: 'oom', 'data-testid': 'oom', 'data-verdict': o.verdict, 'data-requested': o.requested_bytes },
+        h('div', { class: 'oom-head' }, `${when(o)} on cuda:${o.device}: ${formatBytes(o.requested_bytes)} requested by `, link),
+        h('div', { class: 'figure-note' }, `device: ${device} · verdict: ${o.verdict}`),
+        h('div', { class: 'oom-sentence' }, o.sentence),
+      ),
+    );
+  }
+  return h('section', { class: 'ooms' }, h('h3', { class: 'error' }, `Out-of-memory errors (${extras.ooms.length})`), list);
+}
+
+/** The alert shown above every tab when the file does not hold the whole run (Note [Never silent]). */
+export function integrityBanner(i: IntegrityView): HTMLElement | undefined {
+  if (!i.sentences.length) return undefined;
+  return h(
+    'div',
+    { class: 'integrity-banner', role: 'alert', 'data-testid': 'integrity-banner', 'data-ended': i.ended, 'data-lost': i.lostEvents },
+    ...i.sentences.map((t) => h('p', {}, t)),
+  );
 }

@@ -26,6 +26,8 @@ export interface TimelineHost {
   markers(): readonly MarkerView[];
   momentUs(): number | undefined;
   onMoment(timeUs: number): void;
+  /** Note [Time origin]: the axis counts seconds from this (the first allocator event); default: range start */
+  originUs?(): number;
 }
 
 export class TimelinePanel {
@@ -334,7 +336,7 @@ export class TimelinePanel {
     }
     ctx.textAlign = 'center';
     ctx.textBaseline = 'top';
-    const t0 = this.host.range().t0Us;
+    const t0 = this.host.originUs?.() ?? this.host.range().t0Us;
     for (let k = 0; k <= 5; k++) {
       const t = v0 + ((v1 - v0) * k) / 5;
       ctx.fillText(formatSeconds(t - t0, v1 - v0), Math.min(left + pw - 20 * dpr, left + (pw * k) / 5), top + ph + 6 * dpr);
@@ -451,7 +453,7 @@ export class TimelinePanel {
       return;
     }
     const s = this.data.spans;
-    const t0 = this.host.range().t0Us;
+    const t0 = this.host.originUs?.() ?? this.host.range().t0Us;
     const life = s.liveAtEnd[index] ? 'live at the end of the trace' : `freed at ${atTime(s.endUs[index] - t0)} (lifetime ${formatSeconds(s.endUs[index] - s.startUs[index], s.endUs[index] - s.startUs[index])})`;
     const render = () => {
       clear(this.tooltip);

@@ -11,6 +11,9 @@ namespace gpumem {
 inline void exerciseModel(Model& m) {
   summaryJson(m);
   oomsJson(m);
+  fileInfoJson(m);
+  devicesJson(m);
+  problemsJson(m);
   for (auto& [idx, d] : m.devices) {
     double t0 = d.count() ? (double)d.t.front() : 0, t1 = d.count() ? (double)d.t.back() : 1;
     for (double t : {t0 - 1, (t0 + t1) / 2, t1, (double)INFINITY}) stateJson(m, idx, t);

@@ -198,6 +198,7 @@ class Handle : public Napi::ObjectWrap<Handle> {
                            InstanceMethod("header", &Handle::Header),
                            InstanceMethod("devices", &Handle::Devices),
                            InstanceMethod("problems", &Handle::Problems),
+                           InstanceMethod("fileInfo", &Handle::FileInfo),
                            InstanceMethod("poll", &Handle::Poll),
                            InstanceMethod("ended", &Handle::Ended),
                            InstanceMethod("timeRange", &Handle::TimeRange),
@@ -260,6 +261,7 @@ class Handle : public Napi::ObjectWrap<Handle> {
   Napi::Value Format(const Napi::CallbackInfo& info) { return Str(info.Env(), M(info.Env()).format); }
   Napi::Value Header(const Napi::CallbackInfo& info) { return Str(info.Env(), M(info.Env()).headerJson); }
   Napi::Value Devices(const Napi::CallbackInfo& info) { return Str(info.Env(), devicesJson(M(info.Env()))); }
+  Napi::Value FileInfo(const Napi::CallbackInfo& info) { return Str(info.Env(), fileInfoJson(M(info.Env()))); }
   Napi::Value Problems(const Napi::CallbackInfo& info) {
     Model& m = M(info.Env());
     std::string json = problemsJson(m);
@@ -270,7 +272,7 @@ class Handle : public Napi::ObjectWrap<Handle> {
       j.open('{').kvu("offset", capture_->offset()).kvs("message", "the capture ends with an incomplete record at byte " +
                                                                    std::to_string(capture_->offset()) + " (" +
                                                                    std::to_string(capture_->pendingBytes()) +
-                                                                   " bytes); if the workload is still running it is completed on the next poll, otherwise the process died while writing it").close('}');
+                                                                   " bytes); if the workload is still running it is completed on the next poll, otherwise the process died while writing it").kvs("kind", "incomplete").close('}');
       json = json.size() > 2 ? json.substr(0, json.size() - 1) + "," + j.s + "]" : "[" + j.s + "]";
     }
     return Str(info.Env(), json);

@@ -82,18 +82,59 @@ size_t eventsUpTo(const DeviceData& d, double tUs) {
   return std::upper_bound(d.t.begin(), d.t.end(), t) - d.t.begin();
 }
 
+// Note [Devices with no events]: a device the process never allocated on still gets samples (the
+// recorder samples every device it announced) and may carry process-wide markers; it has nothing to show
+// and is left out of devices(), summaries and panels. Its markers stay reachable (markersJson).
+bool hasMemoryData(const DeviceData& d) { return d.count() > 0 || !d.finalSegments.empty() || !d.ooms.empty(); }
+
 std::string devicesJson(const Model& m) {
   Json j;
   j.open('[');
-  for (const auto& [idx, d] : m.devices) j.item().num(idx);
+  for (const auto& [idx, d] : m.devices)
+    if (hasMemoryData(d)) j.item().num(idx);
   return j.close(']').s;
 }
 
 std::string problemsJson(const Model& m) {
   Json j;
   j.open('[');
-  for (const auto& p : m.problems) j.open('{').kvu("offset", p.offset).kvs("message", p.message).close('}');
+  for (const auto& p : m.problems) j.open('{').kvu("offset", p.offset).kvs("message", p.message).kvs("kind", p.kind).close('}');
   return j.close(']').s;
+}
+
+std::string fileInfoJson(const Model& m) {
+  Json j;
+  j.open('{');
+  // Note [Time origin]: times are shown as seconds since the process's first allocator event (any device).
+  bool haveOrigin = false;
+  int64_t origin = 0;
+  for (const auto& [idx, d] : m.devices)
+    if (d.count() && (!haveOrigin || d.t.front() < origin)) origin = d.t.front(), haveOrigin = true;
+  j.key("originUs");
+  if (haveOrigin) j.num(origin); else j.raw("null");
+  int64_t last = m.lastUs;
+  bool haveLast = m.haveLastUs;
+  for (const auto& [idx, d] : m.devices)
+    if (d.count() && (!haveLast || d.t.back() > last)) last = d.t.back(), haveLast = true;
+  j.key("lastUs");
+  if (haveLast) j.num(last); else j.raw("null");
+  j.key("devices").open('[');
+  for (const auto& [idx, id] : m.deviceIds) {
+    j.open('{').kv("index", idx).kvs("name", id.name).kvu("totalBytes", id.totalBytes);
+    if (!id.pciBusId.empty()) j.kvs("pciBusId", id.pciBusId);
+    j.close('}');
+  }
+  j.close(']').key("recordDevices").open('[');
+  for (const auto& [idx, d] : m.devices) j.item().num(idx);
+  j.close(']').key("end");
+  if (m.end.seen) {
+    j.open('{').kv("tUs", m.end.tUs).kv("exitCode", m.end.exitCode).kvu("reason", m.end.reason).kvs("message", m.end.message).close('}');
+  } else {
+    j.raw("null");
+  }
+  j.kvu("lostEvents", m.lostEvents).key("firstLostUs");
+  if (m.lostEvents) j.num(m.firstLostUs); else j.raw("null");
+  return j.close('}').s;
 }
 
 std::string summaryJson(const Model& m) {
@@ -101,6 +142,7 @@ std::string summaryJson(const Model& m) {
   j.open('{').kvs("format", m.format).key("devices").open('[');
   std::map<LineKey, uint64_t> top;
   for (const auto& [idx, d] : m.devices) {
+    if (!hasMemoryData(d)) continue;  // Note [Devices with no events]
     std::vector<SegmentData> segs = finalState(d);
     FragFigures f = fragmentation(segs);
     int64_t peakT = d.peakIndex >= 0 ? d.t[d.peakIndex] : (d.count() ? d.t[0] : 0);
@@ -385,7 +427,10 @@ std::string oomsJson(const Model& m) {
       bool frag = reserved >= allocated && reserved - allocated >= o.requested;
       j.open('{').kv("device", idx).kv("timeUs", o.tUs).kvu("requestedBytes", o.requested).kvu("deviceFreeBytes", o.deviceFree);
       j.kvu("deviceTotalBytes", o.deviceTotal).kvu("reservedBytes", reserved).kvu("allocatedBytes", allocated);
-      j.kvu("largestFreeBlockBytes", largest).kvs("verdict", frag ? "fragmentation" : "shortage").kv("stackId", o.stack).close('}');
+      j.kvu("largestFreeBlockBytes", largest).kvs("verdict", frag ? "fragmentation" : "shortage").kv("stackId", o.stack);
+      // The line that asked: the innermost user frame, by the same rule as line attribution.
+      LineKey at = o.stack < m.stacks.size() ? selfLine(m, o.stack) : kNoUserLine;
+      j.kvs("file", lineFile(m, at)).kv("line", at.second).close('}');
     }
   }
   return j.close(']').s;

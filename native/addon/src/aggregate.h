@@ -25,6 +25,10 @@ std::string diffJson(const Model& a, int dev, double aUs, const Model& b, double
 std::string stepTableJson(const Model& m, int dev, const std::vector<double>& endsUs);
 std::string devicesJson(const Model& m);
 std::string problemsJson(const Model& m);
+// Identity and integrity facts of the file: time origin, last time, REC_DEVICE names, REC_END, REC_LOST.
+std::string fileInfoJson(const Model& m);
+// A device worth showing: it has events, a stated allocator state or an OOM (Note [Devices with no events]).
+bool hasMemoryData(const DeviceData& d);
 
 // Events with time ≤ tUs (Infinity/NaN-safe).
 size_t eventsUpTo(const DeviceData& d, double tUs);

@@ -176,6 +176,25 @@ struct DeviceData {
 struct Problem {
   uint64_t offset;
   std::string message;
+  // "damage" (the file is unreadable from offset on), "lost" (REC_LOST: the recorder dropped events),
+  // "incomplete" (a record cut off at the end), "header" (the header JSON lacks something), "skipped".
+  const char* kind = "damage";
+};
+
+// A device as a capture's REC_DEVICE announced it (Note [Devices] in gpumem_format.h).
+struct DeviceIdentity {
+  std::string name;
+  uint64_t totalBytes = 0;
+  std::string pciBusId;  // "" unknown
+};
+
+// How a capture ended (REC_END, FORMAT minor 2) and what it lost on the way (REC_LOST).
+struct CaptureEnd {
+  bool seen = false;
+  int64_t tUs = 0;
+  int32_t exitCode = -1;
+  uint32_t reason = 0;  // fmt::EndReason
+  std::string message;
 };
 
 struct Model {
@@ -194,6 +213,17 @@ struct Model {
   // backward() (a capture header's "bootstrap_dir"), so attribution lands on the user's own line.
   std::vector<std::string> nonUserDirs;
   bool ended = false;
+  CaptureEnd end;
+  std::map<int, DeviceIdentity> deviceIds;
+  uint64_t lostEvents = 0;
+  int64_t firstLostUs = 0;  // the last record's time before the first REC_LOST (valid when lostEvents > 0)
+  // Latest time of any record read (events, samples, markers…): where a capture that ends early stops.
+  bool haveLastUs = false;
+  int64_t lastUs = 0;
+  void sawTime(int64_t tUs) {
+    if (!haveLastUs || tUs > lastUs) lastUs = tUs;
+    haveLastUs = true;
+  }
 
   uint32_t intern(std::string_view s);
   uint32_t internFrame(uint32_t file, uint32_t name, uint32_t line);

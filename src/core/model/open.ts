@@ -8,6 +8,7 @@ import type {
   AllocatorState,
   CaptureHeaderInfo,
   CurrentFigures,
+  FileInfo,
   LineDiff,
   LineStat,
   Marker,
@@ -28,6 +29,7 @@ export interface NativeHandle {
   header(): string;
   devices(): string;
   problems(): string;
+  fileInfo(): string;
   poll(): number;
   ended(): boolean;
   timeRange(device: number): string;
@@ -114,8 +116,13 @@ class NativeModel implements Model {
   header(): CaptureHeaderInfo {
     // A live capture's header may arrive after the first poll: re-parse only when its JSON changed.
     const json = this.handle.header();
-    if (this.headerCache?.json !== json) this.headerCache = { json, info: headerInfoFromJson(json) };
+    const devices = this.fileInfo().devices;
+    const key = json + JSON.stringify(devices);
+    if (this.headerCache?.json !== key) this.headerCache = { json: key, info: headerInfoFromJson(json, devices) };
     return this.headerCache.info;
+  }
+  fileInfo(): FileInfo {
+    return parse<FileInfo>(this.handle.fileInfo());
   }
   devices(): number[] {
     return parse<number[]>(this.handle.devices());

@@ -87,6 +87,9 @@ export interface OomInfo {
   /** reserved − allocated ≥ requested: the memory exists but is split up */
   verdict: 'fragmentation' | 'shortage';
   stackId: number;
+  /** the innermost user frame of the stack (DESIGN §3's rule); "<no user frame>" and line 0 when none */
+  file: string;
+  line: number;
 }
 
 /** Timeline with min/max per pixel bucket, for any window and width. Arrays have `buckets` entries. */
@@ -172,20 +175,61 @@ export interface AllocationSpan {
   stream: number;
 }
 
+/** A device as the capture's REC_DEVICE record names it (pickles have none). */
+export interface DeviceIdentity {
+  index: number;
+  /** the driver's name ("NVIDIA H100 80GB HBM3") or "simulated device" */
+  name: string;
+  totalBytes: number;
+  /** "0000:3B:00.0" when the writer knew it */
+  pciBusId?: string;
+}
+
 export interface CaptureHeaderInfo {
   pid?: number;
   rank?: number;
+  localRank?: number;
   worldSize?: number;
   host?: string;
   argv?: string[];
   torchVersion?: string;
-  devices: { index: number; name: string; totalBytes: number }[];
+  /** from the capture's REC_DEVICE records (the header is written before CUDA exists: Note [Devices]) */
+  devices: DeviceIdentity[];
 }
 
 /** Damage found while reading: everything before `offset` was read. */
 export interface ReadProblem {
   offset: number;
   message: string;
+  /**
+   * damage: unreadable from offset on · lost: the recorder dropped events (REC_LOST) · incomplete: a record
+   * cut off at the end · header: the header lacks something · skipped: entries the reader did not know
+   */
+  kind?: 'damage' | 'lost' | 'incomplete' | 'header' | 'skipped';
+}
+
+/** How a capture ended: its REC_END (FORMAT.md, minor 2). */
+export interface CaptureEndInfo {
+  tUs: number;
+  exitCode: number;
+  /** 0 clean shutdown · 1 writer failure (message says where and why) · 2 stopped by the user/extension */
+  reason: number;
+  message: string;
+}
+
+/** Facts about the whole file that no single device holds. */
+export interface FileInfo {
+  /** time of the process's first allocator event on any device (the origin shown times count from) */
+  originUs: number | null;
+  /** latest time of any record read */
+  lastUs: number | null;
+  devices: DeviceIdentity[];
+  /** every device index the file has records for, including ones with markers or samples only */
+  recordDevices: number[];
+  /** null: no REC_END (the process died, was killed, or is still running); always null for pickles */
+  end: CaptureEndInfo | null;
+  lostEvents: number;
+  firstLostUs: number | null;
 }
 
 export interface CurrentFigures {
@@ -207,7 +251,10 @@ export interface Model {
   readonly format: SourceFormat;
   readonly path: string;
   header(): CaptureHeaderInfo;
+  /** devices with memory data (events, a stated state or an OOM); devices with samples only are left out */
   devices(): number[];
+  /** time origin, last time, device names, how the capture ended and what it lost */
+  fileInfo(): FileInfo;
   /** damage found so far (truncated tail, unknown record…); empty for a clean file */
   problems(): ReadProblem[];
   /** Live tail: decode bytes appended since the last call. Returns the number of new events. */

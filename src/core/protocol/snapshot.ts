@@ -60,6 +60,31 @@ export interface SummaryView {
   verdict: string;
 }
 
+/** One OOM of the file, as the summary lists it (src/core/summary/ooms.ts), with a path for display. */
+export interface OomView {
+  t_s: number;
+  step: number | null;
+  time_us: number;
+  device: number;
+  requested_bytes: number;
+  device_free_bytes: number;
+  device_total_bytes: number;
+  file: string;
+  displayFile: string;
+  line: number;
+  verdict: 'fragmentation' | 'shortage';
+  sentence: string;
+}
+
+/** How complete the file is (src/core/summary/integrity.ts): shown as an alert banner when not clean. */
+export interface IntegrityView {
+  ended: 'clean' | 'early' | 'writer-failure' | 'stopped';
+  lostEvents: number;
+  lostFromS: number | null;
+  message: string | null;
+  sentences: string[];
+}
+
 export interface OpenedInfo {
   fileName: string;
   format: SourceFormat;
@@ -69,6 +94,14 @@ export interface OpenedInfo {
   problems: string[];
   host?: string;
   torchVersion?: string;
+  /** Note [Time origin]: times are shown as seconds since this (the first allocator event) */
+  originUs: number;
+  /** "rank 1 of 2 · pid 4242 on node-a"; undefined when the file names no process (a pickle) */
+  identity?: string;
+  /** GPU names by device index, from the capture's REC_DEVICE records */
+  deviceNames: Record<number, string>;
+  integrity: IntegrityView;
+  ooms: OomView[];
 }
 
 /** Allocation bands of a time window, column-major arrays (one entry per band), sorted by start time. */

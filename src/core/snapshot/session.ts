@@ -17,6 +17,10 @@ import { breakdownFromSegments } from './breakdown';
 import { isUserFile } from './frames';
 import { buildMarkers, buildSummary } from './summaryView';
 import { verdictSentence } from './verdict';
+import { identityOf, processLine } from '../summary/identity';
+import { integrityOf, isIntegrityProblem } from '../summary/integrity';
+import { oomRows } from '../summary/ooms';
+import { timeBaseOf } from '../summary/timebase';
 
 export interface SessionOptions {
   /** file name shown in the header */
@@ -45,14 +49,31 @@ export class SnapshotSession {
   opened(): OpenedInfo {
     const header = this.model.header();
     const devices = this.model.devices();
+    const time = timeBaseOf(this.model);
+    const integrity = integrityOf(this.model, time);
     return {
       fileName: this.options.fileName,
       format: this.model.format,
       devices,
       timeRanges: devices.map((d) => this.model.timeRange(d)),
-      problems: this.model.problems().map((p) => `${p.message} (at byte ${p.offset})`),
+      // Lost events and a cut-off last record are said by the integrity banner, once.
+      problems: this.model
+        .problems()
+        .filter((p) => !isIntegrityProblem(p))
+        .map((p) => `${p.message} (at byte ${p.offset})`),
       host: header.host,
       torchVersion: header.torchVersion,
+      originUs: time.originUs,
+      identity: processLine(identityOf(this.model)),
+      deviceNames: Object.fromEntries(header.devices.map((d) => [d.index, d.name])),
+      integrity: {
+        ended: integrity.ended,
+        lostEvents: integrity.lostEvents,
+        lostFromS: integrity.lostFromS,
+        message: integrity.message,
+        sentences: integrity.sentences,
+      },
+      ooms: oomRows(this.model, time).map((o) => ({ ...o, displayFile: this.display(o.file) })),
     };
   }
 
@@ -203,11 +224,11 @@ export class SnapshotSession {
   }
 }
 
-/** "at 12.345 s" relative to the start of the device's trace, or "at the end". */
+/** "12.345 s" (with the step when markers give one) since the time origin (Note [Time origin]), or "the end". */
 export function momentLabel(model: Model, device: number, timeUs: number): string {
   if (timeUs === END_OF_TRACE) return 'the end';
-  const t0 = model.timeRange(device).t0Us;
-  return `${((timeUs - t0) / 1e6).toFixed(3)} s`;
+  void device;
+  return timeBaseOf(model).label(timeUs);
 }
 
 function clampInt(v: number, lo: number, hi: number): number {

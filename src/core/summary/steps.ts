@@ -38,6 +38,7 @@ function toJson(device: number, r: StepReport): StepsJson {
 }
 
 const SOURCE_TEXT: Record<StepsJson['source'], string> = {
+  numbered: 'your numbered step markers',
   user: 'your gpumem.step() / "step" marks',
   optimizer: 'optimizer.step() after backward()',
   backward: 'backward() ends (no optimizer steps seen)',
