@@ -39,7 +39,7 @@ test('steps: optimizer steps after a backward end steps; accumulation and two op
 });
 
 test('steps: user marks override the facts; backward ends count when no optimizer stepped; nothing gives none', () => {
-  const user = detectSteps([mk(10, 'backward'), mk(12, 'optimizer.step'), mk(15, 'Step 1', 'user'), mk(30, 'epoch-step')], 0);
+  const user = detectSteps([mk(10, 'backward'), mk(12, 'optimizer.step'), mk(15, 'iteration end', 'user'), mk(30, 'epoch-step')], 0);
   assert.equal(user.source, 'user');
   assert.deepEqual(user.steps.map((s) => s.endUs), [15, 30]);
   const manual = detectSteps([mk(10, 'backward'), mk(20, 'backward'), mk(25, 'warmup done', 'user')], 0);

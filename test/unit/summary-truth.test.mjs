@@ -83,7 +83,7 @@ test('time: seconds since the first allocator event, with the step from step mar
   const f = facts('oom');
   const d = doc('oom');
   assert.equal(d.time.origin_time_us, f.origin_us);
-  assert.equal(d.time.step_source, 'markers');
+  assert.equal(d.time.step_source, 'numbered');
   const dev = d.devices[0];
   assert.equal(dev.peak_t_s, seconds(dev.peak_at_time_us, f.origin_us));
   assert.equal(dev.peak_step, stepAt(f.markers, dev.peak_at_time_us));

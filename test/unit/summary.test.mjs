@@ -4,7 +4,7 @@ import { spawnSync } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
 import { test } from 'node:test';
-import { FIXTURES, makeCapture, openModel, python, root, tmpDir } from './reader-support.mjs';
+import { FIXTURES, makeCapture, openModel, python, pythonInline, root, tmpDir } from './reader-support.mjs';
 import { formatBytes } from '../../src/core/format/bytes.ts';
 import { run as summaryCommand } from '../../src/cli/commands/summary.ts';
 import { run as exportCommand } from '../../src/cli/commands/export.ts';
@@ -91,13 +91,25 @@ test('`gpumem summary --json` prints the summary document and the text report sh
   // Issue #4's document, exactly, plus what issue 13 adds (identity, time, integrity, OOMs; per device the
   // name and the peak in seconds since the first allocation).
   const doc = JSON.parse(json.out);
-  const { identity, time, integrity, ooms, ...issue4 } = doc;
+  const { identity, time, integrity, ooms, steps, ...issue4 } = doc;
   const added = ['name', 'total_bytes', 'pci_bus_id', 'peak_t_s', 'peak_step'];
   const devices = issue4.devices.map((dev) => Object.fromEntries(Object.entries(dev).filter(([k]) => !added.includes(k))));
   assert.deepEqual({ ...issue4, devices }, expected);
   assert.deepEqual(identity, { devices: [] }, 'a pickle names no process or device');
   assert.equal(integrity.ended, 'clean');
   assert.deepEqual(ooms, []);
+  // Note [Steps]: a pickle has no step facts; PyTorch's Optimizer.step#… ranges (its annotations) end the steps.
+  const ends = JSON.parse(
+    pythonInline(
+      "import pickle,sys,json; d=pickle.load(open(sys.argv[1],'rb')); a=[x for x in d.get('external_annotations',[]) if x['stage']=='END' and x['name'].startswith('Optimizer.step#')]; print(json.dumps([x['time_us'] for x in a if x['name']==a[0]['name']]))",
+      file,
+    ),
+  );
+  assert.ok(ends.length > 1, 'the fixture recorded optimizer steps');
+  assert.deepEqual(
+    steps.map((s) => [s.source, s.steps.map((r) => r.end_us)]),
+    [['optimizer', ends]],
+  );
   const t0 = Math.min(...python('replay_reference.py', 'first_times', file));
   assert.equal(time.origin_time_us, t0);
   const d = expected.devices[0];
