@@ -6,6 +6,14 @@ import { tierFor, type AnnotationTier } from './annotate';
 /** How many lengths a bar can have; each step stands for 1/BAR_STEPS of the peak. */
 export const BAR_STEPS = 8;
 
+// The pseudo-gutter's geometry, in ch of the editor font (the glue draws it; the E2E test measures it).
+/** one step of the bar */
+export const BAR_STEP_CH = 0.3;
+/** gap between the editor's left edge and the bar */
+export const BAR_LEFT_CH = 0.2;
+/** the room every line gets: the gap, the longest bar, a gap before the code */
+export const GUTTER_CH = BAR_LEFT_CH + BAR_STEPS * BAR_STEP_CH + 0.6;
+
 export interface HeatBar {
   /**
    * Length in steps, 1..BAR_STEPS: a line holding a share s of the peak (0 < s) gets ⌈s × BAR_STEPS⌉ steps,

@@ -15,16 +15,14 @@
 // it goes through `textDecoration`, whose value VS Code writes into the rule as is (austin-vscode relies
 // on the same); sizes are in ch/em, so the bar follows the editor's font.
 import * as vscode from 'vscode';
-import { BAR_STEPS, HEAT_BAR_KINDS, heatBarKey, type HeatBar } from '../../core/annotations';
+import { BAR_LEFT_CH, BAR_STEP_CH, GUTTER_CH, HEAT_BAR_KINDS, heatBarKey, type HeatBar } from '../../core/annotations';
 
-/** one step of the bar (1/8 of the peak) */
-const STEP_CH = 0.25;
-const LEFT_CH = 0.25;
-/** the room every line gets: a gap, the longest bar, a gap before the code */
-export const GUTTER_CH = LEFT_CH + BAR_STEPS * STEP_CH + 0.75;
 const BAR_HEIGHT_EM = 0.4;
 /** the hollow bar (nothing live at the peak) is an outline two steps wide, enough to read as hollow */
 const HOLLOW_STEPS = 2;
+
+/** a length in ch, without binary-fraction noise (0.3 × 3 is 0.8999999999999999) */
+const ch = (n: number): string => `${Number(n.toFixed(3))}ch`;
 
 function barOptions(bar: HeatBar): vscode.DecorationRenderOptions {
   const colour = new vscode.ThemeColor(`gpuMemoryLens.annotation.${bar.tier}`);
@@ -32,7 +30,7 @@ function barOptions(bar: HeatBar): vscode.DecorationRenderOptions {
   const position = [
     'none',
     'position: absolute',
-    `left: ${LEFT_CH}ch`,
+    `left: ${ch(BAR_LEFT_CH)}`,
     `top: calc(50% - ${BAR_HEIGHT_EM / 2}em)`,
     'box-sizing: border-box',
     'border-radius: 1px',
@@ -41,7 +39,7 @@ function barOptions(bar: HeatBar): vscode.DecorationRenderOptions {
   return {
     before: {
       contentText: '',
-      width: `${(hollow ? HOLLOW_STEPS : bar.steps) * STEP_CH}ch`,
+      width: ch((hollow ? HOLLOW_STEPS : bar.steps) * BAR_STEP_CH),
       height: `${BAR_HEIGHT_EM}em`,
       ...(hollow ? { border: '1px solid', borderColor: colour } : { backgroundColor: colour }),
       textDecoration: position,
@@ -53,5 +51,5 @@ function barOptions(bar: HeatBar): vscode.DecorationRenderOptions {
 export const BAR_TYPES_OPTIONS: ReadonlyMap<string, vscode.DecorationRenderOptions> = new Map(HEAT_BAR_KINDS.map((bar) => [heatBarKey(bar), barOptions(bar)]));
 
 export const SPACER_OPTIONS: vscode.DecorationRenderOptions = {
-  before: { contentText: '', width: `${GUTTER_CH}ch` },
+  before: { contentText: '', width: ch(GUTTER_CH) },
 };
