@@ -122,7 +122,24 @@ export class LiveSession {
         tracks.push(trackOf(p.model, d, { pid: p.entry.pid, rank: p.entry.rank, running }, buckets));
       }
     }
-    return { name: this.name, running: this.running && tracks.some((t) => t.running), tracks, problems };
+    const view: LiveSessionView = { name: this.name, running: this.running && tracks.some((t) => t.running), tracks, problems };
+    const origin = this.originUs();
+    if (origin !== undefined) view.originS = origin / 1e6;
+    return view;
+  }
+
+  /** The earliest event time (µs since the epoch) over every process and device, if any has one. */
+  private originUs(): number | undefined {
+    let origin: number | undefined;
+    for (const p of this.procs.values()) {
+      if (!p.model) continue;
+      for (const d of p.model.devices()) {
+        const { t0Us, t1Us } = p.model.timeRange(d);
+        // the reader answers 0..0 for a device with no event yet
+        if (Number.isFinite(t0Us) && t0Us > 0 && t1Us >= t0Us && (origin === undefined || t0Us < origin)) origin = t0Us;
+      }
+    }
+    return origin;
   }
 
   /** Processes that can take control commands (a socket is known and the capture has not ended). */
