@@ -30,7 +30,11 @@ export interface BreakdownView {
   requestedBytes: number;
   /** inactive bytes in segments that hold no active block: empty_cache() would release them */
   cachedFreeBytes: number;
-  /** inactive bytes in segments that also hold active blocks: split remainders, not releasable */
+  /** whole pages inside free blocks of expandable segments that still hold tensors: empty_cache() unmaps them */
+  releasablePageBytes: number;
+  /** the parts of those free blocks smaller than a page: they stay mapped */
+  subPageRemainderBytes: number;
+  /** inactive bytes in fixed segments that also hold active blocks: split remainders, not releasable */
   splitRemainderBytes: number;
   /** freed by the program but still used by another stream (record_stream) */
   pendingFreeBytes: number;
@@ -38,6 +42,9 @@ export interface BreakdownView {
   roundingWasteBytes: number;
   freeBlocks: number;
   largestFreeBlockBytes: number;
+  /** how many segments of each kind (the parts that apply depend on it) */
+  expandableSegments: number;
+  fixedSegments: number;
 }
 
 export interface SummaryView {

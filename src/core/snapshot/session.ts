@@ -16,7 +16,7 @@ import { END_OF_TRACE } from '../protocol/snapshot';
 import { breakdownFromSegments } from './breakdown';
 import { isUserFile } from './frames';
 import { buildMarkers, buildSummary } from './summaryView';
-import { verdictSentence } from './verdict';
+import { verdictAt } from './verdict';
 
 export interface SessionOptions {
   /** file name shown in the header */
@@ -116,7 +116,7 @@ export class SnapshotSession {
           .map((b) => ({ offset: b.address - seg.address, size: b.size, requestedSize: b.requestedSize, state: b.state, stackId: b.stackId })),
       }));
     // An OOM explains the state only at the moment it happened, not at an arbitrary point of the timeline.
-    return { requestId, device, timeUs: Number.isFinite(state.timeUs) ? state.timeUs : timeUs, segments, breakdown, verdict: verdictSentence(breakdown) };
+    return { requestId, device, timeUs: Number.isFinite(state.timeUs) ? state.timeUs : timeUs, segments, breakdown, verdict: verdictAt(this.model, device, at, breakdown) };
   }
 
   sites(device: number): SiteRow[] {

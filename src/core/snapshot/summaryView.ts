@@ -2,7 +2,7 @@
 import type { Model } from '../model/types';
 import type { MarkerView, SummaryView } from '../protocol/snapshot';
 import { breakdownFromSegments } from './breakdown';
-import { verdictSentence } from './verdict';
+import { verdictAt } from './verdict';
 
 /**
  * Figures at the end of the file: for a PyTorch pickle that is the moment `_snapshot()` ran (its `segments`),
@@ -36,7 +36,7 @@ export function buildSummary(model: Model, device: number): SummaryView {
     oomCount: ooms.length,
     events: dev?.events ?? 0,
     breakdown: b,
-    verdict: verdictSentence(b, ooms[ooms.length - 1]),
+    verdict: verdictAt(model, device, Infinity, b, ooms[ooms.length - 1]),
   };
 }
 
