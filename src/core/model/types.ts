@@ -6,6 +6,7 @@
 // (`timeUs`), matching PyTorch's `time_us`, so captures and pickles share one axis.
 
 import type { Policy, ReplayResult, WhatIfAnswer, WhatIfQuery } from './whatIf';
+import type { SummaryWhatIf } from '../summary/whatIf';
 
 export type SourceFormat = 'gpumem-capture' | 'pytorch-pickle';
 
@@ -135,6 +136,8 @@ export interface DeviceSummary {
   events: number;
   peak_allocated_bytes: number;
   peak_at_time_us: number;
+  /** what empty_cache() and a request would do at the end, by the data's own policy (src/core/summary/whatIf.ts) */
+  what_if?: SummaryWhatIf;
 }
 
 export interface TopLine {
