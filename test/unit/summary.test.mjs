@@ -88,7 +88,10 @@ test('`gpumem summary --json` prints the summary document and the text report sh
   const expected = python('snapshot_summary.py', file);
   const json = await captureStdout(() => summaryCommand([file, '--json']));
   assert.equal(json.code, 0);
-  assert.deepEqual(JSON.parse(json.out), expected);
+  // what_if is the engine's answer (checked in what-if-engine.test.mjs); the rest is issue #4's document.
+  const doc = JSON.parse(json.out);
+  for (const d of doc.devices) delete d.what_if;
+  assert.deepEqual(doc, expected);
   const text = await captureStdout(() => summaryCommand([file]));
   assert.equal(text.code, 0);
   const d = expected.devices[0];
