@@ -34,13 +34,15 @@ export interface ReplaySet {
 }
 
 export function replayPolicies(model: Model, device: number, policies: readonly Policy[], capacityBytes?: number): ReplaySet {
-  const capacity: Capacity = capacityBytes === undefined ? deviceCapacity(model, device) : { bytes: capacityBytes, source: 'given' };
-  return {
-    device,
-    capacity,
-    t0Us: model.timeRange(device).t0Us,
-    results: policies.map((p) => model.replay(device, p, capacity.bytes)),
-  };
+  let capacity: Capacity = capacityBytes === undefined ? deviceCapacity(model, device) : { bytes: capacityBytes, source: 'given' };
+  const results = policies.map((p) => model.replay(device, p, capacity.bytes));
+  // Without a recorded size the engine still checks against a device of its choosing: say which, and that
+  // it is an assumption.
+  const used = results[0]?.capacityBytes;
+  if (capacity.bytes === undefined && typeof used === 'number' && used > 0) {
+    capacity = { bytes: used, source: "an assumption: the data does not record the device's size (--capacity sets it)" };
+  }
+  return { device, capacity, t0Us: model.timeRange(device).t0Us, results };
 }
 
 /** The device to replay by default: the first with trace events. */
