@@ -13,6 +13,7 @@ Commands:
   summary       summarise a capture (.gpumem) or a PyTorch snapshot pickle
   export        convert a capture to a PyTorch snapshot pickle
   replay        replay a capture's allocations under each allocator policy (peak, ratio, OOM at a capacity)
+  advise        what to change, backed by the replay: each item with evidence, predicted peak, assumptions
 
 Run \`gpumem <command> --help\` for a command's options.`,
 
@@ -74,6 +75,13 @@ Options:
                        default: the device total the capture records (none in most pickles: no OOM check)
   --device N           which CUDA device's stream to replay (default: the first with events)
   --json               machine-readable output`,
+
+  advise: `Usage: gpumem advise FILE [--capacity SIZE] [--device N] [--json]
+
+Advice from the run's own numbers, only where the data shows it: the allocator policy with the lowest
+replayed peak (and the one that avoids an out-of-memory error), and where empty_cache() would hand idle
+reserved memory back. Each item has its evidence, the predicted peak reserved, a confidence and what it
+assumes. --capacity and --device as for \`gpumem replay\`.`,
 
   export: `Usage: gpumem export FILE --pickle OUT
 

@@ -8,13 +8,13 @@ import { HELP } from './help';
 type Runner = (argv: string[]) => Promise<number>;
 
 /** Commands that read a file with the capture reader; everything after their name is ours (no workload). */
-const READER_COMMANDS = new Set(['summary', 'export', 'replay']);
+const READER_COMMANDS = new Set(['summary', 'export', 'replay', 'advise']);
 
 /**
  * The reader's commands belong to the capture reader and may not be built into this bundle yet: loaded
  * through a glob-style dynamic import (esbuild bundles whatever src/cli/commands/*.ts exists at build time).
  */
-async function readerCommand(name: 'summary' | 'export' | 'replay'): Promise<Runner | undefined> {
+async function readerCommand(name: 'summary' | 'export' | 'replay' | 'advise'): Promise<Runner | undefined> {
   try {
     const mod = (await import(`./commands/${name}.ts`)) as { run?: Runner };
     return mod.run;
@@ -31,6 +31,7 @@ const COMMANDS: Record<string, () => Promise<Runner | undefined>> = {
   summary: () => readerCommand('summary'),
   export: () => readerCommand('export'),
   replay: () => readerCommand('replay'),
+  advise: () => readerCommand('advise'),
 };
 
 function wantsHelp(argv: string[]): boolean {

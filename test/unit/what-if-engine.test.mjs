@@ -170,3 +170,28 @@ async function captureStdout(fn) {
     process.stderr.write = ew;
   }
 }
+
+test('advise: every item carries evidence, a confidence and assumptions; a policy is advised only with the replay\'s lower peak', { skip }, async () => {
+  const { advise } = await import('../../src/core/advice/index.ts');
+  for (const file of [CAPTURE, RESNET]) {
+    withModel(file, (m) => {
+      const a = advise(m, 0);
+      const own = m.whatIf(0, Infinity).policy;
+      assert.equal(a.ownPolicy, own);
+      const mine = m.replay(0, own);
+      for (const item of a.items) {
+        assert.ok(item.evidence.length > 0 && item.assumptions.length > 0, item.title);
+        assert.ok(['high', 'medium', 'low'].includes(item.confidence));
+        if (item.kind === 'allocator-policy') {
+          assert.equal(item.predicted.currentPeakReservedBytes, mine.peakReservedBytes);
+          assert.ok(item.predicted.peakReservedBytes <= mine.peakReservedBytes - 64 * 2 ** 20, 'only a gain worth acting on');
+          const best = Math.min(...POLICIES.map((p) => m.replay(0, p).peakReservedBytes));
+          assert.equal(item.predicted.peakReservedBytes, best);
+        }
+      }
+      // No policy advice when nothing beats the policy that ran by the threshold.
+      const gain = mine.peakReservedBytes - Math.min(...POLICIES.map((p) => m.replay(0, p).peakReservedBytes));
+      assert.equal(a.items.some((i) => i.kind === 'allocator-policy'), gain >= Math.max(64 * 2 ** 20, 0.05 * mine.peakReservedBytes), path.basename(file));
+    });
+  }
+});
