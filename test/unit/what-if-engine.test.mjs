@@ -3,24 +3,22 @@
 // answers; the static breakdown agrees with it about empty_cache(); replay is deterministic and its OOM check
 // follows the capacity.
 import assert from 'node:assert/strict';
+import { spawnSync } from 'node:child_process';
 import path from 'node:path';
 import { test } from 'node:test';
-import { FIXTURES, openModel, root } from './reader-support.mjs';
+import { FIXTURES, openModel, root, tmpDir } from './reader-support.mjs';
 import { formatBytes } from '../../src/core/format/bytes.ts';
 import { POLICIES } from '../../src/core/model/whatIf.ts';
 import { run as replayCommand } from '../../src/cli/commands/replay.ts';
 import { summarizeFile } from '../../src/core/summary/index.ts';
 import { breakdownFromSegments, releasableBytes } from '../../src/core/snapshot/breakdown.ts';
-import { failingRequestSize, probeRequestSize, verdictSentence } from '../../src/core/snapshot/verdict.ts';
+import { probeRequestSize, verdictSentence } from '../../src/core/snapshot/verdict.ts';
 
 const CAPTURE = path.join(root, 'test/fixtures/h200-e2e-train.capture');
 const RESNET = FIXTURES.find((f) => f.includes('resnet50'));
 const EXPANDABLE = FIXTURES.find((f) => f.includes('mlp-expandable'));
+const LIB = path.join(root, 'dist/native/libgpumem_allocator.so');
 
-const probe = openModel(CAPTURE);
-const ENGINE = typeof probe.handle.whatIf === 'function';
-probe.close();
-const skip = ENGINE ? false : 'the native what-if engine is not in this reader build';
 
 function withModel(file, fn) {
   const m = openModel(file);
@@ -31,31 +29,64 @@ function withModel(file, fn) {
   }
 }
 
-test('lens capture (expandable + trim): the old wording claimed a failure; the engine serves the request, and the verdict says so', { skip }, () =>
-  withModel(CAPTURE, (m) => {
+/** trim_state.py: a state made by the lens allocator itself, and what the real allocator then does. */
+function trimState(...flags) {
+  const dir = tmpDir();
+  const cap = path.join(dir, 'trim.gpumem');
+  const r = spawnSync('python3', [path.join(root, 'test/unit/reference/trim_state.py'), LIB, cap, ...flags.map(String)], { encoding: 'utf8' });
+  assert.equal(r.status, 0, r.stderr);
+  return { cap, real: JSON.parse(r.stdout) };
+}
+
+test('expandable + trim, where the old wording said a request "would fail from fragmentation": the engine answers what the real allocator then does', () => {
+  const { cap } = trimState();
+  withModel(cap, (m) => {
     const b = breakdownFromSegments(m.stateAt(0, Infinity).segments);
     const request = probeRequestSize(b);
-    assert.ok(request > b.largestFreeBlockBytes, 'the state has split free bytes: the old verdict named a failing request');
-    const old = failingRequestSize(b.largestFreeBlockBytes, b.cachedFreeBytes + b.splitRemainderBytes + b.releasablePageBytes + b.subPageRemainderBytes);
-    assert.equal(old, request);
+    assert.ok(request > b.largestFreeBlockBytes, 'free bytes split: the old verdict named this request as failing');
+    // The old model: no segment is free of tensors, so nothing was releasable and every free byte a split remainder.
+    assert.equal(b.cachedFreeBytes, 0);
     const w = m.whatIf(0, Infinity, { requests: [request] });
-    assert.equal(w.policy, 'lens');
-    assert.equal(w.policySource, 'capture-header');
+    assert.deepEqual([w.policy, w.policySource], ['lens', 'capture-header']);
     assert.equal(w.reservedBytes, b.reservedBytes);
-    const [answer] = w.requests;
-    assert.equal(answer.bytes, request);
-    assert.equal(answer.outcome, 'from-cache', 'trim on growth remaps free pages for it');
-    assert.ok(w.largestWithoutGrowthBytes >= request);
+    // Ground truth: the same steps on the real allocator (simulated device), then the request / empty_cache().
+    const withTrim = trimState('--then-malloc', request).real;
+    const noTrim = trimState('--no-trim', '--then-malloc', request).real;
+    const emptied = trimState('--then-empty-cache').real;
+    assert.equal(withTrim.reserved_before, b.reservedBytes);
+    assert.equal(w.requests[0].outcome, withTrim.reserved_after === withTrim.reserved_before ? 'from-cache' : 'grows');
+    assert.equal(w.requests[0].outcome, 'from-cache', 'trim on growth serves it');
+    const nt = m.whatIf(0, Infinity, { policy: 'lens-no-trim', requests: [request] });
+    assert.equal(nt.requests[0].outcome, 'grows');
+    assert.equal(nt.requests[0].growsByBytes, noTrim.reserved_after - noTrim.reserved_before);
+    assert.equal(w.emptyCacheReleasesBytes, emptied.reserved_before - emptied.reserved_after);
+    assert.equal(w.emptyCacheReleasesBytes, releasableBytes(b), 'the breakdown names the same releasable bytes');
     const v = verdictSentence(b, w);
     assert.doesNotMatch(v, /would fail/);
     assert.match(v, new RegExp(`a ${escape(formatBytes(request))} request, larger than any free block, would still be served without reserving more: trim on growth remaps free pages`));
-    assert.match(v, new RegExp(`empty_cache\\(\\) would release ${escape(formatBytes(w.emptyCacheReleasesBytes))}\\.`));
-    // The static breakdown and the engine agree on what empty_cache() releases.
+    assert.match(v, new RegExp(`empty_cache\\(\\) would release ${escape(formatBytes(emptied.reserved_before - emptied.reserved_after))}\\.`));
+    // Without trim the same state's verdict is the growth the real allocator made.
+    assert.match(verdictSentence(b, nt), new RegExp(`so the allocator would reserve ${escape(formatBytes(noTrim.reserved_after - noTrim.reserved_before))} more for it`));
+  });
+});
+
+test('the H200 lens capture at its end: no request "fails"; the free tail grows by one page, and empty_cache() releases whole free pages', () =>
+  withModel(CAPTURE, (m) => {
+    const b = breakdownFromSegments(m.stateAt(0, Infinity).segments);
+    const request = probeRequestSize(b);
+    const w = m.whatIf(0, Infinity, { requests: [request] });
+    assert.deepEqual([w.policy, w.policySource], ['lens', 'capture-header']);
+    const [answer] = w.requests;
+    assert.equal(answer.outcome, 'grows');
+    assert.ok(answer.growsByBytes < request, 'an existing free block is extended: no new segment of the request\'s size');
     assert.equal(w.emptyCacheReleasesBytes, releasableBytes(b));
-    assert.ok(w.emptyCacheReleasesBytes > 0);
+    assert.ok(w.emptyCacheReleasesBytes > 0 && b.cachedFreeBytes === 0, 'the old model said nothing was releasable');
+    const v = verdictSentence(b, w);
+    assert.doesNotMatch(v, /would fail/);
+    assert.match(v, new RegExp(`so the allocator would reserve ${escape(formatBytes(answer.growsByBytes))} more for it`));
   }));
 
-test('the same state under PyTorch policies: the engine, not a wording, decides (no trim: the request needs more memory)', { skip }, () =>
+test('the same state under PyTorch policies: the engine, not a wording, decides (no trim: the request needs more memory)', () =>
   withModel(CAPTURE, (m) => {
     const b = breakdownFromSegments(m.stateAt(0, Infinity).segments);
     const request = probeRequestSize(b);
@@ -72,7 +103,7 @@ for (const [file, policy] of [
   [RESNET, 'pytorch'],
   [EXPANDABLE, 'pytorch-expandable'],
 ]) {
-  test(`${path.basename(file)}: the data's own policy is ${policy}, and empty_cache()'s answer equals the breakdown's releasable parts`, { skip }, () =>
+  test(`${path.basename(file)}: the data's own policy is ${policy}, and empty_cache()'s answer equals the breakdown's releasable parts`, () =>
     withModel(file, (m) => {
       const b = breakdownFromSegments(m.stateAt(0, Infinity).segments);
       const request = probeRequestSize(b);
@@ -92,7 +123,7 @@ for (const [file, policy] of [
     }));
 }
 
-test('summary --json: every device has what_if with the keys test/gpu/what_if_check.py reads, equal to the engine', { skip }, () => {
+test('summary --json: every device has what_if with the keys test/gpu/what_if_check.py reads, equal to the engine', () => {
   for (const file of [CAPTURE, ...FIXTURES]) {
     const { summary, text } = summarizeFile(file);
     withModel(file, (m) => {
@@ -112,7 +143,7 @@ test('summary --json: every device has what_if with the keys test/gpu/what_if_ch
   }
 });
 
-test('replay is deterministic, its peaks are the trace\'s, and its OOM check follows the capacity', { skip }, () =>
+test('replay is deterministic, its peaks are the trace\'s, and its OOM check follows the capacity', () =>
   withModel(CAPTURE, (m) => {
     const peakAllocated = m.summary().devices[0].peak_allocated_bytes;
     for (const policy of POLICIES) {
@@ -133,7 +164,7 @@ test('replay is deterministic, its peaks are the trace\'s, and its OOM check fol
     assert.ok(m.replay(0, 'lens').peakReservedBytes <= m.replay(0, 'pytorch').peakReservedBytes);
   }));
 
-test('`gpumem replay --json` prints the engine\'s replays; the text names every policy with its peak', { skip }, async () => {
+test('`gpumem replay --json` prints the engine\'s replays; the text names every policy with its peak and OOM', async () => {
   const expected = withModel(CAPTURE, (m) => POLICIES.map((p) => m.replay(0, p, 80 * 2 ** 30)));
   const json = await captureStdout(() => replayCommand([CAPTURE, '--policy', 'all', '--capacity', '80GiB', '--json']));
   assert.equal(json.code, 0, json.err);
@@ -141,14 +172,16 @@ test('`gpumem replay --json` prints the engine\'s replays; the text names every 
   assert.equal(doc.capacity_bytes, 80 * 2 ** 30);
   assert.deepEqual(doc.replays.map((r) => [r.policy, r.peak_reserved_bytes, r.peak_allocated_bytes, r.oom]), expected.map((r) => [r.policy, r.peakReservedBytes, r.peakAllocatedBytes, null]));
   assert.deepEqual(doc.replays[0].empty_cache_at_markers.map((x) => x.releases_bytes), expected[0].emptyCacheAtMarkers.map((x) => x.releasesBytes));
-  const one = await captureStdout(() => replayCommand([CAPTURE, '--policy', 'pytorch', '--capacity', String(expected[0].peakAllocatedBytes - 1)]));
-  assert.equal(one.code, 0, one.err);
-  assert.match(one.out, new RegExp(`PyTorch \\(fixed segments\\)\\s+${escape(formatBytes(expected[0].peakReservedBytes))}`));
-  assert.match(one.out, /yes, at \d+\.\d{3} s/);
-  assert.match(one.out, /out of memory at \d+\.\d{3} s: /);
   const text = await captureStdout(() => replayCommand([CAPTURE]));
-  for (const r of expected) assert.match(text.out, new RegExp(escape(formatBytes(r.peakReservedBytes))));
   assert.match(text.out, /capacity 140 GiB \(the device-memory samples\)/);
+  for (const r of withModel(CAPTURE, (m) => POLICIES.map((p) => m.replay(0, p)))) assert.match(text.out, new RegExp(escape(formatBytes(r.peakReservedBytes))));
+  // Below the peak: the engine's OOM, in the table and in its own words.
+  const small = withModel(CAPTURE, (m) => m.replay(0, 'pytorch', 126 * 2 ** 20));
+  assert.ok(small.oom);
+  const one = await captureStdout(() => replayCommand([CAPTURE, '--policy', 'pytorch', '--capacity', '126MiB']));
+  assert.equal(one.code, 0, one.err);
+  assert.match(one.out, new RegExp(`PyTorch \\(fixed segments\\)\\s+${escape(formatBytes(small.peakReservedBytes))}\\s+${escape(formatBytes(small.peakAllocatedBytes))}.*yes, at \\d+\\.\\d{3} s`));
+  assert.ok(one.out.includes(`out of memory (${small.oom.cause}): ${small.oom.sentence}`), one.out);
 });
 
 function escape(s) {
@@ -171,7 +204,7 @@ async function captureStdout(fn) {
   }
 }
 
-test('advise: every item carries evidence, a confidence and assumptions; a policy is advised only with the replay\'s lower peak', { skip }, async () => {
+test('advise: every item carries evidence, a confidence and assumptions; a policy is advised only with the replay\'s lower peak', async () => {
   const { advise } = await import('../../src/core/advice/index.ts');
   for (const file of [CAPTURE, RESNET]) {
     withModel(file, (m) => {

@@ -25,11 +25,9 @@ describe('lens capture: breakdown per segment kind and the allocator what-if tab
   let model;
   let wv;
   let ref;
-  let engine;
   before(async () => {
     fs.mkdirSync(dir, { recursive: true });
     model = openModel(CAPTURE);
-    engine = typeof model.handle.whatIf === 'function';
     const twin = path.join(dir, 'twin.pickle');
     model.exportPickle(twin);
     ref = JSON.parse(execFileSync('python3', [path.join(ROOT, 'test/unit/snapshot_reference.py'), twin], { encoding: 'utf8' })).devices['0'].breakdown;
@@ -52,16 +50,13 @@ describe('lens capture: breakdown per segment kind and the allocator what-if tab
     assert.match(pages, /Releasable free pages.*empty_cache\(\) unmaps them/);
     const verdict = await page.locator('[data-testid=verdict]').textContent();
     assert.doesNotMatch(verdict, /would fail/);
-    if (engine) {
-      const w = model.whatIf(0, Infinity);
-      assert.match(verdict, new RegExp(`empty_cache\\(\\) would release ${formatBytes(w.emptyCacheReleasesBytes).replace('.', '\\.')}\\.`));
-      assert.equal(w.emptyCacheReleasesBytes, ref.cachedFreeBytes + ref.releasablePageBytes);
-    }
+    const w = model.whatIf(0, Infinity);
+    assert.match(verdict, new RegExp(`empty_cache\\(\\) would release ${formatBytes(w.emptyCacheReleasesBytes).replace('.', '\\.')}\\.`));
+    assert.equal(w.emptyCacheReleasesBytes, ref.cachedFreeBytes + ref.releasablePageBytes);
     await wv.screenshot('snapshot-lens-capture-breakdown');
   });
 
-  test('the what-if tab replays every policy on demand, with the engine\'s peaks and the device capacity', async (t) => {
-    if (!engine) return t.skip('the native what-if engine is not in this reader build');
+  test('the what-if tab replays every policy on demand, with the engine\'s peaks and the device capacity', async () => {
     const { page } = wv;
     await page.click('[data-testid=tab-replay]');
     assert.equal(await page.locator('[data-testid=replay-table]').count(), 0, 'nothing is replayed before the button');

@@ -27,7 +27,7 @@ export class ReplayPanel {
       h(
         'p',
         { class: 'muted' },
-        "Replays this trace's allocations and frees on a simulated device with each allocator policy: how much each would reserve at its peak, and whether the run would fit the device. The same as `gpumem replay FILE`.",
+        "Replays this trace's allocations and frees on a simulated device with each allocator policy: how much each would reserve at its peak, and whether the run would fit the device. The same as gpumem replay FILE on the command line.",
       ),
       h('div', { class: 'toolbar' }, this.button),
       this.result,

@@ -31,7 +31,8 @@ export function replayText(fileName: string, set: ReplaySet): string {
   }
   for (const r of set.results) {
     const lines: string[] = [];
-    if (r.oom) lines.push(`  out of memory at ${seconds(r.oom.tUs, set.t0Us)}: ${r.oom.sentence}`);
+    // The engine's sentence names its own time and sizes; the table row above has the time on the panel's axis.
+    if (r.oom) lines.push(`  out of memory (${r.oom.cause}): ${r.oom.sentence}`);
     const markers = r.emptyCacheAtMarkers.filter((m) => m.releasesBytes > 0);
     if (markers.length) {
       const top = [...markers].sort((a, b) => b.releasesBytes - a.releasesBytes || a.tUs - b.tUs).slice(0, MARKERS_SHOWN);
