@@ -10,8 +10,8 @@
 // not offered, and `notOffered` says why.
 import { formatBytes } from '../format/bytes';
 import type { Model } from '../model/types';
-import type { Policy, ReplayResult } from '../model/whatIf';
-import { POLICIES, POLICY_LABELS } from '../model/whatIf';
+import type { Policy, PolicySource, ReplayResult } from '../model/whatIf';
+import { POLICIES, POLICY_LABELS, POLICY_SOURCE_WORDS } from '../model/whatIf';
 import { replayPolicies } from '../replay';
 
 export type Confidence = 'high' | 'medium' | 'low';
@@ -31,7 +31,7 @@ export interface AdviceItem {
 export interface Advice {
   device: number;
   ownPolicy: Policy;
-  ownPolicySource: string;
+  ownPolicySource: PolicySource;
   recordedPeakReservedBytes: number;
   capacityBytes: number | null;
   items: AdviceItem[];
@@ -142,7 +142,7 @@ export function advise(model: Model, device: number, capacityBytes?: number): Ad
 }
 
 export function adviceText(fileName: string, a: Advice): string {
-  const out = [`Advice for ${fileName}, device ${a.device} (it ran under ${POLICY_LABELS[a.ownPolicy]}, per ${a.ownPolicySource}):`];
+  const out = [`Advice for ${fileName}, device ${a.device} (it ran under ${POLICY_LABELS[a.ownPolicy]}, per ${POLICY_SOURCE_WORDS[a.ownPolicySource]}):`];
   if (!a.items.length) out.push('', 'Nothing to advise that this data shows.');
   a.items.forEach((item, i) => {
     out.push('', `${i + 1}. ${item.title}  [confidence: ${item.confidence}]`, `   Do: ${item.action}`);
