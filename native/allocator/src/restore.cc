@@ -106,6 +106,7 @@ void DeviceAllocator::restore(const std::vector<SegmentView>& views, uint64_t re
     b->pool = seg->pool;
     b->segment = seg;
     b->mapped = mapped;
+    b->stack = stack;  // free blocks keep the stack of their last hand-out, as segments() shows
     b->prev = tail;
     if (tail)
       tail->next = b;
@@ -113,7 +114,6 @@ void DeviceAllocator::restore(const std::vector<SegmentView>& views, uint64_t re
       seg->head = b;
     if (!free) {
       b->requested = requested;
-      b->stack = stack;
       b->allocated = state == fmt::BLOCK_ACTIVE_ALLOCATED;
       b->pending_free = state == fmt::BLOCK_ACTIVE_PENDING_FREE;
     }
