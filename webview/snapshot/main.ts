@@ -8,6 +8,7 @@ import { ComparePanel } from './compareTab';
 import { clear, h } from './dom';
 import { attachDrop } from './drop';
 import { SegmentsPanel } from './segmentsTab';
+import { ReplayPanel } from './replayTab';
 import { renderSites } from './sitesTab';
 import { onStack } from './stacks';
 import { integrityBanner, renderSummary } from './summaryTab';
@@ -19,6 +20,7 @@ const TABS: [SnapshotTab, string][] = [
   ['segments', 'Segment map'],
   ['sites', 'Top sites'],
   ['compare', 'Compare'],
+  ['replay', 'Allocator what-if'],
 ];
 
 class App {
@@ -32,6 +34,7 @@ class App {
   private timeline: TimelinePanel | undefined;
   private segments: SegmentsPanel | undefined;
   private compare: ComparePanel | undefined;
+  private replay: ReplayPanel | undefined;
   private segmentsRequest = 0;
   private sitesRows: SiteRow[] = [];
   private sitesRendered = false;
@@ -122,8 +125,11 @@ class App {
       case 'diff':
         this.compare?.onDiff(msg.view);
         return;
+      case 'replay':
+        this.replay?.onData(msg.view);
+        return;
       case 'requestFailed':
-        if (!this.compare?.failed(msg.requestId, msg.message)) this.notice(msg.message);
+        if (!this.compare?.failed(msg.requestId, msg.message) && !this.replay?.failed(msg.requestId, msg.message)) this.notice(msg.message);
         return;
       case 'notice':
         this.notice(msg.message);
@@ -186,6 +192,7 @@ class App {
     this.info = info;
     send({ type: 'selectDevice', device: this.device() });
     this.timeline?.refresh(previousEnd);
+    this.replay?.reset();
     if (getState().momentUs === undefined) {
       this.segmentsShownFor = undefined;
       if (getState().tab === 'segments') this.requestSegments();
@@ -236,6 +243,7 @@ class App {
       peakUs: () => this.summary?.peakAtTimeUs,
       momentUs: () => getState().momentUs,
     });
+    this.replay = new ReplayPanel(this.views.get('replay') as HTMLElement, { device: () => this.device(), range });
     this.segmentsShownFor = undefined;
     this.sitesRendered = false;
     // Panel views are display:none until the toolkit upgrades them; draw the restored tab once laid out.
@@ -262,6 +270,7 @@ class App {
     updateState({ device, window: undefined, momentUs: undefined });
     this.timeline?.resetForDevice(false);
     this.segmentsShownFor = undefined;
+    this.replay?.reset();
     send({ type: 'selectDevice', device });
     this.onTabShown(getState().tab);
   }

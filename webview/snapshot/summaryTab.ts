@@ -65,22 +65,33 @@ interface Part {
   label: string;
   css: string;
   why: string;
+  /** which segments the part exists in (Note [Breakdown]): shown only when the state has such segments */
+  kind: 'any' | 'fixed' | 'expandable';
 }
 
 const PARTS: Part[] = [
-  { key: 'requestedBytes', label: 'Requested', css: 'part-requested', why: 'bytes the program asked for' },
-  { key: 'roundingWasteBytes', label: 'Rounding waste', css: 'part-rounding', why: 'inside allocated blocks: sizes round up (512 B, whole small blocks)' },
-  { key: 'pendingFreeBytes', label: 'Pending free', css: 'part-pending', why: 'freed, but another stream still uses them (record_stream)' },
-  { key: 'splitRemainderBytes', label: 'Split remainders', css: 'part-split', why: 'free pieces of segments that still hold tensors: not releasable' },
-  { key: 'cachedFreeBytes', label: 'Cached free', css: 'part-cached', why: 'whole free segments: torch.cuda.empty_cache() releases them' },
+  { key: 'requestedBytes', label: 'Requested', css: 'part-requested', why: 'bytes the program asked for', kind: 'any' },
+  { key: 'roundingWasteBytes', label: 'Rounding waste', css: 'part-rounding', why: 'inside allocated blocks: sizes round up (512 B, whole small blocks)', kind: 'any' },
+  { key: 'pendingFreeBytes', label: 'Pending free', css: 'part-pending', why: 'freed, but another stream still uses them (record_stream)', kind: 'any' },
+  { key: 'splitRemainderBytes', label: 'Split remainders', css: 'part-split', why: 'free pieces of fixed segments that still hold tensors: released only with the whole segment', kind: 'fixed' },
+  { key: 'subPageRemainderBytes', label: 'Sub-page remainders', css: 'part-subpage', why: 'free bytes of expandable segments smaller than a page (2 MiB small, 20 MiB large): stay mapped', kind: 'expandable' },
+  { key: 'releasablePageBytes', label: 'Releasable free pages', css: 'part-pages', why: 'whole free pages of expandable segments that still hold tensors: torch.cuda.empty_cache() unmaps them', kind: 'expandable' },
+  { key: 'cachedFreeBytes', label: 'Cached free segments', css: 'part-cached', why: 'segments holding no tensor: torch.cuda.empty_cache() releases them', kind: 'any' },
 ];
 
-/** A stacked bar of reserved: requested | rounding | pending | split | cached, then the same as a table. */
+function applies(p: Part, b: BreakdownView): boolean {
+  if (p.kind === 'fixed') return b.fixedSegments > 0 || b[p.key] !== 0;
+  if (p.kind === 'expandable') return b.expandableSegments > 0 || b[p.key] !== 0;
+  return true;
+}
+
+/** A stacked bar of reserved: requested | rounding | pending | remainders | releasable, then the same as a table. */
 export function breakdownBar(b: BreakdownView): HTMLElement {
   const total = Math.max(1, b.reservedBytes);
   const bar = h('div', { class: 'breakdown-bar', role: 'img', 'aria-label': 'Reserved memory by kind' });
   const rows = h('div', { class: 'breakdown-rows' });
   for (const p of PARTS) {
+    if (!applies(p, b)) continue;
     const bytes = b[p.key] as number;
     if (bytes > 0) bar.append(h('div', { class: `breakdown-part ${p.css}`, style: `flex-grow:${bytes / total}`, title: `${p.label}: ${formatBytes(bytes)}` }));
     rows.append(
@@ -95,7 +106,7 @@ export function breakdownBar(b: BreakdownView): HTMLElement {
       ),
     );
   }
-  const unallocated = b.cachedFreeBytes + b.splitRemainderBytes + b.pendingFreeBytes;
+  const unallocated = b.cachedFreeBytes + b.releasablePageBytes + b.subPageRemainderBytes + b.splitRemainderBytes + b.pendingFreeBytes;
   rows.append(
     h(
       'div',
@@ -104,7 +115,7 @@ export function breakdownBar(b: BreakdownView): HTMLElement {
       h('span', { class: 'breakdown-label' }, 'Reserved − allocated'),
       h('span', { class: 'breakdown-value' }, formatBytes(unallocated)),
       h('span', { class: 'breakdown-pct' }, `${((100 * unallocated) / total).toFixed(1)}%`),
-      h('span', { class: 'breakdown-why' }, 'pending + split remainders + cached free'),
+      h('span', { class: 'breakdown-why' }, 'pending free + remainders + releasable'),
     ),
   );
   return h('div', { class: 'breakdown' }, bar, rows);

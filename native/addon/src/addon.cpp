@@ -23,6 +23,7 @@
 #include "gpumem_format.h"
 #include "json_out.h"
 #include "pickle_reader.h"
+#include "policy_replay.h"
 #include "snapshot_import.h"
 
 namespace gpumem {
@@ -214,6 +215,8 @@ class Handle : public Napi::ObjectWrap<Handle> {
                            InstanceMethod("diff", &Handle::Diff),
                            InstanceMethod("summary", &Handle::Summary),
                            InstanceMethod("exportPickle", &Handle::ExportPickle),
+                           InstanceMethod("whatIf", &Handle::WhatIf),
+                           InstanceMethod("replay", &Handle::Replay),
                            InstanceMethod("eventCount", &Handle::EventCount),
                            InstanceMethod("timings", &Handle::Timings),
                            InstanceMethod("close", &Handle::Close),
@@ -334,6 +337,56 @@ class Handle : public Napi::ObjectWrap<Handle> {
     f.write(bytes.data(), (std::streamsize)bytes.size());
     if (!f) throw Napi::Error::New(env, "writing " + out + " failed: " + strerror(errno) + " (disk full?)");
     return env.Undefined();
+  }
+  // Policy arguments: one of the four names (Note [Policies] in native/allocator/src/what_if.cc).
+  static core::Policy PolicyArg(Napi::Env env, const Napi::Value& v, const char* where) {
+    core::Policy p;
+    if (!v.IsString() || !core::parse_policy(v.As<Napi::String>().Utf8Value(), &p))
+      throw Napi::TypeError::New(env, std::string(where) + ": policy must be 'pytorch', 'pytorch-expandable', 'lens' or 'lens-no-trim'");
+    return p;
+  }
+  static uint64_t BytesArg(Napi::Env env, const Napi::Value& v, const char* what) {
+    double d = v.IsNumber() ? v.As<Napi::Number>().DoubleValue() : -1;
+    if (!(d >= 0 && d < 9.0e15) || d != std::floor(d))
+      throw Napi::TypeError::New(env, std::string(what) + " must be a whole number of bytes");
+    return (uint64_t)d;
+  }
+  // whatIf(device, tUs, q?: {policy?, capacityBytes?, requests?}) → JSON (shape in policy_replay.h).
+  Napi::Value WhatIf(const Napi::CallbackInfo& info) {
+    Napi::Env env = info.Env();
+    Model& m = M(env);
+    if (info.Length() < 2 || !info[0].IsNumber() || !info[1].IsNumber())
+      throw Napi::TypeError::New(env, "whatIf(device, tUs, q?): device and tUs must be numbers");
+    WhatIfQuery q;
+    if (info.Length() > 2 && info[2].IsObject()) {
+      Napi::Object o = info[2].As<Napi::Object>();
+      Napi::Value p = o.Get("policy"), c = o.Get("capacityBytes"), r = o.Get("requests");
+      if (!p.IsUndefined() && !p.IsNull()) q.havePolicy = true, q.policy = PolicyArg(env, p, "whatIf");
+      if (!c.IsUndefined() && !c.IsNull()) q.capacity = BytesArg(env, c, "whatIf: capacityBytes");
+      if (!r.IsUndefined() && !r.IsNull()) {
+        if (!r.IsArray()) throw Napi::TypeError::New(env, "whatIf: requests must be an array of byte counts");
+        Napi::Array a = r.As<Napi::Array>();
+        for (uint32_t k = 0; k < a.Length(); k++) q.requests.push_back(BytesArg(env, a.Get(k), "whatIf: each request"));
+      }
+    }
+    try {
+      return Str(env, whatIfJson(m, Dev(info, 0), Num(info, 1, INFINITY), q));
+    } catch (const std::exception& e) {
+      throw Napi::Error::New(env, e.what());
+    }
+  }
+  // replay(device, policy, capacityBytes?) → JSON (shape in policy_replay.h).
+  Napi::Value Replay(const Napi::CallbackInfo& info) {
+    Napi::Env env = info.Env();
+    Model& m = M(env);
+    if (info.Length() < 2 || !info[0].IsNumber()) throw Napi::TypeError::New(env, "replay(device, policy, capacityBytes?)");
+    core::Policy p = PolicyArg(env, info[1], "replay");
+    uint64_t capacity = info.Length() > 2 && !info[2].IsUndefined() && !info[2].IsNull() ? BytesArg(env, info[2], "replay: capacityBytes") : 0;
+    try {
+      return Str(env, replayJson(replayPolicy(m, Dev(info, 0), p, capacity)));
+    } catch (const std::exception& e) {
+      throw Napi::Error::New(env, e.what());
+    }
   }
   Napi::Value EventCount(const Napi::CallbackInfo& info) {
     size_t n = 0;

@@ -201,6 +201,9 @@ struct Model {
   std::string format;  // "gpumem-capture" | "pytorch-pickle"
   std::string headerJson = "{}";  // CaptureHeaderInfo as JSON
   std::string allocatorSettingsPickle;  // raw pickle opcodes of allocator_settings (round trip), may be empty
+  // Pickles: whether segments carry is_expandable (-1 no key, 0 all false, 1 some true) and
+  // allocator_settings' expandable_segments (-1 absent); Note [Policy of the data] in policy_replay.cpp.
+  int8_t pickleSegmentsExpandable = -1, pickleSettingsExpandable = -1;
   std::vector<std::string> strings{""};  // id 0 = ""
   std::unordered_map<std::string, uint32_t> stringIds{{"", 0}};
   std::vector<FrameData> frames;

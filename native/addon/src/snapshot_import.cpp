@@ -6,6 +6,7 @@
 // 1 M-event trace cost one hash lookup per event instead of one per frame.
 #include "snapshot_import.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -139,7 +140,10 @@ struct Importer {
         g.poolId1 = t.asU64(t.items(pid)[1]);
         if (g.poolId0 || g.poolId1) g.pool = POOL_PRIVATE;
       }
-      g.expandable = t.asInt(t.get(s, "is_expandable"), 0) != 0;
+      uint32_t isExp = t.get(s, "is_expandable");
+      g.expandable = t.asInt(isExp, 0) != 0;
+      // The policy that made the data (policy_replay.cpp, Note [Policy of the data]).
+      if (isExp != PickleTree::kNone) m.pickleSegmentsExpandable = std::max<int8_t>(m.pickleSegmentsExpandable, g.expandable ? 1 : 0);
       g.stack = stack(t.get(s, "frames"));
       uint32_t blocks = t.get(s, "blocks");
       uint64_t cursor = g.addr;  // old snapshots: blocks without addresses, in address order
@@ -361,6 +365,10 @@ void importSnapshot(Model& m, const uint8_t* data, size_t size) {
     im.annotations(tree.get(root, "external_annotations"));
     uint32_t settings = tree.get(root, "allocator_settings");
     if (settings != PickleTree::kNone) {
+      if (tree.at(settings).type == PType::Dict) {
+        uint32_t e = tree.get(settings, "expandable_segments");
+        if (e != PickleTree::kNone) m.pickleSettingsExpandable = tree.asInt(e, 0) != 0 ? 1 : 0;
+      }
       fmt::PickleEmitter p(1024);
       im.emit(p, settings, 0);
       if (im.emitBudget > 0)

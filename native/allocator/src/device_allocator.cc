@@ -498,13 +498,25 @@ Segment* DeviceAllocator::expandable_segment(BlockPool* pool, Stream stream, uin
   auto it = expandable_.find({pool, stream});
   if (it != expandable_.end()) return it->second;
   const size_t page = pool->is_small ? kSmallPage : kLargePage;
-  // Note [Expandable reservation]: one VA range per (pool, stream) as large as the device (rounded
-  // up to whole pages), reserved once and kept for the process's life (VA is cheap; only mapped
-  // pages count as reserved memory).
-  const size_t size = std::max<size_t>(page, (total_ + page - 1) / page * page);
+  // Note [Expandable reservation]: one VA range per (pool, stream), reserved once and kept for the
+  // process's life (VA is cheap; only mapped pages count as reserved memory), of
+  // kExpandableRangeFactor (4) × the device's memory, rounded up to whole pages. A growth needs one
+  // run of free address space (free blocks and unmapped pages) after the live tensors that bound it;
+  // with a range only as large as the device, holes left between live tensors used up the range
+  // long before the memory: replaying a real GPT-2 capture at 16 GiB, the lens policy failed a
+  // 1.53 GiB request with 4.43 GiB free (test_what_if.cc:
+  // expandable_range_outlasts_holes_between_live_tensors). PyTorch reserves 1.125 × and opens
+  // another segment when one runs out; we keep one segment per (pool, stream) and a larger range.
+  // Should the driver refuse that much address space, one device's worth is tried as before.
+  size_t size = 0;
   uint64_t addr = 0;
-  // Alignment must be a power of two (cuMemAddressReserve rejects 20 MiB); 2 MiB is the granularity.
-  if (!backend_.reserve_address(device_, size, kSmallPage, &addr)) return nullptr;
+  bool reserved = false;
+  for (uint64_t factor : {kExpandableRangeFactor, uint64_t(1)}) {
+    size = std::max<size_t>(page, (factor * total_ + page - 1) / page * page);
+    // Alignment must be a power of two (cuMemAddressReserve rejects 20 MiB); 2 MiB is the granularity.
+    if ((reserved = backend_.reserve_address(device_, size, kSmallPage, &addr))) break;
+  }
+  if (!reserved) return nullptr;
   auto seg = new_segment(pool, addr, size, stream, stack);
   seg->expandable = true;
   seg->page = page;

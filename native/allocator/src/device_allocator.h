@@ -48,6 +48,12 @@ struct OutOfMemory : std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
+// Thrown by restore when the given state cannot be rebuilt (malformed blocks, a segment kind the
+// options do not use, more memory than the simulated device has). The message says which and why.
+struct RestoreError : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
 class DeviceAllocator {
  public:
   DeviceAllocator(int device, Backend& backend, Options options);
@@ -73,6 +79,11 @@ class DeviceAllocator {
   void reset_peak_stats();
   void reset_accumulated_stats();
   std::vector<SegmentView> segments();
+  // Note [Restored state] (restore.cc): rebuilds `segments` (as segments() reports them) in this new,
+  // empty allocator on the simulated backend, with this allocator's options; the reserved peak is
+  // `reserved_peak` when larger than what the segments hold (trim on growth defends it).
+  void restore(const std::vector<SegmentView>& segments, uint64_t reserved_peak = 0);
+  const Options& options() const { return options_; }
   // Recomputes every current stat and structural property from the block lists; "" when all hold,
   // else a description of the first violation. Tests call it after every operation.
   std::string check_invariants();

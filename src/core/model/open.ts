@@ -22,9 +22,11 @@ import type {
   TimelineBuckets,
 } from './types';
 import { headerInfoFromJson } from './header';
+import type { Policy, ReplayResult, WhatIfAnswer, WhatIfHandle, WhatIfQuery } from './whatIf';
+import { askReplay, askWhatIf } from './whatIf';
 
 /** The native handle (native/addon/src/addon.cpp): JSON strings out, plain numbers in. */
-export interface NativeHandle {
+export interface NativeHandle extends WhatIfHandle {
   format(): string;
   header(): string;
   devices(): string;
@@ -180,6 +182,12 @@ class NativeModel implements Model {
   }
   exportPickle(outPath: string, atUs?: number): void {
     this.handle.exportPickle(outPath, atUs ?? Infinity);
+  }
+  whatIf(device: number, timeUs: number, query?: WhatIfQuery): WhatIfAnswer {
+    return askWhatIf(this.handle, device, timeUs, query);
+  }
+  replay(device: number, policy: Policy, capacityBytes?: number): ReplayResult {
+    return askReplay(this.handle, device, policy, capacityBytes);
   }
   close(): void {
     if (this.closed) return;

@@ -5,6 +5,9 @@
 // Units: bytes are numbers (exact up to 2^53, i.e. 8 PiB); times are microseconds since the Unix epoch
 // (`timeUs`), matching PyTorch's `time_us`, so captures and pickles share one axis.
 
+import type { Policy, ReplayResult, WhatIfAnswer, WhatIfQuery } from './whatIf';
+import type { SummaryWhatIf } from '../summary/whatIf';
+
 export type SourceFormat = 'gpumem-capture' | 'pytorch-pickle';
 
 export interface Frame {
@@ -37,6 +40,8 @@ export interface SegmentInfo {
   stream: number;
   pool: 'small' | 'large' | 'private';
   expandable: boolean;
+  /** an expandable segment's page size, where the data records it (else 2 MiB small, 20 MiB large) */
+  pageSize?: number;
   stackId: number;
   blocks: BlockInfo[];
 }
@@ -134,6 +139,8 @@ export interface DeviceSummary {
   events: number;
   peak_allocated_bytes: number;
   peak_at_time_us: number;
+  /** what empty_cache() and a request would do at the end, by the data's own policy (src/core/summary/whatIf.ts) */
+  what_if?: SummaryWhatIf;
 }
 
 export interface TopLine {
@@ -280,5 +287,13 @@ export interface Model {
   summary(): SnapshotSummary;
   /** PyTorch snapshot pickle (protocol 4) of the state at `atUs` (default: end) with the trace */
   exportPickle(outPath: string, atUs?: number): void;
+  /**
+   * What a request and empty_cache() would do at `timeUs` (Infinity = end), answered by the allocator's
+   * policy on the simulated device (Note [What-if] in ./whatIf.ts). Throws WhatIfUnavailable when the
+   * native reader predates the engine.
+   */
+  whatIf(device: number, timeUs: number, query?: WhatIfQuery): WhatIfAnswer;
+  /** the device's allocation stream replayed under `policy` on a simulated device of `capacityBytes` */
+  replay(device: number, policy: Policy, capacityBytes?: number): ReplayResult;
   close(): void;
 }

@@ -3,7 +3,7 @@ import { formatBytes } from '../format/bytes';
 import type { Marker, Model } from '../model/types';
 import type { MarkerView, SummaryView } from '../protocol/snapshot';
 import { breakdownFromSegments } from './breakdown';
-import { verdictSentence } from './verdict';
+import { verdictAt } from './verdict';
 
 /**
  * Figures at the end of the file: for a PyTorch pickle that is the moment `_snapshot()` ran (its `segments`),
@@ -37,7 +37,7 @@ export function buildSummary(model: Model, device: number): SummaryView {
     oomCount: ooms.length,
     events: dev?.events ?? 0,
     breakdown: b,
-    verdict: verdictSentence(b, ooms[ooms.length - 1]),
+    verdict: verdictAt(model, device, Infinity, b, ooms[ooms.length - 1]),
   };
 }
 

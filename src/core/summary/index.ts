@@ -9,6 +9,7 @@ import { oomRows, type OomRow } from './ooms';
 import { summaryReport } from './report';
 import { stepsJson, stepsText, type StepsJson } from './steps';
 import { jsonSeconds, timeBaseOf, type StepSource } from './timebase';
+import { addWhatIf, whatIfText } from './whatIf';
 
 export { summaryReport } from './report';
 
@@ -72,6 +73,7 @@ export function summarizeFile(file: string, topLines = 10): FileSummary {
   const model = openModel(file);
   try {
     const summary = summaryDocument(model);
+    addWhatIf(model, summary);
     const states = new Map<number, AllocatorState>();
     for (const d of model.devices()) states.set(d, model.stateAt(d, Infinity));
     const problems = model
@@ -80,7 +82,10 @@ export function summarizeFile(file: string, topLines = 10): FileSummary {
       .map((p) => `${p.message} (at byte ${p.offset})`);
     const steps = stepsJson(model).filter((s) => s.steps.length > 0);
     const stepLines = stepsText(steps);
-    const text = summaryReport({ fileName: path.basename(file), summary, states, problems, topLines }) + (stepLines.length ? '\n' + stepLines.join('\n') : '');
+    const text =
+      summaryReport({ fileName: path.basename(file), summary, states, problems, topLines }) +
+      whatIfText(summary) +
+      (stepLines.length ? '\n' + stepLines.join('\n') : '');
     return { summary: steps.length ? { ...summary, steps } : summary, text, problems };
   } finally {
     model.close();

@@ -9,6 +9,7 @@ import { deviceLine, processLine } from './identity';
 import type { SummaryDocument } from './index';
 import { oomWhere } from './ooms';
 import { formatSeconds } from './timebase';
+import { breakdownFromSegments } from '../snapshot/breakdown';
 
 const WIDTH = 77;
 
@@ -97,9 +98,12 @@ export function summaryReport(input: ReportInput): string {
     out.push(cells('Reserved but unallocated', formatBytes(d.reserved_bytes - d.allocated_bytes)));
     const st = input.states?.get(d.device);
     if (st) {
-      const f = st.fragmentation;
-      out.push(cells('  cached (empty_cache frees)', formatBytes(f.cachedFreeBytes)));
-      out.push(cells('  split remainders', formatBytes(f.splitRemainderBytes)));
+      // Named per kind of segment (Note [Breakdown]): an expandable segment's whole free pages are releasable.
+      const f = breakdownFromSegments(st.segments);
+      out.push(cells('  cached free segments', formatBytes(f.cachedFreeBytes), 'empty_cache() releases'));
+      if (f.expandableSegments) out.push(cells('  free pages (expandable)', formatBytes(f.releasablePageBytes), 'empty_cache() unmaps'));
+      if (f.expandableSegments) out.push(cells('  sub-page remainders', formatBytes(f.subPageRemainderBytes), 'stay mapped'));
+      if (f.fixedSegments) out.push(cells('  split remainders (fixed)', formatBytes(f.splitRemainderBytes), 'stay until the segment empties'));
       if (f.pendingFreeBytes) out.push(cells('  pending free (record_stream)', formatBytes(f.pendingFreeBytes)));
     }
     out.push(cells('Largest free block', formatBytes(d.largest_free_block_bytes)));
