@@ -23,7 +23,7 @@ namespace fmt {
 
 GPUMEM_CONSTEXPR char kMagic[8] = {'G', 'P', 'U', 'M', 'E', 'M', '\r', '\n'};
 GPUMEM_CONSTEXPR uint16_t kMajor = 1;
-GPUMEM_CONSTEXPR uint16_t kMinor = 1;  // 1: REC_DEVICE
+GPUMEM_CONSTEXPR uint16_t kMinor = 2;  // 1: REC_DEVICE; 2: EndRec.reason/message
 // Upper bound on one record's payload; a larger length means damage, not a real record.
 GPUMEM_CONSTEXPR uint32_t kMaxPayload = 64u << 20;
 GPUMEM_CONSTEXPR uint32_t kMaxHeaderJson = 1u << 20;
@@ -233,7 +233,8 @@ struct LostRec {
 struct EndRec {
   uint64_t t_ns;
   int32_t exit_code;  // -1 if unknown
-  uint32_t pad;
+  uint32_t reason;    // 0 clean shutdown, 1 writer failure, 2 stopped by the user/extension (minor 2; was pad)
+  uint32_t message;   // REC_STRING id, 0 = none (minor 2)
 };
 
 #pragma pack(pop)
