@@ -13,10 +13,7 @@
 #include <vector>
 
 #include "../../format/gpumem_format.h"
-
-namespace gpumem::rec {
-uint64_t now_ns();
-}
+#include "clock.h"
 
 namespace gpumem::rec::writer {
 namespace {
@@ -209,7 +206,7 @@ int64_t append(uint8_t type, uint8_t device, uint16_t flags, const void* a, uint
     return -1;
   }
   if (s.lost_pending) {
-    fmt::LostRec lr{now_ns(), s.lost_pending};
+    fmt::LostRec lr{clock::now_ns(), s.lost_pending};
     put(s, fmt::REC_LOST, 0, 0, &lr, sizeof lr, nullptr, 0);
     s.lost_total += s.lost_pending;
     s.lost_pending = 0;
@@ -240,12 +237,12 @@ void close(int exit_code) {
     std::lock_guard<std::mutex> lk(s.mu);
     if (!s.open || s.stop) return;
     if (s.lost_pending) {
-      fmt::LostRec lr{now_ns(), s.lost_pending};
+      fmt::LostRec lr{clock::now_ns(), s.lost_pending};
       put(s, fmt::REC_LOST, 0, 0, &lr, sizeof lr, nullptr, 0);
       s.lost_total += s.lost_pending;
       s.lost_pending = 0;
     }
-    fmt::EndRec er{now_ns(), exit_code, 0};
+    fmt::EndRec er{clock::now_ns(), exit_code, 0};
     put(s, fmt::REC_END, 0, 0, &er, sizeof er, nullptr, 0);
     s.stop = true;
     s.wake.notify_one();

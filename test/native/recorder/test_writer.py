@@ -105,7 +105,7 @@ class WriterTest(unittest.TestCase):
         t0 = time.time_ns()
         common.run_scenario(self.src, "header", self.path)
         c = cap.Capture(self.path)
-        self.assertEqual((c.major, c.minor), (1, 1))
+        self.assertEqual((c.major, c.minor), (1, 2))
         h = c.header
         self.assertEqual(h["argv"], ["train.py", "--lr", "1"])  # the caller's header wins
         self.assertEqual(h["torch"], "2.11.0")
@@ -129,6 +129,9 @@ class WriterTest(unittest.TestCase):
         self.assertEqual(c.state(c.of("state")[-1][3])["reason"], 2)
         self.assertEqual(c.records[-1][0], "end")
         self.assertEqual(struct.unpack_from("<Qi", c.records[-1][3])[1], 7)
+        # Minor 2: a clean shutdown says reason 0 with no message (EndRec is 20 bytes).
+        self.assertEqual(len(c.records[-1][3]), 20)
+        self.assertEqual(struct.unpack_from("<QiII", c.records[-1][3])[1:], (7, 0, 0))
 
     def test_threads_keep_allocator_order(self):
         common.run_scenario(self.src, "threads", self.path)
