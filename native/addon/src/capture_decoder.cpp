@@ -1,5 +1,6 @@
 #include "capture_decoder.h"
 
+#include <cstddef>
 #include <cstring>
 #include <vector>
 
@@ -317,7 +318,16 @@ bool CaptureDecoder::record(Model& m, uint8_t type, uint8_t device, uint16_t fla
           MarkerData{toUs(r.t_ns), 6, m.intern(std::to_string(r.count) + " events lost"), "{\"level\":\"warning\"}"});
       return true;
     }
-    case f::REC_END: m.ended = true; return true;
+    case f::REC_END: {
+      m.ended = true;
+      if (n >= 12) std::memcpy(&m.endExitCode, p + offsetof(f::EndRec, exit_code), sizeof m.endExitCode);  // every minor
+      if (n >= sizeof(f::EndRec)) {  // minor 2: reason and message (a 16-byte EndRec has neither)
+        auto r = load<f::EndRec>(p);
+        m.endReason = r.reason;
+        m.endMessage = str(r.message);
+      }
+      return true;
+    }
     default: return true;  // REC_STATS and record types from newer minor versions: skipped by length
   }
 }

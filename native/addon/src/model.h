@@ -194,6 +194,12 @@ struct Model {
   // backward() (a capture header's "bootstrap_dir"), so attribution lands on the user's own line.
   std::vector<std::string> nonUserDirs;
   bool ended = false;
+  // From the REC_END (FORMAT.md, minor 2): why the capture ended (0 clean shutdown, 1 writer failure,
+  // 2 stopped by the user/extension), the workload's exit code (-1 unknown) and the message (a string id
+  // of this model, 0 = none). Captures of minor <= 1 read as reason 0 with no message.
+  uint32_t endReason = 0;
+  int32_t endExitCode = -1;
+  uint32_t endMessage = 0;
 
   uint32_t intern(std::string_view s);
   uint32_t internFrame(uint32_t file, uint32_t name, uint32_t line);

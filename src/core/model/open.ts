@@ -6,6 +6,7 @@ import path from 'node:path';
 import type {
   AllocationSpan,
   AllocatorState,
+  CaptureEnd,
   CaptureHeaderInfo,
   CurrentFigures,
   LineDiff,
@@ -29,6 +30,7 @@ export interface NativeHandle {
   problems(): string;
   poll(): number;
   ended(): boolean;
+  endRecord(): string;
   timeRange(device: number): string;
   current(device: number): string;
   timeline(device: number, t0Us: number, t1Us: number, buckets: number): string;
@@ -126,6 +128,9 @@ class NativeModel implements Model {
   }
   ended(): boolean {
     return this.handle.ended();
+  }
+  endRecord(): CaptureEnd | null {
+    return parse<CaptureEnd | null>(this.handle.endRecord());
   }
   timeRange(device: number): { t0Us: number; t1Us: number } {
     return parse(this.handle.timeRange(device));
