@@ -12,7 +12,6 @@
         "native/addon/src/replay.cpp",
         "native/addon/src/snapshot_import.cpp",
         "native/addon/src/policy_replay.cpp",
-        "native/addon/src/core_recorder_stub.cpp",
         "native/allocator/src/device_allocator.cc",
         "native/allocator/src/invariants.cc",
         "native/allocator/src/oom_message.cc",

@@ -255,6 +255,7 @@ static_assert(sizeof(BlockEvent) == 48, "BlockEvent layout");
 static_assert(sizeof(SegmentEvent) == 56, "SegmentEvent layout");
 static_assert(sizeof(StateSegment) == 56, "StateSegment layout");
 static_assert(sizeof(StateBlock) == 32, "StateBlock layout");
+static_assert(sizeof(EndRec) == 20, "EndRec layout (minor 2)");
 }  // namespace fmt
 }  // namespace gpumem
 #endif

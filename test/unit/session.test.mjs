@@ -35,6 +35,7 @@ class FakeModel {
   }
   get step() { return this.steps[this.i]; }
   ended() { return !!this.step.ended; }
+  endRecord() { return this.step.ended ? { reason: 0, exitCode: 0, message: '' } : null; }
   timeRange() { return { t0Us: 1_000_000, t1Us: 1_000_000 + 1000 * (this.i + 1) }; }
   current() {
     const s = this.step;

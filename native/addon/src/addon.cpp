@@ -202,6 +202,7 @@ class Handle : public Napi::ObjectWrap<Handle> {
                            InstanceMethod("fileInfo", &Handle::FileInfo),
                            InstanceMethod("poll", &Handle::Poll),
                            InstanceMethod("ended", &Handle::Ended),
+                           InstanceMethod("endRecord", &Handle::EndRecord),
                            InstanceMethod("timeRange", &Handle::TimeRange),
                            InstanceMethod("current", &Handle::Current),
                            InstanceMethod("timeline", &Handle::Timeline),
@@ -289,6 +290,14 @@ class Handle : public Napi::ObjectWrap<Handle> {
     }
   }
   Napi::Value Ended(const Napi::CallbackInfo& info) { return Napi::Boolean::New(info.Env(), M(info.Env()).ended); }
+  // The REC_END's fields as JSON ({"reason","exitCode","message"}), "null" before one was read.
+  Napi::Value EndRecord(const Napi::CallbackInfo& info) {
+    Model& m = M(info.Env());
+    if (!m.ended) return Str(info.Env(), "null");
+    Json j;
+    j.open('{').kvu("reason", m.end.reason).kv("exitCode", m.end.exitCode).kvs("message", m.end.message).close('}');
+    return Str(info.Env(), j.s);
+  }
   Napi::Value TimeRange(const Napi::CallbackInfo& info) { return Str(info.Env(), timeRangeJson(M(info.Env()), Dev(info, 0))); }
   Napi::Value Current(const Napi::CallbackInfo& info) { return Str(info.Env(), currentJson(M(info.Env()), Dev(info, 0))); }
   Napi::Value Timeline(const Napi::CallbackInfo& info) {

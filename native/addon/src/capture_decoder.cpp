@@ -1,5 +1,6 @@
 #include "capture_decoder.h"
 
+#include <cstddef>
 #include <cstring>
 #include <vector>
 

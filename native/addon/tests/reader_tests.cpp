@@ -166,6 +166,49 @@ int main() {
       CHECK(dev.waste[1] == 96);  // requested 4000 of a 4096-byte block
     }
   });
+  run("capture: REC_END of minor 2 gives reason and message; a 16-byte one (minor 1) reads as reason 0", [] {
+    namespace f = gpumem::fmt;
+    auto file_with_end = [](uint32_t end_bytes) {
+      std::string json = "{}";
+      std::vector<uint8_t> file(sizeof(f::FileHeader));
+      f::FileHeader fh{};
+      memcpy(fh.magic, f::kMagic, 8);
+      fh.major = 1;
+      fh.minor = end_bytes == sizeof(f::EndRec) ? 2 : 1;
+      fh.json_bytes = (uint32_t)json.size();
+      memcpy(file.data(), &fh, sizeof fh);
+      file.insert(file.end(), json.begin(), json.end());
+      auto rec = [&](uint8_t type, const void* payload, uint32_t n) {
+        f::RecordHeader h{type, 0, 0, n};
+        const uint8_t* hp = reinterpret_cast<const uint8_t*>(&h);
+        file.insert(file.end(), hp, hp + sizeof h);
+        const uint8_t* p = static_cast<const uint8_t*>(payload);
+        file.insert(file.end(), p, p + n);
+      };
+      const std::string text = "capture stopped at /s/c.gpumem: No space left on device (4096 bytes written)";
+      std::vector<uint8_t> str(sizeof(f::StringRec) + text.size());
+      f::StringRec sr{7, (uint32_t)text.size()};
+      memcpy(str.data(), &sr, sizeof sr);
+      memcpy(str.data() + sizeof sr, text.data(), text.size());
+      rec(f::REC_STRING, str.data(), (uint32_t)str.size());
+      f::EndRec er{1000, -1, 1, 7};
+      rec(f::REC_END, &er, end_bytes);  // 16 bytes: the old layout, whose 4th word was padding
+      return file;
+    };
+    auto now = file_with_end(sizeof(f::EndRec));
+    Model m;
+    CaptureDecoder d;
+    d.feed(m, now.data(), now.size());
+    CHECK(!d.damaged() && m.ended && m.endReason == 1 && m.endExitCode == -1);
+    CHECK(m.strings[m.endMessage] == "capture stopped at /s/c.gpumem: No space left on device (4096 bytes written)");
+    auto old = file_with_end(16);
+    Model o;
+    CaptureDecoder od;
+    od.feed(o, old.data(), old.size());
+    CHECK(!od.damaged() && o.ended && o.endExitCode == -1 && o.endMessage == 0);
+    CHECK(o.endReason == 0);  // the old pad word is never read as a reason
+  });
+
   run("replay: removing a range from the middle of a segment keeps both ends", [] {
     AllocState s;
     s.addRange(0x1000, RangeInfo{0x3000, 0, 0, POOL_LARGE, true, 0, 0});

@@ -7,8 +7,8 @@
 #include <cstring>
 
 #include "../../format/gpumem_format.h"
+#include "clock.h"
 #include "oom_message.h"
-#include "recorder.h"
 
 namespace gpumem::core {
 
@@ -34,8 +34,8 @@ std::unique_ptr<Segment> new_segment(BlockPool* pool, uint64_t addr, size_t size
 }
 }  // namespace
 
-DeviceAllocator::DeviceAllocator(int device, Backend& backend, Options options)
-    : device_(device), backend_(backend), options_(options), total_(backend.total_memory(device)) {}
+DeviceAllocator::DeviceAllocator(int device, Backend& backend, Options options, EventSink& sink)
+    : device_(device), backend_(backend), options_(options), sink_(sink), total_(backend.total_memory(device)) {}
 
 DeviceAllocator::~DeviceAllocator() {
   for (auto& s : segments_) {
@@ -61,16 +61,16 @@ uint16_t DeviceAllocator::pool_flags(const Segment* seg) const {
 }
 
 void DeviceAllocator::emit_block(uint8_t type, const Block* b, size_t requested, uint32_t stack) {
-  if (!rec::recording()) return;
-  fmt::BlockEvent e{event_ns(), b->addr, b->size, requested, b->stream, stack, rec::thread_number()};
-  rec::emit(type, uint8_t(device_), pool_flags(b->segment), &e, sizeof e);
+  if (!sink_.wants_events()) return;
+  fmt::BlockEvent e{event_ns(), b->addr, b->size, requested, b->stream, stack, clock::thread_number()};
+  sink_.emit(type, uint8_t(device_), pool_flags(b->segment), &e, sizeof e);
 }
 
 void DeviceAllocator::emit_segment(uint8_t type, const Segment* seg, uint64_t addr, size_t size) {
-  if (!rec::recording()) return;
+  if (!sink_.wants_events()) return;
   PoolId id = seg->pool->owner ? seg->pool->owner->id : PoolId{};
   fmt::SegmentEvent e{event_ns(), addr, size, seg->stream, id.first, id.second, seg->stack, 0};
-  rec::emit(type, uint8_t(device_), pool_flags(seg), &e, sizeof e);
+  sink_.emit(type, uint8_t(device_), pool_flags(seg), &e, sizeof e);
 }
 
 // ---- malloc ----------------------------------------------------------------------------------
@@ -79,10 +79,10 @@ void DeviceAllocator::emit_segment(uint8_t type, const Segment* seg, uint64_t ad
 // segment growth, stats) share one timestamp, read once after the lock is taken: three to five
 // clock reads per malloc+free pair were a measurable part of recording's cost, and a reader only needs
 // them non-decreasing in file order (FORMAT.md), which equal stamps are.
-uint64_t DeviceAllocator::event_ns() const { return call_ns_ ? call_ns_ : rec::now_ns(); }
+uint64_t DeviceAllocator::event_ns() const { return call_ns_ ? call_ns_ : clock::now_ns(); }
 
 DeviceAllocator::CallClock::CallClock(DeviceAllocator& d, Lock& lock) : d_(d), lock_(lock) {
-  d_.call_ns_ = rec::recording() ? rec::now_ns() : 0;
+  d_.call_ns_ = d_.sink_.wants_events() ? clock::now_ns() : 0;
 }
 // Only while the lock is still ours: out_of_memory() clears it itself before unlocking.
 DeviceAllocator::CallClock::~CallClock() {
@@ -111,9 +111,9 @@ void* DeviceAllocator::malloc(size_t requested, Stream stream, uint32_t stack) {
   if (!block && !capturing()) {
     uint64_t before = uint64_t(stats_.reserved_bytes[kAll].current);
     release_cached_blocks();
-    if (rec::recording()) {
-      fmt::EmptyCacheRec r{rec::now_ns(), before, uint64_t(stats_.reserved_bytes[kAll].current), 2, 0};
-      rec::emit(fmt::REC_EMPTY_CACHE, uint8_t(device_), 0, &r, sizeof r);
+    if (sink_.wants_events()) {
+      fmt::EmptyCacheRec r{clock::now_ns(), before, uint64_t(stats_.reserved_bytes[kAll].current), 2, 0};
+      sink_.emit(fmt::REC_EMPTY_CACHE, uint8_t(device_), 0, &r, sizeof r);
     }
     block = get_free_block(pool, size, stream);  // events that completed may have freed a fit
     if (!block) {
@@ -437,9 +437,9 @@ void DeviceAllocator::empty_cache(uint64_t* before, uint64_t* after, int origin)
   uint64_t a = uint64_t(stats_.reserved_bytes[kAll].current);
   if (before) *before = b;
   if (after) *after = a;
-  if (rec::recording()) {
-    fmt::EmptyCacheRec r{rec::now_ns(), b, a, uint32_t(origin), 0};
-    rec::emit(fmt::REC_EMPTY_CACHE, uint8_t(device_), 0, &r, sizeof r);
+  if (sink_.wants_events()) {
+    fmt::EmptyCacheRec r{clock::now_ns(), b, a, uint32_t(origin), 0};
+    sink_.emit(fmt::REC_EMPTY_CACHE, uint8_t(device_), 0, &r, sizeof r);
   }
   maybe_emit_stats();
 }
@@ -754,22 +754,22 @@ void DeviceAllocator::out_of_memory(Lock& lock, size_t requested, size_t rounded
   f.capturing = capturing();
   f.expandable = options_.expandable;
   f.device_known = backend_.mem_get_info(device_, &f.device_free, &f.device_total);
-  if (rec::recording()) {
-    fmt::OomRec r{rec::now_ns(), requested, f.device_free, f.device_total, f.reserved, f.allocated,
+  if (sink_.wants_events()) {
+    fmt::OomRec r{clock::now_ns(), requested, f.device_free, f.device_total, f.reserved, f.allocated,
                   f.largest_free, stream, f.limit, stack, 0};
-    rec::emit(fmt::REC_OOM, uint8_t(device_), 0, &r, sizeof r);
+    sink_.emit(fmt::REC_OOM, uint8_t(device_), 0, &r, sizeof r);
   }
   std::string msg = oom_message(f);
   call_ns_ = 0;  // Note [One clock read per call]: the next holder of the lock starts its own
   lock.unlock();
-  // The state at the failure follows the OOM record (rec::write_state takes the device lock itself;
-  // another thread may slip an event in between, which the capture shows in order).
-  rec::write_state(device_, 1);
+  // The state at the failure follows the OOM record: the sink may read the allocator (taking the device
+  // lock itself); another thread may slip an event in between, which the capture shows in order.
+  sink_.after_oom(device_);
   throw OutOfMemory(msg);
 }
 
 void DeviceAllocator::maybe_emit_stats() {
-  if (!rec::recording()) return;
+  if (!sink_.wants_events()) return;
   // REC_STATS at most every 50 ms of allocator activity: enough for a live status bar, negligible
   // next to the per-event records.
   const uint64_t now = event_ns();
@@ -784,7 +784,7 @@ void DeviceAllocator::maybe_emit_stats() {
                   uint64_t(stats_.reserved_bytes[kAll].peak),
                   uint64_t(stats_.num_ooms),
                   uint64_t(stats_.num_alloc_retries)};
-  rec::emit(fmt::REC_STATS, uint8_t(device_), 0, &r, sizeof r);
+  sink_.emit(fmt::REC_STATS, uint8_t(device_), 0, &r, sizeof r);
 }
 
 // ---- queries ---------------------------------------------------------------------------------------

@@ -34,6 +34,11 @@ class SimBackend final : public Backend {
     check_device(device);
     return capacity_;
   }
+  // A fixed identity: captures of simulated runs say so, and NVML never matches it.
+  DeviceIdentity identity(int device) override {
+    check_device(device);
+    return {"simulated device", ""};
+  }
   bool malloc(int device, size_t size, bool capturing, uint64_t* addr) override;
   void free(int device, uint64_t addr) override;
   Event record_event(int device, Stream stream) override;

@@ -97,7 +97,7 @@ struct Frame {
 };
 
 struct Tables {
-  std::mutex mu;  // lock order: GIL → mu → writer buffer lock
+  std::mutex mu;  // Note [Lock hierarchy] (README.md): "stack tables"
   std::unordered_map<std::string, uint32_t> string_ids;
   std::vector<const std::string*> strings{nullptr};  // index = id; points into string_ids' keys
   std::unordered_map<std::string, uint32_t> frame_ids;  // key: the three ids as bytes

@@ -6,6 +6,7 @@ import path from 'node:path';
 import type {
   AllocationSpan,
   AllocatorState,
+  CaptureEnd,
   CaptureHeaderInfo,
   CurrentFigures,
   FileInfo,
@@ -34,6 +35,7 @@ export interface NativeHandle extends WhatIfHandle {
   fileInfo(): string;
   poll(): number;
   ended(): boolean;
+  endRecord(): string;
   timeRange(device: number): string;
   current(device: number): string;
   timeline(device: number, t0Us: number, t1Us: number, buckets: number): string;
@@ -137,6 +139,9 @@ class NativeModel implements Model {
   }
   ended(): boolean {
     return this.handle.ended();
+  }
+  endRecord(): CaptureEnd | null {
+    return parse<CaptureEnd | null>(this.handle.endRecord());
   }
   timeRange(device: number): { t0Us: number; t1Us: number } {
     return parse(this.handle.timeRange(device));

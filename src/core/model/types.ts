@@ -251,6 +251,22 @@ export interface CurrentFigures {
 }
 
 /**
+ * Why a capture ended (its REC_END). `reason`: 0 clean shutdown, 1 the writer could not write (disk full,
+ * file size limit, folder removed: the capture was cut at the last whole record and `message` says where
+ * and why), 2 stopped by the user or the extension. Captures of format minor <= 1 read as reason 0.
+ */
+export interface CaptureEnd {
+  reason: number;
+  /** the workload's exit code, -1 when unknown (e.g. it was still running) */
+  exitCode: number;
+  /** empty when the writer gave none */
+  message: string;
+}
+
+/** CaptureEnd.reason of a capture cut short because the writer could not write */
+export const END_WRITER_FAILURE = 1;
+
+/**
  * One opened capture or pickle. Implemented in src/core/model/ on top of the native addon
  * (native/addon); every method returns plain data computed natively and delivered in one batch.
  */
@@ -268,6 +284,8 @@ export interface Model {
   poll(): number;
   /** true once the capture's REC_END was read (the workload exited cleanly) */
   ended(): boolean;
+  /** the REC_END's fields once it was read (null before): why the capture ended, FORMAT.md minor 2 */
+  endRecord(): CaptureEnd | null;
   timeRange(device: number): { t0Us: number; t1Us: number };
   current(device: number): CurrentFigures;
   timeline(device: number, t0Us: number, t1Us: number, buckets: number): TimelineBuckets;
