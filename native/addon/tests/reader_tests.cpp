@@ -199,14 +199,14 @@ int main() {
     Model m;
     CaptureDecoder d;
     d.feed(m, now.data(), now.size());
-    CHECK(!d.damaged() && m.ended && m.endReason == 1 && m.endExitCode == -1);
-    CHECK(m.strings[m.endMessage] == "capture stopped at /s/c.gpumem: No space left on device (4096 bytes written)");
+    CHECK(!d.damaged() && m.ended && m.end.reason == 1 && m.end.exitCode == -1);
+    CHECK(m.end.message == "capture stopped at /s/c.gpumem: No space left on device (4096 bytes written)");
     auto old = file_with_end(16);
     Model o;
     CaptureDecoder od;
     od.feed(o, old.data(), old.size());
-    CHECK(!od.damaged() && o.ended && o.endExitCode == -1 && o.endMessage == 0);
-    CHECK(o.endReason == 0);  // the old pad word is never read as a reason
+    CHECK(!od.damaged() && o.ended && o.end.exitCode == -1 && o.end.message.empty());
+    CHECK(o.end.reason == 0);  // the old pad word is never read as a reason
   });
 
   run("replay: removing a range from the middle of a segment keeps both ends", [] {

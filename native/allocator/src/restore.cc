@@ -71,9 +71,11 @@ void DeviceAllocator::restore(const std::vector<SegmentView>& views, uint64_t re
   for (const SegmentView& v : views) {
     check_blocks(v);
     const bool expandable = (v.flags & fmt::kSegExpandable) != 0;
-    if (expandable != options_.expandable)
+    // A graph's private pool takes fixed segments under either policy (Note [Private pools use fixed segments]).
+    const bool policy_expandable = options_.expandable && !(v.flags & fmt::kPoolPrivate);
+    if (expandable != policy_expandable)
       throw RestoreError(std::string("the state has ") + (expandable ? "expandable" : "fixed") +
-                         " segments, but this policy uses " + (options_.expandable ? "expandable" : "fixed") +
+                         " segments, but this policy uses " + (policy_expandable ? "expandable" : "fixed") +
                          " ones: replay the run under this policy instead");
     order.push_back(&v);
   }
@@ -150,9 +152,11 @@ void DeviceAllocator::restore(const std::vector<SegmentView>& views, uint64_t re
                         " (at segment " + hex(addr) + "): choose a larger capacity");
   };
 
-  // Fixed segments: one driver allocation each.
-  if (!options_.expandable) {
+  // Fixed segments: one driver allocation each (all of them, or a graph's private pool's under expandable
+  // segments: Note [Private pools use fixed segments]).
+  {
     for (const SegmentView* v : order) {
+      if (v->flags & fmt::kSegExpandable) continue;
       if (!sim->adopt_segment(device_, v->addr, v->size)) throw capacity_error(v->addr);
       auto seg = std::make_unique<Segment>();
       seg->addr = v->addr;
@@ -167,10 +171,12 @@ void DeviceAllocator::restore(const std::vector<SegmentView>& views, uint64_t re
       account(seg.get());
       segments_[seg->addr] = std::move(seg);
     }
-  } else {
+  }
+  if (options_.expandable) {
     // Expandable: the mapped runs of one (pool, stream) share one reservation.
     std::map<std::pair<BlockPool*, Stream>, std::vector<const SegmentView*>> groups;
-    for (const SegmentView* v : order) groups[{pool_of(*v), v->stream}].push_back(v);
+    for (const SegmentView* v : order)
+      if (v->flags & fmt::kSegExpandable) groups[{pool_of(*v), v->stream}].push_back(v);
     for (auto& [key, runs] : groups) {
       BlockPool* pool = key.first;
       const size_t page = pool->is_small ? kSmallPage : kLargePage;
