@@ -34,9 +34,6 @@ namespace gpumem::core {
 namespace fmt = gpumem::fmt;
 
 namespace {
-// The event a restored pending free waits on is recorded on this stream (Note [Restored state]).
-constexpr Stream kRestoredUseStream = ~Stream(0) - 1;
-
 std::string hex(uint64_t a) {
   char b[32];
   std::snprintf(b, sizeof b, "0x%llx", static_cast<unsigned long long>(a));
