@@ -234,7 +234,7 @@ class Replayer {
     const uint64_t need = o.allocated + core::round_size(bytes);
     o.fragmentation = need <= capacity_;
     const int64_t t0 = d_.count() ? d_.t[0] : tUs;
-    std::string s = "At " + seconds(tUs, t0) + " a " + core::format_size(bytes) + " request fails under " +
+    std::string s = seconds(tUs, t0) + " after the first recorded event, a " + core::format_size(bytes) + " request fails under " +
                     core::policy_name(policy_) + " on a " + core::format_size(capacity_) + " device: tensors hold " +
                     core::format_size(o.allocated) + " and the allocator reserves " + core::format_size(o.reserved) +
                     " after releasing what it could. ";
