@@ -47,7 +47,9 @@ for s in "${stages[@]}"; do
         python3 test/gpu/workloads/gpt2_varlen.py > $OUT/varlen/native.txt
         PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True python3 test/gpu/workloads/gpt2_varlen.py > $OUT/varlen/native-expandable.txt
         PYTHONPATH=$PWD/native/python python3 -m gpumem run --allocator $SO --out $OUT/varlen/session -- python3 test/gpu/workloads/gpt2_varlen.py > $OUT/varlen/lens.txt
-        grep -h RESULT $OUT/varlen/*.txt" ;;
+        grep -h RESULT $OUT/varlen/*.txt
+        # Issue 18: replaying the lens capture predicts both native peaks (also runnable later, off the GPU).
+        if command -v node >/dev/null && [ -f dist/native/gpumem_addon.node ]; then node test/gpu/replay_validate.mjs $OUT/varlen; fi" ;;
     *) echo "unknown stage $s" >&2 ;;
   esac
 done
