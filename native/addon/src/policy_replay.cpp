@@ -184,6 +184,10 @@ class Replayer {
  private:
   bool malloc(uint64_t addr, uint64_t bytes, uint64_t stream, int64_t tUs) {
     void* p = nullptr;
+    if (bytes > capacity_) {  // more than the device (also keeps untrusted sizes far from overflow)
+      oom(bytes, tUs);
+      return false;
+    }
     try {
       p = a_.malloc(size_t(bytes), stream, 0);
     } catch (const core::OutOfMemory&) {
@@ -287,9 +291,13 @@ uint64_t reservedPeakUpTo(const DeviceData& d, size_t n) {
 
 PolicyReplayResult replayPolicy(const Model& m, int device, core::Policy policy, uint64_t capacity) {
   const DeviceData& d = deviceOf(m, device);
-  Replayer r(d, policy, capacity ? capacity : deviceCapacity(d));
-  r.run(d.count(), &m);
-  return r.result();
+  try {
+    Replayer r(d, policy, capacity ? capacity : deviceCapacity(d));
+    r.run(d.count(), &m);
+    return r.result();
+  } catch (const core::BackendError& e) {  // the simulated device refused something the data asked
+    throw std::runtime_error(std::string("cannot replay this run on the simulated device: ") + e.what());
+  }
 }
 
 std::string replayJson(const PolicyReplayResult& r) {
@@ -311,7 +319,17 @@ std::string replayJson(const PolicyReplayResult& r) {
   return j.close('}').s;
 }
 
+static std::string whatIf(const Model& m, int device, double tUs, const WhatIfQuery& q);
+
 std::string whatIfJson(const Model& m, int device, double tUs, const WhatIfQuery& q) {
+  try {
+    return whatIf(m, device, tUs, q);
+  } catch (const core::BackendError& e) {
+    throw std::runtime_error(std::string("cannot ask the allocator on the simulated device: ") + e.what());
+  }
+}
+
+static std::string whatIf(const Model& m, int device, double tUs, const WhatIfQuery& q) {
   const DeviceData& d = deviceOf(m, device);
   const DataPolicy data = dataPolicy(m);
   const core::Policy policy = q.havePolicy ? q.policy : data.policy;

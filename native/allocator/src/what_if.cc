@@ -4,6 +4,7 @@
 #include <algorithm>
 
 #include "../../format/gpumem_format.h"
+#include "oom_message.h"
 
 namespace gpumem::core {
 
@@ -73,8 +74,15 @@ uint64_t WhatIf::empty_cache() const {
 }
 
 RequestAnswer WhatIf::request(size_t bytes, Stream stream) const {
-  auto c = copy();
   RequestAnswer a;
+  if (bytes > state_.capacity) {  // more than the device: no policy serves it (and sizes stay far from overflow)
+    a.outcome = Outcome::kOom;
+    a.reserved_after = reserved_;
+    a.oom_message = "CUDA out of memory. Tried to allocate " + format_size(bytes) + ", more than the device's " +
+                    format_size(state_.capacity) + ".";
+    return a;
+  }
+  auto c = copy();
   const uint64_t new_before = c->sim.new_device_bytes();
   try {
     c->allocator.malloc(bytes, stream, 0);
