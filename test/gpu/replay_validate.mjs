@@ -57,7 +57,8 @@ for (const [policy, file] of [
   const r = JSON.parse(h.replay(device, policy));
   const err = (r.peakReservedBytes - measured) / measured;
   const ok = Math.abs(err) <= tolerance && r.oom === null;
-  ok ? passed++ : failed++;
+  if (ok) passed++;
+  else failed++;
   out.checks[policy] = { predicted: r.peakReservedBytes, measured, error: err, ok };
   console.log(`${ok ? 'PASS' : 'FAIL'} ${policy}: replay predicts peak reserved ${fmt(r.peakReservedBytes)}, ${file} measured ${fmt(measured)} (${(err * 100).toFixed(2)} %)`);
 }
