@@ -15,7 +15,6 @@
 
 namespace gpumem {
 
-namespace core = gpumem::core;
 namespace f = gpumem::fmt;
 
 // Note [Policy of the data]: which allocator policy made a file's numbers.
