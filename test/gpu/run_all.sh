@@ -53,7 +53,9 @@ for s in "${stages[@]}"; do
         python3 test/gpu/workloads/gpt2_varlen.py > $OUT/varlen/native.txt
         PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True python3 test/gpu/workloads/gpt2_varlen.py > $OUT/varlen/native-expandable.txt
         PYTHONPATH=$PWD/native/python python3 -m gpumem run --allocator $SO --out $OUT/varlen/session -- python3 test/gpu/workloads/gpt2_varlen.py > $OUT/varlen/lens.txt
-        grep -h RESULT $OUT/varlen/*.txt" ;;
+        grep -h RESULT $OUT/varlen/*.txt
+        # Issue 18: replaying the lens capture predicts both native peaks (also runnable later, off the GPU).
+        NODE=\${GPUMEM_NODE:-node}; if command -v \$NODE >/dev/null && [ -f dist/native/gpumem_addon.node ]; then \$NODE test/gpu/replay_validate.mjs $OUT/varlen; fi" ;;
     # Issue 17: steps found from the bootstrap's facts, and history.append(loss) found as a leak on its line.
     leaks) run_stage leaks 180 python3 test/gpu/steps_check.py --out "$OUT/leaks" ;;
     # Issue 20: PyTorch's own memory tests natively and under `gpumem run`, compared (needs the carried

@@ -6,7 +6,6 @@
 #include <memory>
 #include <stdexcept>
 #include <unordered_map>
-#include <unordered_set>
 
 #include "aggregate.h"
 #include "gpumem_format.h"
@@ -16,7 +15,6 @@
 
 namespace gpumem {
 
-namespace core = gpumem::core;
 namespace f = gpumem::fmt;
 
 // Note [Policy of the data]: which allocator policy made a file's numbers.
@@ -91,11 +89,16 @@ std::string seconds(int64_t us, int64_t t0) {
 // Note [Policy replay]: a run's allocation stream on a fresh simulated device with a given policy
 // and capacity.
 //  - Each alloc is a malloc of the requested bytes (pickles: the block size; the same after 512 B
-//    rounding) on its stream; each free is a free when its free_completed comes (the block is then
-//    reusable; a free_requested that no free_completed follows frees at once). Segment events of the
-//    trace are the original policy's answers and are not replayed: the replayed policy makes its own.
-//  - A pickle's trace may begin after tensors already lived: they are allocated first, in address
-//    order (their real order is not known), and the trace's frees find them.
+//    rounding) on its stream. A free_requested that its free_completed does not follow at once was
+//    deferred by record_stream: the block is freed as pending on an event of a stream of its own,
+//    which completes at the free_completed (one still pending when the data ends stays pending, as in
+//    the run); the block is reusable from the next malloc on, as in the run. Segment events of the trace are the original policy's answers and
+//    are not replayed: the replayed policy makes its own.
+//  - A pickle's trace may begin after tensors already lived. When the state before the trace has
+//    segments of the replayed policy's kind it is restored as it was (Note [Restored state]): the
+//    replay of a PyTorch pickle under `pytorch` then starts from PyTorch's own layout. Otherwise its
+//    live blocks are allocated first, in address order (their real order is not known), and the
+//    trace's frees find them.
 //  - Markers: torch.cuda.empty_cache() and the Empty Cache command run where the run ran them (the
 //    OOM ladder's are the policy's own business); at user and range markers, empty_cache() runs on a
 //    copy (Note [What-if]) to report what it would release there.
@@ -109,6 +112,27 @@ class Replayer {
     if (!d.startEmpty) {
       // Blocks live before the trace's first event (undone from the pickle's final state).
       std::vector<SegmentData> start = stateAfter(d, 0);
+      const bool expandable = core::policy_options(policy).expandable;
+      bool sameKind = !start.empty();
+      uint64_t bytes = 0;
+      for (const SegmentData& s : start) sameKind &= s.expandable == expandable, bytes += s.size;
+      if (sameKind && bytes <= capacity) {
+        // The start state holds segments of this policy's kind: it is restored as it was (a state that
+        // does not fit the capacity gets its blocks allocated instead, below).
+        try {
+          a_.restore(toCoreSegments(start, 0));
+        } catch (const core::RestoreError& e) {
+          throw std::runtime_error(std::string("cannot replay from the state before the trace: ") + e.what());
+        }
+        for (const SegmentData& s : start)
+          for (const BlockData& b : s.blocks)
+            if (b.state == ST_ALLOCATED) ptrs_[b.addr] = reinterpret_cast<void*>(b.addr);
+            else if (b.state == ST_PENDING_FREE) pending_[b.addr] = core::DeviceAllocator::kRestoredUseStream;
+        r_.startRestored = true;
+        r_.peakReserved = uint64_t(a_.stats().reserved_bytes[core::kAll].current);
+        r_.peakAtUs = d.count() ? d.t[0] : 0;
+        start.clear();
+      }
       std::vector<std::pair<uint64_t, std::pair<uint64_t, uint64_t>>> live;  // addr → (bytes, stream)
       for (const SegmentData& s : start)
         for (const BlockData& b : s.blocks)
@@ -118,15 +142,6 @@ class Replayer {
         if (!malloc(addr, bs.first, bs.second, d.count() ? d.t[0] : 0)) break;
         r_.startBlocks++;
       }
-    }
-    // A free_requested frees only if no free_completed of the same block follows it.
-    completes_.assign(d.count(), 0);
-    std::unordered_set<uint64_t> completion;
-    for (size_t i = d.count(); i-- > 0;) {
-      const uint8_t act = d.action[i];
-      if (act == ACT_FREE_COMPLETED) completion.insert(d.addr[i]);
-      else if (act == ACT_FREE_REQUESTED) completes_[i] = completion.erase(d.addr[i]) > 0;
-      else if (act == ACT_ALLOC) completion.erase(d.addr[i]);
     }
     for (const MarkerData& mk : d.markers) markers_.push_back(&mk);
     std::stable_sort(markers_.begin(), markers_.end(), [](auto* a, auto* b) { return a->tUs < b->tUs; });
@@ -141,9 +156,14 @@ class Replayer {
       switch (d_.action[i]) {
         case ACT_ALLOC: malloc(d_.addr[i], d_.size[i] - d_.waste[i], d_.stream[i], d_.t[i]); break;
         case ACT_FREE_REQUESTED:
-          if (!completes_[i]) free(d_.addr[i]);
+          if (i + 1 < d_.count() && d_.action[i + 1] == ACT_FREE_COMPLETED && d_.addr[i + 1] == d_.addr[i]) {
+            free(d_.addr[i]);
+            next_++, r_.events++;  // the completion is this free
+          } else {
+            freePending(d_.addr[i]);
+          }
           break;
-        case ACT_FREE_COMPLETED: free(d_.addr[i]); break;
+        case ACT_FREE_COMPLETED: complete(d_.addr[i]); break;
         default: break;
       }
       r_.events++;
@@ -163,6 +183,10 @@ class Replayer {
  private:
   bool malloc(uint64_t addr, uint64_t bytes, uint64_t stream, int64_t tUs) {
     void* p = nullptr;
+    if (bytes > capacity_) {  // more than the device (also keeps untrusted sizes far from overflow)
+      oom(bytes, tUs);
+      return false;
+    }
     try {
       p = a_.malloc(size_t(bytes), stream, 0);
     } catch (const core::OutOfMemory&) {
@@ -180,6 +204,24 @@ class Replayer {
     a_.free(it->second);
     ptrs_.erase(it);
   }
+  void freePending(uint64_t addr) {
+    auto it = ptrs_.find(addr);
+    if (it == ptrs_.end()) return;
+    const core::Stream use = kPendingStreams + pendingCount_++;
+    a_.record_stream(it->second, use);
+    a_.free(it->second);
+    pending_[addr] = use;
+    ptrs_.erase(it);
+  }
+  void complete(uint64_t addr) {
+    auto it = pending_.find(addr);
+    if (it != pending_.end()) {
+      sim_.complete_events(it->second);
+      pending_.erase(it);
+      return;
+    }
+    free(addr);  // a completion without its request in the data (a trace that begins between them)
+  }
   // Note [OOM cause]: after the OOM ladder has released every cached segment and page it could, a
   // shortage is when tensors and the request together exceed the capacity (no policy could serve
   // it); otherwise the memory exists but this policy's layout cannot give it one block:
@@ -195,7 +237,7 @@ class Replayer {
     const uint64_t need = o.allocated + core::round_size(bytes);
     o.fragmentation = need <= capacity_;
     const int64_t t0 = d_.count() ? d_.t[0] : tUs;
-    std::string s = "At " + seconds(tUs, t0) + " a " + core::format_size(bytes) + " request fails under " +
+    std::string s = seconds(tUs, t0) + " after the first recorded event, a " + core::format_size(bytes) + " request fails under " +
                     core::policy_name(policy_) + " on a " + core::format_size(capacity_) + " device: tensors hold " +
                     core::format_size(o.allocated) + " and the allocator reserves " + core::format_size(o.reserved) +
                     " after releasing what it could. ";
@@ -229,8 +271,10 @@ class Replayer {
   core::DeviceAllocator a_;
   core::Policy policy_;
   uint64_t capacity_;
+  static constexpr core::Stream kPendingStreams = core::Stream(1) << 63;  // one per deferred free
   std::unordered_map<uint64_t, void*> ptrs_;
-  std::vector<uint8_t> completes_;
+  std::unordered_map<uint64_t, core::Stream> pending_;  // addr → the stream its deferred free waits on
+  uint64_t pendingCount_ = 0;
   std::vector<const MarkerData*> markers_;
   size_t next_ = 0, nextMarker_ = 0;
   PolicyReplayResult r_;
@@ -246,9 +290,13 @@ uint64_t reservedPeakUpTo(const DeviceData& d, size_t n) {
 
 PolicyReplayResult replayPolicy(const Model& m, int device, core::Policy policy, uint64_t capacity) {
   const DeviceData& d = deviceOf(m, device);
-  Replayer r(d, policy, capacity ? capacity : deviceCapacity(d));
-  r.run(d.count(), &m);
-  return r.result();
+  try {
+    Replayer r(d, policy, capacity ? capacity : deviceCapacity(d));
+    r.run(d.count(), &m);
+    return r.result();
+  } catch (const core::BackendError& e) {  // the simulated device refused something the data asked
+    throw std::runtime_error(std::string("cannot replay this run on the simulated device: ") + e.what());
+  }
 }
 
 std::string replayJson(const PolicyReplayResult& r) {
@@ -266,11 +314,21 @@ std::string replayJson(const PolicyReplayResult& r) {
     j.open('{').kv("tUs", o.tUs).kvu("requestedBytes", o.requested).kvu("reservedBytes", o.reserved);
     j.kvu("allocatedBytes", o.allocated).kvs("cause", o.fragmentation ? "fragmentation" : "shortage").kvs("sentence", o.sentence).close('}');
   }
-  j.kvu("events", r.events).kvu("startBlocks", r.startBlocks);
+  j.kvu("events", r.events).kvu("startBlocks", r.startBlocks).kvb("startRestored", r.startRestored);
   return j.close('}').s;
 }
 
+static std::string whatIf(const Model& m, int device, double tUs, const WhatIfQuery& q);
+
 std::string whatIfJson(const Model& m, int device, double tUs, const WhatIfQuery& q) {
+  try {
+    return whatIf(m, device, tUs, q);
+  } catch (const core::BackendError& e) {
+    throw std::runtime_error(std::string("cannot ask the allocator on the simulated device: ") + e.what());
+  }
+}
+
+static std::string whatIf(const Model& m, int device, double tUs, const WhatIfQuery& q) {
   const DeviceData& d = deviceOf(m, device);
   const DataPolicy data = dataPolicy(m);
   const core::Policy policy = q.havePolicy ? q.policy : data.policy;

@@ -20,7 +20,8 @@
 //     emptyCacheAtMarkers: { tUs: number; name: string; releasesBytes: number }[];
 //     oom: null | { tUs: number; requestedBytes: number; reservedBytes: number; allocatedBytes: number;
 //                   cause: 'shortage' | 'fragmentation'; sentence: string };
-//     // additions: events (replayed), startBlocks (live before the trace, allocated first)
+//     // additions: events (replayed), startBlocks (live before the trace, allocated first),
+//     // startRestored (the state before the trace was restored as it was instead)
 //   }
 //   type Policy = 'pytorch' | 'pytorch-expandable' | 'lens' | 'lens-no-trim';
 #pragma once
@@ -69,6 +70,7 @@ struct ReplayOom {
 struct PolicyReplayResult {
   core::Policy policy = core::Policy::kLens;
   uint64_t capacity = 0, peakReserved = 0, peakAllocated = 0, events = 0, startBlocks = 0;
+  bool startRestored = false;  // the data's start state was restored (same segment kind as the policy)
   int64_t peakAtUs = 0;
   std::vector<ReplayMarkerResult> markers;
   bool haveOom = false;

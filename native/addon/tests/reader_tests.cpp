@@ -4,7 +4,9 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <fstream>
 #include <functional>
+#include <iterator>
 #include <string>
 #include <vector>
 
@@ -13,6 +15,7 @@
 #include "exercise.h"
 #include "gpumem_format.h"
 #include "pickle_reader.h"
+#include "policy_replay.h"
 #include "replay.h"
 #include "snapshot_import.h"
 
@@ -227,6 +230,34 @@ int main() {
     importSnapshot(m, b.data(), b.size());
     exerciseModel(m);
     CHECK(summaryJson(m) == "{\"format\":\"pytorch-pickle\",\"devices\":[],\"top_lines\":[]}");
+  });
+  run("what-if and policy replay on the real pickle and capture fixtures (under the sanitizers)", [] {
+    // Run from native/addon (make test); the node tests check the figures, this checks memory safety.
+    for (const char* f : {"../../test/fixtures/pytorch-snapshots/mlp-expandable.pickle",
+                          "../../test/fixtures/pytorch-snapshots/mlp-record-stream-pending.pickle",
+                          "../../test/fixtures/pytorch-snapshots/mlp-oom.pickle", "../../test/fixtures/h200-e2e-train.capture"}) {
+      std::ifstream in(f, std::ios::binary);
+      CHECK(in.good());
+      std::vector<uint8_t> b((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+      Model m;
+      if (CaptureDecoder::looksLikeCapture(b.data(), b.size())) {
+        CaptureDecoder d;
+        d.feed(m, b.data(), b.size());
+      } else {
+        importSnapshot(m, b.data(), b.size());
+      }
+      m.derive();
+      for (core::Policy p : {core::Policy::kPytorch, core::Policy::kPytorchExpandable, core::Policy::kLens, core::Policy::kLensNoTrim}) {
+        PolicyReplayResult r = replayPolicy(m, 0, p, 0);
+        CHECK(r.peakReserved >= r.peakAllocated && r.peakAllocated > 0 && !r.haveOom);
+        CHECK(replayJson(r) == replayJson(replayPolicy(m, 0, p, 0)));  // deterministic
+        WhatIfQuery q;
+        q.havePolicy = true, q.policy = p, q.requests = {512, 3ull << 20, 1ull << 30};
+        std::string w = whatIfJson(m, 0, INFINITY, q);
+        CHECK(w.find("\"policy\":\"" + std::string(core::policy_name(p)) + "\"") != std::string::npos);
+      }
+      exerciseModel(m);
+    }
   });
   fprintf(stderr, "%d passed, %d failed\n", passed, failed);
   return failed ? 1 : 0;

@@ -824,7 +824,8 @@ void DeviceAllocator::reset_accumulated_stats() {
 std::vector<SegmentView> DeviceAllocator::segments() {
   Lock lock(mu_);
   std::vector<SegmentView> out;
-  for (auto& [addr, seg] : segments_) {
+  for (auto& entry : segments_) {
+    auto& seg = entry.second;  // not a structured binding: C++17 lambdas cannot capture those (clang)
     PoolId id = seg->pool->owner ? seg->pool->owner->id : PoolId{};
     auto view_of = [&](uint64_t a) {
       SegmentView v;

@@ -81,6 +81,8 @@ class DeviceAllocator {
   // empty allocator on the simulated backend, with this allocator's options; the reserved peak is
   // `reserved_peak` when larger than what the segments hold (trim on growth defends it).
   void restore(const std::vector<SegmentView>& segments, uint64_t reserved_peak = 0);
+  // A restored pending free waits for an event recorded on this stream (Note [Restored state]).
+  static constexpr Stream kRestoredUseStream = ~Stream(0) - 1;
   const Options& options() const { return options_; }
   // Recomputes every current stat and structural property from the block lists; "" when all hold,
   // else a description of the first violation. Tests call it after every operation.

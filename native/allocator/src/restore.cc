@@ -34,9 +34,6 @@ namespace gpumem::core {
 namespace fmt = gpumem::fmt;
 
 namespace {
-// The event a restored pending free waits on is recorded on this stream (Note [Restored state]).
-constexpr Stream kRestoredUseStream = ~Stream(0) - 1;
-
 std::string hex(uint64_t a) {
   char b[32];
   std::snprintf(b, sizeof b, "0x%llx", static_cast<unsigned long long>(a));
@@ -80,6 +77,15 @@ void DeviceAllocator::restore(const std::vector<SegmentView>& views, uint64_t re
     order.push_back(&v);
   }
   std::sort(order.begin(), order.end(), [](auto* a, auto* b) { return a->addr < b->addr; });
+  // Untrusted sizes (a file's) are bounded by the device before anything is built from them.
+  uint64_t total_bytes = 0;
+  for (const SegmentView* v : order) {
+    if (v->size > total_ - std::min(total_, total_bytes)) {
+      throw RestoreError("the state holds more memory than the simulated device's " + format_size(total_) +
+                         " (at segment " + hex(v->addr) + "): choose a larger capacity");
+    }
+    total_bytes += v->size;
+  }
   for (size_t i = 1; i < order.size(); i++)
     if (order[i - 1]->addr + order[i - 1]->size > order[i]->addr)
       throw RestoreError("segments " + hex(order[i - 1]->addr) + " and " + hex(order[i]->addr) + " overlap");
@@ -182,6 +188,10 @@ void DeviceAllocator::restore(const std::vector<SegmentView>& views, uint64_t re
       const size_t page = pool->is_small ? kSmallPage : kLargePage;
       const uint64_t base = runs.front()->addr;
       const uint64_t last_end = runs.back()->addr + runs.back()->size;
+      if (last_end - base > kExpandableRangeFactor * total_)
+        throw RestoreError("the expandable segments of stream " + std::to_string(key.second) + " span " +
+                           format_size(last_end - base) + ", more than one reservation (" +
+                           std::to_string(kExpandableRangeFactor) + " x the device) holds");
       // The reservation ends where another group's first segment after it begins.
       uint64_t limit = base + std::max<uint64_t>(kExpandableRangeFactor * total_, last_end - base);
       for (const SegmentView* o : order) {

@@ -4,6 +4,7 @@
 #include <algorithm>
 
 #include "../../format/gpumem_format.h"
+#include "oom_message.h"
 
 namespace gpumem::core {
 
@@ -73,8 +74,15 @@ uint64_t WhatIf::empty_cache() const {
 }
 
 RequestAnswer WhatIf::request(size_t bytes, Stream stream) const {
-  auto c = copy();
   RequestAnswer a;
+  if (bytes > state_.capacity) {  // more than the device: no policy serves it (and sizes stay far from overflow)
+    a.outcome = Outcome::kOom;
+    a.reserved_after = reserved_;
+    a.oom_message = "CUDA out of memory. Tried to allocate " + format_size(bytes) + ", more than the device's " +
+                    format_size(state_.capacity) + ".";
+    return a;
+  }
+  auto c = copy();
   const uint64_t new_before = c->sim.new_device_bytes();
   try {
     c->allocator.malloc(bytes, stream, 0);
@@ -92,12 +100,23 @@ RequestAnswer WhatIf::request(size_t bytes, Stream stream) const {
 
 uint64_t WhatIf::largest_without_growth(Stream stream) const {
   auto from_cache = [&](uint64_t n) { return request(size_t(n), stream).outcome == Outcome::kFromCache; };
+  // The largest free block of the stream in each pool's range: the answer whenever no trim moves
+  // pages (fixed segments, expandable without trim, below the reserved peak). It is only a guess
+  // until the allocator confirms it (served, and 512 B more not); otherwise bisection decides.
+  uint64_t free_large = 0, free_small = 0;
+  for (const SegmentView& s : state_.segments) {
+    if (s.stream != stream) continue;
+    const bool small = (s.flags & fmt::kPoolSmall) != 0;
+    for (const BlockView& b : s.blocks)
+      if (b.state == fmt::BLOCK_INACTIVE) (small ? free_small : free_large) = std::max(small ? free_small : free_large, b.size);
+  }
   // Largest n in [lo, hi] (multiples of 512) with from_cache(n), assuming it holds for a prefix.
-  auto bisect = [&](uint64_t lo, uint64_t hi) -> uint64_t {
-    if (hi < lo || !from_cache(lo)) return 0;
-    uint64_t good = lo / kMinBlockSize, bad = hi / kMinBlockSize + 1;  // in 512 B units
+  auto search = [&](uint64_t lo, uint64_t hi, uint64_t guess) -> uint64_t {
+    if (hi < lo) return 0;
+    if (guess >= lo && guess < hi && from_cache(guess) && !from_cache(guess + kMinBlockSize)) return guess;
+    if (!from_cache(lo)) return 0;
     if (from_cache(hi)) return hi;
-    bad = hi / kMinBlockSize;
+    uint64_t good = lo / kMinBlockSize, bad = hi / kMinBlockSize;  // in 512 B units
     while (bad - good > 1) {
       const uint64_t mid = good + (bad - good) / 2;
       (from_cache(mid * kMinBlockSize) ? good : bad) = mid;
@@ -105,8 +124,10 @@ uint64_t WhatIf::largest_without_growth(Stream stream) const {
     return good * kMinBlockSize;
   };
   // A request no larger than the reserved memory is the most the cache can serve.
-  const uint64_t large = reserved_ > kSmallSize ? bisect(kSmallSize + kMinBlockSize, reserved_ / kMinBlockSize * kMinBlockSize) : 0;
-  return large ? large : bisect(kMinBlockSize, kSmallSize);
+  const uint64_t large = reserved_ > kSmallSize
+                             ? search(kSmallSize + kMinBlockSize, reserved_ / kMinBlockSize * kMinBlockSize, free_large)
+                             : 0;
+  return large ? large : search(kMinBlockSize, kSmallSize, std::min(free_small, kSmallSize));
 }
 
 Stream WhatIf::default_stream() const {

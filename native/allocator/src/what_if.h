@@ -14,7 +14,8 @@
 //    range (≤ 1 MiB) and above it, because a large free block does not serve a small request. The
 //    answer is monotone in the size within each range for every policy (fixed: one free block fits;
 //    expandable: one free mapped block fits, or with trim enough movable free pages exist), so
-//    bisection finds the largest; it costs about 30 copies.
+//    bisection finds the largest; it costs about 30 copies. The largest free block of the stream is
+//    tried first: when the allocator confirms it (served, and 512 B more not), two copies suffice.
 #pragma once
 #include <cstdint>
 #include <memory>
