@@ -522,11 +522,23 @@ GPUMEM_REC_API int gpumem_snapshot_pickle(uint8_t** out, size_t* out_len) {
 GPUMEM_REC_API void gpumem_free_buffer(void* p) { std::free(p); }
 
 GPUMEM_REC_API int gpumem_mark(const char* name, uint32_t kind) {
-  if (!name || kind > fmt::MARK_STEP) {
-    rec::set_last_error("gpumem_mark: name must not be NULL and kind must be 0–4 (MarkerKind)");
+  if (!name || kind > fmt::MARK_PHASE) {
+    rec::set_last_error("gpumem_mark: name must not be NULL and kind must be 0–5 (MarkerKind)");
     return -1;
   }
   rec::mark(name, kind);
+  return 0;
+}
+
+// Note [Tags] in gpumem_format.h: one record, no allocator lock; the reader resolves the address.
+GPUMEM_REC_API int gpumem_tag(uint64_t addr, uint64_t size, uint32_t category, const char* name, int device) {
+  if (category < fmt::TAG_PARAMETER || category > fmt::TAG_OPTIMIZER_STATE || device < 0 || device > 255) {
+    rec::set_last_error("gpumem_tag: category must be 1 (parameter), 2 (gradient) or 3 (optimizer state) and device 0–255");
+    return -1;
+  }
+  if (!rec::g_active.load() || rec::g_forked || !rec::writer::is_open()) return 0;
+  fmt::TagRec r{rec::now_ns(), addr, size, category, name && *name ? rec::stacks::intern_string(name) : 0u};
+  rec::writer::append(fmt::REC_TAG, uint8_t(device), 0, &r, sizeof r, nullptr, 0, true);
   return 0;
 }
 
