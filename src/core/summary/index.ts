@@ -3,12 +3,13 @@ import path from 'node:path';
 import { openModel } from '../model/open';
 import type { AllocatorState, SnapshotSummary } from '../model/types';
 import { summaryReport } from './report';
-import { stepsJson, stepsText, type StepsJson } from './steps';
+import { categoriesJson, categoriesText, type CategoriesJson } from './categories';
+import { stepsText, stepsWithCategories, type StepsJson } from './steps';
 
 export { summaryReport } from './report';
 
 export interface FileSummary {
-  summary: SnapshotSummary & { steps: StepsJson[] };
+  summary: SnapshotSummary & { steps: StepsJson[]; categories: CategoriesJson[] };
   text: string;
   problems: string[];
 }
@@ -20,10 +21,12 @@ export function summarizeFile(file: string, topLines = 10): FileSummary {
     const states = new Map<number, AllocatorState>();
     for (const d of model.devices()) states.set(d, model.stateAt(d, Infinity));
     const problems = model.problems().map((p) => `${p.message} (at byte ${p.offset})`);
-    const steps = stepsJson(model);
-    const stepLines = stepsText(steps);
-    const text = summaryReport({ fileName: path.basename(file), summary, states, problems, topLines }) + (stepLines.length ? '\n' + stepLines.join('\n') : '');
-    return { summary: { ...summary, steps }, text, problems };
+    const withCategories = stepsWithCategories(model);
+    const steps = withCategories.map((s) => s.json);
+    const categories = withCategories.map((s) => categoriesJson(model, s.json.device, s.view));
+    const more = [...categoriesText(categories), ...stepsText(steps)];
+    const text = summaryReport({ fileName: path.basename(file), summary, states, problems, topLines }) + (more.length ? '\n' + more.join('\n') : '');
+    return { summary: { ...summary, steps, categories }, text, problems };
   } finally {
     model.close();
   }
