@@ -65,6 +65,8 @@ Segments segments(const DeviceData& d) {
   return s;
 }
 
+bool hasPhaseBegins(const DeviceData& d);
+
 // Category per event index (meaningful for allocs only).
 std::vector<uint8_t> categorize(const DeviceData& d) {
   const size_t n = d.count();
@@ -85,7 +87,7 @@ std::vector<uint8_t> categorize(const DeviceData& d) {
   for (; k < d.tags.size(); k++) apply(d.tags[k]);
 
   const Segments s = segments(d);
-  const bool phases = !d.phases.empty();
+  const bool phases = hasPhaseBegins(d);
   std::vector<uint8_t> cat(n, C_OTHER);
   for (size_t i = 0; i < n; i++) {
     if (d.action[i] != ACT_ALLOC) continue;
@@ -102,6 +104,11 @@ std::vector<uint8_t> categorize(const DeviceData& d) {
     else if (s.phaseOf(sa) == PHASE_OTHER && s.nextBwd[sa] == sf) cat[i] = C_ACTIVATION;
   }
   return cat;
+}
+
+// Phase facts exist only where a phase began: the step facts that end phases are older than the begins.
+bool hasPhaseBegins(const DeviceData& d) {
+  return std::any_of(d.phases.begin(), d.phases.end(), [](const PhaseMark& p) { return p.phase != PHASE_OTHER; });
 }
 
 bool isForward(std::string_view name) {
@@ -227,7 +234,7 @@ std::string categoriesJson(const Model& m, int index, const std::vector<double>&
     }
     out[mo.slot + 1] = o.close('}').s;
   }
-  j.kvb("hasTags", !d.tags.empty()).kvb("hasPhases", !d.phases.empty()).key("categories").open('[');
+  j.kvb("hasTags", !d.tags.empty()).kvb("hasPhases", hasPhaseBegins(d)).key("categories").open('[');
   for (const char* c : kCatNames) j.item().str(c);
   j.close(']');
   j.key("peak").raw(out[0]).key("moments").open('[');
