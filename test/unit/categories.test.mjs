@@ -135,3 +135,22 @@ test('gpumem summary: categories at the peak, per step end, and the leak\'s cate
   assert.match(s.text, /params\s+grads\s+optimizer\s+activations\s+temporary\s+other/);
   assert.match(s.text, /Leak: \S+:\d+ keeps 64\.0 KiB more at each step end \(steps 1–5, 320 KiB at the last step end, not parameters/);
 });
+
+test('the hover of an annotated line gives its bytes at the peak by category', { skip }, async () => {
+  const { hoverMarkdown } = await import('../../src/core/annotations/index.ts');
+  const { cap, info } = train(3);
+  const m = openModel(cap);
+  try {
+    const peak = m.categories(0, [], true).peak;
+    const stats = m.lineStats(0);
+    const hoverOf = (kind) => {
+      const stat = stats.find((s) => s.line === info.lines[kind]);
+      return hoverMarkdown(stat, { peakBytes: m.current(0).peakAllocatedBytes, where: '', stack: (id) => m.stack(id), categories: lineCategories(peak, stat.file, stat.line) });
+    };
+    assert.match(hoverOf('act'), /\| By category at peak \| activations 18\.0 MiB \|/);
+    assert.match(hoverOf('tmp'), /\| By category at peak \| temporaries 2\.00 MiB \|/);
+    assert.match(hoverOf('grad'), /\| By category at peak \| gradients 12\.0 MiB \|/);
+  } finally {
+    m.close();
+  }
+});
