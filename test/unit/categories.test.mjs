@@ -128,9 +128,9 @@ test('gpumem summary: categories at the peak, per step end, and the leak\'s cate
   assert.deepEqual(dev.steps.map((x) => x.categories.other), [1, 2, 3, 4, 5].map((k) => k * 64 * KiB));
   assert.deepEqual(dev.leaks.map((l) => [l.line, l.category]), [[info.lines.leak, 'other']]);
   assert.match(s.text, /What the memory is at the peak on device 0 \(\S+ MiB allocated\):/);
-  assert.match(s.text, /\n  optimizer state\s+24\.0 MiB/);
-  assert.match(s.text, /\n  activations\s+24\.0 MiB/);
-  assert.match(s.text, /\n    Attention\s+18\.0 MiB/);
+  assert.match(s.text, /\n {2}optimizer state\s+24\.0 MiB/);
+  assert.match(s.text, /\n {2}activations\s+24\.0 MiB/);
+  assert.match(s.text, /\n {4}Attention\s+18\.0 MiB/);
   assert.match(s.text, /not by module path/);
   assert.match(s.text, /params\s+grads\s+optimizer\s+activations\s+temporary\s+other/);
   assert.match(s.text, /Leak: \S+:\d+ keeps 64\.0 KiB more at each step end \(steps 1–5, 320 KiB at the last step end, not parameters/);
