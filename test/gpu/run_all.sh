@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Every GPU check in one device call (device time is scarce). Build here first, then carry dist/native:
 #   make -C native/allocator && <device run, carry dist/native> bash test/gpu/run_all.sh [stage…]
-# Stages: env allocator workload sanitizer stacks micro steps frag probes varlen leaks pytorch-tests summaries (default: env allocator stacks workload sanitizer).
+# Stages: env allocator workload sanitizer stacks micro steps frag probes varlen leaks pytorch-tests summaries categories (default: env allocator stacks workload sanitizer).
 # Each of micro, steps and frag is one part of test/gpu/bench_allocator.py; "bench" runs all three.
 # Results land under $OUT (logs + JSON), one file per stage, so they come back with the call.
 set -u
@@ -64,6 +64,12 @@ for s in "${stages[@]}"; do
     # Issue 13: gpumem summary (text and --json) of an OOM, a SIGKILL, a full-disk run and 2 ranks; needs
     # dist/cli.js and Node (carried as .carry/node/node.xz, or GPUMEM_NODE). Summaries land in $OUT/summaries/.
     summaries) run_stage summaries 560 python3 test/gpu/summaries_check.py --out "$OUT" ;;
+    # Issue 17: categories of GPT-2 (AdamW, bf16) and ResNet-50 under gpumem run vs what the workload measures,
+    # then the step-time overhead of gpumem run (with the bootstrap's phase marks and optimizer tag walk) vs
+    # native: bench_allocator's step benchmark, 3 interleaved rounds, median ratio.
+    categories) run_stage categories 560 bash -c "python3 test/gpu/categories_check.py --out $OUT/categories; rc=\$?
+        python3 test/gpu/bench_allocator.py --so $SO --only steps --models gpt2 resnet50 --step-configs native gpumem-run --rounds 3 | grep -E 'step_ratio|median'
+        exit \$rc" ;;
     *) echo "unknown stage $s" >&2 ;;
   esac
 done

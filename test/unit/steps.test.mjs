@@ -111,5 +111,5 @@ test('gpumem summary prints the steps and the leak, and --json carries them', { 
   assert.deepEqual([dev.source, dev.steps.length], ['optimizer', 5]);
   assert.deepEqual(dev.leaks.map((l) => [l.line, l.growth_per_step_bytes, l.from_step, l.to_step]), [[info.lines.leak, 64 * KiB, 1, 5]]);
   assert.match(s.text, /Steps on device 0: 5, found from optimizer\.step\(\) after backward\(\)/);
-  assert.match(s.text, new RegExp(`Leak: \\S*sim_training\\.py:${info.lines.leak} keeps 64\\.0 KiB more at each step end \\(steps 1–5, 320 KiB at the last step end\\)`));
+  assert.match(s.text, new RegExp(`Leak: \\S*sim_training\\.py:${info.lines.leak} keeps 64\\.0 KiB more at each step end \\(steps 1–5, 320 KiB at the last step end[,)]`));
 });

@@ -91,7 +91,7 @@ test('`gpumem summary --json` prints the summary document and the text report sh
   // Issue #4's document, exactly, plus what issue 13 adds (identity, time, integrity, OOMs; per device the
   // name and the peak in seconds since the first allocation).
   const doc = JSON.parse(json.out);
-  const { identity, time, integrity, ooms, steps, ...issue4 } = doc;
+  const { identity, time, integrity, ooms, steps, categories, ...issue4 } = doc;
   // what_if is the engine's answer (checked in what-if-engine.test.mjs).
   const added = ['name', 'total_bytes', 'pci_bus_id', 'peak_t_s', 'peak_step', 'what_if'];
   const devices = issue4.devices.map((dev) => Object.fromEntries(Object.entries(dev).filter(([k]) => !added.includes(k))));
@@ -116,6 +116,11 @@ test('`gpumem summary --json` prints the summary document and the text report sh
   const d = expected.devices[0];
   const peakS = Math.round(d.peak_at_time_us - t0) / 1e6;
   assert.equal(doc.devices[0].peak_t_s, peakS);
+  // Issue 17: a pickle has no tags or phases: every byte at the peak is "other", or allocated before its trace.
+  const peak = categories[0].peak;
+  assert.equal(peak.allocated_bytes, expected.devices[0].peak_allocated_bytes);
+  assert.equal(peak.bytes.other + peak.untraced_bytes, peak.allocated_bytes);
+  assert.deepEqual([categories[0].has_tags, categories[0].has_phases], [false, false]);
   const text = await captureStdout(() => summaryCommand([file]));
   assert.equal(text.code, 0);
   assert.doesNotMatch(text.out, /time_us/, 'no raw epoch microseconds in text');

@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "aggregate.h"
+#include "categories.h"
 #include "capture_decoder.h"
 #include "export_pickle.h"
 #include "gpumem_format.h"
@@ -211,6 +212,7 @@ class Handle : public Napi::ObjectWrap<Handle> {
                            InstanceMethod("stack", &Handle::Stack),
                            InstanceMethod("markers", &Handle::Markers),
                            InstanceMethod("stepTable", &Handle::StepTable),
+                           InstanceMethod("categories", &Handle::Categories),
                            InstanceMethod("ooms", &Handle::Ooms),
                            InstanceMethod("spans", &Handle::Spans),
                            InstanceMethod("diff", &Handle::Diff),
@@ -321,6 +323,20 @@ class Handle : public Napi::ObjectWrap<Handle> {
       ends.push_back(t);
     }
     return Str(env, stepTableJson(M(env), Dev(info, 0), ends));
+  }
+  Napi::Value Categories(const Napi::CallbackInfo& info) {
+    Napi::Env env = info.Env();
+    if (info.Length() < 3 || !info[1].IsArray() || !info[2].IsBoolean())
+      throw Napi::TypeError::New(env, "categories(device, timesUs: number[], withLines: boolean)");
+    Napi::Array a = info[1].As<Napi::Array>();
+    std::vector<double> times;
+    times.reserve(a.Length());
+    for (uint32_t k = 0; k < a.Length(); k++) {
+      Napi::Value v = a.Get(k);
+      if (!v.IsNumber()) throw Napi::TypeError::New(env, "categories: timesUs must hold numbers");
+      times.push_back(v.As<Napi::Number>().DoubleValue());
+    }
+    return Str(env, categoriesJson(M(env), Dev(info, 0), times, info[2].As<Napi::Boolean>().Value()));
   }
   Napi::Value Ooms(const Napi::CallbackInfo& info) { return Str(info.Env(), oomsJson(M(info.Env()))); }
   Napi::Value Spans(const Napi::CallbackInfo& info) {

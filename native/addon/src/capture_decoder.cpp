@@ -287,8 +287,25 @@ bool CaptureDecoder::record(Model& m, uint8_t type, uint8_t device, uint16_t fla
     case f::REC_MARKER: {
       if (n < sizeof(f::MarkerRec)) return tooShort("marker");
       auto r = load<f::MarkerRec>(p);
+      uint32_t name = str(r.name);
+      // Phases are process-wide facts (written once, device 0): every device that has events gets the boundary
+      // at its own event count, which is exact because the main thread appends the marker after its events.
+      auto boundary = [&](uint8_t phase) {
+        for (DeviceData* d : devs_)
+          if (d) d->phases.push_back(PhaseMark{(uint32_t)d->count(), phase});
+      };
+      if (r.kind == f::MARK_PHASE) {
+        const std::string& s = m.strings[name];
+        if (s == "backward") boundary(PHASE_BACKWARD);
+        else if (s == "optimizer") boundary(PHASE_OPTIMIZER);
+        return true;  // not a marker users see
+      }
+      if (r.kind == f::MARK_STEP) {
+        const std::string& s = m.strings[name];
+        if (s == "backward" || s == "optimizer.step") boundary(PHASE_OTHER);
+      }
       uint8_t kind = r.kind == f::MARK_BEGIN ? 1 : r.kind == f::MARK_END ? 2 : r.kind == f::MARK_SNAPSHOT ? 4 : r.kind == f::MARK_STEP ? 7 : 0;
-      dev(m, device).markers.push_back(MarkerData{toUs(r.t_ns), kind, str(r.name), ""});
+      dev(m, device).markers.push_back(MarkerData{toUs(r.t_ns), kind, name, ""});
       return true;
     }
     case f::REC_NOTICE: {
@@ -297,6 +314,14 @@ bool CaptureDecoder::record(Model& m, uint8_t type, uint8_t device, uint16_t fla
       static const char* levels[] = {"info", "warning", "error"};
       std::string detail = std::string("{\"level\":\"") + (r.level < 3 ? levels[r.level] : "info") + "\"}";
       dev(m, device).markers.push_back(MarkerData{toUs(r.t_ns), 6, str(r.text), detail});
+      return true;
+    }
+    case f::REC_TAG: {
+      if (n < sizeof(f::TagRec)) return tooShort("tag");
+      auto r = load<f::TagRec>(p);
+      if (r.category < f::TAG_PARAMETER || r.category > f::TAG_OPTIMIZER_STATE) return true;  // a newer category
+      DeviceData& d = dev(m, device);
+      d.tags.push_back(TagData{(uint32_t)d.count(), r.addr, r.size, (uint8_t)r.category});
       return true;
     }
     case f::REC_LOST: {

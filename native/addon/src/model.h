@@ -85,6 +85,21 @@ struct OomData {
   uint32_t eventIndex;
 };
 
+// A REC_TAG (Note [Tags]): resolved against the allocations live after events [0, eventIndex).
+struct TagData {
+  uint32_t eventIndex;
+  uint64_t addr, size;
+  uint8_t category;  // fmt::TagCategory
+};
+
+// A phase boundary (Note [Categories] in categories.cpp): after events [0, eventIndex), the workload is in
+// `phase` until the next boundary.
+enum Phase : uint8_t { PHASE_OTHER = 0, PHASE_BACKWARD = 1, PHASE_OPTIMIZER = 2 };
+struct PhaseMark {
+  uint32_t eventIndex;
+  uint8_t phase;
+};
+
 struct SampleData {
   int64_t tUs;
   uint64_t used, total;
@@ -144,6 +159,8 @@ struct DeviceData {
   std::vector<MarkerData> markers;
   std::vector<OomData> ooms;
   std::vector<SampleData> samples;
+  std::vector<TagData> tags;
+  std::vector<PhaseMark> phases;
 
   size_t count() const { return t.size(); }
   void reserve(size_t n) {

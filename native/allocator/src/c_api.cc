@@ -210,11 +210,20 @@ GPUMEM_API int gpumem_snapshot_pickle(uint8_t** out, size_t* out_len) {
 GPUMEM_API void gpumem_free_buffer(void* p) { std::free(p); }
 
 GPUMEM_API int gpumem_mark(const char* name, uint32_t kind) {
-  if (!name || kind > fmt::MARK_STEP) {
-    set_last_error("gpumem_mark: name must not be NULL and kind must be 0–4 (MarkerKind)");
+  if (!name || kind > fmt::MARK_PHASE) {
+    set_last_error("gpumem_mark: name must not be NULL and kind must be 0–5 (MarkerKind)");
     return -1;
   }
   rec::mark(name, kind);
+  return 0;
+}
+
+GPUMEM_API int gpumem_tag(uint64_t addr, uint64_t size, uint32_t category, const char* name, int device) {
+  if (category < fmt::TAG_PARAMETER || category > fmt::TAG_OPTIMIZER_STATE || device < 0 || device > 255) {
+    set_last_error("gpumem_tag: category must be 1 (parameter), 2 (gradient) or 3 (optimizer state) and device 0–255");
+    return -1;
+  }
+  rec::tag(addr, size, category, name, device);
   return 0;
 }
 

@@ -361,6 +361,13 @@ void notice(const std::string& text, uint32_t level) {
   writer::append(fmt::REC_NOTICE, 0, 0, &r, sizeof r, nullptr, 0, true);
 }
 
+// Note [Tags] in gpumem_format.h: one record, no allocator lock; the reader resolves the address.
+void tag(uint64_t addr, uint64_t size, uint32_t category, const char* name, int device) {
+  if (!active() || g_forked || !writer::is_open()) return;
+  fmt::TagRec r{now_ns(), addr, size, category, name && *name ? stacks::intern_string(name) : 0u};
+  writer::append(fmt::REC_TAG, uint8_t(device), 0, &r, sizeof r, nullptr, 0, true);
+}
+
 void shutdown(int exit_code) {
   if (g_forked.load() || g_shut.exchange(true)) return;
   sampler::stop();

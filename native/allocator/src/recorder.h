@@ -43,6 +43,7 @@ int64_t write_state(int device, uint32_t reason);
 int64_t take_snapshot(const char* pickle_path, std::string* err);
 void mark(const std::string& name, uint32_t kind);  // fmt::MarkerKind
 void notice(const std::string& text, uint32_t level);
+void tag(uint64_t addr, uint64_t size, uint32_t category, const char* name, int device);  // fmt::TagRec
 int process_rank();                                 // RANK from the environment (0 if unset)
 std::string default_snapshot_path();                // <capture folder>/snapshot-<pid>-<n>.pickle
 

@@ -5,6 +5,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import type {
   AllocationSpan,
+  CategoryReport,
   AllocatorState,
   CaptureEnd,
   CaptureHeaderInfo,
@@ -47,6 +48,7 @@ export interface NativeHandle extends WhatIfHandle {
   spans(device: number, t0Us: number, t1Us: number, maxCount: number): string;
   diff(device: number, aUs: number, bUs: number, other?: NativeHandle): string;
   stepTable(device: number, endsUs: number[]): string;
+  categories(device: number, timesUs: number[], withLines: boolean): string;
   summary(): string;
   exportPickle(outPath: string, atUs: number): void;
   eventCount(): number;
@@ -181,6 +183,9 @@ class NativeModel implements Model {
   }
   stepTable(device: number, endsUs: readonly number[]): StepTable {
     return parse<StepTable>(this.handle.stepTable(device, [...endsUs]));
+  }
+  categories(device: number, timesUs: readonly number[], withLines = false): CategoryReport {
+    return parse<CategoryReport>(this.handle.categories(device, [...timesUs], withLines));
   }
   summary(): SnapshotSummary {
     return parse<SnapshotSummary>(this.handle.summary());

@@ -163,6 +163,38 @@ export interface StepTable {
   lines: { file: string; line: number; bytesAtEnds: number[] }[];
 }
 
+/** What every allocated byte is (Note [Categories] in native/addon/src/categories.cpp). */
+export type Category = 'parameter' | 'gradient' | 'optimizer_state' | 'activation' | 'temporary' | 'other';
+export type CategoryBytes = Record<Category, number>;
+
+export interface CategoryMoment {
+  timeUs: number;
+  allocatedBytes: number;
+  reservedBytes: number;
+  /** Σ bytes = allocatedBytes − untracedBytes */
+  bytes: CategoryBytes;
+  /** allocated before the trace began (a pickle's start state): no category known */
+  untracedBytes: number;
+  /** latest NVML sample at or before the moment, and what of it lies outside the allocator's reserved bytes */
+  deviceUsedBytes?: number;
+  notFromAllocatorBytes?: number;
+  /** activations by module class (the innermost `forward` of their stacks), largest first */
+  modules: { module: string; bytes: number }[];
+  /** per line (innermost user frame), at the peak and at the last asked moment when asked for */
+  lines?: { file: string; line: number; bytes: Partial<CategoryBytes> }[];
+}
+
+export interface CategoryReport {
+  /** the workload wrote parameter/gradient/optimizer tags (an optimizer stepped under the lens bootstrap) */
+  hasTags: boolean;
+  /** phase facts exist (a backward ran), so activations and temporaries are told apart */
+  hasPhases: boolean;
+  categories: Category[];
+  /** exactly after the event that reached the device's peak; null for a device with no events */
+  peak: CategoryMoment | null;
+  moments: CategoryMoment[];
+}
+
 export interface LineDiff {
   file: string;
   line: number;
@@ -302,6 +334,8 @@ export interface Model {
   diff(device: number, aUs: number, bUs: number, other?: Model): LineDiff[];
   /** per step (ends ascending): peak inside, allocated/reserved at the end, bytes live per line at each end */
   stepTable(device: number, endsUs: readonly number[]): StepTable;
+  /** bytes per category at the peak and at each of `timesUs`; per line at the peak and the last time if withLines */
+  categories(device: number, timesUs: readonly number[], withLines?: boolean): CategoryReport;
   summary(): SnapshotSummary;
   /** PyTorch snapshot pickle (protocol 4) of the state at `atUs` (default: end) with the trace */
   exportPickle(outPath: string, atUs?: number): void;

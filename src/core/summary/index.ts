@@ -7,7 +7,8 @@ import { identityOf, type Identity } from './identity';
 import { integrityOf, isIntegrityProblem, type Integrity } from './integrity';
 import { oomRows, type OomRow } from './ooms';
 import { summaryReport } from './report';
-import { stepsJson, stepsText, type StepsJson } from './steps';
+import { categoriesJson, categoriesText, type CategoriesJson } from './categories';
+import { stepsText, stepsWithCategories, type StepsJson } from './steps';
 import { jsonSeconds, timeBaseOf, type StepSource } from './timebase';
 import { addWhatIf, whatIfText } from './whatIf';
 
@@ -34,8 +35,8 @@ export interface SummaryDocument extends SnapshotSummary {
 }
 
 export interface FileSummary {
-  /** `steps`: only devices where steps were found; absent when none were */
-  summary: SummaryDocument & { steps?: StepsJson[] };
+  /** `steps`: only devices where steps were found; `categories`: every device (Note [Categories]) */
+  summary: SummaryDocument & { steps?: StepsJson[]; categories: CategoriesJson[] };
   text: string;
   problems: string[];
 }
@@ -80,13 +81,15 @@ export function summarizeFile(file: string, topLines = 10): FileSummary {
       .problems()
       .filter((p) => !isIntegrityProblem(p))
       .map((p) => `${p.message} (at byte ${p.offset})`);
-    const steps = stepsJson(model).filter((s) => s.steps.length > 0);
-    const stepLines = stepsText(steps);
+    const withCategories = stepsWithCategories(model);
+    const categories = withCategories.map((s) => categoriesJson(model, s.json.device, s.view));
+    const steps = withCategories.map((s) => s.json).filter((s) => s.steps.length > 0);
+    const more = [...categoriesText(categories), ...stepsText(steps)];
     const text =
       summaryReport({ fileName: path.basename(file), summary, states, problems, topLines }) +
       whatIfText(summary) +
-      (stepLines.length ? '\n' + stepLines.join('\n') : '');
-    return { summary: steps.length ? { ...summary, steps } : summary, text, problems };
+      (more.length ? '\n' + more.join('\n') : '');
+    return { summary: steps.length ? { ...summary, steps, categories } : { ...summary, categories }, text, problems };
   } finally {
     model.close();
   }

@@ -4,6 +4,7 @@
 // a second while a capture grows. No gutter icons: the glyph margin stays free for breakpoints.
 import * as vscode from 'vscode';
 import type { Model } from '../../core/model/types';
+import { lineCategories } from '../../core/categories';
 import {
   annotationStyle,
   computeAnnotations,
@@ -133,13 +134,16 @@ export class AnnotationController implements vscode.Disposable {
         const peakBytes = safe(() => model.current(device).peakAllocatedBytes, 0);
         const stats = safe(() => model.lineStats(device), []);
         const multi = where || model.devices().length > 1 ? [where, `cuda:${device}`].filter(Boolean).join(' · ') : '';
+        // the line's bytes at the peak by category (one pass per device and refresh, like lineStats)
+        const peakCats = safe(() => model.categories(device, [], true).peak, null);
         for (const a of computeAnnotations(stats, { peakBytes, minBytes })) {
           // Note [One annotation per line]: ranks of a DDP job run the same lines; the heaviest
           // (process, device) speaks for the line and the hover names which one it is.
           const key = `${a.file}\u0000${a.line}`;
           const prev = best.get(key);
           if (prev && prev.bytes >= a.bytes) continue;
-          best.set(key, { ...a, hover: hoverMarkdown(a.stat, { peakBytes, where: multi, stack: (id) => model.stack(id) }) });
+          const categories = lineCategories(peakCats, a.file, a.line);
+          best.set(key, { ...a, hover: hoverMarkdown(a.stat, { peakBytes, where: multi, stack: (id) => model.stack(id), categories }) });
         }
       }
     }
