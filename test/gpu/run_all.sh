@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Every GPU check in one device call (device time is scarce). Build here first, then carry dist/native:
 #   make -C native/allocator && <device run, carry dist/native> bash test/gpu/run_all.sh [stage…]
-# Stages: env allocator workload sanitizer stacks micro steps frag probes varlen leaks pytorch-tests summaries categories (default: env allocator stacks workload sanitizer).
+# Stages: env allocator workload sanitizer stacks micro steps frag probes varlen leaks pytorch-tests summaries categories what-if (default: env allocator stacks workload sanitizer).
 # Each of micro, steps and frag is one part of test/gpu/bench_allocator.py; "bench" runs all three.
 # Results land under $OUT (logs + JSON), one file per stage, so they come back with the call.
 set -u
@@ -70,6 +70,9 @@ for s in "${stages[@]}"; do
     categories) run_stage categories 560 bash -c "python3 test/gpu/categories_check.py --out $OUT/categories; rc=\$?
         python3 test/gpu/bench_allocator.py --so $SO --only steps --models gpt2 resnet50 --step-configs native gpumem-run --rounds 3 | grep -E 'step_ratio|median'
         exit \$rc" ;;
+    # Issue 13: what the summary says empty_cache() would release and the largest request without growth,
+    # against the allocator then doing it (control socket empty_cache; an allocation of that size).
+    what-if) run_stage what-if 240 python3 test/gpu/what_if_check.py --out "$OUT/what-if" ;;
     *) echo "unknown stage $s" >&2 ;;
   esac
 done
