@@ -150,11 +150,7 @@ Block* DeviceAllocator::get_free_block(BlockPool* pool, size_t size, Stream stre
 }
 
 Block* DeviceAllocator::alloc_segment(BlockPool* pool, size_t size, Stream stream, uint32_t stack, bool retry) {
-  // Note [Private pools use fixed segments]: as in PyTorch (alloc_block: "our checkpointing logic for private
-  // pools doesn't support the expandable_segments_ structure yet"), a CUDA graph's private pool takes fixed
-  // segments even when expandable segments are on, so graph memory stats (segment counts per pool, reserved
-  // bytes before/after a graph is destroyed) are PyTorch's: its test_graph_memory_stats_… expects them.
-  if (options_.expandable && !pool->owner) return grow_expandable(pool, size, stream, stack, retry);
+  if (options_.expandable) return grow_expandable(pool, size, stream, stack, retry);
   const size_t alloc_size = allocation_size(size);
   if (limit_ && uint64_t(stats_.reserved_bytes[kAll].current) + alloc_size > limit_) return nullptr;
   uint64_t addr = 0;
@@ -380,12 +376,11 @@ void DeviceAllocator::release_pool_blocks(BlockPool* pool) {
   if (options_.expandable) {
     for (auto& [key, seg] : expandable_)
       if (key.first == pool) unmap_free_pages(seg);
+    return;
   }
-  // Fixed segments: all of them without expandable segments, a graph's private pool's with them (Note
-  // [Private pools use fixed segments]).
   std::vector<Segment*> whole;
   for (Block* b : pool->blocks)
-    if (!b->is_split() && !b->segment->expandable) whole.push_back(b->segment);
+    if (!b->is_split()) whole.push_back(b->segment);
   for (Segment* s : whole) release_segment(s);
 }
 
