@@ -538,8 +538,11 @@ void DeviceAllocator::map_page(Segment* seg, size_t index) {
   const bool right = index + 1 < seg->mapped.size() && seg->mapped[index + 1] == kPageMapped;
   seg->mapped[index] = kPageMapped;
   seg->mapped_bytes += seg->page;
-  // A segment, as reported, is one contiguous mapped run: a page may start, extend or join runs.
-  add_stats(stats_.segment, seg->pool, 1 - int64_t(left) - int64_t(right));
+  // Note [Segment stat]: PyTorch's expandable-segment bookkeeping never counts segments (its
+  // test_graph_memory_stats_… expects segment.*.current unchanged by a graph's expandable memory), so
+  // the `segment` stat counts fixed segments only; segments() and snapshots still list each contiguous
+  // mapped run as a segment, as PyTorch's snapshot does.
+  (void)left, (void)right;
   add_stats(stats_.reserved_bytes, seg->pool, int64_t(seg->page));
   stats_.num_device_alloc++;
 }
@@ -692,7 +695,7 @@ void DeviceAllocator::unmap_free_pages(Segment* seg, int64_t* budget, size_t kee
       seg->mapped_bytes -= page;
       const bool left = i > 0 && seg->mapped[i - 1] == kPageMapped;
       const bool right = i + 1 < seg->mapped.size() && seg->mapped[i + 1] == kPageMapped;
-      add_stats(stats_.segment, seg->pool, int64_t(left) + int64_t(right) - 1);
+      (void)left, (void)right;  // Note [Segment stat]: mapped runs are not counted
       add_stats(stats_.reserved_bytes, seg->pool, -int64_t(page));
       stats_.num_device_free++;
     }

@@ -68,8 +68,7 @@ void DeviceAllocator::restore(const std::vector<SegmentView>& views, uint64_t re
   for (const SegmentView& v : views) {
     check_blocks(v);
     const bool expandable = (v.flags & fmt::kSegExpandable) != 0;
-    // A graph's private pool takes fixed segments under either policy (Note [Private pools use fixed segments]).
-    const bool policy_expandable = options_.expandable && !(v.flags & fmt::kPoolPrivate);
+    const bool policy_expandable = options_.expandable;
     if (expandable != policy_expandable)
       throw RestoreError(std::string("the state has ") + (expandable ? "expandable" : "fixed") +
                          " segments, but this policy uses " + (policy_expandable ? "expandable" : "fixed") +
@@ -158,8 +157,7 @@ void DeviceAllocator::restore(const std::vector<SegmentView>& views, uint64_t re
                         " (at segment " + hex(addr) + "): choose a larger capacity");
   };
 
-  // Fixed segments: one driver allocation each (all of them, or a graph's private pool's under expandable
-  // segments: Note [Private pools use fixed segments]).
+  // Fixed segments: one driver allocation each.
   {
     for (const SegmentView* v : order) {
       if (v->flags & fmt::kSegExpandable) continue;
@@ -227,7 +225,6 @@ void DeviceAllocator::restore(const std::vector<SegmentView>& views, uint64_t re
           seg->mapped[(a - base) / page] = kPageMapped;
         }
         // A segment, as reported, is one contiguous mapped run: adjacent runs count as one.
-        if (!(tail && tail->mapped && tail->end() == r->addr)) add_stats(stats_.segment, pool, 1);
         for (const BlockView& b : r->blocks) tail = append(seg.get(), tail, b.addr, b.size, b.requested, b.stack, b.state, true);
         seg->mapped_bytes += r->size;
         add_stats(stats_.reserved_bytes, pool, int64_t(r->size));
