@@ -1,6 +1,6 @@
 """A small training loop for issue 13's summaries check (test/gpu/summaries_check.py).
 
-    summaries_train.py oom      trains 6 steps; step 3 asks for twice the GPU and survives the OOM; exit 0
+    summaries_train.py oom      trains 6 steps; after the 4th (in iteration 5) it asks for twice the GPU and survives the OOM; exit 0
     summaries_train.py forever  prints READY after 3 steps, then trains until killed
     summaries_train.py steps N  trains N steps (many allocations: fills a small file-size limit), prints DONE
     summaries_train.py ddp      2-rank DDP on the gloo backend, both ranks on cuda:0 (under torchrun)
