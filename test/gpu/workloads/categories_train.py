@@ -91,7 +91,12 @@ def main():
     stack = []
     mm = torch.nn.modules.module
     mm.register_module_forward_pre_hook(lambda m, args: stack.append(m))
-    mm.register_module_forward_hook(lambda m, args, out: stack.pop() if stack else None)
+    def leave(m, args, out):
+        # A forward hook that returns a value replaces the module's output: pop, and return None.
+        if stack:
+            stack.pop()
+
+    mm.register_module_forward_hook(leave)
     params = [p for g in opt.param_groups for p in g["params"]]
     ends, activations = [], []
     for step in range(a.steps):
