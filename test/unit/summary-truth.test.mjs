@@ -110,7 +110,9 @@ test('OOM: listed with its line, request, device free/total, verdict and sentenc
   // reserved − allocated (the capture's own figures) could not hold the request: a shortage.
   assert.ok(o.reserved - o.allocated < o.requested_bytes);
   assert.equal(row.verdict, 'shortage');
-  assert.equal(row.sentence, `A ${formatBytes(o.requested_bytes)} request failed: the device had ${formatBytes(o.device_free_bytes)} free of ${formatBytes(o.device_total_bytes)} and the allocator's cache only ${formatBytes(o.reserved - o.allocated)} unallocated, so memory ran short.`);
+  // The fixture asks for more than the simulated device holds: the request itself is the cause.
+  assert.ok(o.requested_bytes > o.device_total_bytes);
+  assert.equal(row.sentence, `A ${formatBytes(o.requested_bytes)} request is larger than the whole GPU (${formatBytes(o.device_total_bytes)}): no freeing or setting can make it fit; check the shape and dtype of the tensor being created.`);
   const { text } = summarizeFile(fixture('oom'));
   assert.match(text, /Out-of-memory errors: 1/);
   assert.match(text, new RegExp(`at ${row.t_s.toFixed(3)} s \\(step 3\\) on cuda:0: ${formatBytes(o.requested_bytes)} requested +\\|\\n\\|   by .*make_sim_captures\\.py:${o.line} `));
@@ -248,6 +250,12 @@ test('verdictOf is the one seam: fragmentation when the cache held the request, 
   const short = verdictOf({ ...base, requestedBytes: 4 * GiB, reservedBytes: 70 * GiB, allocatedBytes: 68 * GiB, largestFreeBlockBytes: 2 * GiB }, undefined);
   assert.equal(short.verdict, 'shortage');
   assert.match(short.sentence, /1\.00 GiB free of 80\.0 GiB and the allocator's cache only 2\.00 GiB unallocated/);
+  // A request larger than the whole GPU: the cause is the request, whatever is held or cached.
+  const huge = verdictOf({ ...base, requestedBytes: 160 * GiB, reservedBytes: 70 * GiB, allocatedBytes: 68 * GiB, largestFreeBlockBytes: 2 * GiB }, undefined);
+  assert.deepEqual(huge, {
+    verdict: 'shortage',
+    sentence: 'A 160 GiB request is larger than the whole GPU (80.0 GiB): no freeing or setting can make it fit; check the shape and dtype of the tensor being created.',
+  });
 });
 
 test('the snapshot panel gets identity, integrity and the OOM list, with times from the origin', () => {
