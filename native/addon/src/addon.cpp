@@ -136,7 +136,9 @@ void importPickleFile(Opened& o) {
   struct stat st {};
   if (fstat(fd, &st) == 0 && st.st_size > 0) {
     size_t len = (size_t)st.st_size;
-    void* p = mmap(nullptr, len, PROT_READ, MAP_PRIVATE | MAP_POPULATE, fd, 0);
+    // Big files are mapped page by page just ahead of the parser, and dropped behind it (Note [Input
+    // window] in pickle_reader.cpp): mapping all of a 750 MB pickle at once made it all resident.
+    void* p = mmap(nullptr, len, PROT_READ, MAP_PRIVATE | (len < (32u << 20) ? MAP_POPULATE : 0), fd, 0);
     if (p != MAP_FAILED) {
       close(fd);
       struct Unmap {
@@ -144,7 +146,7 @@ void importPickleFile(Opened& o) {
         size_t n;
         ~Unmap() { munmap(p, n); }
       } unmap{p, len};
-      importSnapshot(*o.model, static_cast<const uint8_t*>(p), len);
+      importSnapshot(*o.model, static_cast<const uint8_t*>(p), len, true);
       return;
     }
   }

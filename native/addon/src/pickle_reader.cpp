@@ -86,13 +86,17 @@ std::string decodeRawUnicodeEscape(std::string_view s) {
 // map each buffer's next slice (MADV_POPULATE_WRITE: populates without writing, so it never races with
 // the parser's stores) a little ahead of the parser, taking that cost off the parsing core. Without
 // the flag (kernels before 5.14) madvise fails and the parser faults pages in itself, as before.
+// With rows decoded as they complete (Note [Trace entries as rows]) the tree stays small and is not
+// populated; the helper then maps the input (a file mapping, no longer MAP_POPULATE'd) ahead of the
+// parser and, when allowed, drops what the parser has passed (Note [Input window]).
 class Prefaulter {
  public:
   struct Range {
     uintptr_t begin, end;
   };
-  Prefaulter(std::vector<Range> ranges, size_t inputSize) : ranges_(std::move(ranges)), input_(inputSize) {
-#ifdef MADV_POPULATE_WRITE
+  Prefaulter(std::vector<Range> ranges, size_t inputSize, const uint8_t* input = nullptr, bool dropInput = false)
+      : ranges_(std::move(ranges)), input_(inputSize), inputBase_(input), dropInput_(dropInput) {
+#if defined(MADV_POPULATE_WRITE) && defined(MADV_POPULATE_READ)
     if (inputSize >= (32u << 20) && std::thread::hardware_concurrency() > 1) thread_ = std::thread([this] { run(); });
 #endif
   }
@@ -106,23 +110,48 @@ class Prefaulter {
  private:
   static constexpr size_t kSlices = 512, kAhead = 8;
   void run() {
-#ifdef MADV_POPULATE_WRITE
+#if defined(MADV_POPULATE_WRITE) && defined(MADV_POPULATE_READ)
     const uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE);
-    for (size_t k = 0; k < kSlices && !stop_.load(std::memory_order_relaxed); k++) {
+    auto slice = [&](uintptr_t begin, uintptr_t end, size_t k, uintptr_t& a, uintptr_t& b) {
+      uintptr_t len = end - begin;
+      a = (begin + len * k / kSlices) & ~(page - 1), b = (begin + len * (k + 1) / kSlices) & ~(page - 1);
+      if (a < begin) a += page;
+    };
+    bool writeOk = true, readOk = inputBase_ != nullptr;
+    for (size_t k = 0; k < kSlices + kAhead && !stop_.load(std::memory_order_relaxed); k++) {
       // Wait until the parser is within kAhead slices of slice k.
-      while (!stop_.load(std::memory_order_relaxed) && (pos_.load(std::memory_order_relaxed) * kSlices) / input_ + kAhead < k)
+      size_t at = 0;
+      while (!stop_.load(std::memory_order_relaxed) && (at = (pos_.load(std::memory_order_relaxed) * kSlices) / input_) + kAhead < k)
         std::this_thread::sleep_for(std::chrono::microseconds(500));
-      for (const Range& r : ranges_) {
-        uintptr_t len = r.end - r.begin;
-        uintptr_t a = (r.begin + len * k / kSlices) & ~(page - 1), b = (r.begin + len * (k + 1) / kSlices) & ~(page - 1);
-        if (a < r.begin) a += page;
-        if (b > a && madvise((void*)a, b - a, MADV_POPULATE_WRITE) != 0) { if (getenv("GPUMEM_READER_TIMINGS")) perror("madvise"); return; }  // unsupported: give up quietly
+      uintptr_t a, b;
+      if (k < kSlices) {
+        for (const Range& r : ranges_) {
+          if (!writeOk) break;
+          slice(r.begin, r.end, k, a, b);
+          if (b > a && madvise((void*)a, b - a, MADV_POPULATE_WRITE) != 0) writeOk = false;  // unsupported: give up quietly
+        }
+        if (readOk) {
+          slice((uintptr_t)inputBase_, (uintptr_t)inputBase_ + input_, k, a, b);
+          if (b > a && madvise((void*)a, b - a, MADV_POPULATE_READ) != 0) readOk = false;
+        }
+      }
+      // Note [Input window]: the input is a read-only private file mapping, so dropped pages are read
+      // again from the page cache if a string in them is used later; only a window near the parser stays
+      // resident, which keeps a 750 MB pickle out of the peak RSS.
+      if (dropInput_ && at >= 4) {
+        while (dropped_ + 4 <= at && !stop_.load(std::memory_order_relaxed)) {
+          slice((uintptr_t)inputBase_, (uintptr_t)inputBase_ + input_, dropped_++, a, b);
+          if (b > a) (void)madvise((void*)a, b - a, MADV_DONTNEED);
+        }
       }
     }
 #endif
   }
   std::vector<Range> ranges_;
   size_t input_;
+  const uint8_t* inputBase_;
+  bool dropInput_;
+  size_t dropped_ = 0;
   std::atomic<size_t> pos_{0};
   std::atomic<bool> stop_{false};
   std::thread thread_;
@@ -137,6 +166,13 @@ Prefaulter::Range rangeOf(const std::vector<T>& v) {
 
 PickleTree::PickleTree(const uint8_t* data, size_t size, PickleLimits limits)
     : data_(data), size_(size), limits_(limits) {
+  parse();
+}
+
+PickleTree::PickleTree(const uint8_t* data, size_t size, EntryDecoder* decoder, bool dropInput, PickleLimits limits)
+    : data_(data), size_(size), limits_(limits), decoder_(decoder), dropInput_(dropInput) {
+  // Tagged refs need every value index below 2^30 (Note [Trace entries as rows]).
+  limits_.maxValues = std::min<size_t>(limits_.maxValues, size_t(1) << 30);
   parse();
 }
 
@@ -184,7 +220,7 @@ uint32_t PickleTree::get(uint32_t dict, std::string_view key) const {
   // Later keys win, like Python's dict built by SETITEMS.
   for (size_t j = kv.size(); j >= 2; j -= 2) {
     uint32_t k = kv[j - 2];
-    if (values_[k].type == PType::Str && str(k) == key) return kv[j - 1];
+    if (at(k).type == PType::Str && str(k) == key) return kv[j - 1];
   }
   return kNone;
 }
@@ -213,12 +249,18 @@ uint32_t PickleTree::push(PValue v) {
 }
 
 uint32_t PickleTree::newContainer(PType t) {
-  containers_.emplace_back();
+  // off = the arena's end at creation, which a rollback returns to (Note [Trace entries as rows]); a
+  // first fill moves the container to the end anyway.
+  containers_.push_back(Cont{arena_.size(), 0, 0});
   return push(PValue{t, false, (uint32_t)(containers_.size() - 1), 0});
 }
 
 void PickleTree::appendItems(uint32_t cont, const uint32_t* items, size_t n) {
   if (n == 0) return;
+  if (decoder_) {
+    if (appendLog_.size() < kLogCap) appendLog_.push_back(cont), appendLog_.push_back((uint32_t)values_.size());
+    else logOverflow_ = true;
+  }
   Cont& c = containers_[cont];
   size_t need = (size_t)c.len + n;
   if (need > limits_.maxContainerItems || need > UINT32_MAX) throw PickleError("a container in the pickle is larger than the reader's limit", 0);
@@ -243,20 +285,136 @@ void PickleTree::appendItems(uint32_t cont, const uint32_t* items, size_t n) {
   c.len = (uint32_t)need;
 }
 
+bool PickleTree::tryRow(std::vector<uint32_t>& stack, std::vector<uint32_t>& maxBelow, size_t m, std::vector<uint32_t>& memo) {
+  const uint32_t vD = stack[m - 1];
+  const uint32_t* kv = stack.data() + m;
+  const size_t n = stack.size() - m;
+  uint32_t frames = kNone;
+  if (!decoder_->isEntry(*this, kv, n, (vD & kTagged) ? 0 : vD, frames)) return false;
+  // Forget the logs (and everything created before now) whatever happens below, so the next entry has
+  // a fresh start.
+  struct Clear {
+    PickleTree& t;
+    ~Clear() {
+      t.memoLog_.clear(), t.appendLog_.clear(), t.logOverflow_ = false;
+      t.trackFloor_ = (uint32_t)t.values_.size();
+    }
+  } clear{*this};
+  auto keep = [&] {
+    rowsKept_++;
+    return false;
+  };
+  // The dict: created since the logs started, never filled before, the only stack ref to anything after it.
+  if (logOverflow_ || (vD & kTagged) || vD < trackFloor_ || vD >= values_.size()) return keep();
+  const uint32_t cD = values_[vD].aux;
+  if (containers_[cD].len != 0 || containers_[cD].cap != 0 || m < 1) return keep();
+  if (m >= 2 && maxBelow[m - 2] > vD) return keep();  // (+1 encoding: > vD means some ref ≥ vD)
+  if (decoder_->rowCount() >= kMaxTagged) return keep();
+  const bool framesFresh = frames != kNone && !(frames & kTagged) && frames > vD && at(frames).type != PType::Dict;
+  const ItemSpan frameItems = framesFresh ? items(frames) : ItemSpan{};
+  // No older container got items since the dict began.
+  for (size_t k = 0; k + 1 < appendLog_.size(); k += 2)
+    if (appendLog_[k] < cD && appendLog_[k + 1] > vD) return keep();
+  // Every memo entry reaching what is forgotten is the dict, its fresh frames list, a fresh frame dict
+  // in that list, or a scalar (kept, moved down).
+  enum Fate : uint8_t { F_ENTRY, F_STACK, F_FRAME, F_MOVE };
+  auto fateOf = [&](uint32_t v, size_t& frameIndex) -> int {
+    if (v == vD) return F_ENTRY;
+    if (framesFresh && v == frames) return F_STACK;
+    PType ty = values_[v].type;
+    if (ty == PType::Dict) {
+      for (size_t j = 0; j < frameItems.size(); j++)
+        if (frameItems[j] == v) return frameIndex = j, F_FRAME;
+      return -1;
+    }
+    return ty == PType::List || ty == PType::Tuple ? -1 : F_MOVE;
+  };
+  size_t moves = 0;
+  for (const auto& [key, v] : memoLog_) {
+    uint32_t cur = memo[key];
+    if ((cur & kTagged) || cur < vD) continue;
+    size_t j;
+    int fate = fateOf(cur, j);
+    if (fate < 0) return keep();
+    moves += fate == F_MOVE;
+  }
+  uint32_t stackId = 0;
+  uint32_t row = decoder_->decode(*this, kv, n, vD, stackId);
+  if (stackId > kMaxTagged) stackId = 0;
+  const std::vector<uint32_t>& frameIds = decoder_->freshFrames();
+  // Scalars to keep: old index → new index (vD, vD + 1, … in memo order; few: new strings).
+  std::vector<std::pair<uint32_t, uint32_t>> moved;
+  std::vector<PValue> keepValues;
+  if (moves) moved.reserve(moves), keepValues.reserve(moves);
+  for (const auto& [key, v] : memoLog_) {
+    uint32_t cur = memo[key];
+    if ((cur & kTagged) || cur < vD) continue;
+    size_t j = 0;
+    switch (fateOf(cur, j)) {
+      case F_ENTRY: memo[key] = kEntryTag | row; break;
+      case F_STACK: memo[key] = kStackTag | stackId; break;
+      case F_FRAME: {
+        uint32_t id = j < frameIds.size() ? frameIds[j] : UINT32_MAX;
+        memo[key] = kFrameTag | std::min(id, kMaxTagged);  // (the importer skips ids it does not have)
+        break;
+      }
+      default: {
+        uint32_t to = kNone;
+        for (const auto& [from, nv] : moved)
+          if (from == cur) to = nv;
+        if (to == kNone) {
+          to = vD + (uint32_t)moved.size();
+          moved.emplace_back(cur, to);
+          keepValues.push_back(values_[cur]);
+        }
+        memo[key] = to;
+      }
+    }
+  }
+  stack.resize(m);
+  maxBelow.resize(m);
+  stack[m - 1] = kEntryTag | row;
+  maxBelow[m - 1] = m >= 2 ? maxBelow[m - 2] : 0;
+  arena_.resize(containers_[cD].off);
+  containers_.resize(cD);
+  values_.resize(vD);
+  values_.insert(values_.end(), keepValues.begin(), keepValues.end());
+  rowsTaken_++;
+  return true;
+}
+
 void PickleTree::parse() {
   // Snapshot pickles hold about one value per 15 bytes and one container per 100 (measured on the
   // fixtures); sizing once avoids re-moving millions of entries while they grow.
-  values_.reserve(std::min<size_t>(size_ / 12 + 16, limits_.maxValues));
-  containers_.reserve(size_ / 64 + 16);
-  arena_.reserve(size_ / 4 + 16);
-  std::vector<uint32_t> stack;
+  // With a decoder the tree keeps only what is not a row (segments, frames, strings): a few % of that.
+  const size_t shrink = decoder_ ? 16 : 1;
+  values_.reserve(std::min<size_t>(size_ / 12 / shrink + 16, limits_.maxValues));
+  containers_.reserve(size_ / 64 / shrink + 16);
+  arena_.reserve(size_ / 4 / shrink + 16);
+  // The VM stack, with the running maximum of its untagged refs (+1; 0: none) for rollbacks.
+  struct VmStack {
+    std::vector<uint32_t> v, mx;
+    void push_back(uint32_t x) {
+      uint32_t below = mx.empty() ? 0 : mx.back();
+      mx.push_back((x & kTagged) ? below : std::max(below, x + 1));
+      v.push_back(x);
+    }
+    void pop_back() { v.pop_back(), mx.pop_back(); }
+    void resize(size_t n) { v.resize(n), mx.resize(n); }
+    uint32_t back() const { return v.back(); }
+    bool empty() const { return v.empty(); }
+    size_t size() const { return v.size(); }
+    const uint32_t* data() const { return v.data(); }
+    uint32_t operator[](size_t i) const { return v[i]; }
+  } stack;
   std::vector<size_t> marks;
   std::vector<uint32_t> memo;
   memo.reserve(size_ / 64 + 16);
   // The estimates above are generous: populate what a snapshot pickle typically fills (Note [Prefaulting]).
-  Prefaulter prefault({{(uintptr_t)values_.data(), (uintptr_t)(values_.data() + size_ / 18)},
-                       rangeOf(arena_), rangeOf(containers_), rangeOf(memo)},
-                      size_);
+  std::vector<Prefaulter::Range> populate;
+  if (!decoder_) populate = {{(uintptr_t)values_.data(), (uintptr_t)(values_.data() + size_ / 18)}, rangeOf(arena_), rangeOf(containers_)};
+  populate.push_back(rangeOf(memo));
+  Prefaulter prefault(std::move(populate), size_, decoder_ ? data_ : nullptr, decoder_ && dropInput_);
   size_t reported = 0;
   size_t pos = 0;
   size_t opStart = 0;
@@ -334,6 +492,14 @@ void PickleTree::parse() {
     }
     pushStack(push(PValue{PType::Int, false, 0, (uint64_t)x}));
   };
+  if (decoder_) {
+    // Created first, so no rollback ever forgets a shared scalar (Note [Trace entries as rows]).
+    for (int x = 0; x < 256; x++) smallInts[x] = push(PValue{PType::Int, false, 0, (uint64_t)x});
+    constNodes[0] = push(PValue{PType::None, false, 0, 0});
+    constNodes[1] = push(PValue{PType::Bool, true, 0, 0});
+    constNodes[2] = push(PValue{PType::Bool, false, 0, 0});
+    trackFloor_ = (uint32_t)values_.size();
+  }
   auto constValue = [&](int k, PValue v) {
     if (constNodes[k] == kNone) constNodes[k] = push(v);
     pushStack(constNodes[k]);
@@ -387,13 +553,17 @@ void PickleTree::parse() {
     if (idx >= limits_.maxMemo || idx > size_) fail("malformed pickle: memo key " + std::to_string(idx) + " is out of range");
     if (idx >= memo.size()) memo.resize(idx + 1, kNone);
     memo[idx] = v;
+    if (decoder_ && !(v & kTagged) && v >= trackFloor_) {
+      if (memoLog_.size() < kLogCap) memoLog_.emplace_back(idx, v);
+      else logOverflow_ = true;
+    }
   };
   auto memoGet = [&](uint64_t idx) {
     if (idx >= memo.size() || memo[idx] == kNone) fail("malformed pickle: memo key " + std::to_string(idx) + " not found");
     pushStack(memo[idx]);
   };
   auto container = [&](uint32_t v, PType want, const char* op) -> uint32_t {
-    if (values_[v].type != want)
+    if (at(v).type != want)
       fail(std::string("malformed pickle: ") + op + " on a value that is not a " +
            (want == PType::Dict ? "dict" : "list"));
     return values_[v].aux;
@@ -479,6 +649,7 @@ void PickleTree::parse() {
         if ((stack.size() - m) % 2) fail("malformed pickle: SETITEMS with an odd number of items");
         if (m == 0) fail("malformed pickle: SETITEMS without a dict");
         uint32_t c = container(stack[m - 1], PType::Dict, "SETITEMS");
+        if (decoder_ && tryRow(stack.v, stack.mx, m, memo)) break;
         checkItems(containers_[c].len + stack.size() - m);
         appendItems(c, stack.data() + m, stack.size() - m);
         stack.resize(m);
@@ -578,8 +749,8 @@ void PickleTree::parse() {
           if (op == 'c' || op == 'i') {
             std::string mod(line()), nm(line());
             what = " '" + mod + " " + nm + "'";
-          } else if (op == 0x93 && stack.size() >= 2 && values_[stack[stack.size() - 1]].type == PType::Str &&
-                     values_[stack[stack.size() - 2]].type == PType::Str) {
+          } else if (op == 0x93 && stack.size() >= 2 && at(stack[stack.size() - 1]).type == PType::Str &&
+                     at(stack[stack.size() - 2]).type == PType::Str) {
             what = " '" + std::string(str(stack[stack.size() - 2])) + " " + std::string(str(stack.back())) + "'";
           }
           throw PickleError(std::string("this pickle contains code (opcode ") + name + what + " at byte " +
