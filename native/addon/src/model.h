@@ -33,6 +33,7 @@ extern const char* const kBlockStateNames[3];
 
 constexpr uint32_t kNoLink = UINT32_MAX;
 struct ReplayCache;  // replay.h
+struct OwnerCache;   // aggregate.cpp
 
 // Note [Wrapping sums]: byte counts from files are untrusted; sums wrap (two's complement) instead of
 // overflowing a signed integer, which would be undefined behaviour. Real figures never get near 2^63.
@@ -140,6 +141,8 @@ struct DeviceData {
   // Allocator states met while replaying (every 2^18 events), so the next query starts nearby;
   // events only ever get appended, so a cached state stays true.
   mutable std::shared_ptr<ReplayCache> replayCache;
+  // Owner groups of the timeline (Note [Owner bands] in aggregate.cpp), rebuilt when events arrive.
+  mutable std::shared_ptr<OwnerCache> ownerCache;
 
   std::vector<MarkerData> markers;
   std::vector<OomData> ooms;

@@ -101,6 +101,20 @@ export interface TimelineBuckets {
   reservedMax: number[];
   /** NVML device-used samples when present (NaN where a bucket has none) */
   deviceUsedMax?: number[];
+  /** live bytes and allocations per owner group at each bucket's centre (they sum to allocated there) */
+  owners?: TimelineOwners;
+}
+
+/**
+ * Owner groups (Note [Owner bands] in native/addon/src/aggregate.cpp): group g < lines.length is that source
+ * line (innermost user frame, in the sites table's order); then "other lines", then "before the trace"
+ * (memory a snapshot shows allocated before its trace began). bytes/counts: buckets × groups, row-major.
+ */
+export interface TimelineOwners {
+  lines: { file: string; line: number }[];
+  groups: number;
+  bytes: number[];
+  counts: number[];
 }
 
 /** Per-line statistics, DESIGN §3. */
@@ -118,6 +132,8 @@ export interface LineStat {
   backwardBytesAtPeak: number;
   /** heaviest stacks through this line, by bytes at peak */
   topStacks: { stackId: number; bytesAtPeak: number; count: number }[];
+  /** its owner group on the timeline (TimelineOwners): < lines.length its own, lines.length "other lines"; −1 owns nothing */
+  ownerGroup: number;
 }
 
 export interface DeviceSummary {
@@ -163,6 +179,8 @@ export interface AllocationSpan {
   endUs: number;
   stackId: number;
   stream: number;
+  /** owner group (TimelineOwners) */
+  owner: number;
 }
 
 export interface CaptureHeaderInfo {

@@ -10,7 +10,7 @@
 // at its current pixel width: min/max buckets, at most `maxSpans` allocation bands (largest first), the
 // segments of one moment, and the line table.
 
-import type { BlockState, LineStat, SourceFormat } from '../model/types';
+import type { BlockState, LineStat, SourceFormat, TimelineOwners } from '../model/types';
 
 export const END_OF_TRACE = -1;
 
@@ -79,6 +79,8 @@ export interface SpanColumns {
   size: number[];
   stackId: number[];
   address: number[];
+  /** owner group of each band (TimelineOwners in model/types.ts) */
+  owner: number[];
 }
 
 export interface TimelineView {
@@ -92,8 +94,10 @@ export interface TimelineView {
   allocatedMax: number[];
   reservedMax: number[];
   spans: SpanColumns;
-  /** true when more allocations overlapped the window than were sent (the rest is drawn as "other") */
+  /** true when more allocations overlapped the window than were sent (the rest is drawn by owner group) */
   spansTruncated: boolean;
+  /** owner groups per bucket, sampled at bucket centres; lines carry displayFile for labels */
+  owners?: TimelineOwners & { lines: { file: string; displayFile: string; line: number }[] };
 }
 
 export interface BlockView {

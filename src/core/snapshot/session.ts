@@ -75,7 +75,7 @@ export class SnapshotSession {
     const truncated = spans.length > limit;
     const kept = truncated ? spans.slice(0, limit) : spans;
     kept.sort((a, b) => a.startUs - b.startUs || b.size - a.size);
-    const cols: SpanColumns = { startUs: [], endUs: [], liveAtEnd: [], size: [], stackId: [], address: [] };
+    const cols: SpanColumns = { startUs: [], endUs: [], liveAtEnd: [], size: [], stackId: [], address: [], owner: [] };
     for (const s of kept) {
       const live = !Number.isFinite(s.endUs);
       cols.startUs.push(s.startUs);
@@ -84,6 +84,7 @@ export class SnapshotSession {
       cols.size.push(s.size);
       cols.stackId.push(s.stackId);
       cols.address.push(s.address);
+      cols.owner.push(s.owner);
     }
     return {
       requestId,
@@ -96,6 +97,7 @@ export class SnapshotSession {
       reservedMax: tl.reservedMax,
       spans: cols,
       spansTruncated: truncated,
+      owners: tl.owners && { ...tl.owners, lines: tl.owners.lines.map((l) => ({ ...l, displayFile: this.display(l.file) })) },
     };
   }
 
@@ -133,6 +135,7 @@ export class SnapshotSession {
         allocCount: s.allocCount,
         liveNowBytes: s.liveNowBytes,
         backwardBytesAtPeak: s.backwardBytesAtPeak,
+        ownerGroup: s.ownerGroup,
         topStackId: s.topStacks[0]?.stackId ?? 0,
       }));
   }
