@@ -1,23 +1,32 @@
 // Active memory timeline: every allocation as a band over time, stacked in allocation order (memory_viz's
 // Active Memory Timeline), drawn on one canvas by column rasterisation (stacking.ts) so panning stays fluid
-// whatever the trace length. Pan: drag, ←/→. Zoom: wheel, +/−. Home: whole trace. P: peak.
+// whatever the trace length. Pan: drag, ←/→. Zoom: wheel, +/−. Home: whole trace. P: peak. Esc: all owners.
+//
+// Note [No anonymous grey]: the largest allocations in view are drawn as their own bands, coloured by their
+// owner (source line, the sites table's colours); the rest of each owner's live memory — allocations too
+// small or short to draw alone — is one lighter band per owner on top, from the host's per-bucket owner
+// totals (Note [Owner bands] in native/addon/src/aggregate.cpp). Bands and totals are sampled at the same
+// time per column (its bucket's centre), so a column's coloured height is allocated memory at that time.
 import { formatBytes } from '../../src/core/format/bytes';
 import type { MarkerView, TimelineView } from '../../src/core/protocol/snapshot';
 import { getState, newRequestId, send, updateState } from './api';
 import { clear, h, themeColor } from './dom';
-import { colorIndex, PALETTE32 } from './palette';
-import { bandAt, sweepColumns } from './stacking';
+import { colorIndex, ownerCss, ownerRaster, PALETTE32 } from './palette';
+import { sweepColumns } from './stacking';
 import { cachedStack, getStack, sourceFrame, stackLines } from './stacks';
 import { placeTooltip } from './tooltip';
 
 const MARGIN = { left: 70, right: 12, top: 10, bottom: 24 };
 const HEIGHT = 380;
 // Note [Timeline detail]: 3 000 bands are plenty for a 1–2 k pixel wide plot (memory_viz defaults to 15 000
-// polygons); what is not drawn as a band shows as the grey "other" envelope, so totals stay right.
+// polygons); what is not drawn as a band is drawn by owner (Note [No anonymous grey]), so totals stay right.
 const MAX_SPANS = 3000;
 const OTHER = (0xff << 24) | (0x80 << 16) | (0x80 << 8) | 0x80;
 const OTHER_RANGE = (0xff << 24) | (0x5a << 16) | (0x5a << 8) | 0x5a;
 const HOVER = (0xff << 24) | (0xff << 16) | (0xff << 8) | 0xff;
+
+/** What is under the pointer: one allocation's band, or an owner's aggregate band in a bucket. */
+type Hit = { t: number; index: number; group: number; bucket: number };
 
 export interface TimelineHost {
   device(): number;
@@ -37,6 +46,11 @@ export class TimelinePanel {
   private v0 = 0;
   private v1 = 1;
   private hovered = -1;
+  private hoveredGroup = -1;
+  /** owner group the timeline is filtered to (click on an aggregate band or a legend entry) */
+  private ownerFilter: number | undefined;
+  private readonly legend: HTMLElement;
+  private legendKey = '';
   private frameRequested = false;
   private fetchTimer: number | undefined;
   private drag: { x: number; v0: number; v1: number; moved: boolean } | undefined;
@@ -65,6 +79,7 @@ export class TimelinePanel {
       button('Zoom in', 'Zoom in (+ or wheel)', () => this.zoom(0.5), 'timeline-zoom-in'),
       button('Zoom out', 'Zoom out (− or wheel)', () => this.zoom(2), 'timeline-zoom-out'),
       button('Whole trace', 'Show the whole trace (Home)', () => this.reset(), 'timeline-reset'),
+      button('All owners', 'Show every owner again (Esc)', () => this.setOwnerFilter(undefined), 'timeline-all-owners'),
       this.status,
     );
     this.canvas = h('canvas', {
@@ -76,11 +91,18 @@ export class TimelinePanel {
     });
     this.tooltip = h('div', { class: 'tooltip', role: 'tooltip', hidden: true });
     const wrap = h('div', { class: 'timeline-wrap' }, this.canvas, this.tooltip);
+    this.legend = h('div', { class: 'timeline-legend', 'data-testid': 'timeline-legend' });
     root.append(
       toolbar,
       wrap,
-      h('p', { class: 'muted' }, 'Each band is one allocation, stacked in allocation order; grey is memory in allocations too small or short to draw at this zoom. The line is reserved memory. Click a band to open its source line and show the segment map at that moment.'),
+      this.legend,
+      h(
+        'p',
+        { class: 'muted' },
+        'Colour is the owner: the source line that allocated the memory (innermost user frame, as in Top sites). Darker bands are single allocations, stacked in allocation order; the lighter band of each colour is that owner\'s allocations too small or short to draw alone at this zoom. The line is reserved memory. Click an allocation to open its source line; click a lighter band or a legend entry to show only that owner.',
+      ),
     );
+    this.updateAllOwnersButton();
     this.attachInput();
     new ResizeObserver(() => this.invalidate()).observe(wrap);
     const w = getState().window;
@@ -204,7 +226,7 @@ export class TimelinePanel {
     const buckets = Math.min(8192, Math.max(1, Math.round((this.plotWidth() * (b - a)) / w)));
     this.pendingRequest = newRequestId();
     this.requestedAt = performance.now();
-    send({ type: 'requestTimeline', requestId: this.pendingRequest, device: this.host.device(), t0Us: a, t1Us: b, buckets, maxSpans: MAX_SPANS });
+    send({ type: 'requestTimeline', requestId: this.pendingRequest, device: this.host.device(), t0Us: a, t1Us: b, buckets, maxSpans: MAX_SPANS, owner: this.ownerFilter });
   }
 
   private draw(): void {
@@ -240,38 +262,60 @@ export class TimelinePanel {
       const px = new Uint32Array(img.data.buffer);
       const scale = ph / yMax;
       const n = d.buckets;
-      const span = d.t1Us - d.t0Us || 1;
       const spans = d.spans;
       const hovered = this.hovered;
-      sweepColumns(spans, v0, v1, pw, (c, live) => {
-        let base = 0;
-        for (let k = 0; k < live.length; k++) {
-          const i = live[k];
-          const size = spans.size[i];
-          const y1 = ph - Math.round(base * scale);
-          const y0 = Math.max(0, ph - Math.round((base + size) * scale));
-          if (y1 > y0) {
-            const color = i === hovered ? HOVER : PALETTE32[colorIndex(spans.stackId[i], i)];
+      const owners = d.owners;
+      const filter = this.ownerFilter;
+      const G = owners?.groups ?? 0;
+      const colors = ownerRaster(Math.max(G, 2));
+      const drawn = new Float64Array(G);
+      const bucketOf = this.bucketOfColumn(d, pw);
+      sweepColumns(
+        spans,
+        v0,
+        v1,
+        pw,
+        (c, live) => {
+          let base = 0;
+          drawn.fill(0);
+          const fill = (bytes: number, color: number) => {
+            const y1 = ph - Math.round(base * scale);
+            const y0 = Math.max(0, ph - Math.round((base + bytes) * scale));
             for (let y = y0; y < y1; y++) px[y * pw + c] = color;
+            base += bytes;
+          };
+          for (let k = 0; k < live.length; k++) {
+            const i = live[k];
+            const g = owners ? spans.owner[i] : -1;
+            if (filter !== undefined && g !== filter) continue;
+            const color = i === hovered ? HOVER : g < 0 ? PALETTE32[colorIndex(spans.stackId[i], i)] : (i & 1 ? colors.alt : colors.band)[g];
+            fill(spans.size[i], color);
+            if (g >= 0) drawn[g] += spans.size[i];
           }
-          base += size;
-        }
-        // Allocated memory not covered by drawn bands (small/short allocations): the grey envelope on top,
-        // darker up to the bucket's minimum, lighter up to its maximum (what it swings through in a pixel).
-        const t = v0 + ((c + 0.5) * (v1 - v0)) / pw;
-        const bi = Math.floor(((t - d.t0Us) / span) * n);
-        if (bi >= 0 && bi < n) {
-          const low = Math.max(base, d.allocatedMin[bi]);
-          const high = d.allocatedMax[bi];
+          const bi = bucketOf(c);
+          if (bi < 0) return;
+          if (owners) {
+            // Each owner's memory not drawn as its own bands, one band per owner (Note [No anonymous grey]).
+            for (let g = 0; g < G; g++) {
+              if (filter !== undefined && g !== filter) continue;
+              const rest = owners.bytes[bi * G + g] - drawn[g];
+              if (rest > 0) fill(rest, g === this.hoveredGroup ? HOVER : colors.aggregate[g]);
+            }
+            return;
+          }
+          // A host without owner totals: the grey envelope, darker up to the bucket's minimum.
           const yBase = ph - Math.round(base * scale);
-          const yLow = Math.max(0, ph - Math.round(low * scale));
-          const yHigh = Math.max(0, ph - Math.round(high * scale));
+          const yLow = Math.max(0, ph - Math.round(Math.max(base, d.allocatedMin[bi]) * scale));
+          const yHigh = Math.max(0, ph - Math.round(d.allocatedMax[bi] * scale));
           for (let y = yLow; y < yBase; y++) px[y * pw + c] = OTHER;
           for (let y = yHigh; y < Math.min(yLow, yBase); y++) px[y * pw + c] = OTHER_RANGE;
-        }
-      });
+        },
+        (c) => this.columnTime(d, pw, c, bucketOf(c)),
+      );
+      this.updateLegend(d);
       ctx.putImageData(img, left, top);
 
+      const span = d.t1Us - d.t0Us || 1;
       // Reserved memory as a line over the bands.
       ctx.strokeStyle = themeColor('--vscode-charts-red', '#f14c4c');
       ctx.lineWidth = Math.max(1, dpr);
@@ -344,13 +388,77 @@ export class TimelinePanel {
     this.frameTimes.push(ms);
     if (this.frameTimes.length > 600) this.frameTimes.shift();
     if (d) {
-      this.status.textContent = `${formatSeconds(v1 - v0, v1 - v0)} shown · ${d.spans.startUs.length.toLocaleString('en-US')} allocations drawn${d.spansTruncated ? ' (largest in view)' : ''}`;
+      const only = this.ownerFilter !== undefined ? ` · only ${this.ownerName(this.ownerFilter)}` : '';
+      this.status.textContent = `${formatSeconds(v1 - v0, v1 - v0)} shown · ${d.spans.startUs.length.toLocaleString('en-US')} allocations drawn alone${d.spansTruncated ? ' (largest in view)' : ''}, the rest by owner${only}`;
       this.canvas.dataset.painted = String(d.requestId);
       if (this.onFirstPaint) {
         const cb = this.onFirstPaint;
         this.onFirstPaint = undefined;
         cb();
       }
+    }
+  }
+
+  /** Column → bucket of `d` (−1 outside it); columns sample [v0, v1) at their centres. */
+  private bucketOfColumn(d: TimelineView, pw: number): (c: number) => number {
+    const v0 = this.v0;
+    const dt = (this.v1 - v0) / pw;
+    const span = d.t1Us - d.t0Us || 1;
+    return (c) => {
+      const bi = Math.floor(((v0 + (c + 0.5) * dt - d.t0Us) / span) * d.buckets);
+      return bi >= 0 && bi < d.buckets ? bi : -1;
+    };
+  }
+
+  /** The time a column shows: its bucket's centre, where the host sampled the owner totals. */
+  private columnTime(d: TimelineView, pw: number, c: number, bi: number): number {
+    if (bi < 0) return this.v0 + ((c + 0.5) * (this.v1 - this.v0)) / pw;
+    return d.t0Us + ((bi + 0.5) * (d.t1Us - d.t0Us)) / d.buckets;
+  }
+
+  /** An owner group's name, as the hover and the legend say it. */
+  private ownerName(g: number): string {
+    const o = this.data?.owners;
+    if (!o) return '';
+    if (g === o.groups - 1) return 'before the trace (allocated before recording began)';
+    if (g === o.groups - 2) return `other lines (every line outside the top ${o.lines.length})`;
+    const l = o.lines[g];
+    if (!l) return '';
+    return l.file.startsWith('<') ? 'allocations without a user frame' : `${l.displayFile}:${l.line}`;
+  }
+
+  private setOwnerFilter(g: number | undefined): void {
+    if (this.ownerFilter === g) return;
+    this.ownerFilter = g;
+    this.hovered = -1;
+    this.hoveredGroup = -1;
+    this.updateAllOwnersButton();
+    this.legendKey = '';
+    // The largest allocations of this owner replace the largest of all.
+    if (this.fetchTimer !== undefined) clearTimeout(this.fetchTimer);
+    this.fetchTimer = window.setTimeout(() => this.fetch(), 0);
+    this.invalidate(false);
+  }
+
+  private updateAllOwnersButton(): void {
+    const b = this.root.querySelector('[data-testid=timeline-all-owners]') as HTMLElement | null;
+    if (b) b.hidden = this.ownerFilter === undefined;
+  }
+
+  /** Owner swatches under the chart, rebuilt only when the owners change. */
+  private updateLegend(d: TimelineView): void {
+    const o = d.owners;
+    const key = o ? `${this.ownerFilter}|${o.groups}|${o.lines.map((l) => `${l.file}:${l.line}`).join('|')}` : '';
+    if (key === this.legendKey) return;
+    this.legendKey = key;
+    clear(this.legend);
+    if (!o) return;
+    for (let g = 0; g < o.groups; g++) {
+      const sw = h('span', { class: 'swatch' });
+      sw.style.background = ownerCss(g, o.groups);
+      const item = h('button', { class: 'legend-item', 'data-group': g, title: 'Show only this owner', 'aria-pressed': this.ownerFilter === g ? 'true' : 'false' }, sw, this.ownerName(g));
+      item.addEventListener('click', () => this.setOwnerFilter(this.ownerFilter === g ? undefined : g));
+      this.legend.append(item);
     }
   }
 
@@ -405,8 +513,9 @@ export class TimelinePanel {
     });
     c.addEventListener('pointerleave', () => {
       this.tooltip.hidden = true;
-      if (this.hovered !== -1) {
+      if (this.hovered !== -1 || this.hoveredGroup !== -1) {
         this.hovered = -1;
+        this.hoveredGroup = -1;
         this.invalidate(false);
       }
     });
@@ -423,6 +532,7 @@ export class TimelinePanel {
         p: () => this.zoomToPeak(),
         P: () => this.zoomToPeak(),
         Enter: () => this.host.onMoment((this.v0 + this.v1) / 2),
+        Escape: () => this.setOwnerFilter(undefined),
       };
       const action = keys[e.key];
       if (action) {
@@ -432,32 +542,77 @@ export class TimelinePanel {
     });
   }
 
-  private hit(e: PointerEvent): { t: number; index: number } | undefined {
+  /** The band under the pointer, sampled the way draw() samples its column. */
+  private hit(e: PointerEvent): Hit | undefined {
     const p = this.at(e);
-    if (!p || !this.data) return undefined;
-    const { index } = bandAt(this.data.spans, p.t, p.bytes);
-    return { t: p.t, index };
+    const d = this.data;
+    if (!p || !d) return undefined;
+    const pw = Math.max(1, this.canvas.clientWidth - MARGIN.left - MARGIN.right);
+    const c = Math.min(pw - 1, Math.max(0, Math.floor(((p.t - this.v0) / (this.v1 - this.v0)) * pw)));
+    const bucket = this.bucketOfColumn(d, pw)(c);
+    const t = this.columnTime(d, pw, c, bucket);
+    const s = d.spans;
+    const owners = d.owners;
+    const filter = this.ownerFilter;
+    const drawn = new Float64Array(owners?.groups ?? 0);
+    let base = 0;
+    for (let i = 0; i < s.startUs.length && s.startUs[i] <= t; i++) {
+      if (!(s.liveAtEnd[i] || s.endUs[i] > t)) continue;
+      const g = owners ? s.owner[i] : -1;
+      if (filter !== undefined && g !== filter) continue;
+      if (p.bytes >= base && p.bytes < base + s.size[i]) return { t, index: i, group: -1, bucket };
+      base += s.size[i];
+      if (g >= 0) drawn[g] += s.size[i];
+    }
+    if (!owners || bucket < 0) return { t, index: -1, group: -1, bucket };
+    for (let g = 0; g < owners.groups; g++) {
+      if (filter !== undefined && g !== filter) continue;
+      const rest = owners.bytes[bucket * owners.groups + g] - drawn[g];
+      if (rest <= 0) continue;
+      if (p.bytes >= base && p.bytes < base + rest) return { t, index: -1, group: g, bucket };
+      base += rest;
+    }
+    return { t, index: -1, group: -1, bucket };
   }
 
   private hover(e: PointerEvent): void {
     const hit = this.hit(e);
     const index = hit?.index ?? -1;
-    if (index !== this.hovered) {
+    const group = hit?.group ?? -1;
+    if (index !== this.hovered || group !== this.hoveredGroup) {
       this.hovered = index;
+      this.hoveredGroup = group;
       this.invalidate(false);
     }
-    if (!hit || index < 0 || !this.data) {
+    if (!hit || !this.data || (index < 0 && group < 0)) {
       this.tooltip.hidden = true;
       return;
     }
-    const s = this.data.spans;
     const t0 = this.host.range().t0Us;
+    const owners = this.data.owners;
+    if (group >= 0 && owners) {
+      const at = hit.bucket * owners.groups + group;
+      const bytes = owners.bytes[at];
+      const count = owners.counts[at];
+      clear(this.tooltip);
+      this.tooltip.append(
+        h('div', { class: 'tooltip-title', 'data-testid': 'timeline-owner-title' }, this.ownerName(group)),
+        h('div', { 'data-testid': 'timeline-owner-figures' }, `${formatBytes(bytes)} in ${count.toLocaleString('en-US')} allocation${count === 1 ? '' : 's'} at ${atTime(hit.t - t0)}`),
+        h('div', { class: 'muted' }, this.ownerFilter === group ? 'Esc or “All owners”: show every owner' : 'Click: show only this owner'),
+      );
+      this.tooltip.hidden = false;
+      placeTooltip(this.tooltip, e);
+      return;
+    }
+    const s = this.data.spans;
     const life = s.liveAtEnd[index] ? 'live at the end of the trace' : `freed at ${atTime(s.endUs[index] - t0)} (lifetime ${formatSeconds(s.endUs[index] - s.startUs[index], s.endUs[index] - s.startUs[index])})`;
+    const owner = owners ? this.ownerName(s.owner[index]) : '';
     const render = () => {
       clear(this.tooltip);
       this.tooltip.append(
         h('div', { class: 'tooltip-title' }, `${formatBytes(s.size[index])} at 0x${s.address[index].toString(16)}`),
         h('div', {}, `allocated at ${atTime(s.startUs[index] - t0)}, ${life}`),
+        ...(owner ? [h('div', {}, `owner: ${owner}`)] : []),
         h('pre', { class: 'stack' }, stackLines(cachedStack(s.stackId[index])).join('\n')),
         h('div', { class: 'muted' }, 'Click: open the source line and show the segment map at this moment'),
       );
@@ -470,6 +625,10 @@ export class TimelinePanel {
   private click(e: PointerEvent): void {
     const hit = this.hit(e);
     if (!hit) return;
+    if (hit.group >= 0) {
+      this.setOwnerFilter(this.ownerFilter === hit.group ? undefined : hit.group);
+      return;
+    }
     this.host.onMoment(hit.t);
     this.invalidate(false);
     if (hit.index < 0 || !this.data) return;

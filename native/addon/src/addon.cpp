@@ -296,7 +296,8 @@ class Handle : public Napi::ObjectWrap<Handle> {
   Napi::Value Markers(const Napi::CallbackInfo& info) { return Str(info.Env(), markersJson(M(info.Env()), Dev(info, 0))); }
   Napi::Value Ooms(const Napi::CallbackInfo& info) { return Str(info.Env(), oomsJson(M(info.Env()))); }
   Napi::Value Spans(const Napi::CallbackInfo& info) {
-    return Str(info.Env(), spansJson(M(info.Env()), Dev(info, 0), Num(info, 1, -INFINITY), Num(info, 2, INFINITY), (size_t)Num(info, 3, 1000)));
+    return Str(info.Env(), spansJson(M(info.Env()), Dev(info, 0), Num(info, 1, -INFINITY), Num(info, 2, INFINITY), (size_t)Num(info, 3, 1000),
+                                     (int)Num(info, 4, -1)));
   }
   Napi::Value Diff(const Napi::CallbackInfo& info) {
     Model& a = M(info.Env());

@@ -465,7 +465,7 @@ std::string oomsJson(const Model& m) {
   return j.close(']').s;
 }
 
-std::string spansJson(const Model& m, int index, double t0, double t1, size_t maxCount) {
+std::string spansJson(const Model& m, int index, double t0, double t1, size_t maxCount, int owner) {
   const DeviceData* d = dev(m, index);
   Json j;
   j.open('[');
@@ -491,6 +491,8 @@ std::string spansJson(const Model& m, int index, double t0, double t1, size_t ma
     }
   };
   int64_t first = d->count() ? d->t[0] : 0;
+  const OwnerCache& ownerGroups = ownersOf(m, *d);
+  const OwnerCache* owners = owner >= 0 ? &ownerGroups : nullptr;
   for (size_t i = 0; i < d->count(); i++) {
     uint8_t a = d->action[i];
     double start, end;
@@ -503,10 +505,9 @@ std::string spansJson(const Model& m, int index, double t0, double t1, size_t ma
     } else {
       continue;
     }
-    if (start <= t1 && end >= t0) offer(Span{(uint32_t)i, d->size[i]});
+    if (start <= t1 && end >= t0 && (!owners || (int)owners->groupOfEvent(*d, i) == owner)) offer(Span{(uint32_t)i, d->size[i]});
   }
   std::sort_heap(spans.begin(), spans.end(), better);
-  const OwnerCache& owners = ownersOf(m, *d);
   size_t keep = spans.size();
   for (size_t k = 0; k < keep; k++) {
     size_t i = spans[k].i;
@@ -519,7 +520,7 @@ std::string spansJson(const Model& m, int index, double t0, double t1, size_t ma
     else
       j.num(isAlloc ? d->t[d->link[i]] : d->t[i]);
     j.kv("stackId", d->stack[i]).kvu("stream", d->stream[i]);
-    j.kv("owner", isAlloc ? (int)owners.groupOfStack(d->stack[i]) : (int)owners.beforeTrace()).close('}');
+    j.kv("owner", (int)ownerGroups.groupOfEvent(*d, i)).close('}');
   }
   return j.close(']').s;
 }

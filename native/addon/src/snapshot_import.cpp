@@ -219,10 +219,10 @@ struct Importer final : EntryDecoder {
     if (n < 2 || n % 2) return false;
     floor = floorNode;
     fields(kv, n, offered);
+    bool entry = offered[K_ACTION] != PickleTree::kNone && actionNode(offered[K_ACTION]) >= 0;
     floor = UINT32_MAX;
-    if (offered[K_ACTION] == PickleTree::kNone || actionNode(offered[K_ACTION]) < 0) return false;
     framesRef = offered[K_FRAMES];
-    return true;
+    return entry;
   }
   uint32_t offered[K_COUNT];  // the fields isEntry() found; decode() gets the same dict
 

@@ -37,7 +37,7 @@ export interface NativeHandle {
   stack(id: number): string;
   markers(device: number): string;
   ooms(): string;
-  spans(device: number, t0Us: number, t1Us: number, maxCount: number): string;
+  spans(device: number, t0Us: number, t1Us: number, maxCount: number, owner?: number): string;
   diff(device: number, aUs: number, bUs: number, other?: NativeHandle): string;
   summary(): string;
   exportPickle(outPath: string, atUs: number): void;
@@ -154,8 +154,8 @@ class NativeModel implements Model {
   ooms(): OomInfo[] {
     return parse<OomInfo[]>(this.handle.ooms());
   }
-  spans(device: number, t0Us: number, t1Us: number, maxCount: number): AllocationSpan[] {
-    const spans = parse<(Omit<AllocationSpan, 'endUs'> & { endUs: number | null })[]>(this.handle.spans(device, t0Us, t1Us, maxCount));
+  spans(device: number, t0Us: number, t1Us: number, maxCount: number, owner = -1): AllocationSpan[] {
+    const spans = parse<(Omit<AllocationSpan, 'endUs'> & { endUs: number | null })[]>(this.handle.spans(device, t0Us, t1Us, maxCount, owner));
     return spans.map((s) => ({ ...s, endUs: endOrNumber(s.endUs) }));
   }
   diff(device: number, aUs: number, bUs: number, other?: Model): LineDiff[] {

@@ -236,7 +236,8 @@ export interface Model {
   markers(device: number): Marker[];
   ooms(): OomInfo[];
   /** allocation lifetimes overlapping [t0Us, t1Us]; at most maxCount, largest first (level of detail) */
-  spans(device: number, t0Us: number, t1Us: number, maxCount: number): AllocationSpan[];
+  /** owner ≥ 0: only allocations of that owner group (TimelineOwners) */
+  spans(device: number, t0Us: number, t1Us: number, maxCount: number, owner?: number): AllocationSpan[];
   /** bytes live by line at two moments (or of two models: pass other) */
   diff(device: number, aUs: number, bUs: number, other?: Model): LineDiff[];
   summary(): SnapshotSummary;

@@ -188,7 +188,8 @@ export type SnapshotHostMessage =
 export type SnapshotWebviewMessage =
   | { type: 'ready' }
   | { type: 'selectDevice'; device: number }
-  | { type: 'requestTimeline'; requestId: number; device: number; t0Us: number; t1Us: number; buckets: number; maxSpans: number }
+  /** owner: only that owner group's allocations as bands (TimelineOwners); absent: all */
+  | { type: 'requestTimeline'; requestId: number; device: number; t0Us: number; t1Us: number; buckets: number; maxSpans: number; owner?: number }
   | { type: 'requestSegments'; requestId: number; device: number; timeUs: number }
   | { type: 'requestStack'; requestId: number; stackId: number }
   | { type: 'goToSource'; file: string; line: number }
