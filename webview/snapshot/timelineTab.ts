@@ -284,6 +284,15 @@ export class TimelinePanel {
             for (let y = y0; y < y1; y++) px[y * pw + c] = color;
             base += bytes;
           };
+          const bi = bucketOf(c);
+          // Memory from before the trace is the oldest: at the bottom, as allocation order stacks it.
+          const before = G - 1;
+          let beforeRest = 0;
+          if (owners && bi >= 0 && (filter === undefined || filter === before)) {
+            beforeRest = owners.bytes[bi * G + before];
+            for (let k = 0; k < live.length; k++) if (spans.owner[live[k]] === before) beforeRest -= spans.size[live[k]];
+            if (beforeRest > 0) fill(beforeRest, before === this.hoveredGroup ? HOVER : colors.aggregate[before]);
+          }
           for (let k = 0; k < live.length; k++) {
             const i = live[k];
             const g = owners ? spans.owner[i] : -1;
@@ -292,11 +301,10 @@ export class TimelinePanel {
             fill(spans.size[i], color);
             if (g >= 0) drawn[g] += spans.size[i];
           }
-          const bi = bucketOf(c);
           if (bi < 0) return;
           if (owners) {
             // Each owner's memory not drawn as its own bands, one band per owner (Note [No anonymous grey]).
-            for (let g = 0; g < G; g++) {
+            for (let g = 0; g < before; g++) {
               if (filter !== undefined && g !== filter) continue;
               const rest = owners.bytes[bi * G + g] - drawn[g];
               if (rest > 0) fill(rest, g === this.hoveredGroup ? HOVER : colors.aggregate[g]);
@@ -448,14 +456,18 @@ export class TimelinePanel {
   /** Owner swatches under the chart, rebuilt only when the owners change. */
   private updateLegend(d: TimelineView): void {
     const o = d.owners;
-    const key = o ? `${this.ownerFilter}|${o.groups}|${o.lines.map((l) => `${l.file}:${l.line}`).join('|')}` : '';
+    const key = o ? `${this.ownerFilter}|${o.groups}|${o.lines.map((l) => `${l.file}:${l.line}`).join('|')}|${d.device}|${d.t0Us}|${d.t1Us}` : '';
     if (key === this.legendKey) return;
     this.legendKey = key;
     clear(this.legend);
     if (!o) return;
+    const any = new Array<boolean>(o.groups).fill(false);
+    for (let k = 0; k < o.bytes.length; k++) if (o.bytes[k] > 0) any[k % o.groups] = true;
     for (let g = 0; g < o.groups; g++) {
-      const sw = h('span', { class: 'swatch' });
-      sw.style.background = ownerCss(g, o.groups);
+      if (!any[g] && g >= o.lines.length) continue; // an empty "other lines" / "before the trace"
+      const colour = ownerCss(g, o.groups);
+      const sw = h('span', { class: 'swatch', 'data-swatch': colour });
+      sw.style.background = colour;
       const item = h('button', { class: 'legend-item', 'data-group': g, title: 'Show only this owner', 'aria-pressed': this.ownerFilter === g ? 'true' : 'false' }, sw, this.ownerName(g));
       item.addEventListener('click', () => this.setOwnerFilter(this.ownerFilter === g ? undefined : g));
       this.legend.append(item);
@@ -556,6 +568,14 @@ export class TimelinePanel {
     const filter = this.ownerFilter;
     const drawn = new Float64Array(owners?.groups ?? 0);
     let base = 0;
+    const before = (owners?.groups ?? 0) - 1;
+    if (owners && bucket >= 0 && (filter === undefined || filter === before)) {
+      // As draw() stacks it: what is left of "before the trace" at the bottom.
+      let rest = owners.bytes[bucket * owners.groups + before];
+      for (let i = 0; i < s.startUs.length && s.startUs[i] <= t; i++) if ((s.liveAtEnd[i] || s.endUs[i] > t) && s.owner[i] === before) rest -= s.size[i];
+      if (rest > 0 && p.bytes >= 0 && p.bytes < rest) return { t, index: -1, group: before, bucket };
+      base = Math.max(0, rest);
+    }
     for (let i = 0; i < s.startUs.length && s.startUs[i] <= t; i++) {
       if (!(s.liveAtEnd[i] || s.endUs[i] > t)) continue;
       const g = owners ? s.owner[i] : -1;
@@ -565,7 +585,7 @@ export class TimelinePanel {
       if (g >= 0) drawn[g] += s.size[i];
     }
     if (!owners || bucket < 0) return { t, index: -1, group: -1, bucket };
-    for (let g = 0; g < owners.groups; g++) {
+    for (let g = 0; g < before; g++) {
       if (filter !== undefined && g !== filter) continue;
       const rest = owners.bytes[bucket * owners.groups + g] - drawn[g];
       if (rest <= 0) continue;
