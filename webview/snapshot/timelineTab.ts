@@ -51,6 +51,9 @@ export class TimelinePanel {
   private ownerFilter: number | undefined;
   private readonly legend: HTMLElement;
   private legendKey = '';
+  private colors: ReturnType<typeof ownerRaster> | undefined;
+  private raster: { img: ImageData; px: Uint32Array } | undefined;
+  private drawn = new Float64Array(0);
   private frameRequested = false;
   private fetchTimer: number | undefined;
   private drag: { x: number; v0: number; v1: number; moved: boolean } | undefined;
@@ -135,6 +138,9 @@ export class TimelinePanel {
   onData(view: TimelineView): void {
     if (view.requestId !== this.pendingRequest) return; // a newer request is on its way
     this.data = view;
+    // Once per answer, not per frame: the owners' raster colours and the legend.
+    this.colors = view.owners ? ownerRaster(view.owners.groups) : undefined;
+    this.updateLegend(view);
     this.invalidate(false);
   }
 
@@ -258,17 +264,28 @@ export class TimelinePanel {
     const muted = themeColor('--vscode-descriptionForeground', '#999999');
 
     if (d) {
-      const img = ctx.createImageData(pw, ph);
-      const px = new Uint32Array(img.data.buffer);
+      // One raster reused across frames: a fresh 2 MB ImageData per frame made the collector's pauses
+      // the slowest frames of a pan.
+      if (!this.raster || this.raster.img.width !== pw || this.raster.img.height !== ph) {
+        const fresh = ctx.createImageData(pw, ph);
+        this.raster = { img: fresh, px: new Uint32Array(fresh.data.buffer) };
+      }
+      const { img, px } = this.raster;
+      px.fill(0);
       const scale = ph / yMax;
       const n = d.buckets;
       const spans = d.spans;
       const hovered = this.hovered;
+      const hoveredGroup = this.hoveredGroup;
       const owners = d.owners;
-      const filter = this.ownerFilter;
+      const ownerOf = spans.owner;
+      const sizeOf = spans.size;
+      const filter = this.ownerFilter ?? -1;
       const G = owners?.groups ?? 0;
-      const colors = ownerRaster(Math.max(G, 2));
-      const drawn = new Float64Array(G);
+      const before = G - 1;
+      const colors = this.colors ?? ownerRaster(2);
+      if (this.drawn.length !== G) this.drawn = new Float64Array(G);
+      const drawn = this.drawn;
       const bucketOf = this.bucketOfColumn(d, pw);
       sweepColumns(
         spans,
@@ -276,43 +293,52 @@ export class TimelinePanel {
         v1,
         pw,
         (c, live) => {
+          // Bytes below the next band, and the pixel row it starts at (one rounding per boundary, so the
+          // column's height is its total bytes to the pixel).
           let base = 0;
-          drawn.fill(0);
-          const fill = (bytes: number, color: number) => {
-            const y1 = ph - Math.round(base * scale);
-            const y0 = Math.max(0, ph - Math.round((base + bytes) * scale));
-            for (let y = y0; y < y1; y++) px[y * pw + c] = color;
-            base += bytes;
-          };
+          let yBase = ph;
           const bi = bucketOf(c);
-          // Memory from before the trace is the oldest: at the bottom, as allocation order stacks it.
-          const before = G - 1;
-          let beforeRest = 0;
-          if (owners && bi >= 0 && (filter === undefined || filter === before)) {
-            beforeRest = owners.bytes[bi * G + before];
-            for (let k = 0; k < live.length; k++) if (spans.owner[live[k]] === before) beforeRest -= spans.size[live[k]];
-            if (beforeRest > 0) fill(beforeRest, before === this.hoveredGroup ? HOVER : colors.aggregate[before]);
+          if (owners && bi >= 0) {
+            drawn.fill(0);
+            for (let k = 0; k < live.length; k++) drawn[ownerOf[live[k]]] += sizeOf[live[k]];
+            // Memory from before the trace is the oldest: at the bottom, as allocation order stacks it.
+            const rest = owners.bytes[bi * G + before] - drawn[before];
+            if (rest > 0 && (filter < 0 || filter === before)) {
+              base += rest;
+              const y0 = Math.max(0, ph - Math.round(base * scale));
+              const color = before === hoveredGroup ? HOVER : colors.aggregate[before];
+              for (let y = y0; y < yBase; y++) px[y * pw + c] = color;
+              yBase = y0;
+            }
           }
           for (let k = 0; k < live.length; k++) {
             const i = live[k];
-            const g = owners ? spans.owner[i] : -1;
-            if (filter !== undefined && g !== filter) continue;
-            const color = i === hovered ? HOVER : g < 0 ? PALETTE32[colorIndex(spans.stackId[i], i)] : (i & 1 ? colors.alt : colors.band)[g];
-            fill(spans.size[i], color);
-            if (g >= 0) drawn[g] += spans.size[i];
+            const g = owners ? ownerOf[i] : -1;
+            if (filter >= 0 && g !== filter) continue;
+            base += sizeOf[i];
+            const y0 = Math.max(0, ph - Math.round(base * scale));
+            if (y0 < yBase) {
+              const color = i === hovered ? HOVER : g < 0 ? PALETTE32[colorIndex(spans.stackId[i], i)] : (i & 1 ? colors.alt : colors.band)[g];
+              for (let y = y0; y < yBase; y++) px[y * pw + c] = color;
+              yBase = y0;
+            }
           }
           if (bi < 0) return;
           if (owners) {
             // Each owner's memory not drawn as its own bands, one band per owner (Note [No anonymous grey]).
             for (let g = 0; g < before; g++) {
-              if (filter !== undefined && g !== filter) continue;
+              if (filter >= 0 && g !== filter) continue;
               const rest = owners.bytes[bi * G + g] - drawn[g];
-              if (rest > 0) fill(rest, g === this.hoveredGroup ? HOVER : colors.aggregate[g]);
+              if (rest <= 0) continue;
+              base += rest;
+              const y0 = Math.max(0, ph - Math.round(base * scale));
+              const color = g === hoveredGroup ? HOVER : colors.aggregate[g];
+              for (let y = y0; y < yBase; y++) px[y * pw + c] = color;
+              yBase = y0;
             }
             return;
           }
           // A host without owner totals: the grey envelope, darker up to the bucket's minimum.
-          const yBase = ph - Math.round(base * scale);
           const yLow = Math.max(0, ph - Math.round(Math.max(base, d.allocatedMin[bi]) * scale));
           const yHigh = Math.max(0, ph - Math.round(d.allocatedMax[bi] * scale));
           for (let y = yLow; y < yBase; y++) px[y * pw + c] = OTHER;
@@ -320,7 +346,6 @@ export class TimelinePanel {
         },
         (c) => this.columnTime(d, pw, c, bucketOf(c)),
       );
-      this.updateLegend(d);
       ctx.putImageData(img, left, top);
 
       const span = d.t1Us - d.t0Us || 1;
@@ -442,6 +467,7 @@ export class TimelinePanel {
     this.hoveredGroup = -1;
     this.updateAllOwnersButton();
     this.legendKey = '';
+    if (this.data) this.updateLegend(this.data);
     // The largest allocations of this owner replace the largest of all.
     if (this.fetchTimer !== undefined) clearTimeout(this.fetchTimer);
     this.fetchTimer = window.setTimeout(() => this.fetch(), 0);
@@ -456,13 +482,13 @@ export class TimelinePanel {
   /** Owner swatches under the chart, rebuilt only when the owners change. */
   private updateLegend(d: TimelineView): void {
     const o = d.owners;
-    const key = o ? `${this.ownerFilter}|${o.groups}|${o.lines.map((l) => `${l.file}:${l.line}`).join('|')}|${d.device}|${d.t0Us}|${d.t1Us}` : '';
+    const any = new Array<boolean>(o?.groups ?? 0).fill(false);
+    if (o) for (let k = 0; k < o.bytes.length; k++) if (o.bytes[k] > 0) any[k % o.groups] = true;
+    const key = o ? `${this.ownerFilter}|${o.groups}|${o.lines.map((l) => `${l.displayFile}:${l.line}`).join('|')}|${any.join()}` : '';
     if (key === this.legendKey) return;
     this.legendKey = key;
     clear(this.legend);
     if (!o) return;
-    const any = new Array<boolean>(o.groups).fill(false);
-    for (let k = 0; k < o.bytes.length; k++) if (o.bytes[k] > 0) any[k % o.groups] = true;
     for (let g = 0; g < o.groups; g++) {
       if (!any[g] && g >= o.lines.length) continue; // an empty "other lines" / "before the trace"
       const colour = ownerCss(g, o.groups);

@@ -97,7 +97,7 @@ export interface TimelineView {
   /** true when more allocations overlapped the window than were sent (the rest is drawn by owner group) */
   spansTruncated: boolean;
   /** owner groups per bucket, sampled at bucket centres; lines carry displayFile for labels */
-  owners?: TimelineOwners & { lines: { file: string; displayFile: string; line: number }[] };
+  owners?: Omit<TimelineOwners, 'lines'> & { lines: { file: string; displayFile: string; line: number }[] };
 }
 
 export interface BlockView {
