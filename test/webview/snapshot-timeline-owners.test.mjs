@@ -15,41 +15,10 @@ const FILE = path.join(ROOT, 'test/fixtures/pytorch-snapshots/resnet50-bf16-trai
 process.env.GPUMEM_ADDON ||= path.join(ROOT, 'dist/native/gpumem_addon.node');
 const { openModel } = await import('../../src/core/model/open.ts');
 
-// Allocated bytes, and bytes and live allocations per owner line (innermost user frame, issue #4's rule),
-// at each time of argv[2] (JSON), replayed from the pickle: blocks allocated at the end, less the trace's
-// allocations, plus its frees, give the start; events at or before t are applied.
-const REPLAY = String.raw`
-import json, pickle, re, sys
-d = pickle.load(open(sys.argv[1], 'rb'))
-times = json.loads(sys.argv[2])
-t = d['device_traces'][0]
-def user(f):
-    p = f.replace('\\', '/')
-    return not (p == '' or p.startswith('<') or 'site-packages/' in p or 'dist-packages/' in p or re.search(r'(^|/)lib/python[0-9.]+/', p))
-def owner(e):
-    for f in e.get('frames') or []:
-        if user(f['filename']): return '%s:%d' % (f['filename'], f['line'])
-    return '<no user frame>:0'
-alloc = sum(b['size'] for s in d['segments'] for b in s['blocks'] if b['state'] == 'active_allocated')
-for e in t:
-    if e['action'] == 'alloc': alloc -= e['size']
-    elif e['action'] == 'free_requested': alloc += e['size']
-live, out, i = {}, [], 0
-for tt in times:
-    while i < len(t) and t[i]['time_us'] <= tt:
-        e = t[i]; i += 1
-        if e['action'] == 'alloc':
-            alloc += e['size']; live[e['addr']] = (owner(e), e['size'])
-        elif e['action'] == 'free_requested':
-            alloc -= e['size']; live.pop(e['addr'], None)
-    by = {}
-    for o, z in live.values():
-        b, n = by.get(o, (0, 0)); by[o] = (b + z, n + 1)
-    out.append({'allocated': alloc, 'owners': {o: {'bytes': b, 'count': n} for o, (b, n) in by.items()}})
-print(json.dumps(out))`;
-
+// Allocated bytes, and bytes and live allocations per owner line, replayed by python3 from the pickle.
 function replay(times) {
-  return JSON.parse(execFileSync('python3', ['-c', REPLAY, FILE, JSON.stringify(times)], { encoding: 'utf8', maxBuffer: 64 << 20 }));
+  const script = path.join(ROOT, 'test/unit/reference/owners_at.py');
+  return JSON.parse(execFileSync('python3', [script, FILE, JSON.stringify(times)], { encoding: 'utf8', maxBuffer: 64 << 20 }));
 }
 
 /** Per plot column: the time it shows, what the panel's data says there, and its pixels classified. */
