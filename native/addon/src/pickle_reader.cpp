@@ -346,8 +346,11 @@ bool PickleTree::tryRow(std::vector<uint32_t>& stack, std::vector<uint32_t>& max
   std::vector<std::pair<uint32_t, uint32_t>> moved;
   std::vector<PValue> keepValues;
   if (moves) moved.reserve(moves), keepValues.reserve(moves);
-  for (const auto& [key, v] : memoLog_) {
-    uint32_t cur = memo[key];
+  // Fates from the values before any rewrite (a key logged twice must not see its own new value).
+  std::vector<std::pair<uint64_t, uint32_t>> slots;
+  slots.reserve(memoLog_.size());
+  for (const auto& [key, v] : memoLog_) slots.emplace_back(key, memo[key]);
+  for (const auto& [key, cur] : slots) {
     if ((cur & kTagged) || cur < vD) continue;
     size_t j = 0;
     switch (fateOf(cur, j)) {
@@ -581,6 +584,149 @@ void PickleTree::parse() {
     if (n > limits_.maxContainerItems) fail("a container in the pickle is larger than the reader's limit");
   };
 
+  // Note [Flat entries]: reads EMPTY_DICT … SETITEMS of a flat trace entry without building the dict; on
+  // anything unexpected it restores pos and the memo size and returns false (the caller reads it the
+  // general way, from the same EMPTY_DICT).
+  std::vector<FastPair> flatPairs;
+  flatPairs.reserve(32);
+  auto flatEntry = [&]() -> bool {
+    // A private cursor (pos is shared with the general path's out-of-line helpers, so it lives in memory).
+    const uint8_t* p = data_ + pos;
+    const uint8_t* const end = data_ + size_;
+    const size_t memoSize = memo.size(), valuesSize = values_.size(), logSize = memoLog_.size();
+    const bool overflow = logOverflow_;
+    // Fresh strings go too: a memo key below memoSize that now names one is put again by the general path
+    // (same opcodes) before anything can get it, and logged again.
+    auto rewind = [&] {
+      memo.resize(memoSize);
+      values_.resize(valuesSize);
+      memoLog_.resize(logSize);
+      logOverflow_ = overflow;
+      return false;
+    };
+    auto have = [&](size_t n) { return (size_t)(end - p) >= n; };
+    auto u32 = [&]() {
+      uint32_t v;
+      memcpy(&v, p, 4);  // little-endian hosts (x86-64, arm64), as pickle is
+      p += 4;
+      return v;
+    };
+    // The next opcode, past FRAME markers (protocol 4 frames may start anywhere between opcodes).
+    auto op = [&]() -> int {
+      while (p < end && *p == 0x95) {
+        if (!have(9)) return -1;
+        p += 9;
+      }
+      return p < end ? *p++ : -1;
+    };
+    // A memo put right after a value: MEMOIZE, BINPUT or LONG_BINPUT (or none): 1, 0, or −1 on a bad key.
+    auto memoAfter = [&](uint32_t v, uint64_t& keyOut) -> int {
+      const uint8_t* at = p;
+      int o = op();
+      uint64_t key;
+      if (o == 0x94) key = memo.size();
+      else if (o == 'q' && have(1)) key = *p++;
+      else if (o == 'r' && have(4)) key = u32();
+      else return p = at, 0;
+      if (key >= limits_.maxMemo || key > size_) return -1;
+      if (key >= memo.size()) memo.resize(key + 1, kNone);
+      memo[key] = v;
+      keyOut = key;
+      // Logged like any put, for a rollback of a dict that encloses this one (Note [Trace entries as rows]).
+      if (v != kNone && !(v & kTagged) && v >= trackFloor_) {
+        if (memoLog_.size() < kLogCap) memoLog_.emplace_back(key, v);
+        else logOverflow_ = true;
+      }
+      return 1;
+    };
+    auto memoRef = [&](uint64_t key, uint32_t& out) {
+      if (key >= memo.size() || memo[key] == kNone) return false;
+      out = memo[key];
+      return true;
+    };
+    // A fresh string: kept in the tree (it is memoised for later entries).
+    auto freshStr = [&](size_t len, uint32_t& out) {
+      if (!have(len) || values_.size() >= limits_.maxValues) return false;
+      values_.push_back(PValue{PType::Str, false, (uint32_t)len, (uint64_t)(p - data_)});
+      out = (uint32_t)(values_.size() - 1);
+      p += len;
+      uint64_t key;
+      return memoAfter(out, key) >= 0;
+    };
+    // A string or memo reference (keys, and string values): BINGET, LONG_BINGET, SHORT_BINUNICODE, BINUNICODE.
+    auto strOrRef = [&](int o, uint32_t& out) {
+      switch (o) {
+        case 'h': return have(1) && memoRef(*p++, out);
+        case 'j': return have(4) && memoRef(u32(), out);
+        case 0x8c: return have(1) && freshStr(*p++, out);
+        case 'X': return have(4) && freshStr(u32(), out);
+        default: return false;
+      }
+    };
+    uint64_t dictKey = 0;
+    int dictMemo = memoAfter(kNone, dictKey);  // the slot is filled once the row exists
+    if (dictMemo < 0 || op() != '(') return rewind();
+    flatPairs.clear();
+    while (true) {
+      int o = op();
+      if (o == 'u') break;
+      FastPair pair{};
+      if (!strOrRef(o, pair.key)) return rewind();
+      FastValue& v = pair.value;
+      o = op();
+      switch (o) {
+        case 'h':
+        case 'j':
+        case 0x8c:
+        case 'X':
+          v.kind = FastValue::Ref;
+          if (!strOrRef(o, v.ref)) return rewind();
+          break;
+        case 'K':
+          if (!have(1)) return rewind();
+          v = FastValue{FastValue::Int, 0, *p++};
+          break;
+        case 'M':
+          if (!have(2)) return rewind();
+          v = FastValue{FastValue::Int, 0, (uint64_t)p[0] | (uint64_t)p[1] << 8};
+          p += 2;
+          break;
+        case 'J':
+          if (!have(4)) return rewind();
+          v = FastValue{FastValue::Int, 0, (uint64_t)(int64_t)(int32_t)u32()};
+          break;
+        case 0x8a: {  // LONG1 of at most 8 bytes
+          if (!have(1)) return rewind();
+          size_t n = *p;
+          if (n > 8 || !have(1 + n)) return rewind();
+          p++;
+          uint64_t x = 0;
+          for (size_t k = 0; k < n; k++) x |= (uint64_t)p[k] << (8 * k);
+          if (n > 0 && n < 8 && (p[n - 1] & 0x80)) x |= ~uint64_t(0) << (8 * n);  // sign-extend
+          p += n;
+          v = FastValue{FastValue::Int, 0, x};
+          break;
+        }
+        case 'N': v = FastValue{FastValue::None, 0, 0}; break;
+        case 0x88: v = FastValue{FastValue::Bool, 0, 1}; break;
+        case 0x89: v = FastValue{FastValue::Bool, 0, 0}; break;
+        default: return rewind();
+      }
+      if (flatPairs.size() >= 32) return rewind();
+      flatPairs.push_back(pair);
+    }
+    if (decoder_->rowCount() >= kMaxTagged) return rewind();
+    uint32_t row;
+    // Not a row after all: the general path reads the dict again (its fresh strings, too).
+    if (!decoder_->decodeFlat(*this, flatPairs.data(), flatPairs.size(), (uint32_t)valuesSize, row)) return rewind();
+    const uint32_t ref = kEntryTag | row;
+    if (dictMemo > 0) memo[dictKey] = ref;
+    pos = (size_t)(p - data_);
+    pushStack(ref);
+    rowsFlat_++;
+    return true;
+  };
+
   while (true) {
     opStart = pos;
     if (pos - reported >= (1u << 20)) prefault.progress(reported = pos);
@@ -603,7 +749,10 @@ void PickleTree::parse() {
         return;
       }
       case '(': marks.push_back(stack.size()); break;
-      case '}': pushStack(newContainer(PType::Dict)); break;
+      case '}':
+        if (decoder_ && flatEntry()) break;
+        pushStack(newContainer(PType::Dict));
+        break;
       case ']': pushStack(newContainer(PType::List)); break;
       case ')': pushStack(newContainer(PType::Tuple)); break;
       case 0x8f: pushStack(newContainer(PType::List)); break;  // EMPTY_SET: kept as a list

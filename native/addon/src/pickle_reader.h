@@ -43,6 +43,23 @@ class PickleError : public std::runtime_error {
 // reference; otherwise the dict stays in the tree and the importer reads it as before. Tagged refs read as None
 // through every accessor below, so code that does not expect them sees an absent value.
 class PickleTree;
+
+// Note [Flat entries]: most trace entries are flat dicts whose keys and strings are memo references and
+// whose values are small integers (a frames list named again, or none): EMPTY_DICT, MEMOIZE, MARK,
+// (BINGET key, value)…, SETITEMS. The VM reads such a dict without building it: each value is kept as
+// a FastValue, the decoder gets the pairs, and the dict is never a tree node at all. Anything else in
+// the dict (a fresh list, a nested dict, an unexpected opcode) rewinds to the dict's first opcode and
+// the general path (Note [Trace entries as rows]) reads it.
+struct FastValue {
+  enum Kind : uint8_t { Ref, Int, UInt, None, Bool } kind;
+  uint32_t ref;  // Ref: a tree ref (value index or tagged)
+  uint64_t raw;  // Int: int64 bits; UInt: the value; Bool: 0/1
+};
+struct FastPair {
+  uint32_t key;  // a tree ref (a string value, normally)
+  FastValue value;
+};
+
 class EntryDecoder {
  public:
   virtual ~EntryDecoder() = default;
@@ -57,6 +74,9 @@ class EntryDecoder {
   virtual size_t rowCount() const = 0;
   // After decode(): the frame id each item of a fresh frames list became (UINT32_MAX: not a frame).
   virtual const std::vector<uint32_t>& freshFrames() const = 0;
+  // A flat dict read without building it (Note [Flat entries]); false: not a row, read it the general way
+  // (nothing may have been recorded then). Nodes ≥ floor are forgotten when it answers false.
+  virtual bool decodeFlat(const PickleTree& t, const FastPair* kv, size_t n, uint32_t floor, uint32_t& row) = 0;
 };
 
 struct PickleLimits {
@@ -125,7 +145,8 @@ class PickleTree {
   static bool isFrameRef(uint32_t r) { return (r & kKindMask) == kFrameTag; }
   static uint32_t tagValue(uint32_t r) { return r & ~kKindMask; }
   // Dicts taken as rows, and dicts the decoder was offered but that had to stay in the tree.
-  size_t rowsTaken() const { return rowsTaken_; }
+  size_t rowsTaken() const { return rowsTaken_ + rowsFlat_; }
+  size_t rowsFlat() const { return rowsFlat_; }
   size_t rowsKept() const { return rowsKept_; }
   static inline const PValue kNoneValue{PType::None, false, 0, 0};
 
@@ -165,7 +186,7 @@ class PickleTree {
   std::vector<uint32_t> appendLog_;  // container indexes
   bool logOverflow_ = false;
   uint32_t trackFloor_ = 0;
-  size_t rowsTaken_ = 0, rowsKept_ = 0;
+  size_t rowsTaken_ = 0, rowsKept_ = 0, rowsFlat_ = 0;
 };
 
 }  // namespace gpumem

@@ -229,22 +229,62 @@ struct Importer final : EntryDecoder {
   uint32_t decode(const PickleTree& tree, const uint32_t* kv, size_t n, uint32_t floorNode, uint32_t& stackOut) override {
     tp = &tree;
     floor = floorNode;
-    const uint32_t* f = offered;
-    uint32_t row = (uint32_t)rows.count();
-    int act = actionNode(f[K_ACTION]);
-    if (act < 0) act = ACT_SNAPSHOT;  // isEntry said otherwise; cannot happen
-    bool hasTime = f[K_TIME] != PickleTree::kNone;
-    int64_t tUs = hasTime ? tp->asInt(f[K_TIME], kNoTime) : kNoTime;
-    uint64_t size = tp->asU64(f[K_SIZE]);
-    uint64_t addr = act == ACT_OOM ? tp->asU64(f[K_DEVICE_FREE]) : tp->asU64(f[K_ADDR]);
-    uint32_t stk = stack(f[K_FRAMES]);
-    stackOut = stk;
-    rows.pushEvent(tUs, (uint8_t)act, addr, size, 0, tp->asU64(f[K_STREAM]), stk, poolOf(act, size));
-    rowHasTimeKey.push_back(hasTime);
-    uint32_t cc = f[K_COMPILE_CONTEXT], um = f[K_USER_METADATA];
-    uint32_t ccId = cc == PickleTree::kNone ? naId : str(cc), umId = um == PickleTree::kNone ? 0 : str(um);
-    if (ccId != naId || umId != 0) rowExtras.push_back({row, {ccId, umId}});
+    FastValue f[K_COUNT];
+    for (int k = 0; k < K_COUNT; k++) f[k] = FastValue{FastValue::Ref, offered[k], 0};
+    int act = actionNode(offered[K_ACTION]);
+    uint32_t row = addRow(act < 0 ? ACT_SNAPSHOT : act, f, stackOut);  // (isEntry checked the action)
     floor = UINT32_MAX;
+    return row;
+  }
+
+  bool decodeFlat(const PickleTree& tree, const FastPair* kv, size_t n, uint32_t floorNode, uint32_t& row) override {
+    tp = &tree;
+    FastValue f[K_COUNT];
+    for (auto& v : f) v = FastValue{FastValue::Ref, PickleTree::kNone, 0};
+    floor = floorNode;  // until it is a row, its fresh strings may be forgotten
+    int act = -1;
+    bool keysOk = true;
+    for (size_t k = 0; k < n && keysOk; k++) {
+      // Keys are strings the tree keeps (memoised); anything else is left to the general path.
+      keysOk = tp->isStr(kv[k].key);
+      int kind = keysOk ? keyKind(kv[k].key) : -1;
+      if (kind >= 0) f[kind] = kv[k].value;
+    }
+    const FastValue& a = f[K_ACTION];
+    if (keysOk && a.kind == FastValue::Ref && a.ref != PickleTree::kNone) act = actionNode(a.ref);
+    floor = UINT32_MAX;
+    if (act < 0) return false;
+    uint32_t stackId;
+    row = addRow(act, f, stackId);
+    return true;
+  }
+
+  // A FastValue read as the tree's accessors read a node (Note [Absent is None]).
+  int64_t asInt(const FastValue& v, int64_t fallback) const {
+    switch (v.kind) {
+      case FastValue::Ref: return tp->asInt(v.ref, fallback);
+      case FastValue::Int:
+      case FastValue::UInt:
+      case FastValue::Bool: return (int64_t)v.raw;
+      default: return fallback;
+    }
+  }
+  static bool present(const FastValue& v) { return !(v.kind == FastValue::Ref && v.ref == PickleTree::kNone); }
+  uint32_t strOf(const FastValue& v) { return v.kind == FastValue::Ref ? str(v.ref) : 0; }
+
+  uint32_t addRow(int act, const FastValue* f, uint32_t& stackOut) {
+    uint32_t row = (uint32_t)rows.count();
+    bool hasTime = present(f[K_TIME]);
+    int64_t tUs = hasTime ? asInt(f[K_TIME], kNoTime) : kNoTime;
+    uint64_t size = (uint64_t)asInt(f[K_SIZE], 0);
+    uint64_t addr = (uint64_t)asInt(act == ACT_OOM ? f[K_DEVICE_FREE] : f[K_ADDR], 0);
+    uint32_t stk = f[K_FRAMES].kind == FastValue::Ref ? stack(f[K_FRAMES].ref) : 0;
+    stackOut = stk;
+    rows.pushEvent(tUs, (uint8_t)act, addr, size, 0, (uint64_t)asInt(f[K_STREAM], 0), stk, poolOf(act, size));
+    rowHasTimeKey.push_back(hasTime);
+    const FastValue &cc = f[K_COMPILE_CONTEXT], &um = f[K_USER_METADATA];
+    uint32_t ccId = present(cc) ? strOf(cc) : naId, umId = present(um) ? strOf(um) : 0;
+    if (ccId != naId || umId != 0) rowExtras.push_back({row, {ccId, umId}});
     if ((row & 0xFFFF) == 0) rowsPublished.store(row, std::memory_order_relaxed);
     return row;
   }
@@ -481,7 +521,7 @@ void importSnapshot(Model& m, const uint8_t* data, size_t size, bool fileMapped)
   PickleTree& tree = *treePtr;
   im.parsing.store(false);
   im.tp = &tree;
-  if (timer.on) fprintf(stderr, "gpumem reader: rows %zu taken, %zu kept as dicts; tree %zu values\n", tree.rowsTaken(), tree.rowsKept(), tree.valueCount());
+  if (timer.on) fprintf(stderr, "gpumem reader: rows %zu taken (%zu flat), %zu kept as dicts; tree %zu values\n", tree.rowsTaken(), tree.rowsFlat(), tree.rowsKept(), tree.valueCount());
   timer.lap("parse");
   uint32_t root = tree.root();
   m.format = "pytorch-pickle";
