@@ -259,7 +259,7 @@ void PickleTree::appendItems(uint32_t cont, const uint32_t* items, size_t n) {
   if (n == 0) return;
   if (decoder_) {
     if (appendLog_.size() < kLogCap) appendLog_.push_back(cont), appendLog_.push_back((uint32_t)values_.size());
-    else logOverflow_ = true;
+    else restartLog();
   }
   Cont& c = containers_[cont];
   size_t need = (size_t)c.len + n;
@@ -296,8 +296,7 @@ bool PickleTree::tryRow(std::vector<uint32_t>& stack, std::vector<uint32_t>& max
   struct Clear {
     PickleTree& t;
     ~Clear() {
-      t.memoLog_.clear(), t.appendLog_.clear(), t.logOverflow_ = false;
-      t.trackFloor_ = (uint32_t)t.values_.size();
+      t.restartLog();
     }
   } clear{*this};
   auto keep = [&] {
@@ -305,7 +304,7 @@ bool PickleTree::tryRow(std::vector<uint32_t>& stack, std::vector<uint32_t>& max
     return false;
   };
   // The dict: created since the logs started, never filled before, the only stack ref to anything after it.
-  if (logOverflow_ || (vD & kTagged) || vD < trackFloor_ || vD >= values_.size()) return keep();
+  if ((vD & kTagged) || vD < trackFloor_ || vD >= values_.size()) return keep();
   const uint32_t cD = values_[vD].aux;
   if (containers_[cD].len != 0 || containers_[cD].cap != 0 || m < 1) return keep();
   if (m >= 2 && maxBelow[m - 2] > vD) return keep();  // (+1 encoding: > vD means some ref ≥ vD)
@@ -558,7 +557,7 @@ void PickleTree::parse() {
     memo[idx] = v;
     if (decoder_ && !(v & kTagged) && v >= trackFloor_) {
       if (memoLog_.size() < kLogCap) memoLog_.emplace_back(idx, v);
-      else logOverflow_ = true;
+      else restartLog();
     }
   };
   auto memoGet = [&](uint64_t idx) {
@@ -594,14 +593,13 @@ void PickleTree::parse() {
     const uint8_t* p = data_ + pos;
     const uint8_t* const end = data_ + size_;
     const size_t memoSize = memo.size(), valuesSize = values_.size(), logSize = memoLog_.size();
-    const bool overflow = logOverflow_;
+    const uint64_t epoch = logEpoch_;
     // Fresh strings go too: a memo key below memoSize that now names one is put again by the general path
     // (same opcodes) before anything can get it, and logged again.
     auto rewind = [&] {
       memo.resize(memoSize);
       values_.resize(valuesSize);
-      memoLog_.resize(logSize);
-      logOverflow_ = overflow;
+      if (logEpoch_ == epoch) memoLog_.resize(logSize);  // (after a restart the log stays restarted)
       return false;
     };
     auto have = [&](size_t n) { return (size_t)(end - p) >= n; };
@@ -635,7 +633,7 @@ void PickleTree::parse() {
       // Logged like any put, for a rollback of a dict that encloses this one (Note [Trace entries as rows]).
       if (v != kNone && !(v & kTagged) && v >= trackFloor_) {
         if (memoLog_.size() < kLogCap) memoLog_.emplace_back(key, v);
-        else logOverflow_ = true;
+        else restartLog();
       }
       return 1;
     };

@@ -179,13 +179,20 @@ class PickleTree {
   int protocol_ = 0;
   EntryDecoder* decoder_ = nullptr;
   bool dropInput_ = false;
-  // What a rollback must know (Note [Trace entries as rows]): memo puts and container appends since the
-  // last rollback (values_.size() then: trackFloor_); past kLogCap entries, no rollback until the next.
+  // What a rollback must know (Note [Trace entries as rows]): memo puts of values ≥ trackFloor_ and
+  // container appends since the log started (at values_.size() = trackFloor_). Only a dict created after
+  // that can be rolled back. The log restarts after each entry offered, and when it would pass kLogCap
+  // entries (the segments before the trace put thousands).
   static constexpr size_t kLogCap = 256;
   std::vector<std::pair<uint64_t, uint32_t>> memoLog_;  // (memo key, value)
-  std::vector<uint32_t> appendLog_;  // container indexes
-  bool logOverflow_ = false;
+  std::vector<uint32_t> appendLog_;  // (container index, values_.size() then) pairs
   uint32_t trackFloor_ = 0;
+  uint64_t logEpoch_ = 0;
+  void restartLog() {
+    memoLog_.clear(), appendLog_.clear();
+    trackFloor_ = (uint32_t)values_.size();
+    logEpoch_++;
+  }
   size_t rowsTaken_ = 0, rowsKept_ = 0, rowsFlat_ = 0;
 };
 
