@@ -586,8 +586,6 @@ void PickleTree::parse() {
   // Note [Flat entries]: reads EMPTY_DICT … SETITEMS of a flat trace entry without building the dict; on
   // anything unexpected it restores pos and the memo size and returns false (the caller reads it the
   // general way, from the same EMPTY_DICT).
-  std::vector<FastPair> flatPairs;
-  flatPairs.reserve(32);
   auto flatEntry = [&]() -> bool {
     // A private cursor (pos is shared with the general path's out-of-line helpers, so it lives in memory).
     const uint8_t* p = data_ + pos;
@@ -627,8 +625,9 @@ void PickleTree::parse() {
       else if (o == 'r' && have(4)) key = u32();
       else return p = at, 0;
       if (key >= limits_.maxMemo || key > size_) return -1;
-      if (key >= memo.size()) memo.resize(key + 1, kNone);
-      memo[key] = v;
+      if (key == memo.size()) memo.push_back(v);
+      else if (key > memo.size()) memo.resize(key + 1, kNone), memo[key] = v;
+      else memo[key] = v;
       keyOut = key;
       // Logged like any put, for a rollback of a dict that encloses this one (Note [Trace entries as rows]).
       if (v != kNone && !(v & kTagged) && v >= trackFloor_) {
@@ -652,7 +651,7 @@ void PickleTree::parse() {
       return memoAfter(out, key) >= 0;
     };
     // A string or memo reference (keys, and string values): BINGET, LONG_BINGET, SHORT_BINUNICODE, BINUNICODE.
-    auto strOrRef = [&](int o, uint32_t& out) {
+    auto strOrRef = [&](int o, uint32_t& out) __attribute__((always_inline)) {
       switch (o) {
         case 'h': return have(1) && memoRef(*p++, out);
         case 'j': return have(4) && memoRef(u32(), out);
@@ -664,11 +663,14 @@ void PickleTree::parse() {
     uint64_t dictKey = 0;
     int dictMemo = memoAfter(kNone, dictKey);  // the slot is filled once the row exists
     if (dictMemo < 0 || op() != '(') return rewind();
-    flatPairs.clear();
+    constexpr size_t kMaxPairs = 32;
+    FastPair pairs[kMaxPairs];
+    size_t npairs = 0;
     while (true) {
       int o = op();
       if (o == 'u') break;
-      FastPair pair{};
+      if (npairs == kMaxPairs) return rewind();
+      FastPair& pair = pairs[npairs++];
       if (!strOrRef(o, pair.key)) return rewind();
       FastValue& v = pair.value;
       o = op();
@@ -710,13 +712,11 @@ void PickleTree::parse() {
         case 0x89: v = FastValue{FastValue::Bool, 0, 0}; break;
         default: return rewind();
       }
-      if (flatPairs.size() >= 32) return rewind();
-      flatPairs.push_back(pair);
     }
     if (decoder_->rowCount() >= kMaxTagged) return rewind();
     uint32_t row;
     // Not a row after all: the general path reads the dict again (its fresh strings, too).
-    if (!decoder_->decodeFlat(*this, flatPairs.data(), flatPairs.size(), (uint32_t)valuesSize, row)) return rewind();
+    if (!decoder_->decodeFlat(*this, pairs, npairs, (uint32_t)valuesSize, row)) return rewind();
     const uint32_t ref = kEntryTag | row;
     if (dictMemo > 0) memo[dictKey] = ref;
     pos = (size_t)(p - data_);
