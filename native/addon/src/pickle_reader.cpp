@@ -660,45 +660,33 @@ void PickleTree::parse() {
         default: return false;
       }
     };
-    uint64_t dictKey = 0;
-    int dictMemo = memoAfter(kNone, dictKey);  // the slot is filled once the row exists
-    if (dictMemo < 0 || op() != '(') return rewind();
-    constexpr size_t kMaxPairs = 32;
-    FastPair pairs[kMaxPairs];
-    size_t npairs = 0;
-    while (true) {
-      int o = op();
-      if (o == 'u') break;
-      if (npairs == kMaxPairs) return rewind();
-      FastPair& pair = pairs[npairs++];
-      if (!strOrRef(o, pair.key)) return rewind();
-      FastValue& v = pair.value;
-      o = op();
+    // A scalar value (a string or memo reference, an integer, None, a bool): false for anything else.
+    auto scalar = [&](int o, FastValue& v) __attribute__((always_inline)) {
       switch (o) {
         case 'h':
         case 'j':
         case 0x8c:
         case 'X':
           v.kind = FastValue::Ref;
-          if (!strOrRef(o, v.ref)) return rewind();
+          if (!strOrRef(o, v.ref)) return false;
           break;
         case 'K':
-          if (!have(1)) return rewind();
+          if (!have(1)) return false;
           v = FastValue{FastValue::Int, 0, *p++};
           break;
         case 'M':
-          if (!have(2)) return rewind();
+          if (!have(2)) return false;
           v = FastValue{FastValue::Int, 0, (uint64_t)p[0] | (uint64_t)p[1] << 8};
           p += 2;
           break;
         case 'J':
-          if (!have(4)) return rewind();
+          if (!have(4)) return false;
           v = FastValue{FastValue::Int, 0, (uint64_t)(int64_t)(int32_t)u32()};
           break;
         case 0x8a: {  // LONG1 of at most 8 bytes
-          if (!have(1)) return rewind();
+          if (!have(1)) return false;
           size_t n = *p;
-          if (n > 8 || !have(1 + n)) return rewind();
+          if (n > 8 || !have(1 + n)) return false;
           p++;
           uint64_t x = 0;
           for (size_t k = 0; k < n; k++) x |= (uint64_t)p[k] << (8 * k);
@@ -710,9 +698,96 @@ void PickleTree::parse() {
         case 'N': v = FastValue{FastValue::None, 0, 0}; break;
         case 0x88: v = FastValue{FastValue::Bool, 0, 1}; break;
         case 0x89: v = FastValue{FastValue::Bool, 0, 0}; break;
-        default: return rewind();
+        default: return false;
       }
-    }
+      return true;
+    };
+    // MARK (key, scalar)… SETITEMS after a frame dict's EMPTY_DICT and memo put.
+    constexpr size_t kMaxPairs = 32;
+    auto framePairs = [&](FastPair* out, size_t& n) {
+      n = 0;
+      if (op() != '(') return false;
+      while (true) {
+        int o = op();
+        if (o == 'u') return true;
+        if (n == kMaxPairs) return false;
+        FastPair& pair = out[n++];
+        if (!strOrRef(o, pair.key) || !scalar(op(), pair.value)) return false;
+      }
+    };
+    // A frames list after its EMPTY_LIST: memo put, then items in MARK … APPENDS batches or single APPENDs,
+    // each a fresh frame dict or a memo reference to one (pickle's own batching, any mix of them).
+    auto framesList = [&](FastValue& v) {
+      uint64_t listKey = 0;
+      int listMemo = memoAfter(kNone, listKey);  // filled with the stack once known
+      if (listMemo < 0) return false;
+      constexpr size_t kMaxFrames = 512;  // deeper stacks go the general way
+      uint32_t ids[kMaxFrames];
+      size_t nf = 0;
+      auto item = [&](int o) {
+        if (nf == kMaxFrames) return false;
+        uint32_t id;
+        if (o == '}') {
+          uint64_t frameKey = 0;
+          int frameMemo = memoAfter(kNone, frameKey);
+          FastPair fp[kMaxPairs];
+          size_t n;
+          if (frameMemo < 0 || !framePairs(fp, n)) return false;
+          id = decoder_->flatFrame(*this, fp, n, (uint32_t)valuesSize);
+          if (id > kMaxTagged) return false;
+          if (frameMemo > 0) memo[frameKey] = kFrameTag | id;  // later entries may name it again
+        } else if (o == 'h' || o == 'j') {
+          uint32_t ref;
+          if (!strOrRef(o, ref) || (id = decoder_->frameOf(*this, ref)) > kMaxTagged) return false;
+        } else {
+          return false;
+        }
+        ids[nf++] = id;
+        return true;
+      };
+      while (true) {
+        const uint8_t* at = p;
+        int o = op();
+        if (o == '(') {
+          while ((o = op()) != 'e')
+            if (!item(o)) return false;
+        } else if (o == '}' || o == 'h' || o == 'j') {
+          if (!item(o) || op() != 'a') return false;
+        } else {
+          p = at;  // the list is complete
+          break;
+        }
+      }
+      uint32_t stackId = decoder_->flatStack(ids, nf);
+      if (stackId > kMaxTagged) return false;
+      if (listMemo > 0) memo[listKey] = kStackTag | stackId;
+      v = FastValue{FastValue::Stack, 0, stackId};
+      return true;
+    };
+    // MARK (key, value)… SETITEMS after an entry's EMPTY_DICT and memo put; false on anything else.
+    auto dictPairs = [&](FastPair* out, size_t& n) {
+      n = 0;
+      if (op() != '(') return false;
+      while (true) {
+        int o = op();
+        if (o == 'u') return true;
+        if (n == kMaxPairs) return false;
+        FastPair& pair = out[n++];
+        if (!strOrRef(o, pair.key)) return false;
+        o = op();
+        if (o == ']') {  // a frames list, the only container a flat entry holds
+          if (!framesList(pair.value)) return false;
+        } else if (!scalar(o, pair.value)) {
+          return false;
+        }
+      }
+    };
+    uint64_t dictKey = 0;
+    int dictMemo = memoAfter(kNone, dictKey);  // the slot is filled once the row exists
+    if (dictMemo < 0) return rewind();
+    FastPair pairs[kMaxPairs];
+    size_t npairs = 0;
+    if (!dictPairs(pairs, npairs)) return rewind();
     if (decoder_->rowCount() >= kMaxTagged) return rewind();
     uint32_t row;
     // Not a row after all: the general path reads the dict again (its fresh strings, too).

@@ -44,16 +44,18 @@ class PickleError : public std::runtime_error {
 // through every accessor below, so code that does not expect them sees an absent value.
 class PickleTree;
 
-// Note [Flat entries]: most trace entries are flat dicts whose keys and strings are memo references and
-// whose values are small integers (a frames list named again, or none): EMPTY_DICT, MEMOIZE, MARK,
-// (BINGET key, value)…, SETITEMS. The VM reads such a dict without building it: each value is kept as
-// a FastValue, the decoder gets the pairs, and the dict is never a tree node at all. Anything else in
-// the dict (a fresh list, a nested dict, an unexpected opcode) rewinds to the dict's first opcode and
+// Note [Flat entries]: a trace entry is a dict whose keys and strings are mostly memo references and
+// whose values are integers, strings and a frames list: EMPTY_DICT, MEMOIZE, MARK, (key, value)…,
+// SETITEMS. The VM reads such a dict without building it: each value is kept as a FastValue, the decoder
+// gets the pairs, and the dict is never a tree node at all. A frames list is read the same way (a list
+// named again, or a fresh list of frame dicts, fresh or named again, as PyTorch dumps them): its frames
+// are interned as they come, and memo references to the list and its dicts become stack and frame refs.
+// Anything else in the dict (a nested dict, an unexpected opcode) rewinds to the dict's first opcode and
 // the general path (Note [Trace entries as rows]) reads it.
 struct FastValue {
-  enum Kind : uint8_t { Ref, Int, UInt, None, Bool } kind;
+  enum Kind : uint8_t { Ref, Int, UInt, None, Bool, Stack } kind;
   uint32_t ref;  // Ref: a tree ref (value index or tagged)
-  uint64_t raw;  // Int: int64 bits; UInt: the value; Bool: 0/1
+  uint64_t raw;  // Int: int64 bits; UInt: the value; Bool: 0/1; Stack: a stack id
 };
 struct FastPair {
   uint32_t key;  // a tree ref (a string value, normally)
@@ -77,6 +79,11 @@ class EntryDecoder {
   // A flat dict read without building it (Note [Flat entries]); false: not a row, read it the general way
   // (nothing may have been recorded then). Nodes ≥ floor are forgotten when it answers false.
   virtual bool decodeFlat(const PickleTree& t, const FastPair* kv, size_t n, uint32_t floor, uint32_t& row) = 0;
+  // Frames of a flat entry's list: a fresh frame dict's pairs, or a frame dict the tree holds (or a frame
+  // ref) → frame id (UINT32_MAX: not a frame, read the entry the general way); frame ids → stack id.
+  virtual uint32_t flatFrame(const PickleTree& t, const FastPair* kv, size_t n, uint32_t floor) = 0;
+  virtual uint32_t frameOf(const PickleTree& t, uint32_t ref) = 0;
+  virtual uint32_t flatStack(const uint32_t* frameIds, size_t n) = 0;
 };
 
 struct PickleLimits {

@@ -259,6 +259,38 @@ struct Importer final : EntryDecoder {
     return true;
   }
 
+  enum FrameKey { FK_FILE = 0, FK_NAME, FK_LINE, FK_OTHER };
+  NodeTable frameKeyKinds;  // FrameKey + 2
+  int frameKey(uint32_t node) {
+    if (uint32_t c = frameKeyKinds.get(node)) return (int)c - 2;
+    std::string_view s = tp->isStr(node) ? tp->str(node) : std::string_view();
+    int kind = s == "filename" ? FK_FILE : s == "name" ? FK_NAME : s == "line" ? FK_LINE : FK_OTHER;
+    if (cacheable(node)) frameKeyKinds.set(node, (uint32_t)(kind + 1));
+    return kind;
+  }
+  uint32_t flatFrame(const PickleTree& tree, const FastPair* kv, size_t n, uint32_t floorNode) override {
+    tp = &tree;
+    floor = floorNode;
+    FastValue f[3] = {{FastValue::None, 0, 0}, {FastValue::None, 0, 0}, {FastValue::None, 0, 0}};
+    for (size_t k = 0; k < n; k++) {
+      int kind = tp->isStr(kv[k].key) ? frameKey(kv[k].key) : FK_OTHER;
+      if (kind < FK_OTHER) f[kind] = kv[k].value;  // later keys win, as in the general path's get()
+    }
+    // As frame() reads a frame dict: missing or non-string names are "", a non-integer line is 0.
+    uint32_t id = m.internFrame(strOf(f[FK_FILE]), strOf(f[FK_NAME]), (uint32_t)asInt(f[FK_LINE], 0));
+    floor = UINT32_MAX;
+    return id;
+  }
+  uint32_t frameOf(const PickleTree& tree, uint32_t ref) override {
+    tp = &tree;
+    if (PickleTree::isFrameRef(ref)) return PickleTree::tagValue(ref) < m.frames.size() ? PickleTree::tagValue(ref) : UINT32_MAX;
+    return tp->at(ref).type == PType::Dict ? frame(ref) : UINT32_MAX;
+  }
+  uint32_t flatStack(const uint32_t* ids, size_t n) override {
+    frameIds.assign(ids, ids + n);
+    return m.internStack(frameIds, false);
+  }
+
   // A FastValue read as the tree's accessors read a node (Note [Absent is None]).
   int64_t asInt(const FastValue& v, int64_t fallback) const {
     switch (v.kind) {
@@ -278,7 +310,7 @@ struct Importer final : EntryDecoder {
     int64_t tUs = hasTime ? asInt(f[K_TIME], kNoTime) : kNoTime;
     uint64_t size = (uint64_t)asInt(f[K_SIZE], 0);
     uint64_t addr = (uint64_t)asInt(act == ACT_OOM ? f[K_DEVICE_FREE] : f[K_ADDR], 0);
-    uint32_t stk = f[K_FRAMES].kind == FastValue::Ref ? stack(f[K_FRAMES].ref) : 0;
+    uint32_t stk = f[K_FRAMES].kind == FastValue::Ref ? stack(f[K_FRAMES].ref) : f[K_FRAMES].kind == FastValue::Stack ? (uint32_t)f[K_FRAMES].raw : 0;
     stackOut = stk;
     rows.pushEvent(tUs, (uint8_t)act, addr, size, 0, (uint64_t)asInt(f[K_STREAM], 0), stk, poolOf(act, size));
     rowHasTimeKey.push_back(hasTime);
