@@ -43,6 +43,9 @@ export class TimelinePanel {
   private readonly status: HTMLElement;
   private data: TimelineView | undefined;
   private pendingRequest = 0;
+  /** what the pending request asked, '' once answered; generation: bumped when the trace or device changes */
+  private pendingKey = '';
+  private generation = 0;
   private v0 = 0;
   private v1 = 1;
   private hovered = -1;
@@ -63,6 +66,9 @@ export class TimelinePanel {
   /** performance.now() of the last timeline query, for the benchmark */
   requestedAt = 0;
   lastDrawStartedAt = 0;
+  /** performance.now() when the last answer was taken and when a frame first drew it, for the benchmark */
+  dataAt = 0;
+  dataDrawnAt = 0;
 
   constructor(
     private readonly root: HTMLElement,
@@ -120,6 +126,7 @@ export class TimelinePanel {
   /** The trace changed (new file or device): show all of it unless the restored state says otherwise. */
   resetForDevice(keepWindow: boolean): void {
     this.data = undefined;
+    this.generation++;
     if (!keepWindow) this.resetWindow();
     this.invalidate();
   }
@@ -127,6 +134,7 @@ export class TimelinePanel {
   /** The trace grew from `previousEndUs`: refetch; a view that reached the old end follows the new one. */
   refresh(previousEndUs: number): void {
     this.data = undefined;
+    this.generation++;
     if (this.v1 >= previousEndUs) {
       const { t1Us } = this.host.range();
       this.v1 = Math.max(this.v1, t1Us);
@@ -137,7 +145,10 @@ export class TimelinePanel {
 
   onData(view: TimelineView): void {
     if (view.requestId !== this.pendingRequest) return; // a newer request is on its way
+    this.pendingKey = '';
     this.data = view;
+    this.dataAt = performance.now();
+    this.dataDrawnAt = 0;
     // Once per answer, not per frame: the owners' raster colours and the legend.
     this.colors = view.owners ? ownerRaster(view.owners.groups) : undefined;
     this.updateLegend(view);
@@ -230,6 +241,12 @@ export class TimelinePanel {
     const a = Math.max(t0Us, this.v0 - w);
     const b = Math.min(Math.max(t1Us, t0Us + 1), this.v1 + w);
     const buckets = Math.min(8192, Math.max(1, Math.round((this.plotWidth() * (b - a)) / w)));
+    // The same question already on its way (the panel shows itself again when the summary arrives): wait
+    // for its answer rather than discard it — at 10 M events that was a second full query before the first
+    // paint. A request unanswered for 2 s is asked again.
+    const key = `${this.generation}|${this.host.device()}|${a}|${b}|${buckets}|${this.ownerFilter}`;
+    if (key === this.pendingKey && performance.now() - this.requestedAt < 2000) return;
+    this.pendingKey = key;
     this.pendingRequest = newRequestId();
     this.requestedAt = performance.now();
     send({ type: 'requestTimeline', requestId: this.pendingRequest, device: this.host.device(), t0Us: a, t1Us: b, buckets, maxSpans: MAX_SPANS, owner: this.ownerFilter });
@@ -257,6 +274,7 @@ export class TimelinePanel {
     const pw = Math.max(1, cw - left - Math.round(MARGIN.right * dpr));
     const ph = Math.max(1, ch - top - Math.round(MARGIN.bottom * dpr));
     const d = this.data;
+    if (d && !this.dataDrawnAt) this.dataDrawnAt = started;
     const yMax = this.yMax();
     const v0 = this.v0;
     const v1 = this.v1;
