@@ -17,7 +17,7 @@ for (const file of FIXTURES) {
     try {
       const { t0Us, t1Us } = m.timeRange(0);
       const n = 97;
-      const tl = m.timeline(0, t0Us - 1, t1Us + 1, n);
+      const tl = m.timeline(0, t0Us - 1, t1Us + 1, n, true);
       const G = tl.owners.groups;
       assert.equal(G, tl.owners.lines.length + 2);
       const times = Array.from({ length: n }, (_, k) => tl.t0Us + ((k + 0.5) * (tl.t1Us - tl.t0Us)) / n);
@@ -38,6 +38,8 @@ for (const file of FIXTURES) {
         assert.equal(row[G - 2], other, `bucket ${k} other lines`);
       }
       assert.ok(named > 0, 'no named owner held memory');
+      // Without asking, a timeline has no owners (the live view polls it on every append).
+      assert.equal(m.timeline(0, t0Us, t1Us, 10).owners, undefined);
       // The sites table names the same lines in the same order, with their group.
       const sites = m.lineStats(0).filter((s) => s.ownerGroup >= 0 && s.ownerGroup < names.length);
       assert.deepEqual(sites.map((s) => `${s.file}:${s.line}`), names);

@@ -288,7 +288,8 @@ class Handle : public Napi::ObjectWrap<Handle> {
   Napi::Value TimeRange(const Napi::CallbackInfo& info) { return Str(info.Env(), timeRangeJson(M(info.Env()), Dev(info, 0))); }
   Napi::Value Current(const Napi::CallbackInfo& info) { return Str(info.Env(), currentJson(M(info.Env()), Dev(info, 0))); }
   Napi::Value Timeline(const Napi::CallbackInfo& info) {
-    return Str(info.Env(), timelineJson(M(info.Env()), Dev(info, 0), Num(info, 1, 0), Num(info, 2, 0), (int)Num(info, 3, 100)));
+    bool owners = info.Length() > 4 && info[4].IsBoolean() && info[4].As<Napi::Boolean>().Value();
+    return Str(info.Env(), timelineJson(M(info.Env()), Dev(info, 0), Num(info, 1, 0), Num(info, 2, 0), (int)Num(info, 3, 100), owners));
   }
   Napi::Value StateAt(const Napi::CallbackInfo& info) { return Str(info.Env(), stateJson(M(info.Env()), Dev(info, 0), Num(info, 1, INFINITY))); }
   Napi::Value LineStats(const Napi::CallbackInfo& info) { return Str(info.Env(), lineStatsJson(M(info.Env()), Dev(info, 0))); }

@@ -562,7 +562,7 @@ std::string diffJson(const Model& a, int index, double aUs, const Model& b, doub
   return j.close(']').s;
 }
 
-std::string timelineJson(Model& m, int index, double t0, double t1, int buckets) {
+std::string timelineJson(Model& m, int index, double t0, double t1, int buckets, bool withOwners) {
   buckets = std::max(1, std::min(buckets, 1 << 16));
   if (!(t1 > t0)) t1 = t0 + 1;
   Json j;
@@ -574,8 +574,8 @@ std::string timelineJson(Model& m, int index, double t0, double t1, int buckets)
   if (it != m.devices.end()) {
     DeviceData& d = it->second;
     // Owner groups at each bucket's centre (Note [Owner bands]).
-    owners = &ownersOf(m, d);
-    {
+    if (withOwners) {
+      owners = &ownersOf(m, d);
       const size_t G = owners->groups;
       ownerBytes.resize((size_t)buckets * G), ownerCount.resize((size_t)buckets * G);
       std::vector<int64_t> b, c;

@@ -10,7 +10,8 @@ namespace gpumem {
 std::string summaryJson(const Model& m);
 std::string timeRangeJson(const Model& m, int dev);
 std::string currentJson(const Model& m, int dev);
-std::string timelineJson(Model& m, int dev, double t0, double t1, int buckets);
+// owners: also the owner groups per bucket (Note [Owner bands]); the live view's polls leave them out.
+std::string timelineJson(Model& m, int dev, double t0, double t1, int buckets, bool owners = false);
 std::string stateJson(const Model& m, int dev, double tUs);
 std::string lineStatsJson(const Model& m, int dev);
 std::string stackJson(const Model& m, uint32_t id);

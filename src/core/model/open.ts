@@ -31,7 +31,7 @@ export interface NativeHandle {
   ended(): boolean;
   timeRange(device: number): string;
   current(device: number): string;
-  timeline(device: number, t0Us: number, t1Us: number, buckets: number): string;
+  timeline(device: number, t0Us: number, t1Us: number, buckets: number, owners?: boolean): string;
   stateAt(device: number, timeUs: number): string;
   lineStats(device: number): string;
   stack(id: number): string;
@@ -133,8 +133,8 @@ class NativeModel implements Model {
   current(device: number): CurrentFigures {
     return parse<CurrentFigures>(this.handle.current(device));
   }
-  timeline(device: number, t0Us: number, t1Us: number, buckets: number): TimelineBuckets {
-    const tl = parse<TimelineBuckets & { deviceUsedMax?: (number | null)[] }>(this.handle.timeline(device, t0Us, t1Us, buckets));
+  timeline(device: number, t0Us: number, t1Us: number, buckets: number, owners = false): TimelineBuckets {
+    const tl = parse<TimelineBuckets & { deviceUsedMax?: (number | null)[] }>(this.handle.timeline(device, t0Us, t1Us, buckets, owners));
     if (tl.deviceUsedMax) tl.deviceUsedMax = tl.deviceUsedMax.map((v) => (v === null ? NaN : v));
     return tl as TimelineBuckets;
   }

@@ -227,7 +227,8 @@ export interface Model {
   ended(): boolean;
   timeRange(device: number): { t0Us: number; t1Us: number };
   current(device: number): CurrentFigures;
-  timeline(device: number, t0Us: number, t1Us: number, buckets: number): TimelineBuckets;
+  /** owners: also the owner groups per bucket (TimelineOwners; costs a pass over new events) */
+  timeline(device: number, t0Us: number, t1Us: number, buckets: number, owners?: boolean): TimelineBuckets;
   /** allocator state at `timeUs` (Infinity = end of the capture) */
   stateAt(device: number, timeUs: number): AllocatorState;
   /** per-line statistics (DESIGN §3), sorted by selfBytesAtPeak descending */

@@ -68,7 +68,7 @@ export class SnapshotSession {
   timeline(requestId: number, device: number, t0Us: number, t1Us: number, buckets: number, maxSpans: number, owner?: number): TimelineView {
     const n = clampInt(buckets, 1, MAX_BUCKETS);
     const range = this.model.timeRange(device);
-    const tl = this.model.timeline(device, t0Us, t1Us, n);
+    const tl = this.model.timeline(device, t0Us, t1Us, n, true);
     // One more than drawn, so "there were more" is known without counting them all.
     const limit = clampInt(maxSpans, 0, MAX_SPANS);
     const ownerGroup = typeof owner === 'number' && Number.isInteger(owner) && owner >= 0 ? owner : -1;
