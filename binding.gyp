@@ -6,15 +6,25 @@
         "native/addon/src/addon.cpp",
         "native/addon/src/aggregate.cpp",
         "native/addon/src/capture_decoder.cpp",
+        "native/addon/src/categories.cpp",
         "native/addon/src/export_pickle.cpp",
         "native/addon/src/model.cpp",
         "native/addon/src/pickle_reader.cpp",
         "native/addon/src/replay.cpp",
-        "native/addon/src/snapshot_import.cpp"
+        "native/addon/src/snapshot_import.cpp",
+        "native/addon/src/policy_replay.cpp",
+        "native/allocator/src/device_allocator.cc",
+        "native/allocator/src/invariants.cc",
+        "native/allocator/src/oom_message.cc",
+        "native/allocator/src/restore.cc",
+        "native/allocator/src/sim_backend.cc",
+        "native/allocator/src/stats.cc",
+        "native/allocator/src/what_if.cc"
       ],
       "include_dirs": [
         "<!(node -p \"require('node-addon-api').include_dir\")",
-        "native/format"
+        "native/format",
+        "native/allocator/src"
       ],
       "defines": ["NAPI_VERSION=8", "NAPI_CPP_EXCEPTIONS"],
       "cflags!": ["-fno-exceptions"],

@@ -12,6 +12,7 @@ import { registerOpenFrame } from './glue/annotations/openFrame';
 import { Launcher } from './glue/launcher';
 import { LivePanel } from './glue/live/panel';
 import { notifyOom } from './glue/oom';
+import { notifyWriterFailure } from './glue/writerFailure';
 import { SessionManager, type OomEvent } from './glue/sessions';
 import { MemoryStatusBar } from './glue/statusBar';
 import { registerSnapshotFeatures } from './glue/snapshot';
@@ -31,6 +32,7 @@ export function activate(context: vscode.ExtensionContext): void {
     new MemoryStatusBar(sessions),
     sessions.onDidChange(() => annotations.refresh()),
     sessions.onDidOom((e) => void notifyOom(e, () => Promise.resolve(snapshotAtOom(e)))),
+    sessions.onDidWriterFailure((e) => void notifyWriterFailure(e, () => livePanel.show())),
     registerOpenFrame(),
     vscode.commands.registerCommand('gpuMemoryLens.run', async (uri?: vscode.Uri) => {
       try {

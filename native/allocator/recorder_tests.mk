@@ -3,7 +3,6 @@
 ##   under ASan+UBSan and under TSan; then Python-driven tests of the real .so (sim backend):
 ##   stacks, snapshot pickles vs PyTorch 2.11 fixtures, control socket, writer guarantees.
 REC_TESTDIR := $(ROOT)/test/native/recorder
-REC_SRCS := src/recorder.cc src/writer.cc src/stack_capture.cc src/frame_walker.cc src/snapshot_pickle.cc src/control_server.cc
 REC_UNIT := $(REC_TESTDIR)/recorder_unit.cc $(REC_TESTDIR)/fake_core.cc
 REC_DEFS := -DGPUMEM_FIXTURES='"$(ROOT)/test/fixtures/pytorch-snapshots"'
 

@@ -23,7 +23,7 @@ namespace fmt {
 
 GPUMEM_CONSTEXPR char kMagic[8] = {'G', 'P', 'U', 'M', 'E', 'M', '\r', '\n'};
 GPUMEM_CONSTEXPR uint16_t kMajor = 1;
-GPUMEM_CONSTEXPR uint16_t kMinor = 1;  // 1: REC_DEVICE
+GPUMEM_CONSTEXPR uint16_t kMinor = 3;  // 1: REC_DEVICE · 2: EndRec.reason/message, DeviceRec.pci_bus_id · 3: REC_TAG, MARK_PHASE
 // Upper bound on one record's payload; a larger length means damage, not a real record.
 GPUMEM_CONSTEXPR uint32_t kMaxPayload = 64u << 20;
 GPUMEM_CONSTEXPR uint32_t kMaxHeaderJson = 1u << 20;
@@ -58,6 +58,7 @@ enum RecordType : uint8_t {
   REC_NOTICE = 42,          // NoticeRec: something the user must know (e.g. cudnn.benchmark forced off)
   REC_STATS = 43,           // StatsRec: the allocator's counters at a moment (for the live status)
   REC_DEVICE = 44,          // DeviceRec: a device the allocator manages (minor 1; before its first event)
+  REC_TAG = 45,             // TagRec: the memory at an address is a parameter/gradient/optimizer state (minor 3)
   REC_LOST = 50,            // LostRec: events dropped because the writer's bound was hit
   REC_END = 60,             // EndRec: clean shutdown; absence means the process died
 };
@@ -190,6 +191,9 @@ enum MarkerKind : uint32_t {
   MARK_BEGIN = 1,     // record_function enter
   MARK_END = 2,       // record_function exit
   MARK_SNAPSHOT = 3,  // a snapshot was taken (name = pickle path)
+  MARK_STEP = 4,      // a training-step fact (Note [Steps] in src/core/steps): "optimizer.step", "backward" or gpumem.step(name)
+  MARK_PHASE = 5,     // a phase begins (minor 3): "backward" or "optimizer"; it ends at the next MARK_STEP fact of
+                      // the same name ("backward" / "optimizer.step"); Note [Categories] in native/addon/src/categories.cpp
 };
 
 struct MarkerRec {
@@ -222,7 +226,23 @@ struct DeviceRec {
   uint64_t t_ns;
   uint64_t total_bytes;  // device memory capacity (0 if unknown)
   uint32_t name;         // string id ("NVIDIA H200", "simulated device")
-  uint32_t pad;
+  uint32_t pci_bus_id;   // string id ("0000:3B:00.0"), 0 = unknown (was `pad`, always 0, before minor 2)
+};
+
+// Note [Tags]: the bootstrap names what some tensors are at each optimizer step (Note [Categories]); the reader
+// gives the category to the allocation live at `addr` (the block containing it) for its whole life.
+enum TagCategory : uint32_t {
+  TAG_PARAMETER = 1,
+  TAG_GRADIENT = 2,
+  TAG_OPTIMIZER_STATE = 3,
+};
+
+struct TagRec {
+  uint64_t t_ns;
+  uint64_t addr;      // tensor.data_ptr()
+  uint64_t size;      // tensor.nbytes (may be less than the block: a view)
+  uint32_t category;  // TagCategory
+  uint32_t name;      // string id: what the tensor is (e.g. a parameter's name), 0 = none
 };
 
 struct LostRec {
@@ -230,10 +250,19 @@ struct LostRec {
   uint64_t count;  // events dropped since the previous LostRec
 };
 
+// EndRec.reason (minor 2; an older 16-byte EndRec reads as END_CLEAN with no message)
+enum EndReason : uint32_t {
+  END_CLEAN = 0,           // clean shutdown
+  END_WRITER_FAILURE = 1,  // the writer could not write (disk full, permission, folder removed): the capture
+                           // was cut at the last whole record; `message` names the path and the error
+  END_STOPPED = 2,         // stopped by the user / the extension
+};
+
 struct EndRec {
   uint64_t t_ns;
   int32_t exit_code;  // -1 if unknown
-  uint32_t pad;
+  uint32_t reason;    // EndReason (minor 2; was `pad`, always 0)
+  uint32_t message;   // string id (minor 2), 0 = none
 };
 
 #pragma pack(pop)
@@ -245,6 +274,8 @@ static_assert(sizeof(BlockEvent) == 48, "BlockEvent layout");
 static_assert(sizeof(SegmentEvent) == 56, "SegmentEvent layout");
 static_assert(sizeof(StateSegment) == 56, "StateSegment layout");
 static_assert(sizeof(StateBlock) == 32, "StateBlock layout");
+static_assert(sizeof(EndRec) == 20, "EndRec layout (minor 2)");
+static_assert(sizeof(TagRec) == 32, "TagRec layout");
 }  // namespace fmt
 }  // namespace gpumem
 #endif

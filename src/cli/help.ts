@@ -12,6 +12,8 @@ Commands:
   snapshot      write a PyTorch snapshot pickle of a running workload
   summary       summarise a capture (.gpumem) or a PyTorch snapshot pickle
   export        convert a capture to a PyTorch snapshot pickle
+  replay        replay a capture's allocations under each allocator policy (peak, ratio, OOM at a capacity)
+  advise        what to change, backed by the replay: each item with evidence, predicted peak, assumptions
 
 Run \`gpumem <command> --help\` for a command's options.`,
 
@@ -52,6 +54,34 @@ Session selection as for \`gpumem ping\`.`,
   summary: `Usage: gpumem summary FILE [--json]
 
 Summarises a capture (.gpumem) or a PyTorch snapshot pickle: peaks, top allocation sites, problems.`,
+
+  replay: `Usage: gpumem replay FILE [--policy pytorch|pytorch-expandable|lens|lens-no-trim|all]
+                    [--capacity SIZE] [--device N] [--json]
+
+Replays the allocation stream of a capture (.gpumem) or a PyTorch snapshot pickle's trace on a simulated
+device, under each allocator policy, and prints per policy: peak reserved, peak reserved / peak allocated,
+what empty_cache() would release at each marker, and whether (and where, and why) the run would run out
+of memory at the capacity. No GPU is needed; the result is deterministic.
+
+Policies:
+  pytorch              PyTorch's default caching allocator (fixed segments)
+  pytorch-expandable   PyTorch with PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True
+  lens                 GPU Memory Lens' default (expandable segments, trim on growth)
+  lens-no-trim         GPU Memory Lens with expandable segments, no trim
+  all                  every policy above (default)
+
+Options:
+  --capacity SIZE      device size for the OOM check: bytes or a binary unit (80GiB, 81559MiB);
+                       default: the device total the capture records (none in most pickles: no OOM check)
+  --device N           which CUDA device's stream to replay (default: the first with events)
+  --json               machine-readable output`,
+
+  advise: `Usage: gpumem advise FILE [--capacity SIZE] [--device N] [--json]
+
+Advice from the run's own numbers, only where the data shows it: the allocator policy with the lowest
+replayed peak (and the one that avoids an out-of-memory error), and where empty_cache() would hand idle
+reserved memory back. Each item has its evidence, the predicted peak reserved, a confidence and what it
+assumes. --capacity and --device as for \`gpumem replay\`.`,
 
   export: `Usage: gpumem export FILE --pickle OUT
 

@@ -7,11 +7,14 @@ import { HELP } from './help';
 
 type Runner = (argv: string[]) => Promise<number>;
 
+/** Commands that read a file with the capture reader; everything after their name is ours (no workload). */
+const READER_COMMANDS = new Set(['summary', 'export', 'replay', 'advise']);
+
 /**
- * summary/export belong to the capture reader and may not be built into this bundle yet: loaded through
- * a glob-style dynamic import (esbuild bundles whatever src/cli/commands/*.ts exists at build time).
+ * The reader's commands belong to the capture reader and may not be built into this bundle yet: loaded
+ * through a glob-style dynamic import (esbuild bundles whatever src/cli/commands/*.ts exists at build time).
  */
-async function readerCommand(name: 'summary' | 'export'): Promise<Runner | undefined> {
+async function readerCommand(name: 'summary' | 'export' | 'replay' | 'advise'): Promise<Runner | undefined> {
   try {
     const mod = (await import(`./commands/${name}.ts`)) as { run?: Runner };
     return mod.run;
@@ -27,6 +30,8 @@ const COMMANDS: Record<string, () => Promise<Runner | undefined>> = {
   snapshot: async () => (argv) => runControl('snapshot', argv),
   summary: () => readerCommand('summary'),
   export: () => readerCommand('export'),
+  replay: () => readerCommand('replay'),
+  advise: () => readerCommand('advise'),
 };
 
 function wantsHelp(argv: string[]): boolean {
@@ -54,7 +59,7 @@ export async function main(argv: string[]): Promise<number> {
     process.stderr.write(`gpumem: unknown command "${command}". Commands: ${Object.keys(COMMANDS).join(', ')} (gpumem --help).\n`);
     return 2;
   }
-  if (command !== 'summary' && command !== 'export' ? wantsHelp(rest) : rest.includes('--help') || rest.includes('-h')) {
+  if (!READER_COMMANDS.has(command) ? wantsHelp(rest) : rest.includes('--help') || rest.includes('-h')) {
     process.stdout.write(HELP[command] + '\n');
     return 0;
   }

@@ -3,13 +3,17 @@
 // (panel, status bar, annotations) throttle themselves.
 import * as vscode from 'vscode';
 import type { OomInfo } from '../core/model/types';
-import { LiveSession, type OpenModel, type SessionProcess } from '../core/session';
+import { LiveSession, type OpenModel, type SessionProcess, type WriterFailure } from '../core/session';
 
 export interface TrackedSession {
   session: LiveSession;
   terminal?: vscode.Terminal;
   /** what the user launched, for pickers: "train.py" */
   label: string;
+}
+
+export interface WriterFailureEvent extends WriterFailure {
+  tracked: TrackedSession;
 }
 
 export interface OomEvent {
@@ -28,15 +32,19 @@ export class SessionManager implements vscode.Disposable {
   private readonly timer: ReturnType<typeof setInterval>;
   private readonly changed = new vscode.EventEmitter<void>();
   private readonly oom = new vscode.EventEmitter<OomEvent>();
+  private readonly writerFailure = new vscode.EventEmitter<WriterFailureEvent>();
   private readonly disposables: vscode.Disposable[] = [];
   readonly onDidChange = this.changed.event;
   readonly onDidOom = this.oom.event;
+  /** once per capture whose writer had to stop (disk full, file size limit, folder removed) */
+  readonly onDidWriterFailure = this.writerFailure.event;
 
   constructor(private readonly openModel: OpenModel) {
     this.timer = setInterval(() => this.tick(), POLL_MS);
     this.disposables.push(
       this.changed,
       this.oom,
+      this.writerFailure,
       vscode.window.onDidCloseTerminal((t) => {
         const tracked = this.sessions.find((s) => s.terminal === t);
         if (!tracked) return;
@@ -90,6 +98,7 @@ export class SessionManager implements vscode.Disposable {
       const r = tracked.session.refresh();
       any ||= r.changed;
       for (const { process, oom } of r.newOoms) this.oom.fire({ tracked, process, oom });
+      for (const f of r.newWriterFailures) this.writerFailure.fire({ tracked, ...f });
     }
     if (any) this.changed.fire();
   }

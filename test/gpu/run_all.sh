@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Every GPU check in one device call (device time is scarce). Build here first, then carry dist/native:
 #   make -C native/allocator && <device run, carry dist/native> bash test/gpu/run_all.sh [stage…]
-# Stages: env allocator workload sanitizer stacks micro steps frag probes varlen (default: env allocator stacks workload sanitizer).
+# Stages: env allocator workload sanitizer stacks micro steps frag probes varlen leaks pytorch-tests summaries categories what-if (default: env allocator stacks workload sanitizer).
 # Each of micro, steps and frag is one part of test/gpu/bench_allocator.py; "bench" runs all three.
 # Results land under $OUT (logs + JSON), one file per stage, so they come back with the call.
 set -u
@@ -15,6 +15,12 @@ stages=("$@")
 [ ${#stages[@]} -eq 0 ] && stages=(env allocator stacks workload sanitizer)
 SO=$PWD/dist/native/libgpumem_allocator.so
 [ -f "$SO" ] || { echo "missing $SO: run make -C native/allocator here and carry dist/native" >&2; exit 2; }
+
+# Node for the checks that run `gpumem summary` (dist/cli.js): carried xz-compressed, the device has none.
+if [ -z "${GPUMEM_NODE:-}" ] && [ -f .carry/node/node.xz ]; then
+  mkdir -p /tmp/gpumem-node && xz -dc .carry/node/node.xz > /tmp/gpumem-node/node && chmod +x /tmp/gpumem-node/node
+  export GPUMEM_NODE=/tmp/gpumem-node/node
+fi
 
 run_stage() {  # name, limit seconds, command…
   local name=$1 limit=$2; shift 2
@@ -47,7 +53,26 @@ for s in "${stages[@]}"; do
         python3 test/gpu/workloads/gpt2_varlen.py > $OUT/varlen/native.txt
         PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True python3 test/gpu/workloads/gpt2_varlen.py > $OUT/varlen/native-expandable.txt
         PYTHONPATH=$PWD/native/python python3 -m gpumem run --allocator $SO --out $OUT/varlen/session -- python3 test/gpu/workloads/gpt2_varlen.py > $OUT/varlen/lens.txt
-        grep -h RESULT $OUT/varlen/*.txt" ;;
+        grep -h RESULT $OUT/varlen/*.txt
+        # Issue 18: replaying the lens capture predicts both native peaks (also runnable later, off the GPU).
+        NODE=\${GPUMEM_NODE:-node}; if command -v \$NODE >/dev/null && [ -f dist/native/gpumem_addon.node ]; then \$NODE test/gpu/replay_validate.mjs $OUT/varlen; fi" ;;
+    # Issue 17: steps found from the bootstrap's facts, and history.append(loss) found as a leak on its line.
+    leaks) run_stage leaks 180 python3 test/gpu/steps_check.py --out "$OUT/leaks" ;;
+    # Issue 20: PyTorch's own memory tests natively and under `gpumem run`, compared (needs the carried
+    # .carry/pytorch-tests/test_cuda.py from test/gpu/extract_pytorch_tests.py). Ends with PASS or FAIL.
+    pytorch-tests) run_stage pytorch-tests 290 python3 test/gpu/pytorch_memory_tests.py --out "$OUT" ;;
+    # Issue 13: gpumem summary (text and --json) of an OOM, a SIGKILL, a full-disk run and 2 ranks; needs
+    # dist/cli.js and Node (carried as .carry/node/node.xz, or GPUMEM_NODE). Summaries land in $OUT/summaries/.
+    summaries) run_stage summaries 560 python3 test/gpu/summaries_check.py --out "$OUT" ;;
+    # Issue 17: categories of GPT-2 (AdamW, bf16) and ResNet-50 under gpumem run vs what the workload measures,
+    # then the step-time overhead of gpumem run (with the bootstrap's phase marks and optimizer tag walk) vs
+    # native: bench_allocator's step benchmark, 3 interleaved rounds, median ratio.
+    categories) run_stage categories 560 bash -c "python3 test/gpu/categories_check.py --out $OUT/categories; rc=\$?
+        python3 test/gpu/bench_allocator.py --so $SO --only steps --models gpt2 resnet50 --step-configs native gpumem-run --rounds 3 | grep -E 'step_ratio|median'
+        exit \$rc" ;;
+    # Issue 13: what the summary says empty_cache() would release and the largest request without growth,
+    # against the allocator then doing it (control socket empty_cache; an allocation of that size).
+    what-if) run_stage what-if 240 python3 test/gpu/what_if_check.py --out "$OUT/what-if" ;;
     *) echo "unknown stage $s" >&2 ;;
   esac
 done

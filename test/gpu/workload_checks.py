@@ -5,7 +5,9 @@
 
 Prints one JSON line per check and exits non-zero if any check fails:
   (a) summary   an unmodified training script calling max_memory_allocated() and memory_summary()
-                runs under `python3 -m gpumem run` and prints our numbers in PyTorch's layout
+                runs under `python3 -m gpumem run` and prints our numbers in PyTorch's layout; its
+                capture names the GPU as the driver does (REC_DEVICE from the CUDA backend's identity)
+                and carries device samples (NVML, matched by PCI bus id)
   (b) ddp       torchrun --nproc_per_node=2 DDP leaves captures for ranks 0 and 1 and its losses are
                 bit-identical to the same run without the tool (skipped with fewer than 2 GPUs)
   (c) control   while a workload runs, empty_cache over the socket makes reserved drop, and snapshot
@@ -89,6 +91,28 @@ def capture_header(path):
         return json.loads(f.read(n))
 
 
+def device_records(path):
+    """(REC_DEVICE names by device, REC_DEVICE_SAMPLE (used, total, process_used) tuples) of a capture."""
+    with open(path, "rb") as f:
+        data = f.read()
+    n = struct.unpack_from("<I", data, 12)[0]
+    pos, strings, names, samples = 16 + n, {}, {}, []
+    while pos + 8 <= len(data):
+        t, dev, _, size = struct.unpack_from("<BBHI", data, pos)
+        if pos + 8 + size > len(data):
+            break
+        p = data[pos + 8:pos + 8 + size]
+        if t == 1:  # REC_STRING
+            sid, ln = struct.unpack_from("<II", p)
+            strings[sid] = p[8:8 + ln].decode()
+        elif t == 44:  # REC_DEVICE
+            names[dev] = strings.get(struct.unpack_from("<QQII", p)[2], "?")
+        elif t == 40:  # REC_DEVICE_SAMPLE
+            samples.append(struct.unpack_from("<QQQQ", p)[1:])
+        pos += 8 + size
+    return names, samples
+
+
 def result_line(stdout):
     for line in stdout.splitlines():
         if line.startswith("RESULT "):
@@ -121,6 +145,14 @@ def check_summary(out):
          same_layout=same_layout, loss_equal=ours["loss"] == theirs["loss"], captures=len(captures),
          summary=[l for l in lens.stdout.splitlines() if l.startswith("| Allocated memory") or l.startswith("| GPU reserved memory")],
          stderr_tail=lens.stderr.strip().splitlines()[-3:])
+    # Issue 14: device identity comes from the Backend (cuDeviceGetName / cuDeviceGetPCIBusId), no longer
+    # from a second dlopen in the recorder; NVML finds the device by that bus id.
+    import torch
+    names, samples = device_records(captures[0]) if captures else ({}, [])
+    # (A process share needs NVML to see our pid, which a container's PID namespace can hide: reported only.)
+    emit("a-identity", names.get(0) == torch.cuda.get_device_name(0) and any(s[0] > 0 for s in samples),
+         device_name=names.get(0), torch_name=torch.cuda.get_device_name(0), samples=len(samples),
+         samples_with_process_share=sum(1 for s in samples if s[2] > 0))
 
 
 def check_ddp(out, gpus):

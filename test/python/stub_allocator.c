@@ -127,6 +127,14 @@ int gpumem_mark(const char* name, uint32_t kind) {
   pthread_mutex_unlock(&mu);
   return 0;
 }
+int gpumem_tag(uint64_t addr, uint64_t size, uint32_t category, const char* name, int device) {
+  if (!log_file) return -1;
+  pthread_mutex_lock(&mu);
+  fprintf(log_file, "tag %u %llu %llu %d %s\n", category, (unsigned long long)addr, (unsigned long long)size, device, name ? name : "-");
+  fflush(log_file);
+  pthread_mutex_unlock(&mu);
+  return 0;
+}
 int gpumem_notice(const char* text, uint32_t level) {
   if (!log_file) return -1;
   fprintf(log_file, "notice %u %s\n", level, text); fflush(log_file);

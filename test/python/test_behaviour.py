@@ -42,10 +42,55 @@ class MarkerTest(unittest.TestCase):
         """)
         self.assertEqual(run.code, 0, run.err)
         log = [l for l in run.log() if not l.startswith(("configure", "init", "shutdown"))]
-        # The stand-in autograd allocates on a worker thread; the allocator sees the bracket around it.
-        self.assertEqual(log[:9], ["malloc 512 backward=0",
-                                   "backward_begin", "malloc 4096 backward=1", "free 4096", "backward_end",
-                                   "backward_begin", "malloc 2048 backward=1", "free 2048", "backward_end"])
+        # The stand-in autograd allocates on a worker thread; the allocator sees the bracket around it. Each call
+        # begins a backward phase (MARK_PHASE 5) and ends with the "backward" step fact (MARK_STEP 4) that ends it.
+        self.assertEqual(log[:13], ["malloc 512 backward=0",
+                                    "mark 5 backward", "backward_begin", "malloc 4096 backward=1", "free 4096", "backward_end",
+                                    "mark 4 backward",
+                                    "mark 5 backward", "backward_begin", "malloc 2048 backward=1", "free 2048", "backward_end",
+                                    "mark 4 backward"])
+
+
+    def test_gpumem_step_writes_a_user_step_mark(self):
+        run = support.run_script("""
+            import gpumem, torch
+            print(gpumem.step())
+            torch.cuda.init()
+            print(gpumem.step(), gpumem.step("epoch 2 end"))
+        """)
+        self.assertEqual(run.code, 0, run.err)
+        self.assertEqual(run.out.split(), ["False", "True", "True"])
+        self.assertEqual([l for l in run.log() if l.startswith("mark ")], ["mark 4 step", "mark 4 epoch 2 end"])
+
+
+class OptimizerTagTest(unittest.TestCase):
+    def test_optimizer_steps_begin_a_phase_and_tag_each_new_storage_once(self):
+        run = support.run_script("""
+            import torch
+            from torch.optim.optimizer import Optimizer
+            w, b = torch.empty(4096, device="cuda"), torch.empty(1024, device="cuda")
+            opt = Optimizer([w, b])
+            for step in range(3):
+                w.grad, b.grad = torch.empty(4096, device="cuda"), torch.empty(1024, device="cuda")
+                opt.step()
+                print(step, w.data_ptr(), b.data_ptr(), w.grad.data_ptr(), b.grad.data_ptr(),
+                      opt.state[w]["exp_avg"].data_ptr(), opt.state[b]["exp_avg"].data_ptr(), flush=True)
+                opt.zero_grad()
+        """)
+        self.assertEqual(run.code, 0, run.err)
+        rows = [line.split() for line in run.out.splitlines()]
+        self.assertEqual([r[0] for r in rows], ["0", "1", "2"])
+        log = [l for l in run.log() if l.startswith(("mark", "tag"))]
+        w, b, wg, bg, ws, bs = rows[0][1:]
+        first = ["mark 5 optimizer",
+                 "tag 1 %s 4096 0 -" % w, "tag 2 %s 4096 0 -" % wg, "tag 1 %s 1024 0 -" % b, "tag 2 %s 1024 0 -" % bg,
+                 "tag 3 %s 4096 0 -" % ws, "tag 3 %s 1024 0 -" % bs,  # the CPU `step` counters are not tagged
+                 "mark 4 optimizer.step"]
+        # Later steps: parameters and state are the same storages (no tag); the gradients are new tensors after
+        # zero_grad(), at whatever address the allocator gave them (possibly the same), and are tagged again.
+        later = [["mark 5 optimizer", "tag 2 %s 4096 0 -" % r[3], "tag 2 %s 1024 0 -" % r[4], "mark 4 optimizer.step"]
+                 for r in rows[1:]]
+        self.assertEqual(log, first + later[0] + later[1])
 
 
 class ForkTest(unittest.TestCase):

@@ -41,6 +41,7 @@ class InstallTimingTest(unittest.TestCase):
         self.assertEqual(config["header"]["argv"], [run.script])
         self.assertEqual(config["header"]["torch_version"], "2.11.0+fake")
         self.assertEqual(config["header"]["bootstrap_dir"], str(support.PY_DIR))
+        self.assertEqual((config["header"]["segments"], config["header"]["trim_on_growth"]), ("expandable", True))
         self.assertEqual(config["header"]["first_cuda_init"],
                          "%s:%d in <module>" % (run.script, support.line_of(run.script, "FIRST_CUDA_USE")))
         self.assertEqual(log[1:3], ["init 1", "malloc 1024 backward=0"])
@@ -77,6 +78,8 @@ class InstallTimingTest(unittest.TestCase):
         self.assertEqual((config["segments"], config["stacks"], config["sample_interval_ms"]), ("fixed", False, 50))
         self.assertIs(config["trim_on_growth"], False)
         self.assertEqual(config["user_roots"], ["/a", "/b"])
+        # The policy that made the capture, for readers' what-if questions (policy_replay.cpp).
+        self.assertEqual((config["header"]["segments"], config["header"]["trim_on_growth"]), ("fixed", False))
 
     def test_too_late_message_names_the_line_and_workload_runs(self):
         run = support.run_script("""

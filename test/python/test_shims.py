@@ -231,3 +231,123 @@ class SummaryFormatTest(unittest.TestCase):
             for abbreviated in (False, True):
                 self.assertEqual(_summary.format_summary(stats, device, abbreviated),
                                  pytorch_memory_summary(stats, device, abbreviated))
+
+
+ACCELERATOR_WORKLOAD = """
+import json, torch
+before = {"stats": dict(torch.accelerator.memory_stats()), "allocated": torch.accelerator.memory_allocated(),
+          "max_reserved": torch.accelerator.max_memory_reserved()}
+a = torch.empty(3000, device="cuda")
+b = torch.empty(5 << 20, device="cuda")
+b.free()
+try:
+    torch.accelerator.memory_allocated(device_index=0)
+    kw_error = None
+except TypeError as e:
+    kw_error = "TypeError"
+out = {
+    "before": before,
+    "same_as_cuda": torch.accelerator.memory_stats() == torch.cuda.memory_stats(),
+    "keys": len(torch.accelerator.memory.memory_stats(0)),
+    "allocated": torch.accelerator.memory_allocated(),
+    "allocated_m": torch.accelerator.memory.memory_allocated(0),
+    "allocated_dev": torch.accelerator.memory_allocated("cuda:0"),
+    "reserved": torch.accelerator.memory_reserved(),
+    "max_allocated": torch.accelerator.max_memory_allocated(0),
+    "max_reserved": torch.accelerator.memory.max_memory_reserved(),
+    "freed": torch.accelerator.memory_stats()["allocated_bytes.all.freed"],
+    "meminfo": list(torch.accelerator.get_memory_info(0)),
+    "kw_error": kw_error,
+    "is_shim": torch.accelerator.memory_stats is torch.accelerator.memory.memory_stats,
+}
+torch.accelerator.reset_peak_memory_stats()
+torch.accelerator.memory.reset_accumulated_memory_stats(0)
+torch.accelerator.empty_cache()
+print(json.dumps(out))
+"""
+
+
+class AcceleratorShimTest(unittest.TestCase):
+    """torch.accelerator.* report PyTorch's idle native allocator under a pluggable one (issue 20):
+    the shims give our allocator's numbers under both spellings, with PyTorch's signatures."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.run_ = support.run_script(ACCELERATOR_WORKLOAD)
+        if cls.run_.code != 0:
+            raise AssertionError(cls.run_.err)
+        cls.out = cls.run_.json_out()
+
+    def test_before_cuda_init_like_pytorch(self):
+        self.assertEqual(self.out["before"], {"stats": {}, "allocated": 0, "max_reserved": 0})
+
+    def test_numbers_are_the_allocators(self):
+        out = self.out
+        self.assertTrue(out["same_as_cuda"])
+        self.assertEqual(out["keys"], 122)
+        self.assertEqual([out["allocated"], out["allocated_m"], out["allocated_dev"]], [3000, 3000, 3000])
+        self.assertEqual(out["max_allocated"], 3000 + (5 << 20))
+        self.assertEqual(out["reserved"], 3 * (2 << 20))  # the stub's three 2 MiB segments
+        self.assertEqual(out["max_reserved"], 3 * (2 << 20))
+        self.assertEqual(out["freed"], 5 << 20)
+        self.assertTrue(out["is_shim"])
+
+    def test_memory_info_is_the_drivers_and_signatures_are_positional_only(self):
+        # get_memory_info goes to torch.cuda.mem_get_info (the fake's 79/80 GiB), not PyTorch's allocator.
+        self.assertEqual(self.out["meminfo"], [79 << 30, 80 << 30])
+        self.assertEqual(self.out["kw_error"], "TypeError")
+
+    def test_resets_and_empty_cache_reach_our_allocator(self):
+        log = self.run_.log()
+        self.assertEqual([l for l in log if l.startswith("reset_")], ["reset_peak 0", "reset_accumulated 0"])
+        self.assertIn("reset", log)  # empty_cache → the reset hook
+
+
+class FeatureDetectionTest(unittest.TestCase):
+    """A torch without an API is not given one (torch 2.4–2.7 have no torch.accelerator memory APIs)."""
+
+    def _names(self, accelerator):
+        run = support.run_script("""
+            import json, torch
+            acc = getattr(torch, "accelerator", None)
+            print(json.dumps({"has_accelerator": acc is not None,
+                              "get_memory_info": hasattr(acc, "get_memory_info"),
+                              "stats_module": getattr(getattr(acc, "memory_stats", None), "__module__", None),
+                              "cuda_allocated": (torch.empty(512, device="cuda"), torch.cuda.memory_allocated())[1]}))
+        """, env={"FAKE_TORCH_ACCELERATOR": accelerator})
+        self.assertEqual(run.code, 0, run.err)
+        return run.json_out()
+
+    def test_torch_2_8_has_no_get_memory_info_and_gets_none(self):
+        out = self._names("2.8")
+        self.assertEqual(out["has_accelerator"], True)
+        self.assertEqual(out["get_memory_info"], False)
+        self.assertEqual(out["stats_module"], "gpumem._shims")
+        self.assertEqual(out["cuda_allocated"], 512)
+
+    def test_torch_without_accelerator_gets_none(self):
+        out = self._names("none")
+        self.assertEqual(out["has_accelerator"], False)
+        self.assertEqual(out["cuda_allocated"], 512)
+
+
+class MemPoolTest(unittest.TestCase):
+    def test_mempool_says_why_and_which_mode(self):
+        run = support.run_script("""
+            import json, torch
+            try:
+                torch.cuda.MemPool()
+                err = None
+            except RuntimeError as e:
+                err = str(e)
+            print(json.dumps({"err": err, "same": torch.cuda.MemPool is torch.cuda.memory.MemPool,
+                              "base": torch.cuda.MemPool.__mro__[1].__module__}))
+        """)
+        self.assertEqual(run.code, 0, run.err)
+        out = run.json_out()
+        self.assertTrue(out["err"].startswith("gpumem: torch.cuda.MemPool cannot be created under the lens allocator"),
+                        out["err"])
+        self.assertIn("createOrIncrefPool", out["err"])
+        self.assertIn('gpuMemoryLens.allocator: "pytorch"', out["err"])
+        self.assertTrue(out["same"])
+        self.assertEqual(out["base"], "torch.cuda.memory")  # still a subclass of PyTorch's class

@@ -49,17 +49,17 @@ function script(body, name = 'train.py') {
 test('top-level help and unknown commands', () => {
   const h = gpumem(['--help']);
   assert.equal(h.status, 0);
-  for (const c of ['run', 'ping', 'empty-cache', 'snapshot', 'summary', 'export']) assert.match(h.stdout, new RegExp(`^  ${c} `, 'm'));
+  for (const c of ['run', 'ping', 'empty-cache', 'snapshot', 'summary', 'export', 'replay', 'advise']) assert.match(h.stdout, new RegExp(`^  ${c} `, 'm'));
   const none = gpumem([]);
   assert.equal(none.status, 2);
   assert.match(none.stdout, /Usage: gpumem <command>/);
   const bad = gpumem(['rnu']);
   assert.equal(bad.status, 2);
-  assert.equal(bad.stderr, 'gpumem: unknown command "rnu". Commands: run, ping, empty-cache, snapshot, summary, export (gpumem --help).\n');
+  assert.equal(bad.stderr, 'gpumem: unknown command "rnu". Commands: run, ping, empty-cache, snapshot, summary, export, replay, advise (gpumem --help).\n');
 });
 
 test('every command has --help', () => {
-  for (const c of ['run', 'ping', 'empty-cache', 'snapshot', 'summary', 'export']) {
+  for (const c of ['run', 'ping', 'empty-cache', 'snapshot', 'summary', 'export', 'replay', 'advise']) {
     const r = gpumem([c, '--help']);
     assert.equal(r.status, 0, c);
     assert.match(r.stdout, new RegExp(`^Usage: gpumem ${c} `), c);
@@ -232,6 +232,25 @@ test('control commands without a running workload say how to get one', () => {
   const x = gpumem(['snapshot', 'extra']);
   assert.equal(x.status, 2);
   assert.match(x.stderr, /unexpected argument "extra"/);
+});
+
+test('replay: usage errors exit 2 and say what is accepted; a missing file exits 1', () => {
+  const noFile = gpumem(['replay']);
+  assert.equal(noFile.status, 2);
+  assert.match(noFile.stderr, /^gpumem replay: needs exactly one FILE/);
+  assert.match(noFile.stderr, /\nUsage: gpumem replay FILE/);
+  const policy = gpumem(['replay', 'x.gpumem', '--policy', 'native']);
+  assert.equal(policy.status, 2);
+  assert.match(policy.stderr, /--policy must be one of pytorch, pytorch-expandable, lens, lens-no-trim, all \(got "native"\)/);
+  const decimal = gpumem(['replay', 'x.gpumem', '--capacity', '80GB']);
+  assert.equal(decimal.status, 2);
+  assert.match(decimal.stderr, /--capacity: "80GB" is not a size \(GB is decimal; write GiB\)/);
+  const device = gpumem(['replay', 'x.gpumem', '--device', 'first']);
+  assert.equal(device.status, 2);
+  assert.match(device.stderr, /--device must be a whole number/);
+  const missing = gpumem(['replay', 'no-such.gpumem', '--capacity', '80GiB']);
+  assert.equal(missing.status, 1);
+  assert.match(missing.stderr, /no-such\.gpumem does not exist/);
 });
 
 test('summary/export report clearly when the reader is not built in', (t) => {

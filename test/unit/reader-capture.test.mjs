@@ -151,6 +151,7 @@ test('a newer major version and a foreign file are refused with what to do', () 
   const { cap } = makeCapture(dir, 'major', '--events', 10);
   const buf = Buffer.from(fs.readFileSync(cap));
   buf.writeUInt16LE(2, 8);
+  buf.writeUInt16LE(0, 10);
   const newer = path.join(dir, 'newer.gpumem');
   fs.writeFileSync(newer, buf);
   assert.throws(() => openModel(newer), /uses format 2\.0, newer than this version of GPU Memory Lens understands \(1\.x\); update the extension/);

@@ -35,6 +35,7 @@ class FakeModel {
   }
   get step() { return this.steps[this.i]; }
   ended() { return !!this.step.ended; }
+  endRecord() { return this.step.ended ? { reason: 0, exitCode: 0, message: '' } : null; }
   timeRange() { return { t0Us: 1_000_000, t1Us: 1_000_000 + 1000 * (this.i + 1) }; }
   current() {
     const s = this.step;
@@ -149,6 +150,26 @@ test('view: one track per (process, device) with label, figures and markers in s
   session.running = false;
   assert.equal(session.view(3).running, false);
   assert.equal(session.view(3).tracks[0].running, false);
+});
+
+test('view: the chart origin is the earliest first event over every process and device; none before any event', () => {
+  const dir = tmpSession();
+  const starts = { 21: 7_250_000, 22: 7_000_000 }; // rank 1 allocated first
+  for (const [pid, rank] of [[21, 0], [22, 1]]) {
+    fs.writeFileSync(path.join(dir, `proc-${pid}.json`), JSON.stringify({ pid, rank, capture: path.join(dir, `capture-${pid}.gpumem`), socket: null }));
+  }
+  let empty = true;
+  const session = new LiveSession(dir, (p) => {
+    const m = new FakeModel(p, [{ allocated: MiB, reserved: 2 * MiB }]);
+    const t0 = starts[Number(/capture-(\d+)/.exec(p)[1])];
+    // the reader answers 0..0 for a device with no event yet
+    m.timeRange = () => (empty ? { t0Us: 0, t1Us: 0 } : { t0Us: t0, t1Us: t0 + 2_000_000 });
+    return m;
+  });
+  session.refresh();
+  assert.equal(session.view(3).originS, undefined);
+  empty = false;
+  assert.equal(session.view(3).originS, 7.0);
 });
 
 test('markers: OOMs of the device join the model markers once, in time order', async () => {

@@ -8,8 +8,8 @@ import { test } from 'node:test';
 import { fileURLToPath } from 'node:url';
 import { formatBytes } from '../../src/core/format/bytes.ts';
 import { parseSnapshotWebviewMessage } from '../../src/core/protocol/snapshot.ts';
-import { breakdownFromSegments, unallocatedBytes } from '../../src/core/snapshot/breakdown.ts';
-import { failingRequestSize, verdictSentence } from '../../src/core/snapshot/verdict.ts';
+import { breakdownFromSegments, releasableBytes, unallocatedBytes, wholePageBytes } from '../../src/core/snapshot/breakdown.ts';
+import { failingRequestSize, probeRequestSize, verdictSentence } from '../../src/core/snapshot/verdict.ts';
 import { bandAt, sweepColumns } from '../../webview/snapshot/stacking.ts';
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
@@ -26,8 +26,12 @@ for (const name of NAMES) {
     const ref = reference(name);
     const b = breakdownFromSegments(ref.segmentInfos);
     assert.deepEqual(b, ref.breakdown);
-    assert.equal(b.cachedFreeBytes + b.splitRemainderBytes + b.pendingFreeBytes + b.roundingWasteBytes, b.reservedBytes - b.requestedBytes);
+    const parts = b.cachedFreeBytes + b.releasablePageBytes + b.subPageRemainderBytes + b.splitRemainderBytes + b.pendingFreeBytes + b.roundingWasteBytes;
+    assert.equal(parts, b.reservedBytes - b.requestedBytes);
     assert.equal(unallocatedBytes(b), b.reservedBytes - b.allocatedBytes);
+    // Parts exist only in their kind of segment.
+    if (b.expandableSegments === 0) assert.equal(b.releasablePageBytes + b.subPageRemainderBytes, 0);
+    if (b.fixedSegments === 0) assert.equal(b.splitRemainderBytes, 0);
   });
 }
 
@@ -38,16 +42,32 @@ test('the record_stream fixture has pending-free bytes and the verdict names the
   assert.match(verdictSentence(b), new RegExp(`${escape(formatBytes(b.pendingFreeBytes))} waits on other streams`));
 });
 
-test('the ResNet-50 verdict states unallocated bytes, free block count, largest block and a failing request', () => {
+test('the ResNet-50 verdict states unallocated bytes, free block count and largest block, and claims nothing without an engine answer', () => {
   const ref = reference('resnet50-bf16-train-python-stacks.pickle');
   const b = breakdownFromSegments(ref.segmentInfos);
   const v = verdictSentence(b);
   const unalloc = ref.breakdown.reservedBytes - ref.breakdown.allocatedBytes;
-  assert.ok(v.startsWith(`${formatBytes(unalloc)} reserved but unallocated in ${ref.breakdown.freeBlocks} free blocks, largest ${formatBytes(ref.breakdown.largestFreeBlockBytes)}`), v);
-  const request = failingRequestSize(b.largestFreeBlockBytes, b.cachedFreeBytes + b.splitRemainderBytes);
+  assert.equal(v, `${formatBytes(unalloc)} reserved but unallocated in ${ref.breakdown.freeBlocks} free blocks, largest ${formatBytes(ref.breakdown.largestFreeBlockBytes)}.`);
+  const request = probeRequestSize(b);
   assert.ok(request > ref.breakdown.largestFreeBlockBytes && request <= unalloc, `${request}`);
-  assert.ok(v.includes(`a ${formatBytes(request)} request would fail from fragmentation`), v);
-  assert.ok(v.includes(`${formatBytes(ref.breakdown.cachedFreeBytes)} of it is whole free segments that empty_cache() would release`), v);
+});
+
+test('the expandable fixture: its free bytes are sub-page remainders (empty_cache() had just run), none of it releasable', () => {
+  const ref = reference('mlp-expandable.pickle');
+  const b = breakdownFromSegments(ref.segmentInfos);
+  assert.equal(b.fixedSegments, 0);
+  assert.ok(b.expandableSegments > 0);
+  assert.equal(b.splitRemainderBytes, 0, 'no fixed segment: nothing is a split remainder');
+  assert.equal(b.subPageRemainderBytes, ref.breakdown.reservedBytes - ref.breakdown.allocatedBytes);
+  assert.equal(releasableBytes(b), 0);
+});
+
+test('wholePageBytes rounds a free block inward to pages counted from the segment start', () => {
+  const MiB = 2 ** 20;
+  assert.equal(wholePageBytes(0, 78 * MiB, 22 * MiB, 20 * MiB), 20 * MiB);
+  assert.equal(wholePageBytes(0, 42 * MiB, 4 * MiB, 20 * MiB), 0);
+  assert.equal(wholePageBytes(6 * MiB, 6 * MiB, 45 * MiB, 20 * MiB), 40 * MiB, 'pages start at the segment, not at address 0');
+  assert.equal(wholePageBytes(0, 1.5 * MiB, 2.5 * MiB, 2 * MiB), 2 * MiB);
 });
 
 test('failingRequestSize picks the smallest round size above the largest block that fits the total', () => {
@@ -62,8 +82,8 @@ test('an OOM verdict explains the OOM, by its own figures', () => {
   const GiB = 2 ** 30;
   const oom = { device: 0, timeUs: 1, requestedBytes: 4 * GiB, deviceFreeBytes: 1 * GiB, deviceTotalBytes: 80 * GiB, reservedBytes: 70 * GiB, allocatedBytes: 60 * GiB, largestFreeBlockBytes: 2 * GiB, verdict: 'fragmentation', stackId: 0 };
   const b = breakdownFromSegments([]);
-  assert.equal(verdictSentence(b, oom), 'Out of memory: a 4.00 GiB request failed although 10.0 GiB was reserved but unallocated; the largest free block was 2.00 GiB, so fragmentation caused it.');
-  assert.match(verdictSentence(b, { ...oom, verdict: 'shortage' }), /device had 1\.00 GiB free of 80\.0 GiB/);
+  assert.equal(verdictSentence(b, undefined, oom), 'Out of memory: a 4.00 GiB request failed although 10.0 GiB was reserved but unallocated; the largest free block was 2.00 GiB, so fragmentation caused it.');
+  assert.match(verdictSentence(b, undefined, { ...oom, verdict: 'shortage' }), /device had 1\.00 GiB free of 80\.0 GiB/);
 });
 
 test('webview messages outside the contract are dropped', () => {

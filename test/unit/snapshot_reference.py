@@ -11,11 +11,26 @@ import pickle
 import sys
 
 
+MiB = 1 << 20
+
+
+def whole_pages(seg, offset, size):
+    """Bytes of whole pages (2 MiB small pool, 20 MiB large: kSmallBuffer/kLargeBuffer) inside a free block
+    at `offset` from the segment's start: PyTorch's unmap_block rounds the block inward to page boundaries."""
+    page = 2 * MiB if seg.get('segment_type') == 'small' else 20 * MiB
+    first = -(-offset // page) * page
+    last = (offset + size) // page * page
+    return max(0, last - first)
+
+
 def breakdown(segments):
-    out = dict(reservedBytes=0, allocatedBytes=0, requestedBytes=0, cachedFreeBytes=0, splitRemainderBytes=0,
-               pendingFreeBytes=0, roundingWasteBytes=0, freeBlocks=0, largestFreeBlockBytes=0)
+    out = dict(reservedBytes=0, allocatedBytes=0, requestedBytes=0, cachedFreeBytes=0, releasablePageBytes=0,
+               subPageRemainderBytes=0, splitRemainderBytes=0, pendingFreeBytes=0, roundingWasteBytes=0, freeBlocks=0,
+               largestFreeBlockBytes=0, expandableSegments=0, fixedSegments=0)
     for seg in segments:
         out['reservedBytes'] += seg['total_size']
+        expandable = bool(seg.get('is_expandable', False))
+        out['expandableSegments' if expandable else 'fixedSegments'] += 1
         blocks = seg.get('blocks', [])
         active = [b for b in blocks if b['state'] in ('active_allocated', 'active_pending_free')]
         inactive = [b for b in blocks if b['state'] == 'inactive']
@@ -27,7 +42,15 @@ def breakdown(segments):
             elif b['state'] == 'active_pending_free':
                 out['pendingFreeBytes'] += b['size']
         free = sum(b['size'] for b in inactive)
-        out['splitRemainderBytes' if active else 'cachedFreeBytes'] += free
+        if not active:
+            out['cachedFreeBytes'] += free
+        elif expandable:
+            offsets = [sum(x['size'] for x in blocks[:i]) for i in range(len(blocks))]
+            pages = sum(whole_pages(seg, off, b['size']) for off, b in zip(offsets, blocks) if b['state'] == 'inactive')
+            out['releasablePageBytes'] += pages
+            out['subPageRemainderBytes'] += free - pages
+        else:
+            out['splitRemainderBytes'] += free
         out['freeBlocks'] += len(inactive)
         out['largestFreeBlockBytes'] = max([out['largestFreeBlockBytes']] + [b['size'] for b in inactive])
     return out

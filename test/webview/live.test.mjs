@@ -2,10 +2,16 @@
 // the messages the host sends. GIVEN a stream of updates, THEN the figures show the last update's
 // numbers in binary units, the charts draw, buttons post actions, and a reloaded panel restores its view.
 import assert from 'node:assert/strict';
+import { execFileSync } from 'node:child_process';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
 import { after, before, test } from 'node:test';
 import { openWebview } from './harness/index.mjs';
 import { liveHtmlTemplate } from '../../src/glue/live/template.ts';
 import { formatBytes } from '../../src/core/format/bytes.ts';
+import { LiveSession } from '../../src/core/session/index.ts';
 
 const MiB = 1024 * 1024;
 const FILES = {
@@ -148,4 +154,129 @@ test('a reloaded panel draws its saved view before the host says anything', asyn
   } finally {
     await again.close();
   }
+});
+
+// ---- the chart's axes, from a real session: the capture our allocator recorded on an H200 ----------------
+// (test/fixtures/h200-e2e-train.capture) read by the real reader through LiveSession, as the host does.
+// Its device used (1.45 GiB: CUDA context, cuBLAS) dwarfs reserved (144 MiB at the peak): the case the
+// Device used checkbox exists for (Note [Device used toggle]).
+const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
+process.env.GPUMEM_ADDON ||= path.join(ROOT, 'dist/native/gpumem_addon.node');
+const { openModel } = await import('../../src/core/model/open.ts');
+const CAPTURE = path.join(ROOT, 'test/fixtures/h200-e2e-train.capture');
+// python's own decode of the capture, for the run's length
+const durationS = JSON.parse(execFileSync('python3', [path.join(ROOT, 'test/e2e/replay/expected_lines.py'), CAPTURE], { encoding: 'utf8' })).duration_s;
+
+function realView() {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'gpumem-live-webview-'));
+  fs.copyFileSync(CAPTURE, path.join(dir, 'capture-531.gpumem'));
+  const session = new LiveSession(dir, openModel);
+  try {
+    session.refresh();
+    session.running = false;
+    return session.view(600);
+  } finally {
+    session.close();
+    fs.rmSync(dir, { recursive: true, force: true });
+  }
+}
+
+async function axes(page) {
+  return page.evaluate(() => {
+    const d = document.querySelector('.track')?.dataset ?? {};
+    return { x: JSON.parse(d.xTicks ?? '[]'), y: JSON.parse(d.yTicks ?? '[]'), yMax: Number(d.yMax) };
+  });
+}
+
+const maxOf = (a) => Math.max(...a.filter((v) => v != null));
+
+test('a real session: the x-axis is seconds since its first event, not dates; Device used off fits y to allocated and reserved', async (t) => {
+  const view = realView();
+  const [track] = view.tracks;
+  assert.equal(view.originS, track.series.t[0], 'one process: the origin is its first event');
+  const usedMax = maxOf(track.series.deviceUsed);
+  const reservedMax = maxOf(track.series.reserved);
+  assert.equal(reservedMax, track.figures.peakReservedBytes, 'the bucket maxima keep the reserved peak');
+  assert.ok(usedMax > 8 * reservedMax, `device used ${formatBytes(usedMax)} dwarfs reserved ${formatBytes(reservedMax)}`);
+
+  const w = await openWebview({ html, files: FILES, theme: 'dark' });
+  try {
+    await w.send({ type: 'update', session: view });
+    await w.page.waitForFunction(() => document.querySelector('.track')?.dataset.xTicks);
+    const toggle = w.page.locator('#toggle-device-used');
+    await toggle.waitFor({ state: 'visible' });
+    assert.equal(await toggle.getAttribute('aria-checked'), 'true', 'device used is shown at first');
+
+    // x: "0 s", "1 s", … or "0.0 s", "0.5 s", …: evenly spaced from 0 to the end of the run
+    const shown = await axes(w.page);
+    t.diagnostic(`x ticks ${JSON.stringify(shown.x)}; y ticks ${JSON.stringify(shown.y)}; y max ${formatBytes(shown.yMax)}`);
+    assert.ok(shown.x.length >= 3, `${shown.x.length} x ticks`);
+    for (const label of shown.x) assert.match(label, /^\d+(\.\d+)? s$/, 'seconds, no calendar date or clock time');
+    const xs = shown.x.map((l) => Number(l.slice(0, -2)));
+    assert.equal(xs[0], 0, 'the axis starts at the session\'s first event');
+    const stepS = xs[1] - xs[0];
+    for (let i = 1; i < xs.length; i++) assert.ok(Math.abs(xs[i] - xs[i - 1] - stepS) < 1e-9, `evenly spaced: ${shown.x}`);
+    assert.ok(xs.at(-1) <= durationS + 1e-6 && xs.at(-1) + stepS > durationS - 0.05, `the ticks reach the run's end (${durationS.toFixed(3)} s by python)`);
+
+    // y with device used: from 0 to the highest series (+5% headroom), in GiB
+    assert.ok(Math.abs(shown.yMax - usedMax * 1.05) <= 1, `y max ${shown.yMax} = 1.05 × device used ${usedMax}`);
+    assert.ok(shown.y.some((l) => l.endsWith('GiB')), `GiB ticks with device used: ${shown.y}`);
+
+    // Device used off: y fits allocated and reserved; the choice is kept for a reload
+    await toggle.click();
+    await w.page.waitForFunction((m) => Number(document.querySelector('.track').dataset.yMax) < m, usedMax);
+    const hidden = await axes(w.page);
+    t.diagnostic(`without device used: y ticks ${JSON.stringify(hidden.y)}; y max ${formatBytes(hidden.yMax)}`);
+    assert.ok(Math.abs(hidden.yMax - reservedMax * 1.05) <= 1, `y max ${hidden.yMax} = 1.05 × reserved peak ${reservedMax}`);
+    assert.ok(hidden.y.length >= 3 && hidden.y.every((l) => /^\d+(\.\d+)? (B|MiB)$/.test(l)), `MiB ticks: ${hidden.y}`);
+    assert.equal(hidden.y.at(-1), formatBytes(Number(hidden.y.at(-1).split(' ')[0]) * MiB), 'ticks are whole binary units');
+    assert.deepEqual(hidden.x, shown.x, 'the time axis is unchanged');
+    assert.equal((await w.state()).showDeviceUsed, false);
+    assert.deepEqual((await w.state()).view, view);
+    await w.screenshot('live-real-device-used-off');
+
+    // The cursor's time in the legend is elapsed too.
+    const box = await w.page.locator('.track .u-over').boundingBox();
+    await w.page.mouse.move(box.x + box.width / 2, box.y + box.height / 2);
+    const legendX = (await w.page.locator('.track .u-legend .u-series').first().locator('.u-value').textContent()).trim();
+    assert.match(legendX, /^\d\.\d{3} s$/);
+    assert.ok(Math.abs(Number(legendX.slice(0, -2)) - durationS / 2) < durationS * 0.1, `mid-chart is about half the run: ${legendX}`);
+
+    // The legend's own toggle is the same choice: clicking "device used" there shows it again.
+    await w.page.locator('.track .u-legend .u-series', { hasText: 'device used' }).first().locator('.u-label').click();
+    await w.page.waitForFunction((m) => Number(document.querySelector('.track').dataset.yMax) > m, usedMax);
+    await w.page.waitForFunction(() => document.querySelector('#toggle-device-used').getAttribute('aria-checked') === 'true', null, { timeout: 5000 });
+    assert.equal((await w.state()).showDeviceUsed, true);
+    assert.deepEqual(pageErrors(w), []);
+  } finally {
+    await w.close();
+  }
+
+  // A reloaded panel comes back with device used hidden when that was the choice.
+  const again = await openWebview({ html, files: FILES, state: { view, showDeviceUsed: false }, theme: 'light' });
+  try {
+    await again.page.waitForFunction(() => document.querySelector('.track')?.dataset.yMax);
+    const restored = await axes(again.page);
+    assert.ok(Math.abs(restored.yMax - reservedMax * 1.05) <= 1, `restored y max ${restored.yMax}`);
+    await again.page.locator('#toggle-device-used').waitFor({ state: 'visible' });
+    assert.equal(await again.page.locator('#toggle-device-used').getAttribute('aria-checked'), 'false');
+    assert.deepEqual(pageErrors(again), []);
+  } finally {
+    await again.close();
+  }
+});
+
+test('a session without device samples has no Device used checkbox; its x-axis starts at 0 s', async () => {
+  const v = viewAt(30, { ranks: 1 });
+  for (const tr of v.tracks) {
+    delete tr.figures.deviceUsedBytes;
+    delete tr.figures.unattributedBytes;
+    tr.series.deviceUsed = tr.series.t.map(() => null);
+  }
+  await wv.send({ type: 'update', session: v });
+  await wv.page.waitForFunction(() => document.querySelectorAll('.track').length === 1 && document.querySelector('.track').dataset.points === '31');
+  assert.equal(await wv.page.locator('#toggle-device-used').isVisible(), false);
+  const a = await axes(wv.page);
+  assert.match(a.x[0], /^0\.0+ s$/); // 3 s in 0.1 s points (viewAt): sub-second ticks
+  assert.match(a.x.at(-1), /^[23]\.\d+ s$/);
 });

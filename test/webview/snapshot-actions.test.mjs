@@ -67,7 +67,8 @@ test('compare peak (A) with end (B): the grid shows the top line shrinking from 
   await page.click('[data-testid=compare-moments]');
   const headline = page.locator('[data-testid=compare-headline]');
   await headline.waitFor({ timeout: 10_000 });
-  assert.match(await headline.textContent(), /^A = 0\.011 s, B = the end: grew .+, shrank .+ across \d+ lines\.$/);
+  // Note [Steps]: the peak comes before the first optimizer.step() of the trace ends: the first iteration.
+  assert.match(await headline.textContent(), /^A = 0\.011 s \(step 1\), B = the end: grew .+, shrank .+ across \d+ lines\.$/);
   const top = summary.top_lines[0];
   const rows = page.locator('[data-testid=compare-grid] vscode-data-grid-row[data-index]');
   const texts = await rows.evaluateAll((rs) => rs.map((r) => [...r.querySelectorAll('vscode-data-grid-cell')].map((c) => c.textContent.trim())));

@@ -1,11 +1,24 @@
 // The live panel (browser bundle → dist/webview/live.js). Draws what the host sends (src/glue/live):
 // per (process, device) track, the current figures and a uPlot chart of allocated / reserved / device
-// used with markers. Messages are coalesced into one render per animation frame, so a burst of updates
-// costs one layout; the last view is kept in getState() so a reloaded panel shows it at once.
+// used with markers, against seconds elapsed since the session's first event (Note [Elapsed time axis]).
+// Messages are coalesced into one render per animation frame, so a burst of updates costs one layout; the
+// last view and the Device used choice are kept in getState() so a reloaded panel shows them at once.
+//
+// Note [Device used toggle]: NVML's device used includes the CUDA context, cuBLAS/cuDNN workspaces and
+// other processes, so it is often ten times what the allocator holds (the recorded H200 run: 1.45 GiB
+// against 144 MiB reserved), which flattens allocated and reserved into the bottom of the chart. A
+// "Device used" checkbox in the toolbar hides that series in every chart and the y-axis rescales to what
+// is left; the figures row keeps the device-used number either way. A log y-axis was the other candidate;
+// it was not taken because it squeezes exactly what the user reads here, the gap between allocated and
+// reserved (cache and fragmentation), and binary byte ticks on a log scale read poorly. The checkbox is
+// on by default (device used is what nvidia-smi shows, the number users check first), is remembered by
+// the panel, stays in step with a click on the legend (uPlot's own series toggle), and is hidden when no
+// track has device samples.
 import uPlot from 'uplot';
 import { formatBytes } from '../../src/core/format/bytes';
 import { parseLiveHostMessage, type LiveAction, type LiveSessionView, type LiveTrack, type LiveWebviewMessage } from '../../src/core/protocol/live';
 import { figureRows } from './figures';
+import { ELAPSED_INCRS, elapsedText, elapsedTickLabels } from './timeAxis';
 
 interface VsCodeApi {
   postMessage(msg: LiveWebviewMessage): void;
@@ -16,7 +29,12 @@ declare function acquireVsCodeApi(): VsCodeApi;
 
 interface SavedState {
   view?: LiveSessionView;
+  /** the Device used checkbox (Note [Device used toggle]); absent = shown */
+  showDeviceUsed?: boolean;
 }
+
+/** the device-used series' index in the chart (0 is x) */
+const DEVICE_USED = 3;
 
 const vscode = acquireVsCodeApi();
 const tracksEl = document.getElementById('tracks')!;
@@ -24,6 +42,7 @@ const emptyEl = document.getElementById('empty')!;
 const problemsEl = document.getElementById('problems')!;
 const nameEl = document.getElementById('session-name')!;
 const stateEl = document.getElementById('session-state')!;
+const deviceUsedToggle = document.getElementById('toggle-device-used')!;
 const buttons: Record<LiveAction, HTMLElement> = {
   emptyCache: document.getElementById('btn-empty-cache')!,
   captureSnapshot: document.getElementById('btn-snapshot')!,
@@ -39,6 +58,10 @@ interface TrackUi {
 const trackUis = new Map<string, TrackUi>();
 let pending: LiveSessionView | null | undefined; // undefined: nothing to draw; null: no session
 let frameRequested = false;
+let lastView: LiveSessionView | undefined;
+let showDeviceUsed = (vscode.getState() as SavedState | undefined)?.showDeviceUsed ?? true;
+/** the chart's 0 s in epoch seconds (LiveSessionView.originS) */
+let originS = 0;
 
 function cssVar(name: string, fallback: string): string {
   return getComputedStyle(document.body).getPropertyValue(name).trim() || fallback;
@@ -73,6 +96,10 @@ function render(view: LiveSessionView | null): void {
     return;
   }
   nameEl.textContent = view.name;
+  // Older hosts (and a state saved by one) send no origin: the earliest point drawn is 0 s then.
+  originS = view.originS ?? Math.min(...view.tracks.map((t) => t.series.t[0] ?? Infinity));
+  if (!Number.isFinite(originS)) originS = 0;
+  deviceUsedToggle.hidden = !view.tracks.some((t) => t.figures.deviceUsedBytes !== undefined);
   stateEl.textContent = view.running ? 'running' : 'finished';
   stateEl.className = `state ${view.running ? 'running' : 'finished'}`;
   emptyEl.hidden = view.tracks.length > 0;
@@ -142,7 +169,7 @@ function updateTrack(ui: TrackUi, track: LiveTrack): void {
   );
   ui.markers = track.markers;
   const s = track.series;
-  const data: uPlot.AlignedData = [s.t, s.allocated, s.reserved, s.deviceUsed] as unknown as uPlot.AlignedData;
+  const data: uPlot.AlignedData = [s.t.map((t) => t - originS), s.allocated, s.reserved, s.deviceUsed] as unknown as uPlot.AlignedData;
   if (!ui.chart) {
     ui.chart = new uPlot(chartOptions(ui), data, ui.chartHost);
   } else {
@@ -173,18 +200,61 @@ function chartOptions(ui: TrackUi): uPlot.Options {
     height: 220,
     cursor: { drag: { x: false, y: false } },
     legend: { show: true },
-    scales: { x: { time: true }, y: { range: (_u, _min, max) => [0, Math.max(1, max) * 1.05] } },
-    // Byte ticks at multiples of a power of two (256 MiB, 512 MiB, 768 MiB…), which read naturally in binary units.
-    axes: [axis(), { ...axis(), size: 80, incrs: BINARY_INCRS, values: (_u, vals) => vals.map((v) => formatBytes(v)) }],
+    // x: seconds since the session's first event (Note [Elapsed time axis]). y: from 0 to the highest
+    // shown series (a hidden device used no longer counts, Note [Device used toggle]).
+    scales: { x: { time: false }, y: { range: (_u, _min, max) => [0, Math.max(1, max) * 1.05] } },
+    axes: [
+      {
+        ...axis(),
+        incrs: ELAPSED_INCRS as number[],
+        space: 70,
+        values: (u, vals, _axis, _space, incr) => tickLabels(ui, 'xTicks', elapsedTickLabels(vals, incr, u.scales.x.max ?? 0)),
+      },
+      // Byte ticks at multiples of a power of two (256 MiB, 512 MiB, 768 MiB…), which read naturally in binary units.
+      { ...axis(), size: 80, incrs: BINARY_INCRS, values: (_u, vals) => tickLabels(ui, 'yTicks', vals.map((v) => formatBytes(v))) },
+    ],
     series: [
-      {},
+      { label: 'elapsed', value: (_u, v) => (v == null ? '—' : elapsedText(v)) },
       { label: 'allocated', points: { show: false }, stroke: cssVar('--vscode-charts-blue', '#3794ff'), width: 1.5, value: (_u, v) => (v == null ? '—' : formatBytes(v)) },
       { label: 'reserved', points: { show: false }, stroke: cssVar('--vscode-charts-orange', '#d18616'), width: 1.5, value: (_u, v) => (v == null ? '—' : formatBytes(v)) },
       // NVML samples are sparser than buckets: join them rather than leave isolated dots.
-      { label: 'device used', points: { show: false }, spanGaps: true, stroke: cssVar('--vscode-charts-purple', '#b180d7'), width: 1, dash: [4, 3], value: (_u, v) => (v == null ? '—' : formatBytes(v)) },
+      { label: 'device used', show: showDeviceUsed, points: { show: false }, spanGaps: true, stroke: cssVar('--vscode-charts-purple', '#b180d7'), width: 1, dash: [4, 3], value: (_u, v) => (v == null ? '—' : formatBytes(v)) },
     ],
-    hooks: { draw: [(u) => drawMarkers(u, ui.markers)] },
+    hooks: {
+      draw: [(u) => drawMarkers(u, ui.markers)],
+      setScale: [
+        (u, key) => {
+          if (key === 'y') ui.root.dataset.yMax = String(u.scales.y.max ?? '');
+        },
+      ],
+      // a click on the legend's "device used" is the same choice as the checkbox
+      setSeries: [
+        (u, idx) => {
+          if (idx === DEVICE_USED && u.series[DEVICE_USED].show !== showDeviceUsed) setDeviceUsed(Boolean(u.series[DEVICE_USED].show));
+        },
+      ],
+    },
   };
+}
+
+/** What an axis prints, also kept on the track (data-x-ticks / data-y-ticks: the canvas has no text to read). */
+function tickLabels(ui: TrackUi, key: 'xTicks' | 'yTicks', labels: string[]): string[] {
+  ui.root.dataset[key] = JSON.stringify(labels);
+  return labels;
+}
+
+function setDeviceUsed(show: boolean): void {
+  showDeviceUsed = show;
+  deviceUsedToggle.toggleAttribute('checked', show);
+  if ((deviceUsedToggle as HTMLElement & { checked?: boolean }).checked !== undefined) (deviceUsedToggle as HTMLElement & { checked: boolean }).checked = show;
+  for (const ui of trackUis.values()) {
+    if (ui.chart && ui.chart.series[DEVICE_USED].show !== show) ui.chart.setSeries(DEVICE_USED, { show });
+  }
+  saveState();
+}
+
+function saveState(): void {
+  vscode.setState({ view: lastView, showDeviceUsed } satisfies SavedState);
 }
 
 const MARKER_VARS: Record<string, string> = {
@@ -216,7 +286,7 @@ function drawMarkers(u: uPlot, markers: LiveTrack['markers']): void {
   ctx.save();
   ctx.font = `${Math.round(10 * px)}px ${cssVar('--vscode-font-family', 'sans-serif')}`;
   for (const m of [...markers].sort((a, b) => a.t - b.t)) {
-    const x = u.valToPos(m.t, 'x', true);
+    const x = u.valToPos(m.t - originS, 'x', true);
     if (x < left || x > left + width) continue;
     ctx.strokeStyle = cssVar(MARKER_VARS[m.kind] ?? '--vscode-charts-lines', '#888');
     ctx.fillStyle = ctx.strokeStyle;
@@ -254,11 +324,13 @@ window.addEventListener('message', (event: MessageEvent) => {
   if (!msg) return;
   switch (msg.type) {
     case 'update':
-      vscode.setState({ view: msg.session } satisfies SavedState);
+      lastView = msg.session;
+      saveState();
       schedule(msg.session);
       break;
     case 'noSession':
-      vscode.setState({} satisfies SavedState);
+      lastView = undefined;
+      saveState();
       schedule(null);
       break;
     case 'busy': {
@@ -273,6 +345,12 @@ window.addEventListener('message', (event: MessageEvent) => {
       break;
     }
   }
+});
+
+deviceUsedToggle.toggleAttribute('checked', showDeviceUsed);
+deviceUsedToggle.addEventListener('change', () => {
+  const checked = (deviceUsedToggle as HTMLElement & { checked?: boolean }).checked;
+  if (typeof checked === 'boolean' && checked !== showDeviceUsed) setDeviceUsed(checked);
 });
 
 let resizeTimer: ReturnType<typeof setTimeout> | undefined;
@@ -295,5 +373,6 @@ new MutationObserver(() => {
 }).observe(document.body, { attributes: true, attributeFilter: ['class'] });
 
 const restored = vscode.getState() as SavedState | undefined;
+lastView = restored?.view;
 if (restored?.view) schedule(restored.view);
 vscode.postMessage({ type: 'ready', widthPx: chartWidth() });

@@ -8,9 +8,10 @@ import { ComparePanel } from './compareTab';
 import { clear, h } from './dom';
 import { attachDrop } from './drop';
 import { SegmentsPanel } from './segmentsTab';
+import { ReplayPanel } from './replayTab';
 import { renderSites } from './sitesTab';
 import { onStack } from './stacks';
-import { renderSummary } from './summaryTab';
+import { integrityBanner, renderSummary } from './summaryTab';
 import { TimelinePanel } from './timelineTab';
 
 const TABS: [SnapshotTab, string][] = [
@@ -19,6 +20,7 @@ const TABS: [SnapshotTab, string][] = [
   ['segments', 'Segment map'],
   ['sites', 'Top sites'],
   ['compare', 'Compare'],
+  ['replay', 'Allocator what-if'],
 ];
 
 class App {
@@ -32,6 +34,7 @@ class App {
   private timeline: TimelinePanel | undefined;
   private segments: SegmentsPanel | undefined;
   private compare: ComparePanel | undefined;
+  private replay: ReplayPanel | undefined;
   private segmentsRequest = 0;
   private sitesRows: SiteRow[] = [];
   private sitesRendered = false;
@@ -63,6 +66,11 @@ class App {
     return getState().device;
   }
 
+  /** Note [Time origin]: the first allocator event of the process (the range start for an older host). */
+  private origin(): number {
+    return this.info?.originUs ?? this.range().t0Us;
+  }
+
   private range(): { t0Us: number; t1Us: number } {
     const i = this.info?.devices.indexOf(this.device()) ?? -1;
     return (i >= 0 && this.info?.timeRanges[i]) || { t0Us: 0, t1Us: 1 };
@@ -90,7 +98,10 @@ class App {
         this.summary = msg.summary;
         this.markers = msg.markers;
         this.noteMissingTrace(msg.summary.events === 0);
-        renderSummary(this.views.get('summary') as HTMLElement, msg.summary, this.range().t0Us, () => this.gotoPeak());
+        renderSummary(this.views.get('summary') as HTMLElement, msg.summary, this.origin(), () => this.gotoPeak(), {
+          ooms: this.info?.ooms ?? [],
+          openLine: (file, line) => send({ type: 'goToSource', file, line }),
+        });
         this.marks.summary = performance.now();
         this.timeline?.show();
         return;
@@ -114,8 +125,11 @@ class App {
       case 'diff':
         this.compare?.onDiff(msg.view);
         return;
+      case 'replay':
+        this.replay?.onData(msg.view);
+        return;
       case 'requestFailed':
-        if (!this.compare?.failed(msg.requestId, msg.message)) this.notice(msg.message);
+        if (!this.compare?.failed(msg.requestId, msg.message) && !this.replay?.failed(msg.requestId, msg.message)) this.notice(msg.message);
         return;
       case 'notice':
         this.notice(msg.message);
@@ -130,12 +144,13 @@ class App {
     clear(this.deviceHost);
     if (info.devices.length > 1) {
       const dd = h('vscode-dropdown', { 'data-testid': 'device', 'aria-label': 'Device' });
-      for (const d of info.devices) dd.append(h('vscode-option', { value: d, selected: d === this.device() }, `cuda:${d}`));
+      for (const d of info.devices) dd.append(h('vscode-option', { value: d, selected: d === this.device() }, deviceLabel(info, d)));
       dd.addEventListener('change', () => this.selectDevice(Number((dd as unknown as { value: string }).value)));
       this.deviceHost.append(dd);
     } else {
-      this.deviceHost.append(h('span', { class: 'muted' }, `cuda:${this.device()}`));
+      this.deviceHost.append(h('span', { class: 'muted', 'data-testid': 'device-name' }, deviceLabel(info, this.device())));
     }
+    if (info.identity) this.deviceHost.append(h('span', { class: 'muted identity', 'data-testid': 'identity' }, ` · ${info.identity}`));
     this.buildTabs();
     if (info.devices.length === 0) {
       clear(this.body);
@@ -149,6 +164,8 @@ class App {
       return;
     }
     if (info.problems.length) this.body.prepend(h('p', { class: 'warning' }, `Read with problems: ${info.problems.join('; ')}`));
+    const banner = integrityBanner(info.integrity);
+    if (banner) this.body.prepend(banner);
     // The host sends device 0's summary after `opened`; a restored panel on another device asks again.
     if (restoring && this.device() !== (info.devices[0] ?? 0)) send({ type: 'selectDevice', device: this.device() });
   }
@@ -175,6 +192,7 @@ class App {
     this.info = info;
     send({ type: 'selectDevice', device: this.device() });
     this.timeline?.refresh(previousEnd);
+    this.replay?.reset();
     if (getState().momentUs === undefined) {
       this.segmentsShownFor = undefined;
       if (getState().tab === 'segments') this.requestSegments();
@@ -209,10 +227,12 @@ class App {
       markers: () => this.markers,
       momentUs: () => getState().momentUs,
       onMoment: (t) => this.setMoment(t),
+      originUs: () => this.origin(),
     });
     this.timeline.onFirstPaint = () => (this.marks.timelinePainted = performance.now());
     this.segments = new SegmentsPanel(this.views.get('segments') as HTMLElement, {
       range,
+      originUs: () => this.origin(),
       peakUs: () => this.summary?.peakAtTimeUs,
       momentUs: () => getState().momentUs,
       onMoment: (t) => this.setMoment(t),
@@ -223,6 +243,7 @@ class App {
       peakUs: () => this.summary?.peakAtTimeUs,
       momentUs: () => getState().momentUs,
     });
+    this.replay = new ReplayPanel(this.views.get('replay') as HTMLElement, { device: () => this.device(), range });
     this.segmentsShownFor = undefined;
     this.sitesRendered = false;
     // Panel views are display:none until the toolkit upgrades them; draw the restored tab once laid out.
@@ -249,6 +270,7 @@ class App {
     updateState({ device, window: undefined, momentUs: undefined });
     this.timeline?.resetForDevice(false);
     this.segmentsShownFor = undefined;
+    this.replay?.reset();
     send({ type: 'selectDevice', device });
     this.onTabShown(getState().tab);
   }
@@ -285,6 +307,12 @@ class App {
     const base = (this.info?.fileName ?? 'snapshot').replace(/\.(pickle|gpumem)$/, '');
     send({ type: 'exportPng', dataUrl, suggestedName: `${base}-${tab === 'segments' ? 'segments' : 'timeline'}.png` });
   }
+}
+
+/** "cuda:0 NVIDIA H100 80GB HBM3" when the capture named the device, else "cuda:0". */
+function deviceLabel(info: OpenedInfo, device: number): string {
+  const name = info.deviceNames?.[device];
+  return name ? `cuda:${device} ${name}` : `cuda:${device}`;
 }
 
 const root = document.getElementById('app');

@@ -15,6 +15,8 @@ const VISIBLE_ROWS = 18;
 
 export interface SegmentsHost {
   range(): { t0Us: number; t1Us: number };
+  /** Note [Time origin]: times count from this; default: range start */
+  originUs?(): number;
   peakUs(): number | undefined;
   momentUs(): number | undefined;
   /** the user moved the slider (undefined = end of trace) */
@@ -96,7 +98,7 @@ export class SegmentsPanel {
     const moment = this.host.momentUs();
     this.slider.value = String(moment === undefined ? 1000 : Math.round((1000 * (moment - t0Us)) / Math.max(1, t1Us - t0Us)));
     const blocks = view.segments.reduce((n, s) => n + s.blocks.length, 0);
-    const when = moment === undefined ? 'at the end of the trace' : `at ${atTime(moment - t0Us)}`;
+    const when = moment === undefined ? 'at the end of the trace' : `at ${atTime(moment - (this.host.originUs?.() ?? t0Us))}`;
     clear(this.caption);
     this.caption.append(
       h('span', { 'data-testid': 'segment-count', 'data-count': view.segments.length }, `${view.segments.length.toLocaleString('en-US')} segments`),

@@ -1,11 +1,19 @@
 // Summary tab: memory_summary()'s figures, where reserved − requested went, and the verdict sentence.
 import { formatBytes } from '../../src/core/format/bytes';
-import type { BreakdownView, SummaryView } from '../../src/core/protocol/snapshot';
+import type { BreakdownView, IntegrityView, OomView, SummaryView } from '../../src/core/protocol/snapshot';
 import { clear, h } from './dom';
 
-export function renderSummary(root: HTMLElement, s: SummaryView, t0Us: number, onPeak: () => void): void {
+/** What the summary shows besides the device's figures: the file's OOMs and how to open their lines. */
+export interface SummaryExtras {
+  ooms: readonly OomView[];
+  openLine(file: string, line: number): void;
+}
+
+/** `originUs`: Note [Time origin] — times count from the process's first allocator event. */
+export function renderSummary(root: HTMLElement, s: SummaryView, originUs: number, onPeak: () => void, extras?: SummaryExtras): void {
   clear(root);
   root.append(h('p', { class: 'verdict', 'data-testid': 'verdict', role: 'status' }, s.verdict));
+  if (extras?.ooms.length) root.append(oomList(extras));
   const fig = (key: string, label: string, bytes: number, note?: string) =>
     h(
       'div',
@@ -17,7 +25,7 @@ export function renderSummary(root: HTMLElement, s: SummaryView, t0Us: number, o
   const count = (key: string, label: string, n: number) =>
     h('div', { class: 'figure', 'data-figure': key, 'data-count': n }, h('div', { class: 'figure-label' }, label), h('div', { class: 'figure-value' }, n.toLocaleString('en-US')));
 
-  const peakLink = h('vscode-link', { href: '#', 'data-testid': 'peak-link' }, `at ${((s.peakAtTimeUs - t0Us) / 1e6).toFixed(3)} s`);
+  const peakLink = h('vscode-link', { href: '#', 'data-testid': 'peak-link' }, `at ${((s.peakAtTimeUs - originUs) / 1e6).toFixed(3)} s`);
   peakLink.addEventListener('click', (e) => {
     e.preventDefault();
     onPeak();
@@ -57,22 +65,33 @@ interface Part {
   label: string;
   css: string;
   why: string;
+  /** which segments the part exists in (Note [Breakdown]): shown only when the state has such segments */
+  kind: 'any' | 'fixed' | 'expandable';
 }
 
 const PARTS: Part[] = [
-  { key: 'requestedBytes', label: 'Requested', css: 'part-requested', why: 'bytes the program asked for' },
-  { key: 'roundingWasteBytes', label: 'Rounding waste', css: 'part-rounding', why: 'inside allocated blocks: sizes round up (512 B, whole small blocks)' },
-  { key: 'pendingFreeBytes', label: 'Pending free', css: 'part-pending', why: 'freed, but another stream still uses them (record_stream)' },
-  { key: 'splitRemainderBytes', label: 'Split remainders', css: 'part-split', why: 'free pieces of segments that still hold tensors: not releasable' },
-  { key: 'cachedFreeBytes', label: 'Cached free', css: 'part-cached', why: 'whole free segments: torch.cuda.empty_cache() releases them' },
+  { key: 'requestedBytes', label: 'Requested', css: 'part-requested', why: 'bytes the program asked for', kind: 'any' },
+  { key: 'roundingWasteBytes', label: 'Rounding waste', css: 'part-rounding', why: 'inside allocated blocks: sizes round up (512 B, whole small blocks)', kind: 'any' },
+  { key: 'pendingFreeBytes', label: 'Pending free', css: 'part-pending', why: 'freed, but another stream still uses them (record_stream)', kind: 'any' },
+  { key: 'splitRemainderBytes', label: 'Split remainders', css: 'part-split', why: 'free pieces of fixed segments that still hold tensors: released only with the whole segment', kind: 'fixed' },
+  { key: 'subPageRemainderBytes', label: 'Sub-page remainders', css: 'part-subpage', why: 'free bytes of expandable segments smaller than a page (2 MiB small, 20 MiB large): stay mapped', kind: 'expandable' },
+  { key: 'releasablePageBytes', label: 'Releasable free pages', css: 'part-pages', why: 'whole free pages of expandable segments that still hold tensors: torch.cuda.empty_cache() unmaps them', kind: 'expandable' },
+  { key: 'cachedFreeBytes', label: 'Cached free segments', css: 'part-cached', why: 'segments holding no tensor: torch.cuda.empty_cache() releases them', kind: 'any' },
 ];
 
-/** A stacked bar of reserved: requested | rounding | pending | split | cached, then the same as a table. */
+function applies(p: Part, b: BreakdownView): boolean {
+  if (p.kind === 'fixed') return b.fixedSegments > 0 || b[p.key] !== 0;
+  if (p.kind === 'expandable') return b.expandableSegments > 0 || b[p.key] !== 0;
+  return true;
+}
+
+/** A stacked bar of reserved: requested | rounding | pending | remainders | releasable, then the same as a table. */
 export function breakdownBar(b: BreakdownView): HTMLElement {
   const total = Math.max(1, b.reservedBytes);
   const bar = h('div', { class: 'breakdown-bar', role: 'img', 'aria-label': 'Reserved memory by kind' });
   const rows = h('div', { class: 'breakdown-rows' });
   for (const p of PARTS) {
+    if (!applies(p, b)) continue;
     const bytes = b[p.key] as number;
     if (bytes > 0) bar.append(h('div', { class: `breakdown-part ${p.css}`, style: `flex-grow:${bytes / total}`, title: `${p.label}: ${formatBytes(bytes)}` }));
     rows.append(
@@ -87,7 +106,7 @@ export function breakdownBar(b: BreakdownView): HTMLElement {
       ),
     );
   }
-  const unallocated = b.cachedFreeBytes + b.splitRemainderBytes + b.pendingFreeBytes;
+  const unallocated = b.cachedFreeBytes + b.releasablePageBytes + b.subPageRemainderBytes + b.splitRemainderBytes + b.pendingFreeBytes;
   rows.append(
     h(
       'div',
@@ -96,8 +115,48 @@ export function breakdownBar(b: BreakdownView): HTMLElement {
       h('span', { class: 'breakdown-label' }, 'Reserved − allocated'),
       h('span', { class: 'breakdown-value' }, formatBytes(unallocated)),
       h('span', { class: 'breakdown-pct' }, `${((100 * unallocated) / total).toFixed(1)}%`),
-      h('span', { class: 'breakdown-why' }, 'pending + split remainders + cached free'),
+      h('span', { class: 'breakdown-why' }, 'pending free + remainders + releasable'),
     ),
   );
   return h('div', { class: 'breakdown' }, bar, rows);
+}
+
+function when(o: OomView): string {
+  return `${o.t_s.toFixed(3)} s${o.step === null ? '' : ` (step ${o.step})`}`;
+}
+
+/** Every OOM of the file: when, which device, the request, the device's memory, the line (a link) and why. */
+function oomList(extras: SummaryExtras): HTMLElement {
+  const list = h('ol', { class: 'oom-list', 'data-testid': 'oom-list' });
+  for (const o of extras.ooms) {
+    const where = o.line > 0 ? `${o.displayFile}:${o.line}` : o.displayFile;
+    const link = o.line > 0 ? h('vscode-link', { href: '#', 'data-testid': 'oom-line', title: `Open ${o.file}:${o.line}` }, where) : h('span', {}, where);
+    if (o.line > 0) {
+      link.addEventListener('click', (e) => {
+        e.preventDefault();
+        extras.openLine(o.file, o.line);
+      });
+    }
+    const device = o.device_total_bytes > 0 ? `${formatBytes(o.device_free_bytes)} free of ${formatBytes(o.device_total_bytes)}` : `${formatBytes(o.device_free_bytes)} free`;
+    list.append(
+      h(
+        'li',
+        { class: 'oom', 'data-testid': 'oom', 'data-verdict': o.verdict, 'data-requested': o.requested_bytes },
+        h('div', { class: 'oom-head' }, `${when(o)} on cuda:${o.device}: ${formatBytes(o.requested_bytes)} requested by `, link),
+        h('div', { class: 'figure-note' }, `device: ${device} · verdict: ${o.verdict}`),
+        h('div', { class: 'oom-sentence' }, o.sentence),
+      ),
+    );
+  }
+  return h('section', { class: 'ooms' }, h('h3', { class: 'error' }, `Out-of-memory errors (${extras.ooms.length})`), list);
+}
+
+/** The alert shown above every tab when the file does not hold the whole run (Note [Never silent]). */
+export function integrityBanner(i: IntegrityView): HTMLElement | undefined {
+  if (!i.sentences.length) return undefined;
+  return h(
+    'div',
+    { class: 'integrity-banner', role: 'alert', 'data-testid': 'integrity-banner', 'data-ended': i.ended, 'data-lost': i.lostEvents },
+    ...i.sentences.map((t) => h('p', {}, t)),
+  );
 }

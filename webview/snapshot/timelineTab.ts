@@ -35,6 +35,8 @@ export interface TimelineHost {
   markers(): readonly MarkerView[];
   momentUs(): number | undefined;
   onMoment(timeUs: number): void;
+  /** Note [Time origin]: the axis counts seconds from this (the first allocator event); default: range start */
+  originUs?(): number;
 }
 
 export class TimelinePanel {
@@ -429,7 +431,7 @@ export class TimelinePanel {
     }
     ctx.textAlign = 'center';
     ctx.textBaseline = 'top';
-    const t0 = this.host.range().t0Us;
+    const t0 = this.host.originUs?.() ?? this.host.range().t0Us;
     for (let k = 0; k <= 5; k++) {
       const t = v0 + ((v1 - v0) * k) / 5;
       ctx.fillText(formatSeconds(t - t0, v1 - v0), Math.min(left + pw - 20 * dpr, left + (pw * k) / 5), top + ph + 6 * dpr);
@@ -652,7 +654,7 @@ export class TimelinePanel {
       this.tooltip.hidden = true;
       return;
     }
-    const t0 = this.host.range().t0Us;
+    const t0 = this.host.originUs?.() ?? this.host.range().t0Us;
     const owners = this.data.owners;
     if (group >= 0 && owners) {
       const at = hit.bucket * owners.groups + group;

@@ -5,12 +5,16 @@
 
 #include "aggregate.h"
 #include "export_pickle.h"
+#include "policy_replay.h"
 
 namespace gpumem {
 
 inline void exerciseModel(Model& m) {
   summaryJson(m);
   oomsJson(m);
+  fileInfoJson(m);
+  devicesJson(m);
+  problemsJson(m);
   for (auto& [idx, d] : m.devices) {
     double t0 = d.count() ? (double)d.t.front() : 0, t1 = d.count() ? (double)d.t.back() : 1;
     for (double t : {t0 - 1, (t0 + t1) / 2, t1, (double)INFINITY}) stateJson(m, idx, t);
@@ -23,6 +27,20 @@ inline void exerciseModel(Model& m) {
     diffJson(m, idx, t0, m, t1);
     currentJson(m, idx);
     timeRangeJson(m, idx);
+    // What-if and replay (policy_replay.cpp) on a small device: a state or trace they cannot use is a
+    // clear error, never a crash. The capacity keeps expandable page tables small for the fuzzers.
+    for (core::Policy p : {core::Policy::kPytorch, core::Policy::kLens}) {
+      try {
+        replayJson(replayPolicy(m, idx, p, 1ull << 30));
+      } catch (const std::runtime_error&) {
+      }
+      WhatIfQuery q;
+      q.havePolicy = true, q.policy = p, q.capacity = 1ull << 30, q.requests = {4096, 64ull << 20, 1ull << 62};
+      try {
+        whatIfJson(m, idx, (t0 + t1) / 2, q);
+      } catch (const std::runtime_error&) {
+      }
+    }
   }
   for (uint32_t s = 0; s < m.stacks.size() && s < 64; s++) stackJson(m, s);
   exportPickle(m, INFINITY);

@@ -18,11 +18,13 @@
 #include <vector>
 
 #include "aggregate.h"
+#include "categories.h"
 #include "capture_decoder.h"
 #include "export_pickle.h"
 #include "gpumem_format.h"
 #include "json_out.h"
 #include "pickle_reader.h"
+#include "policy_replay.h"
 #include "snapshot_import.h"
 
 namespace gpumem {
@@ -200,8 +202,10 @@ class Handle : public Napi::ObjectWrap<Handle> {
                            InstanceMethod("header", &Handle::Header),
                            InstanceMethod("devices", &Handle::Devices),
                            InstanceMethod("problems", &Handle::Problems),
+                           InstanceMethod("fileInfo", &Handle::FileInfo),
                            InstanceMethod("poll", &Handle::Poll),
                            InstanceMethod("ended", &Handle::Ended),
+                           InstanceMethod("endRecord", &Handle::EndRecord),
                            InstanceMethod("timeRange", &Handle::TimeRange),
                            InstanceMethod("current", &Handle::Current),
                            InstanceMethod("timeline", &Handle::Timeline),
@@ -209,11 +213,15 @@ class Handle : public Napi::ObjectWrap<Handle> {
                            InstanceMethod("lineStats", &Handle::LineStats),
                            InstanceMethod("stack", &Handle::Stack),
                            InstanceMethod("markers", &Handle::Markers),
+                           InstanceMethod("stepTable", &Handle::StepTable),
+                           InstanceMethod("categories", &Handle::Categories),
                            InstanceMethod("ooms", &Handle::Ooms),
                            InstanceMethod("spans", &Handle::Spans),
                            InstanceMethod("diff", &Handle::Diff),
                            InstanceMethod("summary", &Handle::Summary),
                            InstanceMethod("exportPickle", &Handle::ExportPickle),
+                           InstanceMethod("whatIf", &Handle::WhatIf),
+                           InstanceMethod("replay", &Handle::Replay),
                            InstanceMethod("eventCount", &Handle::EventCount),
                            InstanceMethod("timings", &Handle::Timings),
                            InstanceMethod("close", &Handle::Close),
@@ -261,6 +269,7 @@ class Handle : public Napi::ObjectWrap<Handle> {
   Napi::Value Format(const Napi::CallbackInfo& info) { return Str(info.Env(), M(info.Env()).format); }
   Napi::Value Header(const Napi::CallbackInfo& info) { return Str(info.Env(), M(info.Env()).headerJson); }
   Napi::Value Devices(const Napi::CallbackInfo& info) { return Str(info.Env(), devicesJson(M(info.Env()))); }
+  Napi::Value FileInfo(const Napi::CallbackInfo& info) { return Str(info.Env(), fileInfoJson(M(info.Env()))); }
   Napi::Value Problems(const Napi::CallbackInfo& info) {
     Model& m = M(info.Env());
     std::string json = problemsJson(m);
@@ -271,7 +280,7 @@ class Handle : public Napi::ObjectWrap<Handle> {
       j.open('{').kvu("offset", capture_->offset()).kvs("message", "the capture ends with an incomplete record at byte " +
                                                                    std::to_string(capture_->offset()) + " (" +
                                                                    std::to_string(capture_->pendingBytes()) +
-                                                                   " bytes); if the workload is still running it is completed on the next poll, otherwise the process died while writing it").close('}');
+                                                                   " bytes); if the workload is still running it is completed on the next poll, otherwise the process died while writing it").kvs("kind", "incomplete").close('}');
       json = json.size() > 2 ? json.substr(0, json.size() - 1) + "," + j.s + "]" : "[" + j.s + "]";
     }
     return Str(info.Env(), json);
@@ -285,6 +294,14 @@ class Handle : public Napi::ObjectWrap<Handle> {
     }
   }
   Napi::Value Ended(const Napi::CallbackInfo& info) { return Napi::Boolean::New(info.Env(), M(info.Env()).ended); }
+  // The REC_END's fields as JSON ({"reason","exitCode","message"}), "null" before one was read.
+  Napi::Value EndRecord(const Napi::CallbackInfo& info) {
+    Model& m = M(info.Env());
+    if (!m.ended) return Str(info.Env(), "null");
+    Json j;
+    j.open('{').kvu("reason", m.end.reason).kv("exitCode", m.end.exitCode).kvs("message", m.end.message).close('}');
+    return Str(info.Env(), j.s);
+  }
   Napi::Value TimeRange(const Napi::CallbackInfo& info) { return Str(info.Env(), timeRangeJson(M(info.Env()), Dev(info, 0))); }
   Napi::Value Current(const Napi::CallbackInfo& info) { return Str(info.Env(), currentJson(M(info.Env()), Dev(info, 0))); }
   Napi::Value Timeline(const Napi::CallbackInfo& info) {
@@ -295,6 +312,35 @@ class Handle : public Napi::ObjectWrap<Handle> {
   Napi::Value LineStats(const Napi::CallbackInfo& info) { return Str(info.Env(), lineStatsJson(M(info.Env()), Dev(info, 0))); }
   Napi::Value Stack(const Napi::CallbackInfo& info) { return Str(info.Env(), stackJson(M(info.Env()), (uint32_t)Num(info, 0, 0))); }
   Napi::Value Markers(const Napi::CallbackInfo& info) { return Str(info.Env(), markersJson(M(info.Env()), Dev(info, 0))); }
+  Napi::Value StepTable(const Napi::CallbackInfo& info) {
+    Napi::Env env = info.Env();
+    if (info.Length() < 2 || !info[1].IsArray()) throw Napi::TypeError::New(env, "stepTable(device, endsUs: number[])");
+    Napi::Array a = info[1].As<Napi::Array>();
+    std::vector<double> ends;
+    ends.reserve(a.Length());
+    for (uint32_t k = 0; k < a.Length(); k++) {
+      Napi::Value v = a.Get(k);
+      if (!v.IsNumber()) throw Napi::TypeError::New(env, "stepTable: endsUs must hold numbers");
+      double t = v.As<Napi::Number>().DoubleValue();
+      if (!ends.empty() && t < ends.back()) throw Napi::RangeError::New(env, "stepTable: endsUs must be ascending");
+      ends.push_back(t);
+    }
+    return Str(env, stepTableJson(M(env), Dev(info, 0), ends));
+  }
+  Napi::Value Categories(const Napi::CallbackInfo& info) {
+    Napi::Env env = info.Env();
+    if (info.Length() < 3 || !info[1].IsArray() || !info[2].IsBoolean())
+      throw Napi::TypeError::New(env, "categories(device, timesUs: number[], withLines: boolean)");
+    Napi::Array a = info[1].As<Napi::Array>();
+    std::vector<double> times;
+    times.reserve(a.Length());
+    for (uint32_t k = 0; k < a.Length(); k++) {
+      Napi::Value v = a.Get(k);
+      if (!v.IsNumber()) throw Napi::TypeError::New(env, "categories: timesUs must hold numbers");
+      times.push_back(v.As<Napi::Number>().DoubleValue());
+    }
+    return Str(env, categoriesJson(M(env), Dev(info, 0), times, info[2].As<Napi::Boolean>().Value()));
+  }
   Napi::Value Ooms(const Napi::CallbackInfo& info) { return Str(info.Env(), oomsJson(M(info.Env()))); }
   Napi::Value Spans(const Napi::CallbackInfo& info) {
     return Str(info.Env(), spansJson(M(info.Env()), Dev(info, 0), Num(info, 1, -INFINITY), Num(info, 2, INFINITY), (size_t)Num(info, 3, 1000),
@@ -320,6 +366,56 @@ class Handle : public Napi::ObjectWrap<Handle> {
     f.write(bytes.data(), (std::streamsize)bytes.size());
     if (!f) throw Napi::Error::New(env, "writing " + out + " failed: " + strerror(errno) + " (disk full?)");
     return env.Undefined();
+  }
+  // Policy arguments: one of the four names (Note [Policies] in native/allocator/src/what_if.cc).
+  static core::Policy PolicyArg(Napi::Env env, const Napi::Value& v, const char* where) {
+    core::Policy p;
+    if (!v.IsString() || !core::parse_policy(v.As<Napi::String>().Utf8Value(), &p))
+      throw Napi::TypeError::New(env, std::string(where) + ": policy must be 'pytorch', 'pytorch-expandable', 'lens' or 'lens-no-trim'");
+    return p;
+  }
+  static uint64_t BytesArg(Napi::Env env, const Napi::Value& v, const char* what) {
+    double d = v.IsNumber() ? v.As<Napi::Number>().DoubleValue() : -1;
+    if (!(d >= 0 && d < 9.0e15) || d != std::floor(d))
+      throw Napi::TypeError::New(env, std::string(what) + " must be a whole number of bytes");
+    return (uint64_t)d;
+  }
+  // whatIf(device, tUs, q?: {policy?, capacityBytes?, requests?}) → JSON (shape in policy_replay.h).
+  Napi::Value WhatIf(const Napi::CallbackInfo& info) {
+    Napi::Env env = info.Env();
+    Model& m = M(env);
+    if (info.Length() < 2 || !info[0].IsNumber() || !info[1].IsNumber())
+      throw Napi::TypeError::New(env, "whatIf(device, tUs, q?): device and tUs must be numbers");
+    WhatIfQuery q;
+    if (info.Length() > 2 && info[2].IsObject()) {
+      Napi::Object o = info[2].As<Napi::Object>();
+      Napi::Value p = o.Get("policy"), c = o.Get("capacityBytes"), r = o.Get("requests");
+      if (!p.IsUndefined() && !p.IsNull()) q.havePolicy = true, q.policy = PolicyArg(env, p, "whatIf");
+      if (!c.IsUndefined() && !c.IsNull()) q.capacity = BytesArg(env, c, "whatIf: capacityBytes");
+      if (!r.IsUndefined() && !r.IsNull()) {
+        if (!r.IsArray()) throw Napi::TypeError::New(env, "whatIf: requests must be an array of byte counts");
+        Napi::Array a = r.As<Napi::Array>();
+        for (uint32_t k = 0; k < a.Length(); k++) q.requests.push_back(BytesArg(env, a.Get(k), "whatIf: each request"));
+      }
+    }
+    try {
+      return Str(env, whatIfJson(m, Dev(info, 0), Num(info, 1, INFINITY), q));
+    } catch (const std::exception& e) {
+      throw Napi::Error::New(env, e.what());
+    }
+  }
+  // replay(device, policy, capacityBytes?) → JSON (shape in policy_replay.h).
+  Napi::Value Replay(const Napi::CallbackInfo& info) {
+    Napi::Env env = info.Env();
+    Model& m = M(env);
+    if (info.Length() < 2 || !info[0].IsNumber()) throw Napi::TypeError::New(env, "replay(device, policy, capacityBytes?)");
+    core::Policy p = PolicyArg(env, info[1], "replay");
+    uint64_t capacity = info.Length() > 2 && !info[2].IsUndefined() && !info[2].IsNull() ? BytesArg(env, info[2], "replay: capacityBytes") : 0;
+    try {
+      return Str(env, replayJson(replayPolicy(m, Dev(info, 0), p, capacity)));
+    } catch (const std::exception& e) {
+      throw Napi::Error::New(env, e.what());
+    }
   }
   Napi::Value EventCount(const Napi::CallbackInfo& info) {
     size_t n = 0;

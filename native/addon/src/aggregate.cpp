@@ -13,7 +13,7 @@ namespace gpumem {
 
 namespace {
 
-const char* const kMarkerKinds[] = {"user", "range_begin", "range_end", "empty_cache", "snapshot", "oom", "notice"};
+const char* const kMarkerKinds[] = {"user", "range_begin", "range_end", "empty_cache", "snapshot", "oom", "notice", "step"};
 const char* const kPoolNames[] = {"large", "small", "private"};
 constexpr const char* kNoUserFrame = "<no user frame>";
 
@@ -82,18 +82,59 @@ size_t eventsUpTo(const DeviceData& d, double tUs) {
   return std::upper_bound(d.t.begin(), d.t.end(), t) - d.t.begin();
 }
 
+// Note [Devices with no events]: a device the process never allocated on still gets samples (the
+// recorder samples every device it announced) and may carry process-wide markers; it has nothing to show
+// and is left out of devices(), summaries and panels. Its markers stay reachable (markersJson).
+bool hasMemoryData(const DeviceData& d) { return d.count() > 0 || !d.finalSegments.empty() || !d.ooms.empty(); }
+
 std::string devicesJson(const Model& m) {
   Json j;
   j.open('[');
-  for (const auto& [idx, d] : m.devices) j.item().num(idx);
+  for (const auto& [idx, d] : m.devices)
+    if (hasMemoryData(d)) j.item().num(idx);
   return j.close(']').s;
 }
 
 std::string problemsJson(const Model& m) {
   Json j;
   j.open('[');
-  for (const auto& p : m.problems) j.open('{').kvu("offset", p.offset).kvs("message", p.message).close('}');
+  for (const auto& p : m.problems) j.open('{').kvu("offset", p.offset).kvs("message", p.message).kvs("kind", p.kind).close('}');
   return j.close(']').s;
+}
+
+std::string fileInfoJson(const Model& m) {
+  Json j;
+  j.open('{');
+  // Note [Time origin]: times are shown as seconds since the process's first allocator event (any device).
+  bool haveOrigin = false;
+  int64_t origin = 0;
+  for (const auto& [idx, d] : m.devices)
+    if (d.count() && (!haveOrigin || d.t.front() < origin)) origin = d.t.front(), haveOrigin = true;
+  j.key("originUs");
+  if (haveOrigin) j.num(origin); else j.raw("null");
+  int64_t last = m.lastUs;
+  bool haveLast = m.haveLastUs;
+  for (const auto& [idx, d] : m.devices)
+    if (d.count() && (!haveLast || d.t.back() > last)) last = d.t.back(), haveLast = true;
+  j.key("lastUs");
+  if (haveLast) j.num(last); else j.raw("null");
+  j.key("devices").open('[');
+  for (const auto& [idx, id] : m.deviceIds) {
+    j.open('{').kv("index", idx).kvs("name", id.name).kvu("totalBytes", id.totalBytes);
+    if (!id.pciBusId.empty()) j.kvs("pciBusId", id.pciBusId);
+    j.close('}');
+  }
+  j.close(']').key("recordDevices").open('[');
+  for (const auto& [idx, d] : m.devices) j.item().num(idx);
+  j.close(']').key("end");
+  if (m.end.seen) {
+    j.open('{').kv("tUs", m.end.tUs).kv("exitCode", m.end.exitCode).kvu("reason", m.end.reason).kvs("message", m.end.message).close('}');
+  } else {
+    j.raw("null");
+  }
+  j.kvu("lostEvents", m.lostEvents).key("firstLostUs");
+  if (m.lostEvents) j.num(m.firstLostUs); else j.raw("null");
+  return j.close('}').s;
 }
 
 std::string summaryJson(const Model& m) {
@@ -101,6 +142,7 @@ std::string summaryJson(const Model& m) {
   j.open('{').kvs("format", m.format).key("devices").open('[');
   std::map<LineKey, uint64_t> top;
   for (const auto& [idx, d] : m.devices) {
+    if (!hasMemoryData(d)) continue;  // Note [Devices with no events]
     std::vector<SegmentData> segs = finalState(d);
     FragFigures f = fragmentation(segs);
     int64_t peakT = d.peakIndex >= 0 ? d.t[d.peakIndex] : (d.count() ? d.t[0] : 0);
@@ -459,7 +501,10 @@ std::string oomsJson(const Model& m) {
       bool frag = reserved >= allocated && reserved - allocated >= o.requested;
       j.open('{').kv("device", idx).kv("timeUs", o.tUs).kvu("requestedBytes", o.requested).kvu("deviceFreeBytes", o.deviceFree);
       j.kvu("deviceTotalBytes", o.deviceTotal).kvu("reservedBytes", reserved).kvu("allocatedBytes", allocated);
-      j.kvu("largestFreeBlockBytes", largest).kvs("verdict", frag ? "fragmentation" : "shortage").kv("stackId", o.stack).close('}');
+      j.kvu("largestFreeBlockBytes", largest).kvs("verdict", frag ? "fragmentation" : "shortage").kv("stackId", o.stack);
+      // The line that asked: the innermost user frame, by the same rule as line attribution.
+      LineKey at = o.stack < m.stacks.size() ? selfLine(m, o.stack) : kNoUserLine;
+      j.kvs("file", lineFile(m, at)).kv("line", at.second).close('}');
     }
   }
   return j.close(']').s;
@@ -636,6 +681,60 @@ std::string timelineJson(Model& m, int index, double t0, double t1, int buckets,
     for (double x : used) j.item().dbl(x);
     j.close(']');
   }
+  return j.close('}').s;
+}
+
+}  // namespace gpumem
+
+namespace gpumem {
+
+// Note [Step table]: one pass over the device's events answers every per-step question the steps view and the
+// leak finder ask (src/core/steps): the peak of allocated inside each step, allocated and reserved at its end,
+// and the bytes each line (innermost user frame) holds live at each step end. diffJson per pair of step ends
+// would rescan the trace once per step (O(steps × events)); this is O(events + steps × live lines).
+// Blocks allocated before the trace began (a free with no alloc) are not attributed, as in diffJson.
+std::string stepTableJson(const Model& m, int index, const std::vector<double>& endsUs) {
+  Json j;
+  j.open('{');
+  const DeviceData* d = dev(m, index);
+  j.key("steps").open('[');
+  std::map<LineKey, uint64_t> live;
+  std::map<LineKey, std::vector<uint64_t>> series;
+  size_t i = 0;
+  const size_t k = endsUs.size();
+  for (size_t s = 0; d && s < k; s++) {
+    size_t n = std::max(i, eventsUpTo(*d, endsUs[s]));
+    int64_t peak = allocatedBefore(*d, i);
+    int64_t peakT = i ? d->t[i - 1] : (d->count() ? d->t[0] : 0);
+    for (; i < n; i++) {
+      if (d->action[i] == ACT_ALLOC) {
+        live[selfLine(m, d->stack[i])] += d->size[i];
+      } else if (d->action[i] == ACT_FREE_REQUESTED && d->link[i] != kNoLink) {
+        size_t a = d->link[i];
+        auto it = live.find(selfLine(m, d->stack[a]));
+        if (it != live.end()) {
+          it->second -= std::min(it->second, d->size[a]);
+          if (it->second == 0) live.erase(it);
+        }
+      }
+      if (d->allocated[i] > peak) { peak = d->allocated[i]; peakT = d->t[i]; }
+    }
+    for (const auto& [key, bytes] : live) {
+      auto& v = series[key];
+      if (v.empty()) v.assign(k, 0);
+      v[s] = bytes;
+    }
+    j.open('{').kvd("endUs", endsUs[s]).kv("peakAllocatedBytes", peak).kv("peakAtUs", peakT);
+    j.kv("allocatedAtEndBytes", allocatedBefore(*d, n)).kv("reservedAtEndBytes", reservedBefore(*d, n)).close('}');
+  }
+  j.close(']');
+  j.key("lines").open('[');
+  for (const auto& [key, v] : series) {
+    j.open('{').kvs("file", lineFile(m, key)).kv("line", key.second).key("bytesAtEnds").open('[');
+    for (uint64_t b : v) j.item().unum(b);
+    j.close(']').close('}');
+  }
+  j.close(']');
   return j.close('}').s;
 }
 

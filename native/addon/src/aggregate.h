@@ -2,6 +2,7 @@
 // TypeScript types in src/core/model/types.ts.
 #pragma once
 #include <string>
+#include <vector>
 
 #include "model.h"
 
@@ -21,8 +22,15 @@ std::string oomsJson(const Model& m);
 std::string spansJson(const Model& m, int dev, double t0, double t1, size_t maxCount, int owner = -1);
 // Bytes live per line (innermost user frame) at aUs in `a` and bUs in `b` (b may be a).
 std::string diffJson(const Model& a, int dev, double aUs, const Model& b, double bUs);
+// Per step (ends ascending, µs): peak allocated inside it, allocated/reserved at its end, and bytes live per
+// line at each end (Note [Step table]).
+std::string stepTableJson(const Model& m, int dev, const std::vector<double>& endsUs);
 std::string devicesJson(const Model& m);
 std::string problemsJson(const Model& m);
+// Identity and integrity facts of the file: time origin, last time, REC_DEVICE names, REC_END, REC_LOST.
+std::string fileInfoJson(const Model& m);
+// A device worth showing: it has events, a stated allocator state or an OOM (Note [Devices with no events]).
+bool hasMemoryData(const DeviceData& d);
 
 // Events with time ≤ tUs (Infinity/NaN-safe).
 size_t eventsUpTo(const DeviceData& d, double tUs);

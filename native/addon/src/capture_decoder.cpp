@@ -1,9 +1,12 @@
 #include "capture_decoder.h"
 
+#include <cstddef>
 #include <cstring>
 #include <vector>
 
 #include "gpumem_format.h"
+// The allocator's small JSON parser (header-only): the header JSON is parsed strictly, never searched.
+#include "../../allocator/src/json.h"
 
 namespace gpumem {
 
@@ -18,6 +21,17 @@ T load(const uint8_t* p) {
   return v;
 }
 
+// Record types whose payload starts with `u64 t_ns` (every type but the interned tables).
+bool timed(uint8_t type) {
+  switch (type) {
+    case f::REC_ALLOC: case f::REC_FREE_REQUESTED: case f::REC_FREE_COMPLETED: case f::REC_SEGMENT_ALLOC:
+    case f::REC_SEGMENT_FREE: case f::REC_SEGMENT_MAP: case f::REC_SEGMENT_UNMAP: case f::REC_EMPTY_CACHE:
+    case f::REC_OOM: case f::REC_STATE: case f::REC_DEVICE_SAMPLE: case f::REC_MARKER: case f::REC_NOTICE:
+    case f::REC_STATS: case f::REC_DEVICE: case f::REC_LOST: case f::REC_END: return true;
+    default: return false;
+  }
+}
+
 uint8_t poolOf(uint16_t flags) {
   if (flags & f::kPoolPrivate) return POOL_PRIVATE;
   if (flags & f::kPoolSmall) return POOL_SMALL;
@@ -25,47 +39,6 @@ uint8_t poolOf(uint16_t flags) {
 }
 
 }  // namespace
-
-bool findJsonInt(const std::string& json, const char* key, int64_t& out) {
-  std::string needle = std::string("\"") + key + "\"";
-  for (size_t at = json.find(needle); at != std::string::npos; at = json.find(needle, at + 1)) {
-    size_t k = at + needle.size();
-    while (k < json.size() && (json[k] == ' ' || json[k] == '\t' || json[k] == '\n' || json[k] == '\r')) k++;
-    if (k >= json.size() || json[k] != ':') continue;
-    k++;
-    while (k < json.size() && (json[k] == ' ' || json[k] == '\t' || json[k] == '\n' || json[k] == '\r')) k++;
-    char* end = nullptr;
-    long long v = strtoll(json.c_str() + k, &end, 10);
-    if (end == json.c_str() + k) continue;
-    out = v;
-    return true;
-  }
-  return false;
-}
-
-bool findJsonString(const std::string& json, const char* key, std::string& out) {
-  std::string needle = std::string("\"") + key + "\"";
-  for (size_t at = json.find(needle); at != std::string::npos; at = json.find(needle, at + 1)) {
-    size_t k = at + needle.size();
-    while (k < json.size() && isspace((unsigned char)json[k])) k++;
-    if (k >= json.size() || json[k] != ':') continue;
-    k++;
-    while (k < json.size() && isspace((unsigned char)json[k])) k++;
-    if (k >= json.size() || json[k] != '"') continue;
-    std::string v;
-    for (k++; k < json.size() && json[k] != '"'; k++) {
-      if (json[k] == '\\' && k + 1 < json.size()) {
-        char e = json[++k];
-        v += e == 'n' ? '\n' : e == 't' ? '\t' : e;  // paths: only \\ and \" matter in practice
-      } else {
-        v += json[k];
-      }
-    }
-    out = v;
-    return true;
-  }
-  return false;
-}
 
 bool CaptureDecoder::looksLikeCapture(const uint8_t* data, size_t len) {
   return len >= 6 && memcmp(data, f::kMagic, 6) == 0;
@@ -106,18 +79,35 @@ size_t CaptureDecoder::feedHeader(Model& m, const uint8_t* data, size_t len) {
   if (len < sizeof fh + fh.json_bytes) return 0;
   m.format = "gpumem-capture";
   m.headerJson.assign(reinterpret_cast<const char*>(data + sizeof fh), fh.json_bytes);
+  // Note [Strict header]: the header JSON is parsed as JSON (json.h), never searched for substrings: a
+  // key inside a string value (an argv element, a path) must not be mistaken for the key itself. A header
+  // that is not a JSON object is damage (FORMAT.md §4); the records after it are still read, so what the
+  // workload recorded is not lost to a bad header, but the problem is reported.
+  json::Value h;
+  std::string err;
+  if (!json::parse(m.headerJson, &h, &err) || !h.is_object()) {
+    m.problems.push_back(Problem{sizeof fh, "the capture header is not a JSON object (" + (err.empty() ? std::string("not an object") : err) +
+                                                "); identity, clock anchors and settings are unknown", "header"});
+    h = json::Value::object();
+    m.headerJson = "{}";
+  }
+  auto intOf = [&](const char* key, int64_t& out) {
+    const json::Value* v = h.find(key);
+    if (!v || !v->is_int()) return false;
+    out = v->as_int();
+    return true;
+  };
   // Note [Clock anchors]: events carry CLOCK_MONOTONIC ns; the header pairs one monotonic reading with
   // the wall clock so times share PyTorch's time_us axis. Without anchors, monotonic time is shown.
   int64_t mono = 0, wall = 0;
-  if (findJsonInt(m.headerJson, "mono_anchor_ns", mono) && findJsonInt(m.headerJson, "wall_anchor_ns", wall)) {
-    monoAnchorNs_ = mono, wallAnchorNs_ = wall;
-  } else if (findJsonInt(m.headerJson, "monotonic_ns", mono) && findJsonInt(m.headerJson, "wall_ns", wall)) {
+  if (intOf("mono_anchor_ns", mono) && intOf("wall_anchor_ns", wall)) {
     monoAnchorNs_ = mono, wallAnchorNs_ = wall;
   } else {
-    m.problems.push_back(Problem{12, "the capture header has no clock anchors; times are the workload's monotonic clock, not wall time"});
+    m.problems.push_back(Problem{12, "the capture header has no clock anchors; times are the workload's monotonic clock, not wall time", "header"});
   }
-  std::string bootstrap;
-  if (findJsonString(m.headerJson, "bootstrap_dir", bootstrap) && bootstrap.size() > 1) {
+  const json::Value* boot = h.find("bootstrap_dir");
+  if (boot && boot->is_string() && boot->as_string().size() > 1) {
+    std::string bootstrap = boot->as_string();
     while (bootstrap.size() > 1 && bootstrap.back() == '/') bootstrap.pop_back();
     m.nonUserDirs.push_back(bootstrap);
   }
@@ -155,6 +145,7 @@ size_t CaptureDecoder::feed(Model& m, const uint8_t* data, size_t len) {
       pos = len;
       break;
     }
+    if (timed(h.type) && h.payload_bytes >= 8) m.sawTime(toUs(load<uint64_t>(data + pos + sizeof h)));
     pos += sizeof h + h.payload_bytes;
     offset_ += sizeof h + h.payload_bytes;
   }
@@ -296,8 +287,25 @@ bool CaptureDecoder::record(Model& m, uint8_t type, uint8_t device, uint16_t fla
     case f::REC_MARKER: {
       if (n < sizeof(f::MarkerRec)) return tooShort("marker");
       auto r = load<f::MarkerRec>(p);
-      uint8_t kind = r.kind == f::MARK_BEGIN ? 1 : r.kind == f::MARK_END ? 2 : r.kind == f::MARK_SNAPSHOT ? 4 : 0;
-      dev(m, device).markers.push_back(MarkerData{toUs(r.t_ns), kind, str(r.name), ""});
+      uint32_t name = str(r.name);
+      // Phases are process-wide facts (written once, device 0): every device that has events gets the boundary
+      // at its own event count, which is exact because the main thread appends the marker after its events.
+      auto boundary = [&](uint8_t phase) {
+        for (DeviceData* d : devs_)
+          if (d) d->phases.push_back(PhaseMark{(uint32_t)d->count(), phase});
+      };
+      if (r.kind == f::MARK_PHASE) {
+        const std::string& s = m.strings[name];
+        if (s == "backward") boundary(PHASE_BACKWARD);
+        else if (s == "optimizer") boundary(PHASE_OPTIMIZER);
+        return true;  // not a marker users see
+      }
+      if (r.kind == f::MARK_STEP) {
+        const std::string& s = m.strings[name];
+        if (s == "backward" || s == "optimizer.step") boundary(PHASE_OTHER);
+      }
+      uint8_t kind = r.kind == f::MARK_BEGIN ? 1 : r.kind == f::MARK_END ? 2 : r.kind == f::MARK_SNAPSHOT ? 4 : r.kind == f::MARK_STEP ? 7 : 0;
+      dev(m, device).markers.push_back(MarkerData{toUs(r.t_ns), kind, name, ""});
       return true;
     }
     case f::REC_NOTICE: {
@@ -308,16 +316,54 @@ bool CaptureDecoder::record(Model& m, uint8_t type, uint8_t device, uint16_t fla
       dev(m, device).markers.push_back(MarkerData{toUs(r.t_ns), 6, str(r.text), detail});
       return true;
     }
+    case f::REC_TAG: {
+      if (n < sizeof(f::TagRec)) return tooShort("tag");
+      auto r = load<f::TagRec>(p);
+      if (r.category < f::TAG_PARAMETER || r.category > f::TAG_OPTIMIZER_STATE) return true;  // a newer category
+      DeviceData& d = dev(m, device);
+      d.tags.push_back(TagData{(uint32_t)d.count(), r.addr, r.size, (uint8_t)r.category});
+      return true;
+    }
     case f::REC_LOST: {
       if (n < sizeof(f::LostRec)) return tooShort("lost-events");
       auto r = load<f::LostRec>(p);
+      int64_t tUs = toUs(r.t_ns);
+      // A LostRec is written when the next record gets through, so its time ends the loss. The loss began
+      // after the last record that was written before it: that is where "lost from" points.
+      if (m.lostEvents == 0) m.firstLostUs = m.haveLastUs ? std::min(m.lastUs, tUs) : tUs;
+      m.lostEvents += r.count;
       m.problems.push_back(Problem{at, std::to_string(r.count) +
-                                           " events were dropped by the recorder (its buffer bound was hit); figures after this point undercount"});
+                                           " events were dropped by the recorder (its buffer bound was hit); figures after this point undercount",
+                                   "lost"});
       dev(m, device).markers.push_back(
-          MarkerData{toUs(r.t_ns), 6, m.intern(std::to_string(r.count) + " events lost"), "{\"level\":\"warning\"}"});
+          MarkerData{tUs, 6, m.intern(std::to_string(r.count) + " events lost"), "{\"level\":\"warning\"}"});
       return true;
     }
-    case f::REC_END: m.ended = true; return true;
+    case f::REC_END: {
+      // Minor ≤ 1 wrote 16 bytes (t_ns, exit_code, pad = 0): reason 0 (clean), no message.
+      constexpr uint32_t kOldEnd = 16;
+      if (n < kOldEnd) return tooShort("end");
+      f::EndRec r{};
+      memcpy(&r, p, std::min<size_t>(n, sizeof r));
+      if (n < sizeof r) r.reason = 0, r.message = 0;
+      m.ended = true;
+      m.end.seen = true;
+      m.end.tUs = toUs(r.t_ns);
+      m.end.exitCode = r.exit_code;
+      m.end.reason = r.reason;
+      m.end.message = r.message ? m.strings[str(r.message)] : "";
+      m.sawTime(m.end.tUs);
+      return true;
+    }
+    case f::REC_DEVICE: {
+      if (n < sizeof(f::DeviceRec)) return tooShort("device");
+      auto r = load<f::DeviceRec>(p);
+      DeviceIdentity& id = m.deviceIds[device];
+      id.name = m.strings[str(r.name)];
+      id.totalBytes = r.total_bytes;
+      id.pciBusId = r.pci_bus_id ? m.strings[str(r.pci_bus_id)] : "";
+      return true;
+    }
     default: return true;  // REC_STATS and record types from newer minor versions: skipped by length
   }
 }

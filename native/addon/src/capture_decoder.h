@@ -92,9 +92,4 @@ class CaptureDecoder {
   uint64_t sizeHint_ = 0;
 };
 
-// Finds `"key": <integer>` anywhere in a JSON document (header anchors); false if absent.
-bool findJsonInt(const std::string& json, const char* key, int64_t& out);
-// Finds `"key": "<string>"` anywhere in a JSON document; false if absent.
-bool findJsonString(const std::string& json, const char* key, std::string& out);
-
 }  // namespace gpumem

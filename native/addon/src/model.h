@@ -86,6 +86,21 @@ struct OomData {
   uint32_t eventIndex;
 };
 
+// A REC_TAG (Note [Tags]): resolved against the allocations live after events [0, eventIndex).
+struct TagData {
+  uint32_t eventIndex;
+  uint64_t addr, size;
+  uint8_t category;  // fmt::TagCategory
+};
+
+// A phase boundary (Note [Categories] in categories.cpp): after events [0, eventIndex), the workload is in
+// `phase` until the next boundary.
+enum Phase : uint8_t { PHASE_OTHER = 0, PHASE_BACKWARD = 1, PHASE_OPTIMIZER = 2 };
+struct PhaseMark {
+  uint32_t eventIndex;
+  uint8_t phase;
+};
+
 struct SampleData {
   int64_t tUs;
   uint64_t used, total;
@@ -147,6 +162,8 @@ struct DeviceData {
   std::vector<MarkerData> markers;
   std::vector<OomData> ooms;
   std::vector<SampleData> samples;
+  std::vector<TagData> tags;
+  std::vector<PhaseMark> phases;
 
   size_t count() const { return t.size(); }
   void reserve(size_t n) {
@@ -179,12 +196,34 @@ struct DeviceData {
 struct Problem {
   uint64_t offset;
   std::string message;
+  // "damage" (the file is unreadable from offset on), "lost" (REC_LOST: the recorder dropped events),
+  // "incomplete" (a record cut off at the end), "header" (the header JSON lacks something), "skipped".
+  const char* kind = "damage";
+};
+
+// A device as a capture's REC_DEVICE announced it (Note [Devices] in gpumem_format.h).
+struct DeviceIdentity {
+  std::string name;
+  uint64_t totalBytes = 0;
+  std::string pciBusId;  // "" unknown
+};
+
+// How a capture ended (REC_END, FORMAT minor 2) and what it lost on the way (REC_LOST).
+struct CaptureEnd {
+  bool seen = false;
+  int64_t tUs = 0;
+  int32_t exitCode = -1;
+  uint32_t reason = 0;  // fmt::EndReason
+  std::string message;
 };
 
 struct Model {
   std::string format;  // "gpumem-capture" | "pytorch-pickle"
   std::string headerJson = "{}";  // CaptureHeaderInfo as JSON
   std::string allocatorSettingsPickle;  // raw pickle opcodes of allocator_settings (round trip), may be empty
+  // Pickles: whether segments carry is_expandable (-1 no key, 0 all false, 1 some true) and
+  // allocator_settings' expandable_segments (-1 absent); Note [Policy of the data] in policy_replay.cpp.
+  int8_t pickleSegmentsExpandable = -1, pickleSettingsExpandable = -1;
   std::vector<std::string> strings{""};  // id 0 = ""
   std::unordered_map<std::string, uint32_t> stringIds{{"", 0}};
   std::vector<FrameData> frames;
@@ -203,6 +242,17 @@ struct Model {
   // backward() (a capture header's "bootstrap_dir"), so attribution lands on the user's own line.
   std::vector<std::string> nonUserDirs;
   bool ended = false;
+  CaptureEnd end;
+  std::map<int, DeviceIdentity> deviceIds;
+  uint64_t lostEvents = 0;
+  int64_t firstLostUs = 0;  // the last record's time before the first REC_LOST (valid when lostEvents > 0)
+  // Latest time of any record read (events, samples, markers…): where a capture that ends early stops.
+  bool haveLastUs = false;
+  int64_t lastUs = 0;
+  void sawTime(int64_t tUs) {
+    if (!haveLastUs || tUs > lastUs) lastUs = tUs;
+    haveLastUs = true;
+  }
 
   uint32_t intern(std::string_view s);
   uint32_t internFrame(uint32_t file, uint32_t name, uint32_t line);

@@ -151,7 +151,10 @@ struct Importer final : EntryDecoder {
         g.poolId1 = tp->asU64(tp->items(pid)[1]);
         if (g.poolId0 || g.poolId1) g.pool = POOL_PRIVATE;
       }
-      g.expandable = tp->asInt(tp->get(s, "is_expandable"), 0) != 0;
+      uint32_t isExp = tp->get(s, "is_expandable");
+      g.expandable = tp->asInt(isExp, 0) != 0;
+      // The policy that made the data (policy_replay.cpp, Note [Policy of the data]).
+      if (isExp != PickleTree::kNone) m.pickleSegmentsExpandable = std::max<int8_t>(m.pickleSegmentsExpandable, g.expandable ? 1 : 0);
       g.stack = stack(tp->get(s, "frames"));
       uint32_t blocks = tp->get(s, "blocks");
       uint64_t cursor = g.addr;  // old snapshots: blocks without addresses, in address order
@@ -581,6 +584,10 @@ void importSnapshot(Model& m, const uint8_t* data, size_t size, bool fileMapped)
     im.annotations(tree.get(root, "external_annotations"));
     uint32_t settings = tree.get(root, "allocator_settings");
     if (settings != PickleTree::kNone) {
+      if (tree.at(settings).type == PType::Dict) {
+        uint32_t e = tree.get(settings, "expandable_segments");
+        if (e != PickleTree::kNone) m.pickleSettingsExpandable = tree.asInt(e, 0) != 0 ? 1 : 0;
+      }
       fmt::PickleEmitter p(1024);
       im.emit(p, settings, 0);
       if (im.emitBudget > 0)

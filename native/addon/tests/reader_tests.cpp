@@ -4,7 +4,9 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <fstream>
 #include <functional>
+#include <iterator>
 #include <string>
 #include <vector>
 
@@ -13,6 +15,7 @@
 #include "exercise.h"
 #include "gpumem_format.h"
 #include "pickle_reader.h"
+#include "policy_replay.h"
 #include "replay.h"
 #include "snapshot_import.h"
 
@@ -166,6 +169,49 @@ int main() {
       CHECK(dev.waste[1] == 96);  // requested 4000 of a 4096-byte block
     }
   });
+  run("capture: REC_END of minor 2 gives reason and message; a 16-byte one (minor 1) reads as reason 0", [] {
+    namespace f = gpumem::fmt;
+    auto file_with_end = [](uint32_t end_bytes) {
+      std::string json = "{}";
+      std::vector<uint8_t> file(sizeof(f::FileHeader));
+      f::FileHeader fh{};
+      memcpy(fh.magic, f::kMagic, 8);
+      fh.major = 1;
+      fh.minor = end_bytes == sizeof(f::EndRec) ? 2 : 1;
+      fh.json_bytes = (uint32_t)json.size();
+      memcpy(file.data(), &fh, sizeof fh);
+      file.insert(file.end(), json.begin(), json.end());
+      auto rec = [&](uint8_t type, const void* payload, uint32_t n) {
+        f::RecordHeader h{type, 0, 0, n};
+        const uint8_t* hp = reinterpret_cast<const uint8_t*>(&h);
+        file.insert(file.end(), hp, hp + sizeof h);
+        const uint8_t* p = static_cast<const uint8_t*>(payload);
+        file.insert(file.end(), p, p + n);
+      };
+      const std::string text = "capture stopped at /s/c.gpumem: No space left on device (4096 bytes written)";
+      std::vector<uint8_t> str(sizeof(f::StringRec) + text.size());
+      f::StringRec sr{7, (uint32_t)text.size()};
+      memcpy(str.data(), &sr, sizeof sr);
+      memcpy(str.data() + sizeof sr, text.data(), text.size());
+      rec(f::REC_STRING, str.data(), (uint32_t)str.size());
+      f::EndRec er{1000, -1, 1, 7};
+      rec(f::REC_END, &er, end_bytes);  // 16 bytes: the old layout, whose 4th word was padding
+      return file;
+    };
+    auto now = file_with_end(sizeof(f::EndRec));
+    Model m;
+    CaptureDecoder d;
+    d.feed(m, now.data(), now.size());
+    CHECK(!d.damaged() && m.ended && m.end.reason == 1 && m.end.exitCode == -1);
+    CHECK(m.end.message == "capture stopped at /s/c.gpumem: No space left on device (4096 bytes written)");
+    auto old = file_with_end(16);
+    Model o;
+    CaptureDecoder od;
+    od.feed(o, old.data(), old.size());
+    CHECK(!od.damaged() && o.ended && o.end.exitCode == -1 && o.end.message.empty());
+    CHECK(o.end.reason == 0);  // the old pad word is never read as a reason
+  });
+
   run("replay: removing a range from the middle of a segment keeps both ends", [] {
     AllocState s;
     s.addRange(0x1000, RangeInfo{0x3000, 0, 0, POOL_LARGE, true, 0, 0});
@@ -184,6 +230,34 @@ int main() {
     importSnapshot(m, b.data(), b.size());
     exerciseModel(m);
     CHECK(summaryJson(m) == "{\"format\":\"pytorch-pickle\",\"devices\":[],\"top_lines\":[]}");
+  });
+  run("what-if and policy replay on the real pickle and capture fixtures (under the sanitizers)", [] {
+    // Run from native/addon (make test); the node tests check the figures, this checks memory safety.
+    for (const char* f : {"../../test/fixtures/pytorch-snapshots/mlp-expandable.pickle",
+                          "../../test/fixtures/pytorch-snapshots/mlp-record-stream-pending.pickle",
+                          "../../test/fixtures/pytorch-snapshots/mlp-oom.pickle", "../../test/fixtures/h200-e2e-train.capture"}) {
+      std::ifstream in(f, std::ios::binary);
+      CHECK(in.good());
+      std::vector<uint8_t> b((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+      Model m;
+      if (CaptureDecoder::looksLikeCapture(b.data(), b.size())) {
+        CaptureDecoder d;
+        d.feed(m, b.data(), b.size());
+      } else {
+        importSnapshot(m, b.data(), b.size());
+      }
+      m.derive();
+      for (core::Policy p : {core::Policy::kPytorch, core::Policy::kPytorchExpandable, core::Policy::kLens, core::Policy::kLensNoTrim}) {
+        PolicyReplayResult r = replayPolicy(m, 0, p, 0);
+        CHECK(r.peakReserved >= r.peakAllocated && r.peakAllocated > 0 && !r.haveOom);
+        CHECK(replayJson(r) == replayJson(replayPolicy(m, 0, p, 0)));  // deterministic
+        WhatIfQuery q;
+        q.havePolicy = true, q.policy = p, q.requests = {512, 3ull << 20, 1ull << 30};
+        std::string w = whatIfJson(m, 0, INFINITY, q);
+        CHECK(w.find("\"policy\":\"" + std::string(core::policy_name(p)) + "\"") != std::string::npos);
+      }
+      exerciseModel(m);
+    }
   });
   fprintf(stderr, "%d passed, %d failed\n", passed, failed);
   return failed ? 1 : 0;

@@ -65,6 +65,9 @@ int64_t gpumem_snapshot(const char* pickle_path);
 int gpumem_snapshot_pickle(uint8_t** out, size_t* out_len);
 void gpumem_free_buffer(void* p);
 int gpumem_mark(const char* name, uint32_t kind);  // MarkerKind
+// The memory at `addr` (a tensor's data_ptr on CUDA device `device`, `size` bytes) is a TagCategory
+// (1 parameter, 2 gradient, 3 optimizer state); `name` may be NULL. Writes a REC_TAG (Note [Tags]).
+int gpumem_tag(uint64_t addr, uint64_t size, uint32_t category, const char* name, int device);
 int gpumem_notice(const char* text, uint32_t level);
 // Backward attribution (DESIGN §3): the bootstrap brackets torch.autograd.backward() with these on the
 // calling thread; allocations made meanwhile on threads with no Python frames (autograd workers) get

@@ -1,11 +1,15 @@
-// allocator_api.h — what the allocator core offers the recorder (snapshots, control server, stats).
+// allocator_api.h — what the allocator core offers the parts around it (recorder, samplers, control
+// commands): read-only views and figures, empty_cache, device memory and identity. Implemented in
+// allocator.cc.
 //
-// Every function takes the device lock(s) itself; never call these while holding a device lock.
-// Lock order (Note [Lock order] in device_allocator.h): GIL → device lock → writer buffer lock.
+// Every function takes the device lock(s) itself; never call these while holding a device lock
+// (Note [Lock hierarchy] in native/allocator/README.md).
 #pragma once
 #include <stdint.h>
 
 #include <vector>
+
+#include "backend.h"
 
 namespace gpumem::core {
 
@@ -42,5 +46,8 @@ void empty_cache(int device, uint64_t* before, uint64_t* after, int origin);
 
 // The driver's (or simulated device's) free/total bytes; false if unknown.
 bool device_memory(int device, uint64_t* free_b, uint64_t* total_b);
+
+// The backend's name and PCI bus id of `device` (empty before the allocator exists or when unknown).
+DeviceIdentity device_identity(int device);
 
 }  // namespace gpumem::core

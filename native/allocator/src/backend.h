@@ -12,6 +12,13 @@
 
 namespace gpumem::core {
 
+// Who a device is, for the capture's REC_DEVICE and for matching it in NVML: the driver's name and PCI
+// bus id ("" when unknown).
+struct DeviceIdentity {
+  std::string name;
+  std::string pci_bus_id;
+};
+
 class Backend {
  public:
   virtual ~Backend() = default;
@@ -22,6 +29,9 @@ class Backend {
   // The device's memory size, without creating a context (the allocator is built before PyTorch
   // initialises CUDA, and a context on every visible GPU would cost each DDP rank memory on all).
   virtual uint64_t total_memory(int device) = 0;
+  // The device's name and PCI bus id, without creating a context; unlike the calls below, not made
+  // under the device lock (it reads nothing the allocator changes). Empty when unknown.
+  virtual DeviceIdentity identity(int device) { return {}; }
 
   // ---- Fixed segments (cuMemAlloc/cuMemFree). `capturing`: a graph capture is underway on this
   // device, so the driver call must run in relaxed capture mode (Note [Interaction with CUDA graph

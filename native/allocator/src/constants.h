@@ -16,6 +16,9 @@ constexpr size_t kRoundLarge = 2ull << 20;      // larger requests get their own
 // Expandable segments map physical memory in pages of these sizes (PyTorch uses the same two).
 constexpr size_t kSmallPage = kSmallBuffer;
 constexpr size_t kLargePage = kLargeBuffer;
+// Note [Expandable reservation] (device_allocator.cc): an expandable segment reserves this many times
+// the device's memory of address space.
+constexpr uint64_t kExpandableRangeFactor = 4;
 // Note [Futile trims] (device_allocator.h): trims that may defend one reserved peak.
 constexpr int kMaxTrimsPerPeak = 16;
 

@@ -14,9 +14,6 @@
 #include <thread>
 #include <vector>
 
-#include "allocator_api.h"
-#include "recorder.h"
-
 namespace gpumem::rec::control {
 namespace {
 
@@ -32,12 +29,7 @@ std::string g_path;
 std::thread g_thread;
 std::atomic<bool> g_running{false};
 
-json::Value error_reply(const std::string& msg) {
-  json::Value r = json::Value::object();
-  r.set("ok", false);
-  r.set("error", msg);
-  return r;
-}
+Handler g_handler;
 
 void set_nonblocking(int fd) { fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK); }
 
@@ -70,7 +62,7 @@ bool process_input(Client& c) {
     } else {
       std::string line = c.in.substr(start, nl - start);
       if (!line.empty() && line.back() == '\r') line.pop_back();
-      if (line.find_first_not_of(" \t") != std::string::npos) reply(c, handle_line(line));
+      if (line.find_first_not_of(" \t") != std::string::npos) reply(c, g_handler(line));
     }
     start = nl + 1;
   }
@@ -142,7 +134,7 @@ void serve() {
 
 }  // namespace
 
-bool start(const std::string& path, std::string* err) {
+bool start(const std::string& path, Handler handler, std::string* err) {
   if (g_running) {
     *err = "the control server is already running on " + g_path;
     return false;
@@ -189,6 +181,7 @@ bool start(const std::string& path, std::string* err) {
   }
   g_listen = fd;
   g_path = path;
+  g_handler = std::move(handler);
   g_running = true;
   g_thread = std::thread(serve);
   return true;
@@ -207,68 +200,6 @@ void stop() {
   ::close(g_wake[1]);
   g_listen = -1;
   ::unlink(g_path.c_str());
-}
-
-json::Value handle(const json::Value& req) {
-  if (!req.is_object()) return error_reply("a request must be a JSON object like {\"cmd\":\"ping\"}");
-  const json::Value* cmd = req.find("cmd");
-  if (!cmd || !cmd->is_string()) return error_reply("missing \"cmd\" (one of ping, empty_cache, snapshot, mark)");
-  const std::string& c = cmd->as_string();
-  json::Value r = json::Value::object();
-  if (c == "ping") {
-    r.set("ok", true);
-    r.set("pid", int64_t(::getpid()));
-    r.set("rank", int64_t(process_rank()));
-    json::Value devs = json::Value::array();
-    for (int d = 0; d < core::device_count(); d++) {
-      core::Figures f = core::figures(d);
-      json::Value dv = json::Value::object();
-      dv.set("index", d);
-      dv.set("allocated", f.allocated);
-      dv.set("reserved", f.reserved);
-      devs.push(std::move(dv));
-    }
-    r.set("devices", std::move(devs));
-  } else if (c == "empty_cache") {
-    uint64_t before = 0, after = 0;
-    core::empty_cache(-1, &before, &after, 1);
-    r.set("ok", true);
-    r.set("reserved_before", before);
-    r.set("reserved_after", after);
-  } else if (c == "snapshot") {
-    const json::Value* p = req.find("path");
-    if (p && !p->is_string()) return error_reply("\"path\" must be a string (an absolute .pickle path)");
-    std::string path = p ? p->as_string() : default_snapshot_path();
-    std::string err;
-    int64_t off = take_snapshot(path.c_str(), &err);
-    if (off < 0) return error_reply(err);
-    r.set("ok", true);
-    r.set("pickle", path);
-    r.set("offset", off);
-  } else if (c == "mark") {
-    const json::Value* n = req.find("name");
-    if (!n || !n->is_string()) return error_reply("\"mark\" needs a string \"name\"");
-    mark(n->as_string(), 0);
-    r.set("ok", true);
-  } else {
-    return error_reply("unknown cmd \"" + c + "\" (expected ping, empty_cache, snapshot or mark)");
-  }
-  return r;
-}
-
-std::string handle_line(const std::string& line) {
-  json::Value req;
-  std::string err;
-  json::Value r;
-  if (!json::parse(line, &req, &err)) {
-    r = error_reply("malformed JSON: " + err);
-  } else {
-    r = handle(req);
-  }
-  if (req.is_object()) {
-    if (const json::Value* id = req.find("id")) r.set("id", *id);
-  }
-  return r.dump();
 }
 
 }  // namespace gpumem::rec::control

@@ -19,6 +19,8 @@ struct Driver {
   cuInit_t Init;
   cuDeviceGetCount_t DeviceGetCount;
   cuDeviceGet_t DeviceGet;
+  cuDeviceGetName_t DeviceGetName;
+  cuDeviceGetPCIBusId_t DeviceGetPCIBusId;
   cuDeviceTotalMem_t DeviceTotalMem;
   cuDevicePrimaryCtxRetain_t DevicePrimaryCtxRetain;
   cuCtxGetCurrent_t CtxGetCurrent;
@@ -63,6 +65,8 @@ class CudaDriverBackend final : public Backend {
     d_.load(&d_.Init, "cuInit");
     d_.load(&d_.DeviceGetCount, "cuDeviceGetCount");
     d_.load(&d_.DeviceGet, "cuDeviceGet");
+    d_.load(&d_.DeviceGetName, "cuDeviceGetName");
+    d_.load(&d_.DeviceGetPCIBusId, "cuDeviceGetPCIBusId");
     d_.load(&d_.DeviceTotalMem, "cuDeviceTotalMem_v2");
     d_.load(&d_.DevicePrimaryCtxRetain, "cuDevicePrimaryCtxRetain");
     d_.load(&d_.CtxGetCurrent, "cuCtxGetCurrent");
@@ -112,6 +116,17 @@ class CudaDriverBackend final : public Backend {
     check(d_.DeviceGet(&dev, device), "cuDeviceGet");
     check(d_.DeviceTotalMem(&total, dev), "cuDeviceTotalMem");
     return total;
+  }
+
+  DeviceIdentity identity(int device) override {
+    DeviceIdentity id;
+    CUdevice dev = 0;
+    if (device < 0 || device >= int(devices_.size()) || d_.DeviceGet(&dev, device) != CUDA_SUCCESS) return id;
+    char buf[256] = {0};
+    if (d_.DeviceGetName(buf, sizeof buf - 1, dev) == CUDA_SUCCESS) id.name = buf;
+    char bus[64] = {0};
+    if (d_.DeviceGetPCIBusId(bus, sizeof bus - 1, dev) == CUDA_SUCCESS) id.pci_bus_id = bus;
+    return id;
   }
 
   bool malloc(int device, size_t size, bool capturing, uint64_t* addr) override {

@@ -1,10 +1,6 @@
-// device_allocator.h — the caching allocator of one device (PyTorch's DeviceCachingAllocator).
-//
-// Note [Lock order]: GIL (Python stack capture, rec::capture_stack) → device lock (mu_) → recorder
-// buffer lock (inside rec::emit). The stack is captured by the caller BEFORE malloc takes mu_, and
-// nothing under mu_ may take the GIL (a Python thread holding the GIL may be waiting for mu_ in its
-// own malloc). rec::write_state takes mu_ itself, so it is called only after mu_ is released.
-// No two device locks are ever held at once.
+// device_allocator.h — the caching allocator of one device (PyTorch's DeviceCachingAllocator). What it
+// does goes to the EventSink it is given (event_sink.h); it depends on nothing but its Backend.
+// Locks: Note [Lock hierarchy] in native/allocator/README.md (mu_ is "the device lock" there).
 #pragma once
 #include <cstdint>
 #include <functional>
@@ -20,6 +16,7 @@
 #include "allocator_api.h"
 #include "backend.h"
 #include "block.h"
+#include "event_sink.h"
 #include "stats.h"
 
 namespace gpumem::core {
@@ -48,14 +45,21 @@ struct OutOfMemory : std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
+// Thrown by restore when the given state cannot be rebuilt (malformed blocks, a segment kind the
+// options do not use, more memory than the simulated device has). The message says which and why.
+struct RestoreError : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
 class DeviceAllocator {
  public:
-  DeviceAllocator(int device, Backend& backend, Options options);
+  DeviceAllocator(int device, Backend& backend, Options options, EventSink& sink = null_sink());
   ~DeviceAllocator();  // drops bookkeeping only; the driver reclaims memory with the context
   DeviceAllocator(const DeviceAllocator&) = delete;
   DeviceAllocator& operator=(const DeviceAllocator&) = delete;
 
-  // `stack` comes from rec::capture_stack(), taken before this call (Note [Lock order]).
+  // `stack`: an interned stack id taken by the caller BEFORE this call, as it may need the GIL
+  // (Note [Lock hierarchy]); the core only passes it on to the sink.
   void* malloc(size_t size, Stream stream, uint32_t stack);
   // Returns false for a pointer this device never handed out (nothing changes then).
   bool free(void* ptr);
@@ -73,6 +77,13 @@ class DeviceAllocator {
   void reset_peak_stats();
   void reset_accumulated_stats();
   std::vector<SegmentView> segments();
+  // Note [Restored state] (restore.cc): rebuilds `segments` (as segments() reports them) in this new,
+  // empty allocator on the simulated backend, with this allocator's options; the reserved peak is
+  // `reserved_peak` when larger than what the segments hold (trim on growth defends it).
+  void restore(const std::vector<SegmentView>& segments, uint64_t reserved_peak = 0);
+  // A restored pending free waits for an event recorded on this stream (Note [Restored state]).
+  static constexpr Stream kRestoredUseStream = ~Stream(0) - 1;
+  const Options& options() const { return options_; }
   // Recomputes every current stat and structural property from the block lists; "" when all hold,
   // else a description of the first violation. Tests call it after every operation.
   std::string check_invariants();
@@ -118,6 +129,7 @@ class DeviceAllocator {
   const int device_;
   Backend& backend_;
   const Options options_;
+  EventSink& sink_;
   std::mutex mu_;
   DeviceStats stats_;
   BlockPool small_{true, nullptr}, large_{false, nullptr};

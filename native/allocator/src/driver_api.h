@@ -55,6 +55,8 @@ struct CUmemAccessDesc {
 using cuInit_t = CUresult (*)(unsigned);
 using cuDeviceGetCount_t = CUresult (*)(int*);
 using cuDeviceGet_t = CUresult (*)(CUdevice*, int);
+using cuDeviceGetName_t = CUresult (*)(char*, int, CUdevice);
+using cuDeviceGetPCIBusId_t = CUresult (*)(char*, int, CUdevice);
 using cuDeviceTotalMem_t = CUresult (*)(size_t*, CUdevice);
 using cuDevicePrimaryCtxRetain_t = CUresult (*)(CUcontext*, CUdevice);
 using cuCtxGetCurrent_t = CUresult (*)(CUcontext*);

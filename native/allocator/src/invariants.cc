@@ -67,7 +67,6 @@ std::string DeviceAllocator::check_invariants() {
           }
         }
         if (b->mapped) mapped_bytes += b->size;
-        if (b->mapped && !in_run) add(want.segment, seg->pool, 1);
         in_run = b->mapped;
       }
       if (b->is_free() && b->mapped) free_mapped++;

@@ -1,30 +1,27 @@
-// recorder.cc — configuration, the header, emit(), state records, the sampler, and the recording half
-// of the C API (gpumem_snapshot, _snapshot_pickle, _free_buffer, _mark, _notice, _backward_*,
-// _shutdown). See recorder.h for the lock order.
+// recorder.cc — configuration, the capture header, the core's event sink, state records, markers and
+// the recording's start and end (recorder.h). Device samples: device_sampler.*; fork and exit:
+// process_hooks.*; the control socket: control_server.* (transport) and control_commands.* (commands);
+// the C API: c_api.cc.
 #include "recorder.h"
 
-#include <dlfcn.h>
-#include <pthread.h>
-#include <sys/syscall.h>
-#include <time.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
-#include <condition_variable>
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <mutex>
-#include <thread>
 #include <vector>
 
 #include "../../format/gpumem_format.h"
-#include "../include/gpumem_allocator.h"
 #include "allocator_api.h"
-#include "control_server.h"
+#include "device_sampler.h"
 #include "json.h"
+#include "process_hooks.h"
 #include "snapshot_pickle.h"
 #include "stack_capture.h"
+#include "version.h"
 #include "writer.h"
 
 namespace gpumem::rec {
@@ -33,29 +30,33 @@ namespace {
 struct Config {
   std::string capture_path;
   std::string control_socket;
-  std::string backend = "cuda";
   uint32_t sample_interval_ms = 200;
 };
 
 std::mutex g_cfg_mu;  // configure, on_init, shutdown
 Config g_cfg;
-std::atomic<bool> g_active{false};    // events are wanted (capture open or trace ring on)
 std::atomic<bool> g_forked{false};    // this process is a fork child of the recording process
 std::atomic<bool> g_shut{false};
 std::atomic<uint32_t> g_snapshot_id{0};
 std::atomic<uint32_t> g_snapshot_files{0};
 int g_announced = 0;                  // devices announced with REC_DEVICE (under g_cfg_mu)
 std::vector<std::string> g_pci;       // per device: PCI bus id, for NVML (empty if unknown)
-thread_local std::string t_error;
 
-// ---- time and threads ----------------------------------------------------------------------------
-uint64_t wall_ns() {
-  timespec ts;
-  clock_gettime(CLOCK_REALTIME, &ts);
-  return uint64_t(ts.tv_sec) * 1000000000ull + uint64_t(ts.tv_nsec);
+// The recorder as the core's sink. Its wants_events() flag is the recorder's "active": events are
+// wanted while a capture is open or the snapshot ring is on.
+class RecorderSink final : public core::EventSink {
+ public:
+  void emit(uint8_t type, uint8_t device, uint16_t flags, const void* payload, uint32_t bytes) override {
+    rec::emit(type, device, flags, payload, bytes);
+  }
+  void after_oom(int device) override { write_state(device, 1); }
+  void set_active(bool on) { set_wants_events(on); }
+};
+RecorderSink& recorder_sink() {
+  static RecorderSink* s = new RecorderSink;  // never destroyed: frees may come from atexit handlers
+  return *s;
 }
-
-std::atomic<uint32_t> g_next_thread{1};
+bool active() { return recorder_sink().wants_events(); }
 
 int env_int(const char* name, int dflt) {
   const char* v = std::getenv(name);
@@ -83,7 +84,7 @@ json::Value read_cmdline() {
 json::Value build_header(const json::Value& cfg, uint64_t mono, uint64_t wall) {
   json::Value h = json::Value::object();
   h.set("producer", "gpumem-allocator");
-  h.set("allocator_version", gpumem_version());
+  h.set("allocator_version", kVersion);
   h.set("pid", int64_t(::getpid()));
   h.set("rank", env_int("RANK", 0));
   h.set("local_rank", env_int("LOCAL_RANK", 0));
@@ -112,156 +113,46 @@ json::Value build_header(const json::Value& cfg, uint64_t mono, uint64_t wall) {
   return h;
 }
 
-// ---- devices: names (driver) and samples (NVML) --------------------------------------------------
-struct Cuda {
-  int (*Init)(unsigned) = nullptr;
-  int (*DeviceGet)(int*, int) = nullptr;
-  int (*DeviceGetName)(char*, int, int) = nullptr;
-  int (*DeviceGetPCIBusId)(char*, int, int) = nullptr;
-  bool ok = false;
-};
-const Cuda& cuda() {
-  static const Cuda c = [] {
-    Cuda c;
-    // The CUDA backend has loaded the driver already; RTLD_NOLOAD keeps us from being the first.
-    void* h = dlopen("libcuda.so.1", RTLD_LAZY | RTLD_NOLOAD);
-    if (!h) return c;
-    c.Init = reinterpret_cast<decltype(c.Init)>(dlsym(h, "cuInit"));
-    c.DeviceGet = reinterpret_cast<decltype(c.DeviceGet)>(dlsym(h, "cuDeviceGet"));
-    c.DeviceGetName = reinterpret_cast<decltype(c.DeviceGetName)>(dlsym(h, "cuDeviceGetName"));
-    c.DeviceGetPCIBusId = reinterpret_cast<decltype(c.DeviceGetPCIBusId)>(dlsym(h, "cuDeviceGetPCIBusId"));
-    c.ok = c.Init && c.DeviceGet && c.DeviceGetName && c.DeviceGetPCIBusId && c.Init(0) == 0;
-    return c;
-  }();
-  return c;
-}
-
-struct NvmlMemory {
-  unsigned long long total, free, used;
-};
-struct NvmlProcessInfo {  // nvmlProcessInfo_t as taken by nvmlDeviceGetComputeRunningProcesses_v3
-  unsigned int pid;
-  unsigned long long usedGpuMemory;
-  unsigned int gpuInstanceId, computeInstanceId;
-};
-struct Nvml {
-  int (*GetHandleByPciBusId)(const char*, void**) = nullptr;
-  int (*GetMemoryInfo)(void*, NvmlMemory*) = nullptr;
-  int (*GetProcesses)(void*, unsigned*, NvmlProcessInfo*) = nullptr;
-  bool ok = false;
-};
-const Nvml& nvml() {
-  static const Nvml n = [] {
-    Nvml n;
-    void* h = dlopen("libnvidia-ml.so.1", RTLD_LAZY | RTLD_LOCAL);
-    if (!h) return n;
-    auto init = reinterpret_cast<int (*)()>(dlsym(h, "nvmlInit_v2"));
-    n.GetHandleByPciBusId = reinterpret_cast<decltype(n.GetHandleByPciBusId)>(
-        dlsym(h, "nvmlDeviceGetHandleByPciBusId_v2"));
-    n.GetMemoryInfo = reinterpret_cast<decltype(n.GetMemoryInfo)>(dlsym(h, "nvmlDeviceGetMemoryInfo"));
-    n.GetProcesses =
-        reinterpret_cast<decltype(n.GetProcesses)>(dlsym(h, "nvmlDeviceGetComputeRunningProcesses_v3"));
-    n.ok = init && n.GetHandleByPciBusId && n.GetMemoryInfo && init() == 0;
-    return n;
-  }();
-  return n;
-}
-
-// Device-wide used/total: NVML (what nvidia-smi shows, matched to the CUDA device by PCI bus id so
-// CUDA_VISIBLE_DEVICES cannot mix devices up), else the backend's free/total.
-fmt::DeviceSampleRec sample_device(int d, const std::string& pci) {
-  fmt::DeviceSampleRec r{now_ns(), 0, 0, 0};
-  const Nvml& n = nvml();
-  void* h = nullptr;
-  NvmlMemory m{};
-  if (!pci.empty() && n.ok && n.GetHandleByPciBusId(pci.c_str(), &h) == 0 && n.GetMemoryInfo(h, &m) == 0) {
-    r.used = m.used;
-    r.total = m.total;
-    if (n.GetProcesses) {
-      NvmlProcessInfo procs[64];
-      unsigned count = 64;
-      if (n.GetProcesses(h, &count, procs) == 0)
-        for (unsigned i = 0; i < count && i < 64; i++)
-          if (procs[i].pid == unsigned(::getpid()) && procs[i].usedGpuMemory != ~0ull)
-            r.process_used = procs[i].usedGpuMemory;
-    }
-    return r;
-  }
-  uint64_t free_b = 0, total_b = 0;
-  if (core::device_memory(d, &free_b, &total_b)) {
-    r.used = total_b - free_b;
-    r.total = total_b;
-  }
-  return r;
-}
-
-// ---- the sampler thread -----------------------------------------------------------------------
-std::mutex g_sampler_mu;
-std::condition_variable g_sampler_cv;
-bool g_sampler_stop = false;
-std::thread g_sampler;
-
-void sampler_loop(uint32_t interval_ms) {
-  uint64_t resynced_lost = 0;
-  std::unique_lock<std::mutex> lk(g_sampler_mu);
-  while (!g_sampler_stop) {
-    lk.unlock();
-    on_init(core::device_count());  // in case the core never called on_init
-    int n;
-    std::vector<std::string> pci;
-    {
-      std::lock_guard<std::mutex> cl(g_cfg_mu);
-      n = g_announced;
-      pci = g_pci;
-    }
-    for (int d = 0; d < n; d++) {
-      fmt::DeviceSampleRec s = sample_device(d, pci[size_t(d)]);
-      if (s.total) writer::append(fmt::REC_DEVICE_SAMPLE, uint8_t(d), 0, &s, sizeof s);
-      core::Figures f = core::figures(d);
-      fmt::StatsRec st{now_ns(),         f.allocated,     f.reserved, f.active,           f.requested,
-                       f.peak_allocated, f.peak_reserved, f.num_ooms, f.num_alloc_retries};
-      writer::append(fmt::REC_STATS, uint8_t(d), 0, &st, sizeof st);
-    }
-    // After lost events a reader's replay is wrong until it sees a full state: give it one.
-    uint64_t lost = writer::lost_total();
-    if (lost != resynced_lost) {
-      write_state(-1, 3);
-      resynced_lost = lost;
-    }
-    lk.lock();
-    g_sampler_cv.wait_for(lk, std::chrono::milliseconds(interval_ms), [] { return g_sampler_stop; });
-  }
-}
-
-void stop_sampler() {
+// ---- the sampler's pass ---------------------------------------------------------------------------
+// Device samples and stats of every announced device; after lost events, a full state (a reader's
+// replay is wrong until it sees one).
+void sample_pass() {
+  static uint64_t resynced_lost = 0;  // the sampler thread's own
+  on_init(core::device_count());  // in case the core never called on_init
+  int n;
+  std::vector<std::string> pci;
   {
-    std::lock_guard<std::mutex> lk(g_sampler_mu);
-    g_sampler_stop = true;
+    std::lock_guard<std::mutex> cl(g_cfg_mu);
+    n = g_announced;
+    pci = g_pci;
   }
-  g_sampler_cv.notify_all();
-  if (g_sampler.joinable()) g_sampler.join();
+  for (int d = 0; d < n; d++) {
+    fmt::DeviceSampleRec s = sampler::sample_device(d, pci[size_t(d)]);
+    if (s.total) writer::append(fmt::REC_DEVICE_SAMPLE, uint8_t(d), 0, &s, sizeof s);
+    core::Figures f = core::figures(d);
+    fmt::StatsRec st{now_ns(),         f.allocated,     f.reserved, f.active,           f.requested,
+                     f.peak_allocated, f.peak_reserved, f.num_ooms, f.num_alloc_retries};
+    writer::append(fmt::REC_STATS, uint8_t(d), 0, &st, sizeof st);
+  }
+  uint64_t lost = writer::lost_total();
+  if (lost != resynced_lost) {
+    write_state(-1, 3);
+    resynced_lost = lost;
+  }
 }
 
 // ---- process lifetime ---------------------------------------------------------------------------
-void at_fork_child() {
+void in_fork_child() {
   // The child has none of our threads and must not touch the parent's capture or socket.
   g_forked.store(true);
-  g_active.store(false);
+  recorder_sink().set_active(false);
   writer::forget_after_fork();
 }
 
 std::atomic<bool> g_in_atexit{false};
 void at_exit() {
   g_in_atexit.store(true);
-  gpumem_shutdown(-1);
-}
-
-void register_process_hooks() {
-  static std::once_flag once;
-  std::call_once(once, [] {
-    pthread_atfork(nullptr, nullptr, at_fork_child);
-    std::atexit(at_exit);
-  });
+  shutdown(-1);
 }
 
 bool get_string(const json::Value& cfg, const char* key, std::string* out, std::string* err) {
@@ -289,36 +180,25 @@ bool get_uint(const json::Value& cfg, const char* key, uint64_t* out, std::strin
 }  // namespace
 
 // ---- recorder.h ---------------------------------------------------------------------------------
-uint64_t now_ns() {
-  timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return uint64_t(ts.tv_sec) * 1000000000ull + uint64_t(ts.tv_nsec);
-}
+bool recording() { return active(); }
 
-bool recording() { return g_active.load(std::memory_order_relaxed); }
+uint32_t capture_stack() { return active() ? stacks::capture() : 0; }
 
-uint32_t capture_stack() { return g_active.load(std::memory_order_relaxed) ? stacks::capture() : 0; }
-
-uint32_t thread_number() {
-  thread_local uint32_t n = [] {
-    return pid_t(::syscall(SYS_gettid)) == ::getpid() ? 0u : g_next_thread.fetch_add(1);
-  }();
-  return n;
-}
+core::EventSink& sink() { return recorder_sink(); }
 
 void emit(uint8_t type, uint8_t device, uint16_t flags, const void* payload, uint32_t bytes) {
-  if (!g_active.load(std::memory_order_relaxed)) return;
+  if (!active()) return;
   writer::append(type, device, flags, payload, bytes);
   snap::on_event(type, device, payload, bytes);
 }
 
 void emit2(uint8_t type, uint8_t device, uint16_t flags, const void* a, uint32_t an, const void* b, uint32_t bn) {
-  if (!g_active.load(std::memory_order_relaxed)) return;
+  if (!active()) return;
   writer::append(type, device, flags, a, an, b, bn);
   snap::on_event(type, device, a, an);
 }
 
-bool configure(const char* text, std::string* err) {
+bool configure(const char* text, const control::Handler& commands, std::string* err) {
   json::Value cfg;
   if (!text || !json::parse(text, &cfg, err)) {
     *err = "gpumem_configure: invalid JSON: " + (text ? *err : std::string("null argument"));
@@ -334,7 +214,7 @@ bool configure(const char* text, std::string* err) {
   std::string segments;
   if (!get_string(cfg, "capture_path", &c.capture_path, err) ||
       !get_string(cfg, "control_socket", &c.control_socket, err) ||
-      !get_string(cfg, "backend", &c.backend, err) || !get_string(cfg, "segments", &segments, err) ||
+      !get_string(cfg, "segments", &segments, err) ||
       !get_uint(cfg, "sample_interval_ms", &sample, err) || !get_uint(cfg, "trace_entries", &trace_entries, err) ||
       !get_uint(cfg, "buffer_limit_bytes", &limit, err) || !get_uint(cfg, "flush_interval_ms", &flush_ms, err))
     return false;
@@ -359,7 +239,7 @@ bool configure(const char* text, std::string* err) {
   c.sample_interval_ms = uint32_t(sample);
   if (st) stacks::set_enabled(st->as_bool());
 
-  static const uint64_t mono = now_ns(), wall = wall_ns();  // one anchor pair per process
+  static const uint64_t mono = now_ns(), wall = clock::wall_ns();  // one anchor pair per process
   snap::Settings ss;
   ss.trace_entries = size_t(trace_entries);
   ss.expandable_segments = segments == "expandable";
@@ -375,14 +255,12 @@ bool configure(const char* text, std::string* err) {
     stacks::emit_all_interned();  // anything interned before the file existed
   }
   g_cfg = c;
-  g_active.store(writer::is_open() || trace_entries > 0);
-  register_process_hooks();
+  recorder_sink().set_active(writer::is_open() || trace_entries > 0);
+  process::install_hooks(in_fork_child, at_exit);
 
-  if (!c.control_socket.empty() && !control::running() && !control::start(c.control_socket, err)) return false;
-  if (writer::is_open() && c.sample_interval_ms > 0 && !g_sampler.joinable()) {
-    g_sampler_stop = false;
-    g_sampler = std::thread(sampler_loop, c.sample_interval_ms);
-  }
+  if (!c.control_socket.empty() && !control::running() && !control::start(c.control_socket, commands, err))
+    return false;
+  if (writer::is_open() && c.sample_interval_ms > 0) sampler::start(c.sample_interval_ms, sample_pass);
   return true;
 }
 
@@ -391,21 +269,14 @@ void on_init(int device_count) {
   if (device_count > 256) device_count = 256;  // RecordHeader.device is one byte
   while (g_announced < device_count) {
     int d = g_announced++;
-    std::string name = g_cfg.backend == "sim" ? "simulated device" : "CUDA device " + std::to_string(d);
-    std::string pci;
-    const Cuda& c = cuda();
-    int dev = 0;
-    char buf[256] = {0};
-    if (g_cfg.backend != "sim" && c.ok && c.DeviceGet(&dev, d) == 0) {
-      if (c.DeviceGetName(buf, sizeof buf - 1, dev) == 0) name = buf;
-      char bus[64] = {0};
-      if (c.DeviceGetPCIBusId(bus, sizeof bus - 1, dev) == 0) pci = bus;
-    }
-    g_pci.push_back(pci);
+    core::DeviceIdentity id = core::device_identity(d);
+    std::string name = id.name.empty() ? "CUDA device " + std::to_string(d) : id.name;
+    g_pci.push_back(id.pci_bus_id);
     uint64_t free_b = 0, total_b = 0;
     core::device_memory(d, &free_b, &total_b);
     if (!writer::is_open()) continue;
-    fmt::DeviceRec r{now_ns(), total_b, stacks::intern_string(name), 0};
+    const uint32_t pci = id.pci_bus_id.empty() ? 0 : stacks::intern_string(id.pci_bus_id);
+    fmt::DeviceRec r{now_ns(), total_b, stacks::intern_string(name), pci};
     writer::append(fmt::REC_DEVICE, uint8_t(d), 0, &r, sizeof r, nullptr, 0, true);
   }
 }
@@ -466,7 +337,7 @@ int64_t take_snapshot(const char* pickle_path, std::string* err) {
 }
 
 void mark(const std::string& name, uint32_t kind) {
-  if (!g_active.load() || g_forked) return;
+  if (!active() || g_forked) return;
   uint64_t t = now_ns();
   if (kind == fmt::MARK_BEGIN || kind == fmt::MARK_END) snap::on_annotation(kind == fmt::MARK_BEGIN, name, 0, t);
   if (!writer::is_open()) return;
@@ -484,84 +355,29 @@ std::string default_snapshot_path() {
          ".pickle";
 }
 
-void set_last_error(const std::string& msg) { t_error = msg; }
-const char* last_error() { return t_error.c_str(); }
+void notice(const std::string& text, uint32_t level) {
+  if (!writer::is_open()) return;
+  fmt::NoticeRec r{now_ns(), stacks::intern_string(text), level};
+  writer::append(fmt::REC_NOTICE, 0, 0, &r, sizeof r, nullptr, 0, true);
+}
+
+// Note [Tags] in gpumem_format.h: one record, no allocator lock; the reader resolves the address.
+void tag(uint64_t addr, uint64_t size, uint32_t category, const char* name, int device) {
+  if (!active() || g_forked || !writer::is_open()) return;
+  fmt::TagRec r{now_ns(), addr, size, category, name && *name ? stacks::intern_string(name) : 0u};
+  writer::append(fmt::REC_TAG, uint8_t(device), 0, &r, sizeof r, nullptr, 0, true);
+}
+
+void shutdown(int exit_code) {
+  if (g_forked.load() || g_shut.exchange(true)) return;
+  sampler::stop();
+  control::stop();
+  // Leaks and cache at exit, for the reader's "at exit" view. Only on an explicit shutdown: from the
+  // atexit handler the core's state may already be destroyed.
+  if (!g_in_atexit.load()) write_state(-1, 2);
+  writer::close(exit_code);
+  recorder_sink().set_active(false);
+}
 
 }  // namespace gpumem::rec
 
-// ---- C API (gpumem_allocator.h): the recording half ----------------------------------------------
-using namespace gpumem;
-// The library is built with hidden visibility; only the C API is exported.
-#define GPUMEM_REC_API extern "C" __attribute__((visibility("default")))
-
-GPUMEM_REC_API int64_t gpumem_snapshot(const char* pickle_path) {
-  std::string err;
-  int64_t off = rec::take_snapshot(pickle_path, &err);
-  if (off < 0) rec::set_last_error(err);
-  return off;
-}
-
-GPUMEM_REC_API int gpumem_snapshot_pickle(uint8_t** out, size_t* out_len) {
-  if (!out || !out_len) {
-    rec::set_last_error("gpumem_snapshot_pickle: out and out_len must not be NULL");
-    return -1;
-  }
-  rec::snap::on_snapshot(rec::now_ns());
-  std::string bytes = rec::snap::build();
-  auto* p = static_cast<uint8_t*>(std::malloc(bytes.size()));
-  if (!p) {
-    rec::set_last_error("gpumem_snapshot_pickle: out of host memory for " + std::to_string(bytes.size()) + " bytes");
-    return -1;
-  }
-  std::memcpy(p, bytes.data(), bytes.size());
-  *out = p;
-  *out_len = bytes.size();
-  return 0;
-}
-
-GPUMEM_REC_API void gpumem_free_buffer(void* p) { std::free(p); }
-
-GPUMEM_REC_API int gpumem_mark(const char* name, uint32_t kind) {
-  if (!name || kind > fmt::MARK_SNAPSHOT) {
-    rec::set_last_error("gpumem_mark: name must not be NULL and kind must be 0–3 (MarkerKind)");
-    return -1;
-  }
-  rec::mark(name, kind);
-  return 0;
-}
-
-GPUMEM_REC_API int gpumem_notice(const char* text, uint32_t level) {
-  if (!text || level > 2) {
-    rec::set_last_error("gpumem_notice: text must not be NULL and level must be 0 (info), 1 (warning) or 2 (error)");
-    return -1;
-  }
-  if (rec::writer::is_open()) {
-    fmt::NoticeRec r{rec::now_ns(), rec::stacks::intern_string(text), level};
-    rec::writer::append(fmt::REC_NOTICE, 0, 0, &r, sizeof r, nullptr, 0, true);
-  }
-  return 0;
-}
-
-GPUMEM_REC_API size_t gpumem_stack_info(char* buf, size_t cap) {
-  std::string j = rec::stacks::info_json();
-  if (buf && cap) {
-    size_t n = std::min(cap - 1, j.size());
-    std::memcpy(buf, j.data(), n);
-    buf[n] = 0;
-  }
-  return j.size();
-}
-
-GPUMEM_REC_API void gpumem_backward_begin(void) { rec::stacks::backward_begin(rec::recording()); }
-GPUMEM_REC_API void gpumem_backward_end(void) { rec::stacks::backward_end(); }
-
-GPUMEM_REC_API void gpumem_shutdown(int exit_code) {
-  if (rec::g_forked.load() || rec::g_shut.exchange(true)) return;
-  rec::stop_sampler();
-  rec::control::stop();
-  // Leaks and cache at exit, for the reader's "at exit" view. Only on an explicit shutdown: from the
-  // atexit handler the core's state may already be destroyed.
-  if (!rec::g_in_atexit.load()) rec::write_state(-1, 2);
-  rec::writer::close(exit_code);
-  rec::g_active.store(false);
-}

@@ -1,48 +1,55 @@
-// recorder.h — the recording side of the lens allocator: Python stack capture, the capture-file writer,
-// snapshots and the control server. The caching allocator (allocator_api.h, namespace gpumem::core)
-// calls these; nothing here calls back into the allocator while holding a recorder lock.
-//
-// Note [Lock order]: GIL → allocator (device) lock → recorder buffer lock → writer lock.
-// capture_stack() may take the GIL, so it must run BEFORE the allocator lock is taken; emit() and
-// emit2() are called WITH the device lock held (that is what makes a device's records appear in the
-// file in exactly the order the allocator performed them) and never take the GIL or block on I/O.
+// recorder.h — the recording side of the lens allocator: the capture's header and configuration, the
+// core's event sink that feeds the capture file and the snapshot ring, state records, markers, and
+// the recording's start and end. It reads the allocator only through allocator_api.h; the allocator
+// knows it only as an EventSink (event_sink.h). Locks: Note [Lock hierarchy] in README.md.
 #pragma once
 #include <cstdint>
 #include <string>
 
+#include "clock.h"
+#include "control_server.h"
+#include "event_sink.h"
+
 namespace gpumem::rec {
 
-uint64_t now_ns();         // CLOCK_MONOTONIC
-bool recording();          // a capture file is open
+inline uint64_t now_ns() { return clock::now_ns(); }                  // CLOCK_MONOTONIC
+inline uint32_t thread_number() { return clock::thread_number(); }    // 0 = main
+bool recording();          // events are wanted (a capture file is open or the snapshot ring is on)
 uint32_t capture_stack();  // BEFORE any allocator lock; may take the GIL; 0 = none
-uint32_t thread_number();  // small per-thread number (0 = main)
+
+// The recorder as the allocator core's event sink: emit() appends to the capture and the snapshot
+// ring; after_oom() writes the device's state (reason 1).
+core::EventSink& sink();
+
 // Appends one record (RecordHeader + payload) to the capture. Safe to call under the device lock.
 void emit(uint8_t type, uint8_t device, uint16_t flags, const void* payload, uint32_t bytes);
 // The same with a payload in two pieces (a fixed struct and its variable tail).
 void emit2(uint8_t type, uint8_t device, uint16_t flags, const void* a, uint32_t an, const void* b, uint32_t bn);
-bool configure(const char* json, std::string* err);  // recording keys of gpumem_configure's JSON
 
-// ---- Additions beyond the first interface (the core calls them where noted) -------------------
+// The recording keys of gpumem_configure's JSON: opens the capture, starts the sampler, and serves
+// the control socket with `commands` (control_commands.h's handle_line in the library).
+bool configure(const char* json, const control::Handler& commands, std::string* err);
+
 // gpumem_init calls this with PyTorch's device count (it may be called with 0 first): announces each
-// device with a REC_DEVICE record (name, total bytes) and starts the samplers for it.
+// device with a REC_DEVICE record (name from the backend, total bytes) for the samplers.
 void on_init(int device_count);
-// Writes a REC_STATE of `device` (-1 = all) with the given reason (0 request, 1 OOM, 2 exit) and returns
-// the capture offset of the first state record, or -1 when not recording. The OOM path calls it right
-// after emitting REC_OOM; it calls core::snapshot_segments, so call it WITHOUT the device lock.
+// Writes a REC_STATE of `device` (-1 = all) with the given reason (0 request, 1 OOM, 2 exit, 3 resync)
+// and returns the capture offset of the first state record, or -1 when not recording. It reads the
+// allocator's segments, so call it WITHOUT the device lock.
 int64_t write_state(int device, uint32_t reason);
 
-
-// ---- Shared with the control server and the C API (recorder.cc) -------------------------------
 // The capture offset of the first REC_STATE (0 when no capture is open), after writing `pickle_path`
 // (if not null); -1 and *err on failure.
 int64_t take_snapshot(const char* pickle_path, std::string* err);
 void mark(const std::string& name, uint32_t kind);  // fmt::MarkerKind
+void notice(const std::string& text, uint32_t level);
+void tag(uint64_t addr, uint64_t size, uint32_t category, const char* name, int device);  // fmt::TagRec
 int process_rank();                                 // RANK from the environment (0 if unset)
 std::string default_snapshot_path();                // <capture folder>/snapshot-<pid>-<n>.pickle
 
-// The C API's error message (gpumem_last_error): per thread. The core may use these for its own
-// errors too, so that gpumem_last_error reports whichever call failed last on this thread.
-void set_last_error(const std::string& msg);
-const char* last_error();
+// Ends the recording: stops the sampler and the control socket, writes the exit state (not from
+// atexit, when the allocator may be gone) and REC_END, closes the file. Idempotent; nothing in a fork
+// child.
+void shutdown(int exit_code);
 
 }  // namespace gpumem::rec

@@ -13,6 +13,7 @@ SimBackend::SimBackend(int devices, uint64_t capacity_per_device)
       segments_(devices),
       pages_(devices),
       ranges_(devices),
+      adopted_(devices),
       synced_(devices, 1),
       phys_of_(devices),
       moved_from_(devices),
@@ -29,9 +30,59 @@ void SimBackend::check_device(int device) const {
 uint64_t SimBackend::take_range(int device, size_t size, size_t alignment) {
   uint64_t a = alignment ? alignment : kSmallBuffer;
   uint64_t off = (cursor_[device] + a - 1) / a * a;
-  if (off + size > kWindow) throw BackendError("simulated address window exhausted");
+  // Note [Adopted memory]: step over adopted ranges that the next range would overlap.
+  const auto& adopted = adopted_[device];
+  for (;;) {
+    if (off + size > kWindow) throw BackendError("simulated address window exhausted");
+    const uint64_t lo = base(device) + off, hi = lo + size;
+    auto it = adopted.lower_bound(hi);  // first adopted range starting at or after hi
+    if (it == adopted.begin() || std::prev(it)->second <= lo) break;
+    off = (std::prev(it)->second - base(device) + a - 1) / a * a;
+  }
   cursor_[device] = off + size;
   return base(device) + off;
+}
+
+void SimBackend::adopt(int device, uint64_t addr, size_t size) {
+  auto& adopted = adopted_[device];
+  auto it = adopted.lower_bound(addr + size);
+  if (size == 0 || addr + size < addr || (it != adopted.begin() && std::prev(it)->second > addr))
+    throw BackendError("sim: adopted memory overlaps memory adopted before (or wraps around)");
+  adopted[addr] = addr + size;
+}
+
+bool SimBackend::adopt_segment(int device, uint64_t addr, size_t size) {
+  std::lock_guard<std::mutex> g(mu_);
+  check_device(device);
+  if (size > capacity_ - used_[device]) return false;
+  adopt(device, addr, size);
+  segments_[device][addr] = size;
+  used_[device] += size;
+  return true;
+}
+
+void SimBackend::adopt_range(int device, uint64_t addr, size_t size) {
+  std::lock_guard<std::mutex> g(mu_);
+  check_device(device);
+  adopt(device, addr, size);
+  ranges_[device][addr] = size;
+}
+
+bool SimBackend::adopt_page(int device, uint64_t addr, size_t size) {
+  std::lock_guard<std::mutex> g(mu_);
+  check_device(device);
+  check_mappable(device, addr, size);
+  if (size > capacity_ - used_[device]) return false;
+  pages_[device][addr] = size;
+  phys_of_[device][addr] = next_phys_;
+  phys_refs_[next_phys_++] = 1;
+  used_[device] += size;
+  return true;
+}
+
+uint64_t SimBackend::new_device_bytes() const {
+  std::lock_guard<std::mutex> g(mu_);
+  return new_bytes_;
 }
 
 bool SimBackend::mem_get_info(int device, uint64_t* free_b, uint64_t* total_b) {
@@ -51,6 +102,7 @@ bool SimBackend::malloc(int device, size_t size, bool capturing, uint64_t* addr)
   segments_[device][*addr] = size;
   used_[device] += size;
   allocs_++;
+  new_bytes_ += size;
   return true;
 }
 
@@ -129,6 +181,7 @@ bool SimBackend::map_page(int device, uint64_t addr, size_t size, bool capturing
   phys_refs_[next_phys_++] = 1;
   used_[device] += size;
   allocs_++;
+  new_bytes_ += size;
   synced_[device] = 0;
   return true;
 }

@@ -2,10 +2,16 @@
 //
 // Note [Simulated memory]: addresses are arithmetic only (no host memory is allocated), so a
 // simulated "terabyte" costs nothing and nobody may write through the pointers. Addresses are
-// deterministic: each device has its own 1 TiB window, every driver allocation takes the next
-// 2 MiB-aligned range of it and ranges are never reused, so a replay always sees the same numbers
+// deterministic: each device has its own 64 TiB window (room for many expandable reservations of
+// kExpandableRangeFactor × capacity, Note [Expandable reservation]), every driver allocation takes the
+// next 2 MiB-aligned range of it and ranges are never reused, so a replay always sees the same numbers
 // and a stale pointer can never alias a new segment. Capacity counts bytes held from the driver
 // (segments and mapped pages), like device memory.
+//
+// Note [Adopted memory]: a what-if restores an allocator state recorded elsewhere (a capture, a
+// PyTorch pickle; Note [Restored state] in restore.cc) at its own addresses. adopt_* enter those
+// segments, reservations and pages as if this device had handed them out (they count against
+// capacity); later allocations skip every adopted range, wherever it lies.
 #pragma once
 #include <map>
 #include <memory>
@@ -28,6 +34,11 @@ class SimBackend final : public Backend {
     check_device(device);
     return capacity_;
   }
+  // A fixed identity: captures of simulated runs say so, and NVML never matches it.
+  DeviceIdentity identity(int device) override {
+    check_device(device);
+    return {"simulated device", ""};
+  }
   bool malloc(int device, size_t size, bool capturing, uint64_t* addr) override;
   void free(int device, uint64_t addr) override;
   Event record_event(int device, Stream stream) override;
@@ -42,7 +53,7 @@ class SimBackend final : public Backend {
   void free_address(int device, uint64_t addr, size_t size) override;
 
   // ---- Test controls and observations ----
-  static constexpr uint64_t kWindow = 1ull << 40;
+  static constexpr uint64_t kWindow = 1ull << 46;
   static uint64_t base(int device) { return 0x100000000000ull + uint64_t(device) * kWindow; }
   // Events recorded on `stream` (or on every stream) complete now, as if the GPU caught up.
   void complete_events(Stream stream);
@@ -61,6 +72,14 @@ class SimBackend final : public Backend {
   uint64_t stream_synchronizations() const;
   uint64_t remaps() const;  // remap_page calls that succeeded
   bool is_mapped(int device, uint64_t addr) const;
+  // Bytes of new device memory handed out (cuMemAlloc sizes and cuMemMap of fresh pages; a page
+  // move, remap_page, takes none): what a what-if calls growth (Note [What-if]).
+  uint64_t new_device_bytes() const;
+
+  // ---- Note [Adopted memory]: false when the capacity cannot hold it; throws on overlaps ----
+  bool adopt_segment(int device, uint64_t addr, size_t size);  // as if cuMemAlloc had returned it
+  void adopt_range(int device, uint64_t addr, size_t size);    // as if cuMemAddressReserve had
+  bool adopt_page(int device, uint64_t addr, size_t size);     // a mapped page inside an adopted range
 
  private:
   struct SimEvent {
@@ -72,6 +91,7 @@ class SimBackend final : public Backend {
   void saw_done(Event event);  // under mu_
   void check_mappable(int device, uint64_t addr, size_t size) const;  // under mu_
   uint64_t take_range(int device, size_t size, size_t alignment);
+  void adopt(int device, uint64_t addr, size_t size);  // under mu_: records an occupied range
 
   const int devices_;
   const uint64_t capacity_;
@@ -80,6 +100,7 @@ class SimBackend final : public Backend {
   std::vector<std::map<uint64_t, size_t>> segments_;  // per device: addr → size (cuMemAlloc)
   std::vector<std::map<uint64_t, size_t>> pages_;     // per device: mapped page addr → size
   std::vector<std::map<uint64_t, size_t>> ranges_;    // per device: reserved VA ranges
+  std::vector<std::map<uint64_t, uint64_t>> adopted_;  // per device: adopted [addr, end) (Note [Adopted memory])
   std::map<Event, SimEvent> events_;
   // Per device: a stream was synchronized since the last page was mapped (a simple model: unmapping
   // without any synchronization since the memory was mapped is certainly unsafe).
@@ -97,7 +118,7 @@ class SimBackend final : public Backend {
   uint64_t unsynced_unmaps_ = 0;
   Event next_event_ = 1;
   bool capturing_ = false;
-  uint64_t violations_ = 0, allocs_ = 0, frees_ = 0;
+  uint64_t violations_ = 0, allocs_ = 0, frees_ = 0, new_bytes_ = 0;
 };
 
 }  // namespace gpumem::core

@@ -65,7 +65,7 @@ struct Annotation {
 };
 
 struct State {
-  std::mutex mu;  // lock order: device lock → mu (emit feeds the ring under the device lock)
+  std::mutex mu;  // Note [Lock hierarchy] (README.md): "snapshot ring", taken under the device lock
   Settings settings;
   std::vector<Ring> rings;  // index = device
   std::vector<Annotation> annotations;
@@ -243,8 +243,8 @@ void on_annotation(bool begin, const std::string& name, int device, uint64_t t_n
 }
 
 void on_snapshot(uint64_t t_ns) {
-  // Figures first: core::figures takes the device lock, which ranks above our mutex (emit feeds the
-  // ring under the device lock).
+  // Figures first: core::figures takes the device lock, which may not be taken under our mutex
+  // (Note [Lock hierarchy]).
   std::vector<uint64_t> active;
   for (int d = 0; d < core::device_count(); d++) active.push_back(core::figures(d).active);
   State& s = S();

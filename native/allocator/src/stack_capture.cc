@@ -97,7 +97,7 @@ struct Frame {
 };
 
 struct Tables {
-  std::mutex mu;  // lock order: GIL → mu → writer buffer lock
+  std::mutex mu;  // Note [Lock hierarchy] (README.md): "stack tables"
   std::unordered_map<std::string, uint32_t> string_ids;
   std::vector<const std::string*> strings{nullptr};  // index = id; points into string_ids' keys
   std::unordered_map<std::string, uint32_t> frame_ids;  // key: the three ids as bytes
@@ -331,8 +331,16 @@ bool walk(uint32_t flags, uint32_t* stack_id, const FastFrames* fast) {
         continue;
       }
       int line = p.Frame_GetLasti ? p.Code_Addr2Line(codes[i], keys[i]) : keys[i];
-      Frame fr{intern_string_locked(t, code_attr(codes[i], "co_filename")),
-               intern_string_locked(t, code_attr(codes[i], "co_name")), uint32_t(line < 0 ? 0 : line)};
+      // Note [Forward frames]: a method named `forward` is recorded by its co_qualname (`GPT2MLP.forward`), so
+      // the reader can name the module class an activation was made in (Note [Categories]); once per code
+      // object, on the interning path only.
+      std::string function = code_attr(codes[i], "co_name");
+      if (function == "forward") {
+        std::string qual = code_attr(codes[i], "co_qualname");
+        if (!qual.empty()) function = qual;
+      }
+      Frame fr{intern_string_locked(t, code_attr(codes[i], "co_filename")), intern_string_locked(t, function),
+               uint32_t(line < 0 ? 0 : line)};
       uint32_t id = intern_frame_locked(t, fr);
       p.IncRef(codes[i]);  // the cache entry's reference: the address stays this code object's
       t.code_frames.emplace(k, id);

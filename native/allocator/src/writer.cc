@@ -2,21 +2,23 @@
 #include "writer.h"
 
 #include <fcntl.h>
+#include <pthread.h>
+#include <signal.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <atomic>
 #include <condition_variable>
+#include <cstdio>
 #include <cstring>
 #include <mutex>
 #include <thread>
 #include <vector>
 
 #include "../../format/gpumem_format.h"
-
-namespace gpumem::rec {
-uint64_t now_ns();
-}
+#include "clock.h"
 
 namespace gpumem::rec::writer {
 namespace {
@@ -39,7 +41,9 @@ struct State {
   bool flush_requested = false;
   bool stop = false;
   bool open = false;
-  bool write_failed = false;
+  std::atomic<bool> write_failed{false};  // set once, by the writer thread (Note [Writer failure])
+  uint32_t max_string_id = 0;  // the largest REC_STRING id appended (the failure message takes the next)
+  uint64_t data_start = 0;     // capture offset of the first record
   Options opt;
   std::string path;
   int fd = -1;
@@ -53,18 +57,156 @@ State& S() {
   return *s;
 }
 
-bool write_all(int fd, const uint8_t* p, size_t n) {
-  while (n) {
-    ssize_t w = ::write(fd, p, n);
+// Writes all `n` bytes; on failure returns the errno, with *done the bytes that reached the file.
+int write_all(int fd, const uint8_t* p, size_t n, size_t* done = nullptr) {
+  size_t total = 0;
+  while (total < n) {
+    ssize_t w = ::write(fd, p + total, n - total);
     if (w < 0) {
       if (errno == EINTR) continue;
-      return false;
+      if (done) *done = total;
+      return errno;
     }
-    p += w;
-    n -= size_t(w);
+    if (w == 0) {  // no progress and no error: treat as a full device rather than spin
+      if (done) *done = total;
+      return ENOSPC;
+    }
+    total += size_t(w);
   }
-  return true;
+  if (done) *done = total;
+  return 0;
 }
+
+int pwrite_all(int fd, const std::string& bytes, uint64_t at) {
+  size_t total = 0;
+  while (total < bytes.size()) {
+    ssize_t w = ::pwrite(fd, bytes.data() + total, bytes.size() - total, off_t(at + total));
+    if (w < 0 && errno == EINTR) continue;
+    if (w <= 0) return w < 0 ? errno : ENOSPC;
+    total += size_t(w);
+  }
+  return 0;
+}
+
+void append_record(std::string* out, uint8_t type, const void* a, uint32_t an, const void* b = nullptr,
+                   uint32_t bn = 0) {
+  fmt::RecordHeader h{type, 0, 0, an + bn};
+  out->append(reinterpret_cast<const char*>(&h), sizeof h);
+  out->append(static_cast<const char*>(a), an);
+  if (bn) out->append(static_cast<const char*>(b), bn);
+}
+
+// Note [Writer failure]: when a write fails (disk full, RLIMIT_FSIZE, the file removed), the workload
+// goes on and the capture ends properly where it stopped. The writer thread, which alone owns the file,
+// cuts it to the last whole record, appends REC_STRING(message) + REC_END (reason 1) and says so once
+// on stderr; after that nothing is written or queued. The end record may not fit where the failure
+// happened (a file size limit reached exactly, a full device): then whole records are dropped from the
+// end until it does (truncating frees the space), trying a few cut points. If none works the file
+// still ends at a whole record, and stderr says that the end record is missing.
+class FailureReport {
+ public:
+  // `max_string_id`: the largest REC_STRING id among the records handed to the file.
+  FailureReport(State& s, int err, uint32_t max_string_id) : s_(s), err_(err), message_id_(max_string_id + 1) {}
+
+  // The file holds everything before `batch_at` and `done` bytes of `batch` (written from batch_at).
+  void cut_and_end(uint64_t batch_at, const Batch& batch, size_t done) {
+    // Record boundaries of the batch that reached the file (batch_at itself is one).
+    std::vector<uint64_t> bounds{batch_at};
+    for (size_t pos = 0; pos + sizeof(fmt::RecordHeader) <= done;) {
+      fmt::RecordHeader h;
+      std::memcpy(&h, batch.data() + pos, sizeof h);
+      pos += sizeof h + h.payload_bytes;
+      if (pos > done) break;
+      bounds.push_back(batch_at + pos);
+    }
+    const uint64_t whole = bounds.back();
+    // The tail is about 200 bytes plus the path; drop that much, then more, if it does not fit.
+    const uint64_t room = 256 + s_.path.size();
+    int end_err = 0;
+    for (uint64_t back : {uint64_t(0), room, room + (4u << 10), room + (64u << 10), room + (1u << 20)}) {
+      uint64_t at = back > whole ? s_.data_start : whole - back;
+      at = std::max(boundary_at_or_before(at, bounds, batch_at), s_.data_start);
+      if (::ftruncate(s_.fd, off_t(at)) != 0) {
+        end_err = errno;
+        continue;
+      }
+      kept_ = at;
+      end_err = pwrite_all(s_.fd, tail(at), at);
+      if (end_err == 0) {
+        ended_ = true;
+        break;
+      }
+    }
+    if (!ended_) {
+      end_error_ = end_err;
+      kept_ = whole;
+      if (::ftruncate(s_.fd, off_t(whole)) != 0) {
+        // the file keeps a torn tail; readers treat it as truncated
+      }
+    }
+  }
+
+  // The file was unlinked (its folder removed): nothing to cut, nobody to read an end record.
+  void file_gone(uint64_t size) { kept_ = size; }
+
+  void say_once() {
+    std::string line = "gpumem: " + message(kept_);
+    if (!ended_ && end_error_)
+      line += " (the capture has no end record: " + std::string(std::strerror(end_error_)) + ")";
+    line += "\n";
+    if (::write(2, line.data(), line.size()) < 0) {
+    }
+  }
+
+ private:
+  std::string message(uint64_t kept) const {
+    return "capture stopped at " + s_.path + ": " + std::strerror(err_) + " (" + std::to_string(kept) +
+           " bytes written); the workload continues without recording";
+  }
+
+  std::string tail(uint64_t kept) const {
+    const std::string text = message(kept);
+    fmt::StringRec sr{message_id_, uint32_t(text.size())};
+    fmt::EndRec er{clock::now_ns(), -1, 1, message_id_};  // reason 1: writer failure
+    std::string out;
+    append_record(&out, fmt::REC_STRING, &sr, sizeof sr, text.data(), uint32_t(text.size()));
+    append_record(&out, fmt::REC_END, &er, sizeof er);
+    return out;
+  }
+
+  // The largest record boundary <= at: from the failing batch, else by reading the file's record
+  // headers from the start (once, only on this rare path).
+  uint64_t boundary_at_or_before(uint64_t at, const std::vector<uint64_t>& bounds, uint64_t batch_at) {
+    if (at >= batch_at) return *(std::upper_bound(bounds.begin(), bounds.end(), at) - 1);
+    if (file_bounds_.empty()) read_file_bounds(batch_at);
+    auto it = std::upper_bound(file_bounds_.begin(), file_bounds_.end(), at);
+    return it == file_bounds_.begin() ? s_.data_start : *(it - 1);
+  }
+
+  // Keeps the last boundaries before `end` (enough to back off a few MiB).
+  void read_file_bounds(uint64_t end) {
+    constexpr size_t kKeep = 1 << 16;
+    std::vector<uint64_t> ring;
+    uint64_t pos = s_.data_start;
+    while (pos + sizeof(fmt::RecordHeader) <= end) {
+      fmt::RecordHeader h;
+      if (::pread(s_.fd, &h, sizeof h, off_t(pos)) != ssize_t(sizeof h)) break;
+      if (ring.size() == kKeep) ring.erase(ring.begin(), ring.begin() + kKeep / 2);
+      ring.push_back(pos);
+      pos += sizeof h + h.payload_bytes;
+    }
+    file_bounds_ = std::move(ring);
+    if (file_bounds_.empty()) file_bounds_.push_back(s_.data_start);
+  }
+
+  State& s_;
+  const int err_;
+  const uint32_t message_id_;  // no record in the file has this string id
+  uint64_t kept_ = 0;
+  bool ended_ = false;
+  int end_error_ = 0;
+  std::vector<uint64_t> file_bounds_;
+};
 
 void put(State& s, uint8_t type, uint8_t device, uint16_t flags, const void* a, uint32_t an, const void* b,
          uint32_t bn) {
@@ -80,6 +222,11 @@ void put(State& s, uint8_t type, uint8_t device, uint16_t flags, const void* a, 
     }
     s.wake.notify_one();
   }
+  if (type == fmt::REC_STRING && an >= sizeof(uint32_t)) {
+    uint32_t id;
+    std::memcpy(&id, a, sizeof id);
+    s.max_string_id = std::max(s.max_string_id, id);
+  }
   fmt::RecordHeader h{type, device, flags, an + bn};
   size_t at = s.cur.size();
   s.cur.resize(at + n);
@@ -91,6 +238,12 @@ void put(State& s, uint8_t type, uint8_t device, uint16_t flags, const void* a, 
 }
 
 void run() {
+  // A write past RLIMIT_FSIZE raises SIGXFSZ in the writing thread, which by default kills the process.
+  // Blocked here, the write fails with EFBIG instead and the workload goes on (Note [Writer failure]).
+  sigset_t xfsz;
+  sigemptyset(&xfsz);
+  sigaddset(&xfsz, SIGXFSZ);
+  pthread_sigmask(SIG_BLOCK, &xfsz, nullptr);
   State& s = S();
   std::vector<Batch> todo;
   std::unique_lock<std::mutex> lk(s.mu);
@@ -108,13 +261,29 @@ void run() {
       }
     }
     bool stopping = s.stop;
+    uint64_t file_at = s.written_through;  // where this pass's first batch starts in the file
+    const uint32_t max_string_id = s.max_string_id;  // covers every record in `todo`
     lk.unlock();
     uint64_t bytes = 0;
     for (auto& b : todo) {
-      // A failed write (disk full) stops all further writes: the file stays a prefix of whole records
-      // plus at most one torn record, which readers treat as a truncated tail.
-      if (!s.write_failed && !write_all(s.fd, b.data(), b.size())) s.write_failed = true;
+      if (!s.write_failed) {
+        size_t done = 0;
+        if (int err = write_all(s.fd, b.data(), b.size(), &done)) {
+          s.write_failed = true;  // Note [Writer failure]: no further writes
+          FailureReport r(s, err, max_string_id);
+          r.cut_and_end(file_at, b, done);
+          r.say_once();
+        }
+        file_at += b.size();
+      }
       bytes += b.size();
+    }
+    struct stat st;
+    if (!s.write_failed && ::fstat(s.fd, &st) == 0 && st.st_nlink == 0) {
+      s.write_failed = true;  // the file (or its folder) was removed: what we write, nobody can read
+      FailureReport r(s, ENOENT, max_string_id);
+      r.file_gone(file_at);
+      r.say_once();
     }
     lk.lock();
     s.queued -= bytes;
@@ -160,7 +329,8 @@ bool open(const std::string& path, const std::string& header_json, const Options
            std::to_string(fmt::kMaxHeaderJson) + " (shorten configure's \"header\" object)";
     return false;
   }
-  int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+  // Read-write: after a failed write the writer reads record headers back to cut at a whole record.
+  int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
   if (fd < 0) {
     *err = "cannot create capture file " + path + ": " + std::strerror(errno) +
            " (check that its folder exists and is writable)";
@@ -171,8 +341,8 @@ bool open(const std::string& path, const std::string& header_json, const Options
   fh.major = fmt::kMajor;
   fh.minor = fmt::kMinor;
   fh.json_bytes = uint32_t(header_json.size());
-  if (!write_all(fd, reinterpret_cast<const uint8_t*>(&fh), sizeof fh) ||
-      !write_all(fd, reinterpret_cast<const uint8_t*>(header_json.data()), header_json.size())) {
+  if (write_all(fd, reinterpret_cast<const uint8_t*>(&fh), sizeof fh) ||
+      write_all(fd, reinterpret_cast<const uint8_t*>(header_json.data()), header_json.size())) {
     *err = "cannot write capture file " + path + ": " + std::strerror(errno);
     ::close(fd);
     return false;
@@ -182,6 +352,7 @@ bool open(const std::string& path, const std::string& header_json, const Options
   s.opt = opt;
   if (s.opt.flush_interval_ms == 0) s.opt.flush_interval_ms = 50;
   s.offset = sizeof fh + header_json.size();
+  s.data_start = s.offset;
   s.written_through = s.offset;
   s.cur.reserve(kBatchBytes);
   s.open = true;
@@ -203,13 +374,13 @@ int64_t append(uint8_t type, uint8_t device, uint16_t flags, const void* a, uint
   State& s = S();
   if (uint64_t(an) + bn > fmt::kMaxPayload) return -1;  // cannot be a valid record: never write it
   std::lock_guard<std::mutex> lk(s.mu);
-  if (!s.open || s.stop) return -1;
+  if (!s.open || s.stop || s.write_failed) return -1;  // after a failure nothing more is queued
   if (!pinned && !pinned_type(type) && s.queued + sizeof(fmt::RecordHeader) + an + bn > s.opt.buffer_limit_bytes) {
     s.lost_pending++;
     return -1;
   }
   if (s.lost_pending) {
-    fmt::LostRec lr{now_ns(), s.lost_pending};
+    fmt::LostRec lr{clock::now_ns(), s.lost_pending};
     put(s, fmt::REC_LOST, 0, 0, &lr, sizeof lr, nullptr, 0);
     s.lost_total += s.lost_pending;
     s.lost_pending = 0;
@@ -240,12 +411,12 @@ void close(int exit_code) {
     std::lock_guard<std::mutex> lk(s.mu);
     if (!s.open || s.stop) return;
     if (s.lost_pending) {
-      fmt::LostRec lr{now_ns(), s.lost_pending};
+      fmt::LostRec lr{clock::now_ns(), s.lost_pending};
       put(s, fmt::REC_LOST, 0, 0, &lr, sizeof lr, nullptr, 0);
       s.lost_total += s.lost_pending;
       s.lost_pending = 0;
     }
-    fmt::EndRec er{now_ns(), exit_code, 0};
+    fmt::EndRec er{clock::now_ns(), exit_code, 0, 0};  // reason 0: clean shutdown
     put(s, fmt::REC_END, 0, 0, &er, sizeof er, nullptr, 0);
     s.stop = true;
     s.wake.notify_one();

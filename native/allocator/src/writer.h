@@ -9,6 +9,8 @@
 // and a REC_LOST with the count precedes the next record that is queued. Records that later records
 // refer to or that a user asked for (interned tables, device, state, marker, notice, empty cache, OOM,
 // end) are "pinned": always queued, so ids never dangle and requested results never vanish.
+// Note [Writer failure] (writer.cc): a failed write ends the capture at a whole record with REC_END
+// reason 1 and one stderr line; the workload goes on.
 #pragma once
 #include <cstdint>
 #include <string>

@@ -2,6 +2,7 @@
 
     import gpumem
     gpumem.mark("epoch 1")            # an instant marker in the capture
+    gpumem.step()                     # this training step ends here (overrides automatic step detection)
     with gpumem.range("validation"):  # a begin/end range
         ...
 
@@ -11,7 +12,7 @@ import contextlib
 
 from ._state import STATE as _STATE
 
-__all__ = ["mark", "range", "active"]
+__all__ = ["mark", "step", "range", "active"]
 __version__ = "0.1.0"
 
 
@@ -27,6 +28,16 @@ def mark(name):
     from . import _native
 
     return _STATE.native.mark(str(name), _native.MARK_INSTANT)
+
+
+def step(name="step"):
+    """Mark the end of a training step. Once a run calls this, its steps are exactly these marks; otherwise
+    the tool finds steps from Optimizer.step() and backward() ends (Note [Steps])."""
+    if not _STATE.configured:
+        return False
+    from . import _native
+
+    return _STATE.native.mark(str(name), _native.MARK_STEP)
 
 
 @contextlib.contextmanager

@@ -121,7 +121,7 @@ def _too_late(exc):
 
 def _header(torch):
     rank, local_rank, world_size = rank_info()
-    return {
+    header = {
         "pid": os.getpid(),
         "argv": list(sys.argv),
         "orig_argv": list(getattr(sys, "orig_argv", sys.argv)),
@@ -140,6 +140,13 @@ def _header(torch):
         # innermost frame of backward-attributed stacks): readers drop them when naming user lines.
         "bootstrap_dir": os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
     }
+    # The allocator policy that makes the capture's numbers (readers ask it what-if questions,
+    # Note [Policy of the data] in native/addon/src/policy_replay.cpp).
+    settings = STATE.settings
+    if settings is not None:
+        header["segments"] = settings.segments
+        header["trim_on_growth"] = bool(settings.trim)
+    return header
 
 
 def configure():

@@ -1,9 +1,19 @@
 """record_function ranges become capture markers; backward()/grad() are bracketed so allocations on
-autograd threads are attributed to the thread (and line) that called them (DESIGN §3)."""
+autograd threads are attributed to the thread (and line) that called them (DESIGN §3).
+
+Step facts (MARK_STEP, Note [Steps] in src/core/steps/detect.ts): every backward() end writes "backward" and
+every Optimizer.step() end writes "optimizer.step" (a global post hook, no per-optimizer code). The reader
+decides which of them end a training step; the workload only states facts, one C call each.
+
+Categories (Note [Categories] in native/addon/src/categories.cpp): a MARK_PHASE "backward" before each
+backward() and "optimizer" before each Optimizer.step() begin the phases the step facts end, and at each step
+end the optimizer's parameters, gradients and state are tagged by data pointer (_tags.TagWalk). No module hooks:
+they cost ×1.02 per step and broke torch.compile graphs (test/gpu/probes/categories_cost.py)."""
 import functools
 
 from . import _native
 from ._state import STATE
+from ._tags import TagWalk
 
 
 def _mark(name, kind):
@@ -37,11 +47,14 @@ def _bracket(original):
             return original(*args, **kwargs)
         # The allocator records this thread's stack at backward_begin for autograd-thread allocations;
         # calling the C function from here keeps the bootstrap to a single frame on that stack.
+        native.mark("backward", _native.MARK_PHASE)
         native.lib.gpumem_backward_begin()
         try:
-            return original(*args, **kwargs)
+            result = original(*args, **kwargs)
         finally:
             native.lib.gpumem_backward_end()
+        native.mark("backward", _native.MARK_STEP)
+        return result
 
     return run
 
@@ -60,3 +73,45 @@ def apply(torch):
     autograd.backward = _bracket(autograd.backward)
     if hasattr(autograd, "grad"):
         autograd.grad = _bracket(autograd.grad)
+    _hook_optimizer_steps(torch)
+
+
+def _tag(addr, nbytes, category, device):
+    STATE.native.lib.gpumem_tag(addr, nbytes, category, None, device)
+
+
+_WALK = TagWalk(_tag)
+_walk_failed = False
+
+
+def _on_optimizer_step_begin(optimizer, args, kwargs):
+    _mark("optimizer", _native.MARK_PHASE)
+
+
+def _on_optimizer_step(optimizer, args, kwargs):
+    global _walk_failed
+    if STATE.configured and not _walk_failed:
+        try:
+            _WALK.walk(optimizer)
+        except Exception as e:  # an optimizer we do not understand must never stop training
+            _walk_failed = True
+            STATE.native.notice("gpumem: parameters, gradients and optimizer state are not categorised "
+                                "(walking %s failed: %s: %s)" % (type(optimizer).__name__, type(e).__name__, e))
+    _mark("optimizer.step", _native.MARK_STEP)
+
+
+def _hook_optimizer_steps(torch):
+    # torch.optim.optimizer is a module that `import torch` loads but does not bind as an attribute in 2.11.
+    import importlib
+
+    try:
+        module = importlib.import_module("torch.optim.optimizer")
+    except ImportError:
+        return
+    register = getattr(module, "register_optimizer_step_post_hook", None)
+    register_pre = getattr(module, "register_optimizer_step_pre_hook", None)
+    if callable(register) and not getattr(module, "_gpumem_step_hook", False):
+        if callable(register_pre):
+            register_pre(_on_optimizer_step_begin)
+        register(_on_optimizer_step)
+        module._gpumem_step_hook = True

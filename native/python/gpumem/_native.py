@@ -2,7 +2,8 @@
 import ctypes
 import json
 
-MARK_INSTANT, MARK_BEGIN, MARK_END, MARK_SNAPSHOT = 0, 1, 2, 3
+MARK_INSTANT, MARK_BEGIN, MARK_END, MARK_SNAPSHOT, MARK_STEP, MARK_PHASE = 0, 1, 2, 3, 4, 5
+TAG_PARAMETER, TAG_GRADIENT, TAG_OPTIMIZER_STATE = 1, 2, 3
 NOTICE_INFO, NOTICE_WARNING, NOTICE_ERROR = 0, 1, 2
 EMPTY_CACHE_ORIGIN_TORCH = 0
 
@@ -38,6 +39,7 @@ class Allocator:
             "gpumem_free_buffer": (None, [c.c_void_p]),
             "gpumem_mark": (c.c_int, [c.c_char_p, c.c_uint32]),
             "gpumem_notice": (c.c_int, [c.c_char_p, c.c_uint32]),
+            "gpumem_tag": (c.c_int, [c.c_uint64, c.c_uint64, c.c_uint32, c.c_char_p, c.c_int]),
             "gpumem_backward_begin": (None, []),
             "gpumem_backward_end": (None, []),
             "gpumem_shutdown": (None, [c.c_int]),

@@ -1,16 +1,29 @@
-"""Replacements for the torch.cuda memory APIs a pluggable allocator breaks in PyTorch 2.11
-(they raise "CUDAPluggableAllocator does not yet support getDeviceStats" and friends).
+"""Replacements for the memory APIs a pluggable allocator breaks in PyTorch 2.4–2.11.
 
-Each returns our allocator's numbers in PyTorch's format and mirrors PyTorch's behaviour before CUDA
-is initialised (zeros / empty dicts). Both spellings, torch.cuda.X and torch.cuda.memory.X, are
-replaced; PyTorch's own helpers that call these by module-global name (memory_cached, …) follow.
+- torch.cuda.X and torch.cuda.memory.X raise "CUDAPluggableAllocator does not yet support
+  getDeviceStats" and friends.
+- torch.accelerator.X and torch.accelerator.memory.X (2.8+) go to the device allocator PyTorch
+  registered for CUDA at start-up, its own caching allocator, which change_current_allocator does not
+  replace: under the lens they report that allocator's empty state ({} stats, 0 bytes) and their
+  empty_cache() releases nothing.
+
+Each replacement returns our allocator's numbers in PyTorch's format and mirrors PyTorch's behaviour
+before CUDA is initialised (zeros / empty dicts). Every name is feature-detected: a torch that lacks
+one is not given it. PyTorch's own helpers that call these by module-global name (memory_cached,
+torch.accelerator.memory_allocated → memory_stats, …) follow.
+
+Note [MemPool]: torch.cuda.MemPool() asks the current allocator to createOrIncrefPool, which
+PyTorch does not offer to pluggable allocators ("pluggable does not yet support createOrIncrefPool").
+A stand-in class would not be a torch._C._MemPool (CUDA graph capture retains pools by that type) and
+could not honour MemPool(allocator=…), use_on_oom or no_split, so we do not pretend: the constructor
+raises a RuntimeError that says why and names the mode to re-run with.
 """
 import collections
 import functools
 import pickle
 import warnings
 
-from . import _stats, _summary
+from . import _history, _stats, _summary
 from ._state import STATE
 
 _torch = None
@@ -92,22 +105,38 @@ def reset_max_memory_cached(device=None):
 
 
 def _snapshot(device=None, augment_with_fx_traces=False):
-    # The pickle comes from the allocator; our own objects only (dicts, lists, tuples, str, int).
-    return pickle.loads(STATE.native.snapshot_pickle())
+    # The pickle comes from the allocator; our own objects only (dicts, lists, tuples, str, int). What the
+    # user's _record_memory_history calls asked for (Note [History view]).
+    return _history.view(pickle.loads(STATE.native.snapshot_pickle()))
 
 
 def _dump_snapshot(filename="dump_snapshot.pickle", augment_with_fx_traces=False):
     data = STATE.native.snapshot_pickle()
+    if _history.recorded():
+        data = pickle.dumps(_history.view(pickle.loads(data)), protocol=4)
     with open(filename, "wb") as f:
         f.write(data)
 
 
 def memory_snapshot(mempool_id=None, include_traces=True):
-    return _snapshot()["segments"]
+    segments = _snapshot()["segments"]
+    if mempool_id is None:
+        return segments
+    # PyTorch's snapshot of one pool: the segments whose segment_pool_id is that pool's id.
+    wanted = tuple(mempool_id)
+    return [s for s in segments if tuple(s.get("segment_pool_id", (0, 0))) == wanted]
 
 
 def _record_memory_history(enabled="all", *args, **kwargs):
-    """Accepted and ignored: the lens allocator always records (every event goes to the capture)."""
+    """The lens allocator always records (every event goes to the capture); what user code reads back
+    through _snapshot()/_dump_snapshot() follows these calls as PyTorch's would (Note [History view])."""
+    if args:  # positional: (context, stacks, max_entries) in 2.1+, (record_context, trace_alloc_max_entries, …) before
+        names = ("record_context", "trace_alloc_max_entries", "trace_alloc_record_context") if isinstance(enabled, bool) \
+            else ("context", "stacks", "max_entries")
+        kwargs.update(zip(names, args))
+    if not _initialized():
+        _torch.cuda._lazy_init()
+    _history.record(enabled, **kwargs)
     return None
 
 
@@ -148,6 +177,98 @@ _SHIMS = {
 }
 
 
+# ---- torch.accelerator (torch/accelerator/memory.py, 2.8+): positional-only device_index ----------
+
+
+def accelerator_memory_stats(device_index=None, /):
+    return memory_stats(device_index)
+
+
+def accelerator_memory_allocated(device_index=None, /):
+    return memory_allocated(device_index)
+
+
+def accelerator_memory_reserved(device_index=None, /):
+    return memory_reserved(device_index)
+
+
+def accelerator_max_memory_allocated(device_index=None, /):
+    return max_memory_allocated(device_index)
+
+
+def accelerator_max_memory_reserved(device_index=None, /):
+    return max_memory_reserved(device_index)
+
+
+def accelerator_reset_peak_memory_stats(device_index=None, /):
+    reset_peak_memory_stats(device_index)
+
+
+def accelerator_reset_accumulated_memory_stats(device_index=None, /):
+    reset_accumulated_memory_stats(device_index)
+
+
+def accelerator_empty_cache():
+    # torch.cuda.empty_cache reaches our reset hook; PyTorch's own allocator holds nothing under the lens.
+    _torch.cuda.memory.empty_cache()
+
+
+def accelerator_get_memory_info(device_index=None, /):
+    # (free, total) from the driver, like PyTorch; not from PyTorch's idle allocator.
+    return _torch.cuda.memory.mem_get_info(_index(device_index))
+
+
+_ACCELERATOR_SHIMS = {
+    "memory_stats": accelerator_memory_stats,
+    "memory_allocated": accelerator_memory_allocated,
+    "memory_reserved": accelerator_memory_reserved,
+    "max_memory_allocated": accelerator_max_memory_allocated,
+    "max_memory_reserved": accelerator_max_memory_reserved,
+    "reset_peak_memory_stats": accelerator_reset_peak_memory_stats,
+    "reset_accumulated_memory_stats": accelerator_reset_accumulated_memory_stats,
+    "empty_cache": accelerator_empty_cache,
+    "get_memory_info": accelerator_get_memory_info,
+}
+
+# Note [MemPool]. Issue 15's PyTorch-allocator mode is the one that keeps PyTorch's own allocator.
+MEMPOOL_MESSAGE = (
+    "gpumem: torch.cuda.MemPool cannot be created under the lens allocator: PyTorch creates memory pools "
+    "only in its own caching allocator (createOrIncrefPool is not offered to pluggable allocators). "
+    "Re-run this script in the PyTorch-allocator mode (gpuMemoryLens.allocator: \"pytorch\"; "
+    "gpumem run --allocator pytorch), or without memory tracking."
+)
+
+
+def _wrap_mempool(original):
+    class MemPool(original):
+        def __init__(self, *args, **kwargs):
+            try:
+                super().__init__(*args, **kwargs)
+            except RuntimeError as exc:
+                if "createOrIncrefPool" not in str(exc):
+                    raise
+                raise RuntimeError(MEMPOOL_MESSAGE) from exc
+
+    MemPool.__doc__ = original.__doc__
+    MemPool.__module__ = original.__module__
+    MemPool.__qualname__ = original.__qualname__
+    return MemPool
+
+
+def _replace(modules, name, shim):
+    """Put `shim` under `name` in each module that already has that name (feature detection)."""
+    done = False
+    for module in modules:
+        original = getattr(module, name, None) if module is not None else None
+        if original is None:
+            continue
+        if not done:
+            functools.update_wrapper(shim, original, assigned=("__doc__",), updated=())
+            done = True
+        setattr(module, name, shim)
+    return done
+
+
 def apply(torch):
     global _torch
     _torch = torch
@@ -160,6 +281,17 @@ def apply(torch):
         # Only names torch.cuda already re-exports (the private ones live in torch.cuda.memory only).
         if hasattr(cuda, name):
             setattr(cuda, name, shim)
+    accelerator = getattr(torch, "accelerator", None)
+    if accelerator is not None:
+        accel_memory = getattr(accelerator, "memory", None)
+        for name, shim in _ACCELERATOR_SHIMS.items():
+            _replace((accel_memory, accelerator), name, shim)
+    pool = getattr(memory, "MemPool", None)
+    if isinstance(pool, type):
+        wrapped = _wrap_mempool(pool)
+        memory.MemPool = wrapped
+        if getattr(cuda, "MemPool", None) is pool:
+            cuda.MemPool = wrapped
     setter = getattr(memory, "set_per_process_memory_fraction", None)
     if setter is not None:
         wrapped = _wrap_set_fraction(setter)

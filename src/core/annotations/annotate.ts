@@ -5,6 +5,15 @@ import { formatBytes } from '../format/bytes';
 
 export type AnnotationTier = 'high' | 'medium' | 'low';
 
+/** gpuMemoryLens.annotations.style: the end-of-line text, the heat bar at the start of the line, or both. */
+export type AnnotationStyle = 'text' | 'bar' | 'both';
+export const ANNOTATION_STYLES: readonly AnnotationStyle[] = ['text', 'bar', 'both'];
+
+/** The setting's value, or 'both' (its default) for anything else a hand-edited settings.json may hold. */
+export function annotationStyle(value: unknown): AnnotationStyle {
+  return (ANNOTATION_STYLES as readonly unknown[]).includes(value) ? (value as AnnotationStyle) : 'both';
+}
+
 export interface LineAnnotation {
   file: string;
   /** 1-based, as in the capture */

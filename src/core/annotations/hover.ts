@@ -1,7 +1,8 @@
 // The hover shown on an annotated line: the numbers behind the annotation and the heaviest stacks
 // through the line, whose frames are links that open file:line. Markdown text only (no vscode import);
 // the glue wraps it in a MarkdownString trusted for exactly one command (OPEN_FRAME_COMMAND).
-import type { LineStat, Stack } from '../model/types';
+import type { CategoryBytes, LineStat, Stack } from '../model/types';
+import { CATEGORIES, CATEGORY_LABELS } from '../categories';
 import { formatBytes } from '../format/bytes';
 
 export const OPEN_FRAME_COMMAND = 'gpuMemoryLens.openFrame';
@@ -15,6 +16,8 @@ export interface HoverContext {
   /** how many stacks to list (default 3) and frames per stack (default 8) */
   maxStacks?: number;
   maxFrames?: number;
+  /** the line's self bytes at the peak by category (Note [Categories]), when the capture has them */
+  categories?: Partial<CategoryBytes>;
 }
 
 /** A command URI that opens `file` at `line` (1-based) through OPEN_FRAME_COMMAND. */
@@ -45,6 +48,10 @@ export function hoverMarkdown(stat: LineStat, ctx: HoverContext): string {
   out.push('| | |');
   out.push('|---|---:|');
   out.push(`| Self at peak | ${formatBytes(stat.selfBytesAtPeak)} (${percent(stat.selfBytesAtPeak, ctx.peakBytes)} of ${formatBytes(ctx.peakBytes)}) |`);
+  const cats = CATEGORIES.filter((c) => (ctx.categories?.[c] ?? 0) > 0);
+  if (cats.length) {
+    out.push(`| By category at peak | ${cats.map((c) => `${CATEGORY_LABELS[c]} ${formatBytes(ctx.categories?.[c] ?? 0)}`).join(' · ')} |`);
+  }
   out.push(`| Inclusive at peak | ${formatBytes(stat.inclusiveBytesAtPeak)} |`);
   out.push(`| Total allocated | ${formatBytes(stat.totalAllocatedBytes)} |`);
   out.push(`| Allocations | ${stat.allocCount} |`);

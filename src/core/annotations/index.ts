@@ -1,3 +1,4 @@
 export * from './annotate';
 export * from './hover';
 export * from './files';
+export * from './heatBar';

@@ -1,37 +1,32 @@
-// A capture's header JSON (written by the bootstrap and the allocator's writer) → CaptureHeaderInfo.
-// Note [Lenient header]: every key is optional and the workload's own fields may sit at the top level or
-// under "header"; numbers that are not numbers are dropped rather than shown wrong. Pickles have no
-// header: their JSON is "{}".
-import type { CaptureHeaderInfo } from './types';
+// A capture's header JSON (written by the allocator's writer, with the bootstrap's keys merged in at the top
+// level: FORMAT.md "Header JSON") → CaptureHeaderInfo.
+// Note [Header keys]: only the spellings a writer emits are read (`pid`, `rank`, `local_rank`, `world_size`,
+// `host`, `argv`, `torch_version`); a value of the wrong type is dropped rather than shown wrong. Devices are
+// not in the header (it is written before CUDA exists): they come from the capture's REC_DEVICE records.
+// Pickles have no header: their JSON is "{}".
+import type { CaptureHeaderInfo, DeviceIdentity } from './types';
 
 type Json = Record<string, unknown>;
 
-const num = (v: unknown): number | undefined => (typeof v === 'number' && Number.isFinite(v) ? v : undefined);
+const int = (v: unknown): number | undefined => (typeof v === 'number' && Number.isInteger(v) ? v : undefined);
 const str = (v: unknown): string | undefined => (typeof v === 'string' ? v : undefined);
 
-export function headerInfoFromJson(json: string): CaptureHeaderInfo {
+export function headerInfoFromJson(json: string, devices: DeviceIdentity[] = []): CaptureHeaderInfo {
   let raw: Json = {};
   try {
     const parsed: unknown = JSON.parse(json || '{}');
     if (parsed && typeof parsed === 'object' && !Array.isArray(parsed)) raw = parsed as Json;
   } catch {
-    // A damaged header is reported by the reader as a problem; show what we can.
+    // A damaged header is reported by the reader as a problem (kind "header"); show what we can.
   }
-  const inner = raw.header && typeof raw.header === 'object' ? { ...(raw.header as Json), ...raw } : raw;
-  const devices = Array.isArray(inner.devices) ? (inner.devices as unknown[]) : [];
   return {
-    pid: num(inner.pid),
-    rank: num(inner.rank),
-    worldSize: num(inner.world_size ?? inner.worldSize),
-    host: str(inner.host),
-    argv: Array.isArray(inner.argv) ? (inner.argv as unknown[]).filter((a): a is string => typeof a === 'string') : undefined,
-    torchVersion: str(inner.torch_version ?? inner.torchVersion),
-    devices: devices
-      .filter((d): d is Json => !!d && typeof d === 'object')
-      .map((d, i) => ({
-        index: num(d.index) ?? i,
-        name: str(d.name) ?? `cuda:${num(d.index) ?? i}`,
-        totalBytes: num(d.total_memory ?? d.total_bytes ?? d.totalBytes ?? d.total) ?? 0,
-      })),
+    pid: int(raw.pid),
+    rank: int(raw.rank),
+    localRank: int(raw.local_rank),
+    worldSize: int(raw.world_size),
+    host: str(raw.host),
+    argv: Array.isArray(raw.argv) ? (raw.argv as unknown[]).filter((a): a is string => typeof a === 'string') : undefined,
+    torchVersion: str(raw.torch_version),
+    devices,
   };
 }

@@ -5,9 +5,12 @@ import fs from 'node:fs';
 import path from 'node:path';
 import type {
   AllocationSpan,
+  CategoryReport,
   AllocatorState,
+  CaptureEnd,
   CaptureHeaderInfo,
   CurrentFigures,
+  FileInfo,
   LineDiff,
   LineStat,
   Marker,
@@ -15,20 +18,25 @@ import type {
   OomInfo,
   ReadProblem,
   SnapshotSummary,
+  StepTable,
   SourceFormat,
   Stack,
   TimelineBuckets,
 } from './types';
 import { headerInfoFromJson } from './header';
+import type { Policy, ReplayResult, WhatIfAnswer, WhatIfHandle, WhatIfQuery } from './whatIf';
+import { askReplay, askWhatIf } from './whatIf';
 
 /** The native handle (native/addon/src/addon.cpp): JSON strings out, plain numbers in. */
-export interface NativeHandle {
+export interface NativeHandle extends WhatIfHandle {
   format(): string;
   header(): string;
   devices(): string;
   problems(): string;
+  fileInfo(): string;
   poll(): number;
   ended(): boolean;
+  endRecord(): string;
   timeRange(device: number): string;
   current(device: number): string;
   timeline(device: number, t0Us: number, t1Us: number, buckets: number, owners?: boolean): string;
@@ -39,6 +47,8 @@ export interface NativeHandle {
   ooms(): string;
   spans(device: number, t0Us: number, t1Us: number, maxCount: number, owner?: number): string;
   diff(device: number, aUs: number, bUs: number, other?: NativeHandle): string;
+  stepTable(device: number, endsUs: number[]): string;
+  categories(device: number, timesUs: number[], withLines: boolean): string;
   summary(): string;
   exportPickle(outPath: string, atUs: number): void;
   eventCount(): number;
@@ -112,8 +122,13 @@ class NativeModel implements Model {
   header(): CaptureHeaderInfo {
     // A live capture's header may arrive after the first poll: re-parse only when its JSON changed.
     const json = this.handle.header();
-    if (this.headerCache?.json !== json) this.headerCache = { json, info: headerInfoFromJson(json) };
+    const devices = this.fileInfo().devices;
+    const key = json + JSON.stringify(devices);
+    if (this.headerCache?.json !== key) this.headerCache = { json: key, info: headerInfoFromJson(json, devices) };
     return this.headerCache.info;
+  }
+  fileInfo(): FileInfo {
+    return parse<FileInfo>(this.handle.fileInfo());
   }
   devices(): number[] {
     return parse<number[]>(this.handle.devices());
@@ -126,6 +141,9 @@ class NativeModel implements Model {
   }
   ended(): boolean {
     return this.handle.ended();
+  }
+  endRecord(): CaptureEnd | null {
+    return parse<CaptureEnd | null>(this.handle.endRecord());
   }
   timeRange(device: number): { t0Us: number; t1Us: number } {
     return parse(this.handle.timeRange(device));
@@ -163,11 +181,23 @@ class NativeModel implements Model {
     if (other && !otherHandle) throw new Error('diff: the other model must come from openModel');
     return parse<LineDiff[]>(this.handle.diff(device, aUs, bUs, otherHandle));
   }
+  stepTable(device: number, endsUs: readonly number[]): StepTable {
+    return parse<StepTable>(this.handle.stepTable(device, [...endsUs]));
+  }
+  categories(device: number, timesUs: readonly number[], withLines = false): CategoryReport {
+    return parse<CategoryReport>(this.handle.categories(device, [...timesUs], withLines));
+  }
   summary(): SnapshotSummary {
     return parse<SnapshotSummary>(this.handle.summary());
   }
   exportPickle(outPath: string, atUs?: number): void {
     this.handle.exportPickle(outPath, atUs ?? Infinity);
+  }
+  whatIf(device: number, timeUs: number, query?: WhatIfQuery): WhatIfAnswer {
+    return askWhatIf(this.handle, device, timeUs, query);
+  }
+  replay(device: number, policy: Policy, capacityBytes?: number): ReplayResult {
+    return askReplay(this.handle, device, policy, capacityBytes);
   }
   close(): void {
     if (this.closed) return;

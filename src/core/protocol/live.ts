@@ -49,6 +49,12 @@ export interface LiveTrack {
 export interface LiveSessionView {
   /** session folder name, shown as the panel's subtitle */
   name: string;
+  /**
+   * The chart's 0 s, in seconds since the epoch: the session's first event (the first CUDA allocation of
+   * its first process), shared by every track so ranks line up. Absent before any capture has an event.
+   * Charts show seconds elapsed since it (Note [Elapsed time axis] in webview/live/timeAxis.ts).
+   */
+  originS?: number;
   running: boolean;
   tracks: LiveTrack[];
   /** problems worth showing (unreadable capture, damaged tail…) */

@@ -11,15 +11,16 @@
 // segments of one moment, and the line table.
 
 import type { BlockState, LineStat, SourceFormat, TimelineOwners } from '../model/types';
+import type { Policy } from '../model/whatIf';
 
 export const END_OF_TRACE = -1;
 
 /** Which tab the panel shows; restored from webview state. */
-export type SnapshotTab = 'summary' | 'timeline' | 'segments' | 'sites' | 'compare';
+export type SnapshotTab = 'summary' | 'timeline' | 'segments' | 'sites' | 'compare' | 'replay';
 
 export interface MarkerView {
   timeUs: number;
-  kind: 'user' | 'range_begin' | 'range_end' | 'empty_cache' | 'snapshot' | 'oom' | 'notice';
+  kind: 'user' | 'range_begin' | 'range_end' | 'empty_cache' | 'snapshot' | 'oom' | 'notice' | 'step';
   label: string;
 }
 
@@ -30,7 +31,11 @@ export interface BreakdownView {
   requestedBytes: number;
   /** inactive bytes in segments that hold no active block: empty_cache() would release them */
   cachedFreeBytes: number;
-  /** inactive bytes in segments that also hold active blocks: split remainders, not releasable */
+  /** whole pages inside free blocks of expandable segments that still hold tensors: empty_cache() unmaps them */
+  releasablePageBytes: number;
+  /** the parts of those free blocks smaller than a page: they stay mapped */
+  subPageRemainderBytes: number;
+  /** inactive bytes in fixed segments that also hold active blocks: split remainders, not releasable */
   splitRemainderBytes: number;
   /** freed by the program but still used by another stream (record_stream) */
   pendingFreeBytes: number;
@@ -38,6 +43,9 @@ export interface BreakdownView {
   roundingWasteBytes: number;
   freeBlocks: number;
   largestFreeBlockBytes: number;
+  /** how many segments of each kind (the parts that apply depend on it) */
+  expandableSegments: number;
+  fixedSegments: number;
 }
 
 export interface SummaryView {
@@ -60,6 +68,31 @@ export interface SummaryView {
   verdict: string;
 }
 
+/** One OOM of the file, as the summary lists it (src/core/summary/ooms.ts), with a path for display. */
+export interface OomView {
+  t_s: number;
+  step: number | null;
+  time_us: number;
+  device: number;
+  requested_bytes: number;
+  device_free_bytes: number;
+  device_total_bytes: number;
+  file: string;
+  displayFile: string;
+  line: number;
+  verdict: 'fragmentation' | 'shortage';
+  sentence: string;
+}
+
+/** How complete the file is (src/core/summary/integrity.ts): shown as an alert banner when not clean. */
+export interface IntegrityView {
+  ended: 'clean' | 'early' | 'writer-failure' | 'stopped';
+  lostEvents: number;
+  lostFromS: number | null;
+  message: string | null;
+  sentences: string[];
+}
+
 export interface OpenedInfo {
   fileName: string;
   format: SourceFormat;
@@ -69,6 +102,14 @@ export interface OpenedInfo {
   problems: string[];
   host?: string;
   torchVersion?: string;
+  /** Note [Time origin]: times are shown as seconds since this (the first allocator event) */
+  originUs: number;
+  /** "rank 1 of 2 · pid 4242 on node-a"; undefined when the file names no process (a pickle) */
+  identity?: string;
+  /** GPU names by device index, from the capture's REC_DEVICE records */
+  deviceNames: Record<number, string>;
+  integrity: IntegrityView;
+  ooms: OomView[];
 }
 
 /** Allocation bands of a time window, column-major arrays (one entry per band), sorted by start time. */
@@ -169,6 +210,33 @@ export interface DiffView {
   shrankBytes: number;
 }
 
+/** One allocator policy's replay of the device's allocation stream (src/core/replay). */
+export interface ReplayRowView {
+  policy: Policy;
+  label: string;
+  peakReservedBytes: number;
+  peakAllocatedBytes: number;
+  /** peak reserved / peak allocated */
+  ratio: number;
+  peakAtUs: number;
+  /** the most empty_cache() would release at any user marker (0 when none) */
+  bestMarkerReleaseBytes: number;
+  bestMarkerName?: string;
+  /** null: the run fits the capacity (or no capacity was known) */
+  oom: { atUs: number; requestedBytes: number; cause: 'shortage' | 'fragmentation'; sentence: string } | null;
+}
+
+export interface ReplayView {
+  requestId: number;
+  device: number;
+  /** the simulated device's size; null when the data records none (no OOM check) */
+  capacityBytes: number | null;
+  capacitySource: string;
+  /** the policy the data was recorded under, when the engine can tell */
+  ownPolicy?: Policy;
+  rows: ReplayRowView[];
+}
+
 export type SnapshotHostMessage =
   | { type: 'loading'; fileName: string }
   | { type: 'loadFailed'; fileName: string; message: string }
@@ -181,6 +249,7 @@ export type SnapshotHostMessage =
   | { type: 'sites'; device: number; rows: SiteRow[] }
   | { type: 'stack'; view: StackView }
   | { type: 'diff'; view: DiffView }
+  | { type: 'replay'; view: ReplayView }
   | { type: 'requestFailed'; requestId: number; message: string }
   /** a short status line, e.g. "Saved memory.png" */
   | { type: 'notice'; message: string };
@@ -192,6 +261,8 @@ export type SnapshotWebviewMessage =
   | { type: 'requestTimeline'; requestId: number; device: number; t0Us: number; t1Us: number; buckets: number; maxSpans: number; owner?: number }
   | { type: 'requestSegments'; requestId: number; device: number; timeUs: number }
   | { type: 'requestStack'; requestId: number; stackId: number }
+  /** replay the device's allocation stream under every allocator policy (on demand: it can take seconds) */
+  | { type: 'requestReplay'; requestId: number; device: number }
   | { type: 'goToSource'; file: string; line: number }
   /** two moments of this file (END_OF_TRACE allowed) */
   | { type: 'compareMoments'; requestId: number; device: number; aUs: number; bUs: number }
@@ -229,6 +300,8 @@ export function parseSnapshotWebviewMessage(raw: unknown): SnapshotWebviewMessag
       return int(m.requestId) && int(m.device) && num(m.timeUs) ? { type: 'requestSegments', requestId: m.requestId, device: m.device, timeUs: m.timeUs } : undefined;
     case 'requestStack':
       return int(m.requestId) && int(m.stackId) ? { type: 'requestStack', requestId: m.requestId, stackId: m.stackId } : undefined;
+    case 'requestReplay':
+      return int(m.requestId) && int(m.device) && m.device >= 0 ? { type: 'requestReplay', requestId: m.requestId, device: m.device } : undefined;
     case 'goToSource':
       return str(m.file) && int(m.line) ? { type: 'goToSource', file: m.file, line: m.line } : undefined;
     case 'compareMoments':

@@ -1,7 +1,7 @@
 // One session folder followed live: discovers its processes, opens a Model per capture, tails them, and
 // reports what changed. No vscode import; the glue (src/glue/sessions) drives refresh() from a timer.
 import * as path from 'node:path';
-import type { Model, OomInfo } from '../model/types';
+import { END_WRITER_FAILURE, type Model, type OomInfo } from '../model/types';
 import type { LiveSessionView } from '../protocol/live';
 import { scanSessionFolder, type ProcessEntry } from './processes';
 import { figuresOf, trackOf } from './view';
@@ -14,6 +14,20 @@ export interface SessionProcess {
   /** why the capture could not be opened yet (shown in the panel when it persists) */
   openError?: string;
   oomsSeen: number;
+  /** its capture's writer failure was reported (Note [Writer failure] in native/allocator/src/writer.cc) */
+  writerFailureSeen?: boolean;
+}
+
+/** A capture the workload's writer had to stop (disk full, file size limit, folder removed). */
+export interface WriterFailure {
+  process: SessionProcess;
+  /** the writer's own words: the path, the error and how much was written */
+  message: string;
+}
+
+/** One line for people: which process, and the writer's message (or a fallback when it gave none). */
+export function writerFailureLine(f: WriterFailure): string {
+  return `pid ${f.process.entry.pid}: ${f.message || 'the capture stopped early because it could not be written'}`;
 }
 
 export interface RefreshResult {
@@ -21,6 +35,8 @@ export interface RefreshResult {
   changed: boolean;
   /** OOMs read for the first time in this refresh */
   newOoms: { process: SessionProcess; oom: OomInfo }[];
+  /** captures whose end record (reason 1: the writer could not write) was read in this refresh */
+  newWriterFailures: WriterFailure[];
 }
 
 export interface SessionTotals {
@@ -58,7 +74,7 @@ export class LiveSession {
 
   /** Scan for new processes, open captures that appeared, read what was appended. */
   refresh(): RefreshResult {
-    const result: RefreshResult = { changed: false, newOoms: [] };
+    const result: RefreshResult = { changed: false, newOoms: [], newWriterFailures: [] };
     for (const entry of scanSessionFolder(this.dir)) {
       const known = this.procs.get(entry.pid);
       if (!known) {
@@ -88,6 +104,12 @@ export class LiveSession {
       const ooms = p.model.ooms();
       for (let i = p.oomsSeen; i < ooms.length; i++) result.newOoms.push({ process: p, oom: ooms[i] });
       p.oomsSeen = ooms.length;
+      const failure = p.writerFailureSeen ? undefined : writerFailureOf(p);
+      if (failure) {
+        p.writerFailureSeen = true; // told once per capture
+        result.newWriterFailures.push(failure);
+        result.changed = true;
+      }
     }
     return result;
   }
@@ -117,12 +139,31 @@ export class LiveSession {
         continue;
       }
       for (const pr of p.model.problems()) problems.push(`pid ${p.entry.pid}: ${pr.message} (at byte ${pr.offset})`);
+      const failure = writerFailureOf(p);
+      if (failure) problems.push(writerFailureLine(failure));
       const running = this.running && !p.model.ended();
       for (const d of p.model.devices()) {
         tracks.push(trackOf(p.model, d, { pid: p.entry.pid, rank: p.entry.rank, running }, buckets));
       }
     }
-    return { name: this.name, running: this.running && tracks.some((t) => t.running), tracks, problems };
+    const view: LiveSessionView = { name: this.name, running: this.running && tracks.some((t) => t.running), tracks, problems };
+    const origin = this.originUs();
+    if (origin !== undefined) view.originS = origin / 1e6;
+    return view;
+  }
+
+  /** The earliest event time (µs since the epoch) over every process and device, if any has one. */
+  private originUs(): number | undefined {
+    let origin: number | undefined;
+    for (const p of this.procs.values()) {
+      if (!p.model) continue;
+      for (const d of p.model.devices()) {
+        const { t0Us, t1Us } = p.model.timeRange(d);
+        // the reader answers 0..0 for a device with no event yet
+        if (Number.isFinite(t0Us) && t0Us > 0 && t1Us >= t0Us && (origin === undefined || t0Us < origin)) origin = t0Us;
+      }
+    }
+    return origin;
   }
 
   /** Processes that can take control commands (a socket is known and the capture has not ended). */
@@ -140,4 +181,10 @@ export class LiveSession {
       p.model = undefined;
     }
   }
+}
+
+/** The writer failure a process's capture ended with, if it did. */
+function writerFailureOf(p: SessionProcess): WriterFailure | undefined {
+  const end = p.model?.endRecord();
+  return end && end.reason === END_WRITER_FAILURE ? { process: p, message: end.message } : undefined;
 }

@@ -4,6 +4,7 @@ import type { Model } from '../model/types';
 import type {
   DiffView,
   OpenedInfo,
+  ReplayView,
   SegmentMapView,
   SiteRow,
   SnapshotHostMessage,
@@ -13,10 +14,17 @@ import type {
   TimelineView,
 } from '../protocol/snapshot';
 import { END_OF_TRACE } from '../protocol/snapshot';
+import { POLICIES, POLICY_LABELS } from '../model/whatIf';
+import type { Policy } from '../model/whatIf';
+import { replayPolicies } from '../replay';
 import { breakdownFromSegments } from './breakdown';
 import { isUserFile } from './frames';
 import { buildMarkers, buildSummary } from './summaryView';
-import { verdictSentence } from './verdict';
+import { identityOf, processLine } from '../summary/identity';
+import { integrityOf, isIntegrityProblem } from '../summary/integrity';
+import { oomRows } from '../summary/ooms';
+import { timeBaseOf } from '../summary/timebase';
+import { verdictAt } from './verdict';
 
 export interface SessionOptions {
   /** file name shown in the header */
@@ -45,14 +53,31 @@ export class SnapshotSession {
   opened(): OpenedInfo {
     const header = this.model.header();
     const devices = this.model.devices();
+    const time = timeBaseOf(this.model);
+    const integrity = integrityOf(this.model, time);
     return {
       fileName: this.options.fileName,
       format: this.model.format,
       devices,
       timeRanges: devices.map((d) => this.model.timeRange(d)),
-      problems: this.model.problems().map((p) => `${p.message} (at byte ${p.offset})`),
+      // Lost events and a cut-off last record are said by the integrity banner, once.
+      problems: this.model
+        .problems()
+        .filter((p) => !isIntegrityProblem(p))
+        .map((p) => `${p.message} (at byte ${p.offset})`),
       host: header.host,
       torchVersion: header.torchVersion,
+      originUs: time.originUs,
+      identity: processLine(identityOf(this.model)),
+      deviceNames: Object.fromEntries(header.devices.map((d) => [d.index, d.name])),
+      integrity: {
+        ended: integrity.ended,
+        lostEvents: integrity.lostEvents,
+        lostFromS: integrity.lostFromS,
+        message: integrity.message,
+        sentences: integrity.sentences,
+      },
+      ooms: oomRows(this.model, time).map((o) => ({ ...o, displayFile: this.display(o.file) })),
     };
   }
 
@@ -119,7 +144,7 @@ export class SnapshotSession {
           .map((b) => ({ offset: b.address - seg.address, size: b.size, requestedSize: b.requestedSize, state: b.state, stackId: b.stackId })),
       }));
     // An OOM explains the state only at the moment it happened, not at an arbitrary point of the timeline.
-    return { requestId, device, timeUs: Number.isFinite(state.timeUs) ? state.timeUs : timeUs, segments, breakdown, verdict: verdictSentence(breakdown) };
+    return { requestId, device, timeUs: Number.isFinite(state.timeUs) ? state.timeUs : timeUs, segments, breakdown, verdict: verdictAt(this.model, device, at, breakdown) };
   }
 
   sites(device: number): SiteRow[] {
@@ -175,6 +200,41 @@ export class SnapshotSession {
   }
 
   /**
+   * Every policy's replay of the device's stream at the device's capacity (the panel's what-if table).
+   * Synchronous and on demand: a long trace takes a few seconds, so the page asks only on a button press.
+   */
+  replay(requestId: number, device: number): ReplayView {
+    const set = replayPolicies(this.model, device, POLICIES);
+    let ownPolicy: Policy | undefined;
+    try {
+      ownPolicy = this.model.whatIf(device, Infinity).policy;
+    } catch {
+      ownPolicy = undefined; // the table stands without the mark
+    }
+    return {
+      requestId,
+      device,
+      capacityBytes: set.capacity.bytes ?? null,
+      capacitySource: set.capacity.source,
+      ownPolicy,
+      rows: set.results.map((r) => {
+        const best = r.emptyCacheAtMarkers.reduce<{ releasesBytes: number; name?: string }>((a, m) => (m.releasesBytes > a.releasesBytes ? m : a), { releasesBytes: 0 });
+        return {
+          policy: r.policy,
+          label: POLICY_LABELS[r.policy],
+          peakReservedBytes: r.peakReservedBytes,
+          peakAllocatedBytes: r.peakAllocatedBytes,
+          ratio: r.ratio,
+          peakAtUs: r.peakAtUs,
+          bestMarkerReleaseBytes: best.releasesBytes,
+          bestMarkerName: best.name,
+          oom: r.oom && { atUs: r.oom.tUs, requestedBytes: r.oom.requestedBytes, cause: r.oom.cause, sentence: r.oom.sentence },
+        };
+      }),
+    };
+  }
+
+  /**
    * Answers the queries that need only the model. Returns undefined for messages the glue must handle
    * (go to source, pickers, exports, drops). Failures become `requestFailed` for the asking request.
    */
@@ -194,6 +254,8 @@ export class SnapshotSession {
           return [{ type: 'segments', view: this.segments(msg.requestId, msg.device, msg.timeUs) }];
         case 'requestStack':
           return [{ type: 'stack', view: this.stack(msg.requestId, msg.stackId) }];
+        case 'requestReplay':
+          return [{ type: 'replay', view: this.replay(msg.requestId, msg.device) }];
         case 'compareMoments':
           return [{ type: 'diff', view: this.diff(msg.requestId, msg.device, msg.aUs, msg.bUs, [momentLabel(this.model, msg.device, msg.aUs), momentLabel(this.model, msg.device, msg.bUs)]) }];
         default:
@@ -207,11 +269,11 @@ export class SnapshotSession {
   }
 }
 
-/** "at 12.345 s" relative to the start of the device's trace, or "at the end". */
+/** "12.345 s" (with the step when markers give one) since the time origin (Note [Time origin]), or "the end". */
 export function momentLabel(model: Model, device: number, timeUs: number): string {
   if (timeUs === END_OF_TRACE) return 'the end';
-  const t0 = model.timeRange(device).t0Us;
-  return `${((timeUs - t0) / 1e6).toFixed(3)} s`;
+  void device;
+  return timeBaseOf(model).label(timeUs);
 }
 
 function clampInt(v: number, lo: number, hi: number): number {

@@ -1,8 +1,9 @@
 // The Summary tab's figures, in memory_summary()'s vocabulary, computed from a Model.
-import type { Model } from '../model/types';
+import { formatBytes } from '../format/bytes';
+import type { Marker, Model } from '../model/types';
 import type { MarkerView, SummaryView } from '../protocol/snapshot';
 import { breakdownFromSegments } from './breakdown';
-import { verdictSentence } from './verdict';
+import { verdictAt } from './verdict';
 
 /**
  * Figures at the end of the file: for a PyTorch pickle that is the moment `_snapshot()` ran (its `segments`),
@@ -36,7 +37,7 @@ export function buildSummary(model: Model, device: number): SummaryView {
     oomCount: ooms.length,
     events: dev?.events ?? 0,
     breakdown: b,
-    verdict: verdictSentence(b, ooms[ooms.length - 1]),
+    verdict: verdictAt(model, device, Infinity, b, ooms[ooms.length - 1]),
   };
 }
 
@@ -45,7 +46,7 @@ export function buildSummary(model: Model, device: number): SummaryView {
  * markers are thinned to an evenly spaced subset; OOM, empty-cache and snapshot markers are always kept.
  */
 export function buildMarkers(model: Model, device: number, limit = 5000): { markers: MarkerView[]; truncated: boolean } {
-  const all = model.markers(device);
+  const all = withOomDetail(model, device, [...model.markers(device), ...processWideMarkers(model, device)]).sort((a, b) => a.timeUs - b.timeUs);
   let pick = all;
   if (all.length > limit) {
     const isKey = (k: string) => k === 'oom' || k === 'empty_cache' || k === 'snapshot';
@@ -59,4 +60,28 @@ export function buildMarkers(model: Model, device: number, limit = 5000): { mark
     markers: pick.map((m) => ({ timeUs: m.timeUs, kind: m.kind, label: m.label })),
     truncated: pick.length < all.length,
   };
+}
+
+// The writer puts markers that belong to no device (user marks, record_function ranges, notices) on device
+// 0 (FORMAT.md RecordHeader.device); they belong on every device's timeline, including when device 0 has no
+// events of its own and is left out (Note [Devices with no events]).
+const PROCESS_WIDE = new Set<Marker['kind']>(['user', 'range_begin', 'range_end', 'notice']);
+
+function processWideMarkers(model: Model, device: number): Marker[] {
+  if (device === 0 || model.format !== 'gpumem-capture' || !model.fileInfo().recordDevices.includes(0)) return [];
+  return model.markers(0).filter((m) => PROCESS_WIDE.has(m.kind));
+}
+
+/** OOM markers name the request and the line that asked ("OOM: 2.50 GiB at train.py:29"). */
+function withOomDetail(model: Model, device: number, markers: Marker[]): Marker[] {
+  const ooms = model.ooms().filter((o) => o.device === device);
+  if (!ooms.length) return markers;
+  return markers.map((m) => {
+    if (m.kind !== 'oom') return m;
+    const o = ooms.find((x) => x.timeUs === m.timeUs);
+    if (!o) return m;
+    const base = o.file.slice(Math.max(o.file.lastIndexOf('/'), o.file.lastIndexOf('\\')) + 1);
+    const where = o.line > 0 ? ` at ${base}:${o.line}` : '';
+    return { ...m, label: `OOM: ${formatBytes(o.requestedBytes)}${where}` };
+  });
 }

@@ -40,6 +40,7 @@ export function liveHtmlTemplate(o: LiveHtmlOptions): string {
 <header class="toolbar">
   <div class="title"><span id="session-name">No session</span> <span id="session-state" class="state"></span></div>
   <div class="actions">
+    <vscode-checkbox id="toggle-device-used" checked hidden title="Show what the driver reports as used on the whole device. Off: the y-axis fits allocated and reserved.">Device used</vscode-checkbox>
     <vscode-button id="btn-empty-cache" appearance="secondary" title="Return cached, unused segments to the driver (torch.cuda.empty_cache())">Empty Cache</vscode-button>
     <vscode-button id="btn-snapshot" appearance="secondary" title="Write a PyTorch snapshot pickle of this moment and open it">Capture Snapshot</vscode-button>
   </div>

@@ -5,7 +5,7 @@
 
 #include "check.h"
 #include "device_allocator.h"
-#include "fake_recorder.h"
+#include "fake_sink.h"
 #include "sim_backend.h"
 
 namespace t {
@@ -16,7 +16,7 @@ struct Fx {
   gpumem::core::SimBackend sim;
   gpumem::core::DeviceAllocator a;
   explicit Fx(uint64_t capacity = GiB, bool expandable = false, bool trim_on_growth = false)
-      : sim(1, capacity), a(0, sim, gpumem::core::Options{expandable, trim_on_growth}) {
+      : sim(1, capacity), a(0, sim, gpumem::core::Options{expandable, trim_on_growth}, fake::sink()) {
     fake::take();
   }
   uint64_t m(size_t n, gpumem::core::Stream s = 0, uint32_t stack = 0) {

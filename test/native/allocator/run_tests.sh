@@ -31,5 +31,19 @@ if [ -z "$undef" ]; then
 else
   echo "FAIL links_nothing_from_cuda_or_python: $undef"; total_fail=$((total_fail + 1))
 fi
+echo "== one direction: module graph and the core alone"
+# Note [Module graph] in native/allocator/README.md: no cycle among modules (include and link edges),
+# and the core, linked alone, names nothing of the recorder.
+alloc=$(cd "$(dirname "$0")/../../../native/allocator" && pwd)
+if python3 "$alloc/tools/module_graph.py" --src "$alloc/src" --objs "$build/graph" > "$log" 2>&1; then
+  echo "ok   module_graph_has_no_cycle ($(head -n 1 "$log"))"; total_pass=$((total_pass + 1))
+else
+  cat "$log"; echo "FAIL module_graph_has_no_cycle"; total_fail=$((total_fail + 1))
+fi
+if sh "$alloc/tools/check_core_alone.sh" "$build/graph/core.o"; then
+  total_pass=$((total_pass + 1))
+else
+  total_fail=$((total_fail + 1))
+fi
 echo "$total_pass passed, $total_fail failed"
 [ "$total_fail" -eq 0 ]

@@ -5,6 +5,7 @@
 #include <functional>
 
 #include "../../../native/allocator/include/gpumem_allocator.h"
+#include "allocator.h"
 #include "cuda_backend.h"
 #include "fixture.h"
 #include "json.h"
@@ -31,6 +32,8 @@ static int64_t key(const gpumem::json::Value& v, const char* k) {
 
 // One test drives the process-wide façade (it can be configured only once per process).
 TEST(c_api_over_the_simulated_backend) {
+  // The library attached the recorder when it was loaded; this test watches the records itself.
+  CHECK(set_event_sink(fake::sink()));
   CHECK_EQ(gpumem_configure("{\"backend\": \"gpu\"}"), -1);
   CHECK(std::string(gpumem_last_error()).find("\"backend\" must be \"cuda\" or \"sim\"") != std::string::npos);
   CHECK_EQ(gpumem_configure("{not json"), -1);
@@ -38,6 +41,10 @@ TEST(c_api_over_the_simulated_backend) {
                             "\"segments\":\"fixed\"}"),
            0);
   gpumem_init(2);
+  CHECK(!set_event_sink(gpumem::core::null_sink()));  // the devices keep the sink they were built with
+  CHECK_EQ(device_identity(1).name, std::string("simulated device"));
+  CHECK_EQ(device_identity(1).pci_bus_id, std::string());
+  CHECK_EQ(device_identity(2).name, std::string());  // no such device
   CHECK_EQ(device_count(), 2);
   CHECK_EQ(gpumem_configure("{\"segments\":\"expandable\"}"), -1);  // too late: allocator exists
   CHECK(std::string(gpumem_last_error()).find("before the first allocation") != std::string::npos);

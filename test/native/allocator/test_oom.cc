@@ -83,8 +83,11 @@ TEST(oom_from_fragmentation_names_the_cached_bytes_and_largest_block) {
   for (int i = 0; i < 10; i++) ps.push_back(x.m(MiB));  // five 2 MiB small segments, full
   for (int i = 0; i < 10; i += 2) x.f(ps[i]);           // 5 MiB free, in 1 MiB pieces
   std::string msg = oom_text(x, 1536 * KiB);
+  // PyTorch names what it asked the driver for (a 1.5 MiB request needs a 20 MiB large segment).
+  CHECK(msg.rfind("CUDA out of memory. Tried to allocate 20.00 MiB. GPU 0 has a total capacity of 10.00 MiB", 0) == 0);
+  CHECK(msg.find("The request was for 1.50 MiB; the allocator had to reserve 20.00 MiB for it.") != std::string::npos);
   CHECK(msg.find("5.00 MiB is allocated to tensors and 5.00 MiB is reserved but unallocated "
-                 "(largest free cached block: 1.00 MiB)") != std::string::npos);
+                 "(largest free cached block: 1024.00 KiB)") != std::string::npos);
   CHECK(msg.find("Cause: fragmentation.") != std::string::npos);
   CHECK(msg.find("expandable") != std::string::npos);
   CHECK_EQ(x.st().num_alloc_retries, int64_t(1));  // the ladder ran once and found nothing to release
@@ -96,4 +99,96 @@ TEST(format_size_uses_binary_units_like_pytorch) {
   CHECK_EQ(format_size(1536), std::string("1.50 KiB"));
   CHECK_EQ(format_size(20 * MiB), std::string("20.00 MiB"));
   CHECK_EQ(format_size(3 * GiB + GiB / 4), std::string("3.25 GiB"));
+  // PyTorch's bounds are inclusive (size <= 1024 → bytes, <= 1 MiB → KiB, <= 1 GiB → MiB).
+  CHECK_EQ(format_size(1024), std::string("1024 bytes"));
+  CHECK_EQ(format_size(1025), std::string("1.00 KiB"));
+  CHECK_EQ(format_size(MiB), std::string("1024.00 KiB"));
+  CHECK_EQ(format_size(GiB), std::string("1024.00 MiB"));
+  CHECK_EQ(format_size(1024ull * 1024 * 1024 * 800000000), std::string("800000000.00 GiB"));
+}
+
+static bool has(const std::string& msg, const char* part) { return msg.find(part) != std::string::npos; }
+
+// PyTorch's test_out_of_memory: 1024^3 * 8000000000 bytes must fail with its 1 EB guard.
+TEST(oom_at_or_above_one_exabyte_is_pytorchs_guard_and_changes_nothing) {
+  Fx x(40 * MiB);
+  fake::set_recording(true);
+  x.m(MiB);
+  const uint64_t reserved = uint64_t(x.reserved());
+  for (uint64_t n : {kOneExaByte, uint64_t(1024ull * 1024 * 1024 * 8000000000ull), ~uint64_t(0)}) {
+    std::string msg = oom_text(x, n);
+    CHECK(msg.rfind("CUDA out of memory. Tried to allocate more than 1EB memory. The request is for " +
+                        std::to_string(n) + " bytes",
+                    0) == 0);
+    CHECK(has(msg, "GPU 0 has a total capacity of 40.00 MiB"));
+    CHECK(has(msg, "Cause: the request itself."));
+  }
+  // An argument check, as in PyTorch: no OOM counted or recorded, nothing reserved.
+  CHECK_EQ(x.st().num_ooms, int64_t(0));
+  CHECK_EQ(x.st().num_alloc_retries, int64_t(0));
+  CHECK_EQ(uint64_t(x.reserved()), reserved);
+  auto recs = fake::take();
+  fake::set_recording(false);
+  CHECK_EQ(of_type(recs, fmt::REC_OOM).size(), size_t(0));
+  // Just below 1 EB the allocator itself refuses, with PyTorch's other opening.
+  std::string msg = oom_text(x, kOneExaByte - 512);
+  CHECK(msg.rfind("CUDA out of memory. Tried to allocate 1073741824.00 GiB. GPU 0 has a total capacity of", 0) == 0);
+  CHECK_EQ(x.st().num_ooms, int64_t(1));
+}
+
+// PyTorch's test_out_of_memory, first half, after a fraction of 1.0 was set (as its fraction tests
+// leave it): the request exceeds the device; the fraction (the whole device) is not the cause.
+TEST(oom_larger_than_the_device_with_fraction_one_blames_the_request) {
+  Fx x(40 * MiB);
+  x.a.set_memory_fraction(1.0);
+  x.m(MiB);
+  std::string msg = oom_text(x, 1024ull * 1024 * 1024 * 800000000);
+  CHECK(msg.rfind("CUDA out of memory. Tried to allocate 800000000.00 GiB. GPU 0 has a total capacity of 40.00 MiB "
+                  "of which 38.00 MiB is free. 40.00 MiB allowed;",
+                  0) == 0);
+  CHECK(has(msg, "Cause: the request is larger than the whole GPU (800000000.00 GiB > 40.00 MiB)."));
+  CHECK(!has(msg, "fraction"));
+}
+
+TEST(oom_with_fraction_one_and_memory_short_is_a_shortage) {
+  Fx x(40 * MiB);
+  x.a.set_memory_fraction(1.0);
+  x.m(30 * MiB);
+  std::string msg = oom_text(x, 20 * MiB);
+  CHECK(msg.rfind("CUDA out of memory. Tried to allocate 20.00 MiB. GPU 0 has a total capacity of 40.00 MiB of which "
+                  "10.00 MiB is free. 40.00 MiB allowed; Of the memory",
+                  0) == 0);
+  CHECK(has(msg, "Cause: a shortage."));
+  CHECK(!has(msg, "fraction"));
+}
+
+TEST(oom_refused_by_a_fraction_below_one_says_so_with_the_cap) {
+  Fx x(40 * MiB);
+  x.a.set_memory_fraction(0.5);  // a 20 MiB cap on a device with 30 MiB still free
+  x.m(10 * MiB);
+  std::string msg = oom_text(x, 12 * MiB);
+  CHECK(msg.rfind("CUDA out of memory. Tried to allocate 12.00 MiB. GPU 0 has a total capacity of 40.00 MiB of which "
+                  "30.00 MiB is free. 20.00 MiB allowed;",
+                  0) == 0);
+  CHECK(has(msg, "The memory-fraction cap is 20.00 MiB (per-process memory fraction 0.5)."));
+  CHECK(has(msg, "Cause: the per-process memory fraction."));
+  // Without the cap the device serves it.
+  x.a.set_memory_fraction(1.0);
+  CHECK(x.m(12 * MiB) != 0);
+}
+
+TEST(oom_larger_than_the_device_under_a_fraction_blames_the_request) {
+  Fx x(40 * MiB);
+  x.a.set_memory_fraction(0.5);
+  std::string msg = oom_text(x, 64 * MiB);
+  CHECK(has(msg, "Cause: the request is larger than the whole GPU (64.00 MiB > 40.00 MiB)."));
+  CHECK(!has(msg, "Cause: the per-process memory fraction"));
+}
+
+TEST(oom_in_expandable_mode_reports_the_pages_it_needed) {
+  Fx x(40 * MiB, true);
+  x.m(30 * MiB);
+  std::string msg = oom_text(x, 20 * MiB);
+  CHECK(msg.rfind("CUDA out of memory. Tried to allocate 20.00 MiB. GPU 0 has a total capacity of 40.00 MiB", 0) == 0);
+  CHECK(has(msg, "Cause: a shortage."));
 }

@@ -27,7 +27,6 @@ bool device_memory(int, uint64_t* free_b, uint64_t* total_b) {
   *total_b = 1ull << 30;
   return true;
 }
+DeviceIdentity device_identity(int device) { return {device == 0 ? "fake device" : "", ""}; }
 
 }  // namespace gpumem::core
-
-extern "C" const char* gpumem_version(void) { return "test"; }

@@ -9,6 +9,7 @@
 #include <cstring>
 #include <fstream>
 #include <functional>
+#include <map>
 #include <string>
 #include <thread>
 #include <vector>
@@ -16,6 +17,7 @@
 #include "../../../native/format/gpumem_format.h"
 #include "../../../native/format/pickle_emit.h"
 #include "../../../native/allocator/include/gpumem_allocator.h"
+#include "control_commands.h"
 #include "control_server.h"
 #include "json.h"
 #include "recorder.h"
@@ -138,11 +140,11 @@ int main() {
 
   run("configure_rejects_bad_types_clearly", [] {
     std::string err;
-    CHECK(!rec::configure(R"({"stacks": "yes"})", &err) && err.find("\"stacks\" must be true or false") == 0);
-    CHECK(!rec::configure(R"({"sample_interval_ms": -1})", &err) && err.find("non-negative") != std::string::npos);
-    CHECK(!rec::configure(R"({"capture_path": 3})", &err) && err.find("must be a string") != std::string::npos);
-    CHECK(!rec::configure("[]", &err) && err.find("JSON object") != std::string::npos);
-    CHECK(!rec::configure(R"({"capture_path": "/nonexistent-dir/x.gpumem"})", &err) &&
+    CHECK(!rec::configure(R"({"stacks": "yes"})", rec::control::handle_line, &err) && err.find("\"stacks\" must be true or false") == 0);
+    CHECK(!rec::configure(R"({"sample_interval_ms": -1})", rec::control::handle_line, &err) && err.find("non-negative") != std::string::npos);
+    CHECK(!rec::configure(R"({"capture_path": 3})", rec::control::handle_line, &err) && err.find("must be a string") != std::string::npos);
+    CHECK(!rec::configure("[]", rec::control::handle_line, &err) && err.find("JSON object") != std::string::npos);
+    CHECK(!rec::configure(R"({"capture_path": "/nonexistent-dir/x.gpumem"})", rec::control::handle_line, &err) &&
           err.find("cannot create capture file") != std::string::npos);
   });
 
@@ -152,7 +154,7 @@ int main() {
     std::string err;
     std::string cfg = R"({"capture_path":")" + path + R"(","control_socket":")" + sock +
                       R"(","sample_interval_ms":5,"header":{"who":"unit"}})";
-    CHECK(rec::configure(cfg.c_str(), &err));
+    CHECK(rec::configure(cfg.c_str(), rec::control::handle_line, &err));
     CHECK(rec::recording());
     rec::on_init(1);
   });
@@ -226,7 +228,7 @@ int main() {
 
   run("file_has_every_record_in_each_threads_order", [&] {
     rec::control::stop();
-    gpumem_shutdown(3);
+    rec::shutdown(3);
     std::string header;
     auto recs = read_records(path, &header);
     json::Value h;
@@ -236,10 +238,23 @@ int main() {
     CHECK(h.find("pid")->as_int() == getpid());
     std::vector<int64_t> last(kThreads, -1);
     int n = 0, samples = 0, states = 0, devices = 0;
+    std::map<uint32_t, std::string> strings;
+    std::string device_name;
     for (auto& r : recs) {
+      if (r.type == fmt::REC_STRING) {
+        fmt::StringRec sr;
+        std::memcpy(&sr, r.payload.data(), sizeof sr);
+        strings[sr.id] = r.payload.substr(sizeof sr, sr.len);
+      }
       if (r.type == fmt::REC_DEVICE_SAMPLE) samples++;
       if (r.type == fmt::REC_STATE) states++;
-      if (r.type == fmt::REC_DEVICE) devices++;
+      if (r.type == fmt::REC_DEVICE) {
+        devices++;
+        fmt::DeviceRec dr;
+        std::memcpy(&dr, r.payload.data(), sizeof dr);
+        device_name = strings[dr.name];
+        CHECK(dr.total_bytes == 1ull << 30);
+      }
       if (r.type != fmt::REC_ALLOC) continue;
       fmt::BlockEvent e;
       std::memcpy(&e, r.payload.data(), sizeof e);
@@ -249,6 +264,7 @@ int main() {
     }
     CHECK(n == kThreads * kPer);
     CHECK(devices == 1);
+    CHECK(device_name == "fake device");  // the backend's identity (core::device_identity), not the recorder's guess
     CHECK(samples > 0);
     CHECK(states == 1);  // the exit state of an explicit shutdown
     CHECK(recs.back().type == fmt::REC_END);

@@ -4,6 +4,7 @@ Run: python3 test/native/recorder/test_writer.py"""
 import json
 import os
 import random
+import re
 import signal
 import struct
 import subprocess
@@ -88,6 +89,40 @@ def scenario_killed(path):
     os.kill(os.getpid(), signal.SIGKILL)
 
 
+def scenario_file_limit(path, limit):
+    import resource
+    lib = common.load()
+    # CPython ignores SIGXFSZ; a workload need not: the writer must survive the default (kill) too.
+    signal.signal(signal.SIGXFSZ, signal.SIG_DFL)
+    resource.setrlimit(resource.RLIMIT_FSIZE, (int(limit), resource.RLIM_INFINITY))
+    common.configure(lib, capture_path=path)
+    lib.gpumem_mark(b"before-limit", 0)
+    churn(lib, 4000, 3)
+    time.sleep(0.3)  # > the 50 ms flush interval: the writer has hit the limit by now
+    churn(lib, 4000, 4)  # the workload goes on
+    p = lib.gpumem_malloc(4 * KIB, 0, None)
+    print("workload continued", bool(p))
+    lib.gpumem_free(p, 0, 0, None)
+    lib.gpumem_shutdown(0)
+
+
+def scenario_folder_removed(path):
+    import shutil
+    lib = common.load()
+    common.configure(lib, capture_path=path)
+    churn(lib, 500, 5)
+    time.sleep(0.2)
+    shutil.rmtree(os.path.dirname(path))
+    churn(lib, 2000, 6)
+    time.sleep(0.3)
+    print("workload continued")
+    lib.gpumem_shutdown(0)
+
+
+def stopped_lines(stderr):
+    return [line for line in stderr.splitlines() if line.startswith("gpumem:")]
+
+
 def event_count(c):
     return sum(len(c.of(n)) for n in EVENTS)
 
@@ -105,7 +140,7 @@ class WriterTest(unittest.TestCase):
         t0 = time.time_ns()
         common.run_scenario(self.src, "header", self.path)
         c = cap.Capture(self.path)
-        self.assertEqual((c.major, c.minor), (1, 1))
+        self.assertEqual((c.major, c.minor), (1, 3))
         h = c.header
         self.assertEqual(h["argv"], ["train.py", "--lr", "1"])  # the caller's header wins
         self.assertEqual(h["torch"], "2.11.0")
@@ -129,6 +164,9 @@ class WriterTest(unittest.TestCase):
         self.assertEqual(c.state(c.of("state")[-1][3])["reason"], 2)
         self.assertEqual(c.records[-1][0], "end")
         self.assertEqual(struct.unpack_from("<Qi", c.records[-1][3])[1], 7)
+        # Minor 2: a clean shutdown says reason 0 with no message (EndRec is 20 bytes).
+        self.assertEqual(len(c.records[-1][3]), 20)
+        self.assertEqual(struct.unpack_from("<QiII", c.records[-1][3])[1:], (7, 0, 0))
 
     def test_threads_keep_allocator_order(self):
         common.run_scenario(self.src, "threads", self.path)
@@ -195,7 +233,58 @@ class WriterTest(unittest.TestCase):
         self.assertEqual(names, ["before-kill"])
         self.assertEqual(len(c.blocks("alloc")), len(c.blocks("free_completed")))
 
+    def test_file_size_limit_cuts_at_a_whole_record_and_ends_with_why(self):
+        limit = 64 * KIB
+        r = subprocess.run([sys.executable, self.src, "--scenario", "file_limit", self.path, str(limit)],
+                           capture_output=True, text=True, timeout=60)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertIn("workload continued True", r.stdout)
+        lines = stopped_lines(r.stderr)
+        self.assertEqual(len(lines), 1, r.stderr)  # told once, although thousands of records were lost
+        m = re.fullmatch(r"gpumem: capture stopped at (.*): File too large \((\d+) bytes written\); "
+                         r"the workload continues without recording", lines[0])
+        self.assertIsNotNone(m, lines[0])
+        self.assertEqual(m.group(1), self.path)
+        size = os.path.getsize(self.path)
+        self.assertLessEqual(size, limit)
+        c = cap.Capture(self.path)
+        self.assertFalse(c.truncated)  # whole records only
+        name, _, _, payload, off = c.records[-1]
+        self.assertEqual(name, "end")
+        t, code, reason, message = struct.unpack_from("<QiII", payload)
+        self.assertEqual((code, reason), (-1, 1))
+        self.assertEqual(c.strings[message], lines[0][len("gpumem: "):])
+        # The tail (message string + end) starts where the kept records end, which the message states.
+        self.assertEqual(c.records[-2][0], "string")
+        self.assertEqual(c.records[-2][4], int(m.group(2)))
+        self.assertEqual(size, off + 8 + len(payload))
+        # What was kept is a consistent prefix of the run: it begins with the marker and every free
+        # names a block allocated before it.
+        names = [c.strings[struct.unpack_from("<QII", rec[3])[1]] for rec in c.of("marker")]
+        self.assertEqual(names, ["before-limit"])
+        live = set()
+        for name, _, _, p, _ in c.records:
+            if name == "alloc":
+                live.add(cap.BLOCK.unpack_from(p)[1])
+            elif name == "free_completed":
+                self.assertIn(cap.BLOCK.unpack_from(p)[1], live)
+                live.discard(cap.BLOCK.unpack_from(p)[1])
+        self.assertGreater(len(c.blocks("alloc")), 100)
+
+    def test_removed_folder_is_reported_once_and_the_workload_goes_on(self):
+        path = os.path.join(self.dir.name, "session", "c.gpumem")
+        os.mkdir(os.path.dirname(path))
+        r = subprocess.run([sys.executable, self.src, "--scenario", "folder_removed", path],
+                           capture_output=True, text=True, timeout=60)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertIn("workload continued", r.stdout)
+        lines = stopped_lines(r.stderr)
+        self.assertEqual(len(lines), 1, r.stderr)
+        self.assertRegex(lines[0], r"^gpumem: capture stopped at %s: No such file or directory \(\d+ bytes "
+                         r"written\); the workload continues without recording$" % re.escape(path))
+
 
 if __name__ == "__main__":
     common.main({"header": scenario_header, "threads": scenario_threads, "bounded": scenario_bounded,
-                 "fork": scenario_fork, "killed": scenario_killed})
+                 "fork": scenario_fork, "killed": scenario_killed, "file_limit": scenario_file_limit,
+                 "folder_removed": scenario_folder_removed})

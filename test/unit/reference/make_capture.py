@@ -17,7 +17,8 @@ import struct
 
 MAGIC = b"GPUMEM\r\n"
 REC = {"STRING": 1, "FRAME": 2, "STACK": 3, "ALLOC": 10, "FREE_REQUESTED": 11, "FREE_COMPLETED": 12,
-       "SEGMENT_ALLOC": 13, "SEGMENT_FREE": 14, "MARKER": 41, "STATE": 30, "DEVICE_SAMPLE": 40, "END": 60}
+       "SEGMENT_ALLOC": 13, "SEGMENT_FREE": 14, "MARKER": 41, "STATE": 30, "DEVICE_SAMPLE": 40, "DEVICE": 44,
+       "END": 60}
 POOL_SMALL, POOL_LARGE = 1, 2
 MONO_ANCHOR, WALL_ANCHOR = 5_000_000_000, 1_795_000_000_000_000_000
 
@@ -66,15 +67,14 @@ def build(events, seed, with_state, bootstrap_dir=None):
     rng = random.Random(seed)
     w = Writer()
     header = {"pid": 4242, "rank": 0, "world_size": 1, "host": "testhost", "argv": ["train.py"],
-              "torch_version": "2.11.0", "mono_anchor_ns": MONO_ANCHOR, "wall_anchor_ns": WALL_ANCHOR,
-              "devices": [{"index": 0, "name": "Simulated GPU", "total_memory": 80 << 30}]}
+              "torch_version": "2.11.0", "mono_anchor_ns": MONO_ANCHOR, "wall_anchor_ns": WALL_ANCHOR}
     stacks = [list(frames) for frames, _ in STACKS]
     if bootstrap_dir:
         # The lens bootstrap wraps backward(): its frame is innermost on the backward stack.
         header["bootstrap_dir"] = bootstrap_dir
         stacks[3] = [BOOTSTRAP_FRAME] + stacks[3]
     hj = json.dumps(header).encode()
-    w.out += MAGIC + struct.pack("<HHI", 1, 0, len(hj)) + hj
+    w.out += MAGIC + struct.pack("<HHI", 1, 1, len(hj)) + hj
 
     strings, frame_ids = {}, {}
 
@@ -99,6 +99,8 @@ def build(events, seed, with_state, bootstrap_dir=None):
             return []
         return [{"name": fn, "filename": fi, "line": ln} for (fi, fn, ln) in stacks[stack_id - 1]]
 
+    # Devices are announced by REC_DEVICE (they are not in the header: Note [Devices] in gpumem_format.h).
+    w.rec("DEVICE", struct.pack("<QQII", MONO_ANCHOR + 500_000, 80 << 30, sid("Simulated GPU"), 0))
     trace = []
     t = MONO_ANCHOR + 1_000_000
     # Segments: one small (2 MiB) and one large (1 GiB) at an address above 2**63 (u64 exactness).

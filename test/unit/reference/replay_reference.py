@@ -6,6 +6,7 @@
     replay_reference.py live_lines FILE T       bytes of trace allocations live at T, by innermost user line
     replay_reference.py spans FILE              number of allocation lifetimes (allocs + frees of older blocks)
     replay_reference.py ooms FILE               each oom with the allocator figures just before it
+    replay_reference.py first_times FILE        the first time_us of every non-empty device trace
     replay_reference.py compare A B             are two pickles equal; the first differing path if not
 
 Same rules as the issue: allocated +size at alloc, −size at free_requested, starting from the snapshot's
@@ -129,6 +130,9 @@ def main():
                 else:
                     n += 1
         print(json.dumps({"spans": n}))
+    elif cmd == "first_times":
+        # The time origin of issue 13: the first trace entry of each device that has one.
+        print(json.dumps([t[0]["time_us"] for t in snap.get("device_traces", []) if t]))
     elif cmd == "ooms":
         start, ser = series(snap)
         out, prev = [], start

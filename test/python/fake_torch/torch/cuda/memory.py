@@ -11,7 +11,7 @@ __all__ = [
     "max_memory_allocated", "max_memory_reserved", "memory_summary", "reset_peak_memory_stats",
     "reset_accumulated_memory_stats", "reset_max_memory_allocated", "reset_max_memory_cached",
     "memory_snapshot", "get_per_process_memory_fraction", "set_per_process_memory_fraction",
-    "empty_cache", "CUDAPluggableAllocator", "change_current_allocator",
+    "empty_cache", "CUDAPluggableAllocator", "change_current_allocator", "mem_get_info", "MemPool",
 ]
 
 
@@ -126,3 +126,27 @@ class CUDAPluggableAllocator:
 
 def change_current_allocator(allocator):
     torch._C._cuda_changeCurrentAllocator(allocator.allocator())
+
+
+def mem_get_info(device=None):
+    return (79 << 30, 80 << 30)
+
+
+_next_pool = [1]
+
+
+class MemPool:
+    """torch.cuda.MemPool: the C++ constructor asks the current allocator to createOrIncrefPool."""
+
+    def __init__(self, allocator=None, use_on_oom=False, no_split=False):
+        if torch._C.current_allocator is not None:
+            raise RuntimeError(
+                "pluggable does not yet support createOrIncrefPool. If you need it, please file an issue "
+                "describing your use case."
+            )
+        self._id = (0, _next_pool[0])
+        _next_pool[0] += 1
+
+    @property
+    def id(self):
+        return self._id

@@ -1,0 +1,246 @@
+// categories.cpp — what every allocated byte is (issue 17): see Note [Categories].
+#include "categories.h"
+
+#include <algorithm>
+#include <array>
+#include <map>
+#include <string_view>
+#include <unordered_map>
+
+#include "gpumem_format.h"
+#include "aggregate.h"
+#include "json_out.h"
+
+namespace gpumem {
+
+// Note [Categories]: every allocation gets one category for its whole life, decided by the reader from facts
+// the workload writes cheaply (measured on an H100 by test/gpu/probes/categories_cost.py: global module hooks
+// cost ×1.02 per step and broke 50 of 62 torch.compile graphs, so there are no per-module Python hooks):
+//   1. tags (REC_TAG, Note [Tags]): at each optimizer step the bootstrap names the parameters, their .grad and
+//      the optimizer's state tensors by data pointer. The allocation live at that address (the block containing
+//      it) is that category from its allocation to its free, also before the tag: a parameter moved to the
+//      device before the first step is a parameter all along. A later tag of another category wins.
+//   2. phases (MARK_PHASE begins, the "backward"/"optimizer.step" step facts end them). An untagged allocation
+//      - made outside backward and optimizer steps, still live when the next backward begins and freed
+//        during that backward, is an *activation* (saved for backward);
+//      - allocated and freed inside one phase (one forward stretch, one backward, one optimizer step) is a
+//        *temporary* (workspaces, intermediates);
+//      - anything else is *other* (inputs, the loss, tensors kept across steps, and everything not freed yet:
+//        a live capture's current forward is "other" until its backward frees it).
+//      A capture with no phase facts (no backward seen, an older bootstrap) has no activations or
+//      temporaries: everything untagged is other.
+//   3. module of an activation: the innermost frame of its stack that is a `forward` method, recorded by its
+//      co_qualname (Note [Forward frames] in stack_capture.cc): `GPT2MLP.forward` → module `GPT2MLP`. This is
+//      the module *class*, not its path (`transformer.h.3.mlp`): all twelve GPT2MLPs add up in one row. Reading
+//      `self` of Module._call_impl frames in the GIL-free walker would give paths, at the price of another
+//      version-specific frame layout; the coarse name was chosen for now and the UI says so. Under
+//      torch.compile the stack holds the compiled region's outer frame only, so modules are coarser still.
+// Allocations before the trace (a pickle's start state) have no events and are reported as `untraced`.
+
+namespace {
+
+enum Cat : uint8_t { C_PARAMETER = 0, C_GRADIENT, C_OPTIMIZER, C_ACTIVATION, C_TEMPORARY, C_OTHER, C_COUNT };
+const char* const kCatNames[C_COUNT] = {"parameter", "gradient", "optimizer_state", "activation", "temporary", "other"};
+using Bytes = std::array<uint64_t, C_COUNT>;
+using LineKey = std::pair<uint32_t, uint32_t>;
+constexpr uint32_t kNone = UINT32_MAX;
+
+struct Segments {
+  std::vector<uint32_t> at;      // boundary event indices, ascending
+  std::vector<uint8_t> phase;    // phase after each boundary
+  std::vector<uint32_t> nextBwd; // per segment: the first backward segment after it (kNone: none)
+  uint32_t of(size_t i) const { return (uint32_t)(std::upper_bound(at.begin(), at.end(), (uint32_t)i) - at.begin()); }
+  uint8_t phaseOf(uint32_t seg) const { return seg == 0 ? (uint8_t)PHASE_OTHER : phase[seg - 1]; }
+};
+
+Segments segments(const DeviceData& d) {
+  Segments s;
+  for (const PhaseMark& p : d.phases) s.at.push_back(p.eventIndex), s.phase.push_back(p.phase);
+  s.nextBwd.assign(s.at.size() + 1, kNone);
+  uint32_t next = kNone;
+  for (size_t k = s.at.size() + 1; k-- > 0;) {
+    s.nextBwd[k] = next;
+    if (s.phaseOf((uint32_t)k) == PHASE_BACKWARD) next = (uint32_t)k;
+  }
+  return s;
+}
+
+bool hasPhaseBegins(const DeviceData& d);
+
+// Category per event index (meaningful for allocs only).
+std::vector<uint8_t> categorize(const DeviceData& d) {
+  const size_t n = d.count();
+  std::vector<uint8_t> tag(n, 0);  // fmt::TagCategory of allocs, 0 = untagged
+  std::map<uint64_t, uint32_t> live;
+  size_t k = 0;
+  auto apply = [&](const TagData& t) {
+    auto it = live.upper_bound(t.addr);
+    if (it == live.begin()) return;
+    --it;
+    if (t.addr - it->first < d.size[it->second]) tag[it->second] = t.category;
+  };
+  for (size_t i = 0; i < n; i++) {
+    for (; k < d.tags.size() && d.tags[k].eventIndex <= i; k++) apply(d.tags[k]);
+    if (d.action[i] == ACT_ALLOC) live[d.addr[i]] = (uint32_t)i;
+    else if (d.action[i] == ACT_FREE_REQUESTED) live.erase(d.addr[i]);
+  }
+  for (; k < d.tags.size(); k++) apply(d.tags[k]);
+
+  const Segments s = segments(d);
+  const bool phases = hasPhaseBegins(d);
+  std::vector<uint8_t> cat(n, C_OTHER);
+  for (size_t i = 0; i < n; i++) {
+    if (d.action[i] != ACT_ALLOC) continue;
+    switch (tag[i]) {
+      case fmt::TAG_PARAMETER: cat[i] = C_PARAMETER; continue;
+      case fmt::TAG_GRADIENT: cat[i] = C_GRADIENT; continue;
+      case fmt::TAG_OPTIMIZER_STATE: cat[i] = C_OPTIMIZER; continue;
+      default: break;
+    }
+    const uint32_t f = i < d.link.size() ? d.link[i] : kNoLink;
+    if (!phases || f == kNoLink) continue;
+    const uint32_t sa = s.of(i), sf = s.of(f);
+    if (sa == sf) cat[i] = C_TEMPORARY;
+    else if (s.phaseOf(sa) == PHASE_OTHER && s.nextBwd[sa] == sf) cat[i] = C_ACTIVATION;
+  }
+  return cat;
+}
+
+// Phase facts exist only where a phase began: the step facts that end phases are older than the begins.
+bool hasPhaseBegins(const DeviceData& d) {
+  return std::any_of(d.phases.begin(), d.phases.end(), [](const PhaseMark& p) { return p.phase != PHASE_OTHER; });
+}
+
+bool isForward(std::string_view name) {
+  constexpr std::string_view kForward = "forward";
+  if (name == kForward) return true;
+  return name.size() > kForward.size() + 1 && name.compare(name.size() - kForward.size(), kForward.size(), kForward) == 0 &&
+         name[name.size() - kForward.size() - 1] == '.';
+}
+
+}  // namespace
+
+std::string categoriesJson(const Model& m, int index, const std::vector<double>& timesUs, bool withLines) {
+  Json j;
+  j.open('{');
+  auto found = m.devices.find(index);
+  if (found == m.devices.end()) {
+    j.kvb("hasTags", false).kvb("hasPhases", false).key("categories").open('[');
+    for (const char* c : kCatNames) j.item().str(c);
+    j.close(']').key("peak").raw("null").key("moments").open('[').close(']');
+    return j.close('}').s;
+  }
+  const DeviceData& d = found->second;
+  const size_t n = d.count();
+  const std::vector<uint8_t> cat = categorize(d);
+
+  // Module (string id of the forward frame's function) per stack, computed once per stack.
+  std::unordered_map<uint32_t, uint32_t> moduleOfStack;
+  auto moduleOf = [&](uint32_t stackId) {
+    auto it = moduleOfStack.find(stackId);
+    if (it != moduleOfStack.end()) return it->second;
+    uint32_t mod = kNone;
+    const StackData& st = m.stacks[stackId < m.stacks.size() ? stackId : 0];
+    for (uint32_t k = 0; k < st.count && mod == kNone; k++) {
+      const FrameData& fr = m.frames[m.stackFrames[st.first + k]];
+      if (isForward(m.strings[fr.name])) mod = fr.name;
+    }
+    return moduleOfStack.emplace(stackId, mod).first->second;
+  };
+  auto lineOf = [&](uint32_t stackId) -> LineKey {
+    const StackData& st = m.stacks[stackId < m.stacks.size() ? stackId : 0];
+    if (st.userFrame == UINT32_MAX) return {kNone, 0};
+    const FrameData& fr = m.frames[st.userFrame];
+    return {fr.file, fr.line};
+  };
+
+  // Moments in time order: the peak (exactly after the event that reached it) and the asked times.
+  struct Moment {
+    size_t after;  // events [0, after) have happened
+    double tUs;
+    int slot;      // -1 = peak, else index into timesUs
+  };
+  std::vector<Moment> moments;
+  moments.push_back({d.peakIndex < 0 ? 0 : (size_t)d.peakIndex + 1, d.peakIndex < 0 ? (n ? (double)d.t[0] : 0) : (double)d.t[d.peakIndex], -1});
+  for (size_t k = 0; k < timesUs.size(); k++) moments.push_back({eventsUpTo(d, timesUs[k]), timesUs[k], (int)k});
+  std::stable_sort(moments.begin(), moments.end(), [](const Moment& a, const Moment& b) { return a.after < b.after; });
+
+  std::vector<std::string> out(timesUs.size() + 1);
+  Bytes live{};
+  std::map<uint32_t, uint64_t> modules;
+  std::map<LineKey, Bytes> lines;
+  size_t i = 0;
+  for (const Moment& mo : moments) {
+    for (; i < mo.after && i < n; i++) {
+      const uint8_t act = d.action[i];
+      if (act != ACT_ALLOC && !(act == ACT_FREE_REQUESTED && d.link[i] != kNoLink)) continue;
+      const size_t a = act == ACT_ALLOC ? i : d.link[i];
+      const uint64_t sz = d.size[a];
+      const uint8_t c = cat[a];
+      const bool add = act == ACT_ALLOC;
+      live[c] = add ? live[c] + sz : live[c] - std::min(live[c], sz);
+      if (c == C_ACTIVATION) {
+        const uint32_t mod = moduleOf(d.stack[a]);
+        uint64_t& b = modules[mod];
+        b = add ? b + sz : b - std::min(b, sz);
+        if (!b) modules.erase(mod);
+      }
+      if (withLines) {
+        Bytes& b = lines[lineOf(d.stack[a])];
+        b[c] = add ? b[c] + sz : b[c] - std::min(b[c], sz);
+      }
+    }
+    const bool wantLines = withLines && (mo.slot == -1 || mo.slot + 1 == (int)timesUs.size());
+    Json o;
+    o.open('{').kvd("timeUs", mo.tUs);
+    const int64_t allocated = mo.after ? d.allocated[mo.after - 1] : d.startAllocated;
+    const int64_t reserved = mo.after ? d.reserved[mo.after - 1] : d.startReserved;
+    uint64_t sum = 0;
+    o.kv("allocatedBytes", allocated).kv("reservedBytes", reserved).key("bytes").open('{');
+    for (int c = 0; c < C_COUNT; c++) o.kvu(kCatNames[c], live[c]), sum += live[c];
+    o.close('}').kv("untracedBytes", wrapSub(allocated, sum));
+    // Beyond allocated: the latest device sample at or before the moment; the allocator's reserved bytes at
+    // the sample's own time are subtracted, so a stale sample still gives what lies outside the allocator.
+    const SampleData* sample = nullptr;
+    for (const SampleData& smp : d.samples)
+      if ((double)smp.tUs <= mo.tUs) sample = &smp;
+    if (sample) {
+      const size_t at = eventsUpTo(d, (double)sample->tUs);
+      const int64_t resAt = at ? d.reserved[at - 1] : d.startReserved;
+      o.kvu("deviceUsedBytes", sample->used).kv("notFromAllocatorBytes", std::max<int64_t>(0, wrapSub((int64_t)sample->used, (uint64_t)resAt)));
+    }
+    std::vector<std::pair<uint32_t, uint64_t>> mods(modules.begin(), modules.end());
+    std::sort(mods.begin(), mods.end(), [](auto& x, auto& y) { return x.second != y.second ? x.second > y.second : x.first < y.first; });
+    o.key("modules").open('[');
+    for (const auto& [mod, b] : mods) {
+      std::string_view name = mod == kNone ? std::string_view("<no forward frame>") : std::string_view(m.strings[mod]);
+      if (name.size() > 8 && name.substr(name.size() - 8) == ".forward") name = name.substr(0, name.size() - 8);
+      o.open('{').kvs("module", name).kvu("bytes", b).close('}');
+    }
+    o.close(']');
+    if (wantLines) {
+      o.key("lines").open('[');
+      for (const auto& [k, b] : lines) {
+        uint64_t total = 0;
+        for (uint64_t v : b) total += v;
+        if (!total) continue;
+        o.open('{').kvs("file", k.first == kNone ? std::string_view("<no user frame>") : std::string_view(m.strings[k.first]));
+        o.kv("line", k.second).key("bytes").open('{');
+        for (int c = 0; c < C_COUNT; c++)
+          if (b[c]) o.kvu(kCatNames[c], b[c]);
+        o.close('}').close('}');
+      }
+      o.close(']');
+    }
+    out[mo.slot + 1] = o.close('}').s;
+  }
+  j.kvb("hasTags", !d.tags.empty()).kvb("hasPhases", hasPhaseBegins(d)).key("categories").open('[');
+  for (const char* c : kCatNames) j.item().str(c);
+  j.close(']');
+  j.key("peak").raw(out[0]).key("moments").open('[');
+  for (size_t k = 1; k < out.size(); k++) j.item().raw(out[k]);
+  j.close(']');
+  return j.close('}').s;
+}
+
+}  // namespace gpumem

@@ -1,0 +1,252 @@
+// c_api.cc — the C API of libgpumem_allocator.so (include/gpumem_allocator.h), gpumem_last_error, and
+// the composition of the library: the allocator core (allocator.h) with the recorder attached as its
+// event sink, and the control channel served with control_commands.h's handler. Nothing else calls
+// both the core and the recorder.
+#include <cstdlib>
+#include <cstring>
+#include <string>
+
+#include "../../format/gpumem_format.h"
+#include "../include/gpumem_allocator.h"
+#include "allocator.h"
+#include "control_commands.h"
+#include "recorder.h"
+#include "snapshot_pickle.h"
+#include "stack_capture.h"
+#include "version.h"
+
+// The library is built with hidden visibility; only the C API is exported.
+#define GPUMEM_API extern "C" __attribute__((visibility("default")))
+
+using namespace gpumem;
+using namespace gpumem::core;
+
+namespace {
+
+// gpumem_last_error: per thread, set by whichever C API call failed last on this thread.
+thread_local std::string t_error;
+void set_last_error(const std::string& msg) { t_error = msg; }
+
+// Note [Composition root]: the recorder is attached as the core's sink when the library is loaded,
+// before any C API call can create the devices (which keep the sink they were built with). A test
+// that links these sources may attach its own sink before its first allocation instead.
+[[maybe_unused]] const bool g_recorder_attached = core::set_event_sink(rec::sink());
+
+}  // namespace
+
+
+// ---- PyTorch hooks -------------------------------------------------------------------------------
+
+GPUMEM_API void* gpumem_malloc(size_t size, int device, void* stream) {
+  // Before any allocator lock: it may take the GIL (Note [Lock hierarchy] in README.md).
+  const uint32_t stack = rec::capture_stack();
+  try {
+    return device_allocator(device).malloc(size, reinterpret_cast<Stream>(stream), stack);
+  } catch (const OutOfMemory&) {
+    throw;
+  } catch (const std::exception& e) {
+    // Driver and configuration failures must reach Python as RuntimeError with the reason; never NULL.
+    throw std::runtime_error(std::string("gpumem: allocation failed: ") + e.what());
+  }
+}
+
+// Note [Unknown frees]: PyTorch only frees pointers it got from us (its wrapper rejects others), so a
+// pointer no device knows means our state and PyTorch's disagree. Throwing from a deleter would
+// terminate the process; we leave the memory alone and record why in gpumem_last_error().
+GPUMEM_API void gpumem_free(void* ptr, size_t, int device, void*) {
+  try {
+    if (device_allocator(device).free(ptr)) return;
+    for (DeviceAllocator* d : selected(-1))  // a caller may name the wrong device; the pointer decides
+      if (d->device() != device && d->free(ptr)) return;
+    set_last_error("gpumem_free: pointer " + std::to_string(reinterpret_cast<uintptr_t>(ptr)) +
+                   " was not allocated by the lens allocator; ignored");
+  } catch (const std::exception& e) {
+    set_last_error(std::string("gpumem_free: ") + e.what());
+  }
+}
+
+GPUMEM_API void gpumem_init(int device_count) {
+  try {
+    ensure_ready();
+  } catch (const std::exception& e) {
+    set_last_error(e.what());
+    throw std::runtime_error(std::string("gpumem: cannot start the allocator: ") + e.what());
+  }
+  rec::on_init(device_count);
+}
+
+GPUMEM_API void gpumem_reset(void) {
+  try {
+    empty_cache(-1, nullptr, nullptr, 0);
+  } catch (const std::exception& e) {
+    set_last_error(e.what());
+    throw std::runtime_error(std::string("gpumem: empty_cache failed: ") + e.what());
+  }
+}
+
+GPUMEM_API void gpumem_memory_fraction(double fraction, int device) {
+  if (!(fraction >= 0.0 && fraction <= 1.0))
+    throw std::runtime_error("gpumem: memory fraction must be within [0, 1], got " + std::to_string(fraction));
+  device_allocator(device).set_memory_fraction(fraction);
+}
+
+GPUMEM_API void gpumem_record_stream(void* ptr, void* stream) {
+  for (DeviceAllocator* d : selected(-1)) {
+    if (d->owns(ptr)) {
+      d->record_stream(ptr, reinterpret_cast<Stream>(stream));
+      return;
+    }
+  }
+}
+
+GPUMEM_API void* gpumem_base_alloc(void* ptr, size_t* size) {
+  for (DeviceAllocator* d : selected(-1))
+    if (d->owns(ptr)) return d->base_allocation(ptr, size);
+  return ptr;
+}
+
+GPUMEM_API void gpumem_begin_allocate_to_pool(int device, std::pair<unsigned long long, unsigned long long> pool,
+                                              std::function<bool(CUstream_st*)> filter) {
+  device_allocator(device).begin_allocate_to_pool(
+      PoolId{pool.first, pool.second},
+      [f = std::move(filter)](Stream s) { return f(reinterpret_cast<CUstream_st*>(s)); });
+}
+
+GPUMEM_API void gpumem_end_allocate_to_pool(int device, std::pair<unsigned long long, unsigned long long> pool) {
+  device_allocator(device).end_allocate_to_pool(PoolId{pool.first, pool.second});
+}
+
+GPUMEM_API void gpumem_release_pool(int device, std::pair<unsigned long long, unsigned long long> pool) {
+  device_allocator(device).release_pool(PoolId{pool.first, pool.second});
+}
+
+// ---- Configuration, stats, actions ------------------------------------------------------------------
+
+GPUMEM_API int gpumem_configure(const char* text) {
+  if (!text) {
+    set_last_error("gpumem_configure: NULL configuration");
+    return -1;
+  }
+  json::Value v;
+  std::string err;
+  if (!json::Parser::parse(text, &v, &err)) {
+    set_last_error("gpumem_configure: invalid JSON: " + err);
+    return -1;
+  }
+  if (!v.is_object()) {
+    set_last_error("gpumem_configure: the configuration must be a JSON object");
+    return -1;
+  }
+  if (!core::configure(v, &err) || !rec::configure(text, rec::control::handle_line, &err)) {
+    set_last_error("gpumem_configure: " + err);
+    return -1;
+  }
+  return 0;
+}
+
+GPUMEM_API const char* gpumem_last_error(void) { return t_error.c_str(); }
+
+GPUMEM_API const char* gpumem_version(void) { return kVersion; }
+
+GPUMEM_API size_t gpumem_stats_json(int device, char* buf, size_t cap) {
+  std::string s;
+  try {
+    s = device_allocator(device).stats().to_json();
+  } catch (const std::exception& e) {
+    set_last_error(e.what());
+    s = DeviceStats().to_json();  // an unknown device reports zeros rather than garbage
+  }
+  if (buf && cap > s.size()) std::memcpy(buf, s.c_str(), s.size() + 1);
+  return s.size();
+}
+
+GPUMEM_API uint64_t gpumem_allocated(int device) { return figures(device).allocated; }
+GPUMEM_API uint64_t gpumem_reserved(int device) { return figures(device).reserved; }
+
+GPUMEM_API void gpumem_reset_peak_stats(int device) {
+  for (DeviceAllocator* d : selected(device)) d->reset_peak_stats();
+}
+GPUMEM_API void gpumem_reset_accumulated_stats(int device) {
+  for (DeviceAllocator* d : selected(device)) d->reset_accumulated_stats();
+}
+
+GPUMEM_API int gpumem_empty_cache(int device, uint64_t* reserved_before, uint64_t* reserved_after, int origin) {
+  try {
+    empty_cache(device, reserved_before, reserved_after, origin);
+    return 0;
+  } catch (const std::exception& e) {
+    set_last_error(std::string("gpumem_empty_cache: ") + e.what());
+    return -1;
+  }
+}
+
+// ---- Snapshots, markers, notices, stacks, shutdown ------------------------------------------------
+
+GPUMEM_API int64_t gpumem_snapshot(const char* pickle_path) {
+  std::string err;
+  int64_t off = rec::take_snapshot(pickle_path, &err);
+  if (off < 0) set_last_error(err);
+  return off;
+}
+
+GPUMEM_API int gpumem_snapshot_pickle(uint8_t** out, size_t* out_len) {
+  if (!out || !out_len) {
+    set_last_error("gpumem_snapshot_pickle: out and out_len must not be NULL");
+    return -1;
+  }
+  rec::snap::on_snapshot(rec::now_ns());
+  std::string bytes = rec::snap::build();
+  auto* p = static_cast<uint8_t*>(std::malloc(bytes.size()));
+  if (!p) {
+    set_last_error("gpumem_snapshot_pickle: out of host memory for " + std::to_string(bytes.size()) + " bytes");
+    return -1;
+  }
+  std::memcpy(p, bytes.data(), bytes.size());
+  *out = p;
+  *out_len = bytes.size();
+  return 0;
+}
+
+GPUMEM_API void gpumem_free_buffer(void* p) { std::free(p); }
+
+GPUMEM_API int gpumem_mark(const char* name, uint32_t kind) {
+  if (!name || kind > fmt::MARK_PHASE) {
+    set_last_error("gpumem_mark: name must not be NULL and kind must be 0–5 (MarkerKind)");
+    return -1;
+  }
+  rec::mark(name, kind);
+  return 0;
+}
+
+GPUMEM_API int gpumem_tag(uint64_t addr, uint64_t size, uint32_t category, const char* name, int device) {
+  if (category < fmt::TAG_PARAMETER || category > fmt::TAG_OPTIMIZER_STATE || device < 0 || device > 255) {
+    set_last_error("gpumem_tag: category must be 1 (parameter), 2 (gradient) or 3 (optimizer state) and device 0–255");
+    return -1;
+  }
+  rec::tag(addr, size, category, name, device);
+  return 0;
+}
+
+GPUMEM_API int gpumem_notice(const char* text, uint32_t level) {
+  if (!text || level > 2) {
+    set_last_error("gpumem_notice: text must not be NULL and level must be 0 (info), 1 (warning) or 2 (error)");
+    return -1;
+  }
+  rec::notice(text, level);
+  return 0;
+}
+
+GPUMEM_API size_t gpumem_stack_info(char* buf, size_t cap) {
+  std::string j = rec::stacks::info_json();
+  if (buf && cap) {
+    size_t n = std::min(cap - 1, j.size());
+    std::memcpy(buf, j.data(), n);
+    buf[n] = 0;
+  }
+  return j.size();
+}
+
+GPUMEM_API void gpumem_backward_begin(void) { rec::stacks::backward_begin(rec::recording()); }
+GPUMEM_API void gpumem_backward_end(void) { rec::stacks::backward_end(); }
+
+GPUMEM_API void gpumem_shutdown(int exit_code) { rec::shutdown(exit_code); }

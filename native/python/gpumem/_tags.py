@@ -1,0 +1,57 @@
+"""Tags of parameters, gradients and optimizer state (Note [Categories] in native/addon/src/categories.cpp).
+
+At each Optimizer.step() end the bootstrap walks the optimizer's param_groups, each parameter's .grad and the
+optimizer's state tensors, and writes one REC_TAG (gpumem_tag) per CUDA tensor whose storage it has not tagged
+yet. The reader gives the category to the allocation live at that address for its whole life, so one tag per
+allocation is enough: in the steady state the walk only compares pointers.
+
+A tensor is "already tagged" when the walk has seen this very tensor object (a weak reference, so the walk
+keeps nothing alive) with this data pointer. Pointer equality alone is not enough: zero_grad(set_to_none=True)
+frees the gradients and backward() makes new ones, often at the same addresses (the allocator's cache hands the
+same blocks back), and each new allocation needs its own tag. Object identity alone is not enough either:
+`p.data = …` moves a parameter to a new storage.
+"""
+import weakref
+
+TAG_PARAMETER, TAG_GRADIENT, TAG_OPTIMIZER_STATE = 1, 2, 3
+
+
+class TagWalk:
+    def __init__(self, tag):
+        # tag(addr, nbytes, category, device) writes the record; returns nothing
+        self._tag = tag
+        self._seen = {}  # id(tensor) → (weakref to it, data_ptr when tagged)
+        self.tagged = 0  # records written, for tests and the probe
+
+    def walk(self, optimizer):
+        see = self._see
+        for group in optimizer.param_groups:
+            for p in group["params"]:
+                see(p, TAG_PARAMETER)
+                g = p.grad
+                if g is not None:
+                    see(g, TAG_GRADIENT)
+        for state in optimizer.state.values():
+            for v in state.values():
+                if hasattr(v, "data_ptr"):
+                    see(v, TAG_OPTIMIZER_STATE)
+
+    def _see(self, t, category):
+        device = t.get_device()
+        if device < 0:  # CPU tensors (AdamW's `step` counters) are not device memory
+            return
+        key = id(t)
+        ptr = t.data_ptr()
+        entry = self._seen.get(key)
+        if entry is not None and entry[1] == ptr and entry[0]() is t:
+            return
+        if not ptr:
+            return
+        self._tag(ptr, t.numel() * t.element_size(), category, device)
+        self.tagged += 1
+        try:
+            # The entry goes when the tensor does, before CPython can reuse its id for another object.
+            ref = weakref.ref(t, lambda _, k=key, seen=self._seen: seen.pop(k, None))
+        except TypeError:
+            return  # not weak-referenceable: tagged again at every walk (correct, slower)
+        self._seen[key] = (ref, ptr)

@@ -1,0 +1,58 @@
+// `gpumem replay FILE [--policy P|all] [--capacity SIZE] [--device N] [--json]`: issue 18's what-if replay
+// of the allocation stream under each allocator policy, on the simulated device.
+import fs from 'node:fs';
+import path from 'node:path';
+import { int, parseArgs, str, UsageError } from '../args';
+import { parseBytes } from '../../core/format/parseBytes';
+import { openModel } from '../../core/model/open';
+import type { Policy } from '../../core/model/whatIf';
+import { POLICIES } from '../../core/model/whatIf';
+import { defaultDevice, replayPolicies } from '../../core/replay';
+import { replayJson, replayText } from '../../core/replay/report';
+
+export async function run(argv: string[]): Promise<number> {
+  const parsed = parseArgs('replay', argv, {
+    policy: { value: true, choices: [...POLICIES, 'all'] },
+    capacity: { value: true },
+    device: { value: true },
+    json: {},
+  });
+  if (parsed.positionals.length !== 1) throw new UsageError('needs exactly one FILE (a .gpumem capture or a snapshot .pickle with a trace)', 'replay');
+  const file = parsed.positionals[0];
+  const policyArg = str(parsed, 'policy') ?? 'all';
+  const policies: Policy[] = policyArg === 'all' ? [...POLICIES] : [policyArg as Policy];
+  let capacity: number | undefined;
+  const capText = str(parsed, 'capacity');
+  if (capText !== undefined) {
+    try {
+      capacity = parseBytes(capText);
+    } catch (e) {
+      throw new UsageError(`--capacity: ${(e as Error).message}`, 'replay');
+    }
+  }
+  const deviceArg = int(parsed, 'device', 'replay');
+  if (!fs.existsSync(file)) {
+    process.stderr.write(`gpumem replay: ${file} does not exist; pass a .gpumem capture or a snapshot .pickle\n`);
+    return 1;
+  }
+  const model = openModel(file);
+  try {
+    const devices = model.devices();
+    const device = deviceArg ?? defaultDevice(model);
+    if (device === undefined) {
+      process.stderr.write(`gpumem replay: ${file} records no device memory: nothing to replay\n`);
+      return 1;
+    }
+    if (!devices.includes(device)) {
+      process.stderr.write(`gpumem replay: ${file} has no device ${device}; its devices: ${devices.join(', ')}\n`);
+      return 1;
+    }
+    const set = replayPolicies(model, device, policies, capacity);
+    if (parsed.options.has('json')) process.stdout.write(JSON.stringify(replayJson(file, set), null, 2) + '\n');
+    else process.stdout.write(replayText(path.basename(file), set) + '\n');
+    for (const p of model.problems()) process.stderr.write(`gpumem replay: note: ${p.message} (at byte ${p.offset})\n`);
+    return 0;
+  } finally {
+    model.close();
+  }
+}

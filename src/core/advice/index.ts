@@ -1,0 +1,154 @@
+// `gpumem advise`: advice backed by the run's own numbers (issue 18). Only what the data shows: today the
+// allocator-policy advice from the what-if replay, an OOM the replay says another policy avoids, and where
+// empty_cache() would hand idle reserved memory back. Each item carries its evidence, its predicted effect,
+// how sure it is, and what it assumes.
+//
+// Note [Advice honesty]: an item is offered only when the replay shows a difference worth acting on
+// (MIN_GAIN), and its confidence drops when the replay of the policy that ran does not reproduce the
+// recorded peak (FIDELITY): then the simulation is not trusted to predict the others either. Advice that
+// needs data this file lacks (checkpointing, batch size, set_to_none, leaks need categories and steps) is
+// not offered, and `notOffered` says why.
+import { formatBytes } from '../format/bytes';
+import type { Model } from '../model/types';
+import type { Policy, PolicySource, ReplayResult } from '../model/whatIf';
+import { POLICIES, POLICY_LABELS, POLICY_SOURCE_WORDS } from '../model/whatIf';
+import { replayPolicies } from '../replay';
+
+export type Confidence = 'high' | 'medium' | 'low';
+
+export interface AdviceItem {
+  kind: 'allocator-policy' | 'avoid-oom' | 'empty-cache-at-marker';
+  title: string;
+  /** what to change, concretely */
+  action: string;
+  evidence: string[];
+  /** the predicted peak reserved after the change, and the same figure before it */
+  predicted: { peakReservedBytes: number; currentPeakReservedBytes: number } | null;
+  confidence: Confidence;
+  assumptions: string[];
+}
+
+export interface Advice {
+  device: number;
+  ownPolicy: Policy;
+  ownPolicySource: PolicySource;
+  recordedPeakReservedBytes: number;
+  capacityBytes: number | null;
+  items: AdviceItem[];
+  notOffered: string[];
+}
+
+/** A policy is advised only when it saves at least this share of the peak and this many bytes. */
+const MIN_GAIN_SHARE = 0.05;
+const MIN_GAIN_BYTES = 64 * 1024 * 1024;
+/** The replay of the policy that ran must land this close to the recorded peak for 'high' confidence. */
+const FIDELITY = 0.03;
+/** empty_cache() at a marker is worth saying when it releases at least this share of the peak. */
+const MARKER_SHARE = 0.1;
+
+const HOW: Record<Policy, string> = {
+  pytorch: "run with PyTorch's default allocator (leave PYTORCH_CUDA_ALLOC_CONF without expandable_segments)",
+  'pytorch-expandable': 'set PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True before the process starts',
+  lens: 'run the script with `gpumem run` (the GPU Memory Lens allocator, default expandable segments with trim)',
+  'lens-no-trim': 'run with `gpumem run` and GPUMEM_TRIM=0',
+};
+
+const ASSUMPTIONS = [
+  'the run makes the same allocations in the same order on the same streams (the replay reuses this trace)',
+  "the simulated policy behaves as the real allocator does (issue 18's GPU check validates it within 3 %)",
+];
+
+export function advise(model: Model, device: number, capacityBytes?: number): Advice {
+  const own = model.whatIf(device, Infinity);
+  const set = replayPolicies(model, device, POLICIES, capacityBytes);
+  const by = new Map<Policy, ReplayResult>(set.results.map((r) => [r.policy, r]));
+  const mine = by.get(own.policy) as ReplayResult;
+  const recorded = Math.max(model.current(device).peakReservedBytes, mine.peakAllocatedBytes);
+  const fidelity = recorded > 0 ? Math.abs(mine.peakReservedBytes - recorded) / recorded : 1;
+  const trusted = fidelity <= FIDELITY;
+  const fidelityNote = `the replay of the policy that ran (${POLICY_LABELS[own.policy]}) peaks at ${formatBytes(mine.peakReservedBytes)}; the run recorded ${formatBytes(recorded)} (${(fidelity * 100).toFixed(1)} % apart)`;
+  const items: AdviceItem[] = [];
+
+  const ranOom = model.ooms().some((o) => o.device === device);
+  if (ranOom || mine.oom) {
+    const fits = set.results.filter((r) => r.policy !== own.policy && !r.oom).sort((a, b) => a.peakReservedBytes - b.peakReservedBytes);
+    if (fits.length && set.capacity.bytes !== undefined) {
+      const best = fits[0];
+      items.push({
+        kind: 'avoid-oom',
+        title: `Avoid the out-of-memory error: switch to ${POLICY_LABELS[best.policy]}`,
+        action: HOW[best.policy],
+        evidence: [
+          `replayed at ${formatBytes(set.capacity.bytes)} (${set.capacity.source}), ${POLICY_LABELS[best.policy]} peaks at ${formatBytes(best.peakReservedBytes)} and fits`,
+          mine.oom ? `${POLICY_LABELS[own.policy]} runs out: ${mine.oom.sentence}` : 'the recorded run ran out of memory',
+          fidelityNote,
+        ],
+        predicted: { peakReservedBytes: best.peakReservedBytes, currentPeakReservedBytes: mine.peakReservedBytes },
+        confidence: trusted ? 'high' : 'low',
+        assumptions: [...ASSUMPTIONS, 'the device has no more memory taken by other processes than during the recorded run'],
+      });
+    }
+  }
+
+  const better = set.results
+    .filter((r) => r.policy !== own.policy && !r.oom)
+    .filter((r) => mine.peakReservedBytes - r.peakReservedBytes >= Math.max(MIN_GAIN_BYTES, MIN_GAIN_SHARE * mine.peakReservedBytes))
+    .sort((a, b) => a.peakReservedBytes - b.peakReservedBytes);
+  if (better.length && !items.some((i) => i.kind === 'avoid-oom')) {
+    const best = better[0];
+    const saved = mine.peakReservedBytes - best.peakReservedBytes;
+    items.push({
+      kind: 'allocator-policy',
+      title: `Switch the allocator policy to ${POLICY_LABELS[best.policy]}: ${formatBytes(saved)} less reserved at the peak`,
+      action: HOW[best.policy],
+      evidence: [
+        ...set.results.map((r) => `${POLICY_LABELS[r.policy]}: peak reserved ${formatBytes(r.peakReservedBytes)} (×${r.ratio.toFixed(3)} of peak allocated ${formatBytes(r.peakAllocatedBytes)})`),
+        fidelityNote,
+      ],
+      predicted: { peakReservedBytes: best.peakReservedBytes, currentPeakReservedBytes: mine.peakReservedBytes },
+      confidence: trusted ? 'high' : 'medium',
+      assumptions: ASSUMPTIONS,
+    });
+  }
+
+  const marker = [...mine.emptyCacheAtMarkers].sort((a, b) => b.releasesBytes - a.releasesBytes)[0];
+  if (marker && marker.releasesBytes >= MARKER_SHARE * mine.peakReservedBytes && marker.releasesBytes >= MIN_GAIN_BYTES) {
+    items.push({
+      kind: 'empty-cache-at-marker',
+      title: `Reserved memory sits idle at "${marker.name}": empty_cache() there would release ${formatBytes(marker.releasesBytes)}`,
+      action: `call torch.cuda.empty_cache() right after "${marker.name}" if another process or library (NCCL, cuDNN workspaces, a second model) needs device memory then`,
+      evidence: [`replaying ${POLICY_LABELS[own.policy]}, empty_cache() at "${marker.name}" (${((marker.tUs - set.t0Us) / 1e6).toFixed(3)} s) releases ${formatBytes(marker.releasesBytes)}`, fidelityNote],
+      predicted: null,
+      confidence: trusted ? 'medium' : 'low',
+      assumptions: [
+        "it does not lower this process's own peak: the allocator reserves the memory again when it is next needed, at the cost of driver calls",
+        ...ASSUMPTIONS.slice(0, 1),
+      ],
+    });
+  }
+
+  return {
+    device,
+    ownPolicy: own.policy,
+    ownPolicySource: own.policySource,
+    recordedPeakReservedBytes: recorded,
+    capacityBytes: set.capacity.bytes ?? null,
+    items,
+    notOffered: [
+      'checkpointing, batch size, zero_grad(set_to_none=True) and leak advice need allocation categories and steps, which this version does not derive yet',
+      ...(better.length ? [] : [`no other allocator policy lowers the peak by at least ${(MIN_GAIN_SHARE * 100).toFixed(0)} % and ${formatBytes(MIN_GAIN_BYTES)} on this trace`]),
+    ],
+  };
+}
+
+export function adviceText(fileName: string, a: Advice): string {
+  const out = [`Advice for ${fileName}, device ${a.device} (it ran under ${POLICY_LABELS[a.ownPolicy]}, per ${POLICY_SOURCE_WORDS[a.ownPolicySource]}):`];
+  if (!a.items.length) out.push('', 'Nothing to advise that this data shows.');
+  a.items.forEach((item, i) => {
+    out.push('', `${i + 1}. ${item.title}  [confidence: ${item.confidence}]`, `   Do: ${item.action}`);
+    if (item.predicted) out.push(`   Predicted peak reserved: ${formatBytes(item.predicted.peakReservedBytes)} (now ${formatBytes(item.predicted.currentPeakReservedBytes)})`);
+    out.push('   Evidence:', ...item.evidence.map((e) => `     - ${e}`), '   Assumes:', ...item.assumptions.map((e) => `     - ${e}`));
+  });
+  out.push('', 'Not offered:', ...a.notOffered.map((n) => `  - ${n}`));
+  return out.join('\n');
+}

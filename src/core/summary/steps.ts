@@ -1,0 +1,134 @@
+// The steps part of `gpumem summary`: per-step figures and leak findings, in text and in --json.
+import { CATEGORIES, CATEGORY_HEADERS, categoryView, dominantCategory, lineCategories, type CategoryView } from '../categories';
+import { formatBytes } from '../format/bytes';
+import type { Category, CategoryBytes, Model } from '../model/types';
+import { stepReport, type StepReport } from '../steps';
+
+export interface StepsJson {
+  device: number;
+  source: StepReport['steps']['source'];
+  steps: {
+    step: number;
+    end_us: number;
+    peak_allocated_bytes: number;
+    allocated_at_end_bytes: number;
+    reserved_at_end_bytes: number;
+    /** bytes per category at the step end (Note [Categories]) */
+    categories?: CategoryBytes;
+  }[];
+  leaks: {
+    file: string;
+    line: number;
+    growth_per_step_bytes: number;
+    from_step: number;
+    to_step: number;
+    growing_steps: number;
+    bytes_at_last_end: number;
+    /** what most of the line's bytes at the last step end are */
+    category?: Category;
+  }[];
+}
+
+export interface StepsWithCategories {
+  json: StepsJson;
+  view: CategoryView;
+}
+
+export function stepsJson(model: Model): StepsJson[] {
+  return stepsWithCategories(model).map((s) => s.json);
+}
+
+export function stepsWithCategories(model: Model): StepsWithCategories[] {
+  return model.devices().map((device) => {
+    const r = stepReport(model, device);
+    const view = categoryView(model, device, r.steps);
+    return { json: toJson(device, r, view), view };
+  });
+}
+
+function toJson(device: number, r: StepReport, view: CategoryView): StepsJson {
+  const moments = view.report.moments;
+  const lastEnd = moments[moments.length - 1];
+  return {
+    device,
+    source: r.steps.source,
+    steps: r.table.steps.map((s, i) => ({
+      step: r.steps.steps[i].index,
+      end_us: s.endUs,
+      peak_allocated_bytes: s.peakAllocatedBytes,
+      allocated_at_end_bytes: s.allocatedAtEndBytes,
+      reserved_at_end_bytes: s.reservedAtEndBytes,
+      categories: moments[i]?.bytes,
+    })),
+    leaks: r.leaks.map((l) => ({
+      file: l.file,
+      line: l.line,
+      growth_per_step_bytes: l.growthPerStepBytes,
+      from_step: l.fromStep,
+      to_step: l.toStep,
+      growing_steps: l.growingSteps,
+      bytes_at_last_end: l.bytesAtLastEnd,
+      category: dominantCategory(lineCategories(lastEnd, l.file, l.line)),
+    })),
+  };
+}
+
+// Step-end columns: what stays between steps (activations and temporaries are normally 0 there).
+const CATEGORY_COLUMNS: [Category, string][] = CATEGORIES.map((c) => [c, CATEGORY_HEADERS[c]]);
+
+const CATEGORY_TEXT: Record<Category, string> = {
+  parameter: 'parameters',
+  gradient: 'gradients',
+  optimizer_state: 'optimizer state',
+  activation: 'activations',
+  temporary: 'temporaries',
+  other: 'not parameters, gradients, optimizer state or activations',
+};
+
+const SOURCE_TEXT: Record<StepsJson['source'], string> = {
+  numbered: 'your numbered step markers',
+  user: 'your gpumem.step() / "step" marks',
+  optimizer: 'optimizer.step() after backward()',
+  backward: 'backward() ends (no optimizer steps seen)',
+  none: '',
+};
+
+/** Text lines (no frame); at most `maxRows` step rows: the first, the last, and the step with the top peak. */
+export function stepsText(all: readonly StepsJson[], maxRows = 12): string[] {
+  const out: string[] = [];
+  for (const s of all) {
+    if (s.source === 'none' || s.steps.length === 0) continue;
+    out.push(`Steps on device ${s.device}: ${s.steps.length}, found from ${SOURCE_TEXT[s.source]}`);
+    const cats = s.steps.every((r) => r.categories) ? CATEGORY_COLUMNS : [];
+    out.push(
+      `  ${'step'.padStart(6)} ${'peak allocated'.padStart(15)} ${'allocated at end'.padStart(17)} ${'reserved at end'.padStart(16)}` +
+        cats.map(([, h]) => ` ${h.padStart(10)}`).join(''),
+    );
+    const top = s.steps.reduce((a, b) => (b.peak_allocated_bytes > a.peak_allocated_bytes ? b : a));
+    const shown = new Set<number>();
+    const half = Math.max(1, Math.floor((maxRows - 1) / 2));
+    s.steps.forEach((r, i) => {
+      if (i < half || i >= s.steps.length - half || r === top) shown.add(i);
+    });
+    let last = -1;
+    for (const i of [...shown].sort((a, b) => a - b)) {
+      if (last >= 0 && i > last + 1) out.push(`  ${'…'.padStart(6)}`);
+      const r = s.steps[i];
+      const mark = r === top ? '  ← highest peak' : '';
+      const catCells = cats.map(([c]) => ` ${formatBytes(r.categories?.[c] ?? 0).padStart(10)}`).join('');
+      out.push(`  ${String(r.step).padStart(6)} ${formatBytes(r.peak_allocated_bytes).padStart(15)} ${formatBytes(r.allocated_at_end_bytes).padStart(17)} ${formatBytes(r.reserved_at_end_bytes).padStart(16)}${catCells}${mark}`);
+      last = i;
+    }
+    if (s.leaks.length === 0) {
+      out.push(`  No leak: no line's memory at step end grew for 3 steps in a row.`);
+    }
+    for (const l of s.leaks) {
+      out.push(
+        `  Leak: ${l.file}:${l.line} keeps ${formatBytes(l.growth_per_step_bytes)} more at each step end ` +
+          `(steps ${l.from_step}–${l.to_step}, ${formatBytes(l.bytes_at_last_end)} at the last step end` +
+          `${l.category ? `, ${CATEGORY_TEXT[l.category]}` : ''})`,
+      );
+    }
+  }
+  return out;
+}

@@ -1,0 +1,138 @@
+#!/usr/bin/env python3
+"""Issue 17's GPU check for categories: test/gpu/workloads/categories_train.py (GPT-2 small with AdamW and bf16
+autocast; ResNet-50 with SGD+momentum and bf16 autocast; 10 steps each) under `gpumem run`, then
+`gpumem summary --json` of each capture, compared with what the workload measured from PyTorch objects.
+
+    python3 test/gpu/categories_check.py [--node PATH] [--out DIR] [--models gpt2 resnet50] [--steps 10]
+
+PASS when, for each model:
+- at every step end: parameters, gradients and optimizer state equal the workload's Σ round512(numel·element_size)
+  over the parameters, their .grad and the optimizer's CUDA state tensors, exactly;
+- at every step end and at the peak: the categories sum exactly to allocated (and untraced bytes are 0), and
+  allocated at each step end equals torch.cuda.memory_allocated() measured there;
+- at the peak: activations by module class agree with the saved tensors of the peak's step (storages autograd
+  saved that an op of that forward created, by the module class whose forward created them). Tolerance: 5 % of
+  the total per class, and 5 % on the total. Why not exact: the peak can fall inside backward after the first
+  nodes (the loss's) have already released what they saved; a saved storage's block may be larger than
+  round512 of its bytes only in the fixed-segment pools, which gpumem run does not use by default.
+Prints a table per model; writes categories_check.json and the summaries under --out; exits 1 on any failure."""
+import argparse
+import glob
+import json
+import os
+import subprocess
+import sys
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+CATS = ("parameter", "gradient", "optimizer_state", "activation", "temporary", "other")
+MiB = 1 << 20
+
+
+def run_model(a, model):
+    env = dict(os.environ, PYTHONPATH=os.path.join(ROOT, "native", "python"), PYTHONUNBUFFERED="1")
+    session_root = os.path.join(a.out, model)
+    run = subprocess.run([sys.executable, "-m", "gpumem", "run", "--allocator", os.path.join(ROOT, "dist", "native", "libgpumem_allocator.so"),
+                          "--out", session_root, "--", sys.executable, os.path.join(ROOT, "test", "gpu", "workloads", "categories_train.py"),
+                          "--model", model, "--steps", str(a.steps)], capture_output=True, text=True, env=env)
+    if run.returncode != 0:
+        return None, "workload failed: %s" % run.stderr[-3000:]
+    result = json.loads([l for l in run.stdout.splitlines() if l.startswith("RESULT ")][0][7:])
+    capture = sorted(glob.glob(os.path.join(session_root, "*", "capture-*.gpumem")))[-1]
+    cli = os.path.join(ROOT, "dist", "cli.js")
+    out = subprocess.run([a.node, cli, "summary", capture, "--json"], capture_output=True, text=True)
+    if out.returncode != 0:
+        return None, "gpumem summary failed: %s" % out.stderr[-3000:]
+    text = subprocess.run([a.node, cli, "summary", capture], capture_output=True, text=True).stdout
+    with open(os.path.join(a.out, "%s-summary.txt" % model), "w") as f:
+        f.write(text)
+    with open(os.path.join(a.out, "%s-summary.json" % model), "w") as f:
+        f.write(out.stdout)
+    return (result, json.loads(out.stdout), text), None
+
+
+def check(model, result, summary):
+    checks, ok = {}, {}
+    steps = [d for d in summary["steps"] if d["steps"]][0]
+    cats = [c for c in summary["categories"] if c["device"] == steps["device"]][0]
+    ref = result["step_ends"]
+    tool = steps["steps"]
+    checks["steps_found"] = [len(tool), len(ref), steps["source"]]
+    ok["steps_found"] = len(tool) == len(ref)
+    n = min(len(tool), len(ref))
+    for k in ("parameter", "gradient", "optimizer_state"):
+        pairs = [[tool[i]["categories"][k], ref[i][k]] for i in range(n)]
+        checks["%s_at_step_ends" % k] = pairs
+        ok["%s_at_step_ends" % k] = n > 0 and all(x == y for x, y in pairs)
+    sums = [[sum(tool[i]["categories"][c] for c in CATS), tool[i]["allocated_at_end_bytes"], ref[i]["allocated"]] for i in range(n)]
+    checks["sum_is_allocated_at_step_ends"] = sums
+    ok["sum_is_allocated_at_step_ends"] = n > 0 and all(s == t == r for s, t, r in sums)
+    p = cats["peak"]
+    checks["sum_is_allocated_at_peak"] = [sum(p["bytes"][c] for c in CATS), p["allocated_bytes"], p["untraced_bytes"]]
+    ok["sum_is_allocated_at_peak"] = sum(p["bytes"][c] for c in CATS) == p["allocated_bytes"] and p["untraced_bytes"] == 0
+    # the step the peak falls in (its end is the first step end at or after the peak)
+    k = next((i for i, s in enumerate(tool) if s["end_us"] >= p["time_us"]), len(tool) - 1)
+    want = result["activations"][min(k, len(result["activations"]) - 1)]
+    got = {m["module"]: m["bytes"] for m in p["activations_by_module"]}
+    total_want, total_got = sum(want.values()), p["bytes"]["activation"]
+    rows = sorted(set(want) | set(got), key=lambda c: -max(want.get(c, 0), got.get(c, 0)))
+    table = [[c, got.get(c, 0), want.get(c, 0)] for c in rows]
+    checks["activations_by_module_at_peak"] = {"peak_step": k + 1, "rows": table, "total": [total_got, total_want]}
+    tol = 0.05 * max(total_want, 1)
+    # --json lists the top 10 classes: each is compared; the rest are in the total
+    ok["activations_by_module_at_peak"] = (total_want > 0 and abs(total_got - total_want) <= tol and
+                                           all(abs(g - want.get(c, 0)) <= tol for c, g in got.items()))
+    return checks, ok, cats
+
+
+def print_table(model, cats, checks):
+    p = cats["peak"]
+    print("\n%s — at the peak (%.1f MiB allocated):" % (model, p["allocated_bytes"] / MiB))
+    for c in CATS:
+        print("  %-16s %10.1f MiB" % (c, p["bytes"][c] / MiB))
+    b = p["beyond_allocated"]
+    print("  %-16s %10.1f MiB" % ("cache", b["cacheBytes"] / MiB))
+    if "notFromAllocatorBytes" in b:
+        print("  %-16s %10.1f MiB" % ("not allocator", b["notFromAllocatorBytes"] / MiB))
+    a = checks["activations_by_module_at_peak"]
+    print("  activations by module class at the peak (step %d): tool vs saved tensors" % a["peak_step"])
+    for c, g, w in a["rows"][:12]:
+        print("    %-36s %10.1f MiB %10.1f MiB" % (c, g / MiB, w / MiB))
+    print("    %-36s %10.1f MiB %10.1f MiB" % ("total", a["total"][0] / MiB, a["total"][1] / MiB))
+    print("  step ends (tool = workload):  params / grads / optimizer state / allocated")
+    for i, (pp, gg, oo, ss) in enumerate(zip(checks["parameter_at_step_ends"], checks["gradient_at_step_ends"],
+                                             checks["optimizer_state_at_step_ends"], checks["sum_is_allocated_at_step_ends"])):
+        print("    %2d  %8.1f=%-8.1f %8.1f=%-8.1f %8.1f=%-8.1f %8.1f=%-8.1f MiB" % (
+            i + 1, pp[0] / MiB, pp[1] / MiB, gg[0] / MiB, gg[1] / MiB, oo[0] / MiB, oo[1] / MiB, ss[0] / MiB, ss[2] / MiB))
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--node", default=os.environ.get("GPUMEM_NODE", "node"))
+    ap.add_argument("--out", default=os.environ.get("OUT", "/tmp/gpumem-categories"))
+    ap.add_argument("--models", nargs="+", default=["gpt2", "resnet50"])
+    ap.add_argument("--steps", type=int, default=10)
+    a = ap.parse_args()
+    os.makedirs(a.out, exist_ok=True)
+    report, all_ok = {}, True
+    for model in a.models:
+        got, err = run_model(a, model)
+        if err:
+            print("FAIL %s: %s" % (model, err))
+            report[model] = {"error": err}
+            all_ok = False
+            continue
+        result, summary, text = got
+        checks, ok, cats = check(model, result, summary)
+        print_table(model, cats, checks)
+        for k in ok:
+            print("%s %s %s" % ("PASS" if ok[k] else "FAIL", model, k))
+        report[model] = {"checks": checks, "ok": ok}
+        all_ok = all_ok and all(ok.values())
+    with open(os.path.join(a.out, "categories_check.json"), "w") as f:
+        json.dump(report, f, indent=1)
+    print("PASS" if all_ok else "FAIL")
+    sys.exit(0 if all_ok else 1)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,71 @@
+#!/usr/bin/env python3
+"""Issue 17's GPU check for steps and leaks: test/gpu/workloads/leak_history.py under `gpumem run`, then
+`gpumem summary --json` of its capture.
+
+    python3 test/gpu/steps_check.py [--node PATH] [--out DIR]
+
+PASS when: the tool finds as many steps as the loop ran (from the bootstrap's optimizer/backward facts, no user
+code); it reports a leak finding on the forward line; the finding's growth per step is within 5 % of the growth
+of torch.cuda.memory_allocated() per step measured in the workload (median of steps 3..N); allocated at each
+step end in the summary equals the workload's own figure. Writes steps_check.json; exits 1 on any failure."""
+import argparse
+import glob
+import json
+import os
+import statistics
+import subprocess
+import sys
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--node", default=os.environ.get("GPUMEM_NODE", "node"))
+    ap.add_argument("--out", default=os.environ.get("OUT", "/tmp/gpumem-steps"))
+    ap.add_argument("--steps", type=int, default=12)
+    a = ap.parse_args()
+    os.makedirs(a.out, exist_ok=True)
+    env = dict(os.environ, PYTHONPATH=os.path.join(ROOT, "native", "python"), PYTHONUNBUFFERED="1")
+    session_root = os.path.join(a.out, "leak")
+    run = subprocess.run([sys.executable, "-m", "gpumem", "run", "--allocator", os.path.join(ROOT, "dist", "native", "libgpumem_allocator.so"),
+                          "--out", session_root, "--", sys.executable, os.path.join(ROOT, "test", "gpu", "workloads", "leak_history.py"),
+                          "--steps", str(a.steps)], capture_output=True, text=True, env=env)
+    if run.returncode != 0:
+        sys.exit("workload failed: %s" % run.stderr[-3000:])
+    result = json.loads([l for l in run.stdout.splitlines() if l.startswith("RESULT ")][0][7:])
+    capture = sorted(glob.glob(os.path.join(session_root, "*", "capture-*.gpumem")))[-1]
+    out = subprocess.run([a.node, os.path.join(ROOT, "dist", "cli.js"), "summary", capture, "--json"], capture_output=True, text=True)
+    if out.returncode != 0:
+        sys.exit("gpumem summary failed: %s" % out.stderr[-3000:])
+    text = subprocess.run([a.node, os.path.join(ROOT, "dist", "cli.js"), "summary", capture], capture_output=True, text=True).stdout
+    with open(os.path.join(a.out, "summary.txt"), "w") as f:
+        f.write(text)
+    s = json.loads(out.stdout)
+    dev = [d for d in s["steps"] if d["steps"]][0]
+    measured = result["allocated_at_step_end"]
+    growth = statistics.median(b - a_ for a_, b in zip(measured[2:], measured[3:]))
+    leaks = [l for l in dev["leaks"] if l["file"].endswith("leak_history.py") and l["line"] == result["forward_line"]]
+    tool_ends = [r["allocated_at_end_bytes"] for r in dev["steps"]]
+    checks = {
+        "steps_found": [len(dev["steps"]), a.steps, dev["source"]],
+        "leak_on_forward_line": [l["line"] for l in dev["leaks"]] + ["forward line %d" % result["forward_line"]],
+        "growth_per_step": [leaks[0]["growth_per_step_bytes"] if leaks else None, growth],
+        "allocated_at_step_end": [tool_ends, measured],
+    }
+    ok = {
+        "steps_found": len(dev["steps"]) == a.steps and dev["source"] == "optimizer",
+        "leak_on_forward_line": bool(leaks),
+        "growth_per_step": bool(leaks) and growth > 0 and abs(leaks[0]["growth_per_step_bytes"] - growth) <= 0.05 * growth,
+        "allocated_at_step_end": tool_ends == measured,
+    }
+    for k in checks:
+        print("%s %s: %s" % ("PASS" if ok[k] else "FAIL", k, json.dumps(checks[k])))
+    with open(os.path.join(a.out, "steps_check.json"), "w") as f:
+        json.dump({"checks": checks, "ok": ok}, f, indent=1)
+    print("\n".join(l for l in text.splitlines() if l.startswith(("Steps", "  Leak", "  No leak"))))
+    sys.exit(0 if all(ok.values()) else 1)
+
+
+if __name__ == "__main__":
+    main()

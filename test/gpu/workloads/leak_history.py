@@ -1,0 +1,39 @@
+"""Issue 17's leak workload: a training loop that keeps its losses with their graphs (history.append(loss)).
+Prints RESULT {...}: allocated memory at every step end (torch.cuda.memory_allocated(), the lens's own figure
+under `gpumem run`) and the forward line's number, so the check can compare the tool's finding with it.
+
+    python3 leak_history.py [--steps N]
+"""
+import argparse
+import inspect
+import json
+
+import torch
+import torch.nn.functional as F
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--steps", type=int, default=12)
+    a = ap.parse_args()
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(*[torch.nn.Linear(1024, 1024) for _ in range(4)]).cuda()
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
+    x = torch.randn(256, 1024, device="cuda")
+    y = torch.randn(256, 1024, device="cuda")
+    history = []
+    at_end = []
+    forward_line = inspect.currentframe().f_lineno + 3
+    for _ in range(a.steps):
+        opt.zero_grad(set_to_none=True)
+        loss = F.mse_loss(model(x), y)  # the forward line: its loss is kept below, graph and all
+        history.append(loss)
+        loss.backward()
+        opt.step()
+        torch.cuda.synchronize()
+        at_end.append(torch.cuda.memory_allocated())
+    print("RESULT " + json.dumps({"forward_line": forward_line, "allocated_at_step_end": at_end, "steps": a.steps}), flush=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,82 @@
+"""The optimizer walk that tags parameters, gradients and optimizer state (gpumem/_tags.py), on plain objects:
+which tensors get a tag at each walk, and that the walk keeps nothing alive and forgets dead tensors."""
+import gc
+import sys
+import unittest
+import weakref
+
+import support
+
+sys.path.insert(0, str(support.PY_DIR))
+from gpumem._tags import TAG_GRADIENT, TAG_OPTIMIZER_STATE, TAG_PARAMETER, TagWalk  # noqa: E402
+
+
+class T:
+    """A tensor as the walk sees it: a data pointer, a device (-1 = CPU) and nbytes = numel × element_size."""
+
+    def __init__(self, ptr, numel, device=0, element_size=4):
+        self.ptr, self.n, self.device, self.es, self.grad = ptr, numel, device, element_size, None
+
+    def data_ptr(self):
+        return self.ptr
+
+    def get_device(self):
+        return self.device
+
+    def numel(self):
+        return self.n
+
+    def element_size(self):
+        return self.es
+
+
+class Opt:
+    def __init__(self, params):
+        self.param_groups = [{"params": params, "lr": 0.1}]
+        self.state = {}
+
+
+class TagWalkTest(unittest.TestCase):
+    def setUp(self):
+        self.calls = []
+        self.walk = TagWalk(lambda addr, nbytes, cat, dev: self.calls.append((cat, addr, nbytes, dev)))
+
+    def take(self):
+        out, self.calls = self.calls, []
+        return out
+
+    def test_first_walk_tags_everything_on_a_device_then_only_what_changed(self):
+        w, b = T(0x1000, 256), T(0x2000, 16, device=1, element_size=2)
+        opt = Opt([w, b])
+        w.grad, b.grad = T(0x3000, 256), T(0x4000, 16, device=1, element_size=2)
+        opt.state[w] = {"exp_avg": T(0x5000, 256), "step": T(0x9000, 1, device=-1)}
+        self.walk.walk(opt)
+        self.assertEqual(self.take(), [(TAG_PARAMETER, 0x1000, 1024, 0), (TAG_GRADIENT, 0x3000, 1024, 0),
+                                       (TAG_PARAMETER, 0x2000, 32, 1), (TAG_GRADIENT, 0x4000, 32, 1),
+                                       (TAG_OPTIMIZER_STATE, 0x5000, 1024, 0)])
+        self.walk.walk(opt)
+        self.assertEqual(self.take(), [], "nothing changed: the steady state writes nothing")
+        # zero_grad(set_to_none=True) then backward: a new gradient tensor at the SAME address is a new allocation
+        w.grad = T(0x3000, 256)
+        # p.data = ...: the same parameter object on a new storage
+        b.ptr = 0x6000
+        self.walk.walk(opt)
+        self.assertEqual(self.take(), [(TAG_GRADIENT, 0x3000, 1024, 0), (TAG_PARAMETER, 0x6000, 32, 1)])
+        self.assertEqual(self.walk.tagged, 7)
+
+    def test_the_walk_keeps_no_tensor_alive_and_forgets_dead_ones(self):
+        w = T(0x1000, 8)
+        opt = Opt([w])
+        for step in range(50):
+            w.grad = T(0x2000 + 0x100 * step, 8)
+            self.walk.walk(opt)
+        gone = weakref.ref(w.grad)
+        w.grad = None
+        gc.collect()
+        self.assertIsNone(gone(), "a gradient the user dropped is not kept by the walk")
+        self.assertEqual(len(self.walk._seen), 1, "only the live parameter is remembered")
+        self.assertEqual(self.walk.tagged, 51)
+
+
+if __name__ == "__main__":
+    unittest.main()

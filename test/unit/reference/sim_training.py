@@ -1,0 +1,135 @@
+#!/usr/bin/env python3
+"""A training loop's allocation pattern, driven through the lens allocator's C API on the simulated device, with
+the step facts the bootstrap writes (Note [Steps]): "backward" at each backward() end, "optimizer.step" at each
+optimizer step end; the phase begins ("backward", "optimizer") and the tags of parameters, gradients and
+optimizer state the bootstrap writes at each optimizer step for storages it has not seen (Note [Categories]).
+Each kind of memory is allocated on its own line, so per-line figures are checkable; activations are made in
+the forward() of two module classes (Attention: 3 × 6 MiB, MLP: 1 × 6 MiB).
+
+    sim_training.py LIB.so OUT.gpumem STEPS [--leak BYTES] [--user-every K] [--accumulate K] [--no-facts]
+
+--leak BYTES     the loop keeps one BYTES tensor per step alive (history.append(loss) done wrong)
+--user-every K   gpumem.step() (a MARK_STEP named "epoch-step") every K iterations: the override
+--accumulate K   K backward() per optimizer step (gradient accumulation)
+--no-facts       write no phase begins and no tags (an older bootstrap)
+Prints one JSON line: the lines each kind was allocated on and the allocated bytes at each step end.
+"""
+import argparse
+import json
+import os
+import sys
+import time
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "native", "recorder"))
+import common  # noqa: E402
+
+MARK_STEP, MARK_PHASE = 4, 5
+TAG_PARAMETER, TAG_GRADIENT, TAG_OPTIMIZER_STATE = 1, 2, 3
+KiB = 1 << 10
+MiB = 1 << 20
+
+
+class Attention:
+    def forward(self, m, keep):
+        out = []
+        for _ in range(3):
+            out.append(keep(m(6 * MiB, 0, None), 6 * MiB, "act"))
+        return out
+
+
+class MLP:
+    def forward(self, m, keep):
+        return [keep(m(6 * MiB, 0, None), 6 * MiB, "act_mlp")]
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("lib")
+    ap.add_argument("capture")
+    ap.add_argument("steps", type=int)
+    ap.add_argument("--leak", type=int, default=0)
+    ap.add_argument("--user-every", type=int, default=0)
+    ap.add_argument("--accumulate", type=int, default=1)
+    ap.add_argument("--no-facts", action="store_true")
+    a = ap.parse_args()
+    lib = common.load(a.lib)
+    common.configure(lib, capture_path=a.capture, sim_capacity=1 << 30, segments="expandable", stacks=True)
+    live = {}
+    lines = {}
+
+    def keep(p, size, kind):
+        # the allocation is made on the caller's line (the innermost user frame is what the tool attributes)
+        live[p] = size
+        lines[kind] = sys._getframe(1).f_lineno
+        return p
+
+    def free(p):
+        lib.gpumem_free(p, live.pop(p), 0, None)
+
+    def mark(name):
+        # a real loop spends microseconds between a step fact and its next allocation; the capture's times
+        # are microseconds (Note [Step table])
+        time.sleep(0.0002)
+        lib.gpumem_mark(name, MARK_STEP)
+        time.sleep(0.0002)
+
+    def phase(name):
+        if not a.no_facts:
+            time.sleep(0.0002)
+            lib.gpumem_mark(name, MARK_PHASE)
+            time.sleep(0.0002)
+
+    seen = {}
+
+    def tag_changed():
+        # what the bootstrap's optimizer walk does: a tag only for storages whose pointer it has not seen
+        if a.no_facts:
+            return
+        for i, p in enumerate(params):
+            # the first parameter is tagged through a view 1 KiB into its block: the block containing it counts
+            addr, size = (p + KiB, KiB) if i == 0 else (p, live[p])
+            for kind, x, n, cat in (("p", addr, size, TAG_PARAMETER), ("g", grads[i], live[grads[i]], TAG_GRADIENT)):
+                if seen.get((kind, i)) != x:
+                    seen[(kind, i)] = x
+                    lib.gpumem_tag(x, n, cat, b"w%d" % i if kind == "p" else None, 0)
+        for i, p in enumerate(state):
+            if seen.get(("s", i)) != p:
+                seen[("s", i)] = p
+                lib.gpumem_tag(p, live[p], TAG_OPTIMIZER_STATE, None, 0)
+
+    m = lib.gpumem_malloc
+    params = [keep(m(4 * MiB, 0, None), 4 * MiB, "param") for _ in range(3)]
+    grads, state, history = [], [], []
+    attention, mlp = Attention(), MLP()
+    for it in range(a.steps * a.accumulate):
+        scratch = keep(m(1 * MiB, 0, None), 1 * MiB, "fwd_tmp")
+        free(scratch)
+        acts = attention.forward(m, keep) + mlp.forward(m, keep)
+        loss = keep(m(512, 0, None), 512, "loss")
+        if a.leak:
+            history.append(keep(m(a.leak, 0, None), a.leak, "leak"))
+        phase(b"backward")
+        lib.gpumem_backward_begin()
+        tmp = keep(m(2 * MiB, 0, None), 2 * MiB, "tmp")
+        if not grads:
+            grads = [keep(m(4 * MiB, 0, None), 4 * MiB, "grad") for _ in range(3)]
+        free(tmp)
+        for p in acts:
+            free(p)
+        free(loss)
+        lib.gpumem_backward_end()
+        mark(b"backward")
+        if (it + 1) % a.accumulate == 0:
+            phase(b"optimizer")
+            if not state:
+                state = [keep(m(8 * MiB, 0, None), 8 * MiB, "state") for _ in range(3)]
+            tag_changed()
+            mark(b"optimizer.step")
+            if a.user_every and ((it + 1) // a.accumulate) % a.user_every == 0:
+                mark(b"epoch-step")
+    lib.gpumem_shutdown(0)
+    print(json.dumps({"lines": lines, "params": len(params), "history": len(history)}))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,115 @@
+// Steps and leak findings (issue 17), on captures written by the real allocator (simulated device) with the step
+// facts the bootstrap writes, and the rules of Note [Steps] / Note [Leak rule] checked against their spec.
+import assert from 'node:assert/strict';
+import { spawnSync } from 'node:child_process';
+import fs from 'node:fs';
+import path from 'node:path';
+import { test } from 'node:test';
+import { openModel, root, tmpDir } from './reader-support.mjs';
+
+const { detectSteps, stepAt, findLeaks, stepReport } = await import('../../src/core/steps/index.ts');
+const { summarizeFile } = await import('../../src/core/summary/index.ts');
+
+const LIB = path.join(root, 'dist/native/libgpumem_allocator.so');
+const skip = fs.existsSync(LIB) ? false : `needs ${LIB} (make -C native/allocator)`;
+const KiB = 1024;
+const MiB = 1024 * KiB;
+
+function train(steps, ...flags) {
+  const cap = path.join(tmpDir(), 'train.gpumem');
+  const r = spawnSync('python3', [path.join(root, 'test/unit/reference/sim_training.py'), LIB, cap, String(steps), ...flags], { encoding: 'utf8' });
+  assert.equal(r.status, 0, r.stderr);
+  return { cap, info: JSON.parse(r.stdout) };
+}
+
+const mk = (timeUs, label, kind = 'step') => ({ device: 0, timeUs, kind, label });
+
+test('steps: optimizer steps after a backward end steps; accumulation and two optimizers give one step each', () => {
+  const facts = [mk(10, 'backward'), mk(11, 'backward'), mk(12, 'optimizer.step'), mk(13, 'optimizer.step'), mk(20, 'backward'), mk(21, 'optimizer.step')];
+  const s = detectSteps(facts, 5);
+  assert.equal(s.source, 'optimizer');
+  assert.deepEqual(s.steps, [
+    { index: 1, startUs: 5, endUs: 12 },
+    { index: 2, startUs: 12, endUs: 21 },
+  ]);
+  assert.equal(stepAt(s.steps, 5), 1);
+  assert.equal(stepAt(s.steps, 12), 1);
+  assert.equal(stepAt(s.steps, 12.5), 2);
+  assert.equal(stepAt(s.steps, 22), undefined);
+});
+
+test('steps: user marks override the facts; backward ends count when no optimizer stepped; nothing gives none', () => {
+  const user = detectSteps([mk(10, 'backward'), mk(12, 'optimizer.step'), mk(15, 'iteration end', 'user'), mk(30, 'epoch-step')], 0);
+  assert.equal(user.source, 'user');
+  assert.deepEqual(user.steps.map((s) => s.endUs), [15, 30]);
+  const manual = detectSteps([mk(10, 'backward'), mk(20, 'backward'), mk(25, 'warmup done', 'user')], 0);
+  assert.equal(manual.source, 'backward');
+  assert.deepEqual(manual.steps.map((s) => s.endUs), [10, 20]);
+  const noBackwardFacts = detectSteps([mk(10, 'optimizer.step'), mk(20, 'optimizer.step')], 0);
+  assert.deepEqual([noBackwardFacts.source, noBackwardFacts.steps.length], ['optimizer', 2]);
+  assert.deepEqual(detectSteps([mk(3, 'epoch 1', 'user')], 0), { source: 'none', steps: [] });
+});
+
+test('leak rule: three growths in a row are a finding, two are not; growth is the run average', () => {
+  const table = (series) => ({ steps: [], lines: series.map((v, i) => ({ file: 'f.py', line: i + 1, bytesAtEnds: v })) });
+  assert.deepEqual(findLeaks(table([[1, 2, 3], [5, 5, 5, 5], [1, 2, 3, 3, 4, 5]])), []);
+  const [f] = findLeaks(table([[100, 100, 110, 130, 160, 160]]));
+  assert.deepEqual(f, { file: 'f.py', line: 1, growthPerStepBytes: 20, fromStep: 2, toStep: 5, growingSteps: 3, bytesAtLastEnd: 160 });
+});
+
+test('a training loop that keeps one tensor per step: a leak finding on that line, growing by its size', { skip }, () => {
+  const { cap, info } = train(8, '--leak', String(8 * KiB));
+  const m = openModel(cap);
+  try {
+    const r = stepReport(m, 0);
+    assert.equal(r.steps.source, 'optimizer');
+    assert.equal(r.steps.steps.length, 8);
+    assert.equal(r.leaks.length, 1, JSON.stringify(r.leaks));
+    const [leak] = r.leaks;
+    assert.equal(leak.line, info.lines.leak);
+    assert.equal(leak.growthPerStepBytes, 8 * KiB);
+    assert.deepEqual([leak.fromStep, leak.toStep, leak.bytesAtLastEnd], [1, 8, 8 * 8 * KiB]);
+    // Per-step figures agree with the allocator state replayed at each step end (an independent path).
+    r.table.steps.forEach((s, i) => {
+      const f = m.stateAt(0, s.endUs).fragmentation;
+      assert.deepEqual([s.allocatedAtEndBytes, s.reservedAtEndBytes], [f.allocatedBytes, f.reservedBytes], `step ${i + 1}`);
+      // params 12 MiB + grads 12 MiB + optimizer state 24 MiB + the kept tensors
+      assert.equal(s.allocatedAtEndBytes, 48 * MiB + (i + 1) * 8 * KiB);
+      // the peak is inside backward: activations 24 MiB + loss 512 B + this step's kept tensor + the 2 MiB
+      // temporary, over params + everything earlier steps left (step 1: its gradients are allocated there)
+      const held = i === 0 ? 12 * MiB + 12 * MiB : 48 * MiB + i * 8 * KiB;
+      assert.equal(s.peakAllocatedBytes, held + 24 * MiB + 512 + 8 * KiB + 2 * MiB, `step ${i + 1} peak`);
+    });
+    const byLine = new Map(r.table.lines.map((l) => [l.line, l.bytesAtEnds]));
+    assert.deepEqual(byLine.get(info.lines.param), Array(8).fill(12 * MiB));
+    assert.deepEqual(byLine.get(info.lines.state), Array(8).fill(24 * MiB));
+    assert.equal(byLine.get(info.lines.act), undefined, 'activations are never live at a step end');
+  } finally {
+    m.close();
+  }
+});
+
+test('no leak, gradient accumulation and gpumem.step(): steps and findings follow Note [Steps]', { skip }, () => {
+  const plain = train(6);
+  const accumulated = train(4, '--accumulate', '3');
+  const user = train(6, '--user-every', '2');
+  for (const [run, source, count] of [[plain, 'optimizer', 6], [accumulated, 'optimizer', 4], [user, 'user', 3]]) {
+    const m = openModel(run.cap);
+    try {
+      const r = stepReport(m, 0);
+      assert.deepEqual([r.steps.source, r.steps.steps.length, r.leaks.length], [source, count, 0]);
+    } finally {
+      m.close();
+    }
+  }
+});
+
+test('gpumem summary prints the steps and the leak, and --json carries them', { skip }, () => {
+  const { cap, info } = train(5, '--leak', String(64 * KiB));
+  const s = summarizeFile(cap);
+  const [dev] = s.summary.steps ?? [];
+  assert.deepEqual([dev.source, dev.steps.length], ['optimizer', 5]);
+  assert.deepEqual(dev.leaks.map((l) => [l.line, l.growth_per_step_bytes, l.from_step, l.to_step]), [[info.lines.leak, 64 * KiB, 1, 5]]);
+  assert.match(s.text, /Steps on device 0: 5, found from optimizer\.step\(\) after backward\(\)/);
+  assert.match(s.text, new RegExp(`Leak: \\S*sim_training\\.py:${info.lines.leak} keeps 64\\.0 KiB more at each step end \\(steps 1–5, 320 KiB at the last step end[,)]`));
+});

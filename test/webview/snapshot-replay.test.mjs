@@ -1,0 +1,86 @@
+// The snapshot panel on a GPU Memory Lens capture made with expandable segments (trim on growth): the
+// breakdown names the parts of expandable segments (python3 computes them from the capture's exported twin),
+// and the "Allocator what-if" tab replays the trace under each policy on a button press, one row per policy,
+// with exactly the engine's numbers. Screenshots land in .test-output/webview/.
+import assert from 'node:assert/strict';
+import { execFileSync } from 'node:child_process';
+import fs from 'node:fs';
+import path from 'node:path';
+import { after, before, describe, test } from 'node:test';
+import { fileURLToPath } from 'node:url';
+import { formatBytes } from '../../src/core/format/bytes.ts';
+import { parseSnapshotWebviewMessage } from '../../src/core/protocol/snapshot.ts';
+import { openSnapshotPanel } from './snapshot-host.mjs';
+
+const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
+process.env.GPUMEM_ADDON ||= path.join(ROOT, 'dist/native/gpumem_addon.node');
+const { openModel } = await import('../../src/core/model/open.ts');
+const { POLICIES } = await import('../../src/core/model/whatIf.ts');
+const { deviceCapacity } = await import('../../src/core/replay/index.ts');
+
+const CAPTURE = path.join(ROOT, 'test/fixtures/h200-e2e-train.capture');
+
+describe('lens capture: breakdown per segment kind and the allocator what-if table', () => {
+  const dir = path.join(ROOT, '.test-output/webview/replay');
+  let model;
+  let wv;
+  let ref;
+  before(async () => {
+    fs.mkdirSync(dir, { recursive: true });
+    model = openModel(CAPTURE);
+    const twin = path.join(dir, 'twin.pickle');
+    model.exportPickle(twin);
+    ref = JSON.parse(execFileSync('python3', [path.join(ROOT, 'test/unit/snapshot_reference.py'), twin], { encoding: 'utf8' })).devices['0'].breakdown;
+    wv = await openSnapshotPanel(model, { fileName: 'h200-e2e-train.capture' });
+    await wv.page.waitForSelector('[data-testid=verdict]', { timeout: 20_000 });
+  });
+  after(async () => {
+    await wv?.close();
+    model?.close();
+  });
+
+  test('the breakdown shows releasable free pages and sub-page remainders, and no split remainders (no fixed segment)', async () => {
+    const { page } = wv;
+    assert.ok(ref.releasablePageBytes > 0 && ref.fixedSegments === 0);
+    for (const part of ['requestedBytes', 'roundingWasteBytes', 'pendingFreeBytes', 'subPageRemainderBytes', 'releasablePageBytes', 'cachedFreeBytes']) {
+      assert.equal(Number(await page.locator(`.view-summary [data-part="${part}"]`).getAttribute('data-bytes')), ref[part], part);
+    }
+    assert.equal(await page.locator('.view-summary [data-part="splitRemainderBytes"]').count(), 0);
+    const pages = await page.locator('.view-summary [data-part="releasablePageBytes"]').textContent();
+    assert.match(pages, /Releasable free pages.*empty_cache\(\) unmaps them/);
+    const verdict = await page.locator('[data-testid=verdict]').textContent();
+    assert.doesNotMatch(verdict, /would fail/);
+    const w = model.whatIf(0, Infinity);
+    assert.match(verdict, new RegExp(`empty_cache\\(\\) would release ${formatBytes(w.emptyCacheReleasesBytes).replace('.', '\\.')}\\.`));
+    assert.equal(w.emptyCacheReleasesBytes, ref.cachedFreeBytes + ref.releasablePageBytes);
+    await wv.screenshot('snapshot-lens-capture-breakdown');
+  });
+
+  test('the what-if tab replays every policy on demand, with the engine\'s peaks and the device capacity', async () => {
+    const { page } = wv;
+    await page.click('[data-testid=tab-replay]');
+    assert.equal(await page.locator('[data-testid=replay-table]').count(), 0, 'nothing is replayed before the button');
+    await page.click('[data-testid=replay-run]');
+    await page.waitForSelector('[data-testid=replay-table]', { timeout: 60_000 });
+    const asked = (await wv.posted()).filter((m) => m.type === 'requestReplay');
+    assert.equal(asked.length, 1);
+    assert.deepEqual(parseSnapshotWebviewMessage(asked[0]), asked[0], 'the page speaks the validated contract');
+    const cap = deviceCapacity(model, 0);
+    assert.match(await page.locator('[data-testid=replay-capacity]').textContent(), new RegExp(`Simulated device: ${formatBytes(cap.bytes)}`));
+    const rows = page.locator('[data-testid=replay-table] tbody tr');
+    assert.equal(await rows.count(), POLICIES.length);
+    for (const [i, policy] of POLICIES.entries()) {
+      const r = model.replay(0, policy, cap.bytes);
+      const row = rows.nth(i);
+      assert.equal(await row.getAttribute('data-policy'), policy);
+      assert.equal(Number(await row.getAttribute('data-peak-reserved')), r.peakReservedBytes, policy);
+      const cells = (await row.locator('td').allTextContents()).map((s) => s.trim());
+      assert.equal(cells[0], formatBytes(r.peakReservedBytes), policy);
+      assert.equal(cells[1], `×${r.ratio.toFixed(3)}`, policy);
+      assert.equal(r.oom, null, `${policy}: a 150 MiB run fits the device`);
+      assert.equal(cells[2], 'no', policy);
+    }
+    assert.equal(await page.locator('[data-testid=replay-table] tr.own-policy').getAttribute('data-policy'), 'lens');
+    await wv.screenshot('snapshot-lens-capture-replay');
+  });
+});
