@@ -153,8 +153,9 @@ describe('ResNet-50 training snapshot', () => {
     const { page } = wv;
     const canvas = page.locator('[data-testid=timeline-canvas]');
     const box = await canvas.boundingBox();
-    // Low in the plot at the peak: the oldest live allocation there is a band.
-    await page.mouse.move(box.x + box.width * 0.5, box.y + box.height - 40);
+    // Low in the plot at the peak, above the memory allocated before the trace (the model's weights, drawn
+    // at the bottom by owner): the oldest live allocations there are bands.
+    await page.mouse.move(box.x + box.width * 0.5, box.y + box.height - 120);
     const tip = page.locator('.timeline-wrap .tooltip');
     await tip.waitFor({ state: 'visible', timeout: 5000 });
     const title = await tip.locator('.tooltip-title').textContent();

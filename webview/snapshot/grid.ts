@@ -9,6 +9,8 @@ export interface Column<R> {
   /** sort value; absent = not sortable */
   sortValue?: (row: R) => number | string;
   numeric?: boolean;
+  /** a colour swatch before the cell text (CSS colour), e.g. the timeline owner of a sites row */
+  swatch?: (row: R) => string | undefined;
 }
 
 export interface GridOptions<R> {
@@ -56,7 +58,17 @@ export function renderGrid<R>(root: HTMLElement, rows: readonly R[], o: GridOpti
   grid.append(header);
   sorted.slice(0, limit).forEach((r, idx) => {
     const row = h('vscode-data-grid-row', { 'data-index': idx, title: o.rowTitle?.(r) ?? '', class: 'clickable', 'grid-template-columns': template });
-    o.columns.forEach((c, i) => row.append(h('vscode-data-grid-cell', { 'grid-column': i + 1, class: c.numeric ? 'num' : '' }, c.text(r))));
+    o.columns.forEach((c, i) => {
+      const cell = h('vscode-data-grid-cell', { 'grid-column': i + 1, class: c.numeric ? 'num' : '' });
+      const colour = c.swatch?.(r);
+      if (colour) {
+        const sw = h('span', { class: 'swatch', 'data-swatch': colour });
+        sw.style.background = colour; // CSSOM, not a style attribute (CSP)
+        cell.append(sw, ' ');
+      }
+      cell.append(c.text(r));
+      row.append(cell);
+    });
     row.addEventListener('click', () => o.onActivate(r));
     row.addEventListener('keydown', (e) => {
       if (e.key === 'Enter') o.onActivate(r);

@@ -3,10 +3,18 @@ import { formatBytes } from '../../src/core/format/bytes';
 import type { SiteRow } from '../../src/core/protocol/snapshot';
 import { getState, send, updateState } from './api';
 import { clear, h } from './dom';
+import { ownerCss } from './palette';
 import { renderGrid, type Column } from './grid';
 
 const COLUMNS: Column<SiteRow>[] = [
-  { key: 'site', title: 'Line', text: (r) => `${r.displayFile}:${r.line}`, sortValue: (r) => `${r.displayFile}:${String(r.line).padStart(8, '0')}` },
+  {
+    key: 'site',
+    title: 'Line',
+    text: (r) => `${r.displayFile}:${r.line}`,
+    sortValue: (r) => `${r.displayFile}:${String(r.line).padStart(8, '0')}`,
+    // The timeline's colour for this line (Note [Owner colours]); ≥ 12 is "other lines".
+    swatch: (r) => (r.ownerGroup >= 0 ? ownerCss(Math.min(r.ownerGroup, 12), 14) : undefined),
+  },
   { key: 'selfBytesAtPeak', title: 'At peak (self)', text: (r) => formatBytes(r.selfBytesAtPeak), sortValue: (r) => r.selfBytesAtPeak, numeric: true },
   { key: 'inclusiveBytesAtPeak', title: 'At peak (incl.)', text: (r) => formatBytes(r.inclusiveBytesAtPeak), sortValue: (r) => r.inclusiveBytesAtPeak, numeric: true },
   { key: 'totalAllocatedBytes', title: 'Total allocated', text: (r) => formatBytes(r.totalAllocatedBytes), sortValue: (r) => r.totalAllocatedBytes, numeric: true },
@@ -21,7 +29,7 @@ export function renderSites(root: HTMLElement, rows: readonly SiteRow[]): void {
     h(
       'p',
       { class: 'muted' },
-      'Self: bytes live at the peak whose innermost user frame is this line. Incl.: this line anywhere in the stack. Click a row to open the line.',
+      'Self: bytes live at the peak whose innermost user frame is this line. Incl.: this line anywhere in the stack. The swatch is the line\'s colour on the timeline. Click a row to open the line.',
     ),
     gridHost,
   );

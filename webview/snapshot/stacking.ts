@@ -11,16 +11,17 @@ import type { SpanColumns } from '../../src/core/protocol/snapshot';
 export type ColumnVisitor = (column: number, live: readonly number[]) => void;
 
 /**
- * Visits `columns` columns covering [v0, v1): column c samples time v0 + (c + 0.5) · (v1 − v0) / columns.
- * Bands must be sorted by start time. A band is live at t when start ≤ t < end (or live at the end).
+ * Visits `columns` columns covering [v0, v1): column c samples time v0 + (c + 0.5) · (v1 − v0) / columns,
+ * or timeOf(c) when given (non-decreasing in c). Bands must be sorted by start time. A band is live at t
+ * when start ≤ t < end (or live at the end).
  */
-export function sweepColumns(spans: SpanColumns, v0: number, v1: number, columns: number, visit: ColumnVisitor): void {
+export function sweepColumns(spans: SpanColumns, v0: number, v1: number, columns: number, visit: ColumnVisitor, timeOf?: (column: number) => number): void {
   const n = spans.startUs.length;
   const dt = (v1 - v0) / columns;
   let next = 0;
   let live: number[] = [];
   for (let c = 0; c < columns; c++) {
-    const t = v0 + (c + 0.5) * dt;
+    const t = timeOf ? timeOf(c) : v0 + (c + 0.5) * dt;
     while (next < n && spans.startUs[next] <= t) live.push(next++);
     // Drop ended bands; allocation order of the survivors is kept.
     let w = 0;

@@ -19,6 +19,8 @@ inline void exerciseModel(Model& m) {
     double t0 = d.count() ? (double)d.t.front() : 0, t1 = d.count() ? (double)d.t.back() : 1;
     for (double t : {t0 - 1, (t0 + t1) / 2, t1, (double)INFINITY}) stateJson(m, idx, t);
     timelineJson(m, idx, t0, t1, 64);
+    timelineJson(m, idx, t0 - 1, t1 + 1, 64, true);
+    spansJson(m, idx, t0, t1, 50, 0);
     lineStatsJson(m, idx);
     spansJson(m, idx, t0, t1, 50);
     markersJson(m, idx);

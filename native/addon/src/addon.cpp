@@ -138,7 +138,9 @@ void importPickleFile(Opened& o) {
   struct stat st {};
   if (fstat(fd, &st) == 0 && st.st_size > 0) {
     size_t len = (size_t)st.st_size;
-    void* p = mmap(nullptr, len, PROT_READ, MAP_PRIVATE | MAP_POPULATE, fd, 0);
+    // Big files are mapped page by page just ahead of the parser, and dropped behind it (Note [Input
+    // window] in pickle_reader.cpp): mapping all of a 750 MB pickle at once made it all resident.
+    void* p = mmap(nullptr, len, PROT_READ, MAP_PRIVATE | (len < (32u << 20) ? MAP_POPULATE : 0), fd, 0);
     if (p != MAP_FAILED) {
       close(fd);
       struct Unmap {
@@ -146,7 +148,7 @@ void importPickleFile(Opened& o) {
         size_t n;
         ~Unmap() { munmap(p, n); }
       } unmap{p, len};
-      importSnapshot(*o.model, static_cast<const uint8_t*>(p), len);
+      importSnapshot(*o.model, static_cast<const uint8_t*>(p), len, true);
       return;
     }
   }
@@ -303,7 +305,8 @@ class Handle : public Napi::ObjectWrap<Handle> {
   Napi::Value TimeRange(const Napi::CallbackInfo& info) { return Str(info.Env(), timeRangeJson(M(info.Env()), Dev(info, 0))); }
   Napi::Value Current(const Napi::CallbackInfo& info) { return Str(info.Env(), currentJson(M(info.Env()), Dev(info, 0))); }
   Napi::Value Timeline(const Napi::CallbackInfo& info) {
-    return Str(info.Env(), timelineJson(M(info.Env()), Dev(info, 0), Num(info, 1, 0), Num(info, 2, 0), (int)Num(info, 3, 100)));
+    bool owners = info.Length() > 4 && info[4].IsBoolean() && info[4].As<Napi::Boolean>().Value();
+    return Str(info.Env(), timelineJson(M(info.Env()), Dev(info, 0), Num(info, 1, 0), Num(info, 2, 0), (int)Num(info, 3, 100), owners));
   }
   Napi::Value StateAt(const Napi::CallbackInfo& info) { return Str(info.Env(), stateJson(M(info.Env()), Dev(info, 0), Num(info, 1, INFINITY))); }
   Napi::Value LineStats(const Napi::CallbackInfo& info) { return Str(info.Env(), lineStatsJson(M(info.Env()), Dev(info, 0))); }
@@ -340,7 +343,8 @@ class Handle : public Napi::ObjectWrap<Handle> {
   }
   Napi::Value Ooms(const Napi::CallbackInfo& info) { return Str(info.Env(), oomsJson(M(info.Env()))); }
   Napi::Value Spans(const Napi::CallbackInfo& info) {
-    return Str(info.Env(), spansJson(M(info.Env()), Dev(info, 0), Num(info, 1, -INFINITY), Num(info, 2, INFINITY), (size_t)Num(info, 3, 1000)));
+    return Str(info.Env(), spansJson(M(info.Env()), Dev(info, 0), Num(info, 1, -INFINITY), Num(info, 2, INFINITY), (size_t)Num(info, 3, 1000),
+                                     (int)Num(info, 4, -1)));
   }
   Napi::Value Diff(const Napi::CallbackInfo& info) {
     Model& a = M(info.Env());

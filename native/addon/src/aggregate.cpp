@@ -247,56 +247,6 @@ void rangeMinMax(const std::vector<int64_t>& base, const Pyramid& p, size_t lo, 
 
 }  // namespace
 
-std::string timelineJson(Model& m, int index, double t0, double t1, int buckets) {
-  buckets = std::max(1, std::min(buckets, 1 << 16));
-  if (!(t1 > t0)) t1 = t0 + 1;
-  Json j;
-  auto it = m.devices.find(index);
-  std::vector<int64_t> amin(buckets), amax(buckets), rmin(buckets), rmax(buckets);
-  std::vector<double> used(buckets, NAN);
-  if (it != m.devices.end()) {
-    DeviceData& d = it->second;
-    buildPyramid(d.allocated, d.allocPyr);
-    buildPyramid(d.reserved, d.resPyr);
-    double w = (t1 - t0) / buckets;
-    for (int k = 0; k < buckets; k++) {
-      double ta = t0 + k * w, tb = k == buckets - 1 ? t1 : t0 + (k + 1) * w;
-      // Events in [ta, tb) (the last bucket includes t1); the value carried in from before counts too.
-      size_t i0 = std::lower_bound(d.t.begin(), d.t.end(), clampToI64(std::ceil(ta))) - d.t.begin();
-      size_t i1 = k == buckets - 1 ? eventsUpTo(d, tb)
-                                   : (size_t)(std::lower_bound(d.t.begin(), d.t.end(), clampToI64(std::ceil(tb))) - d.t.begin());
-      i1 = std::max(i1, i0);
-      int64_t a = allocatedBefore(d, i0), r = reservedBefore(d, i0);
-      int64_t alo = a, ahi = a, rlo = r, rhi = r;
-      rangeMinMax(d.allocated, d.allocPyr, i0, i1, alo, ahi);
-      rangeMinMax(d.reserved, d.resPyr, i0, i1, rlo, rhi);
-      amin[k] = alo, amax[k] = ahi, rmin[k] = rlo, rmax[k] = rhi;
-    }
-    if (!d.samples.empty()) {
-      for (const auto& s : d.samples) {
-        if (s.tUs < t0 || s.tUs > t1) continue;
-        int k = std::min(buckets - 1, std::max(0, (int)std::min(1e9, ((double)s.tUs - t0) / w)));
-        if (std::isnan(used[k]) || (double)s.used > used[k]) used[k] = (double)s.used;
-      }
-    }
-  }
-  auto arr = [&](const char* name, const std::vector<int64_t>& v) {
-    j.key(name).open('[');
-    for (int64_t x : v) j.item().num(x);
-    j.close(']');
-  };
-  j.open('{').kv("device", index).kvd("t0Us", t0).kvd("t1Us", t1).kv("buckets", buckets);
-  arr("allocatedMin", amin);
-  arr("allocatedMax", amax);
-  arr("reservedMin", rmin);
-  arr("reservedMax", rmax);
-  if (it != m.devices.end() && !it->second.samples.empty()) {
-    j.key("deviceUsedMax").open('[');
-    for (double x : used) j.item().dbl(x);
-    j.close(']');
-  }
-  return j.close('}').s;
-}
 
 std::string stateJson(const Model& m, int index, double tUs) {
   const DeviceData* d = dev(m, index);
@@ -318,15 +268,24 @@ std::string stateJson(const Model& m, int index, double tUs) {
   return j.close('}').s;
 }
 
-std::string lineStatsJson(const Model& m, int index) {
-  const DeviceData* d = dev(m, index);
-  Json j;
-  j.open('[');
-  if (!d) return j.close(']').s;
-  struct StackAgg {
-    uint64_t atPeak = 0, countAtPeak = 0, total = 0, count = 0, liveNow = 0;
-  };
+namespace {
+// Per-line statistics (the sites table), ranked: bytes at the peak (self), then inclusive, then total.
+struct StackAgg {
+  uint64_t atPeak = 0, countAtPeak = 0, total = 0, count = 0, liveNow = 0;
+};
+struct LineAgg {
+  uint64_t self = 0, incl = 0, total = 0, count = 0, liveNow = 0, backward = 0;
+  std::vector<std::pair<uint32_t, const StackAgg*>> stacks;
+};
+struct LineTable {
   std::unordered_map<uint32_t, StackAgg> perStack;
+  std::map<LineKey, LineAgg> lines;
+  std::vector<std::pair<LineKey, LineAgg*>> order;  // ranked
+};
+
+void rankLines(const Model& m, const DeviceData* d, LineTable& out) {
+  auto& perStack = out.perStack;
+  auto& lines = out.lines;
   for (size_t i = 0; i < d->count(); i++) {
     if (d->action[i] != ACT_ALLOC) continue;
     StackAgg& a = perStack[d->stack[i]];
@@ -335,11 +294,7 @@ std::string lineStatsJson(const Model& m, int index) {
     if (liveAtPeak(*d, i)) a.atPeak += d->size[i], a.countAtPeak++;
     if (d->link[i] == kNoLink) a.liveNow += d->size[i];
   }
-  struct LineAgg {
-    uint64_t self = 0, incl = 0, total = 0, count = 0, liveNow = 0, backward = 0;
-    std::vector<std::pair<uint32_t, const StackAgg*>> stacks;
-  };
-  std::map<LineKey, LineAgg> lines;
+
   for (const auto& [sid, a] : perStack) {
     LineKey self = selfLine(m, sid);
     LineAgg& L = lines[self];
@@ -360,7 +315,7 @@ std::string lineStatsJson(const Model& m, int index) {
     }
     if (self == kNoUserLine) L.incl += a.atPeak, L.stacks.push_back({sid, &a});
   }
-  std::vector<std::pair<LineKey, LineAgg*>> order;
+  auto& order = out.order;
   for (auto& [k, L] : lines) order.push_back({k, &L});
   std::sort(order.begin(), order.end(), [&](const auto& a, const auto& b) {
     if (a.second->self != b.second->self) return a.second->self > b.second->self;
@@ -368,14 +323,133 @@ std::string lineStatsJson(const Model& m, int index) {
     if (a.second->total != b.second->total) return a.second->total > b.second->total;
     return a.first < b.first;
   });
-  for (auto& [k, L] : order) {
+}
+}  // namespace
+
+// Note [Owner bands]: at whole-trace zoom most allocations are too small or short to draw alone, and
+// memory without an owner answers nothing. So every allocation belongs to an owner group: one of the
+// top kOwnerLines source lines (innermost user frame, ranked as the sites table ranks them, among lines
+// that own allocations), "other lines", or "before the trace" (blocks a pickle shows allocated before
+// its trace began, freed by unpaired free_requested events). The timeline query samples each group's
+// live bytes and live count at each bucket's centre, so the groups sum to allocated there exactly; the
+// webview draws the bands it has on their owner's colour and each group's remainder as one band.
+// Group totals are checkpointed every kOwnerStep events, so a window costs its own events only.
+namespace {
+constexpr size_t kOwnerLines = 12, kOwnerStep = 1u << 16;
+}  // namespace
+
+struct OwnerCache {
+  size_t builtFor = SIZE_MAX, stacksFor = 0;
+  std::vector<LineKey> top;             // group k < top.size(): this line
+  std::vector<uint8_t> stackGroup;      // stack id → group
+  size_t groups = 0;                    // top.size() + 2: … other lines, before the trace
+  std::vector<int64_t> bytesAt, countAt;  // per checkpoint (event kOwnerStep · c), groups each
+  int64_t startCount = 0;
+  size_t other() const { return top.size(); }
+  size_t beforeTrace() const { return top.size() + 1; }
+  uint8_t groupOfEvent(const DeviceData& d, size_t i) const {
+    // A free counts against what it frees; an unpaired free frees memory from before the trace.
+    if (d.action[i] == ACT_FREE_REQUESTED) {
+      uint32_t j = d.link[i];
+      return j == kNoLink ? (uint8_t)beforeTrace() : groupOfStack(d.stack[j]);
+    }
+    return groupOfStack(d.stack[i]);
+  }
+  uint8_t groupOfStack(uint32_t s) const { return s < stackGroup.size() ? stackGroup[s] : (uint8_t)other(); }
+};
+
+namespace {
+
+const OwnerCache& ownersOf(const Model& m, const DeviceData& d) {
+  if (!d.ownerCache) d.ownerCache = std::make_shared<OwnerCache>();
+  OwnerCache& c = *d.ownerCache;
+  if (c.builtFor == d.count() && c.stacksFor == m.stacks.size()) return c;
+  c = OwnerCache{};
+  LineTable table;
+  rankLines(m, &d, table);
+  for (const auto& [k, L] : table.order)
+    if (L->count > 0 && c.top.size() < kOwnerLines) c.top.push_back(k);
+  c.groups = c.top.size() + 2;
+  c.stackGroup.assign(m.stacks.size(), (uint8_t)c.other());
+  for (size_t s = 0; s < m.stacks.size(); s++) {
+    LineKey k = selfLine(m, (uint32_t)s);
+    for (size_t g = 0; g < c.top.size(); g++)
+      if (c.top[g] == k) c.stackGroup[s] = (uint8_t)g;
+  }
+  // Blocks live before the trace: those allocated at its end, less the trace's allocations, plus its frees.
+  if (d.haveFinal && !d.startEmpty) {
+    int64_t n = 0;
+    for (const auto& seg : d.finalSegments)
+      for (const auto& b : seg.blocks) n += b.state == ST_ALLOCATED;
+    for (size_t i = 0; i < d.count(); i++) n += d.action[i] == ACT_FREE_REQUESTED ? 1 : d.action[i] == ACT_ALLOC ? -1 : 0;
+    c.startCount = std::max<int64_t>(n, 0);
+  }
+  std::vector<int64_t> bytes(c.groups, 0), count(c.groups, 0);
+  bytes[c.beforeTrace()] = d.startAllocated;
+  count[c.beforeTrace()] = c.startCount;
+  for (size_t i = 0; i < d.count(); i++) {
+    if (i % kOwnerStep == 0) {
+      c.bytesAt.insert(c.bytesAt.end(), bytes.begin(), bytes.end());
+      c.countAt.insert(c.countAt.end(), count.begin(), count.end());
+    }
+    uint8_t a = d.action[i];
+    if (a != ACT_ALLOC && a != ACT_FREE_REQUESTED) continue;
+    uint8_t g = c.groupOfEvent(d, i);
+    if (a == ACT_ALLOC) bytes[g] = wrapAdd(bytes[g], d.size[i]), count[g]++;
+    else bytes[g] = wrapSub(bytes[g], d.size[i]), count[g]--;
+  }
+  c.builtFor = d.count();
+  c.stacksFor = m.stacks.size();
+  return c;
+}
+
+// Group bytes and counts after the first n events, walked forward from (bytes, count) after `from`.
+void ownersAdvance(const OwnerCache& c, const DeviceData& d, size_t from, size_t n, std::vector<int64_t>& bytes, std::vector<int64_t>& count) {
+  for (size_t i = from; i < n; i++) {
+    uint8_t a = d.action[i];
+    if (a != ACT_ALLOC && a != ACT_FREE_REQUESTED) continue;
+    uint8_t g = c.groupOfEvent(d, i);
+    if (a == ACT_ALLOC) bytes[g] = wrapAdd(bytes[g], d.size[i]), count[g]++;
+    else bytes[g] = wrapSub(bytes[g], d.size[i]), count[g]--;
+  }
+}
+
+void ownersAt(const OwnerCache& c, const DeviceData& d, size_t n, std::vector<int64_t>& bytes, std::vector<int64_t>& count) {
+  size_t cp = std::min(n / kOwnerStep, c.bytesAt.size() / std::max<size_t>(c.groups, 1));
+  if (cp == 0 && c.bytesAt.empty()) {
+    bytes.assign(c.groups, 0), count.assign(c.groups, 0);
+    bytes[c.beforeTrace()] = d.startAllocated, count[c.beforeTrace()] = c.startCount;
+    return ownersAdvance(c, d, 0, n, bytes, count);
+  }
+  if (cp * c.groups >= c.bytesAt.size()) cp--;
+  bytes.assign(c.bytesAt.begin() + (ptrdiff_t)(cp * c.groups), c.bytesAt.begin() + (ptrdiff_t)((cp + 1) * c.groups));
+  count.assign(c.countAt.begin() + (ptrdiff_t)(cp * c.groups), c.countAt.begin() + (ptrdiff_t)((cp + 1) * c.groups));
+  ownersAdvance(c, d, cp * kOwnerStep, n, bytes, count);
+}
+
+}  // namespace
+
+std::string lineStatsJson(const Model& m, int index) {
+  const DeviceData* d = dev(m, index);
+  Json j;
+  j.open('[');
+  if (!d) return j.close(']').s;
+  LineTable table;
+  rankLines(m, d, table);
+  const OwnerCache& owners = ownersOf(m, *d);
+  for (auto& [k, L] : table.order) {
     std::sort(L->stacks.begin(), L->stacks.end(), [](const auto& a, const auto& b) {
       if (a.second->atPeak != b.second->atPeak) return a.second->atPeak > b.second->atPeak;
       return a.second->total > b.second->total;
     });
     j.open('{').kvs("file", lineFile(m, k)).kv("line", k.second).kvu("selfBytesAtPeak", L->self);
     j.kvu("inclusiveBytesAtPeak", L->incl).kvu("totalAllocatedBytes", L->total).kvu("allocCount", L->count);
-    j.kvu("liveNowBytes", L->liveNow).kvu("backwardBytesAtPeak", L->backward).key("topStacks").open('[');
+    j.kvu("liveNowBytes", L->liveNow).kvu("backwardBytesAtPeak", L->backward);
+    // Its timeline owner group: a top line's own, "other lines" (top.size()) for the rest that own memory.
+    int group = L->count == 0 ? -1 : (int)owners.other();
+    for (size_t g = 0; g < owners.top.size(); g++)
+      if (owners.top[g] == k) group = (int)g;
+    j.kv("ownerGroup", group).key("topStacks").open('[');
     for (size_t s = 0; s < L->stacks.size() && s < 5; s++)
       j.open('{').kv("stackId", L->stacks[s].first).kvu("bytesAtPeak", L->stacks[s].second->atPeak).kvu("count", L->stacks[s].second->count).close('}');
     j.close(']').close('}');
@@ -436,7 +510,7 @@ std::string oomsJson(const Model& m) {
   return j.close(']').s;
 }
 
-std::string spansJson(const Model& m, int index, double t0, double t1, size_t maxCount) {
+std::string spansJson(const Model& m, int index, double t0, double t1, size_t maxCount, int owner) {
   const DeviceData* d = dev(m, index);
   Json j;
   j.open('[');
@@ -462,6 +536,8 @@ std::string spansJson(const Model& m, int index, double t0, double t1, size_t ma
     }
   };
   int64_t first = d->count() ? d->t[0] : 0;
+  const OwnerCache& ownerGroups = ownersOf(m, *d);
+  const OwnerCache* owners = owner >= 0 ? &ownerGroups : nullptr;
   for (size_t i = 0; i < d->count(); i++) {
     uint8_t a = d->action[i];
     double start, end;
@@ -474,7 +550,7 @@ std::string spansJson(const Model& m, int index, double t0, double t1, size_t ma
     } else {
       continue;
     }
-    if (start <= t1 && end >= t0) offer(Span{(uint32_t)i, d->size[i]});
+    if (start <= t1 && end >= t0 && (!owners || (int)owners->groupOfEvent(*d, i) == owner)) offer(Span{(uint32_t)i, d->size[i]});
   }
   std::sort_heap(spans.begin(), spans.end(), better);
   size_t keep = spans.size();
@@ -488,7 +564,8 @@ std::string spansJson(const Model& m, int index, double t0, double t1, size_t ma
       j.raw("null");
     else
       j.num(isAlloc ? d->t[d->link[i]] : d->t[i]);
-    j.kv("stackId", d->stack[i]).kvu("stream", d->stream[i]).close('}');
+    j.kv("stackId", d->stack[i]).kvu("stream", d->stream[i]);
+    j.kv("owner", (int)ownerGroups.groupOfEvent(*d, i)).close('}');
   }
   return j.close(']').s;
 }
@@ -528,6 +605,83 @@ std::string diffJson(const Model& a, int index, double aUs, const Model& b, doub
     j.kv("deltaBytes", wrapDiff(v.second, v.first)).close('}');
   }
   return j.close(']').s;
+}
+
+std::string timelineJson(Model& m, int index, double t0, double t1, int buckets, bool withOwners) {
+  buckets = std::max(1, std::min(buckets, 1 << 16));
+  if (!(t1 > t0)) t1 = t0 + 1;
+  Json j;
+  auto it = m.devices.find(index);
+  std::vector<int64_t> amin(buckets), amax(buckets), rmin(buckets), rmax(buckets);
+  std::vector<double> used(buckets, NAN);
+  const OwnerCache* owners = nullptr;
+  std::vector<int64_t> ownerBytes, ownerCount;  // buckets × groups
+  if (it != m.devices.end()) {
+    DeviceData& d = it->second;
+    // Owner groups at each bucket's centre (Note [Owner bands]).
+    if (withOwners) {
+      owners = &ownersOf(m, d);
+      const size_t G = owners->groups;
+      ownerBytes.resize((size_t)buckets * G), ownerCount.resize((size_t)buckets * G);
+      std::vector<int64_t> b, c;
+      double w = (t1 - t0) / buckets;
+      size_t at = eventsUpTo(d, t0 + 0.5 * w);
+      ownersAt(*owners, d, at, b, c);
+      for (int k = 0; k < buckets; k++) {
+        size_t n = eventsUpTo(d, t0 + (k + 0.5) * w);
+        if (n > at) ownersAdvance(*owners, d, at, n, b, c), at = n;
+        std::copy(b.begin(), b.end(), ownerBytes.begin() + (ptrdiff_t)(k * G));
+        std::copy(c.begin(), c.end(), ownerCount.begin() + (ptrdiff_t)(k * G));
+      }
+    }
+    buildPyramid(d.allocated, d.allocPyr);
+    buildPyramid(d.reserved, d.resPyr);
+    double w = (t1 - t0) / buckets;
+    for (int k = 0; k < buckets; k++) {
+      double ta = t0 + k * w, tb = k == buckets - 1 ? t1 : t0 + (k + 1) * w;
+      // Events in [ta, tb) (the last bucket includes t1); the value carried in from before counts too.
+      size_t i0 = std::lower_bound(d.t.begin(), d.t.end(), clampToI64(std::ceil(ta))) - d.t.begin();
+      size_t i1 = k == buckets - 1 ? eventsUpTo(d, tb)
+                                   : (size_t)(std::lower_bound(d.t.begin(), d.t.end(), clampToI64(std::ceil(tb))) - d.t.begin());
+      i1 = std::max(i1, i0);
+      int64_t a = allocatedBefore(d, i0), r = reservedBefore(d, i0);
+      int64_t alo = a, ahi = a, rlo = r, rhi = r;
+      rangeMinMax(d.allocated, d.allocPyr, i0, i1, alo, ahi);
+      rangeMinMax(d.reserved, d.resPyr, i0, i1, rlo, rhi);
+      amin[k] = alo, amax[k] = ahi, rmin[k] = rlo, rmax[k] = rhi;
+    }
+    if (!d.samples.empty()) {
+      for (const auto& s : d.samples) {
+        if (s.tUs < t0 || s.tUs > t1) continue;
+        int k = std::min(buckets - 1, std::max(0, (int)std::min(1e9, ((double)s.tUs - t0) / w)));
+        if (std::isnan(used[k]) || (double)s.used > used[k]) used[k] = (double)s.used;
+      }
+    }
+  }
+  auto arr = [&](const char* name, const std::vector<int64_t>& v) {
+    j.key(name).open('[');
+    for (int64_t x : v) j.item().num(x);
+    j.close(']');
+  };
+  j.open('{').kv("device", index).kvd("t0Us", t0).kvd("t1Us", t1).kv("buckets", buckets);
+  arr("allocatedMin", amin);
+  arr("allocatedMax", amax);
+  arr("reservedMin", rmin);
+  arr("reservedMax", rmax);
+  if (owners) {
+    j.key("owners").open('{').key("lines").open('[');
+    for (const LineKey& k : owners->top) j.open('{').kvs("file", lineFile(m, k)).kv("line", k.second).close('}');
+    j.close(']').kv("groups", owners->groups);
+    arr("bytes", ownerBytes);
+    arr("counts", ownerCount);
+    j.close('}');
+  }
+  if (it != m.devices.end() && !it->second.samples.empty()) {
+    j.key("deviceUsedMax").open('[');
+    for (double x : used) j.item().dbl(x);
+    j.close(']');
+  }
+  return j.close('}').s;
 }
 
 }  // namespace gpumem

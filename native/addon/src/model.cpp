@@ -21,8 +21,9 @@ uint32_t Model::intern(std::string_view s) {
 }
 
 uint32_t Model::internFrame(uint32_t file, uint32_t name, uint32_t line) {
-  frames.push_back(FrameData{file, name, line});
-  return (uint32_t)(frames.size() - 1);
+  auto [it, fresh] = frameIds.try_emplace({(uint64_t)file << 32 | name, line}, (uint32_t)frames.size());
+  if (fresh) frames.push_back(FrameData{file, name, line});
+  return it->second;
 }
 
 uint32_t Model::internStack(const std::vector<uint32_t>& frameIds, bool backward) {

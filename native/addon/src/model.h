@@ -33,6 +33,7 @@ extern const char* const kBlockStateNames[3];
 
 constexpr uint32_t kNoLink = UINT32_MAX;
 struct ReplayCache;  // replay.h
+struct OwnerCache;   // aggregate.cpp
 
 // Note [Wrapping sums]: byte counts from files are untrusted; sums wrap (two's complement) instead of
 // overflowing a signed integer, which would be undefined behaviour. Real figures never get near 2^63.
@@ -155,6 +156,8 @@ struct DeviceData {
   // Allocator states met while replaying (every 2^18 events), so the next query starts nearby;
   // events only ever get appended, so a cached state stays true.
   mutable std::shared_ptr<ReplayCache> replayCache;
+  // Owner groups of the timeline (Note [Owner bands] in aggregate.cpp), rebuilt when events arrive.
+  mutable std::shared_ptr<OwnerCache> ownerCache;
 
   std::vector<MarkerData> markers;
   std::vector<OomData> ooms;
@@ -224,6 +227,12 @@ struct Model {
   std::vector<std::string> strings{""};  // id 0 = ""
   std::unordered_map<std::string, uint32_t> stringIds{{"", 0}};
   std::vector<FrameData> frames;
+  // (file, name) string ids and line → frame id: a frame is its value (a 1 M-event pickle dumped by
+  // PyTorch has a fresh dict for every frame of every entry; as values they are a few thousand).
+  struct FrameKeyHash {
+    size_t operator()(const std::pair<uint64_t, uint32_t>& k) const { return std::hash<uint64_t>()(k.first * 0x9E3779B97F4A7C15ull ^ k.second); }
+  };
+  std::unordered_map<std::pair<uint64_t, uint32_t>, uint32_t, FrameKeyHash> frameIds;
   std::vector<uint32_t> stackFrames;
   std::vector<StackData> stacks{StackData{0, 0, false, UINT32_MAX}};  // id 0 = no frames
   std::map<std::vector<uint32_t>, uint32_t> stackIds;

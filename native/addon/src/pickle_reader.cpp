@@ -86,13 +86,17 @@ std::string decodeRawUnicodeEscape(std::string_view s) {
 // map each buffer's next slice (MADV_POPULATE_WRITE: populates without writing, so it never races with
 // the parser's stores) a little ahead of the parser, taking that cost off the parsing core. Without
 // the flag (kernels before 5.14) madvise fails and the parser faults pages in itself, as before.
+// With rows decoded as they complete (Note [Trace entries as rows]) the tree stays small and is not
+// populated; the helper then maps the input (a file mapping, no longer MAP_POPULATE'd) ahead of the
+// parser and, when allowed, drops what the parser has passed (Note [Input window]).
 class Prefaulter {
  public:
   struct Range {
     uintptr_t begin, end;
   };
-  Prefaulter(std::vector<Range> ranges, size_t inputSize) : ranges_(std::move(ranges)), input_(inputSize) {
-#ifdef MADV_POPULATE_WRITE
+  Prefaulter(std::vector<Range> ranges, size_t inputSize, const uint8_t* input = nullptr, bool dropInput = false)
+      : ranges_(std::move(ranges)), input_(inputSize), inputBase_(input), dropInput_(dropInput) {
+#if defined(MADV_POPULATE_WRITE) && defined(MADV_POPULATE_READ)
     if (inputSize >= (32u << 20) && std::thread::hardware_concurrency() > 1) thread_ = std::thread([this] { run(); });
 #endif
   }
@@ -106,23 +110,48 @@ class Prefaulter {
  private:
   static constexpr size_t kSlices = 512, kAhead = 8;
   void run() {
-#ifdef MADV_POPULATE_WRITE
+#if defined(MADV_POPULATE_WRITE) && defined(MADV_POPULATE_READ)
     const uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE);
-    for (size_t k = 0; k < kSlices && !stop_.load(std::memory_order_relaxed); k++) {
+    auto slice = [&](uintptr_t begin, uintptr_t end, size_t k, uintptr_t& a, uintptr_t& b) {
+      uintptr_t len = end - begin;
+      a = (begin + len * k / kSlices) & ~(page - 1), b = (begin + len * (k + 1) / kSlices) & ~(page - 1);
+      if (a < begin) a += page;
+    };
+    bool writeOk = true, readOk = inputBase_ != nullptr;
+    for (size_t k = 0; k < kSlices + kAhead && !stop_.load(std::memory_order_relaxed); k++) {
       // Wait until the parser is within kAhead slices of slice k.
-      while (!stop_.load(std::memory_order_relaxed) && (pos_.load(std::memory_order_relaxed) * kSlices) / input_ + kAhead < k)
+      size_t at = 0;
+      while (!stop_.load(std::memory_order_relaxed) && (at = (pos_.load(std::memory_order_relaxed) * kSlices) / input_) + kAhead < k)
         std::this_thread::sleep_for(std::chrono::microseconds(500));
-      for (const Range& r : ranges_) {
-        uintptr_t len = r.end - r.begin;
-        uintptr_t a = (r.begin + len * k / kSlices) & ~(page - 1), b = (r.begin + len * (k + 1) / kSlices) & ~(page - 1);
-        if (a < r.begin) a += page;
-        if (b > a && madvise((void*)a, b - a, MADV_POPULATE_WRITE) != 0) { if (getenv("GPUMEM_READER_TIMINGS")) perror("madvise"); return; }  // unsupported: give up quietly
+      uintptr_t a, b;
+      if (k < kSlices) {
+        for (const Range& r : ranges_) {
+          if (!writeOk) break;
+          slice(r.begin, r.end, k, a, b);
+          if (b > a && madvise((void*)a, b - a, MADV_POPULATE_WRITE) != 0) writeOk = false;  // unsupported: give up quietly
+        }
+        if (readOk) {
+          slice((uintptr_t)inputBase_, (uintptr_t)inputBase_ + input_, k, a, b);
+          if (b > a && madvise((void*)a, b - a, MADV_POPULATE_READ) != 0) readOk = false;
+        }
+      }
+      // Note [Input window]: the input is a read-only private file mapping, so dropped pages are read
+      // again from the page cache if a string in them is used later; only a window near the parser stays
+      // resident, which keeps a 750 MB pickle out of the peak RSS.
+      if (dropInput_ && at >= 4) {
+        while (dropped_ + 4 <= at && !stop_.load(std::memory_order_relaxed)) {
+          slice((uintptr_t)inputBase_, (uintptr_t)inputBase_ + input_, dropped_++, a, b);
+          if (b > a) (void)madvise((void*)a, b - a, MADV_DONTNEED);
+        }
       }
     }
 #endif
   }
   std::vector<Range> ranges_;
   size_t input_;
+  const uint8_t* inputBase_;
+  bool dropInput_;
+  size_t dropped_ = 0;
   std::atomic<size_t> pos_{0};
   std::atomic<bool> stop_{false};
   std::thread thread_;
@@ -137,6 +166,13 @@ Prefaulter::Range rangeOf(const std::vector<T>& v) {
 
 PickleTree::PickleTree(const uint8_t* data, size_t size, PickleLimits limits)
     : data_(data), size_(size), limits_(limits) {
+  parse();
+}
+
+PickleTree::PickleTree(const uint8_t* data, size_t size, EntryDecoder* decoder, bool dropInput, PickleLimits limits)
+    : data_(data), size_(size), limits_(limits), decoder_(decoder), dropInput_(dropInput) {
+  // Tagged refs need every value index below 2^30 (Note [Trace entries as rows]).
+  limits_.maxValues = std::min<size_t>(limits_.maxValues, size_t(1) << 30);
   parse();
 }
 
@@ -184,7 +220,7 @@ uint32_t PickleTree::get(uint32_t dict, std::string_view key) const {
   // Later keys win, like Python's dict built by SETITEMS.
   for (size_t j = kv.size(); j >= 2; j -= 2) {
     uint32_t k = kv[j - 2];
-    if (values_[k].type == PType::Str && str(k) == key) return kv[j - 1];
+    if (at(k).type == PType::Str && str(k) == key) return kv[j - 1];
   }
   return kNone;
 }
@@ -213,12 +249,18 @@ uint32_t PickleTree::push(PValue v) {
 }
 
 uint32_t PickleTree::newContainer(PType t) {
-  containers_.emplace_back();
+  // off = the arena's end at creation, which a rollback returns to (Note [Trace entries as rows]); a
+  // first fill moves the container to the end anyway.
+  containers_.push_back(Cont{arena_.size(), 0, 0});
   return push(PValue{t, false, (uint32_t)(containers_.size() - 1), 0});
 }
 
 void PickleTree::appendItems(uint32_t cont, const uint32_t* items, size_t n) {
   if (n == 0) return;
+  if (decoder_) {
+    if (appendLog_.size() < kLogCap) appendLog_.push_back(cont), appendLog_.push_back((uint32_t)values_.size());
+    else restartLog();
+  }
   Cont& c = containers_[cont];
   size_t need = (size_t)c.len + n;
   if (need > limits_.maxContainerItems || need > UINT32_MAX) throw PickleError("a container in the pickle is larger than the reader's limit", 0);
@@ -243,20 +285,138 @@ void PickleTree::appendItems(uint32_t cont, const uint32_t* items, size_t n) {
   c.len = (uint32_t)need;
 }
 
+bool PickleTree::tryRow(std::vector<uint32_t>& stack, std::vector<uint32_t>& maxBelow, size_t m, std::vector<uint32_t>& memo) {
+  const uint32_t vD = stack[m - 1];
+  const uint32_t* kv = stack.data() + m;
+  const size_t n = stack.size() - m;
+  uint32_t frames = kNone;
+  if (!decoder_->isEntry(*this, kv, n, (vD & kTagged) ? 0 : vD, frames)) return false;
+  // Forget the logs (and everything created before now) whatever happens below, so the next entry has
+  // a fresh start.
+  struct Clear {
+    PickleTree& t;
+    ~Clear() {
+      t.restartLog();
+    }
+  } clear{*this};
+  auto keep = [&] {
+    rowsKept_++;
+    return false;
+  };
+  // The dict: created since the logs started, never filled before, the only stack ref to anything after it.
+  if ((vD & kTagged) || vD < trackFloor_ || vD >= values_.size()) return keep();
+  const uint32_t cD = values_[vD].aux;
+  if (containers_[cD].len != 0 || containers_[cD].cap != 0 || m < 1) return keep();
+  if (m >= 2 && maxBelow[m - 2] > vD) return keep();  // (+1 encoding: > vD means some ref ≥ vD)
+  if (decoder_->rowCount() >= kMaxTagged) return keep();
+  const bool framesFresh = frames != kNone && !(frames & kTagged) && frames > vD && at(frames).type != PType::Dict;
+  const ItemSpan frameItems = framesFresh ? items(frames) : ItemSpan{};
+  // No older container got items since the dict began.
+  for (size_t k = 0; k + 1 < appendLog_.size(); k += 2)
+    if (appendLog_[k] < cD && appendLog_[k + 1] > vD) return keep();
+  // Every memo entry reaching what is forgotten is the dict, its fresh frames list, a fresh frame dict
+  // in that list, or a scalar (kept, moved down).
+  enum Fate : uint8_t { F_ENTRY, F_STACK, F_FRAME, F_MOVE };
+  auto fateOf = [&](uint32_t v, size_t& frameIndex) -> int {
+    if (v == vD) return F_ENTRY;
+    if (framesFresh && v == frames) return F_STACK;
+    PType ty = values_[v].type;
+    if (ty == PType::Dict) {
+      for (size_t j = 0; j < frameItems.size(); j++)
+        if (frameItems[j] == v) return frameIndex = j, F_FRAME;
+      return -1;
+    }
+    return ty == PType::List || ty == PType::Tuple ? -1 : F_MOVE;
+  };
+  size_t moves = 0;
+  for (const auto& [key, v] : memoLog_) {
+    uint32_t cur = memo[key];
+    if ((cur & kTagged) || cur < vD) continue;
+    size_t j;
+    int fate = fateOf(cur, j);
+    if (fate < 0) return keep();
+    moves += fate == F_MOVE;
+  }
+  uint32_t stackId = 0;
+  uint32_t row = decoder_->decode(*this, kv, n, vD, stackId);
+  if (stackId > kMaxTagged) stackId = 0;
+  const std::vector<uint32_t>& frameIds = decoder_->freshFrames();
+  // Scalars to keep: old index → new index (vD, vD + 1, … in memo order; few: new strings).
+  std::vector<std::pair<uint32_t, uint32_t>> moved;
+  std::vector<PValue> keepValues;
+  if (moves) moved.reserve(moves), keepValues.reserve(moves);
+  // Fates from the values before any rewrite (a key logged twice must not see its own new value).
+  std::vector<std::pair<uint64_t, uint32_t>> slots;
+  slots.reserve(memoLog_.size());
+  for (const auto& [key, v] : memoLog_) slots.emplace_back(key, memo[key]);
+  for (const auto& [key, cur] : slots) {
+    if ((cur & kTagged) || cur < vD) continue;
+    size_t j = 0;
+    switch (fateOf(cur, j)) {
+      case F_ENTRY: memo[key] = kEntryTag | row; break;
+      case F_STACK: memo[key] = kStackTag | stackId; break;
+      case F_FRAME: {
+        uint32_t id = j < frameIds.size() ? frameIds[j] : UINT32_MAX;
+        memo[key] = kFrameTag | std::min(id, kMaxTagged);  // (the importer skips ids it does not have)
+        break;
+      }
+      default: {
+        uint32_t to = kNone;
+        for (const auto& [from, nv] : moved)
+          if (from == cur) to = nv;
+        if (to == kNone) {
+          to = vD + (uint32_t)moved.size();
+          moved.emplace_back(cur, to);
+          keepValues.push_back(values_[cur]);
+        }
+        memo[key] = to;
+      }
+    }
+  }
+  stack.resize(m);
+  maxBelow.resize(m);
+  stack[m - 1] = kEntryTag | row;
+  maxBelow[m - 1] = m >= 2 ? maxBelow[m - 2] : 0;
+  arena_.resize(containers_[cD].off);
+  containers_.resize(cD);
+  values_.resize(vD);
+  values_.insert(values_.end(), keepValues.begin(), keepValues.end());
+  rowsTaken_++;
+  return true;
+}
+
 void PickleTree::parse() {
   // Snapshot pickles hold about one value per 15 bytes and one container per 100 (measured on the
   // fixtures); sizing once avoids re-moving millions of entries while they grow.
-  values_.reserve(std::min<size_t>(size_ / 12 + 16, limits_.maxValues));
-  containers_.reserve(size_ / 64 + 16);
-  arena_.reserve(size_ / 4 + 16);
-  std::vector<uint32_t> stack;
+  // With a decoder the tree keeps only what is not a row (segments, frames, strings): a few % of that.
+  const size_t shrink = decoder_ ? 16 : 1;
+  values_.reserve(std::min<size_t>(size_ / 12 / shrink + 16, limits_.maxValues));
+  containers_.reserve(size_ / 64 / shrink + 16);
+  arena_.reserve(size_ / 4 / shrink + 16);
+  // The VM stack, with the running maximum of its untagged refs (+1; 0: none) for rollbacks.
+  struct VmStack {
+    std::vector<uint32_t> v, mx;
+    void push_back(uint32_t x) {
+      uint32_t below = mx.empty() ? 0 : mx.back();
+      mx.push_back((x & kTagged) ? below : std::max(below, x + 1));
+      v.push_back(x);
+    }
+    void pop_back() { v.pop_back(), mx.pop_back(); }
+    void resize(size_t n) { v.resize(n), mx.resize(n); }
+    uint32_t back() const { return v.back(); }
+    bool empty() const { return v.empty(); }
+    size_t size() const { return v.size(); }
+    const uint32_t* data() const { return v.data(); }
+    uint32_t operator[](size_t i) const { return v[i]; }
+  } stack;
   std::vector<size_t> marks;
   std::vector<uint32_t> memo;
   memo.reserve(size_ / 64 + 16);
   // The estimates above are generous: populate what a snapshot pickle typically fills (Note [Prefaulting]).
-  Prefaulter prefault({{(uintptr_t)values_.data(), (uintptr_t)(values_.data() + size_ / 18)},
-                       rangeOf(arena_), rangeOf(containers_), rangeOf(memo)},
-                      size_);
+  std::vector<Prefaulter::Range> populate;
+  if (!decoder_) populate = {{(uintptr_t)values_.data(), (uintptr_t)(values_.data() + size_ / 18)}, rangeOf(arena_), rangeOf(containers_)};
+  populate.push_back(rangeOf(memo));
+  Prefaulter prefault(std::move(populate), size_, decoder_ ? data_ : nullptr, decoder_ && dropInput_);
   size_t reported = 0;
   size_t pos = 0;
   size_t opStart = 0;
@@ -334,6 +494,14 @@ void PickleTree::parse() {
     }
     pushStack(push(PValue{PType::Int, false, 0, (uint64_t)x}));
   };
+  if (decoder_) {
+    // Created first, so no rollback ever forgets a shared scalar (Note [Trace entries as rows]).
+    for (int x = 0; x < 256; x++) smallInts[x] = push(PValue{PType::Int, false, 0, (uint64_t)x});
+    constNodes[0] = push(PValue{PType::None, false, 0, 0});
+    constNodes[1] = push(PValue{PType::Bool, true, 0, 0});
+    constNodes[2] = push(PValue{PType::Bool, false, 0, 0});
+    trackFloor_ = (uint32_t)values_.size();
+  }
   auto constValue = [&](int k, PValue v) {
     if (constNodes[k] == kNone) constNodes[k] = push(v);
     pushStack(constNodes[k]);
@@ -387,13 +555,17 @@ void PickleTree::parse() {
     if (idx >= limits_.maxMemo || idx > size_) fail("malformed pickle: memo key " + std::to_string(idx) + " is out of range");
     if (idx >= memo.size()) memo.resize(idx + 1, kNone);
     memo[idx] = v;
+    if (decoder_ && !(v & kTagged) && v >= trackFloor_) {
+      if (memoLog_.size() < kLogCap) memoLog_.emplace_back(idx, v);
+      else restartLog();
+    }
   };
   auto memoGet = [&](uint64_t idx) {
     if (idx >= memo.size() || memo[idx] == kNone) fail("malformed pickle: memo key " + std::to_string(idx) + " not found");
     pushStack(memo[idx]);
   };
   auto container = [&](uint32_t v, PType want, const char* op) -> uint32_t {
-    if (values_[v].type != want)
+    if (at(v).type != want)
       fail(std::string("malformed pickle: ") + op + " on a value that is not a " +
            (want == PType::Dict ? "dict" : "list"));
     return values_[v].aux;
@@ -409,6 +581,223 @@ void PickleTree::parse() {
   };
   auto checkItems = [&](size_t n) {
     if (n > limits_.maxContainerItems) fail("a container in the pickle is larger than the reader's limit");
+  };
+
+  // Note [Flat entries]: reads EMPTY_DICT … SETITEMS of a flat trace entry without building the dict; on
+  // anything unexpected it restores pos and the memo size and returns false (the caller reads it the
+  // general way, from the same EMPTY_DICT).
+  auto flatEntry = [&]() -> bool {
+    // A private cursor (pos is shared with the general path's out-of-line helpers, so it lives in memory).
+    const uint8_t* p = data_ + pos;
+    const uint8_t* const end = data_ + size_;
+    const size_t memoSize = memo.size(), valuesSize = values_.size(), logSize = memoLog_.size();
+    const uint64_t epoch = logEpoch_;
+    // Fresh strings go too: a memo key below memoSize that now names one is put again by the general path
+    // (same opcodes) before anything can get it, and logged again.
+    auto rewind = [&] {
+      memo.resize(memoSize);
+      values_.resize(valuesSize);
+      if (logEpoch_ == epoch) memoLog_.resize(logSize);  // (after a restart the log stays restarted)
+      return false;
+    };
+    auto have = [&](size_t n) { return (size_t)(end - p) >= n; };
+    auto u32 = [&]() {
+      uint32_t v;
+      memcpy(&v, p, 4);  // little-endian hosts (x86-64, arm64), as pickle is
+      p += 4;
+      return v;
+    };
+    // The next opcode, past FRAME markers (protocol 4 frames may start anywhere between opcodes).
+    auto op = [&]() -> int {
+      while (p < end && *p == 0x95) {
+        if (!have(9)) return -1;
+        p += 9;
+      }
+      return p < end ? *p++ : -1;
+    };
+    // A memo put right after a value: MEMOIZE, BINPUT or LONG_BINPUT (or none): 1, 0, or −1 on a bad key.
+    auto memoAfter = [&](uint32_t v, uint64_t& keyOut) -> int {
+      const uint8_t* at = p;
+      int o = op();
+      uint64_t key;
+      if (o == 0x94) key = memo.size();
+      else if (o == 'q' && have(1)) key = *p++;
+      else if (o == 'r' && have(4)) key = u32();
+      else return p = at, 0;
+      if (key >= limits_.maxMemo || key > size_) return -1;
+      if (key == memo.size()) memo.push_back(v);
+      else if (key > memo.size()) memo.resize(key + 1, kNone), memo[key] = v;
+      else memo[key] = v;
+      keyOut = key;
+      // Logged like any put, for a rollback of a dict that encloses this one (Note [Trace entries as rows]).
+      if (v != kNone && !(v & kTagged) && v >= trackFloor_) {
+        if (memoLog_.size() < kLogCap) memoLog_.emplace_back(key, v);
+        else restartLog();
+      }
+      return 1;
+    };
+    auto memoRef = [&](uint64_t key, uint32_t& out) {
+      if (key >= memo.size() || memo[key] == kNone) return false;
+      out = memo[key];
+      return true;
+    };
+    // A fresh string: kept in the tree (it is memoised for later entries).
+    auto freshStr = [&](size_t len, uint32_t& out) {
+      if (!have(len) || values_.size() >= limits_.maxValues) return false;
+      values_.push_back(PValue{PType::Str, false, (uint32_t)len, (uint64_t)(p - data_)});
+      out = (uint32_t)(values_.size() - 1);
+      p += len;
+      uint64_t key;
+      return memoAfter(out, key) >= 0;
+    };
+    // A string or memo reference (keys, and string values): BINGET, LONG_BINGET, SHORT_BINUNICODE, BINUNICODE.
+    auto strOrRef = [&](int o, uint32_t& out) __attribute__((always_inline)) {
+      switch (o) {
+        case 'h': return have(1) && memoRef(*p++, out);
+        case 'j': return have(4) && memoRef(u32(), out);
+        case 0x8c: return have(1) && freshStr(*p++, out);
+        case 'X': return have(4) && freshStr(u32(), out);
+        default: return false;
+      }
+    };
+    // A scalar value (a string or memo reference, an integer, None, a bool): false for anything else.
+    auto scalar = [&](int o, FastValue& v) __attribute__((always_inline)) {
+      switch (o) {
+        case 'h':
+        case 'j':
+        case 0x8c:
+        case 'X':
+          v.kind = FastValue::Ref;
+          if (!strOrRef(o, v.ref)) return false;
+          break;
+        case 'K':
+          if (!have(1)) return false;
+          v = FastValue{FastValue::Int, 0, *p++};
+          break;
+        case 'M':
+          if (!have(2)) return false;
+          v = FastValue{FastValue::Int, 0, (uint64_t)p[0] | (uint64_t)p[1] << 8};
+          p += 2;
+          break;
+        case 'J':
+          if (!have(4)) return false;
+          v = FastValue{FastValue::Int, 0, (uint64_t)(int64_t)(int32_t)u32()};
+          break;
+        case 0x8a: {  // LONG1 of at most 8 bytes
+          if (!have(1)) return false;
+          size_t n = *p;
+          if (n > 8 || !have(1 + n)) return false;
+          p++;
+          uint64_t x = 0;
+          for (size_t k = 0; k < n; k++) x |= (uint64_t)p[k] << (8 * k);
+          if (n > 0 && n < 8 && (p[n - 1] & 0x80)) x |= ~uint64_t(0) << (8 * n);  // sign-extend
+          p += n;
+          v = FastValue{FastValue::Int, 0, x};
+          break;
+        }
+        case 'N': v = FastValue{FastValue::None, 0, 0}; break;
+        case 0x88: v = FastValue{FastValue::Bool, 0, 1}; break;
+        case 0x89: v = FastValue{FastValue::Bool, 0, 0}; break;
+        default: return false;
+      }
+      return true;
+    };
+    // MARK (key, scalar)… SETITEMS after a frame dict's EMPTY_DICT and memo put.
+    constexpr size_t kMaxPairs = 32;
+    auto framePairs = [&](FastPair* out, size_t& n) {
+      n = 0;
+      if (op() != '(') return false;
+      while (true) {
+        int o = op();
+        if (o == 'u') return true;
+        if (n == kMaxPairs) return false;
+        FastPair& pair = out[n++];
+        if (!strOrRef(o, pair.key) || !scalar(op(), pair.value)) return false;
+      }
+    };
+    // A frames list after its EMPTY_LIST: memo put, then items in MARK … APPENDS batches or single APPENDs,
+    // each a fresh frame dict or a memo reference to one (pickle's own batching, any mix of them).
+    auto framesList = [&](FastValue& v) {
+      uint64_t listKey = 0;
+      int listMemo = memoAfter(kNone, listKey);  // filled with the stack once known
+      if (listMemo < 0) return false;
+      constexpr size_t kMaxFrames = 512;  // deeper stacks go the general way
+      uint32_t ids[kMaxFrames];
+      size_t nf = 0;
+      auto item = [&](int o) {
+        if (nf == kMaxFrames) return false;
+        uint32_t id;
+        if (o == '}') {
+          uint64_t frameKey = 0;
+          int frameMemo = memoAfter(kNone, frameKey);
+          FastPair fp[kMaxPairs];
+          size_t n;
+          if (frameMemo < 0 || !framePairs(fp, n)) return false;
+          id = decoder_->flatFrame(*this, fp, n, (uint32_t)valuesSize);
+          if (id > kMaxTagged) return false;
+          if (frameMemo > 0) memo[frameKey] = kFrameTag | id;  // later entries may name it again
+        } else if (o == 'h' || o == 'j') {
+          uint32_t ref;
+          if (!strOrRef(o, ref) || (id = decoder_->frameOf(*this, ref)) > kMaxTagged) return false;
+        } else {
+          return false;
+        }
+        ids[nf++] = id;
+        return true;
+      };
+      while (true) {
+        const uint8_t* at = p;
+        int o = op();
+        if (o == '(') {
+          while ((o = op()) != 'e')
+            if (!item(o)) return false;
+        } else if (o == '}' || o == 'h' || o == 'j') {
+          if (!item(o) || op() != 'a') return false;
+        } else {
+          p = at;  // the list is complete
+          break;
+        }
+      }
+      uint32_t stackId = decoder_->flatStack(ids, nf);
+      if (stackId > kMaxTagged) return false;
+      if (listMemo > 0) memo[listKey] = kStackTag | stackId;
+      v = FastValue{FastValue::Stack, 0, stackId};
+      return true;
+    };
+    // MARK (key, value)… SETITEMS after an entry's EMPTY_DICT and memo put; false on anything else.
+    auto dictPairs = [&](FastPair* out, size_t& n) {
+      n = 0;
+      if (op() != '(') return false;
+      while (true) {
+        int o = op();
+        if (o == 'u') return true;
+        if (n == kMaxPairs) return false;
+        FastPair& pair = out[n++];
+        if (!strOrRef(o, pair.key)) return false;
+        o = op();
+        if (o == ']') {  // a frames list, the only container a flat entry holds
+          if (!framesList(pair.value)) return false;
+        } else if (!scalar(o, pair.value)) {
+          return false;
+        }
+      }
+    };
+    uint64_t dictKey = 0;
+    int dictMemo = memoAfter(kNone, dictKey);  // the slot is filled once the row exists
+    if (dictMemo < 0) return rewind();
+    FastPair pairs[kMaxPairs];
+    size_t npairs = 0;
+    if (!dictPairs(pairs, npairs)) return rewind();
+    if (decoder_->rowCount() >= kMaxTagged) return rewind();
+    uint32_t row;
+    // Not a row after all: the general path reads the dict again (its fresh strings, too).
+    if (!decoder_->decodeFlat(*this, pairs, npairs, (uint32_t)valuesSize, row)) return rewind();
+    const uint32_t ref = kEntryTag | row;
+    if (dictMemo > 0) memo[dictKey] = ref;
+    pos = (size_t)(p - data_);
+    pushStack(ref);
+    rowsFlat_++;
+    return true;
   };
 
   while (true) {
@@ -433,7 +822,10 @@ void PickleTree::parse() {
         return;
       }
       case '(': marks.push_back(stack.size()); break;
-      case '}': pushStack(newContainer(PType::Dict)); break;
+      case '}':
+        if (decoder_ && flatEntry()) break;
+        pushStack(newContainer(PType::Dict));
+        break;
       case ']': pushStack(newContainer(PType::List)); break;
       case ')': pushStack(newContainer(PType::Tuple)); break;
       case 0x8f: pushStack(newContainer(PType::List)); break;  // EMPTY_SET: kept as a list
@@ -479,6 +871,7 @@ void PickleTree::parse() {
         if ((stack.size() - m) % 2) fail("malformed pickle: SETITEMS with an odd number of items");
         if (m == 0) fail("malformed pickle: SETITEMS without a dict");
         uint32_t c = container(stack[m - 1], PType::Dict, "SETITEMS");
+        if (decoder_ && tryRow(stack.v, stack.mx, m, memo)) break;
         checkItems(containers_[c].len + stack.size() - m);
         appendItems(c, stack.data() + m, stack.size() - m);
         stack.resize(m);
@@ -578,8 +971,8 @@ void PickleTree::parse() {
           if (op == 'c' || op == 'i') {
             std::string mod(line()), nm(line());
             what = " '" + mod + " " + nm + "'";
-          } else if (op == 0x93 && stack.size() >= 2 && values_[stack[stack.size() - 1]].type == PType::Str &&
-                     values_[stack[stack.size() - 2]].type == PType::Str) {
+          } else if (op == 0x93 && stack.size() >= 2 && at(stack[stack.size() - 1]).type == PType::Str &&
+                     at(stack[stack.size() - 2]).type == PType::Str) {
             what = " '" + std::string(str(stack[stack.size() - 2])) + " " + std::string(str(stack.back())) + "'";
           }
           throw PickleError(std::string("this pickle contains code (opcode ") + name + what + " at byte " +

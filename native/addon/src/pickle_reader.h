@@ -30,6 +30,62 @@ class PickleError : public std::runtime_error {
   size_t offset;
 };
 
+// Note [Trace entries as rows]: a 10 M-event snapshot is 10 M small dicts. Building each as a tree node
+// (~160 bytes of values, items and containers) and walking the tree afterwards was most of the open's time
+// and memory. With a decoder, the VM offers every dict it completes with one SETITEMS; when the decoder
+// takes it (a trace entry), it is decoded into the decoder's columns at once, and the dict and everything
+// created since the dict began are forgotten (the tree rolls back to the dict's start). References to it
+// become tagged refs: an entry ref (row) in place of the dict, a stack ref (stack id) in place of its fresh
+// frames list and a frame ref (frame id) in place of each fresh frame dict in it (PyTorch pickles
+// memoise them all; a later entry may name them again). Fresh memoised strings and other scalars are
+// kept: moved down to where the dict was. A rollback happens only when nothing else can still reach
+// what it forgets: no other memo entry, no older container that got items since, no second stack
+// reference; otherwise the dict stays in the tree and the importer reads it as before. Tagged refs read as None
+// through every accessor below, so code that does not expect them sees an absent value.
+class PickleTree;
+
+// Note [Flat entries]: a trace entry is a dict whose keys and strings are mostly memo references and
+// whose values are integers, strings and a frames list: EMPTY_DICT, MEMOIZE, MARK, (key, value)…,
+// SETITEMS. The VM reads such a dict without building it: each value is kept as a FastValue, the decoder
+// gets the pairs, and the dict is never a tree node at all. A frames list is read the same way (a list
+// named again, or a fresh list of frame dicts, fresh or named again, as PyTorch dumps them): its frames
+// are interned as they come, and memo references to the list and its dicts become stack and frame refs.
+// Anything else in the dict (a nested dict, an unexpected opcode) rewinds to the dict's first opcode and
+// the general path (Note [Trace entries as rows]) reads it.
+struct FastValue {
+  enum Kind : uint8_t { Ref, Int, UInt, None, Bool, Stack } kind;
+  uint32_t ref;  // Ref: a tree ref (value index or tagged)
+  uint64_t raw;  // Int: int64 bits; UInt: the value; Bool: 0/1; Stack: a stack id
+};
+struct FastPair {
+  uint32_t key;  // a tree ref (a string value, normally)
+  FastValue value;
+};
+
+class EntryDecoder {
+ public:
+  virtual ~EntryDecoder() = default;
+  // Phase 1: is this dict (its items as key, value, …) a row? framesRef: the value it keeps as a stack
+  // (kNone when none); it may be a fresh list, forgotten with the dict. Nodes ≥ floor may be forgotten
+  // (the decoder must not cache them).
+  virtual bool isEntry(const PickleTree& t, const uint32_t* kv, size_t n, uint32_t floor, uint32_t& framesRef) = 0;
+  // Phase 2: decode it; nodes ≥ floor are forgotten afterwards (the decoder must not cache them).
+  // Returns the row; stackOut: what framesRef became.
+  virtual uint32_t decode(const PickleTree& t, const uint32_t* kv, size_t n, uint32_t floor, uint32_t& stackOut) = 0;
+  // The decoder's row count, for the limit on tagged refs.
+  virtual size_t rowCount() const = 0;
+  // After decode(): the frame id each item of a fresh frames list became (UINT32_MAX: not a frame).
+  virtual const std::vector<uint32_t>& freshFrames() const = 0;
+  // A flat dict read without building it (Note [Flat entries]); false: not a row, read it the general way
+  // (nothing may have been recorded then). Nodes ≥ floor are forgotten when it answers false.
+  virtual bool decodeFlat(const PickleTree& t, const FastPair* kv, size_t n, uint32_t floor, uint32_t& row) = 0;
+  // Frames of a flat entry's list: a fresh frame dict's pairs, or a frame dict the tree holds (or a frame
+  // ref) → frame id (UINT32_MAX: not a frame, read the entry the general way); frame ids → stack id.
+  virtual uint32_t flatFrame(const PickleTree& t, const FastPair* kv, size_t n, uint32_t floor) = 0;
+  virtual uint32_t frameOf(const PickleTree& t, uint32_t ref) = 0;
+  virtual uint32_t flatStack(const uint32_t* frameIds, size_t n) = 0;
+};
+
 struct PickleLimits {
   size_t maxStack = 1u << 24;       // values on the VM stack at once
   size_t maxMemo = 1u << 26;        // memo entries
@@ -52,6 +108,9 @@ class PickleTree {
  public:
   // Parses `data` (which must outlive the tree). Throws PickleError with the byte offset on bad input.
   PickleTree(const uint8_t* data, size_t size, PickleLimits limits = {});
+  // With a decoder (Note [Trace entries as rows]). dropInput: `data` is a read-only file mapping whose
+  // pages may be dropped behind the parser and faulted in again on use (never pass heap memory).
+  PickleTree(const uint8_t* data, size_t size, EntryDecoder* decoder, bool dropInput, PickleLimits limits = {});
 
   uint32_t root() const { return root_; }
   int protocol() const { return protocol_; }
@@ -83,6 +142,19 @@ class PickleTree {
   // (Note [Gentle release] in pickle_reader.cpp). The tree must not be read afterwards.
   void dropPages();
   static constexpr uint32_t kNone = UINT32_MAX;
+  // Tagged refs (Note [Trace entries as rows]): values stay below 2^30 (PickleLimits::maxValues).
+  // Bit 31: tagged; bits 30–29: what it stands for; the rest: a row, a stack id or a frame id.
+  static constexpr uint32_t kTagged = 0x80000000u, kKindMask = 0xE0000000u;
+  static constexpr uint32_t kEntryTag = 0x80000000u, kStackTag = 0xA0000000u, kFrameTag = 0xC0000000u;
+  static constexpr uint32_t kMaxTagged = 0x1FFFFFFEu;
+  static bool isEntryRef(uint32_t r) { return (r & kKindMask) == kEntryTag; }
+  static bool isStackRef(uint32_t r) { return (r & kKindMask) == kStackTag; }
+  static bool isFrameRef(uint32_t r) { return (r & kKindMask) == kFrameTag; }
+  static uint32_t tagValue(uint32_t r) { return r & ~kKindMask; }
+  // Dicts taken as rows, and dicts the decoder was offered but that had to stay in the tree.
+  size_t rowsTaken() const { return rowsTaken_ + rowsFlat_; }
+  size_t rowsFlat() const { return rowsFlat_; }
+  size_t rowsKept() const { return rowsKept_; }
   static inline const PValue kNoneValue{PType::None, false, 0, 0};
 
  private:
@@ -91,6 +163,8 @@ class PickleTree {
   // Appends n items to container `cont` (Note [Item arena]).
   void appendItems(uint32_t cont, const uint32_t* items, size_t n);
   void parse();
+  // SETITEMS on the dict at stack[m - 1] with items stack[m, end): true when the decoder took it.
+  bool tryRow(std::vector<uint32_t>& stack, std::vector<uint32_t>& maxBelow, size_t m, std::vector<uint32_t>& memo);
 
   // Note [Item arena]: every container's items live in one arena (no allocation per container: a
   // 10 M-event trace has 10 M dicts). A container filled at once (most: SETITEMS, APPENDS after MARK)
@@ -110,6 +184,23 @@ class PickleTree {
   std::vector<std::string> owned_;
   uint32_t root_ = 0;
   int protocol_ = 0;
+  EntryDecoder* decoder_ = nullptr;
+  bool dropInput_ = false;
+  // What a rollback must know (Note [Trace entries as rows]): memo puts of values ≥ trackFloor_ and
+  // container appends since the log started (at values_.size() = trackFloor_). Only a dict created after
+  // that can be rolled back. The log restarts after each entry offered, and when it would pass kLogCap
+  // entries (the segments before the trace put thousands).
+  static constexpr size_t kLogCap = 256;
+  std::vector<std::pair<uint64_t, uint32_t>> memoLog_;  // (memo key, value)
+  std::vector<uint32_t> appendLog_;  // (container index, values_.size() then) pairs
+  uint32_t trackFloor_ = 0;
+  uint64_t logEpoch_ = 0;
+  void restartLog() {
+    memoLog_.clear(), appendLog_.clear();
+    trackFloor_ = (uint32_t)values_.size();
+    logEpoch_++;
+  }
+  size_t rowsTaken_ = 0, rowsKept_ = 0, rowsFlat_ = 0;
 };
 
 }  // namespace gpumem

@@ -7,10 +7,12 @@
 #include "snapshot_import.h"
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <ctime>
 #include <memory>
 #include <new>
 #include <system_error>
@@ -24,76 +26,85 @@ namespace gpumem {
 
 namespace {
 
-struct Importer {
-  const PickleTree& t;
+struct Importer final : EntryDecoder {
   Model& m;
   // Note [Node caches]: what a tree node became (string id, frame id, stack id, or key kind), indexed by
   // node: a node is one string, one frame dict or one frame list, so one table serves all three. A
   // 10 M-event trace asks ~12 times per entry; a flat table answers without hashing. Zeroed pages
   // from calloc cost nothing until touched, and memoised nodes (the ones asked again) are few.
   struct NodeTable {
-    uint32_t* p = nullptr;
-    size_t n = 0;
-    explicit NodeTable(size_t count) : p(static_cast<uint32_t*>(calloc(count ? count : 1, sizeof(uint32_t)))), n(count) {
-      if (!p) throw std::bad_alloc();
-    }
-    ~NodeTable() { free(p); }
-    NodeTable(const NodeTable&) = delete;
-    NodeTable& operator=(const NodeTable&) = delete;
+    std::vector<uint32_t> v;
     // 0 = not cached yet; otherwise value + 1.
-    uint32_t get(uint32_t node) const { return node < n ? p[node] : 0; }
-    void set(uint32_t node, uint32_t v) {
-      if (node < n) p[node] = v + 1;
+    uint32_t get(uint32_t node) const { return node < v.size() ? v[node] : 0; }
+    void set(uint32_t node, uint32_t x) {
+      if (node >= (1u << 30)) return;  // tagged refs are never cached
+      if (node >= v.size()) v.resize(std::max<size_t>(node + 1, v.size() * 2), 0);
+      v[node] = x + 1;
     }
   };
   NodeTable cache;  // str/frame/stack ids
   NodeTable keyKinds;  // TraceKey + 2 (1 = not a trace key)
 
-  struct Prefault {
-    std::vector<std::pair<void*, size_t>> ranges;
-  };
   std::vector<std::thread> helpers;
   void joinHelpers() {
+    parsing.store(false);
     for (auto& th : helpers)
       if (th.joinable()) th.join();
     helpers.clear();
   }
   ~Importer() { joinHelpers(); }
 
-  Importer(const PickleTree& tree, Model& model) : t(tree), m(model), cache(tree.valueCount()), keyKinds(tree.valueCount()), actionKinds(tree.valueCount()) {}
-
+  // The tree is filled while rows are decoded (Note [Trace entries as rows]); `t` is only read through.
+  explicit Importer(Model& model) : m(model) {}
+  const PickleTree* tp = nullptr;
+  // Nodes ≥ floor are forgotten after the row being decoded: never cached. After the parse: no floor.
+  uint32_t floor = UINT32_MAX;
+  bool cacheable(uint32_t node) const { return node < floor; }
   uint32_t str(uint32_t node) {
-    if (node == PickleTree::kNone || !t.isStr(node)) return 0;
+    if (node == PickleTree::kNone || !tp->isStr(node)) return 0;
     if (uint32_t c = cache.get(node)) return c - 1;
-    uint32_t id = m.intern(t.str(node));
-    cache.set(node, id);
+    uint32_t id = m.intern(tp->str(node));
+    if (cacheable(node)) cache.set(node, id);
     return id;
   }
 
   uint32_t frame(uint32_t node) {
     if (uint32_t c = cache.get(node)) return c - 1;
-    uint32_t id = m.internFrame(str(t.get(node, "filename")), str(t.get(node, "name")),
-                                (uint32_t)t.asInt(t.get(node, "line"), 0));
-    cache.set(node, id);
+    uint32_t id = m.internFrame(str(tp->get(node, "filename")), str(tp->get(node, "name")),
+                                (uint32_t)tp->asInt(tp->get(node, "line"), 0));
+    if (cacheable(node)) cache.set(node, id);
     return id;
   }
 
   std::vector<uint32_t> frameIds;
+  // What each item of the last list stack() read became (UINT32_MAX: no frame); see freshFrames().
+  std::vector<uint32_t> lastFrames;
+  const std::vector<uint32_t>& freshFrames() const override { return lastFrames; }
   uint32_t stack(uint32_t framesNode) {
+    lastFrames.clear();
     if (framesNode == PickleTree::kNone) return 0;
-    PType ty = t.at(framesNode).type;
+    if (PickleTree::isStackRef(framesNode)) return PickleTree::tagValue(framesNode) < m.stacks.size() ? PickleTree::tagValue(framesNode) : 0;
+    PType ty = tp->at(framesNode).type;
     if (ty != PType::List && ty != PType::Tuple) return 0;
     if (uint32_t c = cache.get(framesNode)) return c - 1;
     frameIds.clear();
-    for (uint32_t f : t.items(framesNode))
-      if (t.at(f).type == PType::Dict) frameIds.push_back(frame(f));
+    for (uint32_t f : tp->items(framesNode)) {
+      uint32_t id = UINT32_MAX;
+      if (PickleTree::isFrameRef(f)) {
+        // A frame dict an earlier row consumed (Note [Trace entries as rows]).
+        if (PickleTree::tagValue(f) < m.frames.size()) frameIds.push_back(PickleTree::tagValue(f));
+      } else if (tp->at(f).type == PType::Dict) {
+        frameIds.push_back(id = frame(f));
+      }
+      lastFrames.push_back(id);
+    }
     uint32_t id = m.internStack(frameIds, false);
-    cache.set(framesNode, id);
+    if (cacheable(framesNode)) cache.set(framesNode, id);
     return id;
   }
 
   bool isList(uint32_t n) const {
-    return n != PickleTree::kNone && (t.at(n).type == PType::List || t.at(n).type == PType::Tuple);
+    return n != PickleTree::kNone && (tp->at(n).type == PType::List || tp->at(n).type == PType::Tuple);
   }
 
   enum TraceKey { K_ACTION, K_ADDR, K_SIZE, K_STREAM, K_TIME, K_FRAMES, K_COMPILE_CONTEXT, K_USER_METADATA, K_DEVICE_FREE, K_COUNT };
@@ -101,18 +112,18 @@ struct Importer {
     if (uint32_t c = keyKinds.get(node)) return (int)c - 2;
     static const char* const names[K_COUNT] = {"action", "addr", "size", "stream", "time_us", "frames", "compile_context", "user_metadata", "device_free"};
     int kind = -1;
-    if (t.isStr(node))
+    if (tp->isStr(node))
       for (int k = 0; k < K_COUNT; k++)
-        if (t.str(node) == names[k]) kind = k;
-    keyKinds.set(node, (uint32_t)(kind + 1));
+        if (tp->str(node) == names[k]) kind = k;
+    if (cacheable(node)) keyKinds.set(node, (uint32_t)(kind + 1));
     return kind;
   }
   // Action of an action string node (memoised by pickle: one node per action name), cached the same way.
   NodeTable actionKinds;
   int actionNode(uint32_t node) {
     if (uint32_t c = actionKinds.get(node)) return (int)c - 2;
-    int act = t.isStr(node) ? actionOf(t.str(node)) : -1;
-    actionKinds.set(node, (uint32_t)(act + 1));
+    int act = tp->isStr(node) ? actionOf(tp->str(node)) : -1;
+    if (cacheable(node)) actionKinds.set(node, (uint32_t)(act + 1));
     return act;
   }
 
@@ -124,40 +135,40 @@ struct Importer {
 
   void segments(uint32_t list) {
     if (!isList(list)) return;
-    for (uint32_t s : t.items(list)) {
-      if (t.at(s).type != PType::Dict) continue;
-      int dev = deviceIndex(t.asInt(t.get(s, "device"), 0));
+    for (uint32_t s : tp->items(list)) {
+      if (tp->at(s).type != PType::Dict) continue;
+      int dev = deviceIndex(tp->asInt(tp->get(s, "device"), 0));
       if (dev < 0) continue;
       SegmentData g;
-      g.addr = t.asU64(t.get(s, "address"));
-      g.size = t.asU64(t.get(s, "total_size"));
-      g.stream = t.asU64(t.get(s, "stream"));
-      std::string_view type = t.isStr(t.get(s, "segment_type")) ? t.str(t.get(s, "segment_type")) : "";
+      g.addr = tp->asU64(tp->get(s, "address"));
+      g.size = tp->asU64(tp->get(s, "total_size"));
+      g.stream = tp->asU64(tp->get(s, "stream"));
+      std::string_view type = tp->isStr(tp->get(s, "segment_type")) ? tp->str(tp->get(s, "segment_type")) : "";
       g.pool = type == "small" ? (uint8_t)POOL_SMALL : type == "large" ? (uint8_t)POOL_LARGE : poolFromSizeFallback(g.size);
-      uint32_t pid = t.get(s, "segment_pool_id");
-      if (isList(pid) && t.items(pid).size() == 2) {
-        g.poolId0 = t.asU64(t.items(pid)[0]);
-        g.poolId1 = t.asU64(t.items(pid)[1]);
+      uint32_t pid = tp->get(s, "segment_pool_id");
+      if (isList(pid) && tp->items(pid).size() == 2) {
+        g.poolId0 = tp->asU64(tp->items(pid)[0]);
+        g.poolId1 = tp->asU64(tp->items(pid)[1]);
         if (g.poolId0 || g.poolId1) g.pool = POOL_PRIVATE;
       }
-      uint32_t isExp = t.get(s, "is_expandable");
-      g.expandable = t.asInt(isExp, 0) != 0;
+      uint32_t isExp = tp->get(s, "is_expandable");
+      g.expandable = tp->asInt(isExp, 0) != 0;
       // The policy that made the data (policy_replay.cpp, Note [Policy of the data]).
       if (isExp != PickleTree::kNone) m.pickleSegmentsExpandable = std::max<int8_t>(m.pickleSegmentsExpandable, g.expandable ? 1 : 0);
-      g.stack = stack(t.get(s, "frames"));
-      uint32_t blocks = t.get(s, "blocks");
+      g.stack = stack(tp->get(s, "frames"));
+      uint32_t blocks = tp->get(s, "blocks");
       uint64_t cursor = g.addr;  // old snapshots: blocks without addresses, in address order
       uint64_t blockSum = 0;
       if (isList(blocks)) {
-        for (uint32_t b : t.items(blocks)) {
-          if (t.at(b).type != PType::Dict) continue;
+        for (uint32_t b : tp->items(blocks)) {
+          if (tp->at(b).type != PType::Dict) continue;
           BlockData bd;
-          bd.addr = t.get(b, "address") != PickleTree::kNone ? t.asU64(t.get(b, "address")) : cursor;
-          bd.size = t.asU64(t.get(b, "size"));
-          bd.requested = t.get(b, "requested_size") != PickleTree::kNone ? t.asU64(t.get(b, "requested_size")) : bd.size;
-          std::string_view st = t.isStr(t.get(b, "state")) ? t.str(t.get(b, "state")) : "";
+          bd.addr = tp->get(b, "address") != PickleTree::kNone ? tp->asU64(tp->get(b, "address")) : cursor;
+          bd.size = tp->asU64(tp->get(b, "size"));
+          bd.requested = tp->get(b, "requested_size") != PickleTree::kNone ? tp->asU64(tp->get(b, "requested_size")) : bd.size;
+          std::string_view st = tp->isStr(tp->get(b, "state")) ? tp->str(tp->get(b, "state")) : "";
           bd.state = st == "active_allocated" ? ST_ALLOCATED : st == "active_pending_free" ? ST_PENDING_FREE : ST_INACTIVE;
-          bd.stack = stack(t.get(b, "frames"));
+          bd.stack = stack(tp->get(b, "frames"));
           cursor = bd.addr + bd.size;
           blockSum += bd.size;
           g.blocks.push_back(bd);
@@ -183,78 +194,272 @@ struct Importer {
 
   static uint8_t poolFromSizeFallback(uint64_t size) { return size <= (2u << 20) ? POOL_SMALL : POOL_LARGE; }
 
+  // ---- Rows decoded during the parse (Note [Trace entries as rows] in pickle_reader.h). ----
+  // Every trace entry's event fields, in pickle order; trace() moves them into the device that lists
+  // them (all of them, without a copy, in the usual one-device case). Time is raw: kNoTime when the
+  // entry has no usable time_us (resolved by trace(), which knows the whole list).
+  static constexpr int64_t kNoTime = INT64_MIN;
+  DeviceData rows;
+  std::vector<uint8_t> rowHasTimeKey;
+  std::vector<std::pair<uint32_t, std::pair<uint32_t, uint32_t>>> rowExtras;  // row → (compile_context, user_metadata)
+  uint32_t naId = 0;
+  std::atomic<size_t> rowsPublished{0};
+
+  size_t rowCount() const override { return rows.count(); }
+
+  // The entry's fields by kind; false when a key repeats a kind (a Python dict keeps the last: rare
+  // enough to leave to the generic path, which does).
+  void fields(const uint32_t* kv, size_t n, uint32_t f[K_COUNT]) {
+    for (int k = 0; k < K_COUNT; k++) f[k] = PickleTree::kNone;
+    for (size_t k = 0; k + 1 < n; k += 2) {
+      int kind = keyKind(kv[k]);
+      if (kind >= 0) f[kind] = kv[k + 1];
+    }
+  }
+
+  bool isEntry(const PickleTree& tree, const uint32_t* kv, size_t n, uint32_t floorNode, uint32_t& framesRef) override {
+    tp = &tree;
+    if (n < 2 || n % 2) return false;
+    floor = floorNode;
+    fields(kv, n, offered);
+    bool entry = offered[K_ACTION] != PickleTree::kNone && actionNode(offered[K_ACTION]) >= 0;
+    floor = UINT32_MAX;
+    framesRef = offered[K_FRAMES];
+    return entry;
+  }
+  uint32_t offered[K_COUNT];  // the fields isEntry() found; decode() gets the same dict
+
+  uint32_t decode(const PickleTree& tree, const uint32_t* kv, size_t n, uint32_t floorNode, uint32_t& stackOut) override {
+    tp = &tree;
+    floor = floorNode;
+    FastValue f[K_COUNT];
+    for (int k = 0; k < K_COUNT; k++) f[k] = FastValue{FastValue::Ref, offered[k], 0};
+    int act = actionNode(offered[K_ACTION]);
+    uint32_t row = addRow(act < 0 ? ACT_SNAPSHOT : act, f, stackOut);  // (isEntry checked the action)
+    floor = UINT32_MAX;
+    return row;
+  }
+
+  bool decodeFlat(const PickleTree& tree, const FastPair* kv, size_t n, uint32_t floorNode, uint32_t& row) override {
+    tp = &tree;
+    FastValue f[K_COUNT];
+    for (auto& v : f) v = FastValue{FastValue::Ref, PickleTree::kNone, 0};
+    floor = floorNode;  // until it is a row, its fresh strings may be forgotten
+    int act = -1;
+    bool keysOk = true;
+    for (size_t k = 0; k < n && keysOk; k++) {
+      // Keys are strings the tree keeps (memoised); anything else is left to the general path.
+      keysOk = tp->isStr(kv[k].key);
+      int kind = keysOk ? keyKind(kv[k].key) : -1;
+      if (kind >= 0) f[kind] = kv[k].value;
+    }
+    const FastValue& a = f[K_ACTION];
+    if (keysOk && a.kind == FastValue::Ref && a.ref != PickleTree::kNone) act = actionNode(a.ref);
+    floor = UINT32_MAX;
+    if (act < 0) return false;
+    uint32_t stackId;
+    row = addRow(act, f, stackId);
+    return true;
+  }
+
+  enum FrameKey { FK_FILE = 0, FK_NAME, FK_LINE, FK_OTHER };
+  NodeTable frameKeyKinds;  // FrameKey + 2
+  int frameKey(uint32_t node) {
+    if (uint32_t c = frameKeyKinds.get(node)) return (int)c - 2;
+    std::string_view s = tp->isStr(node) ? tp->str(node) : std::string_view();
+    int kind = s == "filename" ? FK_FILE : s == "name" ? FK_NAME : s == "line" ? FK_LINE : FK_OTHER;
+    if (cacheable(node)) frameKeyKinds.set(node, (uint32_t)(kind + 1));
+    return kind;
+  }
+  uint32_t flatFrame(const PickleTree& tree, const FastPair* kv, size_t n, uint32_t floorNode) override {
+    tp = &tree;
+    floor = floorNode;
+    FastValue f[3] = {{FastValue::None, 0, 0}, {FastValue::None, 0, 0}, {FastValue::None, 0, 0}};
+    for (size_t k = 0; k < n; k++) {
+      int kind = tp->isStr(kv[k].key) ? frameKey(kv[k].key) : FK_OTHER;
+      if (kind < FK_OTHER) f[kind] = kv[k].value;  // later keys win, as in the general path's get()
+    }
+    // As frame() reads a frame dict: missing or non-string names are "", a non-integer line is 0.
+    uint32_t id = m.internFrame(strOf(f[FK_FILE]), strOf(f[FK_NAME]), (uint32_t)asInt(f[FK_LINE], 0));
+    floor = UINT32_MAX;
+    return id;
+  }
+  uint32_t frameOf(const PickleTree& tree, uint32_t ref) override {
+    tp = &tree;
+    if (PickleTree::isFrameRef(ref)) return PickleTree::tagValue(ref) < m.frames.size() ? PickleTree::tagValue(ref) : UINT32_MAX;
+    return tp->at(ref).type == PType::Dict ? frame(ref) : UINT32_MAX;
+  }
+  uint32_t flatStack(const uint32_t* ids, size_t n) override {
+    frameIds.assign(ids, ids + n);
+    return m.internStack(frameIds, false);
+  }
+
+  // A FastValue read as the tree's accessors read a node (Note [Absent is None]).
+  int64_t asInt(const FastValue& v, int64_t fallback) const {
+    switch (v.kind) {
+      case FastValue::Ref: return tp->asInt(v.ref, fallback);
+      case FastValue::Int:
+      case FastValue::UInt:
+      case FastValue::Bool: return (int64_t)v.raw;
+      default: return fallback;
+    }
+  }
+  static bool present(const FastValue& v) { return !(v.kind == FastValue::Ref && v.ref == PickleTree::kNone); }
+  uint32_t strOf(const FastValue& v) { return v.kind == FastValue::Ref ? str(v.ref) : 0; }
+
+  uint32_t addRow(int act, const FastValue* f, uint32_t& stackOut) {
+    uint32_t row = (uint32_t)rows.count();
+    bool hasTime = present(f[K_TIME]);
+    int64_t tUs = hasTime ? asInt(f[K_TIME], kNoTime) : kNoTime;
+    uint64_t size = (uint64_t)asInt(f[K_SIZE], 0);
+    uint64_t addr = (uint64_t)asInt(act == ACT_OOM ? f[K_DEVICE_FREE] : f[K_ADDR], 0);
+    uint32_t stk = f[K_FRAMES].kind == FastValue::Ref ? stack(f[K_FRAMES].ref) : f[K_FRAMES].kind == FastValue::Stack ? (uint32_t)f[K_FRAMES].raw : 0;
+    stackOut = stk;
+    rows.pushEvent(tUs, (uint8_t)act, addr, size, 0, (uint64_t)asInt(f[K_STREAM], 0), stk, poolOf(act, size));
+    rowHasTimeKey.push_back(hasTime);
+    const FastValue &cc = f[K_COMPILE_CONTEXT], &um = f[K_USER_METADATA];
+    uint32_t ccId = present(cc) ? strOf(cc) : naId, umId = present(um) ? strOf(um) : 0;
+    if (ccId != naId || umId != 0) rowExtras.push_back({row, {ccId, umId}});
+    if ((row & 0xFFFF) == 0) rowsPublished.store(row, std::memory_order_relaxed);
+    return row;
+  }
+
+  static uint8_t poolOf(int act, uint64_t size) {
+    if (act == ACT_SEGMENT_ALLOC || act == ACT_SEGMENT_FREE) return poolFromSizeFallback(size);
+    // Expandable pages: small pool maps 2 MiB pages, large 20 MiB ones; unmaps cover whole page runs.
+    if (act == ACT_SEGMENT_MAP || act == ACT_SEGMENT_UNMAP) return size % (20u << 20) == 0 ? POOL_LARGE : POOL_SMALL;
+    return POOL_LARGE;
+  }
+
+  // Note [Row columns prefault]: the row columns are reserved for the most rows the input could hold
+  // and filled as the parse goes; a helper maps their pages a little ahead of the fill (Note [Bulk
+  // prefault] in model.h) and no further, so what is never filled never counts in the RSS.
+  std::atomic<bool> parsing{false};
+  void startRowPrefault(size_t inputBytes) {
+    if (inputBytes < (32u << 20)) return;
+    // A trace entry takes ≥ 40 bytes of pickle in practice (≈ 78 in the ×180 benchmark, ≈ 200 as PyTorch
+    // dumps them, with frames); more rows just grow the vectors. Only what is filled becomes resident,
+    // but the reservation is address space: where it cannot be had, the columns grow as they fill.
+    const size_t most = inputBytes / 40;
+    try {
+      rows.reserve(most);
+      rows.link.reserve(most), rows.allocated.reserve(most), rows.reserved.reserve(most);
+      rowHasTimeKey.reserve(most);
+    } catch (const std::bad_alloc&) {
+      rows = DeviceData{};
+      rowHasTimeKey = {};
+      return;
+    }
+    parsing.store(true);
+    try {
+      // Taken before any row: the whole reservation of each column.
+      helpers.emplace_back([this, cols = rows.spareColumns(), capacity = rows.t.capacity()] {
+        constexpr size_t kAheadRows = 1u << 18;
+        size_t done = 0;
+        while (parsing.load(std::memory_order_relaxed)) {
+          size_t want = rowsPublished.load(std::memory_order_relaxed) + kAheadRows;
+          if (want > done) {
+            for (auto& [p, bytes] : cols) {
+              size_t per = bytes / std::max<size_t>(capacity, 1);
+              size_t from = std::min(done * per, bytes), to = std::min(want * per, bytes);
+              if (to > from) prefaultSpare(static_cast<char*>(p) + from, to - from);
+            }
+            done = want;
+          }
+          std::this_thread::sleep_for(std::chrono::microseconds(300));
+        }
+      });
+    } catch (const std::system_error&) {
+      parsing.store(false);
+    }
+  }
+
   void trace(int dev, uint32_t list) {
     DeviceData& d = m.device(dev);
     if (!isList(list)) return;
-    const auto& items = t.items(list);
+    const ItemSpan items = tp->items(list);
     bool anyTime = false;
-    for (uint32_t e : items)
-      if (t.at(e).type == PType::Dict && t.get(e, "time_us") != PickleTree::kNone) {
+    for (uint32_t e : items) {
+      if (PickleTree::isEntryRef(e) ? PickleTree::tagValue(e) < rowHasTimeKey.size() && rowHasTimeKey[PickleTree::tagValue(e)] : tp->at(e).type == PType::Dict && tp->get(e, "time_us") != PickleTree::kNone) {
         anyTime = true;
         break;
       }
+    }
     if (!anyTime && !items.empty())
       m.problems.push_back(Problem{0, "this snapshot's trace has no time_us (PyTorch before 2.2?): event numbers are used as times"});
-    d.reserve(d.count() + items.size());
-    // A helper maps the pages of the event columns (and of the three derive() fills) while this thread
-    // imports (Note [Bulk prefault] in model.h); populating never changes contents, so racing is harmless.
-    size_t total = d.count() + items.size();
-    if (items.size() >= (1u << 20)) {
-      d.link.reserve(total), d.allocated.reserve(total), d.reserved.reserve(total);
-      Prefault pf{d.spareColumns()};
-      try {
-        helpers.emplace_back([pf] {
-          for (const auto& [p, n] : pf.ranges) prefaultSpare(p, n);
-        });
-      } catch (const std::system_error&) {
-        // no thread: derive() faults the pages in itself
+    const size_t first = d.count();
+    // The usual case: this list is every row, in order, and the device has nothing yet: move the columns.
+    bool whole = first == 0 && items.size() == rows.count() && rows.count() > 0;
+    for (size_t k = 0; whole && k < items.size(); k++)
+      whole = items[k] == (PickleTree::kEntryTag | (uint32_t)k);
+    size_t skipped = 0;
+    if (whole) {
+      d.t = std::move(rows.t), d.action = std::move(rows.action), d.addr = std::move(rows.addr);
+      d.size = std::move(rows.size), d.waste = std::move(rows.waste), d.stream = std::move(rows.stream);
+      d.stack = std::move(rows.stack), d.pool = std::move(rows.pool);
+      // Reserved and populated with the rows, for derive() (Note [Row columns prefault]).
+      d.link = std::move(rows.link), d.allocated = std::move(rows.allocated), d.reserved = std::move(rows.reserved);
+      rows = DeviceData{};
+      for (const auto& [row, ids] : rowExtras) d.contextAndMetadata[row] = ids;
+      rowExtras.clear();
+    } else {
+      d.reserve(first + items.size());
+      size_t nextExtra = 0;  // rowExtras is in row order
+      for (uint32_t e : items) {
+        if (PickleTree::isEntryRef(e)) {
+          uint32_t r = PickleTree::tagValue(e);
+          if (r >= rows.count()) continue;
+          uint32_t idx = (uint32_t)d.count();
+          d.t.push_back(rows.t[r]), d.action.push_back(rows.action[r]), d.addr.push_back(rows.addr[r]);
+          d.size.push_back(rows.size[r]), d.waste.push_back(rows.waste[r]), d.stream.push_back(rows.stream[r]);
+          d.stack.push_back(rows.stack[r]), d.pool.push_back(rows.pool[r]);
+          // Extras of this row (a list may name rows in any order: search from the last hit, then all).
+          auto match = [&](size_t j) { return j < rowExtras.size() && rowExtras[j].first == r; };
+          if (!match(nextExtra)) {
+            auto it = std::lower_bound(rowExtras.begin(), rowExtras.end(), std::make_pair(r, std::make_pair(0u, 0u)));
+            nextExtra = (size_t)(it - rowExtras.begin());
+          }
+          if (match(nextExtra)) d.contextAndMetadata[idx] = rowExtras[nextExtra++].second;
+          continue;
+        }
+        if (tp->at(e).type != PType::Dict) continue;
+        // A dict the parse kept (not a row): read as the rows were.
+        uint32_t f[K_COUNT];
+        const ItemSpan kv = tp->items(e);
+        fields(kv.p, kv.n, f);
+        int act = actionNode(f[K_ACTION]);
+        if (act < 0) {
+          skipped++;
+          continue;
+        }
+        int64_t tUs = tp->asInt(f[K_TIME], kNoTime);
+        uint64_t size = tp->asU64(f[K_SIZE]);
+        uint64_t addr = act == ACT_OOM ? tp->asU64(f[K_DEVICE_FREE]) : tp->asU64(f[K_ADDR]);
+        uint32_t idx = (uint32_t)d.count();
+        d.pushEvent(tUs, (uint8_t)act, addr, size, 0, tp->asU64(f[K_STREAM]), stack(f[K_FRAMES]), poolOf(act, size));
+        uint32_t cc = f[K_COMPILE_CONTEXT], um = f[K_USER_METADATA];
+        uint32_t ccId = cc == PickleTree::kNone ? naId : str(cc), umId = um == PickleTree::kNone ? 0 : str(um);
+        if (ccId != naId || umId != 0) d.contextAndMetadata[idx] = {ccId, umId};
       }
     }
-    uint32_t naId = m.intern("N/A");
-    size_t skipped = 0;
+    // Times, markers and OOMs over the new events, in order.
     int64_t lastT = 0;
-    for (uint32_t e : items) {
-      if (t.at(e).type != PType::Dict) continue;
-      // One pass over the entry's keys (memoised key strings are one node each, so kinds are cached
-      // per node); later duplicates win, as in a Python dict.
-      uint32_t f[K_COUNT];
-      for (uint32_t& x : f) x = PickleTree::kNone;
-      const auto& kv = t.items(e);
-      for (size_t k = 0; k + 1 < kv.size(); k += 2) {
-        int kind = keyKind(kv[k]);
-        if (kind >= 0) f[kind] = kv[k + 1];
-      }
-      uint32_t an = f[K_ACTION];
-      int act = actionNode(an);
-      if (act < 0) {
-        skipped++;
-        continue;
-      }
-      int64_t tUs = anyTime ? t.asInt(f[K_TIME], lastT) : (int64_t)d.count();
+    for (size_t i = first; i < d.count(); i++) {
+      int64_t tUs = anyTime ? (d.t[i] == kNoTime ? lastT : d.t[i]) : (int64_t)i;
       // Note [Monotonic time]: the ring buffer is in event order; a clock step backwards is clamped so
       // time-window queries stay binary-searchable.
       if (tUs < lastT) tUs = lastT;
       lastT = tUs;
-      uint64_t size = t.asU64(f[K_SIZE]);
-      uint64_t addr = act == ACT_OOM ? t.asU64(f[K_DEVICE_FREE]) : t.asU64(f[K_ADDR]);
-      uint8_t pool = POOL_LARGE;
-      if (act == ACT_SEGMENT_ALLOC || act == ACT_SEGMENT_FREE) pool = poolFromSizeFallback(size);
-      // Expandable pages: small pool maps 2 MiB pages, large 20 MiB ones; unmaps cover whole page runs.
-      if (act == ACT_SEGMENT_MAP || act == ACT_SEGMENT_UNMAP) pool = size % (20u << 20) == 0 ? POOL_LARGE : POOL_SMALL;
-      uint32_t stk = stack(f[K_FRAMES]);
-      uint32_t idx = (uint32_t)d.count();
-      d.pushEvent(tUs, (uint8_t)act, addr, size, 0, t.asU64(f[K_STREAM]), stk, pool);
-      uint32_t cc = f[K_COMPILE_CONTEXT], um = f[K_USER_METADATA];
-      uint32_t ccId = cc == PickleTree::kNone ? naId : str(cc), umId = um == PickleTree::kNone ? 0 : str(um);
-      if (ccId != naId || umId != 0) d.contextAndMetadata[idx] = {ccId, umId};
+      d.t[i] = tUs;
+      uint8_t act = d.action[i];
       if (act == ACT_SNAPSHOT) d.markers.push_back(MarkerData{tUs, 4, m.intern("snapshot"), ""});
       if (act == ACT_OOM) {
         OomData o{};
         o.tUs = tUs;
-        o.requested = size;
-        o.deviceFree = addr;
-        o.stack = stk;
-        o.eventIndex = idx;
+        o.requested = d.size[i];
+        o.deviceFree = d.addr[i];
+        o.stack = d.stack[i];
+        o.eventIndex = (uint32_t)i;
         d.ooms.push_back(o);
         d.markers.push_back(MarkerData{tUs, 5, m.intern("out of memory"), ""});
       }
@@ -266,14 +471,14 @@ struct Importer {
 
   void annotations(uint32_t list) {
     if (!isList(list)) return;
-    for (uint32_t a : t.items(list)) {
-      if (t.at(a).type != PType::Dict) continue;
-      int dev = deviceIndex(t.asInt(t.get(a, "device"), 0));
+    for (uint32_t a : tp->items(list)) {
+      if (tp->at(a).type != PType::Dict) continue;
+      int dev = deviceIndex(tp->asInt(tp->get(a, "device"), 0));
       if (dev < 0) continue;
-      uint32_t st = t.get(a, "stage");
-      std::string_view stage = st != PickleTree::kNone && t.isStr(st) ? t.str(st) : "";
+      uint32_t st = tp->get(a, "stage");
+      std::string_view stage = st != PickleTree::kNone && tp->isStr(st) ? tp->str(st) : "";
       uint8_t kind = stage == "START" ? 1 : stage == "END" ? 2 : 0;
-      m.device(dev).markers.push_back(MarkerData{t.asInt(t.get(a, "time_us"), 0), kind, str(t.get(a, "name")), ""});
+      m.device(dev).markers.push_back(MarkerData{tp->asInt(tp->get(a, "time_us"), 0), kind, str(tp->get(a, "name")), ""});
     }
   }
 
@@ -284,7 +489,7 @@ struct Importer {
   void emit(fmt::PickleEmitter& p, uint32_t n, int depth) {
     if (depth > 32 || emitBudget == 0) return p.none();
     emitBudget--;
-    const PValue& v = t.at(n);
+    const PValue& v = tp->at(n);
     switch (v.type) {
       case PType::None: return p.none();
       case PType::Bool: return p.boolean(v.flag);
@@ -296,16 +501,16 @@ struct Importer {
         memcpy(&d, &v.raw, 8);
         return p.float64(d);
       }
-      case PType::Str: return p.str(t.str(n));
-      case PType::Bytes: return p.bytes_value(t.str(n));
+      case PType::Str: return p.str(tp->str(n));
+      case PType::Bytes: return p.bytes_value(tp->str(n));
       case PType::List:
       case PType::Tuple:
         v.type == PType::List ? p.begin_list() : p.begin_tuple();
-        for (uint32_t c : t.items(n)) emit(p, c, depth + 1);
+        for (uint32_t c : tp->items(n)) emit(p, c, depth + 1);
         return v.type == PType::List ? p.end_list() : p.end_tuple();
       case PType::Dict: {
         p.begin_dict();
-        const auto& kv = t.items(n);
+        const auto& kv = tp->items(n);
         for (size_t k = 0; k + 1 < kv.size(); k += 2) emit(p, kv[k], depth + 1), emit(p, kv[k + 1], depth + 1);
         return p.end_dict();
       }
@@ -332,22 +537,35 @@ namespace {
 struct PhaseTimer {
   bool on = getenv("GPUMEM_READER_TIMINGS") != nullptr;
   std::chrono::steady_clock::time_point last = std::chrono::steady_clock::now();
+  double lastCpu = cpuMs();
+  static double cpuMs() {
+    timespec ts{};
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+    return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
+  }
   void lap(const char* what) {
     if (!on) return;
     auto now = std::chrono::steady_clock::now();
-    fprintf(stderr, "gpumem reader: %-8s %8.1f ms\n", what, std::chrono::duration<double, std::milli>(now - last).count());
-    last = now;
+    double cpu = cpuMs();
+    // Wall time, and this thread's CPU time (steadier on a shared machine).
+    fprintf(stderr, "gpumem reader: %-8s %8.1f ms (cpu %7.1f ms)\n", what, std::chrono::duration<double, std::milli>(now - last).count(), cpu - lastCpu);
+    last = now, lastCpu = cpu;
   }
 };
 }  // namespace
 
-void importSnapshot(Model& m, const uint8_t* data, size_t size) {
+void importSnapshot(Model& m, const uint8_t* data, size_t size, bool fileMapped) {
   PhaseTimer timer;
-  auto treePtr = std::make_unique<PickleTree>(data, size);
-  PickleTree& tree = *treePtr;
-  timer.lap("parse");
-  auto imPtr = std::make_unique<Importer>(tree, m);
+  auto imPtr = std::make_unique<Importer>(m);
   Importer& im = *imPtr;
+  im.naId = m.intern("N/A");
+  im.startRowPrefault(size);
+  auto treePtr = std::make_unique<PickleTree>(data, size, &im, fileMapped);
+  PickleTree& tree = *treePtr;
+  im.parsing.store(false);
+  im.tp = &tree;
+  if (timer.on) fprintf(stderr, "gpumem reader: rows %zu taken (%zu flat), %zu kept as dicts; tree %zu values\n", tree.rowsTaken(), tree.rowsFlat(), tree.rowsKept(), tree.valueCount());
+  timer.lap("parse");
   uint32_t root = tree.root();
   m.format = "pytorch-pickle";
   if (tree.at(root).type == PType::List) {
@@ -362,6 +580,7 @@ void importSnapshot(Model& m, const uint8_t* data, size_t size) {
       for (size_t dev = 0; dev < per.size() && dev < (size_t)Importer::kMaxDevices; dev++)
         if (im.isList(per[dev]) && !tree.items(per[dev]).empty()) im.trace((int)dev, per[dev]);
     }
+    timer.lap("traces");
     im.annotations(tree.get(root, "external_annotations"));
     uint32_t settings = tree.get(root, "allocator_settings");
     if (settings != PickleTree::kNone) {
@@ -408,6 +627,7 @@ void importSnapshot(Model& m, const uint8_t* data, size_t size) {
     d.startAllocated = alloc;
     d.startReserved = res;
   }
+  timer.lap("start");
   im.joinHelpers();
   timer.lap("import");
   m.derive();

@@ -39,13 +39,13 @@ export interface NativeHandle extends WhatIfHandle {
   endRecord(): string;
   timeRange(device: number): string;
   current(device: number): string;
-  timeline(device: number, t0Us: number, t1Us: number, buckets: number): string;
+  timeline(device: number, t0Us: number, t1Us: number, buckets: number, owners?: boolean): string;
   stateAt(device: number, timeUs: number): string;
   lineStats(device: number): string;
   stack(id: number): string;
   markers(device: number): string;
   ooms(): string;
-  spans(device: number, t0Us: number, t1Us: number, maxCount: number): string;
+  spans(device: number, t0Us: number, t1Us: number, maxCount: number, owner?: number): string;
   diff(device: number, aUs: number, bUs: number, other?: NativeHandle): string;
   stepTable(device: number, endsUs: number[]): string;
   categories(device: number, timesUs: number[], withLines: boolean): string;
@@ -151,8 +151,8 @@ class NativeModel implements Model {
   current(device: number): CurrentFigures {
     return parse<CurrentFigures>(this.handle.current(device));
   }
-  timeline(device: number, t0Us: number, t1Us: number, buckets: number): TimelineBuckets {
-    const tl = parse<TimelineBuckets & { deviceUsedMax?: (number | null)[] }>(this.handle.timeline(device, t0Us, t1Us, buckets));
+  timeline(device: number, t0Us: number, t1Us: number, buckets: number, owners = false): TimelineBuckets {
+    const tl = parse<TimelineBuckets & { deviceUsedMax?: (number | null)[] }>(this.handle.timeline(device, t0Us, t1Us, buckets, owners));
     if (tl.deviceUsedMax) tl.deviceUsedMax = tl.deviceUsedMax.map((v) => (v === null ? NaN : v));
     return tl as TimelineBuckets;
   }
@@ -172,8 +172,8 @@ class NativeModel implements Model {
   ooms(): OomInfo[] {
     return parse<OomInfo[]>(this.handle.ooms());
   }
-  spans(device: number, t0Us: number, t1Us: number, maxCount: number): AllocationSpan[] {
-    const spans = parse<(Omit<AllocationSpan, 'endUs'> & { endUs: number | null })[]>(this.handle.spans(device, t0Us, t1Us, maxCount));
+  spans(device: number, t0Us: number, t1Us: number, maxCount: number, owner = -1): AllocationSpan[] {
+    const spans = parse<(Omit<AllocationSpan, 'endUs'> & { endUs: number | null })[]>(this.handle.spans(device, t0Us, t1Us, maxCount, owner));
     return spans.map((s) => ({ ...s, endUs: endOrNumber(s.endUs) }));
   }
   diff(device: number, aUs: number, bUs: number, other?: Model): LineDiff[] {

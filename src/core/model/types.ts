@@ -109,6 +109,20 @@ export interface TimelineBuckets {
   reservedMax: number[];
   /** NVML device-used samples when present (NaN where a bucket has none) */
   deviceUsedMax?: number[];
+  /** live bytes and allocations per owner group at each bucket's centre (they sum to allocated there) */
+  owners?: TimelineOwners;
+}
+
+/**
+ * Owner groups (Note [Owner bands] in native/addon/src/aggregate.cpp): group g < lines.length is that source
+ * line (innermost user frame, in the sites table's order); then "other lines", then "before the trace"
+ * (memory a snapshot shows allocated before its trace began). bytes/counts: buckets × groups, row-major.
+ */
+export interface TimelineOwners {
+  lines: { file: string; line: number }[];
+  groups: number;
+  bytes: number[];
+  counts: number[];
 }
 
 /** Per-line statistics, DESIGN §3. */
@@ -126,6 +140,8 @@ export interface LineStat {
   backwardBytesAtPeak: number;
   /** heaviest stacks through this line, by bytes at peak */
   topStacks: { stackId: number; bytesAtPeak: number; count: number }[];
+  /** its owner group on the timeline (TimelineOwners): < lines.length its own, lines.length "other lines"; −1 owns nothing */
+  ownerGroup: number;
 }
 
 export interface DeviceSummary {
@@ -212,6 +228,8 @@ export interface AllocationSpan {
   endUs: number;
   stackId: number;
   stream: number;
+  /** owner group (TimelineOwners) */
+  owner: number;
 }
 
 /** A device as the capture's REC_DEVICE record names it (pickles have none). */
@@ -320,7 +338,8 @@ export interface Model {
   endRecord(): CaptureEnd | null;
   timeRange(device: number): { t0Us: number; t1Us: number };
   current(device: number): CurrentFigures;
-  timeline(device: number, t0Us: number, t1Us: number, buckets: number): TimelineBuckets;
+  /** owners: also the owner groups per bucket (TimelineOwners; costs a pass over new events) */
+  timeline(device: number, t0Us: number, t1Us: number, buckets: number, owners?: boolean): TimelineBuckets;
   /** allocator state at `timeUs` (Infinity = end of the capture) */
   stateAt(device: number, timeUs: number): AllocatorState;
   /** per-line statistics (DESIGN §3), sorted by selfBytesAtPeak descending */
@@ -329,7 +348,8 @@ export interface Model {
   markers(device: number): Marker[];
   ooms(): OomInfo[];
   /** allocation lifetimes overlapping [t0Us, t1Us]; at most maxCount, largest first (level of detail) */
-  spans(device: number, t0Us: number, t1Us: number, maxCount: number): AllocationSpan[];
+  /** owner ≥ 0: only allocations of that owner group (TimelineOwners) */
+  spans(device: number, t0Us: number, t1Us: number, maxCount: number, owner?: number): AllocationSpan[];
   /** bytes live by line at two moments (or of two models: pass other) */
   diff(device: number, aUs: number, bUs: number, other?: Model): LineDiff[];
   /** per step (ends ascending): peak inside, allocated/reserved at the end, bytes live per line at each end */

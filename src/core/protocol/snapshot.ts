@@ -10,7 +10,7 @@
 // at its current pixel width: min/max buckets, at most `maxSpans` allocation bands (largest first), the
 // segments of one moment, and the line table.
 
-import type { BlockState, LineStat, SourceFormat } from '../model/types';
+import type { BlockState, LineStat, SourceFormat, TimelineOwners } from '../model/types';
 import type { Policy } from '../model/whatIf';
 
 export const END_OF_TRACE = -1;
@@ -120,6 +120,8 @@ export interface SpanColumns {
   size: number[];
   stackId: number[];
   address: number[];
+  /** owner group of each band (TimelineOwners in model/types.ts) */
+  owner: number[];
 }
 
 export interface TimelineView {
@@ -133,8 +135,10 @@ export interface TimelineView {
   allocatedMax: number[];
   reservedMax: number[];
   spans: SpanColumns;
-  /** true when more allocations overlapped the window than were sent (the rest is drawn as "other") */
+  /** true when more allocations overlapped the window than were sent (the rest is drawn by owner group) */
   spansTruncated: boolean;
+  /** owner groups per bucket, sampled at bucket centres; lines carry displayFile for labels */
+  owners?: Omit<TimelineOwners, 'lines'> & { lines: { file: string; displayFile: string; line: number }[] };
 }
 
 export interface BlockView {
@@ -253,7 +257,8 @@ export type SnapshotHostMessage =
 export type SnapshotWebviewMessage =
   | { type: 'ready' }
   | { type: 'selectDevice'; device: number }
-  | { type: 'requestTimeline'; requestId: number; device: number; t0Us: number; t1Us: number; buckets: number; maxSpans: number }
+  /** owner: only that owner group's allocations as bands (TimelineOwners); absent: all */
+  | { type: 'requestTimeline'; requestId: number; device: number; t0Us: number; t1Us: number; buckets: number; maxSpans: number; owner?: number }
   | { type: 'requestSegments'; requestId: number; device: number; timeUs: number }
   | { type: 'requestStack'; requestId: number; stackId: number }
   /** replay the device's allocation stream under every allocator policy (on demand: it can take seconds) */

@@ -90,17 +90,18 @@ export class SnapshotSession {
     ];
   }
 
-  timeline(requestId: number, device: number, t0Us: number, t1Us: number, buckets: number, maxSpans: number): TimelineView {
+  timeline(requestId: number, device: number, t0Us: number, t1Us: number, buckets: number, maxSpans: number, owner?: number): TimelineView {
     const n = clampInt(buckets, 1, MAX_BUCKETS);
     const range = this.model.timeRange(device);
-    const tl = this.model.timeline(device, t0Us, t1Us, n);
+    const tl = this.model.timeline(device, t0Us, t1Us, n, true);
     // One more than drawn, so "there were more" is known without counting them all.
     const limit = clampInt(maxSpans, 0, MAX_SPANS);
-    const spans = this.model.spans(device, t0Us, t1Us, limit + 1);
+    const ownerGroup = typeof owner === 'number' && Number.isInteger(owner) && owner >= 0 ? owner : -1;
+    const spans = this.model.spans(device, t0Us, t1Us, limit + 1, ownerGroup);
     const truncated = spans.length > limit;
     const kept = truncated ? spans.slice(0, limit) : spans;
     kept.sort((a, b) => a.startUs - b.startUs || b.size - a.size);
-    const cols: SpanColumns = { startUs: [], endUs: [], liveAtEnd: [], size: [], stackId: [], address: [] };
+    const cols: SpanColumns = { startUs: [], endUs: [], liveAtEnd: [], size: [], stackId: [], address: [], owner: [] };
     for (const s of kept) {
       const live = !Number.isFinite(s.endUs);
       cols.startUs.push(s.startUs);
@@ -109,6 +110,7 @@ export class SnapshotSession {
       cols.size.push(s.size);
       cols.stackId.push(s.stackId);
       cols.address.push(s.address);
+      cols.owner.push(s.owner);
     }
     return {
       requestId,
@@ -121,6 +123,7 @@ export class SnapshotSession {
       reservedMax: tl.reservedMax,
       spans: cols,
       spansTruncated: truncated,
+      owners: tl.owners && { ...tl.owners, lines: tl.owners.lines.map((l) => ({ ...l, displayFile: this.display(l.file) })) },
     };
   }
 
@@ -158,6 +161,7 @@ export class SnapshotSession {
         allocCount: s.allocCount,
         liveNowBytes: s.liveNowBytes,
         backwardBytesAtPeak: s.backwardBytesAtPeak,
+        ownerGroup: s.ownerGroup,
         topStackId: s.topStacks[0]?.stackId ?? 0,
       }));
   }
@@ -245,7 +249,7 @@ export class SnapshotSession {
         case 'selectDevice':
           return this.deviceMessages(msg.device);
         case 'requestTimeline':
-          return [{ type: 'timeline', view: this.timeline(msg.requestId, msg.device, msg.t0Us, msg.t1Us, msg.buckets, msg.maxSpans) }];
+          return [{ type: 'timeline', view: this.timeline(msg.requestId, msg.device, msg.t0Us, msg.t1Us, msg.buckets, msg.maxSpans, msg.owner) }];
         case 'requestSegments':
           return [{ type: 'segments', view: this.segments(msg.requestId, msg.device, msg.timeUs) }];
         case 'requestStack':

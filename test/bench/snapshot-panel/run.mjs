@@ -1,11 +1,11 @@
-// Snapshot panel benchmark: time to first paint of the Active memory timeline and frame times while panning
-// and zooming, for the ResNet-50 fixture and a generated 10 M-event pickle.
+// Snapshot panel benchmark: time to first paint of the Active memory timeline, peak RSS of the open and
+// frame times while panning and zooming, for the ResNet-50 fixture and generated 1 M- and 10 M-event pickles.
 //
-//   npm run build:js && node --import ./test/tools/ts-loader.mjs test/bench/snapshot-panel/run.mjs [--big PATH] [--copies N] [--skip-big]
+//   npm run build:js && node --import ./test/tools/ts-loader.mjs test/bench/snapshot-panel/run.mjs [--big PATH] [--mid PATH] [--copies N] [--skip-big] [--skip-mid]
 //
 // The big input is ../shared/tools/scale_snapshot.py's (beside the repository; GPUMEM_SCALE_SNAPSHOT overrides) ×180 of the fixture (≈10 M events, ≈790 MB),
-// generated into .test-output/bench/ when absent (about 2 minutes). Results: stdout and
-// .test-output/bench/snapshot-panel.json. Method and numbers: README.md beside this file.
+// the mid one its ×18 (≈1 M events, ≈80 MB), generated into .test-output/bench/ when absent (about 2 minutes).
+// Results: stdout and .test-output/bench/snapshot-panel.json. Method and numbers: README.md beside this file.
 import fs from 'node:fs';
 import path from 'node:path';
 import { spawnSync } from 'node:child_process';
@@ -25,16 +25,26 @@ const opt = (name, dflt) => {
 const FIXTURE = path.join(ROOT, 'test/fixtures/pytorch-snapshots/resnet50-bf16-train-python-stacks.pickle');
 const copies = Number(opt('--copies', '180'));
 const big = opt('--big', path.join(OUT, `resnet50-x${copies}.pickle`));
+const mid = opt('--mid', path.join(OUT, 'resnet50-x18.pickle'));
 const SCALE = process.env.GPUMEM_SCALE_SNAPSHOT || path.join(ROOT, '../shared/tools/scale_snapshot.py');
 
-function ensureBig() {
-  if (fs.existsSync(big)) return big;
-  if (!fs.existsSync(SCALE)) throw new Error(`${big} is missing and ${SCALE} is not there to generate it (set GPUMEM_SCALE_SNAPSHOT)`);
+function ensureScaled(file, n) {
+  if (fs.existsSync(file)) return file;
+  if (!fs.existsSync(SCALE)) throw new Error(`${file} is missing and ${SCALE} is not there to generate it (set GPUMEM_SCALE_SNAPSHOT)`);
   fs.mkdirSync(OUT, { recursive: true });
-  console.log(`generating ${big} (${copies} copies)…`);
-  const r = spawnSync('python3', [SCALE, FIXTURE, big, String(copies)], { stdio: 'inherit' });
+  console.log(`generating ${file} (${n} copies)…`);
+  const r = spawnSync('python3', [SCALE, FIXTURE, file, String(n)], { stdio: 'inherit' });
   if (r.status !== 0) throw new Error(`scale_snapshot.py failed (${r.status})`);
-  return big;
+  return file;
+}
+
+/** Peak RSS of the open and the first paint's queries, in a fresh process (open-rss.mjs). */
+function openRss(file) {
+  const r = spawnSync(process.execPath, ['--import', path.join(ROOT, 'test/tools/ts-loader.mjs'), path.join(ROOT, 'test/bench/snapshot-panel/open-rss.mjs'), file], { encoding: 'utf8' });
+  if (r.status !== 0) throw new Error(`open-rss.mjs failed: ${r.stderr}`);
+  const result = JSON.parse(r.stdout.trim().split('\n').pop());
+  console.log(JSON.stringify({ file: path.basename(file), ...result }));
+  return result;
 }
 
 const stats = (xs) => {
@@ -160,17 +170,20 @@ function mapStats(s) {
 }
 
 const inputs = [['resnet50', FIXTURE]];
-if (!args.includes('--skip-big')) inputs.push([`resnet50-x${copies}`, ensureBig()]);
+if (!args.includes('--skip-mid')) inputs.push(['resnet50-x18', ensureScaled(mid, 18)]);
+if (!args.includes('--skip-big')) inputs.push([`resnet50-x${copies}`, ensureScaled(big, copies)]);
 const results = [];
-for (const [name, file] of inputs) results.push({ ...(await bench(name, file)), async: await benchAsync(name, file) });
+for (const [name, file] of inputs) results.push({ ...(await bench(name, file)), async: await benchAsync(name, file), rss: openRss(file) });
 fs.mkdirSync(OUT, { recursive: true });
 fs.writeFileSync(path.join(OUT, 'snapshot-panel.json'), JSON.stringify(results, null, 2));
-console.log('\nAsynchronous open (as the panel host does it), ms from the start of the open:');
-console.log('| input | open (worker thread) | loading state shown | summary shown | timeline painted (first paint) |');
-console.log('|---|---|---|---|---|');
+console.log('\nAsynchronous open (as the panel host does it), ms from the start of the open; peak RSS of the open and first queries (fresh process):');
+console.log('| input | events | open (worker thread) | loading state shown | summary shown | **timeline painted (first paint)** | peak RSS | pan draw p95 | zoom draw p95 |');
+console.log('|---|---|---|---|---|---|---|---|---|');
 for (const r of results) {
   const a = r.async;
-  console.log(`| ${r.file} | ${a.asyncOpenMs} | ${a.loadingShownMs ?? '—'} | ${a.summaryShownMs} | **${a.firstPaintMs}** |`);
+  console.log(
+    `| ${r.file} | ${r.events.toLocaleString('en-US')} | ${a.asyncOpenMs} | ${a.loadingShownMs ?? '—'} | ${a.summaryShownMs} | **${a.firstPaintMs}** | ${r.rss.maxRssMiB} MiB | ${r.panDrawMs.p95} ms | ${r.zoomDrawMs.p95} ms |`,
+  );
 }
 console.log('\nSequential (open on the calling thread, then the page):');
 console.log('\n| input | events | open (reader) | page → timeline painted | first paint total | pan: draw ms median/p95 | pan: frame interval median/p95 (fps) | zoom: draw ms median/p95 |');

@@ -1,0 +1,23 @@
+// Peak resident memory of opening a snapshot the way the panel does (asynchronous open, then the queries
+// of its first paint: summary, markers, sites, the whole-trace timeline with its bands), in a fresh
+// process so nothing else counts. Prints one JSON line: { openMs, queriesMs, maxRssMiB }.
+//   node --import ./test/tools/ts-loader.mjs test/bench/snapshot-panel/open-rss.mjs FILE
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+
+const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../../..');
+process.env.GPUMEM_ADDON ||= path.join(ROOT, 'dist/native/gpumem_addon.node');
+const { openModelAsync } = await import('../../../src/core/model/open.ts');
+const { SnapshotSession } = await import('../../../src/core/snapshot/session.ts');
+
+const file = process.argv[2];
+const t0 = performance.now();
+const model = await openModelAsync(file);
+const t1 = performance.now();
+const session = new SnapshotSession(model, { fileName: path.basename(file) });
+session.deviceMessages(0);
+const { t0Us, t1Us } = model.timeRange(0);
+session.timeline(1, 0, t0Us, t1Us, 1300, 3000);
+const t2 = performance.now();
+console.log(JSON.stringify({ openMs: Math.round(t1 - t0), queriesMs: Math.round(t2 - t1), maxRssMiB: Math.round(process.resourceUsage().maxRSS / 1024) }));
+model.close();

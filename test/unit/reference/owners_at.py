@@ -1,0 +1,61 @@
+#!/usr/bin/env python3
+"""Allocated bytes, and live bytes and allocations per owner line, at given times of a snapshot pickle.
+
+Usage: owners_at.py SNAPSHOT.pickle '[t_us, ...]'   (times ascending; device 0)
+
+The owner of an allocation is its innermost user frame (issue #4's rule: not site-packages/dist-packages,
+not the standard library lib/pythonX.Y/, not a pseudo-file '<...>'), "<no user frame>:0" without one.
+The start is issue #4's: blocks allocated at the end, less the trace's allocations, plus its frees; at
+time t every event with time_us <= t has happened. Prints JSON: [{allocated, owners: {"file:line":
+{bytes, count}}}, ...] — what the timeline's owner groups must show (Note [Owner bands]).
+"""
+import json
+import pickle
+import re
+import sys
+
+
+def is_user(path):
+    p = path.replace('\\', '/')
+    return not (p == '' or p.startswith('<') or 'site-packages/' in p or 'dist-packages/' in p
+                or re.search(r'(^|/)lib/python[0-9.]+/', p))
+
+
+def owner(entry):
+    for f in entry.get('frames') or []:
+        if is_user(f['filename']):
+            return '%s:%d' % (f['filename'], f['line'])
+    return '<no user frame>:0'
+
+
+def main():
+    d = pickle.load(open(sys.argv[1], 'rb'))
+    times = json.loads(sys.argv[2])
+    trace = d['device_traces'][0]
+    alloc = sum(b['size'] for s in d['segments'] for b in s['blocks'] if b['state'] == 'active_allocated')
+    for e in trace:
+        if e['action'] == 'alloc':
+            alloc -= e['size']
+        elif e['action'] == 'free_requested':
+            alloc += e['size']
+    live, out, i = {}, [], 0
+    for t in times:
+        while i < len(trace) and trace[i]['time_us'] <= t:
+            e = trace[i]
+            i += 1
+            if e['action'] == 'alloc':
+                alloc += e['size']
+                live[e['addr']] = (owner(e), e['size'])
+            elif e['action'] == 'free_requested':
+                alloc -= e['size']
+                live.pop(e['addr'], None)
+        by = {}
+        for o, z in live.values():
+            b, n = by.get(o, (0, 0))
+            by[o] = (b + z, n + 1)
+        out.append({'allocated': alloc, 'owners': {o: {'bytes': b, 'count': n} for o, (b, n) in by.items()}})
+    print(json.dumps(out))
+
+
+if __name__ == '__main__':
+    main()
