@@ -1,6 +1,7 @@
 // A small, strict argument parser for the CLI: known options only, values for options that take
 // one, `--` ends options; for `run`, the first positional (the script) ends options too, so the
 // workload's own flags (`train.py --lr 0.1`) are never taken for ours.
+import { parseBytes } from '../core/format/parseBytes';
 
 export class UsageError extends Error {
   constructor(
@@ -68,6 +69,17 @@ export function parseArgs(
 export function str(p: Parsed, name: string): string | undefined {
   const v = p.options.get(name);
   return typeof v === 'string' ? v : undefined;
+}
+
+/** A size option in binary units ("80GiB", "1.5 TiB", bytes); undefined when absent. */
+export function bytesOption(p: Parsed, name: string, command: string): number | undefined {
+  const v = str(p, name);
+  if (v === undefined) return undefined;
+  try {
+    return parseBytes(v);
+  } catch (e) {
+    throw new UsageError(`--${name}: ${(e as Error).message}`, command);
+  }
 }
 
 export function int(p: Parsed, name: string, command: string): number | undefined {

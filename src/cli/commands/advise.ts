@@ -1,9 +1,8 @@
 // `gpumem advise FILE [--capacity SIZE] [--device N] [--json]`: issue 18's advice from the run's own numbers.
 import fs from 'node:fs';
 import path from 'node:path';
-import { int, parseArgs, str, UsageError } from '../args';
+import { bytesOption, int, parseArgs, UsageError } from '../args';
 import { adviceText, advise } from '../../core/advice';
-import { parseBytes } from '../../core/format/parseBytes';
 import { openModel } from '../../core/model/open';
 import { defaultDevice } from '../../core/replay';
 
@@ -11,15 +10,7 @@ export async function run(argv: string[]): Promise<number> {
   const parsed = parseArgs('advise', argv, { capacity: { value: true }, device: { value: true }, json: {} });
   if (parsed.positionals.length !== 1) throw new UsageError('needs exactly one FILE (a .gpumem capture or a snapshot .pickle with a trace)', 'advise');
   const file = parsed.positionals[0];
-  let capacity: number | undefined;
-  const capText = str(parsed, 'capacity');
-  if (capText !== undefined) {
-    try {
-      capacity = parseBytes(capText);
-    } catch (e) {
-      throw new UsageError(`--capacity: ${(e as Error).message}`, 'advise');
-    }
-  }
+  const capacity = bytesOption(parsed, 'capacity', 'advise');
   const deviceArg = int(parsed, 'device', 'advise');
   if (!fs.existsSync(file)) {
     process.stderr.write(`gpumem advise: ${file} does not exist; pass a .gpumem capture or a snapshot .pickle\n`);

@@ -2,8 +2,7 @@
 // of the allocation stream under each allocator policy, on the simulated device.
 import fs from 'node:fs';
 import path from 'node:path';
-import { int, parseArgs, str, UsageError } from '../args';
-import { parseBytes } from '../../core/format/parseBytes';
+import { bytesOption, int, parseArgs, str, UsageError } from '../args';
 import { openModel } from '../../core/model/open';
 import type { Policy } from '../../core/model/whatIf';
 import { POLICIES } from '../../core/model/whatIf';
@@ -21,15 +20,7 @@ export async function run(argv: string[]): Promise<number> {
   const file = parsed.positionals[0];
   const policyArg = str(parsed, 'policy') ?? 'all';
   const policies: Policy[] = policyArg === 'all' ? [...POLICIES] : [policyArg as Policy];
-  let capacity: number | undefined;
-  const capText = str(parsed, 'capacity');
-  if (capText !== undefined) {
-    try {
-      capacity = parseBytes(capText);
-    } catch (e) {
-      throw new UsageError(`--capacity: ${(e as Error).message}`, 'replay');
-    }
-  }
+  const capacity = bytesOption(parsed, 'capacity', 'replay');
   const deviceArg = int(parsed, 'device', 'replay');
   if (!fs.existsSync(file)) {
     process.stderr.write(`gpumem replay: ${file} does not exist; pass a .gpumem capture or a snapshot .pickle\n`);
