@@ -51,9 +51,13 @@ Writes a PyTorch snapshot pickle (the format torch.cuda.memory._dump_snapshot wr
 pytorch.org/memory_viz or in VS Code) of each running process and prints its path.
 Session selection as for \`gpumem ping\`.`,
 
-  summary: `Usage: gpumem summary FILE [--json]
+  summary: `Usage: gpumem summary FILE [--json] [--top N]
+       gpumem summary DIR… | CAPTURE CAPTURE… [--json]
 
-Summarises a capture (.gpumem) or a PyTorch snapshot pickle: peaks, top allocation sites, problems.`,
+Summarises a capture (.gpumem) or a PyTorch snapshot pickle: who and when, peaks, breakdown, OOMs, what-if,
+categories, steps and leaks, top allocation sites, problems.
+Given session folders (searched 3 levels deep) or several captures: one row per rank (host, rank, device,
+peak allocated, peak reserved, OOMs, top line at the peak), with the ranks whose peak stands out flagged.`,
 
   replay: `Usage: gpumem replay FILE [--policy pytorch|pytorch-expandable|lens|lens-no-trim|all]
                     [--capacity SIZE] [--device N] [--json]
