@@ -134,7 +134,7 @@ test('`gpumem summary --json` prints the summary document and the text report sh
 test('`gpumem summary` on a missing file says so and exits 1', async () => {
   const r = await captureStdout(() => summaryCommand([path.join(root, 'no-such-file.pickle')]));
   assert.equal(r.code, 1);
-  assert.match(r.err, /does not exist; pass a \.gpumem capture or a snapshot \.pickle/);
+  assert.match(r.err, /no-such-file\.pickle does not exist; pass a \.gpumem capture, a snapshot \.pickle or a session folder/);
 });
 
 test('`gpumem export FILE --pickle OUT --at T` writes the state at T; bad arguments say what is needed', async () => {
