@@ -183,6 +183,12 @@ def run_ranks(node, out, dest):
         check("ranks: capture %d names the GPU" % k, bool(doc["devices"] and doc["devices"][0].get("name")))
         no_raw_times("ranks capture %d" % k, text)
     check("ranks: the two captures are rank 0 and rank 1", sorted(x for x in seen if x is not None) == [0, 1], str(seen))
+    # Issue 16: `gpumem summary SESSION_DIR` puts the ranks side by side, one row each.
+    text, table = summarize(node, root, dest, "ranks-table")
+    rows = table["ranks"]
+    check("ranks: summary of the session folder has one row per rank", sorted(r["rank"] for r in rows) == [0, 1]
+          and all(r["world_size"] == 2 and r["peak_allocated_bytes"] > 0 and r["device_name"] for r in rows), json.dumps(rows)[:400])
+    check("ranks: the table's text names both ranks", "0/2" in text and "1/2" in text, text[:400])
 
 
 def main():
