@@ -68,20 +68,27 @@ export interface SummaryView {
   verdict: string;
 }
 
-/** One OOM of the file, as the summary lists it (src/core/summary/ooms.ts), with a path for display. */
-export interface OomView {
+/** One entry of `ooms` in `gpumem summary --json` (src/core/summary/ooms.ts). */
+export interface OomRow {
   t_s: number;
   step: number | null;
+  /** raw µs since the epoch (PyTorch's time_us), for tools that line it up with other traces */
   time_us: number;
   device: number;
   requested_bytes: number;
   device_free_bytes: number;
+  /** 0 when the file does not say (a PyTorch pickle's oom entry has no total) */
   device_total_bytes: number;
+  /** the innermost user frame ("<no user frame>" when the stack has none) */
   file: string;
-  displayFile: string;
   line: number;
   verdict: 'fragmentation' | 'shortage';
   sentence: string;
+}
+
+/** One OOM of the file as the panel lists it: the summary's row with a path for display. */
+export interface OomView extends OomRow {
+  displayFile: string;
 }
 
 /** How complete the file is (src/core/summary/integrity.ts): shown as an alert banner when not clean. */

@@ -2,27 +2,12 @@
 // list the summary text, `--json` and the snapshot panel show (captures: REC_OOM; pickles: the
 // device_traces entries with action 'oom').
 import type { Model } from '../model/types';
-import { verdictOf, type OomVerdictKind } from '../oom/verdictOf';
+import type { OomRow } from '../protocol/snapshot';
+import { verdictOf } from '../oom/verdictOf';
 import type { TimeBase } from './timebase';
 import { jsonSeconds } from './timebase';
 
-/** One entry of `ooms` in `gpumem summary --json`. */
-export interface OomRow {
-  t_s: number;
-  step: number | null;
-  /** raw µs since the epoch (PyTorch's time_us), for tools that line it up with other traces */
-  time_us: number;
-  device: number;
-  requested_bytes: number;
-  device_free_bytes: number;
-  /** 0 when the file does not say (a PyTorch pickle's oom entry has no total) */
-  device_total_bytes: number;
-  /** the innermost user frame ("<no user frame>" when the stack has none) */
-  file: string;
-  line: number;
-  verdict: OomVerdictKind;
-  sentence: string;
-}
+export type { OomRow };
 
 export function oomRows(model: Model, time: TimeBase): OomRow[] {
   return model
