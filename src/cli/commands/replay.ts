@@ -1,12 +1,11 @@
 // `gpumem replay FILE [--policy P|all] [--capacity SIZE] [--device N] [--json]`: issue 18's what-if replay
 // of the allocation stream under each allocator policy, on the simulated device.
-import fs from 'node:fs';
 import path from 'node:path';
 import { bytesOption, int, parseArgs, str, UsageError } from '../args';
-import { openModel } from '../../core/model/open';
 import type { Policy } from '../../core/model/whatIf';
 import { POLICIES } from '../../core/model/whatIf';
-import { defaultDevice, replayPolicies } from '../../core/replay';
+import { replayPolicies } from '../../core/replay';
+import { withDevice } from './deviceFile';
 import { replayJson, replayText } from '../../core/replay/report';
 
 export async function run(argv: string[]): Promise<number> {
@@ -22,28 +21,10 @@ export async function run(argv: string[]): Promise<number> {
   const policies: Policy[] = policyArg === 'all' ? [...POLICIES] : [policyArg as Policy];
   const capacity = bytesOption(parsed, 'capacity', 'replay');
   const deviceArg = int(parsed, 'device', 'replay');
-  if (!fs.existsSync(file)) {
-    process.stderr.write(`gpumem replay: ${file} does not exist; pass a .gpumem capture or a snapshot .pickle\n`);
-    return 1;
-  }
-  const model = openModel(file);
-  try {
-    const devices = model.devices();
-    const device = deviceArg ?? defaultDevice(model);
-    if (device === undefined) {
-      process.stderr.write(`gpumem replay: ${file} records no device memory: nothing to replay\n`);
-      return 1;
-    }
-    if (!devices.includes(device)) {
-      process.stderr.write(`gpumem replay: ${file} has no device ${device}; its devices: ${devices.join(', ')}\n`);
-      return 1;
-    }
+  return withDevice('replay', file, deviceArg, (model, device) => {
     const set = replayPolicies(model, device, policies, capacity);
     if (parsed.options.has('json')) process.stdout.write(JSON.stringify(replayJson(file, set), null, 2) + '\n');
     else process.stdout.write(replayText(path.basename(file), set) + '\n');
     for (const p of model.problems()) process.stderr.write(`gpumem replay: note: ${p.message} (at byte ${p.offset})\n`);
-    return 0;
-  } finally {
-    model.close();
-  }
+  });
 }
