@@ -3,27 +3,19 @@
 // figure below is what the loop allocated, by construction, and the sums are checked against the allocator state
 // replayed independently (stateAt).
 import assert from 'node:assert/strict';
-import { spawnSync } from 'node:child_process';
-import fs from 'node:fs';
 import path from 'node:path';
 import { test } from 'node:test';
-import { openModel, root, tmpDir } from './reader-support.mjs';
+import { needsAllocator, openModel, root, simTraining } from './reader-support.mjs';
 
 const { stepReport } = await import('../../src/core/steps/index.ts');
 const { categoryView, dominantCategory, lineCategories, CATEGORIES } = await import('../../src/core/categories/index.ts');
 const { summarizeFile } = await import('../../src/core/summary/index.ts');
 
-const LIB = path.join(root, 'dist/native/libgpumem_allocator.so');
-const skip = fs.existsSync(LIB) ? false : `needs ${LIB} (make -C native/allocator)`;
+const skip = needsAllocator;
 const KiB = 1024;
 const MiB = 1024 * KiB;
 
-function train(steps, ...flags) {
-  const cap = path.join(tmpDir(), 'train.gpumem');
-  const r = spawnSync('python3', [path.join(root, 'test/unit/reference/sim_training.py'), LIB, cap, String(steps), ...flags], { encoding: 'utf8' });
-  assert.equal(r.status, 0, r.stderr);
-  return { cap, info: JSON.parse(r.stdout) };
-}
+const train = (steps, ...flags) => simTraining(steps, flags);
 
 const sum = (bytes) => CATEGORIES.reduce((a, c) => a + bytes[c], 0);
 

@@ -1,17 +1,15 @@
 // `gpumem summary DIR…` (issue 16): one row per rank from real captures written by the allocator (simulated
 // device), outliers by Note [Rank outliers].
 import assert from 'node:assert/strict';
-import { spawnSync } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
 import { test } from 'node:test';
-import { openModel, root, tmpDir } from './reader-support.mjs';
+import { needsAllocator, openModel, root, simTraining, tmpDir } from './reader-support.mjs';
 
 const { captureFiles, rankTable } = await import('../../src/core/ranks/index.ts');
 const { rankTableText } = await import('../../src/core/ranks/report.ts');
 
-const LIB = path.join(root, 'dist/native/libgpumem_allocator.so');
-const skip = fs.existsSync(LIB) ? false : `needs ${LIB} (make -C native/allocator)`;
+const skip = needsAllocator;
 const MiB = 1024 * 1024;
 
 /** A session folder per rank, as torchrun under `gpumem run` leaves them; rank 2 keeps 96 MiB more per step. */
@@ -21,11 +19,10 @@ function job(world) {
     const session = path.join(dir, `20261124-1200${String(rank).padStart(2, '0')}-train`);
     fs.mkdirSync(session);
     const extra = rank === 2 ? ['--leak', String(96 * MiB)] : [];
-    const r = spawnSync('python3', [path.join(root, 'test/unit/reference/sim_training.py'), LIB, path.join(session, `capture-${100 + rank}.gpumem`), '3', ...extra], {
-      encoding: 'utf8',
-      env: { ...process.env, RANK: String(rank), LOCAL_RANK: String(rank), WORLD_SIZE: String(world) },
+    simTraining(3, extra, {
+      capture: path.join(session, `capture-${100 + rank}.gpumem`),
+      env: { RANK: String(rank), LOCAL_RANK: String(rank), WORLD_SIZE: String(world) },
     });
-    assert.equal(r.status, 0, r.stderr);
   }
   return dir;
 }

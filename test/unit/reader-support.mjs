@@ -23,6 +23,23 @@ export const FIXTURES = ['mlp-expandable', 'mlp-oom', 'mlp-record-stream-pending
 );
 const refDir = path.join(root, 'test/unit/reference');
 
+/** The lens allocator, for tests that write real captures on its simulated device (skip reason when not built). */
+export const ALLOCATOR_LIB = path.join(root, 'dist/native/libgpumem_allocator.so');
+export const needsAllocator = fs.existsSync(ALLOCATOR_LIB) ? false : `needs ${ALLOCATOR_LIB} (make -C native/allocator)`;
+
+/**
+ * A training loop's capture (reference/sim_training.py: the lens allocator on the simulated device, with the
+ * bootstrap's step facts, tags and phases); `capture` defaults to a new temp file, `env` adds e.g. RANK.
+ */
+export function simTraining(steps, flags = [], { capture = path.join(tmpDir(), 'train.gpumem'), env } = {}) {
+  const r = spawnSync('python3', [path.join(refDir, 'sim_training.py'), ALLOCATOR_LIB, capture, String(steps), ...flags], {
+    encoding: 'utf8',
+    env: env ? { ...process.env, ...env } : process.env,
+  });
+  if (r.status !== 0) throw new Error(`sim_training.py failed:\n${r.stderr}`);
+  return { cap: capture, info: JSON.parse(r.stdout) };
+}
+
 /** Runs a reference script with python3 and parses its JSON output. */
 export function python(script, ...args) {
   const r = spawnSync('python3', [path.join(refDir, script), ...args.map(String)], { encoding: 'utf8', maxBuffer: 1 << 28 });
