@@ -72,6 +72,10 @@ bool SimBackend::adopt_page(int device, uint64_t addr, size_t size) {
   std::lock_guard<std::mutex> g(mu_);
   check_device(device);
   check_mappable(device, addr, size);
+  return map_fresh(device, addr, size);
+}
+
+bool SimBackend::map_fresh(int device, uint64_t addr, size_t size) {
   if (size > capacity_ - used_[device]) return false;
   pages_[device][addr] = size;
   phys_of_[device][addr] = next_phys_;
@@ -175,11 +179,7 @@ bool SimBackend::map_page(int device, uint64_t addr, size_t size, bool capturing
   check_device(device);
   if (capturing_ && !capturing) violations_++;
   check_mappable(device, addr, size);
-  if (size > capacity_ - used_[device]) return false;
-  pages_[device][addr] = size;
-  phys_of_[device][addr] = next_phys_;
-  phys_refs_[next_phys_++] = 1;
-  used_[device] += size;
+  if (!map_fresh(device, addr, size)) return false;
   allocs_++;
   new_bytes_ += size;
   synced_[device] = 0;

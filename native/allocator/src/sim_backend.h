@@ -90,6 +90,8 @@ class SimBackend final : public Backend {
   void check_device(int device) const;
   void saw_done(Event event);  // under mu_
   void check_mappable(int device, uint64_t addr, size_t size) const;  // under mu_
+  // Maps a fresh physical page at addr if the capacity allows (under mu_; map_page and adopt_page).
+  bool map_fresh(int device, uint64_t addr, size_t size);
   uint64_t take_range(int device, size_t size, size_t alignment);
   void adopt(int device, uint64_t addr, size_t size);  // under mu_: records an occupied range
 
