@@ -10,6 +10,7 @@ import { needsAllocator, openModel, root, simTraining } from './reader-support.m
 const { stepReport } = await import('../../src/core/steps/index.ts');
 const { categoryView, dominantCategory, lineCategories, CATEGORIES } = await import('../../src/core/categories/index.ts');
 const { summarizeFile } = await import('../../src/core/summary/index.ts');
+const { timeBaseOf } = await import('../../src/core/summary/timebase.ts');
 
 const skip = needsAllocator;
 const KiB = 1024;
@@ -24,7 +25,7 @@ test('categories sum exactly to allocated at every step end and at the peak; tag
   const { cap } = train(6, '--leak', String(leak));
   const m = openModel(cap);
   try {
-    const r = stepReport(m, 0);
+    const r = stepReport(m, 0, timeBaseOf(m).steps);
     const { report } = categoryView(m, 0, r.steps);
     assert.deepEqual([report.hasTags, report.hasPhases, report.moments.length], [true, true, 6]);
     report.moments.forEach((mo, i) => {
@@ -67,7 +68,7 @@ test('activation vs temporary by phases: per line at the peak, and the step-1 pe
   const { cap, info } = train(3);
   const m = openModel(cap);
   try {
-    const r = stepReport(m, 0);
+    const r = stepReport(m, 0, timeBaseOf(m).steps);
     const { report } = categoryView(m, 0, r.steps);
     const at = (kind) => lineCategories(report.peak, path.join(root, 'test/unit/reference/sim_training.py'), info.lines[kind]);
     assert.deepEqual(at('act'), { activation: 18 * MiB }, 'made in forward, freed in the next backward');

@@ -6,6 +6,7 @@ import { needsAllocator, openModel, simTraining } from './reader-support.mjs';
 
 const { detectSteps, stepAt, findLeaks, stepReport } = await import('../../src/core/steps/index.ts');
 const { summarizeFile } = await import('../../src/core/summary/index.ts');
+const { timeBaseOf } = await import('../../src/core/summary/timebase.ts');
 
 const skip = needsAllocator;
 const KiB = 1024;
@@ -52,7 +53,7 @@ test('a training loop that keeps one tensor per step: a leak finding on that lin
   const { cap, info } = train(8, '--leak', String(8 * KiB));
   const m = openModel(cap);
   try {
-    const r = stepReport(m, 0);
+    const r = stepReport(m, 0, timeBaseOf(m).steps);
     assert.equal(r.steps.source, 'optimizer');
     assert.equal(r.steps.steps.length, 8);
     assert.equal(r.leaks.length, 1, JSON.stringify(r.leaks));
@@ -87,7 +88,7 @@ test('no leak, gradient accumulation and gpumem.step(): steps and findings follo
   for (const [run, source, count] of [[plain, 'optimizer', 6], [accumulated, 'optimizer', 4], [user, 'user', 3]]) {
     const m = openModel(run.cap);
     try {
-      const r = stepReport(m, 0);
+      const r = stepReport(m, 0, timeBaseOf(m).steps);
       assert.deepEqual([r.steps.source, r.steps.steps.length, r.leaks.length], [source, count, 0]);
     } finally {
       m.close();

@@ -23,7 +23,7 @@ import { buildMarkers, buildSummary } from './summaryView';
 import { identityOf, processLine } from '../summary/identity';
 import { integrityOf, isIntegrityProblem } from '../summary/integrity';
 import { oomRows } from '../summary/ooms';
-import { timeBaseOf } from '../summary/timebase';
+import { timeBaseOf, type TimeBase } from '../summary/timebase';
 import { verdictAt } from './verdict';
 
 export interface SessionOptions {
@@ -42,6 +42,7 @@ const MAX_DIFF_ROWS = 1000;
 
 export class SnapshotSession {
   private readonly display: (file: string) => string;
+  private timeBase: TimeBase | undefined;
 
   constructor(
     readonly model: Model,
@@ -50,10 +51,21 @@ export class SnapshotSession {
     this.display = options.displayPath ?? ((f) => f);
   }
 
+  /** The file's time base (origin and steps), built once: markers and step detection are not redone per label. */
+  get time(): TimeBase {
+    this.timeBase ??= timeBaseOf(this.model);
+    return this.timeBase;
+  }
+
+  /** "12.345 s" (with the step when markers give one) since the time origin (Note [Time origin]), or "the end". */
+  momentLabel(timeUs: number): string {
+    return timeUs === END_OF_TRACE ? 'the end' : this.time.label(timeUs);
+  }
+
   opened(): OpenedInfo {
     const header = this.model.header();
     const devices = this.model.devices();
-    const time = timeBaseOf(this.model);
+    const time = this.time;
     const integrity = integrityOf(this.model, time);
     return {
       fileName: this.options.fileName,
@@ -257,7 +269,7 @@ export class SnapshotSession {
         case 'requestReplay':
           return [{ type: 'replay', view: this.replay(msg.requestId, msg.device) }];
         case 'compareMoments':
-          return [{ type: 'diff', view: this.diff(msg.requestId, msg.device, msg.aUs, msg.bUs, [momentLabel(this.model, msg.device, msg.aUs), momentLabel(this.model, msg.device, msg.bUs)]) }];
+          return [{ type: 'diff', view: this.diff(msg.requestId, msg.device, msg.aUs, msg.bUs, [this.momentLabel(msg.aUs), this.momentLabel(msg.bUs)]) }];
         default:
           return undefined;
       }
@@ -267,13 +279,6 @@ export class SnapshotSession {
       return [{ type: 'requestFailed', requestId, message }];
     }
   }
-}
-
-/** "12.345 s" (with the step when markers give one) since the time origin (Note [Time origin]), or "the end". */
-export function momentLabel(model: Model, device: number, timeUs: number): string {
-  if (timeUs === END_OF_TRACE) return 'the end';
-  void device;
-  return timeBaseOf(model).label(timeUs);
 }
 
 function clampInt(v: number, lo: number, hi: number): number {

@@ -9,7 +9,7 @@ import { oomRows, type OomRow } from './ooms';
 import { summaryReport } from './report';
 import { categoriesJson, categoriesText, type CategoriesJson } from './categories';
 import { stepsText, stepsWithCategories, type StepsJson } from './steps';
-import { jsonSeconds, timeBaseOf, type StepSource } from './timebase';
+import { jsonSeconds, timeBaseOf, type StepSource, type TimeBase } from './timebase';
 import { addWhatIf, whatIfText } from './whatIf';
 
 export { summaryReport } from './report';
@@ -41,9 +41,8 @@ export interface FileSummary {
   problems: string[];
 }
 
-export function summaryDocument(model: Model): SummaryDocument {
+export function summaryDocument(model: Model, time: TimeBase = timeBaseOf(model)): SummaryDocument {
   const base = model.summary();
-  const time = timeBaseOf(model);
   const identity = identityOf(model);
   const info = model.fileInfo();
   const devices = base.devices.map((d): SummaryDevice => {
@@ -73,7 +72,8 @@ export function summaryDocument(model: Model): SummaryDocument {
 export function summarizeFile(file: string, topLines = 10): FileSummary {
   const model = openModel(file);
   try {
-    const summary = summaryDocument(model);
+    const time = timeBaseOf(model);
+    const summary = summaryDocument(model, time);
     addWhatIf(model, summary);
     const states = new Map<number, AllocatorState>();
     for (const d of model.devices()) states.set(d, model.stateAt(d, Infinity));
@@ -81,7 +81,7 @@ export function summarizeFile(file: string, topLines = 10): FileSummary {
       .problems()
       .filter((p) => !isIntegrityProblem(p))
       .map((p) => `${p.message} (at byte ${p.offset})`);
-    const withCategories = stepsWithCategories(model);
+    const withCategories = stepsWithCategories(model, time.steps);
     const categories = withCategories.map((s) => categoriesJson(model, s.json.device, s.view));
     const steps = withCategories.map((s) => s.json).filter((s) => s.steps.length > 0);
     const more = [...categoriesText(categories), ...stepsText(steps)];

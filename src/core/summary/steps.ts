@@ -2,7 +2,7 @@
 import { CATEGORIES, CATEGORY_HEADERS, categoryView, dominantCategory, lineCategories, type CategoryView } from '../categories';
 import { formatBytes } from '../format/bytes';
 import type { Category, CategoryBytes, Model } from '../model/types';
-import { stepReport, type StepReport } from '../steps';
+import { stepReport, type StepReport, type Steps } from '../steps';
 
 export interface StepsJson {
   device: number;
@@ -34,13 +34,9 @@ export interface StepsWithCategories {
   view: CategoryView;
 }
 
-export function stepsJson(model: Model): StepsJson[] {
-  return stepsWithCategories(model).map((s) => s.json);
-}
-
-export function stepsWithCategories(model: Model): StepsWithCategories[] {
+export function stepsWithCategories(model: Model, steps: Steps): StepsWithCategories[] {
   return model.devices().map((device) => {
-    const r = stepReport(model, device);
+    const r = stepReport(model, device, steps);
     const view = categoryView(model, device, r.steps);
     return { json: toJson(device, r, view), view };
   });

@@ -8,7 +8,7 @@
 // Markers are process-wide (the writer puts markers not tied to a device on device 0), so the rule reads
 // the markers of every device the file has records for.
 import type { Marker, Model } from '../model/types';
-import { detectSteps, stepAt as stepOf, type StepSource as Source } from '../steps/detect';
+import { detectSteps, stepAt as stepOf, type Steps, type StepSource as Source } from '../steps/detect';
 
 export type StepSource = Exclude<Source, 'none'>;
 
@@ -17,6 +17,8 @@ export interface TimeBase {
   originUs: number;
   /** where steps come from (Note [Steps]); undefined: no step is known anywhere */
   stepSource: StepSource | undefined;
+  /** the process's steps, detected once (Note [Steps]); the step table and categories use the same ones */
+  steps: Steps;
   /** seconds since the origin */
   seconds(tUs: number): number;
   /** the step in progress at tUs (Note [Steps]), or undefined */
@@ -41,6 +43,7 @@ export function makeTimeBase(originUs: number, markers: readonly Marker[]): Time
   return {
     originUs,
     stepSource: source,
+    steps: found,
     seconds,
     stepAt,
     label(tUs: number): string {

@@ -4,7 +4,7 @@ import * as path from 'node:path';
 import * as vscode from 'vscode';
 import type { Model } from '../../core/model/types';
 import { END_OF_TRACE, parseSnapshotWebviewMessage, type SnapshotHostMessage, type SnapshotWebviewMessage } from '../../core/protocol/snapshot';
-import { momentLabel, SnapshotSession } from '../../core/snapshot/session';
+import { SnapshotSession } from '../../core/snapshot/session';
 import { resolveFrameFile } from '../annotations/openFrame';
 import { loadModel, type SnapshotDocument } from './document';
 import { snapshotHtml, webviewOptions } from './html';
@@ -145,7 +145,7 @@ export class SnapshotPanelHost implements vscode.Disposable {
         const target = await vscode.window.showSaveDialog({
           defaultUri: vscode.Uri.joinPath(this.doc.uri, '..', `${base}-export.pickle`),
           filters: { 'PyTorch memory snapshot': ['pickle'] },
-          title: `Export as PyTorch snapshot (state at ${momentLabel(session.model, msg.device, msg.atUs)})`,
+          title: `Export as PyTorch snapshot (state at ${session.momentLabel(msg.atUs)})`,
         });
         if (!target) return;
         session.model.exportPickle(target.fsPath, msg.atUs === END_OF_TRACE ? undefined : msg.atUs);
