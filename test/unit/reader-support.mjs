@@ -17,6 +17,38 @@ if (!fs.existsSync(process.env.GPUMEM_ADDON)) {
 
 export const { openModel } = await import('../../src/core/model/open.ts');
 
+/** Opens a model, runs fn, closes the model (whatever fn does). */
+export function withModel(file, fn) {
+  const m = openModel(file);
+  try {
+    return fn(m);
+  } finally {
+    m.close();
+  }
+}
+
+/** A string as a literal inside a RegExp. */
+export function escape(s) {
+  return s.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
+}
+
+/** Runs a CLI command function, capturing what it writes to stdout and stderr, and its exit code. */
+export async function captureStdout(fn) {
+  const out = [];
+  const err = [];
+  const ow = process.stdout.write.bind(process.stdout);
+  const ew = process.stderr.write.bind(process.stderr);
+  process.stdout.write = (s) => (out.push(String(s)), true);
+  process.stderr.write = (s) => (err.push(String(s)), true);
+  try {
+    const code = await fn();
+    return { code, out: out.join(''), err: err.join('') };
+  } finally {
+    process.stdout.write = ow;
+    process.stderr.write = ew;
+  }
+}
+
 export const fixturesDir = path.join(root, 'test/fixtures/pytorch-snapshots');
 export const FIXTURES = ['mlp-expandable', 'mlp-oom', 'mlp-record-stream-pending', 'resnet50-bf16-train-python-stacks'].map(
   (n) => path.join(fixturesDir, `${n}.pickle`),

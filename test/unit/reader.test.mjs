@@ -4,18 +4,10 @@ import assert from 'node:assert/strict';
 import fs from 'node:fs';
 import path from 'node:path';
 import { test } from 'node:test';
-import { FIXTURES, openModel, python, pythonInline, tmpDir } from './reader-support.mjs';
+import { FIXTURES, openModel, python, pythonInline, tmpDir, withModel } from './reader-support.mjs';
 
 const [EXPANDABLE, OOM, PENDING, RESNET] = FIXTURES;
 
-function withModel(file, fn) {
-  const m = openModel(file);
-  try {
-    return fn(m);
-  } finally {
-    m.close();
-  }
-}
 
 /** n times spread over the device's trace, including both ends and the middle of event gaps. */
 function timesOver(m, n) {

@@ -4,7 +4,7 @@ import { spawnSync } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
 import { test } from 'node:test';
-import { FIXTURES, makeCapture, openModel, python, pythonInline, root, tmpDir } from './reader-support.mjs';
+import { captureStdout, escape, FIXTURES, makeCapture, openModel, python, pythonInline, root, tmpDir } from './reader-support.mjs';
 import { formatBytes } from '../../src/core/format/bytes.ts';
 import { run as summaryCommand } from '../../src/cli/commands/summary.ts';
 import { run as exportCommand } from '../../src/cli/commands/export.ts';
@@ -160,23 +160,5 @@ test('`gpumem export FILE --pickle OUT --at T` writes the state at T; bad argume
   assert.match(same.err, /OUT is the input file/);
 });
 
-function escape(s) {
-  return s.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
-}
 
-async function captureStdout(fn) {
-  const out = [];
-  const err = [];
-  const ow = process.stdout.write.bind(process.stdout);
-  const ew = process.stderr.write.bind(process.stderr);
-  process.stdout.write = (s) => (out.push(String(s)), true);
-  process.stderr.write = (s) => (err.push(String(s)), true);
-  try {
-    const code = await fn();
-    return { code, out: out.join(''), err: err.join('') };
-  } finally {
-    process.stdout.write = ow;
-    process.stderr.write = ew;
-  }
-}
 void fs;

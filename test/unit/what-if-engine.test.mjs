@@ -6,7 +6,7 @@ import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
 import path from 'node:path';
 import { test } from 'node:test';
-import { FIXTURES, openModel, root, tmpDir } from './reader-support.mjs';
+import { ALLOCATOR_LIB, captureStdout, escape, FIXTURES, root, tmpDir, withModel } from './reader-support.mjs';
 import { formatBytes } from '../../src/core/format/bytes.ts';
 import { POLICIES } from '../../src/core/model/whatIf.ts';
 import { run as replayCommand } from '../../src/cli/commands/replay.ts';
@@ -17,23 +17,14 @@ import { probeRequestSize, verdictSentence } from '../../src/core/snapshot/verdi
 const CAPTURE = path.join(root, 'test/fixtures/h200-e2e-train.capture');
 const RESNET = FIXTURES.find((f) => f.includes('resnet50'));
 const EXPANDABLE = FIXTURES.find((f) => f.includes('mlp-expandable'));
-const LIB = path.join(root, 'dist/native/libgpumem_allocator.so');
 
 
-function withModel(file, fn) {
-  const m = openModel(file);
-  try {
-    return fn(m);
-  } finally {
-    m.close();
-  }
-}
 
 /** trim_state.py: a state made by the lens allocator itself, and what the real allocator then does. */
 function trimState(...flags) {
   const dir = tmpDir();
   const cap = path.join(dir, 'trim.gpumem');
-  const r = spawnSync('python3', [path.join(root, 'test/unit/reference/trim_state.py'), LIB, cap, ...flags.map(String)], { encoding: 'utf8' });
+  const r = spawnSync('python3', [path.join(root, 'test/unit/reference/trim_state.py'), ALLOCATOR_LIB, cap, ...flags.map(String)], { encoding: 'utf8' });
   assert.equal(r.status, 0, r.stderr);
   return { cap, real: JSON.parse(r.stdout) };
 }
@@ -185,25 +176,7 @@ test('`gpumem replay --json` prints the engine\'s replays; the text names every 
   assert.ok(one.out.includes(`out of memory (${small.oom.cause}): ${small.oom.sentence}`), one.out);
 });
 
-function escape(s) {
-  return s.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
-}
 
-async function captureStdout(fn) {
-  const out = [];
-  const err = [];
-  const ow = process.stdout.write.bind(process.stdout);
-  const ew = process.stderr.write.bind(process.stderr);
-  process.stdout.write = (s) => (out.push(String(s)), true);
-  process.stderr.write = (s) => (err.push(String(s)), true);
-  try {
-    const code = await fn();
-    return { code, out: out.join(''), err: err.join('') };
-  } finally {
-    process.stdout.write = ow;
-    process.stderr.write = ew;
-  }
-}
 
 test('advise: every item carries evidence, a confidence and assumptions; a policy is advised only with the replay\'s lower peak', async () => {
   const { advise } = await import('../../src/core/advice/index.ts');
