@@ -134,6 +134,12 @@ std::string fileInfoJson(const Model& m) {
   }
   j.kvu("lostEvents", m.lostEvents).key("firstLostUs");
   if (m.lostEvents) j.num(m.firstLostUs); else j.raw("null");
+  // Budgeted captures (FORMAT.md §5): the compacted ranges; full detail after the last one.
+  j.key("aggregated").open('[');
+  for (const auto& a : m.aggregated)
+    j.open('{').kv("fromUs", a.fromUs).kv("toUs", a.toUs).kvu("events", a.events).kvu("bytes", a.bytes)
+        .kvu("budgetBytes", a.budgetBytes).kvu("restated", a.restated).kvu("peaks", a.peaks).close('}');
+  j.close(']');
   return j.close('}').s;
 }
 
@@ -286,11 +292,20 @@ struct LineTable {
 void rankLines(const Model& m, const DeviceData* d, LineTable& out) {
   auto& perStack = out.perStack;
   auto& lines = out.lines;
+  // Budgeted captures (FORMAT.md §5): restated allocations are not hand-outs; compacted ranges' counts come whole.
+  size_t nextRestated = 0;
+  for (const auto& [sid, cb] : d->compactedLines) {
+    StackAgg& a = perStack[sid];
+    a.count += cb.first, a.total += cb.second;
+  }
   for (size_t i = 0; i < d->count(); i++) {
     if (d->action[i] != ACT_ALLOC) continue;
     StackAgg& a = perStack[d->stack[i]];
-    a.total += d->size[i];
-    a.count++;
+    while (nextRestated < d->restated.size() && d->restated[nextRestated] < i) nextRestated++;
+    if (nextRestated == d->restated.size() || d->restated[nextRestated] != i) {
+      a.total += d->size[i];
+      a.count++;
+    }
     if (liveAtPeak(*d, i)) a.atPeak += d->size[i], a.countAtPeak++;
     if (d->link[i] == kNoLink) a.liveNow += d->size[i];
   }
