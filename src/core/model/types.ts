@@ -287,6 +287,21 @@ export interface FileInfo {
   end: CaptureEndInfo | null;
   lostEvents: number;
   firstLostUs: number | null;
+  /** compacted ranges of a budgeted capture (FORMAT.md §5), in file order; empty when all is in full detail */
+  aggregated?: AggregatedRange[];
+}
+
+/** A time range whose block events a budgeted capture compacted (REC_AGGREGATED, Note [Capture budget]). */
+export interface AggregatedRange {
+  fromUs: number;
+  toUs: number;
+  /** block events compacted away, and the bytes of records that held them */
+  events: number;
+  bytes: number;
+  budgetBytes: number;
+  /** restated events written for the moments kept (peaks, OOMs, states, the range's end) */
+  restated: number;
+  peaks: number;
 }
 
 export interface CurrentFigures {

@@ -5,6 +5,7 @@ import { END_WRITER_FAILURE, type Model, type OomInfo } from '../model/types';
 import type { LiveSessionView } from '../protocol/live';
 import { scanSessionFolder, type ProcessEntry } from './processes';
 import { figuresOf, trackOf } from './view';
+import { budgetOf, budgetSentence } from '../summary/budget';
 
 export type OpenModel = (capturePath: string) => Model;
 
@@ -141,6 +142,10 @@ export class LiveSession {
       for (const pr of p.model.problems()) problems.push(`pid ${p.entry.pid}: ${pr.message} (at byte ${pr.offset})`);
       const failure = writerFailureOf(p);
       if (failure) problems.push(writerFailureLine(failure));
+      // Note [Capture budget]: which part of the run is in full detail (times from the process's first event).
+      const info = p.model.fileInfo();
+      const budget = info.originUs === null ? null : budgetOf(info, (us) => (us - (info.originUs ?? 0)) / 1e6);
+      if (budget) problems.push(`pid ${p.entry.pid}: ${budgetSentence(budget)}`);
       const running = this.running && !p.model.ended();
       for (const d of p.model.devices()) {
         tracks.push(trackOf(p.model, d, { pid: p.entry.pid, rank: p.entry.rank, running }, buckets));
