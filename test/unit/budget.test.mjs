@@ -27,7 +27,7 @@ function pair() {
   run('g++', ['-std=c++17', '-O1', '-o', tool, path.join(root, 'test/bench/budget/rebudget.cc'), path.join(src, 'writer.cc'), path.join(src, 'compactor.cc'), '-lpthread']);
   const full = path.join(dir, 'full.gpumem');
   const budgeted = path.join(dir, 'budgeted.gpumem');
-  run('python3', [path.join(root, 'test/bench/budget/gen_stream.py'), ALLOCATOR_LIB, full, '300000']);
+  run('python3', [path.join(root, 'test/bench/budget/gen_stream.py'), ALLOCATOR_LIB, full, '200000']);
   run(tool, [full, budgeted, String(BUDGET)]);
   return { full, budgeted };
 }
