@@ -92,3 +92,31 @@ test('the integrity part says which part of the run is aggregated and from when 
   const words = (t) => t.replace(/[|!]/g, ' ').split(/\s+/).filter(Boolean).join(' ');
   assert.ok(words(s.text).includes(words(sentence)), 'the text summary says it too');
 });
+
+test("the timeline of a budgeted capture spans the compacted ranges' buckets and keeps the peak", { skip }, () => {
+  const timeline = (file) => {
+    const m = openModel(file);
+    try {
+      const { t0Us, t1Us } = m.timeRange(0);
+      const fullFrom = Math.max(0, ...(m.fileInfo().aggregated ?? []).map((r) => r.toUs));
+      return { tl: m.timeline(0, t0Us, t1Us, 200), t0Us, t1Us, fullFrom, peak: m.summary().devices[0].peak_allocated_bytes };
+    } finally {
+      m.close();
+    }
+  };
+  const u = timeline(files.full);
+  const b = timeline(files.budgeted);
+  assert.equal(b.t0Us, u.t0Us);
+  assert.equal(Math.max(...u.tl.allocatedMax), u.peak);
+  assert.equal(Math.max(...b.tl.allocatedMax), u.peak);
+  // Inside the compacted part the shape comes from REC_TIMELINE: every display bucket there moves (min < max),
+  // as in the unbudgeted timeline, instead of the few steps restated moments alone would draw.
+  const w = (u.t1Us - u.t0Us) / 200;
+  const inside = [...Array(200).keys()].filter((k) => u.t0Us + (k + 1) * w < b.fullFrom);
+  assert.ok(inside.length > 20);
+  for (const k of inside) {
+    assert.ok(u.tl.allocatedMin[k] < u.tl.allocatedMax[k]);
+    assert.ok(b.tl.allocatedMin[k] < b.tl.allocatedMax[k], `bucket ${k}`);
+    assert.ok(b.tl.allocatedMax[k] <= u.peak);
+  }
+});

@@ -665,6 +665,17 @@ std::string timelineJson(Model& m, int index, double t0, double t1, int buckets,
       rangeMinMax(d.reserved, d.resPyr, i0, i1, rlo, rhi);
       amin[k] = alo, amax[k] = ahi, rmin[k] = rlo, rmax[k] = rhi;
     }
+    // Budgeted captures (FORMAT.md §5): between restated moments a compacted range has only its buckets' min/max;
+    // a display bucket overlapping one spans its values (the resolution degrades with the range's age).
+    for (const auto& cb : d.compactedTimeline) {
+      if ((double)cb.tEndUs <= t0 || (double)cb.tUs > t1) continue;
+      int k0 = std::max(0, (int)std::min(1e9, ((double)cb.tUs - t0) / w));
+      int k1 = std::min(buckets - 1, (int)std::min(1e9, std::max(0.0, ((double)cb.tEndUs - 1 - t0) / w)));
+      for (int k = std::min(k0, buckets - 1); k <= k1; k++) {
+        amin[k] = std::min(amin[k], cb.allocatedMin), amax[k] = std::max(amax[k], cb.allocatedMax);
+        rmin[k] = std::min(rmin[k], cb.reservedMin), rmax[k] = std::max(rmax[k], cb.reservedMax);
+      }
+    }
     if (!d.samples.empty()) {
       for (const auto& s : d.samples) {
         if (s.tUs < t0 || s.tUs > t1) continue;
