@@ -103,6 +103,40 @@ test('without phase facts or tags (an older bootstrap) everything is "other", st
   }
 });
 
+test('activations by module path from the module marks (Note [Module paths]): each instance its own row, the root by class', { skip }, () => {
+  const { cap } = train(3, '--module-paths');
+  const m = openModel(cap);
+  try {
+    const report = m.categories(0, [], false);
+    assert.equal(report.moduleSource, 'path');
+    const p = report.peak;
+    // the loop made 3 × 6 MiB in each Attention.forward and 6 MiB in MLP.forward, under the paths written around them
+    assert.equal(p.bytes.activation, 2 * 18 * MiB + 6 * MiB + 512);
+    assert.deepEqual(p.modules, [
+      { module: 'blocks.0.attn', bytes: 18 * MiB },
+      { module: 'blocks.1.attn', bytes: 18 * MiB },
+      { module: 'blocks.0.mlp', bytes: 6 * MiB },
+      { module: 'Net', bytes: 512 },
+    ]);
+    assert.equal(p.modules.reduce((a, x) => a + x.bytes, 0), p.bytes.activation);
+    const s = summarizeFile(cap);
+    assert.equal(s.summary.categories[0].module_names, 'path');
+    assert.match(s.text, /Activations by module path \(top 4\):\n {4}blocks\.0\.attn\s+18\.0 MiB\n {4}blocks\.1\.attn\s+18\.0 MiB/);
+    assert.match(s.text, /grouped by module path/);
+  } finally {
+    m.close();
+  }
+  // the same loop without marks keeps the class rows (both Attention instances in one)
+  const plain = openModel(train(3).cap);
+  try {
+    const report = plain.categories(0, [], false);
+    assert.equal(report.moduleSource, 'class');
+    assert.deepEqual(report.peak.modules[0], { module: 'Attention', bytes: 18 * MiB });
+  } finally {
+    plain.close();
+  }
+});
+
 test('dominantCategory picks the largest, none for nothing', () => {
   assert.equal(dominantCategory({ other: 5, gradient: 9 }), 'gradient');
   assert.equal(dominantCategory({}), undefined);
