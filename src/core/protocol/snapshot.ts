@@ -12,11 +12,14 @@
 
 import type { BlockState, LineStat, SourceFormat, TimelineOwners } from '../model/types';
 import type { Policy } from '../model/whatIf';
+import type { CategoriesView } from './categories';
+
+export type { CategoriesView, CategoryMomentView, LeakView, StepRowView } from './categories';
 
 export const END_OF_TRACE = -1;
 
 /** Which tab the panel shows; restored from webview state. */
-export type SnapshotTab = 'summary' | 'timeline' | 'segments' | 'sites' | 'compare' | 'replay';
+export type SnapshotTab = 'summary' | 'timeline' | 'segments' | 'sites' | 'compare' | 'replay' | 'categories';
 
 export interface MarkerView {
   timeUs: number;
@@ -257,6 +260,7 @@ export type SnapshotHostMessage =
   | { type: 'stack'; view: StackView }
   | { type: 'diff'; view: DiffView }
   | { type: 'replay'; view: ReplayView }
+  | { type: 'categories'; view: CategoriesView }
   | { type: 'requestFailed'; requestId: number; message: string }
   /** a short status line, e.g. "Saved memory.png" */
   | { type: 'notice'; message: string };
@@ -270,6 +274,8 @@ export type SnapshotWebviewMessage =
   | { type: 'requestStack'; requestId: number; stackId: number }
   /** replay the device's allocation stream under every allocator policy (on demand: it can take seconds) */
   | { type: 'requestReplay'; requestId: number; device: number }
+  /** timeUs: a moment to show beside the peak, or END_OF_TRACE; omitted: the peak only */
+  | { type: 'requestCategories'; requestId: number; device: number; timeUs?: number }
   | { type: 'goToSource'; file: string; line: number }
   /** two moments of this file (END_OF_TRACE allowed) */
   | { type: 'compareMoments'; requestId: number; device: number; aUs: number; bUs: number }
@@ -309,6 +315,10 @@ export function parseSnapshotWebviewMessage(raw: unknown): SnapshotWebviewMessag
       return int(m.requestId) && int(m.stackId) ? { type: 'requestStack', requestId: m.requestId, stackId: m.stackId } : undefined;
     case 'requestReplay':
       return int(m.requestId) && int(m.device) && m.device >= 0 ? { type: 'requestReplay', requestId: m.requestId, device: m.device } : undefined;
+    case 'requestCategories':
+      if (!int(m.requestId) || !int(m.device) || m.device < 0) return undefined;
+      if (m.timeUs === undefined) return { type: 'requestCategories', requestId: m.requestId, device: m.device };
+      return num(m.timeUs) ? { type: 'requestCategories', requestId: m.requestId, device: m.device, timeUs: m.timeUs } : undefined;
     case 'goToSource':
       return str(m.file) && int(m.line) ? { type: 'goToSource', file: m.file, line: m.line } : undefined;
     case 'compareMoments':

@@ -18,6 +18,7 @@ import { POLICIES, POLICY_LABELS } from '../model/whatIf';
 import type { Policy } from '../model/whatIf';
 import { replayPolicies } from '../replay';
 import { breakdownFromSegments } from './breakdown';
+import { categoriesView } from './categoriesView';
 import { isUserFile } from './frames';
 import { buildMarkers, buildSummary } from './summaryView';
 import { identityOf, processLine } from '../summary/identity';
@@ -268,6 +269,8 @@ export class SnapshotSession {
           return [{ type: 'stack', view: this.stack(msg.requestId, msg.stackId) }];
         case 'requestReplay':
           return [{ type: 'replay', view: this.replay(msg.requestId, msg.device) }];
+        case 'requestCategories':
+          return [{ type: 'categories', view: categoriesView(this.model, msg.device, this.time, msg.requestId, msg.timeUs, this.display) }];
         case 'compareMoments':
           return [{ type: 'diff', view: this.diff(msg.requestId, msg.device, msg.aUs, msg.bUs, [this.momentLabel(msg.aUs), this.momentLabel(msg.bUs)]) }];
         default:
