@@ -181,3 +181,33 @@ test('the hover of an annotated line gives its bytes at the peak by category', {
     m.close();
   }
 });
+
+test('the hover\'s categories at the peak are computed once per peak, then at most every 5 s (Note [Hover categories while growing])', { skip }, async () => {
+  const { PeakCategoriesCache } = await import('../../src/core/categories/peakCache.ts');
+  const { cap } = train(3);
+  const m = openModel(cap);
+  try {
+    let now = 1000;
+    const cache = new PeakCategoriesCache(5000, () => now);
+    const want = m.categories(0, [], true).peak;
+    assert.deepEqual(cache.get(m, 0), want);
+    now += 4999;
+    assert.deepEqual(cache.get(m, 0), want);
+    assert.equal(cache.computed, 1, 'same peak within 5 s: no new pass');
+    now += 1;
+    cache.get(m, 0);
+    assert.equal(cache.computed, 2, 'after 5 s a later tag may have recategorised the peak: one pass');
+    // a capture that grew to a higher peak is recomputed at once
+    let peak = m.current(0).peakAllocatedBytes;
+    const growing = Object.create(m, { current: { value: (d) => ({ ...m.current(d), peakAllocatedBytes: peak }) } });
+    cache.get(growing, 0);
+    assert.equal(cache.computed, 3);
+    cache.get(growing, 0);
+    assert.equal(cache.computed, 3);
+    peak += 512;
+    assert.deepEqual(cache.get(growing, 0), want);
+    assert.equal(cache.computed, 4, 'a new peak: one pass');
+  } finally {
+    m.close();
+  }
+});

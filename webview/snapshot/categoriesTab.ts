@@ -93,7 +93,7 @@ export class CategoriesPanel {
 
   private moment(m: CategoryMomentView, view: CategoriesView, id: string): HTMLElement {
     const box = h('section', { class: 'cat-moment', 'data-testid': `categories-${id}`, 'data-time-us': m.timeUs });
-    box.append(h('h3', {}, `At the ${m.label}`));
+    box.append(h('h3', {}, `At ${m.label}`));
     const parts: [Category | 'cache' | 'outside' | 'untraced', string, number, string][] = CATEGORIES.map((c) => [c, CATEGORY_LABELS[c], m.bytes[c], '']);
     if (m.untracedBytes) parts.push(['untraced', 'before the trace began', m.untracedBytes, '']);
     const b = m.beyond;

@@ -49,7 +49,7 @@ export function categoriesView(
     hasPhases: report.hasPhases,
     moduleSource: report.moduleSource,
     moduleNote: moduleNote(report),
-    peak: momentOf(report.peak, report.peak ? `peak, ${time.label(report.peak.timeUs)}` : 'peak'),
+    peak: momentOf(report.peak, report.peak ? `the peak, ${time.label(report.peak.timeUs)}` : 'the peak'),
     moment,
     stepSource: json.source === 'none' ? '' : SOURCE_TEXT[json.source],
     steps: json.steps.map((s) => ({
