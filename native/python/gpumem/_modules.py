@@ -108,9 +108,9 @@ def install(torch, mark):
     compiler = getattr(torch, "compiler", None)
     is_compiling = getattr(compiler, "is_compiling", None) or (lambda: False)
     paths = ModulePaths(mark, is_compiling)
-    pre(paths.pre)
+    paths.handles = [pre(paths.pre)]  # RemovableHandles (the probe takes them off again)
     try:
-        post(paths.post, always_call=True)
+        paths.handles.append(post(paths.post, always_call=True))
     except TypeError:  # PyTorch before always_call
-        post(paths.post)
+        paths.handles.append(post(paths.post))
     return paths
