@@ -211,3 +211,22 @@ test('the hover\'s categories at the peak are computed once per peak, then at mo
     m.close();
   }
 });
+
+test('the snapshot timeline numbers the steps: the fact that ends each step carries its number', { skip }, async () => {
+  const { SnapshotSession } = await import('../../src/core/snapshot/session.ts');
+  // 2 backward() per optimizer step: the optimizer.step facts end the steps, the backward facts stay plain
+  const { cap } = train(3, '--accumulate', '2');
+  const m = openModel(cap);
+  try {
+    const session = new SnapshotSession(m, { fileName: 'train.gpumem' });
+    const summary = session.handle({ type: 'ready' }).find((x) => x.type === 'summary');
+    const steps = summary.markers.filter((x) => x.kind === 'step');
+    assert.deepEqual(
+      steps.map((x) => x.label),
+      ['backward', 'backward', 'step 1 · optimizer.step', 'backward', 'backward', 'step 2 · optimizer.step', 'backward', 'backward', 'step 3 · optimizer.step'],
+    );
+    assert.deepEqual(steps.filter((x) => x.label.startsWith('step ')).map((x) => x.timeUs), timeBaseOf(m).steps.steps.map((s) => s.endUs));
+  } finally {
+    m.close();
+  }
+});

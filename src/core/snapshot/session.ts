@@ -21,6 +21,7 @@ import { breakdownFromSegments } from './breakdown';
 import { categoriesView } from './categoriesView';
 import { isUserFile } from './frames';
 import { buildMarkers, buildSummary } from './summaryView';
+import { numberSteps } from './stepMarkers';
 import { identityOf, processLine } from '../summary/identity';
 import { integrityOf, isIntegrityProblem } from '../summary/integrity';
 import { oomRows } from '../summary/ooms';
@@ -96,7 +97,9 @@ export class SnapshotSession {
 
   /** Everything a freshly loaded (or restored) webview needs for one device: summary, markers, sites. */
   deviceMessages(device: number): SnapshotHostMessage[] {
-    const { markers, truncated } = buildMarkers(this.model, device);
+    const built = buildMarkers(this.model, device);
+    const markers = numberSteps(built.markers, this.time.steps);
+    const truncated = built.truncated;
     return [
       { type: 'summary', summary: buildSummary(this.model, device), markers, markersTruncated: truncated },
       { type: 'sites', device, rows: this.sites(device) },
