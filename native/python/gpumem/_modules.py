@@ -16,7 +16,7 @@ end of each forward, in order with the allocations: two C calls per module call,
   other threads, e.g. nn.DataParallel replicas, keep the coarser class names by stack frame).
 - The forward hook is registered with always_call=True where PyTorch has it, so a forward that raises still
   ends; the reader also closes inner begins left open when an outer end arrives.
-- Capture size: one 16-byte marker record per begin and end (the path is an interned string), ≈ 5 KiB per
+- Capture size: one marker record (16 bytes and its header) per begin and end (the path is an interned string), ≈ 8 KiB per
   GPT-2 step, against ≈ 100 KiB of allocation events per step.
 - Cost, measured by test/gpu/probes/categories_cost.py ("module-hooks+ctypes"): about ×1.02 per step on GPT-2
   and ResNet-50 (≈ 2 × 160 hook calls per step); GPUMEM_MODULE_PATHS=0 turns it off (activations then fall
