@@ -90,7 +90,7 @@ export async function openWebview(o) {
     html = html.includes('</body>') ? html.replace('</body>', `${tag}</body>`) : html + tag;
   }
 
-  if (!fs.existsSync(CHROMIUM)) throw new Error(`Chromium not found at ${CHROMIUM} — apt-get install chromium (see test/tools/setup-code-server.sh)`);
+  if (!fs.existsSync(CHROMIUM)) throw new Error(`Chromium not found at ${CHROMIUM} — apt-get install chromium (see .dev/setup-code-server.sh)`);
   const browser = await chromium.launch({ executablePath: CHROMIUM, args: ['--headless', '--no-sandbox', '--disable-gpu', '--no-first-run'] });
   const page = await browser.newPage({ viewport: o.viewport ?? { width: 1200, height: 800 } });
   const errors = [];
