@@ -2,14 +2,9 @@
 // the snapshot panel's stylesheet, bundle and mount point. Pure, so the extension and the Chromium tests
 // serve the same page.
 import { escapeHtml } from '../webview/escape';
-import { webviewPage } from '../webview/page';
+import { type PageContext, webviewPage } from '../webview/page';
 
-export interface SnapshotPageOptions {
-  /** webview.cspSource */
-  cspSource: string;
-  nonce: string;
-  /** URI of a file in the extension, by path segments (asWebviewUri in the extension) */
-  resource: (...pathSegments: string[]) => string;
+export interface SnapshotPageOptions extends PageContext {
   /** the file's name: the page title and the header */
   title: string;
 }

@@ -38,6 +38,9 @@ export interface PageOptions {
   body: string;
 }
 
+/** What a panel's page function needs from the webview that shows it (src/glue/webview/page.ts pageContext). */
+export type PageContext = Pick<PageOptions, 'cspSource' | 'nonce' | 'resource'>;
+
 /** The Content-Security-Policy of every panel page (Note [Webview CSP]). */
 export function webviewCsp(cspSource: string, nonce: string): string {
   checkNonce(nonce);

@@ -2,7 +2,7 @@
 // asWebviewUri, with a fresh nonce per load (Note [Webview CSP] in src/core/webview/page.ts).
 import * as crypto from 'node:crypto';
 import * as vscode from 'vscode';
-import { WEBVIEW_RESOURCE_ROOTS } from '../../core/webview/page';
+import { type PageContext, WEBVIEW_RESOURCE_ROOTS } from '../../core/webview/page';
 
 /** Scripts on, and only dist/webview and media/ loadable: what every panel needs. */
 export function panelWebviewOptions(extensionUri: vscode.Uri): vscode.WebviewOptions {
@@ -13,7 +13,7 @@ export function panelWebviewOptions(extensionUri: vscode.Uri): vscode.WebviewOpt
 }
 
 /** What a pure page function (liveHtmlTemplate, snapshotPageHtml) needs from a real webview. */
-export function pageContext(webview: vscode.Webview, extensionUri: vscode.Uri): { cspSource: string; nonce: string; resource: (...p: string[]) => string } {
+export function pageContext(webview: vscode.Webview, extensionUri: vscode.Uri): PageContext {
   return {
     cspSource: webview.cspSource,
     nonce: crypto.randomBytes(18).toString('base64'),
