@@ -124,6 +124,27 @@ TagRec = Layout('TagRec', '<QQQII', ('t_ns', 'addr', 'size', 'category', 'name')
 LostRec = Layout('LostRec', '<QQ', ('t_ns', 'count'), (0, 8))  # 16 bytes
 EndRec = Layout('EndRec', '<QiII', ('t_ns', 'exit_code', 'reason', 'message'), (0, 8, 12, 16))  # 20 bytes
 
+def frame_ids(payload, nframes, offset=0):
+    """The `nframes` uint32 frame ids after the StackRec at `offset` of `payload`, innermost first."""
+    return struct.unpack_from(f"<{nframes}I", payload, offset + StackRec.size)
+
+
+def pack_stack(stack_id, flags, frame_ids):
+    """A REC_STACK payload: StackRec + the frame ids (innermost first)."""
+    return StackRec.pack(stack_id, flags, len(frame_ids)) + struct.pack(f"<{len(frame_ids)}I", *frame_ids)
+
+
+def pack_string(string_id, data):
+    """A REC_STRING payload: StringRec + the bytes (`data`: bytes, or str written as UTF-8)."""
+    if isinstance(data, str):
+        data = data.encode("utf-8")
+    return StringRec.pack(string_id, len(data)) + data
+
+
+def record(rtype, payload, device=0, flags=0):
+    """One whole record: RecordHeader + payload."""
+    return RecordHeader.pack(rtype, device, flags, len(payload)) + payload
+
 LAYOUTS = {'FileHeader': FileHeader, 'RecordHeader': RecordHeader, 'StringRec': StringRec, 'FrameRec': FrameRec, 'StackRec': StackRec, 'BlockEvent': BlockEvent, 'SegmentEvent': SegmentEvent, 'EmptyCacheRec': EmptyCacheRec, 'OomRec': OomRec, 'StateRec': StateRec, 'StateSegment': StateSegment, 'StateBlock': StateBlock, 'DeviceSampleRec': DeviceSampleRec, 'MarkerRec': MarkerRec, 'NoticeRec': NoticeRec, 'StatsRec': StatsRec, 'DeviceRec': DeviceRec, 'TagRec': TagRec, 'LostRec': LostRec, 'EndRec': EndRec}
 # Record type -> its payload's layout (the payload may be longer: variable parts, newer minors).
 PAYLOAD = {REC_STRING: StringRec, REC_FRAME: FrameRec, REC_STACK: StackRec, REC_ALLOC: BlockEvent, REC_FREE_REQUESTED: BlockEvent, REC_FREE_COMPLETED: BlockEvent, REC_SEGMENT_ALLOC: SegmentEvent, REC_SEGMENT_FREE: SegmentEvent, REC_SEGMENT_MAP: SegmentEvent, REC_SEGMENT_UNMAP: SegmentEvent, REC_EMPTY_CACHE: EmptyCacheRec, REC_OOM: OomRec, REC_STATE: StateRec, REC_DEVICE_SAMPLE: DeviceSampleRec, REC_MARKER: MarkerRec, REC_NOTICE: NoticeRec, REC_STATS: StatsRec, REC_DEVICE: DeviceRec, REC_TAG: TagRec, REC_LOST: LostRec, REC_END: EndRec}

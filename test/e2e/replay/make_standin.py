@@ -12,7 +12,6 @@ extension has to match it to the workspace copy by path suffix, as with a captur
 """
 import argparse
 import os
-import struct
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -77,7 +76,7 @@ class Writer:
             fids = [self.frame(inner, "main"), self.frame(outer, "<module>")]
             sid = len(self.stacks) + 1
             self.stacks[key] = sid
-            self.emit(R.REC_STACK, R.STACK.pack(sid, R.STACK_BACKWARD if backward else 0, len(fids)) + struct.pack(f"<{len(fids)}I", *fids))
+            self.emit(R.REC_STACK, R.F.pack_stack(sid, R.STACK_BACKWARD if backward else 0, fids))
         return self.stacks[key]
 
     def tick(self, us):
