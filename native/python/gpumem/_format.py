@@ -3,6 +3,7 @@
 # test/python/test_format_contract.py fails when this file and the header disagree.
 """The capture format (native/format/gpumem_format.h) for Python: constants, record types and one
 Layout (a little-endian struct.Struct with field names and offsets) per packed struct."""
+import json
 import re
 import struct
 
@@ -144,6 +145,26 @@ def pack_string(string_id, data):
 def record(rtype, payload, device=0, flags=0):
     """One whole record: RecordHeader + payload."""
     return RecordHeader.pack(rtype, device, flags, len(payload)) + payload
+
+
+def read_header(data):
+    """(major, minor, header JSON as a dict, offset of the first record) of a capture's bytes."""
+    if len(data) < FileHeader.size or data[:len(kMagic)] != kMagic:
+        raise ValueError("not a GPU Memory Lens capture (no GPUMEM magic): expected a file written by the lens allocator")
+    _, major, minor, json_bytes = FileHeader.unpack_from(data)
+    end = FileHeader.size + json_bytes
+    return major, minor, json.loads(data[FileHeader.size:end].decode("utf-8")), end
+
+
+def records(data, offset):
+    """(offset, type, device, flags, payload) of each whole record from `offset`; stops at a torn tail."""
+    while offset + RecordHeader.size <= len(data):
+        rtype, device, flags, n = RecordHeader.unpack_from(data, offset)
+        start = offset + RecordHeader.size
+        if start + n > len(data):
+            return
+        yield offset, rtype, device, flags, data[start:start + n]
+        offset = start + n
 
 LAYOUTS = {'FileHeader': FileHeader, 'RecordHeader': RecordHeader, 'StringRec': StringRec, 'FrameRec': FrameRec, 'StackRec': StackRec, 'BlockEvent': BlockEvent, 'SegmentEvent': SegmentEvent, 'EmptyCacheRec': EmptyCacheRec, 'OomRec': OomRec, 'StateRec': StateRec, 'StateSegment': StateSegment, 'StateBlock': StateBlock, 'DeviceSampleRec': DeviceSampleRec, 'MarkerRec': MarkerRec, 'NoticeRec': NoticeRec, 'StatsRec': StatsRec, 'DeviceRec': DeviceRec, 'TagRec': TagRec, 'LostRec': LostRec, 'EndRec': EndRec}
 # Record type -> its payload's layout (the payload may be longer: variable parts, newer minors).
