@@ -143,3 +143,34 @@ class Layouts(unittest.TestCase):
 
 if __name__ == "__main__":
     unittest.main()
+
+
+class DecoderConsumesEveryRecordType(unittest.TestCase):
+    """Note [Record types] in native/addon/src/capture_decoder.cpp: each record type of the header is consumed
+    by a `case f::REC_…:` of CaptureDecoder::record or listed there as ignored, with why."""
+
+    DECODER = support.ROOT / "native" / "addon" / "src" / "capture_decoder.cpp"
+
+    def decoder_sets(self):
+        src = self.DECODER.read_text()
+        body = src[src.index("bool CaptureDecoder::record("):]
+        note = src[src.index("// Note [Record types]"):src.index("bool CaptureDecoder::record(")]
+        ignored = set(re.findall(r"//\s+(?:Ignored:\s+)?(REC_\w+) —", note))
+        # A case that only returns true is the ignored list's, not a consumer.
+        consumed = set(re.findall(r"case f::(REC_\w+):(?!\s*return true;)", body))
+        return consumed, ignored
+
+    def test_every_type_is_consumed_or_ignored_with_a_reason(self):
+        consumed, ignored = self.decoder_sets()
+        self.assertGreaterEqual(len(consumed), 15)
+        declared = set(F.RecordType.values())
+        missing = declared - consumed - ignored
+        self.assertEqual(missing, set(), "record types neither consumed by capture_decoder.cpp nor listed as ignored "
+                                         "in its Note [Record types] (with why)")
+        self.assertEqual(consumed & ignored, set(), "a type is both consumed and listed as ignored")
+        self.assertEqual((consumed | ignored) - declared, set(), "the decoder names types the header does not declare")
+
+    def test_the_check_fails_for_a_new_type(self):
+        consumed, ignored = self.decoder_sets()
+        declared = set(F.RecordType.values()) | {"REC_NEW_THING"}
+        self.assertEqual(declared - consumed - ignored, {"REC_NEW_THING"})
