@@ -135,7 +135,7 @@ const oneCheck = async (cmd, args, opts, layer) => {
   emit(file, { layer, name: `${layer}: ${[cmd === process.execPath ? 'node' : cmd, ...args].join(' ')}`.slice(0, 300), status: r.code === 0 ? 'pass' : 'fail',
     ms: Date.now() - started, ...(r.code === 0 ? {} : { message: `exited with code ${r.code}` }) });
   const c = countResults(file, layer, r.code);
-  return { passed: c.passed, failed: c.failed };
+  return { passed: c.passed, failed: c.failed, skippedTests: c.skippedTests };
 };
 
 /** node --test over files, counting from a TAP copy of the run. */
@@ -160,7 +160,7 @@ async function nodeTests(layer, files, extraArgs = [], env = {}, timeoutMs = TES
   );
   // A crash before any test reported (a syntax error in a test file) still counts as a failure.
   const c = countResults(results.file, resultsLayer, r.code);
-  return { passed: c.passed, failed: c.failed };
+  return { passed: c.passed, failed: c.failed, skippedTests: c.skippedTests };
 }
 
 async function makeTests(dir, target = 'test', layer = 'native') {
@@ -174,7 +174,7 @@ async function makeTests(dir, target = 'test', layer = 'native') {
     return { passed: Number(m[1]), failed: r.code !== 0 && failed === 0 ? 1 : failed, fromOutput: `${dir} ${target}` };
   }
   const c = countResults(results.file, layer, r.code);
-  return { passed: c.passed, failed: c.failed };
+  return { passed: c.passed, failed: c.failed, skippedTests: c.skippedTests };
 }
 
 const layers = {
@@ -210,14 +210,14 @@ const layers = {
     const r = await run('make', ['-C', 'native/addon', 'fuzz-smoke', `FUZZ_SECONDS=${process.env.FUZZ_SECONDS ?? 20}`],
       { env: { ...process.env, ...results.env } });
     const c = countResults(results.file, 'fuzz', r.code);
-    return { passed: c.passed, failed: c.failed };
+    return { passed: c.passed, failed: c.failed, skippedTests: c.skippedTests };
   },
   async python() {
     if (!testFiles('test/python', /^test.*\.py$|\/test[^/]*\.py$/).length) return { skipped: 'no python tests yet' };
     const results = resultsFile('python', 'python');
     const r = await run('python3', ['test/tools/results_unittest.py', 'test/python'], { env: { ...process.env, ...results.env } });
     const c = countResults(results.file, 'python', r.code);
-    return { passed: c.passed, failed: c.failed };
+    return { passed: c.passed, failed: c.failed, skippedTests: c.skippedTests };
   },
   webview: () => nodeTests('webview', testFiles('test/webview', /\.test\.mjs$/, false)),
   async package() {
@@ -285,7 +285,7 @@ for (const layer of selected) {
   }
   const secs = (Date.now() - s) / 1000;
   results.push({ layer, secs, ...r });
-  const summary = r.skipped ? `skipped (${r.skipped})` : `${r.passed} passed, ${r.failed} failed${r.missing ? ` (${r.missing})` : ''}`;
+  const summary = r.skipped ? `skipped (${r.skipped})` : `${r.passed} passed, ${r.failed} failed${r.skippedTests ? `, ${r.skippedTests} skipped` : ''}${r.missing ? ` (${r.missing})` : ''}`;
   console.log(`── ${layer}: ${summary} in ${secs.toFixed(1)} s`);
   if (layer === 'install' && r.failed) {
     console.log('── npm ci failed: later layers skipped');

@@ -142,8 +142,7 @@ def main():
         "host": "gpu-host",
         "argv": ["live_sample.py"],
         "cwd": "/home/user/project",
-        "clock": {"mono_ns": t0_ns, "wall_ns": wall0_ns},
-        # the reader's spelling of the same anchors (native/addon/src/capture_decoder.cpp)
+        # the clock anchors, in their one spelling (FORMAT.md "Header JSON")
         "mono_anchor_ns": t0_ns,
         "wall_anchor_ns": wall0_ns,
         "backend": "cuda",
