@@ -2,7 +2,8 @@
 // timeline, the segment map, top allocation sites and compare; export and drag-and-drop in the header.
 // Everything drawn comes from host messages (src/core/protocol/snapshot.ts); state survives hiding.
 import type { MarkerView, OpenedInfo, SiteRow, SnapshotHostMessage, SnapshotTab, SummaryView } from '../../src/core/protocol/snapshot';
-import { END_OF_TRACE } from '../../src/core/protocol/snapshot';
+import { END_OF_TRACE, snapshotHostMessages } from '../../src/core/protocol/snapshot';
+import { onHostMessage } from '../common/api';
 import { getState, newRequestId, send, updateState } from './api';
 import { ComparePanel } from './compareTab';
 import { clear, h } from './dom';
@@ -54,7 +55,7 @@ class App {
     this.body = h('div', { class: 'body' }, h('p', { class: 'muted' }, 'Waiting for the extension…'));
     root.append(header, this.body);
     attachDrop(document.body, (m) => this.notice(m));
-    window.addEventListener('message', (e: MessageEvent) => this.onMessage(e.data as SnapshotHostMessage));
+    onHostMessage(snapshotHostMessages, (msg) => this.onMessage(msg));
     send({ type: 'ready' });
   }
 
