@@ -1,17 +1,16 @@
 // A node:test reporter that writes the results format (Note [Results format] in test/README.md): one JSON
-// line per test appended to $GPUMEM_RESULTS. It prints nothing (the spec reporter prints for people).
-//   node --test --test-reporter=./test/tools/results-reporter.mjs --test-reporter-destination=stdout …
+// line per test, to its destination, which run-tests.mjs sets to the run's $GPUMEM_RESULTS file (node --test
+// is that file's only writer). The spec reporter beside it prints for people.
+//   node --test --test-reporter=./test/tools/results-reporter.mjs --test-reporter-destination="$GPUMEM_RESULTS" …
 // Suites (describe) are not tests: only their tests are counted, as node's own TAP summary counts them.
-import fs from 'node:fs';
 import path from 'node:path';
 
 const ROOT = path.resolve(path.dirname(new URL(import.meta.url).pathname), '../..');
 
 export default async function* resultsReporter(source) {
-  const file = process.env.GPUMEM_RESULTS;
   const layer = process.env.GPUMEM_RESULTS_LAYER || 'unknown';
   for await (const event of source) {
-    if (!file || (event.type !== 'test:pass' && event.type !== 'test:fail')) continue;
+    if (event.type !== 'test:pass' && event.type !== 'test:fail') continue;
     const d = event.data;
     if (d.details?.type === 'suite') continue;
     const where = d.file ? path.relative(ROOT, d.file) : '';
@@ -25,6 +24,6 @@ export default async function* resultsReporter(source) {
     } else if (status === 'skip') {
       line.message = typeof d.skip === 'string' ? d.skip : typeof d.todo === 'string' ? `todo: ${d.todo}` : 'skipped';
     }
-    fs.appendFileSync(file, `${JSON.stringify(line)}\n`);
+    yield `${JSON.stringify(line)}\n`;
   }
 }

@@ -151,7 +151,7 @@ async function nodeTests(layer, files, extraArgs = [], env = {}, timeoutMs = TES
       '--import', './test/tools/ts-loader.mjs',
       '--test',
       '--test-reporter=spec', '--test-reporter-destination=stdout',
-      '--test-reporter=./test/tools/results-reporter.mjs', '--test-reporter-destination=stdout',
+      '--test-reporter=./test/tools/results-reporter.mjs', `--test-reporter-destination=${results.file}`,
       `--test-timeout=${timeoutMs}`,
       ...extraArgs,
       ...files,
