@@ -23,8 +23,9 @@ namespace fmt {
 
 GPUMEM_CONSTEXPR char kMagic[8] = {'G', 'P', 'U', 'M', 'E', 'M', '\r', '\n'};
 GPUMEM_CONSTEXPR uint16_t kMajor = 1;
-GPUMEM_CONSTEXPR uint16_t kMinor = 4;  // 1: REC_DEVICE · 2: EndRec.reason/message, DeviceRec.pci_bus_id · 3: REC_TAG, MARK_PHASE ·
-                                       // 4: REC_AGGREGATED, REC_TIMELINE, REC_LINE_TOTALS, kRestated (Note [Capture budget])
+GPUMEM_CONSTEXPR uint16_t kMinor = 5;  // 1: REC_DEVICE · 2: EndRec.reason/message, DeviceRec.pci_bus_id · 3: REC_TAG, MARK_PHASE ·
+                                       // 4: MARK_MODULE_* · 5: REC_AGGREGATED, REC_TIMELINE, REC_LINE_TOTALS, kRestated
+                                       // (Note [Capture budget])
 // Upper bound on one record's payload; a larger length means damage, not a real record.
 GPUMEM_CONSTEXPR uint32_t kMaxPayload = 64u << 20;
 GPUMEM_CONSTEXPR uint32_t kMaxHeaderJson = 1u << 20;
@@ -60,9 +61,9 @@ enum RecordType : uint8_t {
   REC_STATS = 43,           // StatsRec: the allocator's counters at a moment (for the live status)
   REC_DEVICE = 44,          // DeviceRec: a device the allocator manages (minor 1; before its first event)
   REC_TAG = 45,             // TagRec: the memory at an address is a parameter/gradient/optimizer state (minor 3)
-  REC_AGGREGATED = 46,      // AggregatedRec: a time range whose block events were compacted away (minor 4)
-  REC_TIMELINE = 47,        // TimelineRec + nbuckets × TimelineBucket: allocated/reserved min/max of that range (minor 4)
-  REC_LINE_TOTALS = 48,     // LineTotalsRec + n × LineTotal: allocations per stack in that range (minor 4)
+  REC_AGGREGATED = 46,      // AggregatedRec: a time range whose block events were compacted away (minor 5)
+  REC_TIMELINE = 47,        // TimelineRec + nbuckets × TimelineBucket: allocated/reserved min/max of that range (minor 5)
+  REC_LINE_TOTALS = 48,     // LineTotalsRec + n × LineTotal: allocations per stack in that range (minor 5)
   REC_LOST = 50,            // LostRec: events dropped because the writer's bound was hit
   REC_END = 60,             // EndRec: clean shutdown; absence means the process died
 };
@@ -101,10 +102,10 @@ GPUMEM_CONSTEXPR uint16_t kPoolSmall = 1u << 0;       // small pool (≤1 MiB re
 GPUMEM_CONSTEXPR uint16_t kPoolLarge = 1u << 1;       // large pool
 GPUMEM_CONSTEXPR uint16_t kPoolPrivate = 1u << 2;     // a graph-private pool (see pool_id)
 GPUMEM_CONSTEXPR uint16_t kSegExpandable = 1u << 3;   // the segment is an expandable (VA-mapped) one
-// RecordHeader.flags on REC_ALLOC / REC_FREE_REQUESTED (minor 4): a restated event. It stands for block events a
+// RecordHeader.flags on REC_ALLOC / REC_FREE_REQUESTED (minor 5): a restated event. It stands for block events a
 // budgeted capture compacted away (Note [Capture budget]): after a run of restated events the live blocks are
 // exactly those of the moment they are stamped with. Not a hand-out: readers skip it in allocation counts and
-// totals (REC_LINE_TOTALS carries those). Readers older than minor 4 count it as an ordinary event.
+// totals (REC_LINE_TOTALS carries those). Readers older than minor 5 count it as an ordinary event.
 GPUMEM_CONSTEXPR uint16_t kRestated = 1u << 8;
 
 struct BlockEvent {
@@ -203,6 +204,8 @@ enum MarkerKind : uint32_t {
   MARK_STEP = 4,      // a training-step fact (Note [Steps] in src/core/steps): "optimizer.step", "backward" or gpumem.step(name)
   MARK_PHASE = 5,     // a phase begins (minor 3): "backward" or "optimizer"; it ends at the next MARK_STEP fact of
                       // the same name ("backward" / "optimizer.step"); Note [Categories] in native/addon/src/categories.cpp
+  MARK_MODULE_BEGIN = 6,  // a module's forward starts (minor 4): name = its path ("transformer.h.3.mlp"); Note [Module paths]
+  MARK_MODULE_END = 7,    // that forward returns (name = the same path); begins and ends nest like a call stack
 };
 
 struct MarkerRec {

@@ -25,7 +25,6 @@ import json
 import os
 import pickle
 import shutil
-import struct
 import subprocess
 import sys
 import tempfile
@@ -41,6 +40,7 @@ E2E_SCRIPT = os.path.join(ROOT, "test", "e2e", "workspace", "e2e_train.py")
 SO = os.path.join(ROOT, "dist", "native", "libgpumem_allocator.so")
 sys.path.insert(0, PY_DIR)
 from gpumem import _control  # noqa: E402
+from gpumem import _format as F  # noqa: E402
 
 RESULTS = []
 SEGMENTS = "expandable"
@@ -85,31 +85,26 @@ def sessions(out):
 
 def capture_header(path):
     with open(path, "rb") as f:
-        magic, major, minor, n = struct.unpack("<8sHHI", f.read(16))
-        if magic != b"GPUMEM\r\n":
+        head = f.read(F.FileHeader.size)
+        magic, major, minor, n = F.FileHeader.unpack(head)
+        if magic != F.kMagic:
             raise AssertionError("%s is not a capture (magic %r)" % (path, magic))
-        return json.loads(f.read(n))
+        return F.read_header(head + f.read(n))[2]
 
 
 def device_records(path):
     """(REC_DEVICE names by device, REC_DEVICE_SAMPLE (used, total, process_used) tuples) of a capture."""
     with open(path, "rb") as f:
         data = f.read()
-    n = struct.unpack_from("<I", data, 12)[0]
-    pos, strings, names, samples = 16 + n, {}, {}, []
-    while pos + 8 <= len(data):
-        t, dev, _, size = struct.unpack_from("<BBHI", data, pos)
-        if pos + 8 + size > len(data):
-            break
-        p = data[pos + 8:pos + 8 + size]
-        if t == 1:  # REC_STRING
-            sid, ln = struct.unpack_from("<II", p)
-            strings[sid] = p[8:8 + ln].decode()
-        elif t == 44:  # REC_DEVICE
-            names[dev] = strings.get(struct.unpack_from("<QQII", p)[2], "?")
-        elif t == 40:  # REC_DEVICE_SAMPLE
-            samples.append(struct.unpack_from("<QQQQ", p)[1:])
-        pos += 8 + size
+    strings, names, samples = {}, {}, []
+    for _, t, dev, _, p in F.records(data, F.read_header(data)[3]):
+        if t == F.REC_STRING:
+            sid, ln = F.StringRec.unpack_from(p)
+            strings[sid] = p[F.StringRec.size:F.StringRec.size + ln].decode()
+        elif t == F.REC_DEVICE:
+            names[dev] = strings.get(F.DeviceRec.unpack_dict(p)["name"], "?")
+        elif t == F.REC_DEVICE_SAMPLE:
+            samples.append(F.DeviceSampleRec.unpack_from(p)[1:])
     return names, samples
 
 

@@ -3,7 +3,6 @@ control server over a real socket, from the Python client."""
 import json
 import os
 import pickle
-import struct
 import subprocess
 import sys
 import time
@@ -13,6 +12,7 @@ import support
 
 sys.path.insert(0, str(support.PY_DIR))
 from gpumem import _control  # noqa: E402
+from gpumem import _format as F  # noqa: E402
 
 WORKLOAD = r"""
 import json, os, sys, torch, gpumem
@@ -37,17 +37,8 @@ def read_capture(path):
     """(header JSON, [(type, payload bytes)]) per native/format/gpumem_format.h."""
     with open(path, "rb") as f:
         data = f.read()
-    magic, major, minor, json_bytes = struct.unpack_from("<8sHHI", data, 0)
-    assert magic == b"GPUMEM\r\n", magic
-    header = json.loads(data[16:16 + json_bytes])
-    pos, records = 16 + json_bytes, []
-    while pos + 8 <= len(data):
-        rtype, _dev, _flags, n = struct.unpack_from("<BBHI", data, pos)
-        if pos + 8 + n > len(data):
-            break
-        records.append((rtype, data[pos + 8:pos + 8 + n]))
-        pos += 8 + n
-    return header, records
+    _, _, header, pos = F.read_header(data)
+    return header, [(rtype, payload) for _, rtype, _, _, payload in F.records(data, pos)]
 
 
 class RealAllocatorTest(unittest.TestCase):
@@ -115,10 +106,10 @@ class RealAllocatorTest(unittest.TestCase):
         header, records = read_capture(info["capture"])
         self.assertEqual((header["rank"], header["world_size"], header["argv"]), (0, 1, [script, flag, "3"]))
         types = [t for t, _ in records]
-        self.assertIn(20, types)  # REC_EMPTY_CACHE from the control channel
-        self.assertIn(41, types)  # REC_MARKER (gpumem.mark and the control mark)
-        self.assertEqual(types[-1], 60, "the capture ends with REC_END")
-        (exit_code,) = struct.unpack_from("<i", records[-1][1], 8)
+        self.assertIn(F.REC_EMPTY_CACHE, types)  # from the control channel
+        self.assertIn(F.REC_MARKER, types)  # gpumem.mark and the control mark
+        self.assertEqual(types[-1], F.REC_END, "the capture ends with REC_END")
+        exit_code = F.EndRec.prefix("exit_code").unpack_from(records[-1][1])[1]
         self.assertEqual(exit_code, 3)
 
 

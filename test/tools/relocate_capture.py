@@ -4,15 +4,15 @@ other byte as it was. Used to commit GPU-recorded fixtures without the recording
 
     python3 test/tools/relocate_capture.py IN.gpumem OUT.gpumem OLD_PREFIX=NEW_PREFIX [...]
 
-Layout per native/format/gpumem_format.h: FileHeader (8 magic, u16 major, u16 minor, u32 json_bytes), the
-header JSON, then records (u8 type, u8 device, u16 flags, u32 payload_bytes, payload). REC_STRING = 1 with
-payload (u32 id, u32 len, bytes).
+Layouts from the module generated from native/format/gpumem_format.h (FileHeader, the header JSON, then
+RecordHeader + payload records; REC_STRING payloads are StringRec + bytes).
 """
 import json
-import struct
+import os
 import sys
 
-REC_STRING = 1
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "native", "python"))
+from gpumem import _format as F  # noqa: E402
 
 
 def relocate(text, pairs):
@@ -37,25 +37,20 @@ def main():
     src, dst, *specs = sys.argv[1:]
     pairs = [tuple(s.split("=", 1)) for s in specs]
     data = open(src, "rb").read()
-    magic, major, minor, json_bytes = struct.unpack_from("<8sHHI", data, 0)
-    if magic != b"GPUMEM\r\n":
-        sys.exit(f"{src}: not a GPU Memory Lens capture")
-    header = json.loads(data[16:16 + json_bytes])
+    try:
+        major, minor, header, off = F.read_header(data)
+    except ValueError as e:
+        sys.exit(f"{src}: {e}")
     new_header = json.dumps(relocate_json(header, pairs), separators=(",", ":")).encode()
-    out = bytearray(struct.pack("<8sHHI", magic, major, minor, len(new_header)) + new_header)
-    off = 16 + json_bytes
-    while off + 8 <= len(data):
-        rtype, dev, flags, n = struct.unpack_from("<BBHI", data, off)
-        payload = data[off + 8:off + 8 + n]
-        if len(payload) < n:
-            break  # a truncated tail stays truncated
-        if rtype == REC_STRING:
-            sid, length = struct.unpack_from("<II", payload, 0)
-            text = relocate(payload[8:8 + length].decode(), pairs).encode()
-            payload = struct.pack("<II", sid, len(text)) + text + payload[8 + length:]
-        out += struct.pack("<BBHI", rtype, dev, flags, len(payload)) + payload
-        off += 8 + n
-    out += data[off:]
+    out = bytearray(F.FileHeader.pack(F.kMagic, major, minor, len(new_header)) + new_header)
+    for at, rtype, dev, flags, payload in F.records(data, off):
+        off = at + F.RecordHeader.size + len(payload)  # end of the last whole record read
+        if rtype == F.REC_STRING:
+            sid, length = F.StringRec.unpack_from(payload)
+            body = payload[F.StringRec.size:F.StringRec.size + length]
+            payload = F.pack_string(sid, relocate(body.decode(), pairs)) + payload[F.StringRec.size + length:]
+        out += F.record(rtype, payload, dev, flags)
+    out += data[off:]  # a truncated tail stays truncated
     open(dst, "wb").write(out)
 
 

@@ -6,10 +6,15 @@
 //   GPUMEM_TEST_SKIP=e2e,native npm test           all but these
 //
 // Layers: install · typecheck · lint · build · unit · native · fuzz · python · webview · package · e2e.
-// Note [Counting]: node --test layers count their tests (from a TAP copy of the run); python counts
-// unittest's tests; a native Makefile counts its tests when it prints `N passed, N failed`, else it is
-// one check; typecheck, lint, build and package are one check each. A layer with no tests yet is
-// "skipped" and counts nothing.
+// Note [Counting]: every layer is counted from ONE format, the results file (Note [Results format] in
+// test/README.md): run-tests gives each run a fresh `.test-output/results/<run>.jsonl` in GPUMEM_RESULTS,
+// the runners append one JSON line per test (node --test: results-reporter.mjs; unittest:
+// results_unittest.py; shell/Make: emit-result.sh; C++: the native harness), and passed/failed/skipped are
+// the lines by status. A run that exits non-zero with no failing line counts one failure; one that exits 0
+// with no line at all fails ("reported no results"). typecheck, lint, build and package write their one
+// line here. Until the native harness writes the file, a native run with no lines is counted from its
+// closing `N passed, N failed` (flagged in the layer's summary as "counted from output"). A layer with
+// no tests yet is "skipped" and counts nothing. All lines end up in .test-output/results.jsonl.
 // Note [Preflight] (preflight.mjs): before a layer runs, what it needs is checked; a missing tool fails
 // the layer at once with one line naming the apt package or command that provides it. In CI (CI=true) a
 // skipped layer is a failure: CI must run every layer, so GPUMEM_TEST_SKIP is refused there too.
@@ -18,7 +23,7 @@ import { spawn } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { preflight } from './preflight.mjs';
+import { preflight } from '../../.dev/preflight.mjs';
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
 const OUT = path.join(ROOT, '.test-output');
@@ -69,58 +74,117 @@ function run(cmd, args, opts = {}) {
   });
 }
 
-const oneCheck = async (cmd, args, opts) => {
+const RESULTS = path.join(OUT, 'results');
+const ALL_LINES = [];
+
+/** A fresh results file for one run (Note [Results format]) and the env that hands it to the runners. */
+function resultsFile(run, layer) {
+  fs.mkdirSync(RESULTS, { recursive: true });
+  const file = path.join(RESULTS, `${run}.jsonl`);
+  fs.writeFileSync(file, '');
+  return { file, env: { GPUMEM_RESULTS: file, GPUMEM_RESULTS_LAYER: layer } };
+}
+
+/** Appends one line of the results format (for single checks and run-tests' own verdicts). */
+function emit(file, line) {
+  fs.appendFileSync(file, `${JSON.stringify(line)}\n`);
+}
+
+/** Counts a results file; `code` is the run's exit status (Note [Counting]'s two guards). */
+function countResults(file, layer, code) {
+  const text = fs.existsSync(file) ? fs.readFileSync(file, 'utf8') : '';
+  const c = { passed: 0, failed: 0, skippedTests: 0, lines: 0, bad: [] };
+  text.split('\n').forEach((raw, i) => {
+    if (!raw.trim()) return;
+    let l;
+    try {
+      l = JSON.parse(raw);
+    } catch {
+      l = null;
+    }
+    const ok = l && typeof l === 'object' && typeof l.name === 'string' && typeof l.layer === 'string' &&
+      ['pass', 'fail', 'skip'].includes(l.status) && typeof l.ms === 'number';
+    if (!ok) {
+      c.bad.push(`${path.relative(ROOT, file)}:${i + 1}: not a results line (Note [Results format]): ${raw.slice(0, 200)}`);
+      return;
+    }
+    c.lines++;
+    ALL_LINES.push(raw);
+    if (l.status === 'pass') c.passed++;
+    else if (l.status === 'fail') c.failed++;
+    else c.skippedTests++;
+  });
+  c.failed += c.bad.length;
+  if (code !== 0 && c.failed === 0) {
+    const line = { layer, name: `${layer}: exit status`, status: 'fail', ms: 0, message: `${layer}: exited with code ${code} and reported no failing test` };
+    ALL_LINES.push(JSON.stringify(line));
+    c.failed = 1;
+  } else if (code === 0 && c.lines === 0 && !c.bad.length) {
+    const line = { layer, name: `${layer}: results`, status: 'fail', ms: 0, message: `${layer}: reported no results (does its runner honour GPUMEM_RESULTS?)` };
+    ALL_LINES.push(JSON.stringify(line));
+    c.failed = 1;
+  }
+  for (const b of c.bad) console.log(b);
+  return c;
+}
+
+const oneCheck = async (cmd, args, opts, layer) => {
+  const started = Date.now();
   const r = await run(cmd, args, opts);
-  return { passed: r.code === 0 ? 1 : 0, failed: r.code === 0 ? 0 : 1 };
+  const { file } = resultsFile(layer, layer);
+  emit(file, { layer, name: `${layer}: ${[cmd === process.execPath ? 'node' : cmd, ...args].join(' ')}`.slice(0, 300), status: r.code === 0 ? 'pass' : 'fail',
+    ms: Date.now() - started, ...(r.code === 0 ? {} : { message: `exited with code ${r.code}` }) });
+  const c = countResults(file, layer, r.code);
+  return { passed: c.passed, failed: c.failed, skippedTests: c.skippedTests };
 };
 
 /** node --test over files, counting from a TAP copy of the run. */
 // Per-test (and per-hook) limits, so a hung browser or server fails its test instead of stalling CI.
 const TEST_TIMEOUT_MS = { unit: 120_000, webview: 120_000, e2e: 300_000 };
 
-async function nodeTests(layer, files, extraArgs = [], env = {}, timeoutMs = TEST_TIMEOUT_MS[layer] ?? 120_000) {
+async function nodeTests(layer, files, extraArgs = [], env = {}, timeoutMs = TEST_TIMEOUT_MS[layer] ?? 120_000, resultsLayer = layer) {
   if (!files.length) return { skipped: `no ${layer} tests yet` };
-  fs.mkdirSync(OUT, { recursive: true });
-  const tap = path.join(OUT, `${layer}.tap`);
+  const results = resultsFile(layer, resultsLayer);
   const r = await run(
     process.execPath,
     [
       '--import', './test/tools/ts-loader.mjs',
       '--test',
       '--test-reporter=spec', '--test-reporter-destination=stdout',
-      '--test-reporter=tap', `--test-reporter-destination=${tap}`,
+      '--test-reporter=./test/tools/results-reporter.mjs', `--test-reporter-destination=${results.file}`,
       `--test-timeout=${timeoutMs}`,
       ...extraArgs,
       ...files,
     ],
-    { env: { ...process.env, ...env } },
+    { env: { ...process.env, ...env, ...results.env } },
   );
-  const text = fs.existsSync(tap) ? fs.readFileSync(tap, 'utf8') : '';
-  const last = (key) => Number([...text.matchAll(new RegExp(`^# ${key} (\\d+)$`, 'gm'))].at(-1)?.[1] ?? 0);
-  const passed = last('pass');
-  const failed = last('fail') + last('cancelled');
-  // A crash before any test reported (a syntax error in a test file) must still count as a failure.
-  return { passed, failed: r.code !== 0 && failed === 0 ? 1 : failed };
+  // A crash before any test reported (a syntax error in a test file) still counts as a failure.
+  const c = countResults(results.file, resultsLayer, r.code);
+  return { passed: c.passed, failed: c.failed, skippedTests: c.skippedTests };
 }
 
-async function makeTests(dir, target = 'test') {
-  const r = await run('make', ['-C', dir, target]);
+async function makeTests(dir, target = 'test', layer = 'native') {
+  const results = resultsFile(`${layer}-${path.basename(dir)}-${target}`, layer);
+  const r = await run('make', ['-C', dir, target], { env: { ...process.env, ...results.env } });
+  const hasLines = fs.readFileSync(results.file, 'utf8').trim() !== '';
   const m = [...r.output.matchAll(/(\d+) passed, (\d+) failed/g)].at(-1);
-  if (m) {
+  if (!hasLines && m) {
+    // Transitional (Note [Counting]): this Makefile's tests do not write GPUMEM_RESULTS yet.
     const failed = Number(m[2]);
-    return { passed: Number(m[1]), failed: r.code !== 0 && failed === 0 ? 1 : failed };
+    return { passed: Number(m[1]), failed: r.code !== 0 && failed === 0 ? 1 : failed, fromOutput: `${dir} ${target}` };
   }
-  return { passed: r.code === 0 ? 1 : 0, failed: r.code === 0 ? 0 : 1 };
+  const c = countResults(results.file, layer, r.code);
+  return { passed: c.passed, failed: c.failed, skippedTests: c.skippedTests };
 }
 
 const layers = {
   async install() {
     if (fs.existsSync(rel('node_modules/.package-lock.json'))) return { skipped: 'node_modules present' };
-    return oneCheck('npm', ['ci', '--no-audit', '--no-fund']);
+    return oneCheck('npm', ['ci', '--no-audit', '--no-fund'], {}, 'install');
   },
-  typecheck: () => oneCheck(process.execPath, ['test/tools/typecheck.mjs']),
-  lint: () => oneCheck(process.execPath, ['node_modules/eslint/bin/eslint.js', '.']),
-  build: () => oneCheck(process.execPath, ['esbuild.config.mjs']),
+  typecheck: () => oneCheck(process.execPath, ['.dev/typecheck.mjs'], {}, 'typecheck'),
+  lint: () => oneCheck(process.execPath, ['node_modules/eslint/bin/eslint.js', '.'], {}, 'lint'),
+  build: () => oneCheck(process.execPath, ['esbuild.config.mjs'], {}, 'build'),
   unit: () => nodeTests('unit', testFiles('test/unit')),
   async native() {
     // The allocator's caching core (test) and its recording side (test-recorder), then the reader.
@@ -128,34 +192,37 @@ const layers = {
       .filter(([d]) => fs.existsSync(rel(`${d}/Makefile`)));
     if (!targets.length) return { skipped: 'no native Makefiles yet' };
     const total = { passed: 0, failed: 0 };
+    const fromOutput = [];
     for (const [d, target] of targets) {
       const r = await makeTests(d, target);
       total.passed += r.passed;
       total.failed += r.failed;
+      if (r.fromOutput) fromOutput.push(r.fromOutput);
     }
+    if (fromOutput.length) console.log(`native: counted from output (no GPUMEM_RESULTS lines yet): ${fromOutput.join(', ')}`);
     return total;
   },
   // A short libFuzzer run of the capture decoder and the pickle reader from their seed corpora (the
   // 1 M-execution runs are in native/addon/fuzz/README.md). Needs clang (.ci/run installs it).
   async fuzz() {
-    const r = await run('make', ['-C', 'native/addon', 'fuzz-smoke', `FUZZ_SECONDS=${process.env.FUZZ_SECONDS ?? 20}`]);
-    const done = [...r.output.matchAll(/^Done (\d+) runs/gm)].length;
-    return { passed: r.code === 0 ? done : 0, failed: r.code === 0 ? 0 : 1 };
+    // Each fuzz target writes one line (emit-result.sh in the fuzz-smoke recipe).
+    const results = resultsFile('fuzz', 'fuzz');
+    const r = await run('make', ['-C', 'native/addon', 'fuzz-smoke', `FUZZ_SECONDS=${process.env.FUZZ_SECONDS ?? 20}`],
+      { env: { ...process.env, ...results.env } });
+    const c = countResults(results.file, 'fuzz', r.code);
+    return { passed: c.passed, failed: c.failed, skippedTests: c.skippedTests };
   },
   async python() {
     if (!testFiles('test/python', /^test.*\.py$|\/test[^/]*\.py$/).length) return { skipped: 'no python tests yet' };
-    const r = await run('python3', ['-m', 'unittest', 'discover', '-s', 'test/python', '-v']);
-    const ran = Number(r.output.match(/^Ran (\d+) tests?/m)?.[1] ?? 0);
-    const bad = r.output.match(/^FAILED \((.*)\)$/m)?.[1] ?? '';
-    const count = (k) => Number(bad.match(new RegExp(`${k}=(\\d+)`))?.[1] ?? 0);
-    const skippedN = Number(r.output.match(/skipped=(\d+)/)?.[1] ?? 0);
-    const failed = count('failures') + count('errors') + count('unexpected successes');
-    return { passed: ran - failed - skippedN, failed: r.code !== 0 && failed === 0 ? 1 : failed };
+    const results = resultsFile('python', 'python');
+    const r = await run('python3', ['test/tools/results_unittest.py', 'test/python'], { env: { ...process.env, ...results.env } });
+    const c = countResults(results.file, 'python', r.code);
+    return { passed: c.passed, failed: c.failed, skippedTests: c.skippedTests };
   },
   webview: () => nodeTests('webview', testFiles('test/webview', /\.test\.mjs$/, false)),
   async package() {
     const vsix = path.join(OUT, 'e2e/gpu-memory-lens.vsix');
-    const r = await oneCheck(process.execPath, ['test/tools/package.mjs', '--out', vsix]);
+    const r = await oneCheck(process.execPath, ['.dev/package.mjs', '--out', vsix], {}, 'package');
     if (!r.failed) process.env.GPUMEM_VSIX = vsix; // packaged once, installed by every E2E test file
     return r;
   },
@@ -163,8 +230,8 @@ const layers = {
     const files = testFiles('test/e2e', /\.test\.mjs$/, false);
     if (!files.length) return { skipped: 'no e2e tests yet' };
     if (!fs.existsSync(CODE_SERVER)) {
-      console.log('e2e: code-server missing, running test/tools/setup-code-server.sh');
-      const r = await run('bash', ['test/tools/setup-code-server.sh']);
+      console.log('e2e: code-server missing, running .dev/setup-code-server.sh');
+      const r = await run('bash', ['.dev/setup-code-server.sh']);
       const missing = r.code === 0 ? preflight('e2e') : 'e2e: missing code-server 4.100.3 in .tools/: npm run setup-e2e failed (see its output above)';
       if (missing) return { passed: 0, failed: 1, missing };
     }
@@ -175,10 +242,12 @@ const layers = {
     const total = { passed: 0, failed: 0 };
     for (const file of files) {
       const label = `e2e-${path.basename(file, '.test.mjs')}`;
-      let r = await nodeTests(label, [file], ['--test-concurrency=1'], {}, TEST_TIMEOUT_MS.e2e);
+      const mark = ALL_LINES.length;
+      let r = await nodeTests(label, [file], ['--test-concurrency=1'], {}, TEST_TIMEOUT_MS.e2e, 'e2e');
       if (r.failed) {
         console.log(`e2e: ${path.basename(file)} had ${r.failed} failure(s); retrying it once in a fresh VS Code`);
-        r = await nodeTests(`${label}-retry`, [file], ['--test-concurrency=1'], {}, TEST_TIMEOUT_MS.e2e);
+        ALL_LINES.length = mark; // the retry's lines are the ones that count (its file keeps the first run's)
+        r = await nodeTests(`${label}-retry`, [file], ['--test-concurrency=1'], {}, TEST_TIMEOUT_MS.e2e, 'e2e');
       }
       total.passed += r.passed;
       total.failed += r.failed;
@@ -216,7 +285,7 @@ for (const layer of selected) {
   }
   const secs = (Date.now() - s) / 1000;
   results.push({ layer, secs, ...r });
-  const summary = r.skipped ? `skipped (${r.skipped})` : `${r.passed} passed, ${r.failed} failed${r.missing ? ` (${r.missing})` : ''}`;
+  const summary = r.skipped ? `skipped (${r.skipped})` : `${r.passed} passed, ${r.failed} failed${r.skippedTests ? `, ${r.skippedTests} skipped` : ''}${r.missing ? ` (${r.missing})` : ''}`;
   console.log(`── ${layer}: ${summary} in ${secs.toFixed(1)} s`);
   if (layer === 'install' && r.failed) {
     console.log('── npm ci failed: later layers skipped');
@@ -240,6 +309,7 @@ for (const r of results) {
 console.log(`  ${'total'.padEnd(10)} ${((Date.now() - t0) / 1000).toFixed(1).padStart(6)} s`);
 fs.mkdirSync(OUT, { recursive: true });
 fs.writeFileSync(path.join(OUT, 'timings.json'), JSON.stringify(results, null, 2));
+fs.writeFileSync(path.join(OUT, 'results.jsonl'), ALL_LINES.map((l) => `${l}\n`).join(''));
 console.log(`${passed} passed, ${failedN} failed`);
 process.exit(failedN || !results.length ? 1 : 0);
 

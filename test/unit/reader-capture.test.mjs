@@ -8,6 +8,9 @@ import { test } from 'node:test';
 import { makeCapture, openModel, python, tmpDir } from './reader-support.mjs';
 
 const EVENT_TYPES = new Set([10, 11, 12, 13, 14, 15, 16, 21]);
+// One past the format minor this reader knows (gpumem_format.h's kMinor): a capture from a newer writer.
+const HEADER_H = fs.readFileSync(new URL('../../native/format/gpumem_format.h', import.meta.url), 'utf8');
+const NEWER_MINOR = Number(HEADER_H.match(/kMinor = (\d+);/)[1]) + 1;
 
 /** Record boundaries of a capture: [{offset, type, end}] after the 16-byte header and its JSON. */
 function records(buf) {
@@ -139,10 +142,36 @@ test('unknown record types (a newer minor version) are skipped by length', () =>
   extra[0] = 99;
   extra.writeUInt32LE(12, 4);
   const file = path.join(dir, 'newer-minor.gpumem');
-  fs.writeFileSync(file, Buffer.concat([buf.subarray(0, at), extra, buf.subarray(at)]));
+  const newer = Buffer.concat([buf.subarray(0, at), extra, buf.subarray(at)]);
+  newer.writeUInt16LE(NEWER_MINOR, 10); // written by a newer minor version, which may add record types
+  fs.writeFileSync(file, newer);
   const m = openModel(file);
   assert.deepEqual(m.problems(), []);
   assert.deepEqual(m.summary(), { ...python('snapshot_summary.py', twin), format: 'gpumem-capture' });
+  m.close();
+});
+
+test('an unknown record type in a capture of our own version is damage, named by offset and type (Note [Strict about our own writer])', () => {
+  const dir = tmpDir();
+  const { cap } = makeCapture(dir, 'strict', '--events', 800, '--seed', 4);
+  const buf = fs.readFileSync(cap);
+  const recs = records(buf);
+  const at = recs[10].offset;
+  const extra = Buffer.alloc(8 + 12);
+  extra[0] = 99;
+  extra.writeUInt32LE(12, 4);
+  const file = path.join(dir, 'unknown-type.gpumem');
+  const damaged = Buffer.concat([buf.subarray(0, at), extra, buf.subarray(at)]);
+  assert.ok(damaged.readUInt16LE(10) <= NEWER_MINOR - 1, 'make_capture writes a minor this reader knows');
+  fs.writeFileSync(file, damaged);
+  const m = openModel(file);
+  const [problem, ...rest] = m.problems();
+  assert.deepEqual(rest, []);
+  assert.equal(problem.offset, at);
+  assert.match(problem.message, new RegExp(`damaged at byte ${at}: record type 99 is not one that format 1\\.1 defines \\(12-byte payload\\).*${damaged.length - at} bytes from there on were not read`));
+  // What precedes the damage is still read (the truncated-capture rule).
+  assert.equal(events(m), eventsBefore(recs, at));
+  assert.equal(m.ended(), false);
   m.close();
 });
 

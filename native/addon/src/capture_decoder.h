@@ -48,6 +48,7 @@ class CaptureDecoder {
   uint64_t offset_ = 0;
   bool headerDone_ = false;
   bool damaged_ = false;
+  uint16_t minor_ = 0;  // the capture's format minor (Note [Strict about our own writer])
   size_t pending_ = 0;
   size_t events_ = 0;
   int64_t monoAnchorNs_ = 0, wallAnchorNs_ = 0;

@@ -100,6 +100,12 @@ struct PhaseMark {
   uint32_t eventIndex;
   uint8_t phase;
 };
+// A module forward begins (begin) or ends after events [0, eventIndex) (MARK_MODULE_*, Note [Module paths]).
+struct ModuleMark {
+  uint32_t eventIndex;
+  uint32_t path;  // string id
+  bool begin;
+};
 
 struct SampleData {
   int64_t tUs;
@@ -164,6 +170,7 @@ struct DeviceData {
   std::vector<SampleData> samples;
   std::vector<TagData> tags;
   std::vector<PhaseMark> phases;
+  std::vector<ModuleMark> moduleMarks;
   // Budgeted captures (FORMAT.md §5): indices of restated events (increasing; not hand-outs, skipped in counts and
   // totals), allocations per stack of compacted ranges (model stack id → count, bytes) and their timeline buckets.
   std::vector<uint32_t> restated;

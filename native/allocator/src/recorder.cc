@@ -95,14 +95,9 @@ json::Value build_header(const json::Value& cfg, uint64_t mono, uint64_t wall) {
   h.set("argv", read_cmdline());
   char cwd[4096];
   h.set("cwd", ::getcwd(cwd, sizeof cwd) ? cwd : "");
-  // Clock anchors (FORMAT.md "Header JSON"): top-level is what readers use; "clock" is the same pair
-  // grouped, kept for tools written against the first draft of the format.
+  // Clock anchors (FORMAT.md "Header JSON", Note [Clock anchors] in the reader): one spelling, written here only.
   h.set("mono_anchor_ns", mono);
   h.set("wall_anchor_ns", wall);
-  json::Value clock = json::Value::object();
-  clock.set("mono_ns", mono);
-  clock.set("wall_ns", wall);
-  h.set("clock", std::move(clock));
   if (const json::Value* b = cfg.find("backend")) h.set("backend", *b);
   if (const json::Value* s = cfg.find("segments")) h.set("segments", *s);
   h.set("stacks", stacks::enabled());

@@ -13,7 +13,7 @@ same blocks back), and each new allocation needs its own tag. Object identity al
 """
 import weakref
 
-TAG_PARAMETER, TAG_GRADIENT, TAG_OPTIMIZER_STATE = 1, 2, 3
+from ._format import TAG_GRADIENT, TAG_OPTIMIZER_STATE, TAG_PARAMETER
 
 
 class TagWalk:

@@ -1,5 +1,6 @@
 // Benchmark (not a test) for issue 16's capture budget, on the simulated device:
 //   node --import ./test/tools/ts-loader.mjs test/bench/budget/run.mjs [--events 100000000] [--budget 268435456] [--dir DIR]
+//     [--keep 1] (keep the unbudgeted capture) [--reuse 1] (use DIR's unbudgeted capture if there) [--live 0] (skip the live run)
 // 1. gen_stream.py records a GPT-2-size loop (1,449 allocations a step, a slow leak, one late peak) without a
 //    budget (the unbudgeted capture U, large: under DIR, deleted at the end) and again with the budget, live (L);
 // 2. rebudget writes U again through the writer with the budget (B: the same stream, times and ids included);
@@ -41,18 +42,25 @@ const U = path.join(dir, 'unbudgeted.gpumem');
 const L = path.join(dir, 'budgeted-live.gpumem');
 const B = path.join(dir, 'budgeted.gpumem');
 const gen = path.join(root, 'test/bench/budget/gen_stream.py');
-const g1 = run('python3', [gen, lib, U, String(events)]);
-console.log(`unbudgeted: ${g1.out.trim()} in ${g1.s.toFixed(1)} s, ${mib(fs.statSync(U).size)}`);
-const g2 = run('python3', [gen, lib, L, String(events), String(budget)]);
-console.log(`live, budget ${mib(budget)}: ${g2.out.trim()} in ${g2.s.toFixed(1)} s, ${mib(fs.statSync(L).size)}`);
+if (arg('reuse', '') && fs.existsSync(U)) {
+  console.log(`unbudgeted: reusing ${U}, ${mib(fs.statSync(U).size)}`);
+} else {
+  const g1 = run('python3', [gen, lib, U, String(events)]);
+  console.log(`unbudgeted: ${g1.out.trim()} in ${g1.s.toFixed(1)} s, ${mib(fs.statSync(U).size)}`);
+}
+const live = arg('live', '1') !== '0';
+if (live) {
+  const g2 = run('python3', [gen, lib, L, String(events), String(budget)]);
+  console.log(`live, budget ${mib(budget)}: ${g2.out.trim()} in ${g2.s.toFixed(1)} s, ${mib(fs.statSync(L).size)}`);
+}
 const rb = run(tool, [U, B, String(budget)]);
 console.log(`rebudget: ${rb.out.trim()} in ${rb.s.toFixed(1)} s, ${mib(fs.statSync(B).size)}`);
 
 const cli = path.join(root, 'dist/cli.js');
 const su = run('node', [cli, 'summary', '--json', U]);
 const sb = run('node', [cli, 'summary', '--json', B]);
-const sl = run('node', [cli, 'summary', '--json', L]);
-console.log(`summary: unbudgeted ${su.s.toFixed(2)} s, budgeted ${sb.s.toFixed(2)} s (the reader opening the budgeted capture), live-budgeted ${sl.s.toFixed(2)} s`);
+const sl = live ? run('node', [cli, 'summary', '--json', L]) : null;
+console.log(`summary: unbudgeted ${su.s.toFixed(2)} s, budgeted ${sb.s.toFixed(2)} s (the reader opening the budgeted capture)${sl ? `, live-budgeted ${sl.s.toFixed(2)} s` : ''}`);
 
 // Whole-run figures: everything but the event count (B holds fewer events by design), the budget sentence and the
 // per-step figures inside compacted ranges (the step boundaries themselves must agree).
@@ -72,9 +80,13 @@ for (const k of Object.keys(a)) {
   same &&= eq;
   console.log(`${eq ? 'PASS' : 'FAIL'} ${k}${eq ? '' : `\n  unbudgeted ${JSON.stringify(a[k]).slice(0, 400)}\n  budgeted   ${JSON.stringify(b[k]).slice(0, 400)}`}`);
 }
-const live = JSON.parse(sl.out);
-console.log(`live budgeted capture: peak ${live.devices.map((d) => d.peak_allocated_bytes).join(', ')} B (unbudgeted ${a.devices.map((d) => d.peak_allocated_bytes).join(', ')} B), budget sentence: ${(live.integrity.sentences ?? []).find((s) => /budget/i.test(s)) ?? '(none)'}`);
-for (const [name, f] of [['budgeted', B], ['live budgeted', L]]) {
+const bj = JSON.parse(sb.out);
+console.log(`budget sentence: ${(bj.integrity.sentences ?? []).find((s) => /budget/i.test(s)) ?? '(none)'}`);
+if (sl) {
+  const lj = JSON.parse(sl.out);
+  console.log(`live budgeted capture: peak ${lj.devices.map((d) => d.peak_allocated_bytes).join(', ')} B (unbudgeted ${a.devices.map((d) => d.peak_allocated_bytes).join(', ')} B)`);
+}
+for (const [name, f] of live ? [['budgeted', B], ['live budgeted', L]] : [['budgeted', B]]) {
   const size = fs.statSync(f).size;
   console.log(`${size <= budget ? 'PASS' : 'FAIL'} ${name} capture ${mib(size)} ≤ budget ${mib(budget)}`);
   same &&= size <= budget;

@@ -12,7 +12,6 @@ its own choice).
 """
 import json
 import os
-import struct
 import sys
 from collections import defaultdict
 
@@ -47,13 +46,13 @@ def main():
     for rtype, device, _flags, payload, _raw in records:
         if rtype == R.REC_STRING:
             sid, n = R.STRING.unpack_from(payload)
-            strings[sid] = payload[8:8 + n].decode("utf-8", "replace")
+            strings[sid] = payload[R.STRING.size:R.STRING.size + n].decode("utf-8", "replace")
         elif rtype == R.REC_FRAME:
             fid, file_id, func, line = R.FRAME.unpack_from(payload)
             frames[fid] = (file_id, func, line)
         elif rtype == R.REC_STACK:
             sid, _, n = R.STACK.unpack_from(payload)
-            stacks[sid] = list(struct.unpack_from(f"<{n}I", payload, 12))
+            stacks[sid] = list(R.F.frame_ids(payload, n))
         elif rtype == R.REC_ALLOC:
             _, addr, size, _, _, stack, _ = R.BLOCK_EVENT.unpack_from(payload)
             where = user_line(stack)

@@ -1,46 +1,47 @@
 """Capture-file records (native/format/gpumem_format.h) for the replay workload and its tests.
 
 Pure Python 3 standard library. Only what the replay needs: the file header, the generic record
-framing, and the payload layouts it reads or writes. The C header is the contract; the sizes below are
-checked against its static_asserts (BlockEvent 48, SegmentEvent 56, StateSegment 56, StateBlock 32).
+framing, and the payload layouts it reads or writes. The C header is the contract: every layout and
+constant here is the module generated from it (native/python/gpumem/_format.py, Note [Generated format
+module]), under the short names the replay scripts use; nothing is re-declared.
 """
 import json
-import struct
+import os
+import sys
 
-MAGIC = b"GPUMEM\r\n"
-MAJOR = 1
-MINOR = 1
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "..", "native", "python"))
+from gpumem import _format as F  # noqa: E402
 
-FILE_HEADER = struct.Struct("<8sHHI")
-RECORD_HEADER = struct.Struct("<BBHI")  # type, device, flags, payload_bytes
+MAGIC = F.kMagic
+MAJOR = F.kMajor
+MINOR = 1  # what the replay and the stand-in write: minor-1 records (the 16-byte EndRec, no REC_TAG)
 
-REC_STRING, REC_FRAME, REC_STACK = 1, 2, 3
-REC_ALLOC, REC_FREE_REQUESTED, REC_FREE_COMPLETED = 10, 11, 12
-REC_SEGMENT_ALLOC, REC_SEGMENT_FREE, REC_SEGMENT_MAP, REC_SEGMENT_UNMAP = 13, 14, 15, 16
-REC_EMPTY_CACHE, REC_OOM, REC_STATE = 20, 21, 30
-REC_DEVICE_SAMPLE, REC_MARKER, REC_NOTICE, REC_STATS, REC_DEVICE = 40, 41, 42, 43, 44
-REC_LOST, REC_END = 50, 60
-INTERNED = (REC_STRING, REC_FRAME, REC_STACK)
+FILE_HEADER = F.FileHeader
+RECORD_HEADER = F.RecordHeader
 
-POOL_SMALL, POOL_LARGE, POOL_PRIVATE, SEG_EXPANDABLE = 1, 2, 4, 8
-STACK_BACKWARD = 1
-MARK_INSTANT, MARK_BEGIN, MARK_END, MARK_SNAPSHOT = 0, 1, 2, 3
+# REC_* record types and MARK_* marker kinds, under the header's names.
+globals().update({k: v for k, v in vars(F).items() if k.startswith(("REC_", "MARK_"))})
+INTERNED = (F.REC_STRING, F.REC_FRAME, F.REC_STACK)
 
-STRING = struct.Struct("<II")
-FRAME = struct.Struct("<IIII")
-STACK = struct.Struct("<III")
-BLOCK_EVENT = struct.Struct("<QQQQQII")
-SEGMENT_EVENT = struct.Struct("<QQQQQQII")
-EMPTY_CACHE = struct.Struct("<QQQII")
-DEVICE_SAMPLE = struct.Struct("<QQQQ")
-MARKER = struct.Struct("<QII")
-STATS = struct.Struct("<QQQQQQQQQ")
-DEVICE = struct.Struct("<QQII")
-END = struct.Struct("<QiI")
-OOM = struct.Struct("<QQQQQQQQQII")
-T_NS = struct.Struct("<Q")
+POOL_SMALL, POOL_LARGE, POOL_PRIVATE, SEG_EXPANDABLE = F.kPoolSmall, F.kPoolLarge, F.kPoolPrivate, F.kSegExpandable
+STACK_BACKWARD = F.kStackBackward
 
-assert OOM.size == 80 and BLOCK_EVENT.size == 48 and SEGMENT_EVENT.size == 56 and FILE_HEADER.size == 16 and RECORD_HEADER.size == 8
+STRING = F.StringRec
+FRAME = F.FrameRec
+STACK = F.StackRec
+BLOCK_EVENT = F.BlockEvent
+SEGMENT_EVENT = F.SegmentEvent
+EMPTY_CACHE = F.EmptyCacheRec
+DEVICE_SAMPLE = F.DeviceSampleRec
+MARKER = F.MarkerRec
+STATS = F.StatsRec
+DEVICE = F.DeviceRec
+END = F.EndRec.prefix("reason")  # minor 1's 16-byte EndRec
+OOM = F.OomRec
+STATE = F.StateRec
+STATE_SEGMENT = F.StateSegment
+STATE_BLOCK = F.StateBlock
+T_NS = F.BlockEvent.prefix("t_ns")  # every timed record's payload starts with t_ns
 
 
 def file_header(header: dict) -> bytes:

@@ -12,7 +12,6 @@ extension has to match it to the workspace copy by path suffix, as with a captur
 """
 import argparse
 import os
-import struct
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -77,7 +76,7 @@ class Writer:
             fids = [self.frame(inner, "main"), self.frame(outer, "<module>")]
             sid = len(self.stacks) + 1
             self.stacks[key] = sid
-            self.emit(R.REC_STACK, R.STACK.pack(sid, R.STACK_BACKWARD if backward else 0, len(fids)) + struct.pack(f"<{len(fids)}I", *fids))
+            self.emit(R.REC_STACK, R.F.pack_stack(sid, R.STACK_BACKWARD if backward else 0, fids))
         return self.stacks[key]
 
     def tick(self, us):
@@ -143,8 +142,7 @@ def main():
         "host": "gpu-host",
         "argv": ["live_sample.py"],
         "cwd": "/home/user/project",
-        "clock": {"mono_ns": t0_ns, "wall_ns": wall0_ns},
-        # the reader's spelling of the same anchors (native/addon/src/capture_decoder.cpp)
+        # the clock anchors, in their one spelling (FORMAT.md "Header JSON")
         "mono_anchor_ns": t0_ns,
         "wall_anchor_ns": wall0_ns,
         "backend": "cuda",

@@ -26,7 +26,6 @@ import pickle
 import signal
 import socket
 import socketserver
-import struct
 import subprocess
 import sys
 import threading
@@ -35,9 +34,7 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import gpumem_records as R  # noqa: E402
 
-STATE = struct.Struct("<QIIII")
-STATE_SEGMENT = struct.Struct("<QQQQQIHHII")
-STATE_BLOCK = struct.Struct("<QQQIB3x")
+STATE, STATE_SEGMENT, STATE_BLOCK = R.STATE, R.STATE_SEGMENT, R.STATE_BLOCK
 assert STATE_SEGMENT.size == 56 and STATE_BLOCK.size == 32
 MAX_SUN_PATH = 107
 
@@ -155,14 +152,14 @@ class Replay:
     def track_interned(self, rtype, payload):
         if rtype == R.REC_STRING:
             sid, n = R.STRING.unpack_from(payload)
-            self.strings[sid] = payload[8:8 + n].decode("utf-8", "replace")
+            self.strings[sid] = payload[R.STRING.size:R.STRING.size + n].decode("utf-8", "replace")
             self.next_string = max(self.next_string, sid + 1)
         elif rtype == R.REC_FRAME:
             fid, file_, func, line = R.FRAME.unpack_from(payload)
             self.frames[fid] = (file_, func, line)
         elif rtype == R.REC_STACK:
             sid, flags, n = R.STACK.unpack_from(payload)
-            self.stacks[sid] = list(struct.unpack_from(f"<{n}I", payload, 12))
+            self.stacks[sid] = list(R.F.frame_ids(payload, n))
 
     def reserve_again(self, st, device, addr, t):
         """An event touches a segment our empty_cache released: the allocator would have re-reserved it."""

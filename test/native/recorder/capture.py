@@ -1,21 +1,24 @@
 """A tiny reader of gpumem capture files for the recorder's tests (spec: native/format/FORMAT.md).
 
 Independent of the writer's code on purpose: it decodes from the documented layout, so a test that
-passes proves the bytes follow the spec, not merely that writer and reader agree.
+passes proves the bytes follow the spec, not merely that writer and reader agree. The layouts come from the
+format module generated from the spec's header (Note [Generated format module]), never re-declared here.
 """
 import json
-import struct
+import os
+import sys
 
-MAGIC = b"GPUMEM\r\n"
-REC = {1: "string", 2: "frame", 3: "stack", 10: "alloc", 11: "free_requested", 12: "free_completed",
-       13: "segment_alloc", 14: "segment_free", 15: "segment_map", 16: "segment_unmap", 20: "empty_cache",
-       21: "oom", 30: "state", 40: "device_sample", 41: "marker", 42: "notice", 43: "stats", 44: "device",
-       50: "lost", 60: "end"}
-BLOCK = struct.Struct("<QQQQQII")            # BlockEvent
-SEGMENT = struct.Struct("<QQQQQQII")         # SegmentEvent
-STATE = struct.Struct("<QIIII")              # StateRec
-STATE_SEG = struct.Struct("<QQQQQIHHII")     # StateSegment
-STATE_BLOCK = struct.Struct("<QQQIB3x")      # StateBlock
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "..", "native", "python"))
+from gpumem import _format as F  # noqa: E402
+
+MAGIC = F.kMagic
+# Record type -> the short name the tests use ("alloc", "segment_map", ...): the header's REC_* name, lowered.
+REC = {code: name[len("REC_"):].lower() for code, name in F.RecordType.items()}
+BLOCK = F.BlockEvent
+SEGMENT = F.SegmentEvent
+STATE = F.StateRec
+STATE_SEG = F.StateSegment
+STATE_BLOCK = F.StateBlock
 
 
 class Capture:
@@ -23,36 +26,37 @@ class Capture:
         with open(path, "rb") as f:
             data = f.read()
         assert data[:8] == MAGIC, "bad magic"
-        self.major, self.minor, jn = struct.unpack_from("<HHI", data, 8)
-        self.header = json.loads(data[16:16 + jn])
+        _, self.major, self.minor, jn = F.FileHeader.unpack_from(data)
+        self.header = json.loads(data[F.FileHeader.size:F.FileHeader.size + jn])
         self.strings, self.frames, self.stacks = {}, {}, {}
         self.records = []  # (type name, device, flags, payload, offset)
-        pos = 16 + jn
+        pos = F.FileHeader.size + jn
         self.truncated = False
         while pos < len(data):
-            if pos + 8 > len(data):
+            hn = F.RecordHeader.size
+            if pos + hn > len(data):
                 self.truncated = True
                 break
-            t, dev, flags, n = struct.unpack_from("<BBHI", data, pos)
-            if pos + 8 + n > len(data):
+            t, dev, flags, n = F.RecordHeader.unpack_from(data, pos)
+            if pos + hn + n > len(data):
                 self.truncated = True
                 break
-            p = data[pos + 8:pos + 8 + n]
+            p = data[pos + hn:pos + hn + n]
             name = REC.get(t, "unknown")
             if name == "string":
-                sid, ln = struct.unpack_from("<II", p)
-                self.strings[sid] = p[8:8 + ln].decode()
+                sid, ln = F.StringRec.unpack_from(p)
+                self.strings[sid] = p[F.StringRec.size:F.StringRec.size + ln].decode()
             elif name == "frame":
-                fid, f, fn, line = struct.unpack_from("<IIII", p)
+                fid, f, fn, line = F.FrameRec.unpack_from(p)
                 assert f in self.strings and fn in self.strings, "frame before its strings"
                 self.frames[fid] = (self.strings[f], self.strings[fn], line)
             elif name == "stack":
-                sid, sflags, nf = struct.unpack_from("<III", p)
-                ids = struct.unpack_from("<%dI" % nf, p, 12)
+                sid, sflags, nf = F.StackRec.unpack_from(p)
+                ids = F.frame_ids(p, nf)
                 assert all(i in self.frames for i in ids), "stack before its frames"
                 self.stacks[sid] = (sflags, [self.frames[i] for i in ids])
             self.records.append((name, dev, flags, p, pos))
-            pos += 8 + n
+            pos += hn + n
 
     def of(self, name):
         return [r for r in self.records if r[0] == name]

@@ -14,7 +14,6 @@ import json
 import os
 import pickle
 import socket
-import struct
 import sys
 import time
 
@@ -22,6 +21,7 @@ import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import capture as cap  # noqa: E402
+F = cap.F  # the generated format module (layouts from gpumem_format.h)
 
 SO, OUT = sys.argv[1], sys.argv[2]
 MODE = sys.argv[3] if len(sys.argv) > 3 else "check"  # "bench": timings only, the capture is not read
@@ -170,9 +170,9 @@ def line_of(tag):
 
 
 dev = c.of("device")
-results["device_records"] = [(d[1], c.strings[struct.unpack_from("<QQII", d[3])[2]],
-                              struct.unpack_from("<QQII", d[3])[1]) for d in dev]
-samples = [struct.unpack_from("<QQQQ", r[3]) for r in c.of("device_sample")]
+results["device_records"] = [(d[1], c.strings[F.DeviceRec.unpack_from(d[3])[2]],
+                              F.DeviceRec.unpack_from(d[3])[1]) for d in dev]
+samples = [F.DeviceSampleRec.unpack_from(r[3]) for r in c.of("device_sample")]
 results["samples"] = len(samples)
 results["last_sample_used_total_process"] = samples[-1][1:] if samples else None
 allocs = c.blocks("alloc")

@@ -116,7 +116,7 @@ class ControlTest(unittest.TestCase):
         self.assertLessEqual(r["reserved_after"], r["reserved_before"])
         time.sleep(0.2)  # flushes every 50 ms
         c = cap.Capture(os.path.join(self.folder, "c.gpumem"))
-        recs = [cap.struct.unpack_from("<QQQII", p[3]) for p in c.of("empty_cache")]
+        recs = [cap.F.EmptyCacheRec.unpack_from(p[3]) for p in c.of("empty_cache")]
         self.assertIn((r["reserved_before"], r["reserved_after"], 1), [(b, a, o) for _, b, a, o, _ in recs])
 
     def test_snapshot_default_and_explicit_paths(self):
@@ -144,7 +144,7 @@ class ControlTest(unittest.TestCase):
         self.assertEqual(self.client().ask({"cmd": "mark", "name": "from-socket"}), {"ok": True})
         time.sleep(0.2)
         c = cap.Capture(os.path.join(self.folder, "c.gpumem"))
-        names = [c.strings[cap.struct.unpack_from("<QII", p[3])[1]] for p in c.of("marker")]
+        names = [c.strings[cap.F.MarkerRec.unpack_from(p[3])[1]] for p in c.of("marker")]
         self.assertIn("from-socket", names)
 
     def test_bad_requests_get_errors_and_the_connection_survives(self):

@@ -138,7 +138,7 @@ class SnapshotPickleTest(unittest.TestCase):
     def test_annotations_and_snapshot_marker(self):
         ann = self.snap["external_annotations"]
         self.assertEqual([(a["stage"], a["name"], a["device"]) for a in ann], [("START", "phase", 0), ("END", "phase", 0)])
-        markers = [cap.struct.unpack_from("<QII", r[3]) for r in self.cap.of("marker")]
+        markers = [cap.F.MarkerRec.unpack_from(r[3]) for r in self.cap.of("marker")]
         self.assertEqual([(self.cap.strings[m[1]], m[2]) for m in markers],
                          [("phase", 1), ("phase", 2), (self.pickle_path, 3)])
 

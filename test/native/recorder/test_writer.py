@@ -6,7 +6,6 @@ import os
 import random
 import re
 import signal
-import struct
 import subprocess
 import sys
 import tempfile
@@ -17,6 +16,8 @@ import unittest
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import capture as cap  # noqa: E402
 import common  # noqa: E402
+
+F = cap.F  # the generated format module (layouts from gpumem_format.h)
 
 KIB = 1024
 EVENTS = ("alloc", "free_requested", "free_completed", "segment_alloc", "segment_free", "segment_map",
@@ -140,7 +141,7 @@ class WriterTest(unittest.TestCase):
         t0 = time.time_ns()
         common.run_scenario(self.src, "header", self.path)
         c = cap.Capture(self.path)
-        self.assertEqual((c.major, c.minor), (1, 3))
+        self.assertEqual((c.major, c.minor), (1, 4))
         h = c.header
         self.assertEqual(h["argv"], ["train.py", "--lr", "1"])  # the caller's header wins
         self.assertEqual(h["torch"], "2.11.0")
@@ -150,23 +151,24 @@ class WriterTest(unittest.TestCase):
         self.assertEqual(h["world_size"], int(os.environ.get("WORLD_SIZE", "1")))
         self.assertGreater(h["wall_anchor_ns"], t0)
         self.assertLess(h["wall_anchor_ns"], time.time_ns())
-        self.assertEqual((h["clock"]["mono_ns"], h["clock"]["wall_ns"]), (h["mono_anchor_ns"], h["wall_anchor_ns"]))
+        # One spelling of the clock anchors (issue 14): the first draft's grouped "clock" copy is gone.
+        self.assertEqual([k for k in h if "anchor" in k or k == "clock"], ["mono_anchor_ns", "wall_anchor_ns"])
         # Events are CLOCK_MONOTONIC: the device record's time maps to a wall time inside this run.
-        wall = h["wall_anchor_ns"] + (struct.unpack_from("<Q", c.of("device")[0][3])[0] - h["mono_anchor_ns"])
+        wall = h["wall_anchor_ns"] + (F.DeviceRec.prefix("t_ns").unpack_from(c.of("device")[0][3])[0] - h["mono_anchor_ns"])
         self.assertTrue(t0 < wall < time.time_ns())
         dev = c.of("device")
         self.assertEqual(len(dev), 1)
-        t, total, name, _ = struct.unpack_from("<QQII", dev[0][3])
+        t, total, name, _ = F.DeviceRec.unpack_from(dev[0][3])
         self.assertEqual((dev[0][1], total, c.strings[name]), (0, 256 << 20, "simulated device"))
-        notice = struct.unpack_from("<QII", c.of("notice")[0][3])
+        notice = F.NoticeRec.unpack_from(c.of("notice")[0][3])
         self.assertEqual((c.strings[notice[1]], notice[2]), ("cudnn.benchmark kept off", 1))
         # Explicit shutdown: an exit state, then END with the code.
         self.assertEqual(c.state(c.of("state")[-1][3])["reason"], 2)
         self.assertEqual(c.records[-1][0], "end")
-        self.assertEqual(struct.unpack_from("<Qi", c.records[-1][3])[1], 7)
+        self.assertEqual(F.EndRec.prefix("exit_code").unpack_from(c.records[-1][3])[1], 7)
         # Minor 2: a clean shutdown says reason 0 with no message (EndRec is 20 bytes).
         self.assertEqual(len(c.records[-1][3]), 20)
-        self.assertEqual(struct.unpack_from("<QiII", c.records[-1][3])[1:], (7, 0, 0))
+        self.assertEqual(F.EndRec.unpack_from(c.records[-1][3])[1:], (7, 0, 0))
 
     def test_threads_keep_allocator_order(self):
         common.run_scenario(self.src, "threads", self.path)
@@ -202,10 +204,10 @@ class WriterTest(unittest.TestCase):
         common.run_scenario(self.src, "bounded", self.path, 16 * KIB, 0)
         cf, cb = cap.Capture(full), cap.Capture(self.path)
         self.assertEqual(cf.of("lost"), [])
-        lost = sum(struct.unpack_from("<QQ", r[3])[1] for r in cb.of("lost"))
+        lost = sum(F.LostRec.unpack_from(r[3])[1] for r in cb.of("lost"))
         self.assertGreater(lost, 0)
         self.assertEqual(event_count(cb) + lost, event_count(cf))
-        names = [cb.strings[struct.unpack_from("<QII", r[3])[1]] for r in cb.of("marker")]
+        names = [cb.strings[F.MarkerRec.unpack_from(r[3])[1]] for r in cb.of("marker")]
         self.assertEqual(names, ["kept", "kept-too"])
         self.assertEqual(cb.records[-1][0], "end")
 
@@ -219,9 +221,9 @@ class WriterTest(unittest.TestCase):
     def test_fork_child_leaves_the_parents_capture_alone(self):
         common.run_scenario(self.src, "fork", self.path)
         c = cap.Capture(self.path)
-        names = [c.strings[struct.unpack_from("<QII", r[3])[1]] for r in c.of("marker")]
+        names = [c.strings[F.MarkerRec.unpack_from(r[3])[1]] for r in c.of("marker")]
         self.assertEqual(names, ["parent"])
-        self.assertEqual([struct.unpack_from("<Qi", r[3])[1] for r in c.of("end")], [0])
+        self.assertEqual([F.EndRec.prefix("exit_code").unpack_from(r[3])[1] for r in c.of("end")], [0])
 
     def test_sigkill_leaves_a_readable_prefix(self):
         r = subprocess.run([sys.executable, self.src, "--scenario", "killed", self.path], capture_output=True)
@@ -229,7 +231,7 @@ class WriterTest(unittest.TestCase):
         c = cap.Capture(self.path)
         self.assertFalse(c.truncated)
         self.assertEqual(c.of("end"), [])
-        names = [c.strings[struct.unpack_from("<QII", r[3])[1]] for r in c.of("marker")]
+        names = [c.strings[F.MarkerRec.unpack_from(r[3])[1]] for r in c.of("marker")]
         self.assertEqual(names, ["before-kill"])
         self.assertEqual(len(c.blocks("alloc")), len(c.blocks("free_completed")))
 
@@ -251,7 +253,7 @@ class WriterTest(unittest.TestCase):
         self.assertFalse(c.truncated)  # whole records only
         name, _, _, payload, off = c.records[-1]
         self.assertEqual(name, "end")
-        t, code, reason, message = struct.unpack_from("<QiII", payload)
+        t, code, reason, message = F.EndRec.unpack_from(payload)
         self.assertEqual((code, reason), (-1, 1))
         self.assertEqual(c.strings[message], lines[0][len("gpumem: "):])
         # The tail (message string + end) starts where the kept records end, which the message states.
@@ -260,7 +262,7 @@ class WriterTest(unittest.TestCase):
         self.assertEqual(size, off + 8 + len(payload))
         # What was kept is a consistent prefix of the run: it begins with the marker and every free
         # names a block allocated before it.
-        names = [c.strings[struct.unpack_from("<QII", rec[3])[1]] for rec in c.of("marker")]
+        names = [c.strings[F.MarkerRec.unpack_from(rec[3])[1]] for rec in c.of("marker")]
         self.assertEqual(names, ["before-limit"])
         live = set()
         for name, _, _, p, _ in c.records:

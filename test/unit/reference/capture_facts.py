@@ -9,11 +9,12 @@ Shares no code with the native reader or the TypeScript summary. Times are µs s
 """
 import json
 import os
-import struct
 import sys
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "native", "recorder"))
 import capture as cap  # noqa: E402
+
+F = cap.F  # the generated format module (layouts from gpumem_format.h)
 
 EVENTS = {"alloc", "free_requested", "free_completed", "segment_alloc", "segment_free", "segment_map",
           "segment_unmap", "oom"}
@@ -28,27 +29,27 @@ def main(path):
     devices, ooms, markers, lost, end = [], [], [], [], None
     last_t = None
     for name, dev, flags, p, off in c.records:
-        t = struct.unpack_from("<Q", p)[0] if name in TIMED else None
-        if name in EVENTS and not (name in ("segment_alloc", "segment_free") and flags & 8):
+        t = F.BlockEvent.prefix("t_ns").unpack_from(p)[0] if name in TIMED else None
+        if name in EVENTS and not (name in ("segment_alloc", "segment_free") and flags & F.kSegExpandable):
             first.setdefault(dev, t)
         if name == "device":
-            _, total, sid, pci = struct.unpack_from("<QQII", p)
+            _, total, sid, pci = F.DeviceRec.unpack_from(p)
             devices.append({"index": dev, "name": c.strings[sid], "totalBytes": total})
         elif name == "oom":
-            (_, req, free, total, reserved, allocated, largest, _, _, stack, _) = struct.unpack_from("<9QII", p)
+            (_, req, free, total, reserved, allocated, largest, _, _, stack, _) = F.OomRec.unpack_from(p)
             frames = c.stacks.get(stack, (0, []))[1]
             user = next((f for f in frames if "site-packages" not in f[0] and not f[0].startswith("<")), None)
             ooms.append({"device": dev, "time_us": us(t), "requested_bytes": req, "device_free_bytes": free,
                          "device_total_bytes": total, "reserved": reserved, "allocated": allocated,
                          "file": user[0] if user else "<no user frame>", "line": user[2] if user else 0})
         elif name == "marker":
-            _, sid, kind = struct.unpack_from("<QII", p)
+            _, sid, kind = F.MarkerRec.unpack_from(p)
             markers.append({"time_us": us(t), "label": c.strings[sid], "kind": kind})
         elif name == "lost":
-            lost.append({"count": struct.unpack_from("<QQ", p)[1], "before_us": us(last_t) if last_t else us(t)})
+            lost.append({"count": F.LostRec.unpack_from(p)[1], "before_us": us(last_t) if last_t else us(t)})
         elif name == "end":
-            _, code = struct.unpack_from("<Qi", p)
-            reason, msg = struct.unpack_from("<II", p, 12) if len(p) >= 20 else (0, 0)
+            # Minor <= 1 wrote the 16-byte EndRec (reason always 0, no message).
+            _, code, reason, msg = F.EndRec.unpack_from(p) if len(p) >= F.EndRec.size else F.EndRec.prefix("exit_code").unpack_from(p) + (0, 0)
             end = {"time_us": us(t), "exit_code": code, "reason": reason, "message": c.strings.get(msg, "")}
         if t is not None:
             last_t = t if last_t is None else max(last_t, t)

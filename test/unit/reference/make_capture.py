@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Writes a GPU Memory Lens capture with struct.pack, following native/format/gpumem_format.h, together
+"""Writes a GPU Memory Lens capture with the layouts generated from native/format/gpumem_format.h, together
 with the PyTorch-snapshot dict that describes the same run. The reader's tests decode the capture
 natively and compare it with snapshot_summary.py's figures for the twin pickle: two independent paths
 from one simulated workload.
@@ -11,20 +11,19 @@ blocks); what matters is that both files describe the same events exactly.
 """
 import argparse
 import json
+import os
 import pickle
 import random
-import struct
+import sys
 
-MAGIC = b"GPUMEM\r\n"
-REC = {"STRING": 1, "FRAME": 2, "STACK": 3, "ALLOC": 10, "FREE_REQUESTED": 11, "FREE_COMPLETED": 12,
-       "SEGMENT_ALLOC": 13, "SEGMENT_FREE": 14, "MARKER": 41, "STATE": 30, "DEVICE_SAMPLE": 40, "DEVICE": 44,
-       "END": 60}
-POOL_SMALL, POOL_LARGE = 1, 2
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "..", "native", "python"))
+from gpumem import _format as F  # noqa: E402  (generated from gpumem_format.h)
+
+POOL_SMALL, POOL_LARGE = F.kPoolSmall, F.kPoolLarge
 MONO_ANCHOR, WALL_ANCHOR = 5_000_000_000, 1_795_000_000_000_000_000
 
-BLOCK = struct.Struct("<QQQQQII")        # BlockEvent
-SEGMENT = struct.Struct("<QQQQQQII")     # SegmentEvent
-HDR = struct.Struct("<BBHI")             # RecordHeader
+BLOCK = F.BlockEvent
+SEGMENT = F.SegmentEvent
 
 STACKS = [
     # (frames innermost first: (file, function, line)), backward flag
@@ -43,7 +42,7 @@ class Writer:
         self.out = bytearray()
 
     def rec(self, kind, payload, device=0, flags=0):
-        self.out += HDR.pack(REC[kind], device, flags, len(payload)) + payload
+        self.out += F.record(getattr(F, "REC_" + kind), payload, device, flags)
 
 
 def first_fit(live, base, size_of_segment, size):
@@ -74,7 +73,7 @@ def build(events, seed, with_state, bootstrap_dir=None):
         header["bootstrap_dir"] = bootstrap_dir
         stacks[3] = [BOOTSTRAP_FRAME] + stacks[3]
     hj = json.dumps(header).encode()
-    w.out += MAGIC + struct.pack("<HHI", 1, 1, len(hj)) + hj
+    w.out += F.FileHeader.pack(F.kMagic, 1, 1, len(hj)) + hj  # minor 1: the 16-byte EndRec below
 
     strings, frame_ids = {}, {}
 
@@ -82,7 +81,7 @@ def build(events, seed, with_state, bootstrap_dir=None):
         if s not in strings:
             strings[s] = len(strings) + 1
             b = s.encode()
-            w.rec("STRING", struct.pack("<II", strings[s], len(b)) + b)
+            w.rec("STRING", F.pack_string(strings[s], b))
         return strings[s]
 
     for k, ((_, backward), frames) in enumerate(zip(STACKS, stacks), start=1):
@@ -90,9 +89,9 @@ def build(events, seed, with_state, bootstrap_dir=None):
         for f in frames:
             if f not in frame_ids:
                 frame_ids[f] = len(frame_ids) + 1
-                w.rec("FRAME", struct.pack("<IIII", frame_ids[f], sid(f[0]), sid(f[1]), f[2]))
+                w.rec("FRAME", F.FrameRec.pack(frame_ids[f], sid(f[0]), sid(f[1]), f[2]))
             ids.append(frame_ids[f])
-        w.rec("STACK", struct.pack("<III", k, backward, len(ids)) + struct.pack("<%dI" % len(ids), *ids))
+        w.rec("STACK", F.pack_stack(k, backward, ids))
 
     def py_frames(stack_id):
         if stack_id == 0:
@@ -100,7 +99,7 @@ def build(events, seed, with_state, bootstrap_dir=None):
         return [{"name": fn, "filename": fi, "line": ln} for (fi, fn, ln) in stacks[stack_id - 1]]
 
     # Devices are announced by REC_DEVICE (they are not in the header: Note [Devices] in gpumem_format.h).
-    w.rec("DEVICE", struct.pack("<QQII", MONO_ANCHOR + 500_000, 80 << 30, sid("Simulated GPU"), 0))
+    w.rec("DEVICE", F.DeviceRec.pack(MONO_ANCHOR + 500_000, 80 << 30, sid("Simulated GPU"), 0))
     trace = []
     t = MONO_ANCHOR + 1_000_000
     # Segments: one small (2 MiB) and one large (1 GiB) at an address above 2**63 (u64 exactness).
@@ -137,8 +136,8 @@ def build(events, seed, with_state, bootstrap_dir=None):
                       "compile_context": "N/A", "user_metadata": "", "frames": py_frames(stack)})
         n += 1
         if n == events // 2:
-            w.rec("MARKER", struct.pack("<QII", t, sid("halfway"), 0))
-            w.rec("DEVICE_SAMPLE", struct.pack("<QQQQ", t, 3 << 30, 80 << 30, 1 << 30))
+            w.rec("MARKER", F.MarkerRec.pack(t, sid("halfway"), F.MARK_INSTANT))
+            w.rec("DEVICE_SAMPLE", F.DeviceSampleRec.pack(t, 3 << 30, 80 << 30, 1 << 30))
 
     # Final state (also the twin's segments): live blocks plus the gaps between them as inactive blocks.
     py_segments = []
@@ -158,15 +157,15 @@ def build(events, seed, with_state, bootstrap_dir=None):
                             "requested_size": sum(b["requested_size"] for b in blocks if b["state"] != "inactive"),
                             "stream": 0, "segment_type": name, "segment_pool_id": (0, 0), "is_expandable": False,
                             "frames": py_frames(1), "blocks": blocks})
-        state += struct.pack("<QQQQQIHHII", addr, size, 0, 0, 0, 1, pool, 0, len(blocks), 0)
+        state += F.StateSegment.pack(addr, size, 0, 0, 0, 1, pool, 0, len(blocks), 0)
         for b in blocks:
-            st = 1 if b["state"] == "active_allocated" else 0
+            st = F.BLOCK_ACTIVE_ALLOCATED if b["state"] == "active_allocated" else F.BLOCK_INACTIVE
             stack_id = next((k for k, (fr, _) in enumerate(STACKS, 1) if py_frames(k) == b["frames"]), 0) if b["frames"] else 0
-            state += struct.pack("<QQQIB3x", b["address"], b["size"], b["requested_size"], stack_id, st)
+            state += F.StateBlock.pack(b["address"], b["size"], b["requested_size"], stack_id, st)
     t += 1000
     if with_state:
-        w.rec("STATE", struct.pack("<QIIII", t, 1, 2, len(segs), 0) + bytes(state))
-    w.rec("END", struct.pack("<Qii", t, 0, 0))
+        w.rec("STATE", F.StateRec.pack(t, 1, 2, len(segs), 0) + bytes(state))
+    w.rec("END", F.EndRec.prefix("reason").pack(t, 0, F.END_CLEAN))  # the 16-byte EndRec of minor <= 1
     twin = {"segments": py_segments, "device_traces": [trace], "allocator_settings": {}, "external_annotations": []}
     return bytes(w.out), twin
 
