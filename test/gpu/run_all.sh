@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Every GPU check in one device call (device time is scarce). Build here first, then carry dist/native:
 #   make -C native/allocator && <device run, carry dist/native> bash test/gpu/run_all.sh [stage…]
-# Stages: env allocator workload sanitizer stacks micro steps frag probes varlen leaks pytorch-tests summaries categories what-if (default: env allocator stacks workload sanitizer).
+# Stages: env allocator workload sanitizer stacks micro steps frag probes varlen leaks pytorch-tests summaries categories what-if advice (default: env allocator stacks workload sanitizer).
 # Each of micro, steps and frag is one part of test/gpu/bench_allocator.py; "bench" runs all three.
 # Results land under $OUT (logs + JSON), one file per stage, so they come back with the call.
 set -u
@@ -73,6 +73,9 @@ for s in "${stages[@]}"; do
     # Issue 13: what the summary says empty_cache() would release and the largest request without growth,
     # against the allocator then doing it (control socket empty_cache; an allocation of that size).
     what-if) run_stage what-if 240 python3 test/gpu/what_if_check.py --out "$OUT/what-if" ;;
+    # Issue 18: gpumem advise's checkpoint, batch-size and allocator-policy advice applied natively; measured
+    # peaks against the predictions (10 %). Needs dist/cli.js and Node (GPUMEM_NODE). Ends with PASS advice.
+    advice) run_stage advice 420 python3 test/gpu/advice_check.py --out "$OUT/advice" ;;
     *) echo "unknown stage $s" >&2 ;;
   esac
 done
