@@ -3,7 +3,8 @@
 // Note [Batch prediction]: two runs of the same script at batch sizes b1 ≠ b2 give the line
 //   peak(b) = fixed + b · per_sample
 // through their peak allocated (and, separately, through their peak reserved). The largest batch that fits
-// is the largest b whose predicted peak reserved stays within the usable capacity:
+// is the largest b whose predicted peak reserved stays within the usable capacity; peak reserved is the larger
+// of its own line and the allocated line times the larger reserved/allocated ratio of the two runs:
 //   usable = capacity − what the device holds outside the allocator (CUDA context, cuBLAS/cuDNN workspaces:
 //            NVML's device used − reserved at the peak, when the capture has samples; else 0 when --capacity
 //            was given, else an assumed 1 GiB) − a margin of MARGIN of the capacity (fragmentation grows with
@@ -44,6 +45,8 @@ export interface BatchFit {
   maxBatch: number | null;
   predictedPeakAllocatedBytes: number | null;
   predictedPeakReservedBytes: number | null;
+  /** the larger peak reserved / peak allocated of the two runs: reserved is predicted at least allocated × it */
+  reservedRatio: number;
 }
 
 const BATCH_FLAG = /^--?(?:batch(?:[-_]?size)?|bs|b)(?:=(\d+))?$/i;
@@ -91,8 +94,15 @@ export function fitBatch(a: BatchRun, b: BatchRun, capacityBytes?: number): Batc
       ? [0, '--capacity is taken as what the allocator may use']
       : [ASSUMED_OUTSIDE_BYTES, 'assumed (the capture has no NVML samples)'];
   const usable = total - outside - MARGIN * total;
+  // reserved is never below allocated times the worse of the two runs' reserved/allocated ratios (a line
+  // through two reserved peaks can run below the allocated one when the cache absorbed the smaller run)
+  const ratio = Math.max(lo.peakReservedBytes / lo.peakAllocatedBytes, hi.peakReservedBytes / hi.peakAllocatedBytes, 1);
+  const reservedAt = (n: number) => Math.max(fixedR + n * perR, ratio * (fixedA + n * perA));
   let maxBatch: number | null = null;
-  if (perR > 0 && perA > 0) maxBatch = Math.max(0, Math.floor((usable - fixedR) / perR));
+  if (perA > 0) {
+    maxBatch = Math.max(0, Math.floor((usable / ratio - fixedA) / perA));
+    if (perR > 0) maxBatch = Math.min(maxBatch, Math.max(0, Math.floor((usable - fixedR) / perR)));
+  }
   return {
     runs: [lo, hi],
     perSampleAllocatedBytes: perA,
@@ -106,7 +116,8 @@ export function fitBatch(a: BatchRun, b: BatchRun, capacityBytes?: number): Batc
     usableBytes: usable,
     maxBatch,
     predictedPeakAllocatedBytes: maxBatch === null ? null : Math.round(fixedA + maxBatch * perA),
-    predictedPeakReservedBytes: maxBatch === null ? null : Math.round(fixedR + maxBatch * perR),
+    predictedPeakReservedBytes: maxBatch === null ? null : Math.round(reservedAt(maxBatch)),
+    reservedRatio: ratio,
   };
 }
 
