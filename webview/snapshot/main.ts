@@ -9,6 +9,7 @@ import { clear, h } from './dom';
 import { attachDrop } from './drop';
 import { SegmentsPanel } from './segmentsTab';
 import { ReplayPanel } from './replayTab';
+import { AdvicePanel } from './adviceTab';
 import { renderSites } from './sitesTab';
 import { onStack } from './stacks';
 import { integrityBanner, renderSummary } from './summaryTab';
@@ -21,6 +22,7 @@ const TABS: [SnapshotTab, string][] = [
   ['sites', 'Top sites'],
   ['compare', 'Compare'],
   ['replay', 'Allocator what-if'],
+  ['advice', 'What to do'],
 ];
 
 class App {
@@ -35,6 +37,7 @@ class App {
   private segments: SegmentsPanel | undefined;
   private compare: ComparePanel | undefined;
   private replay: ReplayPanel | undefined;
+  private advice: AdvicePanel | undefined;
   private segmentsRequest = 0;
   private sitesRows: SiteRow[] = [];
   private sitesRendered = false;
@@ -128,8 +131,14 @@ class App {
       case 'replay':
         this.replay?.onData(msg.view);
         return;
+      case 'advice':
+        this.advice?.onData(msg.view);
+        return;
+      case 'showTab':
+        this.showTab(msg.tab);
+        return;
       case 'requestFailed':
-        if (!this.compare?.failed(msg.requestId, msg.message) && !this.replay?.failed(msg.requestId, msg.message)) this.notice(msg.message);
+        if (!this.compare?.failed(msg.requestId, msg.message) && !this.replay?.failed(msg.requestId, msg.message) && !this.advice?.failed(msg.requestId, msg.message)) this.notice(msg.message);
         return;
       case 'notice':
         this.notice(msg.message);
@@ -193,6 +202,7 @@ class App {
     send({ type: 'selectDevice', device: this.device() });
     this.timeline?.refresh(previousEnd);
     this.replay?.reset();
+    this.advice?.reset();
     if (getState().momentUs === undefined) {
       this.segmentsShownFor = undefined;
       if (getState().tab === 'segments') this.requestSegments();
@@ -244,6 +254,7 @@ class App {
       momentUs: () => getState().momentUs,
     });
     this.replay = new ReplayPanel(this.views.get('replay') as HTMLElement, { device: () => this.device(), range });
+    this.advice = new AdvicePanel(this.views.get('advice') as HTMLElement, { device: () => this.device() }, (file, line) => send({ type: 'goToSource', file, line }));
     this.segmentsShownFor = undefined;
     this.sitesRendered = false;
     // Panel views are display:none until the toolkit upgrades them; draw the restored tab once laid out.
@@ -258,6 +269,7 @@ class App {
   }
 
   private onTabShown(tab: SnapshotTab): void {
+    if (tab === 'advice') this.advice?.shown();
     if (tab === 'sites') this.renderSitesOnce();
     if (tab === 'timeline') this.timeline?.show();
     if (tab === 'segments') {
@@ -287,6 +299,14 @@ class App {
     this.segmentsShownFor = key;
     this.segmentsRequest = newRequestId();
     send({ type: 'requestSegments', requestId: this.segmentsRequest, device: this.device(), timeUs: getState().momentUs ?? END_OF_TRACE });
+  }
+
+  /** The host asked for a tab (the OOM notification's "Open Advice"). */
+  private showTab(tab: SnapshotTab): void {
+    if (!TABS.some(([t]) => t === tab)) return;
+    updateState({ tab });
+    this.body.querySelector('vscode-panels')?.setAttribute('activeid', `tab-${tab}`);
+    this.onTabShown(tab);
   }
 
   private gotoPeak(): void {

@@ -12,11 +12,12 @@
 
 import type { BlockState, LineStat, SourceFormat, TimelineOwners } from '../model/types';
 import type { Policy } from '../model/whatIf';
+import type { Advice } from '../advice';
 
 export const END_OF_TRACE = -1;
 
 /** Which tab the panel shows; restored from webview state. */
-export type SnapshotTab = 'summary' | 'timeline' | 'segments' | 'sites' | 'compare' | 'replay';
+export type SnapshotTab = 'summary' | 'timeline' | 'segments' | 'sites' | 'compare' | 'replay' | 'advice';
 
 export interface MarkerView {
   timeUs: number;
@@ -244,6 +245,13 @@ export interface ReplayView {
   rows: ReplayRowView[];
 }
 
+/** `gpumem advise` for one device, for the panel's "What to do" tab (issue 18); numbers are finite */
+export interface AdviceView {
+  requestId: number;
+  device: number;
+  advice: Advice;
+}
+
 export type SnapshotHostMessage =
   | { type: 'loading'; fileName: string }
   | { type: 'loadFailed'; fileName: string; message: string }
@@ -257,6 +265,9 @@ export type SnapshotHostMessage =
   | { type: 'stack'; view: StackView }
   | { type: 'diff'; view: DiffView }
   | { type: 'replay'; view: ReplayView }
+  | { type: 'advice'; view: AdviceView }
+  /** show this tab (the OOM notification's "Open Advice" opens the panel on "What to do") */
+  | { type: 'showTab'; tab: SnapshotTab }
   | { type: 'requestFailed'; requestId: number; message: string }
   /** a short status line, e.g. "Saved memory.png" */
   | { type: 'notice'; message: string };
@@ -270,6 +281,8 @@ export type SnapshotWebviewMessage =
   | { type: 'requestStack'; requestId: number; stackId: number }
   /** replay the device's allocation stream under every allocator policy (on demand: it can take seconds) */
   | { type: 'requestReplay'; requestId: number; device: number }
+  /** the advice of the device (on demand: it replays the trace under every policy) */
+  | { type: 'requestAdvice'; requestId: number; device: number }
   | { type: 'goToSource'; file: string; line: number }
   /** two moments of this file (END_OF_TRACE allowed) */
   | { type: 'compareMoments'; requestId: number; device: number; aUs: number; bUs: number }
@@ -309,6 +322,8 @@ export function parseSnapshotWebviewMessage(raw: unknown): SnapshotWebviewMessag
       return int(m.requestId) && int(m.stackId) ? { type: 'requestStack', requestId: m.requestId, stackId: m.stackId } : undefined;
     case 'requestReplay':
       return int(m.requestId) && int(m.device) && m.device >= 0 ? { type: 'requestReplay', requestId: m.requestId, device: m.device } : undefined;
+    case 'requestAdvice':
+      return int(m.requestId) && int(m.device) && m.device >= 0 ? { type: 'requestAdvice', requestId: m.requestId, device: m.device } : undefined;
     case 'goToSource':
       return str(m.file) && int(m.line) ? { type: 'goToSource', file: m.file, line: m.line } : undefined;
     case 'compareMoments':

@@ -17,6 +17,7 @@ import { END_OF_TRACE } from '../protocol/snapshot';
 import { POLICIES, POLICY_LABELS } from '../model/whatIf';
 import type { Policy } from '../model/whatIf';
 import { replayPolicies } from '../replay';
+import { advise } from '../advice';
 import { breakdownFromSegments } from './breakdown';
 import { isUserFile } from './frames';
 import { buildMarkers, buildSummary } from './summaryView';
@@ -268,6 +269,8 @@ export class SnapshotSession {
           return [{ type: 'stack', view: this.stack(msg.requestId, msg.stackId) }];
         case 'requestReplay':
           return [{ type: 'replay', view: this.replay(msg.requestId, msg.device) }];
+        case 'requestAdvice':
+          return [{ type: 'advice', view: { requestId: msg.requestId, device: msg.device, advice: advise(this.model, msg.device, { file: this.options.fileName }) } }];
         case 'compareMoments':
           return [{ type: 'diff', view: this.diff(msg.requestId, msg.device, msg.aUs, msg.bUs, [this.momentLabel(msg.aUs), this.momentLabel(msg.bUs)]) }];
         default:
