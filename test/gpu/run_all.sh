@@ -75,7 +75,7 @@ for s in "${stages[@]}"; do
     what-if) run_stage what-if 240 python3 test/gpu/what_if_check.py --out "$OUT/what-if" ;;
     # Issue 18: gpumem advise's checkpoint, batch-size and allocator-policy advice applied natively; measured
     # peaks against the predictions (10 %). Needs dist/cli.js and Node (GPUMEM_NODE). Ends with PASS advice.
-    advice) run_stage advice 420 python3 test/gpu/advice_check.py --out "$OUT/advice" ;;
+    advice) run_stage advice 560 python3 test/gpu/advice_check.py --out "$OUT/advice" ;;
     *) echo "unknown stage $s" >&2 ;;
   esac
 done
