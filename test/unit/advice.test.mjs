@@ -193,3 +193,19 @@ test('gpumem advise A B: text names the batch; --batches needs OTHER; a missing 
   const text = adviceText('b1.gpumem', withAdvice(one.cap, {}, (a) => a));
   assert.match(text, /Find the largest batch that fits/);
 });
+
+test('an OOM the replay does not reproduce gets no policy advice against it, and the reason is stated', () => {
+  // mlp-oom.pickle: PyTorch refused a 110.8 GiB request; the failed request is not in the trace, so every
+  // policy's replay fits, and no policy can be said to avoid the OOM.
+  const m = openModel(path.join(root, 'test/fixtures/pytorch-snapshots/mlp-oom.pickle'));
+  try {
+    const device = m.devices()[0];
+    assert.ok(m.ooms().some((o) => o.device === device));
+    assert.equal(m.replay(device, m.whatIf(device, Infinity).policy).oom, null);
+    const a = advise(m, device);
+    assert.ok(!kinds(a).includes('avoid-oom'));
+    assert.ok(a.notOffered.some((n) => /ran out of memory, but the replay of .* does not \(the failed request is not in the trace\)/.test(n)), a.notOffered.join(' | '));
+  } finally {
+    m.close();
+  }
+});

@@ -117,8 +117,12 @@ export function advise(model: Model, device: number, capacityOrOptions?: number 
   const fidelityNote = `the replay of the policy that ran (${POLICY_LABELS[own.policy]}) peaks at ${formatBytes(mine.peakReservedBytes)}; the run recorded ${formatBytes(recorded)} (${(fidelity * 100).toFixed(1)} % apart)`;
   const items: AdviceItem[] = [];
 
+  // Note [Advice honesty]: another policy "avoids" an OOM only when the replay of the policy that ran runs out
+  // too. A recorded OOM's failed request never happened, so it is not in the trace; when the replay of the
+  // run's own policy fits, the replay says nothing about the OOM and no policy is offered against it.
   const ranOom = model.ooms().some((o) => o.device === device);
-  if (ranOom || mine.oom) {
+  const oomNotReplayed = ranOom && !mine.oom;
+  if (mine.oom) {
     const fits = set.results.filter((r) => r.policy !== own.policy && !r.oom).sort((a, b) => a.peakReservedBytes - b.peakReservedBytes);
     if (fits.length && set.capacity.bytes !== undefined) {
       const best = fits[0];
@@ -177,7 +181,10 @@ export function advise(model: Model, device: number, capacityOrOptions?: number 
     });
   }
 
-  const notOffered = better.length ? [] : [`no other allocator policy lowers the peak by at least ${(MIN_GAIN_SHARE * 100).toFixed(0)} % and ${formatBytes(MIN_GAIN_BYTES)} on this trace`];
+  const notOffered = oomNotReplayed
+    ? [`the run ran out of memory, but the replay of ${POLICY_LABELS[own.policy]}${set.capacity.bytes !== undefined ? ` at ${formatBytes(set.capacity.bytes)}` : ''} does not (the failed request is not in the trace), so no policy is said to avoid it`]
+    : [];
+  if (!better.length) notOffered.push(`no other allocator policy lowers the peak by at least ${(MIN_GAIN_SHARE * 100).toFixed(0)} % and ${formatBytes(MIN_GAIN_BYTES)} on this trace`);
   const training = trainingAdvice(model, device, opts, notOffered);
   return {
     device,
