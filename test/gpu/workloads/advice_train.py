@@ -28,7 +28,8 @@ args = ap.parse_args()
 torch.manual_seed(0)
 if args.capacity:
     torch.cuda.set_per_process_memory_fraction(args.capacity / torch.cuda.get_device_properties(0).total_memory)
-model = GPT2LMHeadModel(GPT2Config(n_positions=1024)).cuda()
+# no KV cache in training: a cache updated inside a checkpointed forward would be updated again by its recompute
+model = GPT2LMHeadModel(GPT2Config(n_positions=1024, use_cache=False)).cuda()
 wrapped = 0
 if args.checkpoint:
     for m in model.modules():
@@ -45,7 +46,7 @@ try:
         ids = torch.randint(0, 50257, (args.batch, args.seq), device="cuda")
         opt.zero_grad(set_to_none=not args.keep_grads)
         with torch.autocast("cuda", dtype=torch.bfloat16):
-            loss = model(input_ids=ids, labels=ids).loss
+            loss = model(input_ids=ids, labels=ids, use_cache=False).loss
         loss.backward()
         opt.step()
     torch.cuda.synchronize()
