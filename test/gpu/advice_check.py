@@ -8,8 +8,9 @@ prediction (target: within 10 %).
    batch 8 and batch 16; `gpumem advise A.gpumem B.gpumem --capacity 24GiB --json`.
    (a) the checkpoint item's module: the script run natively at batch 8 with --checkpoint MODULE; measured
        torch.cuda.max_memory_allocated() against predicted peak allocated;
-   (b) the batch-size item's batch: run natively at that batch with the device capped at the capacity
-       (set_per_process_memory_fraction); it must not run out of memory, and its peak allocated is compared.
+   (b) the batch-size item's batch: run natively (expandable_segments:True, like the lens runs measured) at
+       that batch with the device capped at the capacity (set_per_process_memory_fraction); it must not run out
+       of memory, and its peak allocated is compared.
 2. Allocator policy: test/gpu/workloads/gpt2_varlen.py under `gpumem run --segments fixed` (PyTorch's policy);
    `gpumem advise --json`; (c) the policy it recommends, run natively with the item's environment
    (PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True): measured max_memory_reserved() against predicted peak
@@ -119,7 +120,9 @@ def main():
     bs = item(adv, "batch-size")
     if bs:
         b = bs["apply"]["batch"]
-        r = result_of(sh([sys.executable, TRAIN, "--batch", str(b), *seq, "--capacity", str(cap)]))
+        # expandable segments: the measured runs ran under the lens allocator (expandable segments), and the
+        # advice assumes the same allocator settings
+        r = result_of(sh([sys.executable, TRAIN, "--batch", str(b), *seq, "--capacity", str(cap)], {"PYTORCH_CUDA_ALLOC_CONF": "expandable_segments:True"}))
         compare("batch %d fits %d GiB" % (b, a.capacity_gib), bs["predicted"]["peakAllocatedBytes"], r["peak_allocated"],
                 {"oom": r["oom"], "peak_reserved": r["peak_reserved"], "predicted_reserved": bs["predicted"]["peakReservedBytes"]})
     else:
