@@ -82,12 +82,17 @@ Options:
   --device N           which CUDA device's stream to replay (default: the first with events)
   --json               machine-readable output`,
 
-  advise: `Usage: gpumem advise FILE [--capacity SIZE] [--device N] [--json]
+  advise: `Usage: gpumem advise FILE [OTHER] [--batches B1,B2] [--capacity SIZE] [--device N] [--json]
 
 Advice from the run's own numbers, only where the data shows it: the allocator policy with the lowest
-replayed peak (and the one that avoids an out-of-memory error), and where empty_cache() would hand idle
-reserved memory back. Each item has its evidence, the predicted peak reserved, a confidence and what it
-assumes. --capacity and --device as for \`gpumem replay\`.`,
+replayed peak (and the one that avoids an out-of-memory error), where empty_cache() would hand idle
+reserved memory back, which module class to checkpoint, zero_grad(set_to_none=True) when gradients stay
+allocated into the next forward, and the leak findings. Each item has its evidence, its predicted peak,
+a confidence and what it assumes. --capacity and --device as for \`gpumem replay\`.
+
+Batch size: give OTHER, a capture of the same script at another batch size, and the largest batch that
+fits the device (or --capacity) is predicted from the line through both peaks. The batches come from
+--batches B1,B2 (FILE's, then OTHER's) or from each run's command line (--batch N, --batch-size N, --bs N).`,
 
   export: `Usage: gpumem export FILE --pickle OUT
 

@@ -258,3 +258,30 @@ test('an OOM in a second run: the notification names the line, the request and t
     await vsc.screenshot('live-8-second-session');
   });
 });
+
+test('the OOM notification\'s Open Advice opens the capture on "What to do", with what gpumem advise says', async (t) => {
+  await step('oom-advice', async () => {
+    // A third run of the OOM workload (the settings still name it); this time the user asks for advice.
+    await vsc.openFile(STANDIN_SAMPLE);
+    await vsc.runCommand('GPU Memory: Run Python File with Memory Tracking');
+    await vsc.waitForNotification('CUDA out of memory', { timeout: 30_000 });
+    const toast = vsc.page.locator('.notifications-toasts .notification-list-item', { hasText: 'CUDA out of memory' }).first();
+    await toast.locator('.monaco-button', { hasText: 'Open Advice' }).click();
+    const dirs = fs.readdirSync(path.join(vsc.workspaceDir, '.gpumem'), { withFileTypes: true }).filter((d) => d.isDirectory()).map((d) => d.name).sort();
+    assert.equal(dirs.length, 3);
+    const sessionDir = path.join(vsc.workspaceDir, '.gpumem', dirs[2]);
+    const capture = fs.readdirSync(sessionDir).find((f) => f.endsWith('.gpumem'));
+    assert.ok(capture, `a capture in ${sessionDir}`);
+    // What the command line says about the same file (dist/cli.js: the same core, another way in)
+    const cli = JSON.parse(execFileSync(process.execPath, [path.join(ROOT, 'dist/cli.js'), 'advise', path.join(sessionDir, capture), '--json'], { encoding: 'utf8' }));
+    t.diagnostic(`advice: ${cli.items.map((i) => i.kind).join(', ') || 'none'}`);
+    const frame = await vsc.webviewFrame(capture);
+    // the panel opened on "What to do" and computed it without a click
+    await frame.locator('[data-testid=tab-advice][aria-selected=true]').waitFor({ timeout: 30_000 });
+    await frame.locator('[data-testid=advice-item-0], [data-testid=advice-none]').first().waitFor({ timeout: 60_000 });
+    const titles = (await frame.locator('.advice-item h3').allTextContents()).map((s) => s.trim());
+    assert.deepEqual(titles, cli.items.map((i, k) => `${k + 1}. ${i.title}`));
+    assert.deepEqual((await frame.locator('[data-testid=advice-not-offered] li').allTextContents()).map((s) => s.trim()), cli.notOffered);
+    await vsc.screenshot('live-9-oom-advice');
+  });
+});

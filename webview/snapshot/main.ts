@@ -11,6 +11,7 @@ import { clear, h } from './dom';
 import { attachDrop } from './drop';
 import { SegmentsPanel } from './segmentsTab';
 import { ReplayPanel } from './replayTab';
+import { AdvicePanel } from './adviceTab';
 import { renderSites } from './sitesTab';
 import { onStack } from './stacks';
 import { integrityBanner, renderSummary } from './summaryTab';
@@ -24,6 +25,7 @@ const TABS: [SnapshotTab, string][] = [
   ['compare', 'Compare'],
   ['replay', 'Allocator what-if'],
   ['categories', 'Categories'],
+  ['advice', 'What to do'],
 ];
 
 class App {
@@ -39,6 +41,7 @@ class App {
   private compare: ComparePanel | undefined;
   private replay: ReplayPanel | undefined;
   private categories: CategoriesPanel | undefined;
+  private advice: AdvicePanel | undefined;
   private segmentsRequest = 0;
   private sitesRows: SiteRow[] = [];
   private sitesRendered = false;
@@ -135,8 +138,14 @@ class App {
       case 'categories':
         this.categories?.onData(msg.view);
         return;
+      case 'advice':
+        this.advice?.onData(msg.view);
+        return;
+      case 'showTab':
+        this.showTab(msg.tab);
+        return;
       case 'requestFailed':
-        if (!this.compare?.failed(msg.requestId, msg.message) && !this.replay?.failed(msg.requestId, msg.message) && !this.categories?.failed(msg.requestId, msg.message)) this.notice(msg.message);
+        if (!this.compare?.failed(msg.requestId, msg.message) && !this.replay?.failed(msg.requestId, msg.message) && !this.categories?.failed(msg.requestId, msg.message) && !this.advice?.failed(msg.requestId, msg.message)) this.notice(msg.message);
         return;
       case 'notice':
         this.notice(msg.message);
@@ -202,6 +211,7 @@ class App {
     this.replay?.reset();
     this.categories?.reset();
     if (getState().tab === 'categories') this.categories?.show();
+    this.advice?.reset();
     if (getState().momentUs === undefined) {
       this.segmentsShownFor = undefined;
       if (getState().tab === 'segments') this.requestSegments();
@@ -260,6 +270,7 @@ class App {
       onMoment: (t) => this.setMoment(t),
       openLine: (file, line) => send({ type: 'goToSource', file, line }),
     });
+    this.advice = new AdvicePanel(this.views.get('advice') as HTMLElement, { device: () => this.device() }, (file, line) => send({ type: 'goToSource', file, line }));
     this.segmentsShownFor = undefined;
     this.sitesRendered = false;
     // Panel views are display:none until the toolkit upgrades them; draw the restored tab once laid out.
@@ -274,6 +285,7 @@ class App {
   }
 
   private onTabShown(tab: SnapshotTab): void {
+    if (tab === 'advice') this.advice?.shown();
     if (tab === 'sites') this.renderSitesOnce();
     if (tab === 'timeline') this.timeline?.show();
     if (tab === 'categories') this.categories?.show();
@@ -305,6 +317,14 @@ class App {
     this.segmentsShownFor = key;
     this.segmentsRequest = newRequestId();
     send({ type: 'requestSegments', requestId: this.segmentsRequest, device: this.device(), timeUs: getState().momentUs ?? END_OF_TRACE });
+  }
+
+  /** The host asked for a tab (the OOM notification's "Open Advice"). */
+  private showTab(tab: SnapshotTab): void {
+    if (!TABS.some(([t]) => t === tab)) return;
+    updateState({ tab });
+    this.body.querySelector('vscode-panels')?.setAttribute('activeid', `tab-${tab}`);
+    this.onTabShown(tab);
   }
 
   private gotoPeak(): void {

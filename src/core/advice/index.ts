@@ -1,15 +1,20 @@
-// `gpumem advise`: advice backed by the run's own numbers (issue 18). Only what the data shows: today the
-// allocator-policy advice from the what-if replay, an OOM the replay says another policy avoids, and where
-// empty_cache() would hand idle reserved memory back. Each item carries its evidence, its predicted effect,
-// how sure it is, and what it assumes.
+// `gpumem advise`: advice backed by the run's own numbers (issue 18). Only what the data shows: the allocator
+// policy from the what-if replay, an OOM the replay says another policy avoids, where empty_cache() would hand
+// idle reserved memory back, which module to checkpoint (./checkpoint.ts), the largest batch that fits from
+// two runs (./batch.ts), zero_grad(set_to_none=True) when gradients stay allocated through the forward, and
+// the leak findings of the step table. Each item carries its evidence, its predicted effect, how sure it is,
+// and what it assumes; `apply` says, machine-readably, what to change (the GPU check applies it).
 //
-// Note [Advice honesty]: an item is offered only when the replay shows a difference worth acting on
+// Note [Advice honesty]: an item is offered only when the data shows a difference worth acting on
 // (MIN_GAIN), and its confidence drops when the replay of the policy that ran does not reproduce the
 // recorded peak (FIDELITY): then the simulation is not trusted to predict the others either. Advice that
-// needs data this file lacks (checkpointing, batch size, set_to_none, leaks need categories and steps) is
-// not offered, and `notOffered` says why.
+// needs data this file lacks is not offered, and `notOffered` says why. A prediction is given only where
+// test/gpu/advice_check.py checks it on a GPU (policy, checkpointing, batch size); the others (set_to_none
+// when the peak is in backward, empty_cache, leaks) state their evidence and no predicted peak.
 import { formatBytes } from '../format/bytes';
 import type { Model } from '../model/types';
+import type { BatchFit } from './batch';
+import { trainingAdvice } from './training';
 import type { Policy, PolicySource, ReplayResult } from '../model/whatIf';
 import { POLICIES, POLICY_LABELS, POLICY_SOURCE_WORDS } from '../model/whatIf';
 import { replayPolicies } from '../replay';
@@ -17,15 +22,43 @@ import { replayPolicies } from '../replay';
 export type Confidence = 'high' | 'medium' | 'low';
 
 export interface AdviceItem {
-  kind: 'allocator-policy' | 'avoid-oom' | 'empty-cache-at-marker';
+  kind: AdviceKind;
   title: string;
   /** what to change, concretely */
   action: string;
   evidence: string[];
-  /** the predicted peak reserved after the change, and the same figure before it */
-  predicted: { peakReservedBytes: number; currentPeakReservedBytes: number } | null;
+  /** the predicted peaks after the change, and the same figures before it (each pair when predicted) */
+  predicted: Predicted | null;
   confidence: Confidence;
   assumptions: string[];
+  /** what to change, machine-readably (the GPU check applies it) */
+  apply?: { policy?: Policy; env?: string; checkpointModule?: string; batch?: number; setToNone?: boolean; file?: string; line?: number };
+}
+
+export type AdviceKind =
+  | 'allocator-policy'
+  | 'avoid-oom'
+  | 'empty-cache-at-marker'
+  | 'checkpoint'
+  | 'batch-size'
+  | 'measure-batch'
+  | 'set-to-none'
+  | 'leak';
+
+export interface Predicted {
+  peakReservedBytes?: number;
+  currentPeakReservedBytes?: number;
+  peakAllocatedBytes?: number;
+  currentPeakAllocatedBytes?: number;
+}
+
+/** A second run of the same script at another batch size (`gpumem advise A B`), and the batches of both. */
+export interface AdviseOptions {
+  capacityBytes?: number;
+  /** this file's name and batch (default: from its command line) */
+  file?: string;
+  batch?: number;
+  other?: { model: Model; file: string; batch?: number };
 }
 
 export interface Advice {
@@ -34,8 +67,11 @@ export interface Advice {
   ownPolicySource: PolicySource;
   recordedPeakReservedBytes: number;
   capacityBytes: number | null;
+  recordedPeakAllocatedBytes: number;
   items: AdviceItem[];
   notOffered: string[];
+  /** the batch line when two runs were given (Note [Batch prediction]) */
+  batchFit?: BatchFit;
 }
 
 /** A policy is advised only when it saves at least this share of the peak and this many bytes. */
@@ -53,12 +89,24 @@ const HOW: Record<Policy, string> = {
   'lens-no-trim': 'run with `gpumem run` and GPUMEM_TRIM=0',
 };
 
+function applyPolicy(policy: Policy): AdviceItem['apply'] {
+  const env: Record<Policy, string | undefined> = {
+    pytorch: undefined,
+    'pytorch-expandable': 'PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True',
+    lens: undefined,
+    'lens-no-trim': 'GPUMEM_TRIM=0',
+  };
+  return env[policy] ? { policy, env: env[policy] } : { policy };
+}
+
 const ASSUMPTIONS = [
   'the run makes the same allocations in the same order on the same streams (the replay reuses this trace)',
   "the simulated policy behaves as the real allocator does (issue 18's GPU check validates it within 3 %)",
 ];
 
-export function advise(model: Model, device: number, capacityBytes?: number): Advice {
+export function advise(model: Model, device: number, capacityOrOptions?: number | AdviseOptions): Advice {
+  const opts: AdviseOptions = typeof capacityOrOptions === 'number' ? { capacityBytes: capacityOrOptions } : (capacityOrOptions ?? {});
+  const capacityBytes = opts.capacityBytes;
   const own = model.whatIf(device, Infinity);
   const set = replayPolicies(model, device, POLICIES, capacityBytes);
   const by = new Map<Policy, ReplayResult>(set.results.map((r) => [r.policy, r]));
@@ -69,8 +117,12 @@ export function advise(model: Model, device: number, capacityBytes?: number): Ad
   const fidelityNote = `the replay of the policy that ran (${POLICY_LABELS[own.policy]}) peaks at ${formatBytes(mine.peakReservedBytes)}; the run recorded ${formatBytes(recorded)} (${(fidelity * 100).toFixed(1)} % apart)`;
   const items: AdviceItem[] = [];
 
+  // Note [Advice honesty]: another policy "avoids" an OOM only when the replay of the policy that ran runs out
+  // too. A recorded OOM's failed request never happened, so it is not in the trace; when the replay of the
+  // run's own policy fits, the replay says nothing about the OOM and no policy is offered against it.
   const ranOom = model.ooms().some((o) => o.device === device);
-  if (ranOom || mine.oom) {
+  const oomNotReplayed = ranOom && !mine.oom;
+  if (mine.oom) {
     const fits = set.results.filter((r) => r.policy !== own.policy && !r.oom).sort((a, b) => a.peakReservedBytes - b.peakReservedBytes);
     if (fits.length && set.capacity.bytes !== undefined) {
       const best = fits[0];
@@ -86,6 +138,7 @@ export function advise(model: Model, device: number, capacityBytes?: number): Ad
         predicted: { peakReservedBytes: best.peakReservedBytes, currentPeakReservedBytes: mine.peakReservedBytes },
         confidence: trusted ? 'high' : 'low',
         assumptions: [...ASSUMPTIONS, 'the device has no more memory taken by other processes than during the recorded run'],
+        apply: applyPolicy(best.policy),
       });
     }
   }
@@ -108,6 +161,7 @@ export function advise(model: Model, device: number, capacityBytes?: number): Ad
       predicted: { peakReservedBytes: best.peakReservedBytes, currentPeakReservedBytes: mine.peakReservedBytes },
       confidence: trusted ? 'high' : 'medium',
       assumptions: ASSUMPTIONS,
+      apply: applyPolicy(best.policy),
     });
   }
 
@@ -127,17 +181,21 @@ export function advise(model: Model, device: number, capacityBytes?: number): Ad
     });
   }
 
+  const notOffered = oomNotReplayed
+    ? [`the run ran out of memory, but the replay of ${POLICY_LABELS[own.policy]}${set.capacity.bytes !== undefined ? ` at ${formatBytes(set.capacity.bytes)}` : ''} does not (the failed request is not in the trace), so no policy is said to avoid it`]
+    : [];
+  if (!better.length) notOffered.push(`no other allocator policy lowers the peak by at least ${(MIN_GAIN_SHARE * 100).toFixed(0)} % and ${formatBytes(MIN_GAIN_BYTES)} on this trace`);
+  const training = trainingAdvice(model, device, opts, notOffered);
   return {
     device,
     ownPolicy: own.policy,
     ownPolicySource: own.policySource,
     recordedPeakReservedBytes: recorded,
+    recordedPeakAllocatedBytes: model.current(device).peakAllocatedBytes,
     capacityBytes: set.capacity.bytes ?? null,
-    items,
-    notOffered: [
-      'checkpointing, batch size, zero_grad(set_to_none=True) and leak advice need allocation categories and steps, which this version does not derive yet',
-      ...(better.length ? [] : [`no other allocator policy lowers the peak by at least ${(MIN_GAIN_SHARE * 100).toFixed(0)} % and ${formatBytes(MIN_GAIN_BYTES)} on this trace`]),
-    ],
+    items: [...items, ...training.items],
+    notOffered,
+    ...(training.batchFit ? { batchFit: training.batchFit } : {}),
   };
 }
 
@@ -146,9 +204,18 @@ export function adviceText(fileName: string, a: Advice): string {
   if (!a.items.length) out.push('', 'Nothing to advise that this data shows.');
   a.items.forEach((item, i) => {
     out.push('', `${i + 1}. ${item.title}  [confidence: ${item.confidence}]`, `   Do: ${item.action}`);
-    if (item.predicted) out.push(`   Predicted peak reserved: ${formatBytes(item.predicted.peakReservedBytes)} (now ${formatBytes(item.predicted.currentPeakReservedBytes)})`);
+    out.push(...predictedLines(item.predicted).map((l) => `   ${l}`));
     out.push('   Evidence:', ...item.evidence.map((e) => `     - ${e}`), '   Assumes:', ...item.assumptions.map((e) => `     - ${e}`));
   });
   out.push('', 'Not offered:', ...a.notOffered.map((n) => `  - ${n}`));
   return out.join('\n');
+}
+
+/** "Predicted peak allocated: X (now Y)" and the same for reserved, for the figures an item predicts. */
+export function predictedLines(p: Predicted | null): string[] {
+  if (!p) return [];
+  const out: string[] = [];
+  if (p.peakAllocatedBytes !== undefined) out.push(`Predicted peak allocated: ${formatBytes(p.peakAllocatedBytes)} (now ${formatBytes(p.currentPeakAllocatedBytes ?? 0)})`);
+  if (p.peakReservedBytes !== undefined) out.push(`Predicted peak reserved: ${formatBytes(p.peakReservedBytes)} (now ${formatBytes(p.currentPeakReservedBytes ?? 0)})`);
+  return out;
 }

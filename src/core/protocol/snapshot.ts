@@ -12,15 +12,17 @@
 
 import type { BlockState, LineStat, SourceFormat, TimelineOwners } from '../model/types';
 import type { Policy } from '../model/whatIf';
-import { arrayOf, bool, bytes, int, list, type MessageIn, num, obj, optional, protocol, refine, str, view } from './schema';
+import { arrayOf, bool, bytes, int, list, type MessageIn, num, obj, oneOf, optional, protocol, refine, str, view } from './schema';
 import type { CategoriesView } from './categories';
 
 export type { CategoriesView, CategoryMomentView, LeakView, StepRowView } from './categories';
+import type { Advice } from '../advice';
 
 export const END_OF_TRACE = -1;
 
 /** Which tab the panel shows; restored from webview state. */
-export type SnapshotTab = 'summary' | 'timeline' | 'segments' | 'sites' | 'compare' | 'replay' | 'categories';
+export const SNAPSHOT_TABS = ['summary', 'timeline', 'segments', 'sites', 'compare', 'replay', 'categories', 'advice'] as const;
+export type SnapshotTab = (typeof SNAPSHOT_TABS)[number];
 
 export interface MarkerView {
   timeUs: number;
@@ -248,6 +250,13 @@ export interface ReplayView {
   rows: ReplayRowView[];
 }
 
+/** `gpumem advise` for one device, for the panel's "What to do" tab (issue 18); numbers are finite */
+export interface AdviceView {
+  requestId: number;
+  device: number;
+  advice: Advice;
+}
+
 // The snapshot panel's messages, one declaration per direction (Note [Message schemas] in schema.ts): the
 // message types and the validators their receivers run are both derived from these tables.
 
@@ -269,6 +278,9 @@ export const snapshotHostMessages = protocol('snapshot panel, host → webview',
   diff: obj({ view: view<DiffView>({ requestId, device, rows: list() }) }),
   replay: obj({ view: view<ReplayView>({ requestId, device, rows: list() }) }),
   categories: obj({ view: view<CategoriesView>({ requestId, device, steps: list(), leaks: list() }) }),
+  advice: obj({ view: view<AdviceView>({ requestId, device }) }),
+  /** show this tab (the OOM notification's "Open Advice" opens the panel on "What to do") */
+  showTab: obj({ tab: oneOf(SNAPSHOT_TABS) }),
   requestFailed: obj({ requestId, message: str(Infinity) }),
   /** a short status line, e.g. "Saved memory.png" */
   notice: obj({ message: str(Infinity) }),
@@ -297,6 +309,8 @@ export const snapshotWebviewMessages = protocol('snapshot panel, webview → hos
   requestReplay: obj({ requestId, device: refine(int, (d) => d >= 0, 'must not be negative') }),
   /** the Categories tab: the peak, and timeUs (a moment, or END_OF_TRACE) beside it when given */
   requestCategories: obj({ requestId, device: refine(int, (d) => d >= 0, 'must not be negative'), timeUs: optional(num) }),
+  /** the advice of the device (on demand: it replays the trace under every policy) */
+  requestAdvice: obj({ requestId, device: refine(int, (d) => d >= 0, 'must not be negative') }),
   goToSource: obj({ file: str(), line: int }),
   /** two moments of this file (END_OF_TRACE allowed) */
   compareMoments: obj({ requestId, device, aUs: num, bUs: num }),

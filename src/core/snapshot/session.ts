@@ -17,6 +17,7 @@ import { END_OF_TRACE } from '../protocol/snapshot';
 import { POLICIES, POLICY_LABELS } from '../model/whatIf';
 import type { Policy } from '../model/whatIf';
 import { replayPolicies } from '../replay';
+import { advise } from '../advice';
 import { breakdownFromSegments } from './breakdown';
 import { categoriesView } from './categoriesView';
 import { isUserFile } from './frames';
@@ -274,6 +275,8 @@ export class SnapshotSession {
           return [{ type: 'replay', view: this.replay(msg.requestId, msg.device) }];
         case 'requestCategories':
           return [{ type: 'categories', view: categoriesView(this.model, msg.device, this.time, msg.requestId, msg.timeUs, this.display) }];
+        case 'requestAdvice':
+          return [{ type: 'advice', view: { requestId: msg.requestId, device: msg.device, advice: advise(this.model, msg.device, { file: this.options.fileName }) } }];
         case 'compareMoments':
           return [{ type: 'diff', view: this.diff(msg.requestId, msg.device, msg.aUs, msg.bUs, [this.momentLabel(msg.aUs), this.momentLabel(msg.bUs)]) }];
         default:

@@ -9,6 +9,7 @@ import { resolveFrameFile } from '../annotations/openFrame';
 import { receiveMessages } from '../webview/receive';
 import { loadModel, type SnapshotDocument } from './document';
 import { snapshotHtml, webviewOptions } from './html';
+import { registerPanel, takeTabRequest } from './tabRequests';
 
 /** What the panel host needs from the rest of the extension. */
 export interface PanelHostDeps {
@@ -36,6 +37,7 @@ export class SnapshotPanelHost implements vscode.Disposable {
     this.disposables.push(
       receiveMessages(panel.webview, snapshotWebviewMessages, (msg) => this.onMessage(msg)),
       panel.onDidDispose(() => this.dispose()),
+      registerPanel(doc.uri, (m) => this.post([m])),
     );
     // Start reading now, while the page loads (the read runs on a worker thread); the first message
     // from the page then finds the model ready or nearly so. Failures are reported by ensureSession.
@@ -101,6 +103,8 @@ export class SnapshotPanelHost implements vscode.Disposable {
     const answer = session.handle(msg);
     if (answer) {
       this.post(answer);
+      const tab = msg.type === 'ready' ? takeTabRequest(this.doc.uri) : undefined;
+      if (tab) this.post([{ type: 'showTab', tab }]);
       return;
     }
     try {

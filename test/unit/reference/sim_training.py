@@ -7,6 +7,7 @@ Each kind of memory is allocated on its own line, so per-line figures are checka
 the forward() of two module classes (Attention: 3 × 6 MiB, MLP: 1 × 6 MiB).
 
     sim_training.py LIB.so OUT.gpumem STEPS [--leak BYTES] [--user-every K] [--accumulate K] [--no-facts]
+                    [--blocks N] [--batch B] [--free-grads]
 
 --leak BYTES     the loop keeps one BYTES tensor per step alive (history.append(loss) done wrong)
 --user-every K   gpumem.step() (a MARK_STEP named "epoch-step") every K iterations: the override
@@ -15,6 +16,11 @@ the forward() of two module classes (Attention: 3 × 6 MiB, MLP: 1 × 6 MiB).
 --module-paths   the bootstrap's module marks (Note [Module paths]): root "Net" around the forward, its
                  "blocks.0.attn", "blocks.0.mlp" and "blocks.1.attn" (a second Attention) inside it, and the loss
                  made in the root's own forward
+--blocks N       the forward also calls Block.forward N times (a repeated block: 2, 3 and 1 MiB per call × batch,
+                 the last its output), the checkpointing advice's input
+--batch B        every activation is B times as large (parameters, gradients and state are not): the batch-size
+                 advice's input
+--free-grads     free the gradients before each forward (zero_grad(set_to_none=True)); default: kept allocated
 Prints one JSON line: the lines each kind was allocated on and the allocated bytes at each step end.
 """
 import argparse
@@ -36,13 +42,24 @@ class Attention:
     def forward(self, m, keep):
         out = []
         for _ in range(3):
-            out.append(keep(m(6 * MiB, 0, None), 6 * MiB, "act"))
+            out.append(keep(m(6 * MiB * BATCH, 0, None), 6 * MiB * BATCH, "act"))
         return out
 
 
 class MLP:
     def forward(self, m, keep):
-        return [keep(m(6 * MiB, 0, None), 6 * MiB, "act_mlp")]
+        return [keep(m(6 * MiB * BATCH, 0, None), 6 * MiB * BATCH, "act_mlp")]
+
+
+class Block:
+    def forward(self, m, keep):
+        a = keep(m(2 * MiB * BATCH, 0, None), 2 * MiB * BATCH, "blk_a")
+        b = keep(m(3 * MiB * BATCH, 0, None), 3 * MiB * BATCH, "blk_b")
+        out = keep(m(1 * MiB * BATCH, 0, None), 1 * MiB * BATCH, "blk_out")
+        return [a, b, out]
+
+
+BATCH = 1
 
 
 def main():
@@ -55,7 +72,12 @@ def main():
     ap.add_argument("--accumulate", type=int, default=1)
     ap.add_argument("--no-facts", action="store_true")
     ap.add_argument("--module-paths", action="store_true")
+    ap.add_argument("--blocks", type=int, default=0)
+    ap.add_argument("--batch", type=int, default=1)
+    ap.add_argument("--free-grads", action="store_true")
     a = ap.parse_args()
+    global BATCH
+    BATCH = a.batch
     lib = common.load(a.lib)
     common.configure(lib, capture_path=a.capture, sim_capacity=1 << 30, segments="expandable", stacks=True)
     live = {}
@@ -104,8 +126,12 @@ def main():
     m = lib.gpumem_malloc
     params = [keep(m(4 * MiB, 0, None), 4 * MiB, "param") for _ in range(3)]
     grads, state, history = [], [], []
-    attention, mlp = Attention(), MLP()
+    attention, mlp, blocks = Attention(), MLP(), [Block() for _ in range(a.blocks)]
     for it in range(a.steps * a.accumulate):
+        if a.free_grads and grads and it % a.accumulate == 0:
+            for g in grads:
+                free(g)
+            grads = []
         scratch = keep(m(1 * MiB, 0, None), 1 * MiB, "fwd_tmp")
         free(scratch)
         if a.module_paths:
@@ -124,6 +150,8 @@ def main():
             acts, loss = module(b"Net", net)
         else:
             acts = attention.forward(m, keep) + mlp.forward(m, keep)
+            for blk in blocks:
+                acts += blk.forward(m, keep)
             loss = keep(m(512, 0, None), 512, "loss")
         if a.leak:
             history.append(keep(m(a.leak, 0, None), a.leak, "leak"))
