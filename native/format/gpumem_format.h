@@ -23,7 +23,9 @@ namespace fmt {
 
 GPUMEM_CONSTEXPR char kMagic[8] = {'G', 'P', 'U', 'M', 'E', 'M', '\r', '\n'};
 GPUMEM_CONSTEXPR uint16_t kMajor = 1;
-GPUMEM_CONSTEXPR uint16_t kMinor = 3;  // 1: REC_DEVICE · 2: EndRec.reason/message, DeviceRec.pci_bus_id · 3: REC_TAG, MARK_PHASE
+GPUMEM_CONSTEXPR uint16_t kMinor = 5;  // 1: REC_DEVICE · 2: EndRec.reason/message, DeviceRec.pci_bus_id · 3: REC_TAG, MARK_PHASE ·
+                                       // 4: MARK_MODULE_* · 5: REC_AGGREGATED, REC_TIMELINE, REC_LINE_TOTALS, kRestated
+                                       // (Note [Capture budget])
 // Upper bound on one record's payload; a larger length means damage, not a real record.
 GPUMEM_CONSTEXPR uint32_t kMaxPayload = 64u << 20;
 GPUMEM_CONSTEXPR uint32_t kMaxHeaderJson = 1u << 20;
@@ -59,6 +61,9 @@ enum RecordType : uint8_t {
   REC_STATS = 43,           // StatsRec: the allocator's counters at a moment (for the live status)
   REC_DEVICE = 44,          // DeviceRec: a device the allocator manages (minor 1; before its first event)
   REC_TAG = 45,             // TagRec: the memory at an address is a parameter/gradient/optimizer state (minor 3)
+  REC_AGGREGATED = 46,      // AggregatedRec: a time range whose block events were compacted away (minor 5)
+  REC_TIMELINE = 47,        // TimelineRec + nbuckets × TimelineBucket: allocated/reserved min/max of that range (minor 5)
+  REC_LINE_TOTALS = 48,     // LineTotalsRec + n × LineTotal: allocations per stack in that range (minor 5)
   REC_LOST = 50,            // LostRec: events dropped because the writer's bound was hit
   REC_END = 60,             // EndRec: clean shutdown; absence means the process died
 };
@@ -97,6 +102,11 @@ GPUMEM_CONSTEXPR uint16_t kPoolSmall = 1u << 0;       // small pool (≤1 MiB re
 GPUMEM_CONSTEXPR uint16_t kPoolLarge = 1u << 1;       // large pool
 GPUMEM_CONSTEXPR uint16_t kPoolPrivate = 1u << 2;     // a graph-private pool (see pool_id)
 GPUMEM_CONSTEXPR uint16_t kSegExpandable = 1u << 3;   // the segment is an expandable (VA-mapped) one
+// RecordHeader.flags on REC_ALLOC / REC_FREE_REQUESTED (minor 5): a restated event. It stands for block events a
+// budgeted capture compacted away (Note [Capture budget]): after a run of restated events the live blocks are
+// exactly those of the moment they are stamped with. Not a hand-out: readers skip it in allocation counts and
+// totals (REC_LINE_TOTALS carries those). Readers older than minor 5 count it as an ordinary event.
+GPUMEM_CONSTEXPR uint16_t kRestated = 1u << 8;
 
 struct BlockEvent {
   uint64_t t_ns;
@@ -194,6 +204,8 @@ enum MarkerKind : uint32_t {
   MARK_STEP = 4,      // a training-step fact (Note [Steps] in src/core/steps): "optimizer.step", "backward" or gpumem.step(name)
   MARK_PHASE = 5,     // a phase begins (minor 3): "backward" or "optimizer"; it ends at the next MARK_STEP fact of
                       // the same name ("backward" / "optimizer.step"); Note [Categories] in native/addon/src/categories.cpp
+  MARK_MODULE_BEGIN = 6,  // a module's forward starts (minor 4): name = its path ("transformer.h.3.mlp"); Note [Module paths]
+  MARK_MODULE_END = 7,    // that forward returns (name = the same path); begins and ends nest like a call stack
 };
 
 struct MarkerRec {
@@ -245,6 +257,50 @@ struct TagRec {
   uint32_t name;      // string id: what the tensor is (e.g. a parameter's name), 0 = none
 };
 
+// Note [Capture budget]: a capture with a disk budget (configure "budget_bytes") keeps every event of a recent
+// window and compacts what leaves it: block events go, and in their place a REC_AGGREGATED names the time range,
+// REC_TIMELINE records per bucket min/max of allocated and reserved, REC_LINE_TOTALS the allocation count and bytes
+// per stack, and restated REC_ALLOC/REC_FREE_REQUESTED (kRestated) set the live blocks to those of the moments users
+// open: the device's new global peak of allocated bytes, every REC_OOM and REC_STATE, and the end of the range.
+// Everything else (tables, segment events, samples, markers, tags, notices, empty cache, OOM, state) stays verbatim.
+// The file is rewritten (a new file renamed over the old one) when it reaches the budget; readers that tail it
+// reopen it when its inode changes.
+struct AggregatedRec {
+  uint64_t t_begin_ns;    // first record of the compacted range
+  uint64_t t_end_ns;      // last record of the compacted range; the window of full detail starts after it
+  uint64_t events;        // block events (alloc/free) compacted away
+  uint64_t bytes;         // bytes of records compacted away
+  uint64_t budget_bytes;  // the capture's budget
+  uint32_t restated;      // restated events written for this range
+  uint32_t peaks;         // new global peaks (all devices) restated in this range
+};
+
+struct TimelineRec {
+  uint64_t bucket_ns;  // width of a bucket
+  uint32_t nbuckets;
+  uint32_t pad;
+  // then nbuckets × TimelineBucket, in time order; buckets without events are left out
+};
+
+struct TimelineBucket {
+  uint64_t t_ns;         // bucket start
+  int64_t allocated_min, allocated_max;
+  int64_t reserved_min, reserved_max;
+};
+
+struct LineTotalsRec {
+  uint32_t n;
+  uint32_t pad;
+  // then n × LineTotal
+};
+
+struct LineTotal {
+  uint32_t stack;  // stack id (0 = no Python frames)
+  uint32_t pad;
+  uint64_t count;  // allocations (REC_ALLOC, not restated) compacted away
+  uint64_t bytes;  // their block bytes
+};
+
 struct LostRec {
   uint64_t t_ns;
   uint64_t count;  // events dropped since the previous LostRec
@@ -276,6 +332,11 @@ static_assert(sizeof(StateSegment) == 56, "StateSegment layout");
 static_assert(sizeof(StateBlock) == 32, "StateBlock layout");
 static_assert(sizeof(EndRec) == 20, "EndRec layout (minor 2)");
 static_assert(sizeof(TagRec) == 32, "TagRec layout");
+static_assert(sizeof(AggregatedRec) == 48, "AggregatedRec layout");
+static_assert(sizeof(TimelineRec) == 16, "TimelineRec layout");
+static_assert(sizeof(TimelineBucket) == 40, "TimelineBucket layout");
+static_assert(sizeof(LineTotalsRec) == 8, "LineTotalsRec layout");
+static_assert(sizeof(LineTotal) == 24, "LineTotal layout");
 }  // namespace fmt
 }  // namespace gpumem
 #endif

@@ -30,6 +30,8 @@ Options (before the script; everything after it goes to the workload):
   --segments expandable|fixed  how device memory is reserved (default: expandable)
   --no-stacks                do not record Python stacks (no line attribution)
   --sample-ms N              device-memory sampling period in ms, 0 = off (default: 200)
+  --budget SIZE              disk budget of each capture (1GiB, 256MiB; 0 = none; default: 1GiB): the
+                             recent minutes in full, the peaks, OOMs and markers of the whole run
   --backend cuda|sim         sim: a simulated device in host memory (testing without a GPU)
   -h, --help                 this help`,
 

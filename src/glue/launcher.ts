@@ -4,6 +4,7 @@
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import * as vscode from 'vscode';
+import { parseBytes } from '../core/format/parseBytes';
 import { buildCommand, buildWorkloadEnv, createSession, expandLaunchTemplate, findPython, locateInstall } from '../core/launch';
 import { terminalEnv, terminalShellLine } from '../core/session';
 import type { RecordingSettings } from '../core/launch';
@@ -60,7 +61,18 @@ function recordingSettings(): Partial<RecordingSettings> {
     trimOnGrowth: c.get<boolean>('trimOnGrowth', true),
     stacks: c.get<boolean>('captureStacks', true),
     sampleMs: Math.round(c.get<number>('deviceSampleIntervalMs', 200)),
+    budgetBytes: captureBudget(c.get<string>('captureBudget', '1GiB')),
   };
+}
+
+/** The `gpuMemoryLens.captureBudget` setting in bytes (Note [Capture budget]); "0"/"none" = unbounded. */
+function captureBudget(text: string): number {
+  if (/^\s*(0|none)\s*$/i.test(text)) return 0;
+  try {
+    return parseBytes(text);
+  } catch (e) {
+    throw new Error(`gpuMemoryLens.captureBudget: ${(e as Error).message}, or 0 for no budget`);
+  }
 }
 
 export class Launcher {

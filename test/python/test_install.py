@@ -78,6 +78,7 @@ class InstallTimingTest(unittest.TestCase):
         self.assertEqual((config["segments"], config["stacks"], config["sample_interval_ms"]), ("fixed", False, 50))
         self.assertIs(config["trim_on_growth"], False)
         self.assertEqual(config["user_roots"], ["/a", "/b"])
+        self.assertEqual(config["budget_bytes"], 1 << 30)  # Note [Capture budget]: 1 GiB unless GPUMEM_BUDGET says
         # The policy that made the capture, for readers' what-if questions (policy_replay.cpp).
         self.assertEqual((config["header"]["segments"], config["header"]["trim_on_growth"]), ("fixed", False))
 
@@ -122,6 +123,16 @@ class InstallTimingTest(unittest.TestCase):
         run = support.run_script("import torch; torch.cuda.init(); print('ran')", env={"GPUMEM_TRIM": "yes"})
         self.assertEqual((run.code, run.out.strip()), (0, "ran"))
         self.assertIn("GPUMEM_TRIM must be '1' (trim on growth) or '0', got 'yes'", run.err)
+
+    def test_capture_budget_setting_reaches_configure_or_is_refused(self):
+        run = support.run_script("import torch; torch.cuda.init()", env={"GPUMEM_BUDGET": str(256 << 20)})
+        self.assertEqual(run.code, 0, run.err)
+        self.assertEqual(json.loads(run.log()[0][len("configure "):])["budget_bytes"], 256 << 20)
+        run = support.run_script("import torch; torch.cuda.init()", env={"GPUMEM_BUDGET": "0"})
+        self.assertNotIn("budget_bytes", json.loads(run.log()[0][len("configure "):]))  # 0: unbounded
+        run = support.run_script("import torch; torch.cuda.init(); print('ran')", env={"GPUMEM_BUDGET": "4096"})
+        self.assertEqual((run.code, run.out.strip()), (0, "ran"))
+        self.assertIn("GPUMEM_BUDGET must be 0 (unbounded) or at least 1048576 bytes (1 MiB), got '4096'", run.err)
 
     def test_missing_allocator_is_reported_and_workload_runs(self):
         run = support.run_script("import torch; torch.cuda.init(); print('ran')", so="/nonexistent/libgpumem_allocator.so")

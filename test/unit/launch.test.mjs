@@ -57,6 +57,7 @@ test('buildWorkloadEnv sets the contract variables and puts the bootstrap first 
     PYTHONPATH: `/ext/native/python${path.delimiter}/mine`,
     GPUMEM_SESSION_DIR: '/s/1', GPUMEM_ALLOCATOR_SO: '/x/lib.so', GPUMEM_SEGMENTS: 'fixed', GPUMEM_TRIM: '0', GPUMEM_STACKS: '0',
     GPUMEM_SAMPLE_MS: '0', GPUMEM_BACKEND: 'sim', GPUMEM_SIM_CAPACITY: String(1 << 30),
+    GPUMEM_BUDGET: String(2 ** 30), // Note [Capture budget]: 1 GiB when not set
     GPUMEM_USER_ROOTS: `/w1${path.delimiter}/w2`,
   });
 });
@@ -73,6 +74,11 @@ test('buildWorkloadEnv defaults and rejects what the bootstrap would reject', ()
     /Unknown segment strategy "huge": use "expandable" or "fixed"/);
   assert.throws(() => buildWorkloadEnv({ sessionDir: '/s', allocatorSo: '/a.so', pythonPathPrefix: '/p', settings: { sampleMs: -1 } }),
     /Invalid sampling period -1 ms/);
+  // Note [Capture budget]: 0 is unbounded; anything under 1 MiB cannot hold a window and is refused.
+  const budget = (budgetBytes) => buildWorkloadEnv({ sessionDir: '/s', allocatorSo: '/a.so', pythonPathPrefix: '/p', baseEnv: {}, settings: { budgetBytes } });
+  assert.equal(budget(256 * 2 ** 20).GPUMEM_BUDGET, String(256 * 2 ** 20));
+  assert.equal(budget(0).GPUMEM_BUDGET, '0');
+  assert.throws(() => budget(4096), /Invalid capture budget 4096 bytes: use 0 \(unbounded\) or at least 1 MiB/);
   assert.throws(() => buildWorkloadEnv({ sessionDir: 'rel', allocatorSo: '/a.so', pythonPathPrefix: '/p' }), /session folder path must be absolute/);
   assert.equal(prependPath('/p', `${path.delimiter}/a`), `/p${path.delimiter}${path.delimiter}/a`); // the user's empty entry stays
 });

@@ -112,7 +112,17 @@ test('snapshot host → webview: every message the session sends passes; views p
   assert.equal(snapshotHostMessages.parse({ type: 'opened', info: { ...info, devices: [0, '1'] } }), undefined);
   assert.equal(snapshotHostMessages.parse({ type: 'sites', device: 0, rows: {} }), undefined);
   assert.equal(snapshotHostMessages.parse({ type: 'summary', summary: { device: 0 }, markers: [] }), undefined, 'markersTruncated missing');
-  assert.deepEqual([...snapshotHostMessages.types].sort(), ['diff', 'grew', 'loadFailed', 'loading', 'notice', 'opened', 'replay', 'requestFailed', 'segments', 'sites', 'stack', 'summary', 'timeline']);
+  assert.deepEqual([...snapshotHostMessages.types].sort(), ['categories', 'diff', 'grew', 'loadFailed', 'loading', 'notice', 'opened', 'replay', 'requestFailed', 'segments', 'sites', 'stack', 'summary', 'timeline']);
+  assert.equal(snapshotHostMessages.parse({ type: 'categories', view: { requestId: 1, device: 0, steps: {}, leaks: [] } }), undefined, 'steps must be a list');
+});
+
+test('requestCategories (the Categories tab): the peak alone, or a moment beside it; a bad device or time is dropped', () => {
+  const parse = snapshotWebviewMessages.parse;
+  assert.deepEqual(parse({ type: 'requestCategories', requestId: 3, device: 0 }), { type: 'requestCategories', requestId: 3, device: 0 });
+  assert.deepEqual(parse({ type: 'requestCategories', requestId: 3, device: 1, timeUs: -1 }), { type: 'requestCategories', requestId: 3, device: 1, timeUs: -1 });
+  assert.equal(parse({ type: 'requestCategories', requestId: 3, device: -2 }), undefined);
+  assert.equal(parse({ type: 'requestCategories', requestId: 3, device: 0, timeUs: Infinity }), undefined);
+  assert.equal(parse({ type: 'requestCategories', requestId: 3, device: 0, timeUs: '5' }), undefined);
 });
 
 test('host side: a rejected webview message is dropped with its reason logged, a valid one is handled', () => {

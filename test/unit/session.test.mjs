@@ -28,6 +28,8 @@ class FakeModel {
   header() { return { devices: [{ index: 0, name: 'Sim GPU', totalBytes: 8 * 1024 * MiB }] }; }
   devices() { return [0]; }
   problems() { return []; }
+  // A capture recorded in full (no compacted ranges, Note [Capture budget]).
+  fileInfo() { return { originUs: 1_000_000, lastUs: null, devices: [], recordDevices: [0], end: null, lostEvents: 0, firstLostUs: null, aggregated: [] }; }
   poll() {
     if (this.i >= this.steps.length - 1) return 0;
     this.i++;

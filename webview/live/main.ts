@@ -19,6 +19,7 @@ import { formatBytes } from '../../src/core/format/bytes';
 import { liveHostMessages, type LiveAction, type LiveSessionView, type LiveTrack, type LiveWebviewMessage } from '../../src/core/protocol/live';
 import { onHostMessage, panelApi } from '../common/api';
 import { themeColor } from '../common/theme';
+import { renderCategories } from './categories';
 import { figureRows } from './figures';
 import { ELAPSED_INCRS, elapsedText, elapsedTickLabels } from './timeAxis';
 
@@ -172,6 +173,7 @@ function updateTrack(ui: TrackUi, track: LiveTrack): void {
     'aria-label',
     `Memory over time for ${track.label}: allocated now ${formatBytes(track.figures.allocatedBytes)}, reserved ${formatBytes(track.figures.reservedBytes)}, peak allocated ${formatBytes(track.figures.peakAllocatedBytes)}.`,
   );
+  renderCategories(ui.root, track.categories, originS, chartWidth());
   ui.root.dataset.points = String(s.t.length);
   ui.root.dataset.t1 = String(s.t.at(-1) ?? '');
 }

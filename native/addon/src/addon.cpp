@@ -68,6 +68,8 @@ struct Opened {
   std::unique_ptr<Model> model;
   std::unique_ptr<CaptureDecoder> capture;
   std::vector<uint8_t> buf;  // capture read fallback
+  // The capture file being tailed; a budgeted capture is rewritten and renamed over itself (FORMAT.md §5).
+  uint64_t ino = 0, devNo = 0;
   int64_t decodeNs = 0, deriveNs = 0, decodeCpuNs = 0, deriveCpuNs = 0;
 };
 
@@ -103,17 +105,28 @@ size_t pollCapture(Opened& o) {
   struct stat st {};
   fstat(fd, &st);
   uint64_t size = st.st_size > 0 ? (uint64_t)st.st_size : 0;
-  c.sizeHint(size);
-  if (size > c.offset() && !c.damaged()) {
+  // Note [Capture budget] (native/allocator/src/compactor.cc): when a budgeted capture reaches its budget, the
+  // writer renames a compacted copy over it. A new inode (or a file shorter than what was read) is read again from
+  // its start into a fresh model: the compacted copy holds every whole-run figure, so nothing shown goes missing.
+  if (o.ino && ((uint64_t)st.st_ino != o.ino || (uint64_t)st.st_dev != o.devNo || size < c.offset())) {
+    o.model = std::make_unique<Model>();
+    o.model->format = "gpumem-capture";
+    o.capture = std::make_unique<CaptureDecoder>();
+    before = 0;
+  }
+  o.ino = (uint64_t)st.st_ino, o.devNo = (uint64_t)st.st_dev;
+  CaptureDecoder& c2 = *o.capture;
+  c2.sizeHint(size);
+  if (size > c2.offset() && !c2.damaged()) {
     // Note [Mapped reads]: the new bytes are mapped, not copied: decoding reads the page cache
     // directly. A partial record at the end stays unconsumed and is mapped again by the next poll.
     uint64_t page = (uint64_t)sysconf(_SC_PAGESIZE);
-    uint64_t from = c.offset() / page * page;
+    uint64_t from = c2.offset() / page * page;
     size_t len = (size_t)(size - from);
     void* p = mmap(nullptr, len, PROT_READ, MAP_PRIVATE | MAP_POPULATE, fd, (off_t)from);
     if (p != MAP_FAILED) {
-      const uint8_t* base = static_cast<const uint8_t*>(p) + (c.offset() - from);
-      c.feed(*o.model, base, (size_t)(size - c.offset()));
+      const uint8_t* base = static_cast<const uint8_t*>(p) + (c2.offset() - from);
+      c2.feed(*o.model, base, (size_t)(size - c2.offset()));
       munmap(p, len);
     } else {
       feedByReading(o, fd, size);
@@ -128,7 +141,7 @@ size_t pollCapture(Opened& o) {
   o.deriveCpuNs += threadCpuNs() - c1;
   o.decodeNs += std::chrono::duration_cast<std::chrono::nanoseconds>(t1 - t0).count();
   o.deriveNs += std::chrono::duration_cast<std::chrono::nanoseconds>(t2 - t1).count();
-  return c.eventsDecoded() - before;
+  return c2.eventsDecoded() - before;
 }
 
 // Reads a whole pickle: mapped (no copy of a file that may be ~1 GB), read into memory when it cannot be.

@@ -134,6 +134,12 @@ std::string fileInfoJson(const Model& m) {
   }
   j.kvu("lostEvents", m.lostEvents).key("firstLostUs");
   if (m.lostEvents) j.num(m.firstLostUs); else j.raw("null");
+  // Budgeted captures (FORMAT.md §5): the compacted ranges; full detail after the last one.
+  j.key("aggregated").open('[');
+  for (const auto& a : m.aggregated)
+    j.open('{').kv("fromUs", a.fromUs).kv("toUs", a.toUs).kvu("events", a.events).kvu("bytes", a.bytes)
+        .kvu("budgetBytes", a.budgetBytes).kvu("restated", a.restated).kvu("peaks", a.peaks).close('}');
+  j.close(']');
   return j.close('}').s;
 }
 
@@ -286,11 +292,20 @@ struct LineTable {
 void rankLines(const Model& m, const DeviceData* d, LineTable& out) {
   auto& perStack = out.perStack;
   auto& lines = out.lines;
+  // Budgeted captures (FORMAT.md §5): restated allocations are not hand-outs; compacted ranges' counts come whole.
+  size_t nextRestated = 0;
+  for (const auto& [sid, cb] : d->compactedLines) {
+    StackAgg& a = perStack[sid];
+    a.count += cb.first, a.total += cb.second;
+  }
   for (size_t i = 0; i < d->count(); i++) {
     if (d->action[i] != ACT_ALLOC) continue;
     StackAgg& a = perStack[d->stack[i]];
-    a.total += d->size[i];
-    a.count++;
+    while (nextRestated < d->restated.size() && d->restated[nextRestated] < i) nextRestated++;
+    if (nextRestated == d->restated.size() || d->restated[nextRestated] != i) {
+      a.total += d->size[i];
+      a.count++;
+    }
     if (liveAtPeak(*d, i)) a.atPeak += d->size[i], a.countAtPeak++;
     if (d->link[i] == kNoLink) a.liveNow += d->size[i];
   }
@@ -649,6 +664,17 @@ std::string timelineJson(Model& m, int index, double t0, double t1, int buckets,
       rangeMinMax(d.allocated, d.allocPyr, i0, i1, alo, ahi);
       rangeMinMax(d.reserved, d.resPyr, i0, i1, rlo, rhi);
       amin[k] = alo, amax[k] = ahi, rmin[k] = rlo, rmax[k] = rhi;
+    }
+    // Budgeted captures (FORMAT.md §5): between restated moments a compacted range has only its buckets' min/max;
+    // a display bucket overlapping one spans its values (the resolution degrades with the range's age).
+    for (const auto& cb : d.compactedTimeline) {
+      if ((double)cb.tEndUs <= t0 || (double)cb.tUs > t1) continue;
+      int k0 = std::max(0, (int)std::min(1e9, ((double)cb.tUs - t0) / w));
+      int k1 = std::min(buckets - 1, (int)std::min(1e9, std::max(0.0, ((double)cb.tEndUs - 1 - t0) / w)));
+      for (int k = std::min(k0, buckets - 1); k <= k1; k++) {
+        amin[k] = std::min(amin[k], cb.allocatedMin), amax[k] = std::max(amax[k], cb.allocatedMax);
+        rmin[k] = std::min(rmin[k], cb.reservedMin), rmax[k] = std::max(rmax[k], cb.reservedMax);
+      }
     }
     if (!d.samples.empty()) {
       for (const auto& s : d.samples) {

@@ -199,8 +199,41 @@ bool CaptureDecoder::record(Model& m, uint8_t type, uint8_t device, uint16_t fla
       auto e = load<f::BlockEvent>(p);
       uint8_t act = type == f::REC_ALLOC ? ACT_ALLOC : type == f::REC_FREE_REQUESTED ? ACT_FREE_REQUESTED : ACT_FREE_COMPLETED;
       DeviceData& d = dev(m, device);
+      if (flags & f::kRestated) d.restated.push_back((uint32_t)d.count());
       d.pushEvent(toUs(e.t_ns), act, e.addr, e.size, e.requested, e.stream, stack(e.stack), poolOf(flags));
       events_++;
+      return true;
+    }
+    case f::REC_AGGREGATED: {
+      if (n < sizeof(f::AggregatedRec)) return tooShort("aggregated range");
+      auto r = load<f::AggregatedRec>(p);
+      m.aggregated.push_back(AggregatedRange{toUs(r.t_begin_ns), toUs(r.t_end_ns), r.events, r.bytes, r.budget_bytes,
+                                             r.restated, r.peaks});
+      m.sawTime(toUs(r.t_end_ns));
+      return true;
+    }
+    case f::REC_TIMELINE: {
+      if (n < sizeof(f::TimelineRec)) return tooShort("timeline");
+      auto r = load<f::TimelineRec>(p);
+      if (r.nbuckets > (n - sizeof r) / sizeof(f::TimelineBucket)) return tooShort("timeline");
+      DeviceData& d = dev(m, device);
+      for (uint32_t k = 0; k < r.nbuckets; k++) {
+        auto b = load<f::TimelineBucket>(p + sizeof r + k * sizeof(f::TimelineBucket));
+        d.compactedTimeline.push_back(DeviceData::Bucket{toUs(b.t_ns), toUs(b.t_ns + r.bucket_ns), b.allocated_min,
+                                                         b.allocated_max, b.reserved_min, b.reserved_max});
+      }
+      return true;
+    }
+    case f::REC_LINE_TOTALS: {
+      if (n < sizeof(f::LineTotalsRec)) return tooShort("line totals");
+      auto r = load<f::LineTotalsRec>(p);
+      if (r.n > (n - sizeof r) / sizeof(f::LineTotal)) return tooShort("line totals");
+      DeviceData& d = dev(m, device);
+      for (uint32_t k = 0; k < r.n; k++) {
+        auto l = load<f::LineTotal>(p + sizeof r + k * sizeof(f::LineTotal));
+        auto& t = d.compactedLines[stack(l.stack)];
+        t.first += l.count, t.second += l.bytes;
+      }
       return true;
     }
     case f::REC_SEGMENT_ALLOC:
@@ -304,6 +337,12 @@ bool CaptureDecoder::record(Model& m, uint8_t type, uint8_t device, uint16_t fla
         if (s == "backward") boundary(PHASE_BACKWARD);
         else if (s == "optimizer") boundary(PHASE_OPTIMIZER);
         return true;  // not a marker users see
+      }
+      if (r.kind == f::MARK_MODULE_BEGIN || r.kind == f::MARK_MODULE_END) {
+        // Like phases, process-wide: the forward's thread appends its marks after its own events.
+        for (DeviceData* d : devs_)
+          if (d) d->moduleMarks.push_back(ModuleMark{(uint32_t)d->count(), name, r.kind == f::MARK_MODULE_BEGIN});
+        return true;  // not a marker users see (hundreds per step)
       }
       if (r.kind == f::MARK_STEP) {
         const std::string& s = m.strings[name];

@@ -100,6 +100,12 @@ struct PhaseMark {
   uint32_t eventIndex;
   uint8_t phase;
 };
+// A module forward begins (begin) or ends after events [0, eventIndex) (MARK_MODULE_*, Note [Module paths]).
+struct ModuleMark {
+  uint32_t eventIndex;
+  uint32_t path;  // string id
+  bool begin;
+};
 
 struct SampleData {
   int64_t tUs;
@@ -164,6 +170,15 @@ struct DeviceData {
   std::vector<SampleData> samples;
   std::vector<TagData> tags;
   std::vector<PhaseMark> phases;
+  std::vector<ModuleMark> moduleMarks;
+  // Budgeted captures (FORMAT.md §5): indices of restated events (increasing; not hand-outs, skipped in counts and
+  // totals), allocations per stack of compacted ranges (model stack id → count, bytes) and their timeline buckets.
+  std::vector<uint32_t> restated;
+  std::unordered_map<uint32_t, std::pair<uint64_t, uint64_t>> compactedLines;
+  struct Bucket {
+    int64_t tUs, tEndUs, allocatedMin, allocatedMax, reservedMin, reservedMax;
+  };
+  std::vector<Bucket> compactedTimeline;
 
   size_t count() const { return t.size(); }
   void reserve(size_t n) {
@@ -217,7 +232,15 @@ struct CaptureEnd {
   std::string message;
 };
 
+// A compacted range of a budgeted capture (REC_AGGREGATED, FORMAT.md §5).
+struct AggregatedRange {
+  int64_t fromUs, toUs;
+  uint64_t events, bytes, budgetBytes;
+  uint32_t restated, peaks;
+};
+
 struct Model {
+  std::vector<AggregatedRange> aggregated;
   std::string format;  // "gpumem-capture" | "pytorch-pickle"
   std::string headerJson = "{}";  // CaptureHeaderInfo as JSON
   std::string allocatorSettingsPickle;  // raw pickle opcodes of allocator_settings (round trip), may be empty

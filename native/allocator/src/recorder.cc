@@ -102,6 +102,7 @@ json::Value build_header(const json::Value& cfg, uint64_t mono, uint64_t wall) {
   if (const json::Value* s = cfg.find("segments")) h.set("segments", *s);
   h.set("stacks", stacks::enabled());
   if (const json::Value* u = cfg.find("user_roots")) h.set("user_roots", *u);
+  if (const json::Value* b = cfg.find("budget_bytes")) h.set("budget_bytes", *b);  // FORMAT.md §5
   // The caller's own facts (real argv of the script, torch/Python/driver versions) win over ours.
   if (const json::Value* extra = cfg.find("header"))
     for (auto& m : extra->members()) h.set(m.first, m.second);
@@ -205,14 +206,19 @@ bool configure(const char* text, const control::Handler& commands, std::string* 
   }
   std::lock_guard<std::mutex> lk(g_cfg_mu);
   Config c = g_cfg;
-  uint64_t sample = c.sample_interval_ms, trace_entries = 100000, limit = 64ull << 20, flush_ms = 50;
+  uint64_t sample = c.sample_interval_ms, trace_entries = 100000, limit = 64ull << 20, flush_ms = 50, budget = 0;
   std::string segments;
   if (!get_string(cfg, "capture_path", &c.capture_path, err) ||
       !get_string(cfg, "control_socket", &c.control_socket, err) ||
       !get_string(cfg, "segments", &segments, err) ||
       !get_uint(cfg, "sample_interval_ms", &sample, err) || !get_uint(cfg, "trace_entries", &trace_entries, err) ||
-      !get_uint(cfg, "buffer_limit_bytes", &limit, err) || !get_uint(cfg, "flush_interval_ms", &flush_ms, err))
+      !get_uint(cfg, "buffer_limit_bytes", &limit, err) || !get_uint(cfg, "flush_interval_ms", &flush_ms, err) ||
+      !get_uint(cfg, "budget_bytes", &budget, err))
     return false;
+  if (budget && budget < (1ull << 20)) {
+    *err = "\"budget_bytes\" must be 0 (unbounded) or at least 1 MiB (1048576), got " + std::to_string(budget);
+    return false;
+  }
   const json::Value* st = cfg.find("stacks");
   if (st && !st->is_bool()) {
     *err = "\"stacks\" must be true or false";
@@ -246,6 +252,7 @@ bool configure(const char* text, const control::Handler& commands, std::string* 
     writer::Options wo;
     wo.buffer_limit_bytes = limit;
     wo.flush_interval_ms = uint32_t(flush_ms);
+    wo.budget_bytes = budget;
     if (!writer::open(c.capture_path, build_header(cfg, mono, wall).dump(), wo, err)) return false;
     stacks::emit_all_interned();  // anything interned before the file existed
   }

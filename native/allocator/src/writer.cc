@@ -13,12 +13,15 @@
 #include <condition_variable>
 #include <cstdio>
 #include <cstring>
+#include <functional>
+#include <memory>
 #include <mutex>
 #include <thread>
 #include <vector>
 
 #include "../../format/gpumem_format.h"
 #include "clock.h"
+#include "compactor.h"
 
 namespace gpumem::rec::writer {
 namespace {
@@ -44,6 +47,12 @@ struct State {
   std::atomic<bool> write_failed{false};  // set once, by the writer thread (Note [Writer failure])
   uint32_t max_string_id = 0;  // the largest REC_STRING id appended (the failure message takes the next)
   uint64_t data_start = 0;     // capture offset of the first record
+  // Budgeted captures (Note [Capture budget]): offsets above are logical (they never shrink); the file holds
+  // logical offset x at x − shift. The writer thread alone touches the fields below.
+  uint64_t shift = 0;
+  uint64_t prefix_end = 0;     // file offset where the full-detail window starts (after the compacted ranges)
+  std::unique_ptr<compactor::Compactor> compactor;
+  std::atomic<uint64_t> compactions{0};
   Options opt;
   std::string path;
   int fd = -1;
@@ -237,6 +246,93 @@ void put(State& s, uint8_t type, uint8_t device, uint16_t flags, const void* a, 
   s.offset += n;
 }
 
+// Calls fn for every whole record in file bytes [from, to), reading in chunks; returns where the last one ends.
+uint64_t scan(int fd, uint64_t from, uint64_t to, const std::function<void(const compactor::RecordView&)>& fn) {
+  std::vector<uint8_t> buf;
+  uint64_t pos = from;
+  while (pos + sizeof(fmt::RecordHeader) <= to) {
+    size_t want = size_t(std::min<uint64_t>(to - pos, 8u << 20));
+    buf.resize(want);
+    ssize_t got = ::pread(fd, buf.data(), want, off_t(pos));
+    if (got <= 0) break;
+    size_t at = 0;
+    while (at + sizeof(fmt::RecordHeader) <= size_t(got)) {
+      fmt::RecordHeader h;
+      std::memcpy(&h, buf.data() + at, sizeof h);
+      size_t whole = sizeof h + h.payload_bytes;
+      if (at + whole > size_t(got)) {
+        if (at == 0) {  // one record larger than the chunk: read it alone
+          buf.resize(whole);
+          if (::pread(fd, buf.data(), whole, off_t(pos)) != ssize_t(whole)) return pos;
+          got = ssize_t(whole);
+          continue;
+        }
+        break;
+      }
+      fn(compactor::RecordView{h.type, h.device, h.flags, buf.data() + at + sizeof h, h.payload_bytes});
+      at += whole;
+    }
+    if (at == 0) break;
+    pos += at;
+  }
+  return pos;
+}
+
+int copy_range(int from_fd, uint64_t at, uint64_t n, int to_fd) {
+  std::vector<uint8_t> buf(std::min<uint64_t>(n, 8u << 20));
+  while (n) {
+    size_t want = size_t(std::min<uint64_t>(n, buf.size()));
+    ssize_t got = ::pread(from_fd, buf.data(), want, off_t(at));
+    if (got <= 0) return got < 0 ? errno : EIO;
+    if (int err = write_all(to_fd, buf.data(), size_t(got))) return err;
+    at += uint64_t(got), n -= uint64_t(got);
+  }
+  return 0;
+}
+
+// Note [Capture budget] (compactor.cc): rewrites the file as header · compacted ranges · a new compacted range ·
+// the newest part of the window, and renames it over the old one. Runs on the writer thread between batches, with
+// no lock held; `file_end` is the file's size. Returns the new size, or file_end if nothing changed (the capture
+// then just grows: a failed compaction never loses records).
+uint64_t compact_file(State& s, uint64_t file_end) {
+  const uint64_t budget = s.opt.budget_bytes;
+  const uint64_t prefix = s.prefix_end;
+  uint64_t keep = budget / 2 > prefix ? budget / 2 - prefix : 0;
+  keep = std::max(keep, budget / 8);
+  if (file_end <= prefix + keep) return file_end;
+  const uint64_t target = file_end - keep;
+  // The cut: the first record boundary at or after `target`.
+  uint64_t cut = prefix;
+  {
+    uint64_t pos = prefix;
+    while (pos < target) {
+      fmt::RecordHeader h;
+      if (::pread(s.fd, &h, sizeof h, off_t(pos)) != ssize_t(sizeof h)) return file_end;
+      pos += sizeof h + h.payload_bytes;
+    }
+    cut = std::min(pos, file_end);
+  }
+  std::string piece;
+  s.compactor->compact([&](const std::function<void(const compactor::RecordView&)>& fn) { scan(s.fd, prefix, cut, fn); },
+                       &piece);
+  const std::string tmp = s.path + ".compacting";
+  int nfd = ::open(tmp.c_str(), O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+  if (nfd < 0) return file_end;
+  int err = copy_range(s.fd, 0, prefix, nfd);
+  if (!err) err = write_all(nfd, reinterpret_cast<const uint8_t*>(piece.data()), piece.size());
+  if (!err) err = copy_range(s.fd, cut, file_end - cut, nfd);
+  if (err || ::rename(tmp.c_str(), s.path.c_str()) != 0) {
+    ::close(nfd);
+    ::unlink(tmp.c_str());
+    return file_end;
+  }
+  ::close(s.fd);
+  s.fd = nfd;
+  s.prefix_end = prefix + piece.size();
+  s.compactions++;
+  return s.prefix_end + (file_end - cut);
+}
+
 void run() {
   // A write past RLIMIT_FSIZE raises SIGXFSZ in the writing thread, which by default kills the process.
   // Blocked here, the write fails with EFBIG instead and the workload goes on (Note [Writer failure]).
@@ -261,12 +357,17 @@ void run() {
       }
     }
     bool stopping = s.stop;
-    uint64_t file_at = s.written_through;  // where this pass's first batch starts in the file
+    uint64_t file_at = s.written_through - s.shift;  // where this pass's first batch starts in the file
     const uint32_t max_string_id = s.max_string_id;  // covers every record in `todo`
     lk.unlock();
     uint64_t bytes = 0;
     for (auto& b : todo) {
       if (!s.write_failed) {
+        if (s.compactor && file_at + b.size() > s.opt.budget_bytes) {
+          uint64_t now = compact_file(s, file_at);
+          s.shift += file_at - now;  // read under s.mu only by this thread
+          file_at = now;
+        }
         size_t done = 0;
         if (int err = write_all(s.fd, b.data(), b.size(), &done)) {
           s.write_failed = true;  // Note [Writer failure]: no further writes
@@ -354,6 +455,8 @@ bool open(const std::string& path, const std::string& header_json, const Options
   s.offset = sizeof fh + header_json.size();
   s.data_start = s.offset;
   s.written_through = s.offset;
+  s.prefix_end = s.offset;
+  if (s.opt.budget_bytes) s.compactor = std::make_unique<compactor::Compactor>(s.opt.budget_bytes);
   s.cur.reserve(kBatchBytes);
   s.open = true;
   s.stop = false;
@@ -363,6 +466,7 @@ bool open(const std::string& path, const std::string& header_json, const Options
 
 bool is_open() { return !g_forked.load(std::memory_order_relaxed) && S().open; }
 const std::string& path() { return S().path; }
+uint64_t compactions() { return S().compactions.load(); }
 uint64_t lost_total() {
   std::lock_guard<std::mutex> lk(S().mu);
   return S().lost_total + S().lost_pending;
@@ -404,7 +508,7 @@ void flush() {
   }
 }
 
-void close(int exit_code) {
+void close(int exit_code, uint64_t end_t_ns) {
   if (g_forked.load(std::memory_order_relaxed)) return;
   State& s = S();
   {
@@ -416,7 +520,7 @@ void close(int exit_code) {
       s.lost_total += s.lost_pending;
       s.lost_pending = 0;
     }
-    fmt::EndRec er{clock::now_ns(), exit_code, 0, 0};  // reason 0: clean shutdown
+    fmt::EndRec er{end_t_ns ? end_t_ns : clock::now_ns(), exit_code, 0, 0};  // reason 0: clean shutdown
     put(s, fmt::REC_END, 0, 0, &er, sizeof er, nullptr, 0);
     s.stop = true;
     s.wake.notify_one();

@@ -20,6 +20,8 @@ namespace gpumem::rec::writer {
 struct Options {
   uint64_t buffer_limit_bytes = 64ull << 20;
   uint32_t flush_interval_ms = 50;
+  // 0: unbounded. Otherwise the file never grows past it (FORMAT.md §5, Note [Capture budget] in compactor.cc).
+  uint64_t budget_bytes = 0;
 };
 
 // Creates (truncates) `path`, writes FileHeader + header JSON and starts the writer thread.
@@ -35,10 +37,13 @@ bool pinned_type(uint8_t type);
 // Hands everything queued so far to the file and waits until it is written.
 void flush();
 // Appends REC_END, flushes, stops the thread and closes the file. Idempotent.
-void close(int exit_code);
+// `end_t_ns`: the REC_END's time (0: now; a tool re-writing a capture keeps the original's).
+void close(int exit_code, uint64_t end_t_ns = 0);
 // Called in a fork child: the writer's thread does not exist there and the file is the parent's.
 void forget_after_fork();
 
 uint64_t lost_total();
+// Compacted ranges written so far (budgeted captures).
+uint64_t compactions();
 
 }  // namespace gpumem::rec::writer

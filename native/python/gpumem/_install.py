@@ -169,6 +169,8 @@ def configure():
     }
     if settings.sim_capacity:
         config["sim_capacity"] = settings.sim_capacity
+    if settings.budget:
+        config["budget_bytes"] = settings.budget
     if sock:
         config["control_socket"] = sock
     try:

@@ -9,7 +9,7 @@ class SettingsError(ValueError):
 class Settings:
     __slots__ = (
         "session_dir", "allocator_so", "segments", "trim", "stacks", "sample_ms", "backend", "sim_capacity",
-        "user_roots", "strict_compile",
+        "user_roots", "strict_compile", "budget",
     )
 
     def __init__(self, env=None):
@@ -35,6 +35,11 @@ class Settings:
         if self.backend not in ("cuda", "sim"):
             raise SettingsError("GPUMEM_BACKEND must be 'cuda' or 'sim', got %r" % self.backend)
         self.sim_capacity = _int(env, "GPUMEM_SIM_CAPACITY", 0)
+        # Note [Capture budget] (native/allocator/src/compactor.cc): bytes, 0 = unbounded; default 1 GiB.
+        self.budget = _int(env, "GPUMEM_BUDGET", 1 << 30)
+        if self.budget < 0 or 0 < self.budget < (1 << 20):
+            raise SettingsError("GPUMEM_BUDGET must be 0 (unbounded) or at least 1048576 bytes (1 MiB), got %r"
+                                % env.get("GPUMEM_BUDGET"))
         roots = env.get("GPUMEM_USER_ROOTS", "")
         self.user_roots = [r for r in roots.split(os.pathsep) if r] or [os.getcwd()]
         self.strict_compile = env.get("GPUMEM_STRICT_COMPILE", "0") not in ("0", "", "false", "no")

@@ -5,6 +5,7 @@ import path from 'node:path';
 import { parseArgs, UsageError } from '../args';
 import { formatBytes } from '../../core/format/bytes';
 import { openModel } from '../../core/model/open';
+import { budgetOf, budgetSentence } from '../../core/summary/budget';
 
 export async function run(argv: string[]): Promise<number> {
   const { options, positionals } = parseArgs('export', argv, { pickle: { value: true }, at: { value: true } });
@@ -36,6 +37,14 @@ export async function run(argv: string[]): Promise<number> {
       if (ranges.length && (atUs < t0 || atUs > t1)) {
         process.stderr.write(`gpumem export: note: --at ${atUs} is outside the recording (${t0} … ${t1} time_us)\n`);
       }
+    }
+    // Note [Capture budget]: the trace of a budgeted capture holds the compacted ranges' moments only; say so.
+    const info = model.fileInfo();
+    const budget = info.originUs === null ? null : budgetOf(info, (us) => (us - (info.originUs ?? 0)) / 1e6);
+    if (budget) {
+      process.stderr.write(
+        `gpumem export: note: ${budgetSentence(budget)} In the pickle's trace the aggregated part holds only the allocations live at those moments.\n`,
+      );
     }
     model.exportPickle(out, atUs);
     const size = fs.statSync(out).size;

@@ -4,7 +4,7 @@ import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
 import { buildCommand, buildWorkloadEnv, createSession, findPython, locateInstall, type Command, type InstallPaths } from '../../core/launch';
-import { int, parseArgs, str, UsageError } from '../args';
+import { bytesOption, int, parseArgs, str, UsageError } from '../args';
 
 const SPEC = {
   out: { value: true },
@@ -13,6 +13,7 @@ const SPEC = {
   'no-stacks': {},
   'sample-ms': { value: true },
   backend: { value: true, choices: ['cuda', 'sim'] },
+  budget: { value: true },
   help: {},
   h: {},
 } as const;
@@ -45,6 +46,10 @@ export async function run(argv: string[], deps: RunDeps = {}): Promise<number> {
   if (p.options.has('help') || p.options.has('h')) return -1; // main prints the help
   const err = deps.stderr ?? ((s: string) => process.stderr.write(s));
   const sampleMs = int(p, 'sample-ms', 'run');
+  // Note [Capture budget]: 0 or "none" records without a bound.
+  const budgetText = str(p, 'budget');
+  const budgetBytes = budgetText === '0' || budgetText === 'none' ? 0 : bytesOption(p, 'budget', 'run');
+  if (budgetBytes !== undefined && budgetBytes > 0 && budgetBytes < 2 ** 20) throw new UsageError(`--budget must be at least 1MiB (or 0 for none), got ${String(budgetText)}`, 'run');
   const { command, name } = workloadCommand(p.positionals, () => findPython(str(p, 'python')));
   const install = (deps.install ?? (() => locateInstall(__dirname)))();
   const cwd = process.cwd();
@@ -58,6 +63,7 @@ export async function run(argv: string[], deps: RunDeps = {}): Promise<number> {
       stacks: !p.options.has('no-stacks'),
       sampleMs: sampleMs ?? 200,
       backend: (str(p, 'backend') as 'cuda' | 'sim' | undefined) ?? 'cuda',
+      ...(budgetBytes !== undefined ? { budgetBytes } : {}),
     },
     userRoots: [cwd],
   });

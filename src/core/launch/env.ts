@@ -19,7 +19,12 @@ export interface RecordingSettings {
   /** `sim` runs the allocator on a simulated device (tests, no GPU). */
   backend?: Backend;
   simCapacity?: number;
+  /** Disk budget of each capture in bytes, 0 = unbounded (Note [Capture budget], FORMAT.md §5). */
+  budgetBytes?: number;
 }
+
+/** The capture budget when none is set: 1 GiB (issue 16). */
+export const DEFAULT_BUDGET_BYTES = 2 ** 30;
 
 export const DEFAULT_SETTINGS: RecordingSettings = { segments: 'expandable', trimOnGrowth: true, stacks: true, sampleMs: 200 };
 
@@ -43,6 +48,9 @@ export function validateSettings(s: RecordingSettings): void {
   }
   if (!Number.isInteger(s.sampleMs) || s.sampleMs < 0) {
     throw new Error(`Invalid sampling period ${String(s.sampleMs)} ms: use a whole number ≥ 0 (0 turns sampling off).`);
+  }
+  if (s.budgetBytes !== undefined && (!Number.isSafeInteger(s.budgetBytes) || s.budgetBytes < 0 || (s.budgetBytes > 0 && s.budgetBytes < 2 ** 20))) {
+    throw new Error(`Invalid capture budget ${String(s.budgetBytes)} bytes: use 0 (unbounded) or at least 1 MiB, e.g. 1GiB.`);
   }
   if (s.backend !== undefined && s.backend !== 'cuda' && s.backend !== 'sim') {
     throw new Error(`Unknown backend "${String(s.backend)}": use "cuda" or "sim".`);
@@ -81,6 +89,7 @@ export function buildWorkloadEnv(opts: WorkloadEnvOptions): Record<string, strin
   env.GPUMEM_STACKS = settings.stacks ? '1' : '0';
   env.GPUMEM_SAMPLE_MS = String(settings.sampleMs);
   env.GPUMEM_BACKEND = settings.backend ?? 'cuda';
+  env.GPUMEM_BUDGET = String(settings.budgetBytes ?? DEFAULT_BUDGET_BYTES);
   if (settings.simCapacity !== undefined) env.GPUMEM_SIM_CAPACITY = String(settings.simCapacity);
   if (opts.userRoots && opts.userRoots.length > 0) env.GPUMEM_USER_ROOTS = opts.userRoots.join(path.delimiter);
   env.PYTHONPATH = prependPath(opts.pythonPathPrefix, env.PYTHONPATH);

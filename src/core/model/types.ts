@@ -205,6 +205,11 @@ export interface CategoryReport {
   hasTags: boolean;
   /** phase facts exist (a backward ran), so activations and temporaries are told apart */
   hasPhases: boolean;
+  /**
+   * how activations are split by module (Note [Module paths]): "path" from the bootstrap's module marks
+   * (`transformer.h.3.mlp`), "class" from forward frames (all instances of a class in one row)
+   */
+  moduleSource: 'path' | 'class';
   categories: Category[];
   /** exactly after the event that reached the device's peak; null for a device with no events */
   peak: CategoryMoment | null;
@@ -287,6 +292,21 @@ export interface FileInfo {
   end: CaptureEndInfo | null;
   lostEvents: number;
   firstLostUs: number | null;
+  /** compacted ranges of a budgeted capture (FORMAT.md §5), in file order; empty when all is in full detail */
+  aggregated?: AggregatedRange[];
+}
+
+/** A time range whose block events a budgeted capture compacted (REC_AGGREGATED, Note [Capture budget]). */
+export interface AggregatedRange {
+  fromUs: number;
+  toUs: number;
+  /** block events compacted away, and the bytes of records that held them */
+  events: number;
+  bytes: number;
+  budgetBytes: number;
+  /** restated events written for the moments kept (peaks, OOMs, states, the range's end) */
+  restated: number;
+  peaks: number;
 }
 
 export interface CurrentFigures {

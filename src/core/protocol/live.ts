@@ -6,7 +6,7 @@
 // panel's pixel width. The webview never sees raw events, so a long run costs the same per update as a
 // short one, and a hidden-then-restored panel needs nothing but the next update.
 
-import type { CurrentFigures, MarkerKind } from '../model/types';
+import type { Category, CurrentFigures, MarkerKind } from '../model/types';
 import { bool, list, map, type MessageIn, num, obj, oneOf, protocol, refine, str, view } from './schema';
 
 export type LiveMarkerKind = MarkerKind;
@@ -32,6 +32,20 @@ export interface LiveSeries {
   deviceUsed: (number | null)[];
 }
 
+/** Categories over time and leak findings of a track (Note [Live categories] in src/core/session/categoriesTrack.ts). */
+export interface LiveCategories {
+  /** sample moments, seconds since the epoch */
+  t: number[];
+  /** bytes per category at each moment (index-aligned with t) */
+  bytes: Record<Category, number[]>;
+  hasTags: boolean;
+  hasPhases: boolean;
+  moduleNote: string;
+  /** detected step ends (Note [Steps]), numbered as everywhere */
+  steps: { index: number; endS: number }[];
+  leaks: { file: string; line: number; growthPerStepBytes: number; category?: Category; sentence: string }[];
+}
+
 /** One chart: a device of one workload process (a torchrun rank is a process). */
 export interface LiveTrack {
   /** stable key, e.g. "1234/0" (pid/device) */
@@ -45,6 +59,8 @@ export interface LiveTrack {
   figures: LiveFigures;
   series: LiveSeries;
   markers: LiveMarker[];
+  /** absent before the capture has two moments, or from hosts before issue 17 */
+  categories?: LiveCategories;
 }
 
 export interface LiveSessionView {

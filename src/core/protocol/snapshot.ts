@@ -13,11 +13,14 @@
 import type { BlockState, LineStat, SourceFormat, TimelineOwners } from '../model/types';
 import type { Policy } from '../model/whatIf';
 import { arrayOf, bool, bytes, int, list, type MessageIn, num, obj, optional, protocol, refine, str, view } from './schema';
+import type { CategoriesView } from './categories';
+
+export type { CategoriesView, CategoryMomentView, LeakView, StepRowView } from './categories';
 
 export const END_OF_TRACE = -1;
 
 /** Which tab the panel shows; restored from webview state. */
-export type SnapshotTab = 'summary' | 'timeline' | 'segments' | 'sites' | 'compare' | 'replay';
+export type SnapshotTab = 'summary' | 'timeline' | 'segments' | 'sites' | 'compare' | 'replay' | 'categories';
 
 export interface MarkerView {
   timeUs: number;
@@ -265,6 +268,7 @@ export const snapshotHostMessages = protocol('snapshot panel, host → webview',
   stack: obj({ view: view<StackView>({ requestId, stackId: int, frames: list() }) }),
   diff: obj({ view: view<DiffView>({ requestId, device, rows: list() }) }),
   replay: obj({ view: view<ReplayView>({ requestId, device, rows: list() }) }),
+  categories: obj({ view: view<CategoriesView>({ requestId, device, steps: list(), leaks: list() }) }),
   requestFailed: obj({ requestId, message: str(Infinity) }),
   /** a short status line, e.g. "Saved memory.png" */
   notice: obj({ message: str(Infinity) }),
@@ -291,6 +295,8 @@ export const snapshotWebviewMessages = protocol('snapshot panel, webview → hos
   requestStack: obj({ requestId, stackId: int }),
   /** replay the device's allocation stream under every allocator policy (on demand: it can take seconds) */
   requestReplay: obj({ requestId, device: refine(int, (d) => d >= 0, 'must not be negative') }),
+  /** the Categories tab: the peak, and timeUs (a moment, or END_OF_TRACE) beside it when given */
+  requestCategories: obj({ requestId, device: refine(int, (d) => d >= 0, 'must not be negative'), timeUs: optional(num) }),
   goToSource: obj({ file: str(), line: int }),
   /** two moments of this file (END_OF_TRACE allowed) */
   compareMoments: obj({ requestId, device, aUs: num, bUs: num }),

@@ -4,7 +4,9 @@ import * as path from 'node:path';
 import { END_WRITER_FAILURE, type Model, type OomInfo } from '../model/types';
 import type { LiveSessionView } from '../protocol/live';
 import { scanSessionFolder, type ProcessEntry } from './processes';
+import { LiveCategoriesCache } from './categoriesTrack';
 import { figuresOf, trackOf } from './view';
+import { budgetOf, budgetSentence } from '../summary/budget';
 
 export type OpenModel = (capturePath: string) => Model;
 
@@ -50,6 +52,8 @@ export class LiveSession {
   /** false once the workload's terminal closed (set by the glue) */
   running = true;
   private readonly procs = new Map<number, SessionProcess>();
+  /** Note [Live categories] */
+  private readonly categories = new LiveCategoriesCache();
 
   constructor(
     readonly dir: string,
@@ -141,9 +145,16 @@ export class LiveSession {
       for (const pr of p.model.problems()) problems.push(`pid ${p.entry.pid}: ${pr.message} (at byte ${pr.offset})`);
       const failure = writerFailureOf(p);
       if (failure) problems.push(writerFailureLine(failure));
+      // Note [Capture budget]: which part of the run is in full detail (times from the process's first event).
+      const info = p.model.fileInfo();
+      const budget = info.originUs === null ? null : budgetOf(info, (us) => (us - (info.originUs ?? 0)) / 1e6);
+      if (budget) problems.push(`pid ${p.entry.pid}: ${budgetSentence(budget)}`);
       const running = this.running && !p.model.ended();
       for (const d of p.model.devices()) {
-        tracks.push(trackOf(p.model, d, { pid: p.entry.pid, rank: p.entry.rank, running }, buckets));
+        const track = trackOf(p.model, d, { pid: p.entry.pid, rank: p.entry.rank, running }, buckets);
+        const categories = this.categories.get(p.model, d);
+        if (categories) track.categories = categories;
+        tracks.push(track);
       }
     }
     const view: LiveSessionView = { name: this.name, running: this.running && tracks.some((t) => t.running), tracks, problems };

@@ -5,6 +5,7 @@
 import type { Model, ReadProblem } from '../model/types';
 import type { TimeBase } from './timebase';
 import { formatSeconds, jsonSeconds } from './timebase';
+import { budgetOf, budgetSentence, type BudgetInfo } from './budget';
 
 export type EndKind = 'clean' | 'early' | 'writer-failure' | 'stopped';
 
@@ -23,6 +24,8 @@ export interface Integrity {
   exitCode: number | null;
   /** one sentence per fact a user must know, empty for a clean, complete capture */
   sentences: string[];
+  /** a budgeted capture's compacted ranges (Note [Capture budget]); absent when everything is in full detail */
+  budget?: BudgetInfo;
 }
 
 // The writer flushes at least every 50 ms (FORMAT.md §3 "Freshness"): what a kill can cost.
@@ -68,7 +71,9 @@ export function integrityOf(model: Model, time: TimeBase): Integrity {
       `${info.lostEvents.toLocaleString('en-US')} event${info.lostEvents === 1 ? '' : 's'} lost from ${formatSeconds(lostFromS)}: the recorder's buffer bound was hit, so figures after that moment undercount.`,
     );
   }
-  return { ended, lostEvents: info.lostEvents, lostFromS, message, endS, exitCode, sentences };
+  const budget = budgetOf(info, (us) => time.seconds(us));
+  if (budget) sentences.push(budgetSentence(budget));
+  return { ended, lostEvents: info.lostEvents, lostFromS, message, endS, exitCode, sentences, ...(budget ? { budget } : {}) };
 }
 
 /** Problems the integrity sentences already say (lost events, a cut-off last record). */

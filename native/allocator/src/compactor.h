@@ -1,0 +1,49 @@
+// compactor.h — turns the oldest part of a budgeted capture's full-detail window into a compacted range
+// (FORMAT.md §5, Note [Capture budget] in compactor.cc). Runs on the writer thread only; no locks.
+#pragma once
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+namespace gpumem::rec::compactor {
+
+// One record as the file holds it: header fields and payload.
+struct RecordView {
+  uint8_t type, device;
+  uint16_t flags;
+  const uint8_t* payload;
+  uint32_t n;
+};
+// Calls `fn` for every record of a range, in file order (the caller reads the file).
+using RecordSource = std::function<void(const std::function<void(const RecordView&)>& fn)>;
+
+class Compactor {
+ public:
+  explicit Compactor(uint64_t budget_bytes) : budget_(budget_bytes) {}
+  // Appends to `out` the compacted form of the records `source` yields (the range right after the previous
+  // one). `source` is called twice (the first pass finds each device's peak in the range).
+  void compact(const RecordSource& source, std::string* out);
+  uint64_t ranges() const { return ranges_; }
+
+ private:
+  struct Live {
+    uint64_t size, requested, stream;
+    uint32_t stack, thread;
+    uint16_t flags;
+    bool operator==(const Live& o) const {
+      return size == o.size && requested == o.requested && stream == o.stream && stack == o.stack && flags == o.flags;
+    }
+  };
+  struct Dev {
+    std::unordered_map<uint64_t, Live> live;  // blocks live at the start of the next range (= what a reader has)
+    int64_t allocated = 0, reserved = 0;
+    int64_t best = 0;  // highest allocated bytes of all compacted ranges (restated at its first moment)
+  };
+  uint64_t budget_;
+  uint64_t ranges_ = 0;
+  std::unordered_map<uint8_t, Dev> devs_;
+};
+
+}  // namespace gpumem::rec::compactor
