@@ -95,11 +95,12 @@ def parse(text):
                     break
                 if not body:
                     continue
-                mm = re.fullmatch(r"(\w+)\s+(\w+)(?:\[(\d+)\])?;", body)
-                if not mm or mm.group(1) not in CTYPES:
+                mm = re.fullmatch(r"(\w+)\s+(\w+(?:\s*,\s*\w+)*)(?:\[(\d+)\])?;", body)
+                if not mm or mm.group(1) not in CTYPES or ("," in mm.group(2) and mm.group(3)):
                     raise HeaderError(f"gpumem_format.h:{bodyno}: struct field '{body}' must be a fixed-width integer "
                                       f"or an array of one ({', '.join(CTYPES)})")
-                fields.append((mm.group(2), mm.group(1), int(mm.group(3) or 0)))
+                for fname in re.split(r"\s*,\s*", mm.group(2)):  # `int64_t a, b;` declares two fields
+                    fields.append((fname, mm.group(1), int(mm.group(3) or 0)))
             structs.append((name, fields))
             continue
         m = re.match(r'static_assert\(sizeof\((\w+)\)\s*==\s*(\d+),', line)
