@@ -283,9 +283,11 @@ struct TimelineRec {
 };
 
 struct TimelineBucket {
-  uint64_t t_ns;         // bucket start
-  int64_t allocated_min, allocated_max;
-  int64_t reserved_min, reserved_max;
+  uint64_t t_ns;  // bucket start
+  int64_t allocated_min;
+  int64_t allocated_max;
+  int64_t reserved_min;
+  int64_t reserved_max;
 };
 
 struct LineTotalsRec {

@@ -30,7 +30,8 @@ export function budgetOf(info: FileInfo, seconds: (us: number) => number): Budge
 }
 
 export function budgetSentence(b: BudgetInfo): string {
-  const from = Math.min(...b.aggregated.map((r) => r.from_s));
+  // A range may begin with a record before the first allocator event (the time origin): say 0, not −0.000 s.
+  const from = Math.max(0, Math.min(...b.aggregated.map((r) => r.from_s)));
   return (
     `Budgeted capture (${formatBytes(b.budget_bytes)}): every event from ${formatSeconds(b.full_detail_from_s)} on is kept; ` +
     `${formatSeconds(from)}–${formatSeconds(b.full_detail_from_s)} is kept as aggregates (${b.events_compacted.toLocaleString('en-US')} block events compacted: ` +
