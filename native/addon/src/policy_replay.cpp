@@ -9,7 +9,7 @@
 
 #include "aggregate.h"
 #include "gpumem_format.h"
-#include "json_out.h"
+#include "json.h"
 #include "oom_message.h"
 #include "replay.h"
 
@@ -300,7 +300,7 @@ PolicyReplayResult replayPolicy(const Model& m, int device, core::Policy policy,
 }
 
 std::string replayJson(const PolicyReplayResult& r) {
-  Json j;
+  json::Writer j;
   j.open('{').kvs("policy", core::policy_name(r.policy)).kvu("capacityBytes", r.capacity);
   j.kvu("peakReservedBytes", r.peakReserved).kvu("peakAllocatedBytes", r.peakAllocated);
   j.kvd("ratio", r.peakAllocated ? double(r.peakReserved) / double(r.peakAllocated) : 0).kv("peakAtUs", r.peakAtUs);
@@ -358,7 +358,7 @@ static std::string whatIf(const Model& m, int device, double tUs, const WhatIfQu
     throw std::runtime_error(std::string("cannot ask the ") + core::policy_name(policy) + " allocator about this state: " + e.what());
   }
   const core::Stream stream = w->default_stream();
-  Json j;
+  json::Writer j;
   j.open('{').kvs("policy", core::policy_name(policy)).kvs("policySource", data.source);
   j.kvu("reservedBytes", w->reserved()).kvu("emptyCacheReleasesBytes", w->empty_cache());
   j.kvu("largestWithoutGrowthBytes", w->largest_without_growth(stream));

@@ -18,7 +18,6 @@ import { POLICIES, POLICY_LABELS } from '../model/whatIf';
 import type { Policy } from '../model/whatIf';
 import { replayPolicies } from '../replay';
 import { breakdownFromSegments } from './breakdown';
-import { isUserFile } from './frames';
 import { buildMarkers, buildSummary } from './summaryView';
 import { identityOf, processLine } from '../summary/identity';
 import { integrityOf, isIntegrityProblem } from '../summary/integrity';
@@ -184,7 +183,7 @@ export class SnapshotSession {
       requestId,
       stackId,
       backward: st?.backward ?? false,
-      frames: (st?.frames ?? []).map((f) => ({ file: f.file, line: f.line, name: f.name, user: isUserFile(f.file) })),
+      frames: (st?.frames ?? []).map((f) => ({ file: f.file, line: f.line, name: f.name, user: f.user })),
     };
   }
 
