@@ -252,7 +252,11 @@ class Replayer {
     for (; nextMarker_ < markers_.size() && markers_[nextMarker_]->tUs < t; nextMarker_++) {
       const MarkerData& mk = *markers_[nextMarker_];
       if (mk.kind == 3) {  // empty_cache: the run's own, unless the OOM ladder's
-        if (mk.detailJson.find("out-of-memory retry") == std::string::npos) a_.empty_cache(nullptr, nullptr, 0);
+        // The detail is JSON the decoder wrote ({"origin": …}): parsed, never searched (Note [One JSON codec]).
+        json::Value detail;
+        const json::Value* origin = json::parse(mk.detailJson, &detail, nullptr) ? detail.find("origin") : nullptr;
+        bool oomRetry = origin && origin->is_string() && origin->as_string() == "out-of-memory retry";
+        if (!oomRetry) a_.empty_cache(nullptr, nullptr, 0);
         continue;
       }
       if (mk.kind > 2) continue;  // snapshot, oom, notice: not phase markers
