@@ -23,7 +23,7 @@ namespace fmt {
 
 GPUMEM_CONSTEXPR char kMagic[8] = {'G', 'P', 'U', 'M', 'E', 'M', '\r', '\n'};
 GPUMEM_CONSTEXPR uint16_t kMajor = 1;
-GPUMEM_CONSTEXPR uint16_t kMinor = 3;  // 1: REC_DEVICE · 2: EndRec.reason/message, DeviceRec.pci_bus_id · 3: REC_TAG, MARK_PHASE
+GPUMEM_CONSTEXPR uint16_t kMinor = 4;  // 1: REC_DEVICE · 2: EndRec.reason/message, DeviceRec.pci_bus_id · 3: REC_TAG, MARK_PHASE · 4: MARK_MODULE_*
 // Upper bound on one record's payload; a larger length means damage, not a real record.
 GPUMEM_CONSTEXPR uint32_t kMaxPayload = 64u << 20;
 GPUMEM_CONSTEXPR uint32_t kMaxHeaderJson = 1u << 20;
@@ -194,6 +194,8 @@ enum MarkerKind : uint32_t {
   MARK_STEP = 4,      // a training-step fact (Note [Steps] in src/core/steps): "optimizer.step", "backward" or gpumem.step(name)
   MARK_PHASE = 5,     // a phase begins (minor 3): "backward" or "optimizer"; it ends at the next MARK_STEP fact of
                       // the same name ("backward" / "optimizer.step"); Note [Categories] in native/addon/src/categories.cpp
+  MARK_MODULE_BEGIN = 6,  // a module's forward starts (minor 4): name = its path ("transformer.h.3.mlp"); Note [Module paths]
+  MARK_MODULE_END = 7,    // that forward returns (name = the same path); begins and ends nest like a call stack
 };
 
 struct MarkerRec {

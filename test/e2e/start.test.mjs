@@ -1,8 +1,8 @@
-// `npm start` on a machine with no GPU: the sample workspace's settings (test/tools/start-settings.mjs)
+// `npm start` on a machine with no GPU: the sample workspace's settings (.dev/start-settings.mjs)
 // must make "Run Python File with Memory Tracking" show a live workload — the product's main job.
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { startSettings } from '../tools/start-settings.mjs';
+import { startSettings } from '../../.dev/start-settings.mjs';
 import { vsCodeSuite } from './harness/suite.mjs';
 
 const hook = startSettings({ replay: true });

@@ -10,11 +10,15 @@ PASS when, for each model:
   over the parameters, their .grad and the optimizer's CUDA state tensors, exactly;
 - at every step end and at the peak: the categories sum exactly to allocated (and untraced bytes are 0), and
   allocated at each step end equals torch.cuda.memory_allocated() measured there;
-- at the peak: activations by module class agree with the saved tensors of the peak's step (storages autograd
-  saved that an op of that forward created, by the module class whose forward created them). Tolerance: 5 % of
-  the total per class, and 5 % on the total. Why not exact: the peak can fall inside backward after the first
-  nodes (the loss's) have already released what they saved; a saved storage's block may be larger than
-  round512 of its bytes only in the fixed-segment pools, which gpumem run does not use by default.
+- at the peak: activations by module path equal the saved tensors of the peak's step STILL ALIVE at the peak
+  (storages autograd saved that an op of that forward created, by the path of the module whose forward created
+  them; alive = the capture's allocation at that address, made in that step, is not freed before the peak's
+  time, from the raw alloc/free events via test/gpu/saved_alive.mjs), exactly, per module and in total. Why
+  "still alive": the peak usually falls inside backward (GPT-2: the loss's gradient of the fp32 logits), after
+  the first nodes released what they saved — comparing with everything saved was the 5 % the first H100 run
+  missed. The one residue allowed: a saved storage freed in the same microsecond as the peak (the capture's time
+  resolution cannot say whether before or after it): its bytes are printed as "same µs" and the check allows
+  the tool anywhere between the two readings.
 Prints a table per model; writes categories_check.json and the summaries under --out; exits 1 on any failure."""
 import argparse
 import glob
@@ -47,10 +51,19 @@ def run_model(a, model):
         f.write(text)
     with open(os.path.join(a.out, "%s-summary.json" % model), "w") as f:
         f.write(out.stdout)
-    return (result, json.loads(out.stdout), text), None
+    return (result, json.loads(out.stdout), text, capture), None
 
 
-def check(model, result, summary):
+def alive_at(a, capture, device, time_us):
+    """[address, size, startUs, endUs|None] of every allocation whose life overlaps time_us (raw events)."""
+    out = subprocess.run([a.node, os.path.join(ROOT, "test", "gpu", "saved_alive.mjs"), capture, str(device), repr(time_us)],
+                         capture_output=True, text=True)
+    if out.returncode != 0:
+        raise RuntimeError("saved_alive.mjs failed: %s" % out.stderr[-2000:])
+    return json.loads(out.stdout)
+
+
+def check(model, result, summary, alive):
     checks, ok = {}, {}
     steps = [d for d in summary["steps"] if d["steps"]][0]
     cats = [c for c in summary["categories"] if c["device"] == steps["device"]][0]
@@ -71,16 +84,34 @@ def check(model, result, summary):
     ok["sum_is_allocated_at_peak"] = sum(p["bytes"][c] for c in CATS) == p["allocated_bytes"] and p["untraced_bytes"] == 0
     # the step the peak falls in (its end is the first step end at or after the peak)
     k = next((i for i, s in enumerate(tool) if s["end_us"] >= p["time_us"]), len(tool) - 1)
-    want = result["activations"][min(k, len(result["activations"]) - 1)]
+    k = min(k, len(result["saved"]) - 1)
+    step_start = tool[k]["start_us"] if k < len(tool) and "start_us" in tool[k] else (tool[k - 1]["end_us"] if k > 0 else float("-inf"))
+    live = {}
+    for addr, size, start, end in alive(p["time_us"]):
+        if start >= step_start:  # made in the peak's step (an older allocation at the address is not it)
+            live[addr] = (size, end)
+    want, same_us, all_saved = {}, {}, {}
+    for ptr, nbytes, path in result["saved"][k]:
+        all_saved[path] = all_saved.get(path, 0) + nbytes
+        hit = live.get(ptr)
+        if hit is None or hit[0] != nbytes:
+            continue  # released before the peak (or its address reused since)
+        if hit[1] is not None and hit[1] == p["time_us"]:
+            same_us[path] = same_us.get(path, 0) + nbytes  # freed in the peak's microsecond: before or after it
+        else:
+            want[path] = want.get(path, 0) + nbytes
     got = {m["module"]: m["bytes"] for m in p["activations_by_module"]}
     total_want, total_got = sum(want.values()), p["bytes"]["activation"]
-    rows = sorted(set(want) | set(got), key=lambda c: -max(want.get(c, 0), got.get(c, 0)))
-    table = [[c, got.get(c, 0), want.get(c, 0)] for c in rows]
-    checks["activations_by_module_at_peak"] = {"peak_step": k + 1, "rows": table, "total": [total_got, total_want]}
-    tol = 0.05 * max(total_want, 1)
-    # --json lists the top 10 classes: each is compared; the rest are in the total
-    ok["activations_by_module_at_peak"] = (total_want > 0 and abs(total_got - total_want) <= tol and
-                                           all(abs(g - want.get(c, 0)) <= tol for c, g in got.items()))
+    total_same, total_saved = sum(same_us.values()), sum(all_saved.values())
+    rows = sorted(set(want) | set(got) | set(same_us), key=lambda c: -max(want.get(c, 0), got.get(c, 0)))
+    table = [[c, got.get(c, 0), want.get(c, 0), same_us.get(c, 0), all_saved.get(c, 0)] for c in rows]
+    checks["activations_by_module_at_peak"] = {"peak_step": k + 1, "module_names": cats.get("module_names"), "rows": table,
+                                               "total": [total_got, total_want, total_same, total_saved]}
+    within = lambda g, w, s_: w <= g <= w + s_
+    # --json lists the top 10 modules: each is compared exactly; the rest are in the total
+    ok["activations_by_module_at_peak"] = (total_want > 0 and cats.get("module_names") == "path" and
+                                           within(total_got, total_want, total_same) and
+                                           all(within(g, want.get(c, 0), same_us.get(c, 0)) for c, g in got.items()))
     return checks, ok, cats
 
 
@@ -94,10 +125,11 @@ def print_table(model, cats, checks):
     if "notFromAllocatorBytes" in b:
         print("  %-16s %10.1f MiB" % ("not allocator", b["notFromAllocatorBytes"] / MiB))
     a = checks["activations_by_module_at_peak"]
-    print("  activations by module class at the peak (step %d): tool vs saved tensors" % a["peak_step"])
-    for c, g, w in a["rows"][:12]:
-        print("    %-36s %10.1f MiB %10.1f MiB" % (c, g / MiB, w / MiB))
-    print("    %-36s %10.1f MiB %10.1f MiB" % ("total", a["total"][0] / MiB, a["total"][1] / MiB))
+    print("  activations by module %s at the peak (step %d): tool | saved, alive at the peak | saved, freed in the"
+          " peak's µs | all saved in the step" % (a["module_names"], a["peak_step"]))
+    for c, g, w, same, allsaved in a["rows"][:12]:
+        print("    %-36s %10.1f MiB %10.1f MiB %8.1f MiB %10.1f MiB" % (c, g / MiB, w / MiB, same / MiB, allsaved / MiB))
+    print("    %-36s %10.1f MiB %10.1f MiB %8.1f MiB %10.1f MiB" % ("total", *(x / MiB for x in a["total"])))
     print("  step ends (tool = workload):  params / grads / optimizer state / allocated")
     for i, (pp, gg, oo, ss) in enumerate(zip(checks["parameter_at_step_ends"], checks["gradient_at_step_ends"],
                                              checks["optimizer_state_at_step_ends"], checks["sum_is_allocated_at_step_ends"])):
@@ -121,8 +153,9 @@ def main():
             report[model] = {"error": err}
             all_ok = False
             continue
-        result, summary, text = got
-        checks, ok, cats = check(model, result, summary)
+        result, summary, text, capture = got
+        device = [d for d in summary["steps"] if d["steps"]][0]["device"]
+        checks, ok, cats = check(model, result, summary, lambda t, c=capture, d=device: alive_at(a, c, d, t))
         print_table(model, cats, checks)
         for k in ok:
             print("%s %s %s" % ("PASS" if ok[k] else "FAIL", model, k))

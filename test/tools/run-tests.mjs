@@ -18,7 +18,7 @@ import { spawn } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { preflight } from './preflight.mjs';
+import { preflight } from '../../.dev/preflight.mjs';
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
 const OUT = path.join(ROOT, '.test-output');
@@ -118,7 +118,7 @@ const layers = {
     if (fs.existsSync(rel('node_modules/.package-lock.json'))) return { skipped: 'node_modules present' };
     return oneCheck('npm', ['ci', '--no-audit', '--no-fund']);
   },
-  typecheck: () => oneCheck(process.execPath, ['test/tools/typecheck.mjs']),
+  typecheck: () => oneCheck(process.execPath, ['.dev/typecheck.mjs']),
   lint: () => oneCheck(process.execPath, ['node_modules/eslint/bin/eslint.js', '.']),
   build: () => oneCheck(process.execPath, ['esbuild.config.mjs']),
   unit: () => nodeTests('unit', testFiles('test/unit')),
@@ -156,7 +156,7 @@ const layers = {
   webview: () => nodeTests('webview', testFiles('test/webview', /\.test\.mjs$/, false)),
   async package() {
     const vsix = path.join(OUT, 'e2e/gpu-memory-lens.vsix');
-    const r = await oneCheck(process.execPath, ['test/tools/package.mjs', '--out', vsix]);
+    const r = await oneCheck(process.execPath, ['.dev/package.mjs', '--out', vsix]);
     if (!r.failed) process.env.GPUMEM_VSIX = vsix; // packaged once, installed by every E2E test file
     return r;
   },
@@ -164,8 +164,8 @@ const layers = {
     const files = testFiles('test/e2e', /\.test\.mjs$/, false);
     if (!files.length) return { skipped: 'no e2e tests yet' };
     if (!fs.existsSync(CODE_SERVER)) {
-      console.log('e2e: code-server missing, running test/tools/setup-code-server.sh');
-      const r = await run('bash', ['test/tools/setup-code-server.sh']);
+      console.log('e2e: code-server missing, running .dev/setup-code-server.sh');
+      const r = await run('bash', ['.dev/setup-code-server.sh']);
       const missing = r.code === 0 ? preflight('e2e') : 'e2e: missing code-server 4.100.3 in .tools/: npm run setup-e2e failed (see its output above)';
       if (missing) return { passed: 0, failed: 1, missing };
     }

@@ -103,6 +103,40 @@ test('without phase facts or tags (an older bootstrap) everything is "other", st
   }
 });
 
+test('activations by module path from the module marks (Note [Module paths]): each instance its own row, the root by class', { skip }, () => {
+  const { cap } = train(3, '--module-paths');
+  const m = openModel(cap);
+  try {
+    const report = m.categories(0, [], false);
+    assert.equal(report.moduleSource, 'path');
+    const p = report.peak;
+    // the loop made 3 × 6 MiB in each Attention.forward and 6 MiB in MLP.forward, under the paths written around them
+    assert.equal(p.bytes.activation, 2 * 18 * MiB + 6 * MiB + 512);
+    assert.deepEqual(p.modules, [
+      { module: 'blocks.0.attn', bytes: 18 * MiB },
+      { module: 'blocks.1.attn', bytes: 18 * MiB },
+      { module: 'blocks.0.mlp', bytes: 6 * MiB },
+      { module: 'Net', bytes: 512 },
+    ]);
+    assert.equal(p.modules.reduce((a, x) => a + x.bytes, 0), p.bytes.activation);
+    const s = summarizeFile(cap);
+    assert.equal(s.summary.categories[0].module_names, 'path');
+    assert.match(s.text, /Activations by module path \(top 4\):\n {4}blocks\.0\.attn\s+18\.0 MiB\n {4}blocks\.1\.attn\s+18\.0 MiB/);
+    assert.match(s.text, /grouped by module path/);
+  } finally {
+    m.close();
+  }
+  // the same loop without marks keeps the class rows (both Attention instances in one)
+  const plain = openModel(train(3).cap);
+  try {
+    const report = plain.categories(0, [], false);
+    assert.equal(report.moduleSource, 'class');
+    assert.deepEqual(report.peak.modules[0], { module: 'Attention', bytes: 18 * MiB });
+  } finally {
+    plain.close();
+  }
+});
+
 test('dominantCategory picks the largest, none for nothing', () => {
   assert.equal(dominantCategory({ other: 5, gradient: 9 }), 'gradient');
   assert.equal(dominantCategory({}), undefined);
@@ -143,6 +177,55 @@ test('the hover of an annotated line gives its bytes at the peak by category', {
     assert.match(hoverOf('act'), /\| By category at peak \| activations 18\.0 MiB \|/);
     assert.match(hoverOf('tmp'), /\| By category at peak \| temporaries 2\.00 MiB \|/);
     assert.match(hoverOf('grad'), /\| By category at peak \| gradients 12\.0 MiB \|/);
+  } finally {
+    m.close();
+  }
+});
+
+test('the hover\'s categories at the peak are computed once per peak, then at most every 5 s (Note [Hover categories while growing])', { skip }, async () => {
+  const { PeakCategoriesCache } = await import('../../src/core/categories/peakCache.ts');
+  const { cap } = train(3);
+  const m = openModel(cap);
+  try {
+    let now = 1000;
+    const cache = new PeakCategoriesCache(5000, () => now);
+    const want = m.categories(0, [], true).peak;
+    assert.deepEqual(cache.get(m, 0), want);
+    now += 4999;
+    assert.deepEqual(cache.get(m, 0), want);
+    assert.equal(cache.computed, 1, 'same peak within 5 s: no new pass');
+    now += 1;
+    cache.get(m, 0);
+    assert.equal(cache.computed, 2, 'after 5 s a later tag may have recategorised the peak: one pass');
+    // a capture that grew to a higher peak is recomputed at once
+    let peak = m.current(0).peakAllocatedBytes;
+    const growing = Object.create(m, { current: { value: (d) => ({ ...m.current(d), peakAllocatedBytes: peak }) } });
+    cache.get(growing, 0);
+    assert.equal(cache.computed, 3);
+    cache.get(growing, 0);
+    assert.equal(cache.computed, 3);
+    peak += 512;
+    assert.deepEqual(cache.get(growing, 0), want);
+    assert.equal(cache.computed, 4, 'a new peak: one pass');
+  } finally {
+    m.close();
+  }
+});
+
+test('the snapshot timeline numbers the steps: the fact that ends each step carries its number', { skip }, async () => {
+  const { SnapshotSession } = await import('../../src/core/snapshot/session.ts');
+  // 2 backward() per optimizer step: the optimizer.step facts end the steps, the backward facts stay plain
+  const { cap } = train(3, '--accumulate', '2');
+  const m = openModel(cap);
+  try {
+    const session = new SnapshotSession(m, { fileName: 'train.gpumem' });
+    const summary = session.handle({ type: 'ready' }).find((x) => x.type === 'summary');
+    const steps = summary.markers.filter((x) => x.kind === 'step');
+    assert.deepEqual(
+      steps.map((x) => x.label),
+      ['backward', 'backward', 'step 1 · optimizer.step', 'backward', 'backward', 'step 2 · optimizer.step', 'backward', 'backward', 'step 3 · optimizer.step'],
+    );
+    assert.deepEqual(steps.filter((x) => x.label.startsWith('step ')).map((x) => x.timeUs), timeBaseOf(m).steps.steps.map((s) => s.endUs));
   } finally {
     m.close();
   }

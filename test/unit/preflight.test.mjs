@@ -3,7 +3,7 @@
 import assert from 'node:assert/strict';
 import fs from 'node:fs';
 import test from 'node:test';
-import { aptPackagesNamed, NEEDS, preflight } from '../tools/preflight.mjs';
+import { aptPackagesNamed, NEEDS, preflight } from '../../.dev/preflight.mjs';
 
 function ciAptPackages() {
   const text = fs.readFileSync(new URL('../../.ci/run', import.meta.url), 'utf8');

@@ -138,3 +138,30 @@ test('compare with another file: each side at its end, by line', () => {
     other.close();
   }
 });
+
+test('every answer the session gives to the page passes the host → webview protocol the page checks', async () => {
+  const { snapshotHostMessages, snapshotWebviewMessages } = await import('../../src/core/protocol/snapshot.ts');
+  const asks = [
+    { type: 'ready' },
+    { type: 'selectDevice', device: 0 },
+    { type: 'requestTimeline', requestId: 1, device: 0, t0Us: py.t0, t1Us: py.t1, buckets: 400, maxSpans: 300 },
+    { type: 'requestTimeline', requestId: 2, device: 0, t0Us: py.t0, t1Us: py.t1, buckets: 400, maxSpans: 300, owner: 0 },
+    { type: 'requestSegments', requestId: 3, device: 0, timeUs: END_OF_TRACE },
+    { type: 'requestStack', requestId: 4, stackId: 1 },
+    { type: 'compareMoments', requestId: 5, device: 0, aUs: py.t0 + (py.t1 - py.t0) / 2, bUs: END_OF_TRACE },
+    { type: 'requestReplay', requestId: 6, device: 0 },
+  ];
+  const seen = new Set();
+  for (const ask of asks) {
+    // what SnapshotPanelHost hands the session: the checked message
+    const checked = snapshotWebviewMessages.check(JSON.parse(JSON.stringify(ask)));
+    assert.equal(checked.ok, true, checked.reason);
+    for (const answer of session.handle(checked.message) ?? []) {
+      // what the page receives: the JSON-cloned message, checked by webview/common/api.ts onHostMessage
+      const c = snapshotHostMessages.check(JSON.parse(JSON.stringify(answer)));
+      assert.equal(c.ok, true, `${answer.type}: ${c.reason}`);
+      seen.add(answer.type);
+    }
+  }
+  assert.deepEqual([...seen].sort(), ['diff', 'opened', 'replay', 'segments', 'sites', 'stack', 'summary', 'timeline']);
+});

@@ -11,6 +11,7 @@ import { after, before, test } from 'node:test';
 import { openWebview } from './harness/index.mjs';
 import { liveHtmlTemplate } from '../../src/glue/live/template.ts';
 import { formatBytes } from '../../src/core/format/bytes.ts';
+import { liveWebviewMessages } from '../../src/core/protocol/live.ts';
 import { LiveSession } from '../../src/core/session/index.ts';
 
 const MiB = 1024 * 1024;
@@ -128,6 +129,27 @@ test('buttons post actions; busy disables; a finished session disables both', as
   await wv.page.waitForFunction(() => document.querySelector('#session-state')?.textContent === 'finished');
   assert.equal(await wv.page.locator('#btn-empty-cache').getAttribute('disabled'), '');
   assert.match(await wv.page.locator('.track-label').first().textContent(), /\(exited\)$/);
+});
+
+test('a host message outside the contract is dropped with its reason on the console, and draws nothing', async () => {
+  await wv.send({ type: 'update', session: viewAt(2) });
+  await wv.page.waitForFunction(() => document.querySelectorAll('.track').length === 2);
+  const before = wv.warnings.length;
+  await wv.page.evaluate(() => (document.body.dataset.updates = '0'));
+  await wv.send({ type: 'update', session: { ...viewAt(4), tracks: 'all of them' } });
+  await wv.send({ type: 'busy', action: 'rebootHost', busy: true });
+  await wv.send({ type: 'reload', url: 'https://example.com/' });
+  await wv.page.waitForFunction((n) => n, true); // one round trip: the listeners above have run
+  assert.deepEqual(wv.warnings.slice(before), [
+    'GPU Memory Lens: dropped a message: live panel, host → webview: update.session.tracks must be an array, got "all of them"',
+    'GPU Memory Lens: dropped a message: live panel, host → webview: busy.action must be one of "emptyCache", "captureSnapshot", got "rebootHost"',
+    'GPU Memory Lens: dropped a message: live panel, host → webview: unknown message type "reload" (expected one of update, noSession, busy)',
+  ]);
+  assert.equal(await wv.page.evaluate(() => document.body.dataset.updates), '0', 'nothing was rendered');
+  assert.equal(await wv.page.locator('.track').first().getAttribute('data-points'), '3', 'the last valid update (step 2) is still shown');
+  assert.equal(await wv.page.locator('#btn-empty-cache').getAttribute('disabled'), null);
+  // every message the page itself posted passes the host's check (src/glue/webview/receive.ts)
+  for (const m of await wv.posted()) assert.equal(liveWebviewMessages.check(m).ok, true, JSON.stringify(m));
 });
 
 test('ill-formed messages are ignored; noSession clears the tracks', async () => {

@@ -141,7 +141,7 @@ test('a dropped OS file without a path is sent as its bytes', async () => {
   });
   const msg = await waitPosted((m) => m.type === 'openDroppedBytes');
   assert.equal(msg.name, 'tiny.pickle');
-  // JSON-cloned by the harness (a Uint8Array becomes an index → byte object).
+  // The harness carries the Uint8Array across as its bytes (as VS Code does), and the host's check took it.
   assert.deepEqual(Object.values(msg.bytes), [0x80, 0x04, 0x2e]);
 });
 
@@ -207,4 +207,25 @@ test('the segment map\'s Peak button shows the allocator state at python\'s peak
   // At the peak the allocated bytes shown are python's peak (the replay of the trace).
   assert.match(await caption.textContent(), new RegExp(`allocated ${formatBytes(summary.devices[0].peak_allocated_bytes).replace('.', '\\.')} of`));
   await wv.screenshot('snapshot-resnet50-segments-at-peak');
+});
+
+test('messages both ways are checked: the page drops an ill-formed host message with its reason, and everything it posted was accepted', async () => {
+  const { page } = wv;
+  await wv.send({ type: 'notice', message: 'a valid notice' });
+  await page.locator('[data-testid=notice]', { hasText: 'a valid notice' }).waitFor();
+  const before = wv.warnings.length;
+  await wv.send({ type: 'notice', message: { html: '<img src=x>' } });
+  await wv.send({ type: 'sites', device: 0, rows: 'none' });
+  await wv.send({ type: 'eval', code: '1' });
+  await page.waitForFunction((n) => n, true);
+  assert.deepEqual(wv.warnings.slice(before), [
+    'GPU Memory Lens: dropped a message: snapshot panel, host → webview: notice.message must be a string, got object',
+    'GPU Memory Lens: dropped a message: snapshot panel, host → webview: sites.rows must be an array, got "none"',
+    'GPU Memory Lens: dropped a message: snapshot panel, host → webview: unknown message type "eval" (expected one of loading, loadFailed, opened, grew, summary, timeline, segments, sites, stack, diff, replay, requestFailed, notice)',
+  ]);
+  assert.equal(await page.locator('[data-testid=notice]').textContent(), 'a valid notice', 'the dropped notice changed nothing');
+  // The pump checks what the page posts as SnapshotPanelHost does: after every test above, nothing was rejected.
+  const posted = await wv.posted();
+  assert.ok(posted.length > 10, `${posted.length} messages posted`);
+  assert.deepEqual(wv.rejected, []);
 });

@@ -1,6 +1,7 @@
 // Drives the snapshot webview in Chromium as the extension host would: serves the real page
 // (src/core/snapshot/page.ts) and bundle, and answers every query the page posts with SnapshotSession over
 // a real Model — the same code path as src/glue/snapshot/panelHost.ts minus the editor.
+import { snapshotWebviewMessages } from '../../src/core/protocol/snapshot.ts';
 import { snapshotPageHtml } from '../../src/core/snapshot/page.ts';
 import { SnapshotSession } from '../../src/core/snapshot/session.ts';
 import { openWebview } from './harness/index.mjs';
@@ -18,21 +19,20 @@ export async function openSnapshotPanel(modelOrOpening, o) {
   else ready(modelOrOpening);
   const wv = await openWebview({
     html: (origin) =>
-      snapshotPageHtml({
-        cspSource: origin,
-        nonce: 'test-nonce',
-        cssUri: `${origin}/snapshot.css`,
-        toolkitUri: `${origin}/toolkit.min.js`,
-        scriptUri: `${origin}/snapshot.js`,
-        title: o.fileName,
-      }),
-    files: { '/snapshot.js': 'dist/webview/snapshot.js', '/toolkit.min.js': 'dist/webview/toolkit.min.js', '/snapshot.css': 'media/snapshot.css' },
+      snapshotPageHtml({ cspSource: origin, nonce: 'test-nonce', resource: (...p) => `${origin}/${p.join('/')}`, title: o.fileName }),
+    files: {
+      '/dist/webview/snapshot.js': 'dist/webview/snapshot.js',
+      '/dist/webview/toolkit.min.js': 'dist/webview/toolkit.min.js',
+      '/media/snapshot.css': 'media/snapshot.css',
+    },
     state: o.state,
     viewport: o.viewport ?? { width: 1300, height: 900 },
     theme: o.theme ?? 'dark',
   });
   /** messages for the editor (goToSource, exports…) that the session does not answer */
   const forEditor = [];
+  /** why posted messages were dropped (as src/glue/webview/receive.ts logs them) */
+  const rejected = [];
   let seen = 0;
   let stopped = false;
   let toldLoading = false;
@@ -45,9 +45,15 @@ export async function openSnapshotPanel(modelOrOpening, o) {
         await wv.send({ type: 'loading', fileName: o.fileName });
       }
       for (; session && seen < posted.length; seen++) {
-        const answer = session.handle(posted[seen]);
+        // Checked as SnapshotPanelHost checks them (receiveMessages): the session sees only valid messages.
+        const checked = snapshotWebviewMessages.check(posted[seen]);
+        if (!checked.ok) {
+          rejected.push(checked.reason);
+          continue;
+        }
+        const answer = session.handle(checked.message);
         if (answer) for (const m of answer) await wv.send(m);
-        else forEditor.push(posted[seen]);
+        else forEditor.push(checked.message);
       }
       await new Promise((r) => setTimeout(r, 10));
     }
@@ -58,6 +64,7 @@ export async function openSnapshotPanel(modelOrOpening, o) {
       return session;
     },
     forEditor,
+    rejected,
     async close() {
       stopped = true;
       await pump;

@@ -16,16 +16,12 @@
 // track has device samples.
 import uPlot from 'uplot';
 import { formatBytes } from '../../src/core/format/bytes';
-import { parseLiveHostMessage, type LiveAction, type LiveSessionView, type LiveTrack, type LiveWebviewMessage } from '../../src/core/protocol/live';
+import { liveHostMessages, type LiveAction, type LiveSessionView, type LiveTrack, type LiveWebviewMessage } from '../../src/core/protocol/live';
+import { onHostMessage, panelApi } from '../common/api';
+import { themeColor } from '../common/theme';
+import { renderCategories } from './categories';
 import { figureRows } from './figures';
 import { ELAPSED_INCRS, elapsedText, elapsedTickLabels } from './timeAxis';
-
-interface VsCodeApi {
-  postMessage(msg: LiveWebviewMessage): void;
-  getState(): unknown;
-  setState(state: unknown): void;
-}
-declare function acquireVsCodeApi(): VsCodeApi;
 
 interface SavedState {
   view?: LiveSessionView;
@@ -36,7 +32,7 @@ interface SavedState {
 /** the device-used series' index in the chart (0 is x) */
 const DEVICE_USED = 3;
 
-const vscode = acquireVsCodeApi();
+const api = panelApi<LiveWebviewMessage, SavedState>();
 const tracksEl = document.getElementById('tracks')!;
 const emptyEl = document.getElementById('empty')!;
 const problemsEl = document.getElementById('problems')!;
@@ -59,13 +55,9 @@ const trackUis = new Map<string, TrackUi>();
 let pending: LiveSessionView | null | undefined; // undefined: nothing to draw; null: no session
 let frameRequested = false;
 let lastView: LiveSessionView | undefined;
-let showDeviceUsed = (vscode.getState() as SavedState | undefined)?.showDeviceUsed ?? true;
+let showDeviceUsed = api.savedState()?.showDeviceUsed ?? true;
 /** the chart's 0 s in epoch seconds (LiveSessionView.originS) */
 let originS = 0;
-
-function cssVar(name: string, fallback: string): string {
-  return getComputedStyle(document.body).getPropertyValue(name).trim() || fallback;
-}
 
 function chartWidth(): number {
   return Math.max(200, Math.floor(tracksEl.clientWidth || document.body.clientWidth || 600) - 8);
@@ -181,6 +173,7 @@ function updateTrack(ui: TrackUi, track: LiveTrack): void {
     'aria-label',
     `Memory over time for ${track.label}: allocated now ${formatBytes(track.figures.allocatedBytes)}, reserved ${formatBytes(track.figures.reservedBytes)}, peak allocated ${formatBytes(track.figures.peakAllocatedBytes)}.`,
   );
+  renderCategories(ui.root, track.categories, originS, chartWidth());
   ui.root.dataset.points = String(s.t.length);
   ui.root.dataset.t1 = String(s.t.at(-1) ?? '');
 }
@@ -188,8 +181,8 @@ function updateTrack(ui: TrackUi, track: LiveTrack): void {
 const BINARY_INCRS = Array.from({ length: 51 }, (_, k) => 2 ** k);
 
 function chartOptions(ui: TrackUi): uPlot.Options {
-  const fg = cssVar('--vscode-foreground', '#ccc');
-  const grid = cssVar('--vscode-editorWidget-border', 'rgba(128,128,128,0.25)');
+  const fg = themeColor('--vscode-foreground', '#ccc');
+  const grid = themeColor('--vscode-editorWidget-border', 'rgba(128,128,128,0.25)');
   const axis = (): uPlot.Axis => ({
     stroke: fg,
     grid: { stroke: grid, width: 1 },
@@ -215,10 +208,10 @@ function chartOptions(ui: TrackUi): uPlot.Options {
     ],
     series: [
       { label: 'elapsed', value: (_u, v) => (v == null ? '—' : elapsedText(v)) },
-      { label: 'allocated', points: { show: false }, stroke: cssVar('--vscode-charts-blue', '#3794ff'), width: 1.5, value: (_u, v) => (v == null ? '—' : formatBytes(v)) },
-      { label: 'reserved', points: { show: false }, stroke: cssVar('--vscode-charts-orange', '#d18616'), width: 1.5, value: (_u, v) => (v == null ? '—' : formatBytes(v)) },
+      { label: 'allocated', points: { show: false }, stroke: themeColor('--vscode-charts-blue', '#3794ff'), width: 1.5, value: (_u, v) => (v == null ? '—' : formatBytes(v)) },
+      { label: 'reserved', points: { show: false }, stroke: themeColor('--vscode-charts-orange', '#d18616'), width: 1.5, value: (_u, v) => (v == null ? '—' : formatBytes(v)) },
       // NVML samples are sparser than buckets: join them rather than leave isolated dots.
-      { label: 'device used', show: showDeviceUsed, points: { show: false }, spanGaps: true, stroke: cssVar('--vscode-charts-purple', '#b180d7'), width: 1, dash: [4, 3], value: (_u, v) => (v == null ? '—' : formatBytes(v)) },
+      { label: 'device used', show: showDeviceUsed, points: { show: false }, spanGaps: true, stroke: themeColor('--vscode-charts-purple', '#b180d7'), width: 1, dash: [4, 3], value: (_u, v) => (v == null ? '—' : formatBytes(v)) },
     ],
     hooks: {
       draw: [(u) => drawMarkers(u, ui.markers)],
@@ -254,7 +247,7 @@ function setDeviceUsed(show: boolean): void {
 }
 
 function saveState(): void {
-  vscode.setState({ view: lastView, showDeviceUsed } satisfies SavedState);
+  api.saveState({ view: lastView, showDeviceUsed });
 }
 
 const MARKER_VARS: Record<string, string> = {
@@ -284,11 +277,11 @@ function drawMarkers(u: uPlot, markers: LiveTrack['markers']): void {
   // no free row is left out (the line stays, and the legend's time tells where it is).
   const rowEnds = [-Infinity, -Infinity, -Infinity];
   ctx.save();
-  ctx.font = `${Math.round(10 * px)}px ${cssVar('--vscode-font-family', 'sans-serif')}`;
+  ctx.font = `${Math.round(10 * px)}px ${themeColor('--vscode-font-family', 'sans-serif')}`;
   for (const m of [...markers].sort((a, b) => a.t - b.t)) {
     const x = u.valToPos(m.t - originS, 'x', true);
     if (x < left || x > left + width) continue;
-    ctx.strokeStyle = cssVar(MARKER_VARS[m.kind] ?? '--vscode-charts-lines', '#888');
+    ctx.strokeStyle = themeColor(MARKER_VARS[m.kind] ?? '--vscode-charts-lines', '#888');
     ctx.fillStyle = ctx.strokeStyle;
     ctx.lineWidth = m.kind === 'oom' ? 2 * px : px;
     ctx.setLineDash(m.kind === 'range_begin' || m.kind === 'range_end' ? [3 * px, 3 * px] : []);
@@ -315,13 +308,11 @@ function drawMarkers(u: uPlot, markers: LiveTrack['markers']): void {
 for (const [action, el] of Object.entries(buttons) as [LiveAction, HTMLElement][]) {
   el.addEventListener('click', () => {
     if (el.hasAttribute('disabled')) return;
-    vscode.postMessage({ type: 'action', action });
+    api.send({ type: 'action', action });
   });
 }
 
-window.addEventListener('message', (event: MessageEvent) => {
-  const msg = parseLiveHostMessage(event.data);
-  if (!msg) return;
+onHostMessage(liveHostMessages, (msg) => {
   switch (msg.type) {
     case 'update':
       lastView = msg.session;
@@ -358,7 +349,7 @@ new ResizeObserver(() => {
   const w = chartWidth();
   for (const ui of trackUis.values()) ui.chart?.setSize({ width: w, height: 220 });
   clearTimeout(resizeTimer);
-  resizeTimer = setTimeout(() => vscode.postMessage({ type: 'resize', widthPx: w }), 200);
+  resizeTimer = setTimeout(() => api.send({ type: 'resize', widthPx: w }), 200);
 }).observe(document.body);
 
 // Theme switch: VS Code changes the body class; chart colours are read at creation, so rebuild them.
@@ -368,11 +359,11 @@ new MutationObserver(() => {
     ui.chart = undefined;
     ui.chartHost.replaceChildren();
   }
-  const saved = vscode.getState() as SavedState | undefined;
+  const saved = api.savedState();
   if (saved?.view) schedule(saved.view);
 }).observe(document.body, { attributes: true, attributeFilter: ['class'] });
 
-const restored = vscode.getState() as SavedState | undefined;
+const restored = api.savedState();
 lastView = restored?.view;
 if (restored?.view) schedule(restored.view);
-vscode.postMessage({ type: 'ready', widthPx: chartWidth() });
+api.send({ type: 'ready', widthPx: chartWidth() });

@@ -1,12 +1,7 @@
-// The webview side of the message contract: one acquireVsCodeApi() per page, typed send, persisted state.
+// The snapshot panel's side of the message contract: typed send and persisted state, over the shared
+// webview/common/api.ts (one acquireVsCodeApi() per page); host messages are checked in main.ts.
 import type { SnapshotTab, SnapshotWebviewMessage } from '../../src/core/protocol/snapshot';
-
-interface VsCodeApi {
-  postMessage(message: unknown): void;
-  getState(): unknown;
-  setState(state: unknown): void;
-}
-declare function acquireVsCodeApi(): VsCodeApi;
+import { panelApi } from '../common/api';
 
 /** What survives the panel being hidden (retainContextWhenHidden is off) or VS Code restarting. */
 export interface PanelState {
@@ -27,13 +22,13 @@ const DEFAULT_STATE: PanelState = {
   compare: { a: 'peak', b: 'end' },
 };
 
-const api = acquireVsCodeApi();
+const api = panelApi<SnapshotWebviewMessage, PanelState>();
 
 export function send(message: SnapshotWebviewMessage): void {
-  api.postMessage(message);
+  api.send(message);
 }
 
-let state: PanelState = { ...DEFAULT_STATE, ...((api.getState() as Partial<PanelState> | undefined) ?? {}) };
+let state: PanelState = { ...DEFAULT_STATE, ...(api.savedState() ?? {}) };
 
 export function getState(): PanelState {
   return state;
@@ -41,7 +36,7 @@ export function getState(): PanelState {
 
 export function updateState(patch: Partial<PanelState>): void {
   state = { ...state, ...patch };
-  api.setState(state);
+  api.saveState(state);
 }
 
 let nextId = 1;

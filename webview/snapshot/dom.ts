@@ -1,29 +1,4 @@
-// Tiny DOM helpers: the panel builds its markup in code (no innerHTML with data, so no injection).
-type Attrs = Record<string, string | number | boolean | undefined>;
-
-export function h<K extends keyof HTMLElementTagNameMap>(tag: K, attrs?: Attrs, ...children: (Node | string)[]): HTMLElementTagNameMap[K];
-export function h(tag: string, attrs?: Attrs, ...children: (Node | string)[]): HTMLElement;
-export function h(tag: string, attrs: Attrs = {}, ...children: (Node | string)[]): HTMLElement {
-  const el = document.createElement(tag);
-  for (const [k, v] of Object.entries(attrs)) {
-    if (v === undefined || v === false) continue;
-    // Through the CSSOM: a style attribute is inline style, which the panel's CSP forbids.
-    if (k === 'style') {
-      el.style.cssText = String(v);
-      continue;
-    }
-    el.setAttribute(k, v === true ? '' : String(v));
-  }
-  for (const c of children) el.append(c);
-  return el;
-}
-
-export function clear(el: Element): void {
-  while (el.firstChild) el.removeChild(el.firstChild);
-}
-
-/** Theme colour from VS Code's CSS variables, with a fallback for the harness page. */
-export function themeColor(name: string, fallback: string): string {
-  const v = getComputedStyle(document.body).getPropertyValue(name).trim();
-  return v || fallback;
-}
+// The snapshot panel's DOM and theme helpers are the shared ones (webview/common); this module keeps the
+// tabs' `./dom` imports working.
+export { clear, h } from '../common/dom';
+export { themeColor } from '../common/theme';

@@ -2,8 +2,10 @@
 // timeline, the segment map, top allocation sites and compare; export and drag-and-drop in the header.
 // Everything drawn comes from host messages (src/core/protocol/snapshot.ts); state survives hiding.
 import type { MarkerView, OpenedInfo, SiteRow, SnapshotHostMessage, SnapshotTab, SummaryView } from '../../src/core/protocol/snapshot';
-import { END_OF_TRACE } from '../../src/core/protocol/snapshot';
+import { END_OF_TRACE, snapshotHostMessages } from '../../src/core/protocol/snapshot';
+import { onHostMessage } from '../common/api';
 import { getState, newRequestId, send, updateState } from './api';
+import { CategoriesPanel } from './categoriesTab';
 import { ComparePanel } from './compareTab';
 import { clear, h } from './dom';
 import { attachDrop } from './drop';
@@ -21,6 +23,7 @@ const TABS: [SnapshotTab, string][] = [
   ['sites', 'Top sites'],
   ['compare', 'Compare'],
   ['replay', 'Allocator what-if'],
+  ['categories', 'Categories'],
 ];
 
 class App {
@@ -35,6 +38,7 @@ class App {
   private segments: SegmentsPanel | undefined;
   private compare: ComparePanel | undefined;
   private replay: ReplayPanel | undefined;
+  private categories: CategoriesPanel | undefined;
   private segmentsRequest = 0;
   private sitesRows: SiteRow[] = [];
   private sitesRendered = false;
@@ -54,7 +58,7 @@ class App {
     this.body = h('div', { class: 'body' }, h('p', { class: 'muted' }, 'Waiting for the extension…'));
     root.append(header, this.body);
     attachDrop(document.body, (m) => this.notice(m));
-    window.addEventListener('message', (e: MessageEvent) => this.onMessage(e.data as SnapshotHostMessage));
+    onHostMessage(snapshotHostMessages, (msg) => this.onMessage(msg));
     send({ type: 'ready' });
   }
 
@@ -128,8 +132,11 @@ class App {
       case 'replay':
         this.replay?.onData(msg.view);
         return;
+      case 'categories':
+        this.categories?.onData(msg.view);
+        return;
       case 'requestFailed':
-        if (!this.compare?.failed(msg.requestId, msg.message) && !this.replay?.failed(msg.requestId, msg.message)) this.notice(msg.message);
+        if (!this.compare?.failed(msg.requestId, msg.message) && !this.replay?.failed(msg.requestId, msg.message) && !this.categories?.failed(msg.requestId, msg.message)) this.notice(msg.message);
         return;
       case 'notice':
         this.notice(msg.message);
@@ -193,6 +200,8 @@ class App {
     send({ type: 'selectDevice', device: this.device() });
     this.timeline?.refresh(previousEnd);
     this.replay?.reset();
+    this.categories?.reset();
+    if (getState().tab === 'categories') this.categories?.show();
     if (getState().momentUs === undefined) {
       this.segmentsShownFor = undefined;
       if (getState().tab === 'segments') this.requestSegments();
@@ -244,6 +253,13 @@ class App {
       momentUs: () => getState().momentUs,
     });
     this.replay = new ReplayPanel(this.views.get('replay') as HTMLElement, { device: () => this.device(), range });
+    this.categories = new CategoriesPanel(this.views.get('categories') as HTMLElement, {
+      device: () => this.device(),
+      originUs: () => this.origin(),
+      momentUs: () => getState().momentUs,
+      onMoment: (t) => this.setMoment(t),
+      openLine: (file, line) => send({ type: 'goToSource', file, line }),
+    });
     this.segmentsShownFor = undefined;
     this.sitesRendered = false;
     // Panel views are display:none until the toolkit upgrades them; draw the restored tab once laid out.
@@ -260,6 +276,7 @@ class App {
   private onTabShown(tab: SnapshotTab): void {
     if (tab === 'sites') this.renderSitesOnce();
     if (tab === 'timeline') this.timeline?.show();
+    if (tab === 'categories') this.categories?.show();
     if (tab === 'segments') {
       this.requestSegments();
       this.segments?.draw();
@@ -279,6 +296,7 @@ class App {
     updateState({ momentUs: timeUs });
     this.timeline?.show();
     this.requestSegments();
+    if (getState().tab === 'categories') this.categories?.show();
   }
 
   private requestSegments(): void {

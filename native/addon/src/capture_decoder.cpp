@@ -307,6 +307,12 @@ bool CaptureDecoder::record(Model& m, uint8_t type, uint8_t device, uint16_t fla
         else if (s == "optimizer") boundary(PHASE_OPTIMIZER);
         return true;  // not a marker users see
       }
+      if (r.kind == f::MARK_MODULE_BEGIN || r.kind == f::MARK_MODULE_END) {
+        // Like phases, process-wide: the forward's thread appends its marks after its own events.
+        for (DeviceData* d : devs_)
+          if (d) d->moduleMarks.push_back(ModuleMark{(uint32_t)d->count(), name, r.kind == f::MARK_MODULE_BEGIN});
+        return true;  // not a marker users see (hundreds per step)
+      }
       if (r.kind == f::MARK_STEP) {
         const std::string& s = m.strings[name];
         if (s == "backward" || s == "optimizer.step") boundary(PHASE_OTHER);

@@ -29,12 +29,14 @@ namespace gpumem {
 //        a live capture's current forward is "other" until its backward frees it).
 //      A capture with no phase facts (no backward seen, an older bootstrap) has no activations or
 //      temporaries: everything untagged is other.
-//   3. module of an activation: the innermost frame of its stack that is a `forward` method, recorded by its
-//      co_qualname (Note [Forward frames] in stack_capture.cc): `GPT2MLP.forward` → module `GPT2MLP`. This is
-//      the module *class*, not its path (`transformer.h.3.mlp`): all twelve GPT2MLPs add up in one row. Reading
-//      `self` of Module._call_impl frames in the GIL-free walker would give paths, at the price of another
-//      version-specific frame layout; the coarse name was chosen for now and the UI says so. Under
-//      torch.compile the stack holds the compiled region's outer frame only, so modules are coarser still.
+//   3. module of an activation, by path when the capture has module marks (Note [Module paths]): the innermost
+//      module whose forward was running when it was allocated (`transformer.h.3.mlp`; the root module by its
+//      class name). Without module marks (captures before format minor 4, GPUMEM_MODULE_PATHS=0) it falls back
+//      to the innermost frame of its stack that is a `forward` method, recorded by its co_qualname (Note
+//      [Forward frames] in stack_capture.cc): `GPT2MLP.forward` → module class `GPT2MLP`, all twelve GPT2MLPs
+//      in one row. "moduleSource" in the JSON says which ("path" or "class"), and the UI says so. Under
+//      torch.compile the compiled module's insides run no hooks and have no frames: their activations are
+//      listed under the compiled module itself (coarser, and the UI says so).
 // Allocations before the trace (a pickle's start state) have no events and are reported as `untraced`.
 
 namespace {
@@ -111,6 +113,28 @@ bool hasPhaseBegins(const DeviceData& d) {
   return std::any_of(d.phases.begin(), d.phases.end(), [](const PhaseMark& p) { return p.phase != PHASE_OTHER; });
 }
 
+// Note [Module paths]: the innermost open module (a string id) at each alloc event, from the MARK_MODULE_*
+// begins and ends; kNone where none is open. An end pops back to its begin of the same path (an exception that
+// skipped inner ends leaves nothing open inside it); an end without a begin is ignored.
+std::vector<uint32_t> modulePaths(const DeviceData& d) {
+  std::vector<uint32_t> out(d.count(), kNone);
+  std::vector<uint32_t> open;
+  size_t k = 0;
+  for (size_t i = 0; i < d.count(); i++) {
+    for (; k < d.moduleMarks.size() && d.moduleMarks[k].eventIndex <= i; k++) {
+      const ModuleMark& mk = d.moduleMarks[k];
+      if (mk.begin) {
+        open.push_back(mk.path);
+      } else {
+        auto it = std::find(open.rbegin(), open.rend(), mk.path);
+        if (it != open.rend()) open.erase(std::next(it).base(), open.end());
+      }
+    }
+    if (d.action[i] == ACT_ALLOC && !open.empty()) out[i] = open.back();
+  }
+  return out;
+}
+
 bool isForward(std::string_view name) {
   constexpr std::string_view kForward = "forward";
   if (name == kForward) return true;
@@ -125,7 +149,7 @@ std::string categoriesJson(const Model& m, int index, const std::vector<double>&
   j.open('{');
   auto found = m.devices.find(index);
   if (found == m.devices.end()) {
-    j.kvb("hasTags", false).kvb("hasPhases", false).key("categories").open('[');
+    j.kvb("hasTags", false).kvb("hasPhases", false).kvs("moduleSource", "class").key("categories").open('[');
     for (const char* c : kCatNames) j.item().str(c);
     j.close(']').key("peak").raw("null").key("moments").open('[').close(']');
     return j.close('}').s;
@@ -133,6 +157,8 @@ std::string categoriesJson(const Model& m, int index, const std::vector<double>&
   const DeviceData& d = found->second;
   const size_t n = d.count();
   const std::vector<uint8_t> cat = categorize(d);
+  const bool byPath = !d.moduleMarks.empty();
+  const std::vector<uint32_t> pathOf = byPath ? modulePaths(d) : std::vector<uint32_t>();
 
   // Module (string id of the forward frame's function) per stack, computed once per stack.
   std::unordered_map<uint32_t, uint32_t> moduleOfStack;
@@ -180,7 +206,7 @@ std::string categoriesJson(const Model& m, int index, const std::vector<double>&
       const bool add = act == ACT_ALLOC;
       live[c] = add ? live[c] + sz : live[c] - std::min(live[c], sz);
       if (c == C_ACTIVATION) {
-        const uint32_t mod = moduleOf(d.stack[a]);
+        const uint32_t mod = byPath ? pathOf[a] : moduleOf(d.stack[a]);
         uint64_t& b = modules[mod];
         b = add ? b + sz : b - std::min(b, sz);
         if (!b) modules.erase(mod);
@@ -213,7 +239,7 @@ std::string categoriesJson(const Model& m, int index, const std::vector<double>&
     std::sort(mods.begin(), mods.end(), [](auto& x, auto& y) { return x.second != y.second ? x.second > y.second : x.first < y.first; });
     o.key("modules").open('[');
     for (const auto& [mod, b] : mods) {
-      std::string_view name = mod == kNone ? std::string_view("<no forward frame>") : std::string_view(m.strings[mod]);
+      std::string_view name = mod == kNone ? std::string_view(byPath ? "<outside any module>" : "<no forward frame>") : std::string_view(m.strings[mod]);
       if (name.size() > 8 && name.substr(name.size() - 8) == ".forward") name = name.substr(0, name.size() - 8);
       o.open('{').kvs("module", name).kvu("bytes", b).close('}');
     }
@@ -234,7 +260,7 @@ std::string categoriesJson(const Model& m, int index, const std::vector<double>&
     }
     out[mo.slot + 1] = o.close('}').s;
   }
-  j.kvb("hasTags", !d.tags.empty()).kvb("hasPhases", hasPhaseBegins(d)).key("categories").open('[');
+  j.kvb("hasTags", !d.tags.empty()).kvb("hasPhases", hasPhaseBegins(d)).kvs("moduleSource", byPath ? "path" : "class").key("categories").open('[');
   for (const char* c : kCatNames) j.item().str(c);
   j.close(']');
   j.key("peak").raw(out[0]).key("moments").open('[');

@@ -100,6 +100,12 @@ struct PhaseMark {
   uint32_t eventIndex;
   uint8_t phase;
 };
+// A module forward begins (begin) or ends after events [0, eventIndex) (MARK_MODULE_*, Note [Module paths]).
+struct ModuleMark {
+  uint32_t eventIndex;
+  uint32_t path;  // string id
+  bool begin;
+};
 
 struct SampleData {
   int64_t tUs;
@@ -164,6 +170,7 @@ struct DeviceData {
   std::vector<SampleData> samples;
   std::vector<TagData> tags;
   std::vector<PhaseMark> phases;
+  std::vector<ModuleMark> moduleMarks;
 
   size_t count() const { return t.size(); }
   void reserve(size_t n) {

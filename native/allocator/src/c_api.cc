@@ -210,8 +210,8 @@ GPUMEM_API int gpumem_snapshot_pickle(uint8_t** out, size_t* out_len) {
 GPUMEM_API void gpumem_free_buffer(void* p) { std::free(p); }
 
 GPUMEM_API int gpumem_mark(const char* name, uint32_t kind) {
-  if (!name || kind > fmt::MARK_PHASE) {
-    set_last_error("gpumem_mark: name must not be NULL and kind must be 0–5 (MarkerKind)");
+  if (!name || kind > fmt::MARK_MODULE_END) {
+    set_last_error("gpumem_mark: name must not be NULL and kind must be 0–7 (MarkerKind)");
     return -1;
   }
   rec::mark(name, kind);

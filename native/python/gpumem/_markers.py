@@ -7,9 +7,11 @@ decides which of them end a training step; the workload only states facts, one C
 
 Categories (Note [Categories] in native/addon/src/categories.cpp): a MARK_PHASE "backward" before each
 backward() and "optimizer" before each Optimizer.step() begin the phases the step facts end, and at each step
-end the optimizer's parameters, gradients and state are tagged by data pointer (_tags.TagWalk). No module hooks:
-they cost ×1.02 per step and broke torch.compile graphs (test/gpu/probes/categories_cost.py)."""
+end the optimizer's parameters, gradients and state are tagged by data pointer (_tags.TagWalk). Module paths
+of activations come from global module hooks that write MARK_MODULE_* marks (Note [Module paths] in _modules.py;
+GPUMEM_MODULE_PATHS=0 turns them off)."""
 import functools
+import os
 
 from . import _native
 from ._state import STATE
@@ -74,6 +76,22 @@ def apply(torch):
     if hasattr(autograd, "grad"):
         autograd.grad = _bracket(autograd.grad)
     _hook_optimizer_steps(torch)
+    _hook_modules(torch)
+
+
+def _mark_module(path, kind):
+    if STATE.configured:
+        STATE.native.lib.gpumem_mark(path, kind)
+
+
+def _hook_modules(torch):
+    if os.environ.get("GPUMEM_MODULE_PATHS", "1") in ("0", "false", "no", "off"):
+        return
+    from . import _modules
+
+    if not getattr(torch, "_gpumem_module_paths", False):
+        _modules.install(torch, _mark_module)
+        torch._gpumem_module_paths = True
 
 
 def _tag(addr, nbytes, category, device):

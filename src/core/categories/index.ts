@@ -29,6 +29,16 @@ export const MODULES_ARE_CLASSES =
   'Activations are grouped by module class (the innermost forward() that made them), not by module path; ' +
   'under torch.compile a compiled region counts as its outermost module.';
 
+/** The same, for captures with module marks (Note [Module paths]). */
+export const MODULES_ARE_PATHS =
+  'Activations are grouped by module path (the innermost module whose forward made them, the root by its class); ' +
+  'a torch.compile\'d module runs no hooks inside: its activations count under the compiled module.';
+
+/** The sentence for a report's module grouping. */
+export function moduleNote(report: Pick<CategoryReport, 'moduleSource'>): string {
+  return report.moduleSource === 'path' ? MODULES_ARE_PATHS : MODULES_ARE_CLASSES;
+}
+
 export interface CategoryView {
   report: CategoryReport;
   /** the moments of `report.moments` are these step ends, in order */

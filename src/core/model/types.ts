@@ -210,6 +210,11 @@ export interface CategoryReport {
   hasTags: boolean;
   /** phase facts exist (a backward ran), so activations and temporaries are told apart */
   hasPhases: boolean;
+  /**
+   * how activations are split by module (Note [Module paths]): "path" from the bootstrap's module marks
+   * (`transformer.h.3.mlp`), "class" from forward frames (all instances of a class in one row)
+   */
+  moduleSource: 'path' | 'class';
   categories: Category[];
   /** exactly after the event that reached the device's peak; null for a device with no events */
   peak: CategoryMoment | null;

@@ -6,7 +6,8 @@
 // panel's pixel width. The webview never sees raw events, so a long run costs the same per update as a
 // short one, and a hidden-then-restored panel needs nothing but the next update.
 
-import type { CurrentFigures, MarkerKind } from '../model/types';
+import type { Category, CurrentFigures, MarkerKind } from '../model/types';
+import { bool, list, map, type MessageIn, num, obj, oneOf, protocol, refine, str, view } from './schema';
 
 export type LiveMarkerKind = MarkerKind;
 
@@ -31,6 +32,20 @@ export interface LiveSeries {
   deviceUsed: (number | null)[];
 }
 
+/** Categories over time and leak findings of a track (Note [Live categories] in src/core/session/categoriesTrack.ts). */
+export interface LiveCategories {
+  /** sample moments, seconds since the epoch */
+  t: number[];
+  /** bytes per category at each moment (index-aligned with t) */
+  bytes: Record<Category, number[]>;
+  hasTags: boolean;
+  hasPhases: boolean;
+  moduleNote: string;
+  /** detected step ends (Note [Steps]), numbered as everywhere */
+  steps: { index: number; endS: number }[];
+  leaks: { file: string; line: number; growthPerStepBytes: number; category?: Category; sentence: string }[];
+}
+
 /** One chart: a device of one workload process (a torchrun rank is a process). */
 export interface LiveTrack {
   /** stable key, e.g. "1234/0" (pid/device) */
@@ -44,6 +59,8 @@ export interface LiveTrack {
   figures: LiveFigures;
   series: LiveSeries;
   markers: LiveMarker[];
+  /** absent before the capture has two moments, or from hosts before issue 17 */
+  categories?: LiveCategories;
 }
 
 export interface LiveSessionView {
@@ -61,57 +78,36 @@ export interface LiveSessionView {
   problems: string[];
 }
 
-/** Host → webview. */
-export type LiveHostMessage =
-  | { type: 'update'; session: LiveSessionView }
-  | { type: 'noSession' }
-  | { type: 'busy'; action: LiveAction; busy: boolean };
-
 export type LiveAction = 'emptyCache' | 'captureSnapshot';
+const ACTIONS = ['emptyCache', 'captureSnapshot'] as const satisfies readonly LiveAction[];
 
-/** Webview → host. */
-export type LiveWebviewMessage =
-  | { type: 'ready'; widthPx: number }
-  | { type: 'resize'; widthPx: number }
-  | { type: 'action'; action: LiveAction };
+// The live panel's messages, one declaration per direction (Note [Message schemas] in schema.ts): the
+// message types and the validators their receivers run are both derived from these tables.
 
-const ACTIONS: readonly LiveAction[] = ['emptyCache', 'captureSnapshot'];
+/** The chart width the page reports. The host asks the model for one bucket per pixel: a bogus width is capped. */
+const widthPx = map(
+  refine(num, (w) => w >= 0, 'must not be negative'),
+  (w) => Math.min(Math.round(w), 8192),
+);
 
-/**
- * Validates a message from the webview (it is untrusted input: a compromised or buggy page must not be
- * able to make the host do anything outside this contract). Returns undefined for anything else.
- */
-export function parseLiveWebviewMessage(raw: unknown): LiveWebviewMessage | undefined {
-  if (typeof raw !== 'object' || raw === null) return undefined;
-  const m = raw as Record<string, unknown>;
-  switch (m.type) {
-    case 'ready':
-    case 'resize': {
-      const w = m.widthPx;
-      if (typeof w !== 'number' || !Number.isFinite(w) || w < 0) return undefined;
-      // The host asks the model for one bucket per pixel; cap it so a bogus width cannot cost seconds.
-      return { type: m.type, widthPx: Math.min(Math.round(w), 8192) };
-    }
-    case 'action':
-      return typeof m.action === 'string' && (ACTIONS as readonly string[]).includes(m.action)
-        ? { type: 'action', action: m.action as LiveAction }
-        : undefined;
-    default:
-      return undefined;
-  }
-}
+/** Host → webview (checked by webview/live). */
+export const liveHostMessages = protocol('live panel, host → webview', {
+  update: obj({ session: view<LiveSessionView>({ name: str(Infinity), tracks: list<LiveTrack>(), running: bool, problems: list<string>() }) }),
+  noSession: obj({}),
+  busy: obj({ action: oneOf(ACTIONS), busy: bool }),
+});
+export type LiveHostMessage = MessageIn<typeof liveHostMessages>;
+
+/** Webview → host (checked by src/glue/live): untrusted input, so every field is checked. */
+export const liveWebviewMessages = protocol('live panel, webview → host', {
+  ready: obj({ widthPx }),
+  resize: obj({ widthPx }),
+  action: obj({ action: oneOf(ACTIONS) }),
+});
+export type LiveWebviewMessage = MessageIn<typeof liveWebviewMessages>;
+
+/** Validates a message from the webview; undefined for anything outside the contract. */
+export const parseLiveWebviewMessage = liveWebviewMessages.parse;
 
 /** Validates a message from the host (the webview side uses this; drops anything it does not know). */
-export function parseLiveHostMessage(raw: unknown): LiveHostMessage | undefined {
-  if (typeof raw !== 'object' || raw === null) return undefined;
-  const m = raw as Record<string, unknown>;
-  if (m.type === 'noSession') return { type: 'noSession' };
-  if (m.type === 'busy' && typeof m.busy === 'boolean' && (ACTIONS as readonly unknown[]).includes(m.action)) {
-    return { type: 'busy', action: m.action as LiveAction, busy: m.busy };
-  }
-  if (m.type === 'update' && typeof m.session === 'object' && m.session !== null) {
-    const s = m.session as Record<string, unknown>;
-    if (typeof s.name === 'string' && Array.isArray(s.tracks)) return { type: 'update', session: m.session as LiveSessionView };
-  }
-  return undefined;
-}
+export const parseLiveHostMessage = liveHostMessages.parse;

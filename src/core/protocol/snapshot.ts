@@ -12,11 +12,15 @@
 
 import type { BlockState, LineStat, SourceFormat, TimelineOwners } from '../model/types';
 import type { Policy } from '../model/whatIf';
+import { arrayOf, bool, bytes, int, list, type MessageIn, num, obj, optional, protocol, refine, str, view } from './schema';
+import type { CategoriesView } from './categories';
+
+export type { CategoriesView, CategoryMomentView, LeakView, StepRowView } from './categories';
 
 export const END_OF_TRACE = -1;
 
 /** Which tab the panel shows; restored from webview state. */
-export type SnapshotTab = 'summary' | 'timeline' | 'segments' | 'sites' | 'compare' | 'replay';
+export type SnapshotTab = 'summary' | 'timeline' | 'segments' | 'sites' | 'compare' | 'replay' | 'categories';
 
 export interface MarkerView {
   timeUs: number;
@@ -244,92 +248,71 @@ export interface ReplayView {
   rows: ReplayRowView[];
 }
 
-export type SnapshotHostMessage =
-  | { type: 'loading'; fileName: string }
-  | { type: 'loadFailed'; fileName: string; message: string }
-  | { type: 'opened'; info: OpenedInfo }
+// The snapshot panel's messages, one declaration per direction (Note [Message schemas] in schema.ts): the
+// message types and the validators their receivers run are both derived from these tables.
+
+const requestId = int;
+const device = int;
+
+/** Host → webview (checked by webview/snapshot): the envelope and the fields the page branches on. */
+export const snapshotHostMessages = protocol('snapshot panel, host → webview', {
+  loading: obj({ fileName: str(Infinity) }),
+  loadFailed: obj({ fileName: str(Infinity), message: str(Infinity) }),
+  opened: obj({ info: view<OpenedInfo>({ fileName: str(Infinity), devices: arrayOf(int), timeRanges: list() }) }),
   /** a capture still being written grew: new time ranges; the page re-asks for what it shows */
-  | { type: 'grew'; info: OpenedInfo; ended: boolean }
-  | { type: 'summary'; summary: SummaryView; markers: MarkerView[]; markersTruncated: boolean }
-  | { type: 'timeline'; view: TimelineView }
-  | { type: 'segments'; view: SegmentMapView }
-  | { type: 'sites'; device: number; rows: SiteRow[] }
-  | { type: 'stack'; view: StackView }
-  | { type: 'diff'; view: DiffView }
-  | { type: 'replay'; view: ReplayView }
-  | { type: 'requestFailed'; requestId: number; message: string }
+  grew: obj({ info: view<OpenedInfo>({ fileName: str(Infinity), devices: arrayOf(int), timeRanges: list() }), ended: bool }),
+  summary: obj({ summary: view<SummaryView>({ device }), markers: list<MarkerView>(), markersTruncated: bool }),
+  timeline: obj({ view: view<TimelineView>({ requestId, device }) }),
+  segments: obj({ view: view<SegmentMapView>({ requestId, device, segments: list() }) }),
+  sites: obj({ device, rows: list<SiteRow>() }),
+  stack: obj({ view: view<StackView>({ requestId, stackId: int, frames: list() }) }),
+  diff: obj({ view: view<DiffView>({ requestId, device, rows: list() }) }),
+  replay: obj({ view: view<ReplayView>({ requestId, device, rows: list() }) }),
+  categories: obj({ view: view<CategoriesView>({ requestId, device, steps: list(), leaks: list() }) }),
+  requestFailed: obj({ requestId, message: str(Infinity) }),
   /** a short status line, e.g. "Saved memory.png" */
-  | { type: 'notice'; message: string };
+  notice: obj({ message: str(Infinity) }),
+});
+export type SnapshotHostMessage = MessageIn<typeof snapshotHostMessages>;
 
-export type SnapshotWebviewMessage =
-  | { type: 'ready' }
-  | { type: 'selectDevice'; device: number }
-  /** owner: only that owner group's allocations as bands (TimelineOwners); absent: all */
-  | { type: 'requestTimeline'; requestId: number; device: number; t0Us: number; t1Us: number; buckets: number; maxSpans: number; owner?: number }
-  | { type: 'requestSegments'; requestId: number; device: number; timeUs: number }
-  | { type: 'requestStack'; requestId: number; stackId: number }
-  /** replay the device's allocation stream under every allocator policy (on demand: it can take seconds) */
-  | { type: 'requestReplay'; requestId: number; device: number }
-  | { type: 'goToSource'; file: string; line: number }
-  /** two moments of this file (END_OF_TRACE allowed) */
-  | { type: 'compareMoments'; requestId: number; device: number; aUs: number; bUs: number }
-  /** this file's end against another file the host asks for with a file picker */
-  | { type: 'compareFile'; requestId: number; device: number }
-  | { type: 'exportPickle'; device: number; atUs: number }
-  | { type: 'exportPng'; dataUrl: string; suggestedName: string }
-  /** a file dropped on the panel: a URI from VS Code's explorer or the OS (text/uri-list) */
-  | { type: 'openDroppedUri'; uri: string }
-  /** a dropped file without a path (from a browser-side File): its bytes */
-  | { type: 'openDroppedBytes'; name: string; bytes: number[] | Uint8Array };
-
-const num = (v: unknown): v is number => typeof v === 'number' && Number.isFinite(v);
-const int = (v: unknown): v is number => num(v) && Number.isInteger(v);
-const str = (v: unknown, max = 4096): v is string => typeof v === 'string' && v.length <= max;
+const PNG_PREFIX = 'data:image/png;base64,';
 
 /**
- * Validates a message from the snapshot webview. The page is untrusted input: anything outside this
- * contract (wrong type, non-finite numbers, oversized strings) is dropped (undefined) instead of reaching
- * the model or the file system.
+ * Webview → host (checked by src/glue/snapshot): the page is untrusted input, so anything outside this
+ * contract (wrong type, non-finite numbers, oversized strings) is dropped instead of reaching the model or
+ * the file system.
  */
-export function parseSnapshotWebviewMessage(raw: unknown): SnapshotWebviewMessage | undefined {
-  if (typeof raw !== 'object' || raw === null) return undefined;
-  const m = raw as Record<string, unknown>;
-  switch (m.type) {
-    case 'ready':
-      return { type: 'ready' };
-    case 'selectDevice':
-      return int(m.device) ? { type: 'selectDevice', device: m.device } : undefined;
-    case 'requestTimeline':
-      return int(m.requestId) && int(m.device) && num(m.t0Us) && num(m.t1Us) && m.t1Us > m.t0Us && num(m.buckets) && num(m.maxSpans)
-        ? { type: 'requestTimeline', requestId: m.requestId, device: m.device, t0Us: m.t0Us, t1Us: m.t1Us, buckets: m.buckets, maxSpans: m.maxSpans }
-        : undefined;
-    case 'requestSegments':
-      return int(m.requestId) && int(m.device) && num(m.timeUs) ? { type: 'requestSegments', requestId: m.requestId, device: m.device, timeUs: m.timeUs } : undefined;
-    case 'requestStack':
-      return int(m.requestId) && int(m.stackId) ? { type: 'requestStack', requestId: m.requestId, stackId: m.stackId } : undefined;
-    case 'requestReplay':
-      return int(m.requestId) && int(m.device) && m.device >= 0 ? { type: 'requestReplay', requestId: m.requestId, device: m.device } : undefined;
-    case 'goToSource':
-      return str(m.file) && int(m.line) ? { type: 'goToSource', file: m.file, line: m.line } : undefined;
-    case 'compareMoments':
-      return int(m.requestId) && int(m.device) && num(m.aUs) && num(m.bUs)
-        ? { type: 'compareMoments', requestId: m.requestId, device: m.device, aUs: m.aUs, bUs: m.bUs }
-        : undefined;
-    case 'compareFile':
-      return int(m.requestId) && int(m.device) ? { type: 'compareFile', requestId: m.requestId, device: m.device } : undefined;
-    case 'exportPickle':
-      return int(m.device) && num(m.atUs) ? { type: 'exportPickle', device: m.device, atUs: m.atUs } : undefined;
-    case 'exportPng':
-      return str(m.dataUrl, 64 * 1024 * 1024) && m.dataUrl.startsWith('data:image/png;base64,') && str(m.suggestedName, 200)
-        ? { type: 'exportPng', dataUrl: m.dataUrl, suggestedName: m.suggestedName }
-        : undefined;
-    case 'openDroppedUri':
-      return str(m.uri) ? { type: 'openDroppedUri', uri: m.uri } : undefined;
-    case 'openDroppedBytes':
-      return str(m.name, 255) && (m.bytes instanceof Uint8Array || Array.isArray(m.bytes))
-        ? { type: 'openDroppedBytes', name: m.name, bytes: m.bytes as Uint8Array | number[] }
-        : undefined;
-    default:
-      return undefined;
-  }
-}
+export const snapshotWebviewMessages = protocol('snapshot panel, webview → host', {
+  ready: obj({}),
+  selectDevice: obj({ device }),
+  /** owner: only that owner group's allocations as bands (TimelineOwners); absent: all */
+  requestTimeline: refine(
+    obj({ requestId, device, t0Us: num, t1Us: num, buckets: num, maxSpans: num, owner: optional(int) }),
+    (m) => m.t1Us > m.t0Us,
+    't1Us must be after t0Us',
+  ),
+  requestSegments: obj({ requestId, device, timeUs: num }),
+  requestStack: obj({ requestId, stackId: int }),
+  /** replay the device's allocation stream under every allocator policy (on demand: it can take seconds) */
+  requestReplay: obj({ requestId, device: refine(int, (d) => d >= 0, 'must not be negative') }),
+  /** the Categories tab: the peak, and timeUs (a moment, or END_OF_TRACE) beside it when given */
+  requestCategories: obj({ requestId, device: refine(int, (d) => d >= 0, 'must not be negative'), timeUs: optional(num) }),
+  goToSource: obj({ file: str(), line: int }),
+  /** two moments of this file (END_OF_TRACE allowed) */
+  compareMoments: obj({ requestId, device, aUs: num, bUs: num }),
+  /** this file's end against another file the host asks for with a file picker */
+  compareFile: obj({ requestId, device }),
+  exportPickle: obj({ device, atUs: num }),
+  exportPng: obj({
+    dataUrl: refine(str(64 * 1024 * 1024), (u) => u.startsWith(PNG_PREFIX), `must start with ${PNG_PREFIX}`),
+    suggestedName: str(200),
+  }),
+  /** a file dropped on the panel: a URI from VS Code's explorer or the OS (text/uri-list) */
+  openDroppedUri: obj({ uri: str() }),
+  /** a dropped file without a path (from a browser-side File): its bytes */
+  openDroppedBytes: obj({ name: str(255), bytes }),
+});
+export type SnapshotWebviewMessage = MessageIn<typeof snapshotWebviewMessages>;
+
+/** Validates a message from the snapshot webview; undefined for anything outside the contract. */
+export const parseSnapshotWebviewMessage = snapshotWebviewMessages.parse;

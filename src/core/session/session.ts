@@ -4,6 +4,7 @@ import * as path from 'node:path';
 import { END_WRITER_FAILURE, type Model, type OomInfo } from '../model/types';
 import type { LiveSessionView } from '../protocol/live';
 import { scanSessionFolder, type ProcessEntry } from './processes';
+import { LiveCategoriesCache } from './categoriesTrack';
 import { figuresOf, trackOf } from './view';
 
 export type OpenModel = (capturePath: string) => Model;
@@ -50,6 +51,8 @@ export class LiveSession {
   /** false once the workload's terminal closed (set by the glue) */
   running = true;
   private readonly procs = new Map<number, SessionProcess>();
+  /** Note [Live categories] */
+  private readonly categories = new LiveCategoriesCache();
 
   constructor(
     readonly dir: string,
@@ -143,7 +146,10 @@ export class LiveSession {
       if (failure) problems.push(writerFailureLine(failure));
       const running = this.running && !p.model.ended();
       for (const d of p.model.devices()) {
-        tracks.push(trackOf(p.model, d, { pid: p.entry.pid, rank: p.entry.rank, running }, buckets));
+        const track = trackOf(p.model, d, { pid: p.entry.pid, rank: p.entry.rank, running }, buckets);
+        const categories = this.categories.get(p.model, d);
+        if (categories) track.categories = categories;
+        tracks.push(track);
       }
     }
     const view: LiveSessionView = { name: this.name, running: this.running && tracks.some((t) => t.running), tracks, problems };

@@ -18,7 +18,9 @@ import { POLICIES, POLICY_LABELS } from '../model/whatIf';
 import type { Policy } from '../model/whatIf';
 import { replayPolicies } from '../replay';
 import { breakdownFromSegments } from './breakdown';
+import { categoriesView } from './categoriesView';
 import { buildMarkers, buildSummary } from './summaryView';
+import { numberSteps } from './stepMarkers';
 import { identityOf, processLine } from '../summary/identity';
 import { integrityOf, isIntegrityProblem } from '../summary/integrity';
 import { oomRows } from '../summary/ooms';
@@ -94,7 +96,9 @@ export class SnapshotSession {
 
   /** Everything a freshly loaded (or restored) webview needs for one device: summary, markers, sites. */
   deviceMessages(device: number): SnapshotHostMessage[] {
-    const { markers, truncated } = buildMarkers(this.model, device);
+    const built = buildMarkers(this.model, device);
+    const markers = numberSteps(built.markers, this.time.steps);
+    const truncated = built.truncated;
     return [
       { type: 'summary', summary: buildSummary(this.model, device), markers, markersTruncated: truncated },
       { type: 'sites', device, rows: this.sites(device) },
@@ -267,6 +271,8 @@ export class SnapshotSession {
           return [{ type: 'stack', view: this.stack(msg.requestId, msg.stackId) }];
         case 'requestReplay':
           return [{ type: 'replay', view: this.replay(msg.requestId, msg.device) }];
+        case 'requestCategories':
+          return [{ type: 'categories', view: categoriesView(this.model, msg.device, this.time, msg.requestId, msg.timeUs, this.display) }];
         case 'compareMoments':
           return [{ type: 'diff', view: this.diff(msg.requestId, msg.device, msg.aUs, msg.bUs, [this.momentLabel(msg.aUs), this.momentLabel(msg.bUs)]) }];
         default:

@@ -1,6 +1,6 @@
 // The categories part of `gpumem summary`: what the memory at the peak is (Note [Categories]), and what the
 // device holds beyond it, in text and in --json.
-import { beyondAllocated, CATEGORIES, CATEGORY_LABELS, MODULES_ARE_CLASSES, type BeyondAllocated, type CategoryView } from '../categories';
+import { beyondAllocated, CATEGORIES, CATEGORY_LABELS, MODULES_ARE_CLASSES, MODULES_ARE_PATHS, type BeyondAllocated, type CategoryView } from '../categories';
 import { formatBytes } from '../format/bytes';
 import type { CategoryBytes, Model } from '../model/types';
 
@@ -8,8 +8,8 @@ export interface CategoriesJson {
   device: number;
   has_tags: boolean;
   has_phases: boolean;
-  /** "class": activations are grouped by module class, not module path (Note [Categories]) */
-  module_names: 'class';
+  /** how activations are grouped: by module path (module marks, Note [Module paths]) or by module class */
+  module_names: 'path' | 'class';
   peak: {
     time_us: number;
     allocated_bytes: number;
@@ -28,7 +28,7 @@ export function categoriesJson(model: Model, device: number, view: CategoryView,
     device,
     has_tags: view.report.hasTags,
     has_phases: view.report.hasPhases,
-    module_names: 'class',
+    module_names: view.report.moduleSource === 'path' ? 'path' : 'class',
     peak: p && {
       time_us: p.timeUs,
       allocated_bytes: p.allocatedBytes,
@@ -64,9 +64,9 @@ export function categoriesText(all: readonly CategoriesJson[], topModules = 5): 
       out.push(`  ${'not from the allocator'.padEnd(28)} ${formatBytes(b.notFromAllocatorBytes).padStart(10)}        CUDA context, libraries, other processes (device used − reserved)`);
     }
     if (p.activations_by_module.length) {
-      out.push(`  Activations by module class (top ${Math.min(topModules, p.activations_by_module.length)}):`);
+      out.push(`  Activations by module ${c.module_names} (top ${Math.min(topModules, p.activations_by_module.length)}):`);
       for (const m of p.activations_by_module.slice(0, topModules)) out.push(`    ${m.module.padEnd(40)} ${formatBytes(m.bytes).padStart(10)}`);
-      out.push(`  ${MODULES_ARE_CLASSES}`);
+      out.push(`  ${c.module_names === 'path' ? MODULES_ARE_PATHS : MODULES_ARE_CLASSES}`);
     }
   }
   return out;

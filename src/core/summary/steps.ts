@@ -42,7 +42,7 @@ export function stepsWithCategories(model: Model, steps: Steps): StepsWithCatego
   });
 }
 
-function toJson(device: number, r: StepReport, view: CategoryView): StepsJson {
+export function toJson(device: number, r: StepReport, view: CategoryView): StepsJson {
   const moments = view.report.moments;
   const lastEnd = moments[moments.length - 1];
   return {
@@ -81,7 +81,7 @@ const CATEGORY_TEXT: Record<Category, string> = {
   other: 'not parameters, gradients, optimizer state or activations',
 };
 
-const SOURCE_TEXT: Record<StepsJson['source'], string> = {
+export const SOURCE_TEXT: Record<StepsJson['source'], string> = {
   numbered: 'your numbered step markers',
   user: 'your gpumem.step() / "step" marks',
   optimizer: 'optimizer.step() after backward()',
@@ -118,13 +118,16 @@ export function stepsText(all: readonly StepsJson[], maxRows = 12): string[] {
     if (s.leaks.length === 0) {
       out.push(`  No leak: no line's memory at step end grew for 3 steps in a row.`);
     }
-    for (const l of s.leaks) {
-      out.push(
-        `  Leak: ${l.file}:${l.line} keeps ${formatBytes(l.growth_per_step_bytes)} more at each step end ` +
-          `(steps ${l.from_step}–${l.to_step}, ${formatBytes(l.bytes_at_last_end)} at the last step end` +
-          `${l.category ? `, ${CATEGORY_TEXT[l.category]}` : ''})`,
-      );
-    }
+    for (const l of s.leaks) out.push(`  Leak: ${leakSentence(l)}`);
   }
   return out;
+}
+
+/** One leak finding in words (the summary's line; the panels' finding), `file` as the caller wants it shown. */
+export function leakSentence(l: StepsJson['leaks'][number], file = l.file): string {
+  return (
+    `${file}:${l.line} keeps ${formatBytes(l.growth_per_step_bytes)} more at each step end ` +
+    `(steps ${l.from_step}–${l.to_step}, ${formatBytes(l.bytes_at_last_end)} at the last step end` +
+    `${l.category ? `, ${CATEGORY_TEXT[l.category]}` : ''})`
+  );
 }

@@ -5,6 +5,7 @@
 import * as vscode from 'vscode';
 import type { Model } from '../../core/model/types';
 import { lineCategories } from '../../core/categories';
+import { PeakCategoriesCache } from '../../core/categories/peakCache';
 import {
   annotationStyle,
   computeAnnotations,
@@ -46,6 +47,8 @@ export class AnnotationController implements vscode.Disposable {
   private readonly rulerType: vscode.TextEditorDecorationType;
   private readonly disposables: vscode.Disposable[] = [];
   private readonly throttle = new Throttle(500, () => this.recompute());
+  /** Note [Hover categories while growing] */
+  private readonly peakCategories = new PeakCategoriesCache();
   /** lays the spacer on every line again after edits added or removed lines (Note [Pseudo-gutter]) */
   private readonly spacerThrottle = new Throttle(100, () => this.paintSpacers());
   private readonly reopened = new Set<AnnotationSource>();
@@ -134,8 +137,8 @@ export class AnnotationController implements vscode.Disposable {
         const peakBytes = safe(() => model.current(device).peakAllocatedBytes, 0);
         const stats = safe(() => model.lineStats(device), []);
         const multi = where || model.devices().length > 1 ? [where, `cuda:${device}`].filter(Boolean).join(' · ') : '';
-        // the line's bytes at the peak by category (one pass per device and refresh, like lineStats)
-        const peakCats = safe(() => model.categories(device, [], true).peak, null);
+        // the line's bytes at the peak by category: one pass per new peak (Note [Hover categories while growing])
+        const peakCats = safe(() => this.peakCategories.get(model, device), null);
         for (const a of computeAnnotations(stats, { peakBytes, minBytes })) {
           // Note [One annotation per line]: ranks of a DDP job run the same lines; the heaviest
           // (process, device) speaks for the line and the hover names which one it is.

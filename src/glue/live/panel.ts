@@ -2,9 +2,11 @@
 // second, each already reduced to one bucket per chart pixel (Note [Live update shape]); restores
 // after a reload through a serializer (the webview keeps its last view in getState).
 import * as vscode from 'vscode';
-import { parseLiveWebviewMessage, type LiveAction, type LiveHostMessage } from '../../core/protocol';
+import { liveWebviewMessages, type LiveAction, type LiveHostMessage, type LiveWebviewMessage } from '../../core/protocol';
 import type { SessionManager } from '../sessions';
 import { Throttle } from '../throttle';
+import { panelWebviewOptions } from '../webview/page';
+import { receiveMessages } from '../webview/receive';
 import { liveHtml } from './html';
 
 export const LIVE_VIEW_TYPE = 'gpuMemoryLens.live';
@@ -34,10 +36,7 @@ export class LivePanel implements vscode.Disposable {
   }
 
   private options(): vscode.WebviewOptions & vscode.WebviewPanelOptions {
-    return {
-      enableScripts: true,
-      localResourceRoots: [vscode.Uri.joinPath(this.extensionUri, 'dist', 'webview'), vscode.Uri.joinPath(this.extensionUri, 'media')],
-    };
+    return panelWebviewOptions(this.extensionUri);
   }
 
   show(preserveFocus = false): void {
@@ -55,7 +54,7 @@ export class LivePanel implements vscode.Disposable {
     panel.webview.options = this.options();
     panel.webview.html = liveHtml(panel.webview, this.extensionUri);
     this.panelSubs = [
-      panel.webview.onDidReceiveMessage((raw) => this.onMessage(raw)),
+      receiveMessages(panel.webview, liveWebviewMessages, (msg) => this.onMessage(msg)),
       panel.onDidChangeViewState(() => panel.visible && this.push()),
       panel.onDidDispose(() => {
         for (const d of this.panelSubs) d.dispose();
@@ -65,9 +64,7 @@ export class LivePanel implements vscode.Disposable {
     ];
   }
 
-  private async onMessage(raw: unknown): Promise<void> {
-    const msg = parseLiveWebviewMessage(raw);
-    if (!msg) return; // not ours (or a bug in the page): ignore rather than act on it
+  private async onMessage(msg: LiveWebviewMessage): Promise<void> {
     switch (msg.type) {
       case 'ready':
       case 'resize':

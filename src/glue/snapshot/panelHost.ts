@@ -3,9 +3,10 @@
 import * as path from 'node:path';
 import * as vscode from 'vscode';
 import type { Model } from '../../core/model/types';
-import { END_OF_TRACE, parseSnapshotWebviewMessage, type SnapshotHostMessage, type SnapshotWebviewMessage } from '../../core/protocol/snapshot';
+import { END_OF_TRACE, snapshotWebviewMessages, type SnapshotHostMessage, type SnapshotWebviewMessage } from '../../core/protocol/snapshot';
 import { SnapshotSession } from '../../core/snapshot/session';
 import { resolveFrameFile } from '../annotations/openFrame';
+import { receiveMessages } from '../webview/receive';
 import { loadModel, type SnapshotDocument } from './document';
 import { snapshotHtml, webviewOptions } from './html';
 
@@ -33,10 +34,7 @@ export class SnapshotPanelHost implements vscode.Disposable {
     panel.webview.options = webviewOptions(deps.extensionUri);
     panel.webview.html = snapshotHtml(panel.webview, deps.extensionUri, fileName);
     this.disposables.push(
-      panel.webview.onDidReceiveMessage((raw) => {
-        const msg = parseSnapshotWebviewMessage(raw);
-        if (msg) void this.onMessage(msg);
-      }),
+      receiveMessages(panel.webview, snapshotWebviewMessages, (msg) => this.onMessage(msg)),
       panel.onDidDispose(() => this.dispose()),
     );
     // Start reading now, while the page loads (the read runs on a worker thread); the first message

@@ -51,7 +51,7 @@ export async function freePort() {
  */
 export async function startCodeServer(o) {
   if (!fs.existsSync(CODE_SERVER)) {
-    throw new Error(`code-server is not installed at ${CODE_SERVER} — run \`bash test/tools/setup-code-server.sh\``);
+    throw new Error(`code-server is not installed at ${CODE_SERVER} — run \`bash .dev/setup-code-server.sh\``);
   }
   fs.mkdirSync(path.join(TOOLS, 'tmp'), { recursive: true });
   const keepRunDir = Boolean(o.runDir);

@@ -4,7 +4,7 @@
 // cached VSIX; it never builds — run `npm run build` first.
 import fs from 'node:fs';
 import path from 'node:path';
-import { packageVsix } from '../../tools/package.mjs';
+import { packageVsix } from '../../../.dev/package.mjs';
 import { OUTPUT, ROOT } from './paths.mjs';
 
 function newestMtime(p) {

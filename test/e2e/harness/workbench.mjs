@@ -8,7 +8,7 @@ import { CHROMIUM, OUTPUT } from './paths.mjs';
 const nbsp = (s) => (s ?? '').replace(/\u00a0/g, ' ');
 
 export async function openWorkbench(url, { profileDir, log = () => {} } = {}) {
-  if (!fs.existsSync(CHROMIUM)) throw new Error(`Chromium not found at ${CHROMIUM} — run \`bash test/tools/setup-code-server.sh\` (apt: chromium)`);
+  if (!fs.existsSync(CHROMIUM)) throw new Error(`Chromium not found at ${CHROMIUM} — run \`bash .dev/setup-code-server.sh\` (apt: chromium)`);
   // Fresh profile; cookie_controls_mode 0 allows third-party cookies, which webview service workers need
   // when webviews live on another origin.
   fs.mkdirSync(path.join(profileDir, 'Default'), { recursive: true });

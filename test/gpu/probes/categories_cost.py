@@ -10,6 +10,9 @@ Sources measured, each alone and all together, on PyTorch's own allocator (the c
   that keep a module-path stack, as the bootstrap would to name "activations of transformer.h.3.mlp";
 - module-hooks+ctypes: the same, each hook also making one ctypes call (what telling the allocator the
   current module costs);
+- module-paths: the bootstrap's own hooks (gpumem/_modules.py, Note [Module paths]: path per module object,
+  torch.compiler.is_compiling() guard, one ctypes call per begin and per end with the path's bytes) — what
+  `gpumem run` now pays for activations by module path; under torch.compile it is the configuration measured;
 - optimizer-walk: global optimizer step pre/post hooks that walk params, .grad and optimizer.state and
   collect (data_ptr, nbytes) of every tensor (parameters, gradients, optimizer state by identity);
 - saved-tensors: a global autograd.graph.saved_tensors_hooks pack hook that records each saved tensor's
@@ -28,7 +31,7 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.dirname(HERE))
 
-CONFIGS = ("none", "module-hooks", "module-hooks+ctypes", "optimizer-walk", "saved-tensors", "all")
+CONFIGS = ("none", "module-hooks", "module-hooks+ctypes", "module-paths", "optimizer-walk", "saved-tensors", "all")
 
 
 class Sources:
@@ -56,6 +59,14 @@ class Sources:
                     getpid()
 
             self.handles += [mm.register_module_forward_pre_hook(pre), mm.register_module_forward_hook(post)]
+        if config == "module-paths":
+            sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(HERE)), "..", "native", "python"))
+            from gpumem import _modules
+
+            strlen = libc.strlen  # a C call taking the path's bytes, like gpumem_mark(path, kind)
+            strlen.argtypes = [ctypes.c_char_p]
+            self.paths = _modules.install(torch, lambda path, kind: strlen(path))
+            self.handles += self.paths.handles
         if config in ("optimizer-walk", "all"):
             import importlib
 
@@ -190,6 +201,37 @@ def child(name, rounds, warmup, steps):
         }
     except Exception as exc:  # the probe reports, it does not fail
         out["compiled"] = {"error": "%s: %s" % (type(exc).__name__, exc)}
+    # The bootstrap's module-path hooks alone under torch.compile, with no counting hook (a Python side effect in
+    # a global hook is itself a graph break, so the block above measures the counter's breaks too): graph breaks,
+    # graphs, and the marks written per step (the compiled module's own begin/end, nothing inside it).
+    try:
+        import torch._dynamo
+        from torch._dynamo.utils import counters
+
+        torch._dynamo.reset()
+        counters.clear()
+        torch.manual_seed(0)
+        model_c, step_c = model_and_step(torch, name, compiled=True)
+        src = Sources(torch, model_c, "module-paths")
+        try:
+            for _ in range(3):
+                step_c()
+            torch.cuda.synchronize()
+            before = src.paths.marks
+            step_c()
+            torch.cuda.synchronize()
+            marks = src.paths.marks - before
+        finally:
+            src.remove()
+        out["compiled_module_paths"] = {
+            "marks_per_step": marks,
+            "modules": sum(1 for _ in model_c.modules()),
+            "graph_breaks": sum(counters["graph_break"].values()),
+            "graph_break_reasons": sorted(counters["graph_break"])[:5],
+            "unique_graphs": counters["stats"].get("unique_graphs", 0),
+        }
+    except Exception as exc:
+        out["compiled_module_paths"] = {"error": "%s: %s" % (type(exc).__name__, exc)}
     return out
 
 
@@ -217,6 +259,7 @@ def main():
         if "ratio" in r:
             print("%s: base %.2f ms/step; " % (m, r["base_ms"]) + ", ".join("%s ×%.4f" % (c, v) for c, v in r["ratio"].items()))
             print("  counts %s; compiled %s" % (json.dumps(r["counts"]), json.dumps(r.get("compiled"))))
+            print("  compiled, module-path hooks only: %s" % json.dumps(r.get("compiled_module_paths")))
         else:
             print("%s: %s" % (m, r))
     if args.out:

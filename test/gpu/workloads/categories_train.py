@@ -7,11 +7,15 @@ with no gpumem code: the tool must find steps and categories by itself.
 It measures the reference figures the check compares with, from PyTorch objects only:
 - at each step end (right after opt.step(), where the tool's step ends): Σ over parameters, over .grad and over
   the optimizer's CUDA state tensors of round512(numel·element_size), and torch.cuda.memory_allocated();
-- per step, the activations by module class: each storage an op creates during the forward (a
-  TorchDispatchMode, active only around the forward) is attributed to the innermost module whose forward is
-  running (global module forward hooks of this workload — the tool has none), named like the tool names it:
-  the qualname of the class in the MRO that defines forward; a storage counts when autograd saves a tensor on it
-  (torch.autograd.graph.saved_tensors_hooks) — the saved tensors are what backward keeps alive.
+- per step, the storages autograd saved for backward (torch.autograd.graph.saved_tensors_hooks) that an op of
+  that forward created, each with its bytes and the path of the module that created it: a TorchDispatchMode,
+  active only around the forward, sees every op's outputs; an output storage that is none of the op's inputs'
+  storages is new (views and in-place results share an input's), and belongs to the innermost module whose
+  forward is running (this workload's own global module forward hooks), named like the tool names it
+  (Note [Module paths]: its path in model.named_modules(), the root by its class name). A new storage at a
+  reused address replaces the old entry, so a temporary freed earlier in the forward never lends its module.
+  Which of them are still alive at the tool's peak is decided by the check from the capture's allocation and
+  free events (test/gpu/saved_alive.mjs).
 Prints one line `RESULT {json}`."""
 import argparse
 import json
@@ -55,28 +59,48 @@ def build(name, batch):
     return model, opt, forward
 
 
-def forward_class(module):
-    for c in type(module).__mro__:
-        if "forward" in c.__dict__:
-            return c.__qualname__
-    return type(module).__qualname__
+def module_paths(model):
+    """Module → path as the tool names it (Note [Module paths]): named_modules() names, the root by its class."""
+    return {m: (name or type(model).__name__) for name, m in model.named_modules()}
+
+
+def _storages(xs):
+    out = set()
+    stack = list(xs)
+    while stack:
+        x = stack.pop()
+        if isinstance(x, torch.Tensor):
+            if x.is_cuda:
+                out.add(x.untyped_storage().data_ptr())
+        elif isinstance(x, (tuple, list)):
+            stack.extend(x)
+        elif isinstance(x, dict):
+            stack.extend(x.values())
+    return out
 
 
 class Attribution(TorchDispatchMode):
-    """Storage pointer → module class of the innermost running forward, for every storage an op creates."""
+    """Storage pointer → (module path, bytes) of the innermost running forward, for every storage an op creates."""
 
-    def __init__(self, stack):
+    def __init__(self, stack, paths):
         super().__init__()
-        self.stack, self.owner = stack, {}
+        self.stack, self.paths, self.owner = stack, paths, {}
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-        out = func(*args, **(kwargs or {}))
+        kwargs = kwargs or {}
+        out = func(*args, **kwargs)
+        inputs = None
         for t in out if isinstance(out, (tuple, list)) else (out,):
             if isinstance(t, torch.Tensor) and t.is_cuda:
                 s = t.untyped_storage()
                 ptr = s.data_ptr()
-                if ptr and ptr not in self.owner:
-                    self.owner[ptr] = (forward_class(self.stack[-1]) if self.stack else "<no forward frame>", s.nbytes())
+                if not ptr:
+                    continue
+                if inputs is None:
+                    inputs = _storages(args) | _storages(kwargs)
+                if ptr not in inputs:  # a new storage (not a view or in-place result of an input)
+                    mod = self.stack[-1] if self.stack else None
+                    self.owner[ptr] = (self.paths.get(mod, "<outside any module>") if mod is not None else "<outside any module>", s.nbytes())
         return out
 
 
@@ -98,27 +122,29 @@ def main():
 
     mm.register_module_forward_hook(leave)
     params = [p for g in opt.param_groups for p in g["params"]]
-    ends, activations = [], []
+    paths = module_paths(model)
+    ends, activations, saved_steps = [], [], []
     for step in range(a.steps):
         opt.zero_grad(set_to_none=True)
         saved = {}
+        mode = Attribution(stack, paths)
 
         def pack(t):
             if t.is_cuda:
-                saved[t.untyped_storage().data_ptr()] = True
+                ptr = t.untyped_storage().data_ptr()
+                if ptr in mode.owner and ptr not in saved:  # made in this forward: its module and bytes now
+                    saved[ptr] = mode.owner[ptr]
             return t
 
-        mode = Attribution(stack)
         with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
             with torch.autocast("cuda", dtype=torch.bfloat16):
                 with mode:
                     loss = forward()
         by_module = {}
-        for ptr in saved:
-            if ptr in mode.owner:  # made in this forward (not a parameter, not the input batch)
-                cls, nbytes = mode.owner[ptr]
-                by_module[cls] = by_module.get(cls, 0) + r512(nbytes)
+        for ptr, (path, nbytes) in saved.items():
+            by_module[path] = by_module.get(path, 0) + r512(nbytes)
         activations.append(by_module)
+        saved_steps.append([[ptr, r512(nbytes), path] for ptr, (path, nbytes) in saved.items()])
         del mode, saved
         loss.backward()
         opt.step()
@@ -131,7 +157,7 @@ def main():
         })
         del loss
     torch.cuda.synchronize()
-    print("RESULT " + json.dumps({"model": a.model, "steps": a.steps, "step_ends": ends, "activations": activations,
+    print("RESULT " + json.dumps({"model": a.model, "steps": a.steps, "step_ends": ends, "activations": activations, "saved": saved_steps,
                                   "file": os.path.abspath(__file__)}), flush=True)
     sys.stdout.flush()
 

@@ -12,6 +12,9 @@ the forward() of two module classes (Attention: 3 × 6 MiB, MLP: 1 × 6 MiB).
 --user-every K   gpumem.step() (a MARK_STEP named "epoch-step") every K iterations: the override
 --accumulate K   K backward() per optimizer step (gradient accumulation)
 --no-facts       write no phase begins and no tags (an older bootstrap)
+--module-paths   the bootstrap's module marks (Note [Module paths]): root "Net" around the forward, its
+                 "blocks.0.attn", "blocks.0.mlp" and "blocks.1.attn" (a second Attention) inside it, and the loss
+                 made in the root's own forward
 Prints one JSON line: the lines each kind was allocated on and the allocated bytes at each step end.
 """
 import argparse
@@ -23,7 +26,7 @@ import time
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "native", "recorder"))
 import common  # noqa: E402
 
-MARK_STEP, MARK_PHASE = 4, 5
+MARK_STEP, MARK_PHASE, MARK_MODULE_BEGIN, MARK_MODULE_END = 4, 5, 6, 7
 TAG_PARAMETER, TAG_GRADIENT, TAG_OPTIMIZER_STATE = 1, 2, 3
 KiB = 1 << 10
 MiB = 1 << 20
@@ -51,6 +54,7 @@ def main():
     ap.add_argument("--user-every", type=int, default=0)
     ap.add_argument("--accumulate", type=int, default=1)
     ap.add_argument("--no-facts", action="store_true")
+    ap.add_argument("--module-paths", action="store_true")
     a = ap.parse_args()
     lib = common.load(a.lib)
     common.configure(lib, capture_path=a.capture, sim_capacity=1 << 30, segments="expandable", stacks=True)
@@ -104,8 +108,23 @@ def main():
     for it in range(a.steps * a.accumulate):
         scratch = keep(m(1 * MiB, 0, None), 1 * MiB, "fwd_tmp")
         free(scratch)
-        acts = attention.forward(m, keep) + mlp.forward(m, keep)
-        loss = keep(m(512, 0, None), 512, "loss")
+        if a.module_paths:
+            def module(path, body):
+                lib.gpumem_mark(path, MARK_MODULE_BEGIN)
+                out = body()
+                lib.gpumem_mark(path, MARK_MODULE_END)
+                return out
+
+            def net():
+                acts = module(b"blocks.0.attn", lambda: attention.forward(m, keep))
+                acts += module(b"blocks.0.mlp", lambda: mlp.forward(m, keep))
+                acts += module(b"blocks.1.attn", lambda: attention.forward(m, keep))
+                return acts, keep(m(512, 0, None), 512, "loss")
+
+            acts, loss = module(b"Net", net)
+        else:
+            acts = attention.forward(m, keep) + mlp.forward(m, keep)
+            loss = keep(m(512, 0, None), 512, "loss")
         if a.leak:
             history.append(keep(m(a.leak, 0, None), a.leak, "leak"))
         phase(b"backward")

@@ -36,7 +36,9 @@ function stubVsCodeApi(initialState) {
     acquired = true;
     return {
       postMessage: (m) => {
-        window.__posted.push(JSON.parse(JSON.stringify(m))); // structured-clone-like: what crosses the boundary
+        // What crosses the boundary: plain data. VS Code carries typed arrays across (as their bytes); JSON
+        // would turn a Uint8Array into an index → byte object, so the stub sends it as an array of bytes.
+        window.__posted.push(JSON.parse(JSON.stringify(m, (_k, v) => (ArrayBuffer.isView(v) && !(v instanceof DataView) ? Array.from(v) : v))));
       },
       getState: () => state,
       setState: (s) => {
@@ -88,12 +90,16 @@ export async function openWebview(o) {
     html = html.includes('</body>') ? html.replace('</body>', `${tag}</body>`) : html + tag;
   }
 
-  if (!fs.existsSync(CHROMIUM)) throw new Error(`Chromium not found at ${CHROMIUM} — apt-get install chromium (see test/tools/setup-code-server.sh)`);
+  if (!fs.existsSync(CHROMIUM)) throw new Error(`Chromium not found at ${CHROMIUM} — apt-get install chromium (see .dev/setup-code-server.sh)`);
   const browser = await chromium.launch({ executablePath: CHROMIUM, args: ['--headless', '--no-sandbox', '--disable-gpu', '--no-first-run'] });
   const page = await browser.newPage({ viewport: o.viewport ?? { width: 1200, height: 800 } });
   const errors = [];
+  const warnings = [];
   page.on('pageerror', (e) => errors.push(String(e)));
-  page.on('console', (m) => m.type() === 'error' && errors.push(m.text()));
+  page.on('console', (m) => {
+    if (m.type() === 'error') errors.push(m.text());
+    if (m.type() === 'warning') warnings.push(m.text());
+  });
   await page.addInitScript(stubVsCodeApi, o.state);
   if (o.theme) {
     await page.addInitScript((cls) => document.addEventListener('DOMContentLoaded', () => document.body.classList.add(cls)), `vscode-${o.theme}`);
@@ -105,6 +111,8 @@ export async function openWebview(o) {
     origin,
     /** Page errors and console.error lines so far (a CSP violation shows up here). */
     errors,
+    /** console.warn lines so far (a host message the page dropped is logged here with its reason). */
+    warnings,
     /** Messages the page posted with acquireVsCodeApi().postMessage, in order. */
     posted: () => page.evaluate(() => window.__posted),
     /** Waits for a posted message matching `predicate` (a Node-side function over the message). */

@@ -1,5 +1,5 @@
 // `npm run package`: dist/ (already built) → a linux-x64 VSIX, then checks what went in.
-//   node test/tools/package.mjs [--out FILE]     default: gpu-memory-lens-<version>-linux-x64.vsix at the root
+//   node .dev/package.mjs [--out FILE]     default: gpu-memory-lens-<version>-linux-x64.vsix at the root
 // Exits non-zero, naming the file, when something the extension loads at runtime is missing from the VSIX.
 import { spawnSync } from 'node:child_process';
 import fs from 'node:fs';
@@ -7,7 +7,7 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { listVsix } from './vsix.mjs';
 
-const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
+const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
 const pkg = JSON.parse(fs.readFileSync(path.join(root, 'package.json'), 'utf8'));
 const outArg = process.argv.indexOf('--out');
 const out = path.resolve(outArg > 0 ? process.argv[outArg + 1] : path.join(root, `${pkg.name}-${pkg.version}-linux-x64.vsix`));

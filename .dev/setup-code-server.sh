@@ -5,7 +5,7 @@
 # major version and builds native modules.
 # Needs: Debian 12, Node 20, npm registry + apt only. Root for apt (skipped when everything is present).
 set -euo pipefail
-ROOT="$(cd "$(dirname "$0")/../.." && pwd)"
+ROOT="$(cd "$(dirname "$0")/.." && pwd)"
 TOOLS="${GPUMEM_TOOLS_DIR:-$ROOT/.tools}"
 CS_VERSION="4.100.3"
 # @vscode/ripgrep version pinned by code-server 4.100.3's lib/vscode shrinkwrap, and the asset its

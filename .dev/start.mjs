@@ -10,7 +10,7 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { startSettings } from './start-settings.mjs';
 
-const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
+const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
 const START_DIR = path.join(process.env.GPUMEM_TOOLS_DIR || path.join(ROOT, '.tools'), 'start');
 process.env.npm_config_nodedir ||= '/usr';
 
@@ -28,10 +28,10 @@ function step(title, cmd, args, opts = {}) {
 if (!fs.existsSync(path.join(ROOT, 'node_modules/.package-lock.json'))) step('npm ci', 'npm', ['ci', '--no-audit', '--no-fund']);
 step('build', process.execPath, ['esbuild.config.mjs']);
 const vsix = path.join(START_DIR, 'gpu-memory-lens.vsix');
-step('package', process.execPath, ['test/tools/package.mjs', '--out', vsix]);
-step('code-server setup', 'bash', ['test/tools/setup-code-server.sh']);
+step('package', process.execPath, ['.dev/package.mjs', '--out', vsix]);
+step('code-server setup', 'bash', ['.dev/setup-code-server.sh']);
 
-const { startCodeServer } = await import('../e2e/harness/codeServer.mjs');
+const { startCodeServer } = await import('../test/e2e/harness/codeServer.mjs');
 const runDir = path.join(START_DIR, 'run');
 fs.rmSync(runDir, { recursive: true, force: true }); // fresh profile and workspace copy each start
 fs.mkdirSync(runDir, { recursive: true });

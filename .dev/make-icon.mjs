@@ -1,11 +1,11 @@
 // Renders media/icon.png (128×128, the Marketplace size) from the SVG below with Debian's Chromium, so
-// the icon can be regenerated without an image editor: `node test/tools/make-icon.mjs`.
+// the icon can be regenerated without an image editor: `node .dev/make-icon.mjs`.
 // The drawing: a GPU memory bar chart (stacked allocated/reserved) under a lens.
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { chromium } from 'playwright-core';
 
-const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
+const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
 const SVG = `<svg xmlns="http://www.w3.org/2000/svg" width="128" height="128" viewBox="0 0 128 128">
   <rect x="4" y="4" width="120" height="120" rx="22" fill="#1f2937"/>
   <g transform="translate(18 26)">

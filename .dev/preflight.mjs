@@ -16,7 +16,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 
-const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
+const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
 
 /** Runs a command quietly; true when it exits 0. */
 function ok(cmd, args, opts = {}) {
@@ -111,7 +111,7 @@ export function preflight(layer, { except = [] } = {}) {
   return undefined;
 }
 
-// `node test/tools/preflight.mjs [layer…]`: prints each layer's verdict; exits 1 when any is missing.
+// `node .dev/preflight.mjs [layer…]`: prints each layer's verdict; exits 1 when any is missing.
 if (process.argv[1] && path.resolve(process.argv[1]) === fileURLToPath(import.meta.url)) {
   const layers = process.argv.slice(2).length ? process.argv.slice(2) : Object.keys(NEEDS);
   let bad = 0;

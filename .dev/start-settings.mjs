@@ -11,7 +11,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 
-export const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
+export const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
 export const REPLAY_DIR = path.join(ROOT, 'test/e2e/replay');
 export const REPLAY_SETTINGS = path.join(REPLAY_DIR, 'start-settings.json');
 

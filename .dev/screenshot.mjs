@@ -1,11 +1,11 @@
 // Regenerates media/screenshot.png (the README's first screen) from a real VS Code session, as a user
 // sees the product: the sample run with memory tracking, its lines annotated, the live panel beside it.
-// Build first (`npm run build`), then `node test/tools/screenshot.mjs`.
+// Build first (`npm run build`), then `node .dev/screenshot.mjs`.
 // With no GPU the run is the replay workload (Note [Replay hook] in start-settings.mjs).
 import fs from 'node:fs';
 import path from 'node:path';
-import { startVsCode } from '../e2e/harness/index.mjs';
-import { ROOT } from '../e2e/harness/paths.mjs';
+import { startVsCode } from '../test/e2e/harness/index.mjs';
+import { ROOT } from '../test/e2e/harness/paths.mjs';
 import { startSettings } from './start-settings.mjs';
 
 const vsc = await startVsCode({ workspaceSettings: startSettings().settings });

@@ -1,0 +1,70 @@
+// The live panel's categories over time and leak findings (issue 17), per track.
+//
+// Note [Live categories]: categories cost a pass over the trace (Note [Categories]) and the step table another,
+// so the live panel does not recompute them with every update (10 a second): a track's categories are
+// recomputed when its capture grew and at least `minIntervalMs` (2 s) passed since the last computation; in
+// between the last answer is sent again. They are sampled at `points` moments evenly spread over the trace
+// (each the bytes live right after the moment, the same rule as everywhere), enough for a stacked chart the
+// width of the panel; the exact figures are in the snapshot panel. A capture still in its first forward has
+// no phase facts yet: everything is "other" until a backward runs (the chart says so through `hasPhases`).
+import { CATEGORIES, categoryView, moduleNote } from '../categories';
+import type { Category, Model } from '../model/types';
+import type { LiveCategories } from '../protocol/live';
+import { stepReport } from '../steps';
+import { leakSentence, toJson } from '../summary/steps';
+import { timeBaseOf } from '../summary/timebase';
+
+interface Entry {
+  t1Us: number;
+  at: number;
+  value: LiveCategories;
+}
+
+export class LiveCategoriesCache {
+  private readonly entries = new WeakMap<Model, Map<number, Entry>>();
+  computed = 0;
+
+  constructor(
+    private readonly minIntervalMs = 2000,
+    private readonly points = 120,
+    private readonly now: () => number = Date.now,
+  ) {}
+
+  get(model: Model, device: number): LiveCategories | undefined {
+    const { t0Us, t1Us } = model.timeRange(device);
+    if (!(t1Us > t0Us) || !Number.isFinite(t0Us)) return undefined;
+    let perDevice = this.entries.get(model);
+    if (!perDevice) this.entries.set(model, (perDevice = new Map()));
+    const e = perDevice.get(device);
+    const t = this.now();
+    if (e && (e.t1Us === t1Us || t - e.at < this.minIntervalMs)) return e.value;
+    this.computed++;
+    let value: LiveCategories;
+    try {
+      value = liveCategories(model, device, t0Us, t1Us, this.points);
+    } catch {
+      return e?.value; // a reader without categories (or a damaged tail mid-read): the chart keeps its last answer
+    }
+    perDevice.set(device, { t1Us, at: t, value });
+    return value;
+  }
+}
+
+export function liveCategories(model: Model, device: number, t0Us: number, t1Us: number, points: number): LiveCategories {
+  const n = Math.max(2, Math.floor(points));
+  const times = Array.from({ length: n }, (_, i) => t0Us + ((t1Us - t0Us) * i) / (n - 1));
+  const report = model.categories(device, times, false);
+  const bytes = Object.fromEntries(CATEGORIES.map((c) => [c, report.moments.map((m) => m.bytes[c])])) as Record<Category, number[]>;
+  const time = timeBaseOf(model);
+  const r = stepReport(model, device, time.steps);
+  const leaks = r.leaks.length ? toJson(device, r, categoryView(model, device, r.steps)).leaks : [];
+  return {
+    t: times.map((x) => x / 1e6),
+    bytes,
+    hasTags: report.hasTags,
+    hasPhases: report.hasPhases,
+    moduleNote: moduleNote(report),
+    steps: r.steps.steps.map((s) => ({ index: s.index, endS: s.endUs / 1e6 })),
+    leaks: leaks.map((l) => ({ file: l.file, line: l.line, growthPerStepBytes: l.growth_per_step_bytes, category: l.category, sentence: leakSentence(l) })),
+  };
+}
