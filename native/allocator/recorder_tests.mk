@@ -10,12 +10,12 @@ $(BUILD)/native_thread.so: $(REC_TESTDIR)/native_thread.c
 	@mkdir -p $(BUILD)
 	$(CC) -O1 -shared -fPIC -pthread -o $@ $<
 
-$(BUILD)/recorder_asan: $(REC_SRCS) $(REC_UNIT) $(HDRS)
+$(BUILD)/recorder_asan: $(REC_SRCS) $(REC_UNIT) $(HDRS) $(REC_TESTDIR)/../check.h
 	@mkdir -p $(BUILD)
 	$(CXX) $(STD) -O1 -g -fno-omit-frame-pointer -fsanitize=address,undefined -fno-sanitize-recover=undefined \
 	  $(WARN) $(REC_DEFS) -Isrc -o $@ $(REC_SRCS) $(REC_UNIT) -ldl -lpthread
 
-$(BUILD)/recorder_tsan: $(REC_SRCS) $(REC_UNIT) $(HDRS)
+$(BUILD)/recorder_tsan: $(REC_SRCS) $(REC_UNIT) $(HDRS) $(REC_TESTDIR)/../check.h
 	@mkdir -p $(BUILD)
 	$(CXX) $(STD) -O1 -g -fsanitize=thread $(WARN) $(REC_DEFS) -Isrc -o $@ $(REC_SRCS) $(REC_UNIT) -ldl -lpthread
 

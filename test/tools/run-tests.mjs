@@ -188,7 +188,8 @@ const layers = {
   unit: () => nodeTests('unit', testFiles('test/unit')),
   async native() {
     // The allocator's caching core (test) and its recording side (test-recorder), then the reader.
-    const targets = [['native/allocator', 'test'], ['native/allocator', 'test-recorder'], ['native/addon', 'test']]
+    // native/Makefile's format-check: the C/C++ files against .clang-format (Note [C++ style]).
+    const targets = [['native/allocator', 'test'], ['native/allocator', 'test-recorder'], ['native/addon', 'test'], ['native', 'format-check']]
       .filter(([d]) => fs.existsSync(rel(`${d}/Makefile`)));
     if (!targets.length) return { skipped: 'no native Makefiles yet' };
     const total = { passed: 0, failed: 0 };

@@ -50,11 +50,12 @@ test('fragmentation: the sentence gives the unallocated bytes and the largest fr
 });
 
 test('the line named is the innermost user frame, not library code', async () => {
+  // `user` as the reader marks frames (Note [User frames]; user-frames.test.mjs checks the reader's marks).
   const { userFrame } = await import('../../src/core/session/index.ts');
-  const lib = { file: '/venv/lib/python3.11/site-packages/torch/nn/modules/linear.py', line: 125, name: 'forward' };
-  const std = { file: '/usr/lib/python3.11/contextlib.py', line: 81, name: 'inner' };
-  const user = { file: '/w/model.py', line: 12, name: 'forward' };
-  assert.equal(userFrame([lib, std, user, { file: '/w/train.py', line: 3, name: '<module>' }]), user);
+  const lib = { file: '/venv/lib/python3.11/site-packages/torch/nn/modules/linear.py', line: 125, name: 'forward', user: false };
+  const std = { file: '/usr/lib/python3.11/contextlib.py', line: 81, name: 'inner', user: false };
+  const user = { file: '/w/model.py', line: 12, name: 'forward', user: true };
+  assert.equal(userFrame([lib, std, user, { file: '/w/train.py', line: 3, name: '<module>', user: true }]), user);
   assert.equal(userFrame([lib]), lib, 'only library frames: the innermost one');
   assert.equal(userFrame([]), undefined);
 });

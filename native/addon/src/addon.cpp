@@ -22,7 +22,7 @@
 #include "capture_decoder.h"
 #include "export_pickle.h"
 #include "gpumem_format.h"
-#include "json_out.h"
+#include "json.h"
 #include "pickle_reader.h"
 #include "policy_replay.h"
 #include "snapshot_import.h"
@@ -264,7 +264,7 @@ class Handle : public Napi::ObjectWrap<Handle> {
 
   // Where opening time went (for test/bench/reader): read+decode vs pairing/series.
   Napi::Value Timings(const Napi::CallbackInfo& info) {
-    Json j;
+    json::Writer j;
     j.open('{').kv("decodeNs", o_.decodeNs).kv("deriveNs", o_.deriveNs).kv("decodeCpuNs", o_.decodeCpuNs).kv("deriveCpuNs", o_.deriveCpuNs).close('}');
     return Str(info.Env(), j.s);
   }
@@ -289,7 +289,7 @@ class Handle : public Napi::ObjectWrap<Handle> {
     CaptureDecoder* capture_ = o_.capture.get();
     if (capture_ && !capture_->damaged() && capture_->pendingBytes() > 0 && !m.ended) {
       // A record still being written (live) or cut off by a crash: say which, as far as we can tell.
-      Json j;
+      json::Writer j;
       j.open('{').kvu("offset", capture_->offset()).kvs("message", "the capture ends with an incomplete record at byte " +
                                                                    std::to_string(capture_->offset()) + " (" +
                                                                    std::to_string(capture_->pendingBytes()) +
@@ -311,7 +311,7 @@ class Handle : public Napi::ObjectWrap<Handle> {
   Napi::Value EndRecord(const Napi::CallbackInfo& info) {
     Model& m = M(info.Env());
     if (!m.ended) return Str(info.Env(), "null");
-    Json j;
+    json::Writer j;
     j.open('{').kvu("reason", m.end.reason).kv("exitCode", m.end.exitCode).kvs("message", m.end.message).close('}');
     return Str(info.Env(), j.s);
   }
@@ -496,10 +496,6 @@ static Napi::Object Init(Napi::Env env, Napi::Object exports) {
                 Napi::Promise p = w->Promise();
                 w->Queue();
                 return p;
-              }));
-  exports.Set("isUserPath", Napi::Function::New(env, [](const Napi::CallbackInfo& info) {
-                return Napi::Boolean::New(info.Env(), info.Length() > 0 && info[0].IsString() &&
-                                                          gpumem::isUserPath(info[0].As<Napi::String>().Utf8Value()));
               }));
   return exports;
 }

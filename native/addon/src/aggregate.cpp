@@ -6,7 +6,7 @@
 #include <map>
 #include <unordered_map>
 
-#include "json_out.h"
+#include "json.h"
 #include "replay.h"
 
 namespace gpumem {
@@ -46,7 +46,7 @@ const DeviceData* dev(const Model& m, int index) {
 int64_t allocatedBefore(const DeviceData& d, size_t n) { return n ? d.allocated[n - 1] : d.startAllocated; }
 int64_t reservedBefore(const DeviceData& d, size_t n) { return n ? d.reserved[n - 1] : d.startReserved; }
 
-void writeSegments(Json& j, const Model& m, const std::vector<SegmentData>& segs, int device) {
+void writeSegments(json::Writer& j, const Model& m, const std::vector<SegmentData>& segs, int device) {
   (void)m;
   j.open('[');
   for (const auto& s : segs) {
@@ -88,7 +88,7 @@ size_t eventsUpTo(const DeviceData& d, double tUs) {
 bool hasMemoryData(const DeviceData& d) { return d.count() > 0 || !d.finalSegments.empty() || !d.ooms.empty(); }
 
 std::string devicesJson(const Model& m) {
-  Json j;
+  json::Writer j;
   j.open('[');
   for (const auto& [idx, d] : m.devices)
     if (hasMemoryData(d)) j.item().num(idx);
@@ -96,14 +96,14 @@ std::string devicesJson(const Model& m) {
 }
 
 std::string problemsJson(const Model& m) {
-  Json j;
+  json::Writer j;
   j.open('[');
   for (const auto& p : m.problems) j.open('{').kvu("offset", p.offset).kvs("message", p.message).kvs("kind", p.kind).close('}');
   return j.close(']').s;
 }
 
 std::string fileInfoJson(const Model& m) {
-  Json j;
+  json::Writer j;
   j.open('{');
   // Note [Time origin]: times are shown as seconds since the process's first allocator event (any device).
   bool haveOrigin = false;
@@ -144,7 +144,7 @@ std::string fileInfoJson(const Model& m) {
 }
 
 std::string summaryJson(const Model& m) {
-  Json j;
+  json::Writer j;
   j.open('{').kvs("format", m.format).key("devices").open('[');
   std::map<LineKey, uint64_t> top;
   for (const auto& [idx, d] : m.devices) {
@@ -190,13 +190,13 @@ std::string timeRangeJson(const Model& m, int index) {
       t0 = std::min(t0, s.tUs), t1 = std::max(t1, s.tUs);
     }
   }
-  Json j;
+  json::Writer j;
   return j.open('{').kv("t0Us", t0).kv("t1Us", t1).close('}').s;
 }
 
 std::string currentJson(const Model& m, int index) {
   const DeviceData* d = dev(m, index);
-  Json j;
+  json::Writer j;
   j.open('{');
   if (!d) return j.kv("allocatedBytes", 0).kv("reservedBytes", 0).kv("peakAllocatedBytes", 0).kv("peakReservedBytes", 0).kv("timeUs", 0).close('}').s;
   size_t n = d->count();
@@ -256,7 +256,7 @@ void rangeMinMax(const std::vector<int64_t>& base, const Pyramid& p, size_t lo, 
 
 std::string stateJson(const Model& m, int index, double tUs) {
   const DeviceData* d = dev(m, index);
-  Json j;
+  json::Writer j;
   std::vector<SegmentData> segs;
   double at = tUs;
   if (d) {
@@ -446,7 +446,7 @@ void ownersAt(const OwnerCache& c, const DeviceData& d, size_t n, std::vector<in
 
 std::string lineStatsJson(const Model& m, int index) {
   const DeviceData* d = dev(m, index);
-  Json j;
+  json::Writer j;
   j.open('[');
   if (!d) return j.close(']').s;
   LineTable table;
@@ -475,18 +475,19 @@ std::string lineStatsJson(const Model& m, int index) {
 std::string stackJson(const Model& m, uint32_t id) {
   if (id >= m.stacks.size()) return "null";
   const StackData& s = m.stacks[id];
-  Json j;
+  json::Writer j;
   j.open('{').kv("id", id).key("frames").open('[');
   for (uint32_t k = 0; k < s.count; k++) {
     const FrameData& f = m.frames[m.stackFrames[s.first + k]];
-    j.open('{').kvs("file", m.strings[f.file]).kv("line", f.line).kvs("name", m.strings[f.name]).close('}');
+    j.open('{').kvs("file", m.strings[f.file]).kv("line", f.line).kvs("name", m.strings[f.name]);
+    j.kvb("user", m.isUserFile(f.file)).close('}');  // Note [User frames]: the one rule, computed here for TS
   }
   return j.close(']').kvb("backward", s.backward).close('}').s;
 }
 
 std::string markersJson(const Model& m, int index) {
   const DeviceData* d = dev(m, index);
-  Json j;
+  json::Writer j;
   j.open('[');
   if (!d) return j.close(']').s;
   std::vector<const MarkerData*> sorted;
@@ -501,7 +502,7 @@ std::string markersJson(const Model& m, int index) {
 }
 
 std::string oomsJson(const Model& m) {
-  Json j;
+  json::Writer j;
   j.open('[');
   for (const auto& [idx, d] : m.devices) {
     for (const auto& o : d.ooms) {
@@ -527,7 +528,7 @@ std::string oomsJson(const Model& m) {
 
 std::string spansJson(const Model& m, int index, double t0, double t1, size_t maxCount, int owner) {
   const DeviceData* d = dev(m, index);
-  Json j;
+  json::Writer j;
   j.open('[');
   if (!d || maxCount == 0) return j.close(']').s;
   struct Span {
@@ -613,7 +614,7 @@ std::string diffJson(const Model& a, int index, double aUs, const Model& b, doub
     auto dist = [](uint64_t a, uint64_t b) { return a > b ? a - b : b - a; };
     return dist(x.second.second, x.second.first) > dist(y.second.second, y.second.first);
   });
-  Json j;
+  json::Writer j;
   j.open('[');
   for (const auto& [k, v] : sorted) {
     j.open('{').kvs("file", k.first).kv("line", k.second).kvu("beforeBytes", v.first).kvu("afterBytes", v.second);
@@ -625,7 +626,7 @@ std::string diffJson(const Model& a, int index, double aUs, const Model& b, doub
 std::string timelineJson(Model& m, int index, double t0, double t1, int buckets, bool withOwners) {
   buckets = std::max(1, std::min(buckets, 1 << 16));
   if (!(t1 > t0)) t1 = t0 + 1;
-  Json j;
+  json::Writer j;
   auto it = m.devices.find(index);
   std::vector<int64_t> amin(buckets), amax(buckets), rmin(buckets), rmax(buckets);
   std::vector<double> used(buckets, NAN);
@@ -720,7 +721,7 @@ namespace gpumem {
 // would rescan the trace once per step (O(steps × events)); this is O(events + steps × live lines).
 // Blocks allocated before the trace began (a free with no alloc) are not attributed, as in diffJson.
 std::string stepTableJson(const Model& m, int index, const std::vector<double>& endsUs) {
-  Json j;
+  json::Writer j;
   j.open('{');
   const DeviceData* d = dev(m, index);
   j.key("steps").open('[');

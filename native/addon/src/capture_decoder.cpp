@@ -6,7 +6,7 @@
 
 #include "gpumem_format.h"
 // The allocator's small JSON parser (header-only): the header JSON is parsed strictly, never searched.
-#include "../../allocator/src/json.h"
+#include "json.h"
 
 namespace gpumem {
 
@@ -36,6 +36,12 @@ uint8_t poolOf(uint16_t flags) {
   if (flags & f::kPoolPrivate) return POOL_PRIVATE;
   if (flags & f::kPoolSmall) return POOL_SMALL;
   return POOL_LARGE;
+}
+
+// A notice marker's detail: {"level":"warning"}.
+std::string levelWarning() {
+  json::Writer j;
+  return j.open('{').kvs("level", "warning").close('}').s;
 }
 
 }  // namespace
@@ -258,10 +264,10 @@ bool CaptureDecoder::record(Model& m, uint8_t type, uint8_t device, uint16_t fla
       if (n < sizeof(f::EmptyCacheRec)) return tooShort("empty-cache");
       auto r = load<f::EmptyCacheRec>(p);
       static const char* origins[] = {"torch.cuda.empty_cache()", "Empty Cache command", "out-of-memory retry"};
-      std::string detail = "{\"reservedBefore\":" + std::to_string(r.reserved_before) +
-                           ",\"reservedAfter\":" + std::to_string(r.reserved_after) + ",\"origin\":\"" +
-                           (r.origin < 3 ? origins[r.origin] : "unknown") + "\"}";
-      dev(m, device).markers.push_back(MarkerData{toUs(r.t_ns), 3, m.intern("empty cache"), detail});
+      json::Writer detail;
+      detail.open('{').kvu("reservedBefore", r.reserved_before).kvu("reservedAfter", r.reserved_after);
+      detail.kvs("origin", r.origin < 3 ? origins[r.origin] : "unknown").close('}');
+      dev(m, device).markers.push_back(MarkerData{toUs(r.t_ns), 3, m.intern("empty cache"), detail.s});
       return true;
     }
     case f::REC_OOM: {
@@ -273,8 +279,9 @@ bool CaptureDecoder::record(Model& m, uint8_t type, uint8_t device, uint16_t fla
       d.ooms.push_back(o);
       d.pushEvent(o.tUs, ACT_OOM, r.device_free, r.requested, 0, r.stream, o.stack, POOL_LARGE);
       events_++;
-      std::string detail = "{\"requestedBytes\":" + std::to_string(r.requested) + "}";
-      d.markers.push_back(MarkerData{o.tUs, 5, m.intern("out of memory"), detail});
+      json::Writer detail;
+      detail.open('{').kvu("requestedBytes", r.requested).close('}');
+      d.markers.push_back(MarkerData{o.tUs, 5, m.intern("out of memory"), detail.s});
       return true;
     }
     case f::REC_STATE: {
@@ -356,8 +363,9 @@ bool CaptureDecoder::record(Model& m, uint8_t type, uint8_t device, uint16_t fla
       if (n < sizeof(f::NoticeRec)) return tooShort("notice");
       auto r = load<f::NoticeRec>(p);
       static const char* levels[] = {"info", "warning", "error"};
-      std::string detail = std::string("{\"level\":\"") + (r.level < 3 ? levels[r.level] : "info") + "\"}";
-      dev(m, device).markers.push_back(MarkerData{toUs(r.t_ns), 6, str(r.text), detail});
+      json::Writer detail;
+      detail.open('{').kvs("level", r.level < 3 ? levels[r.level] : "info").close('}');
+      dev(m, device).markers.push_back(MarkerData{toUs(r.t_ns), 6, str(r.text), detail.s});
       return true;
     }
     case f::REC_TAG: {
@@ -380,7 +388,7 @@ bool CaptureDecoder::record(Model& m, uint8_t type, uint8_t device, uint16_t fla
                                            " events were dropped by the recorder (its buffer bound was hit); figures after this point undercount",
                                    "lost"});
       dev(m, device).markers.push_back(
-          MarkerData{tUs, 6, m.intern(std::to_string(r.count) + " events lost"), "{\"level\":\"warning\"}"});
+          MarkerData{tUs, 6, m.intern(std::to_string(r.count) + " events lost"), levelWarning()});
       return true;
     }
     case f::REC_END: {

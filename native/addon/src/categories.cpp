@@ -9,7 +9,7 @@
 
 #include "gpumem_format.h"
 #include "aggregate.h"
-#include "json_out.h"
+#include "json.h"
 
 namespace gpumem {
 
@@ -145,7 +145,7 @@ bool isForward(std::string_view name) {
 }  // namespace
 
 std::string categoriesJson(const Model& m, int index, const std::vector<double>& timesUs, bool withLines) {
-  Json j;
+  json::Writer j;
   j.open('{');
   auto found = m.devices.find(index);
   if (found == m.devices.end()) {
@@ -217,7 +217,7 @@ std::string categoriesJson(const Model& m, int index, const std::vector<double>&
       }
     }
     const bool wantLines = withLines && (mo.slot == -1 || mo.slot + 1 == (int)timesUs.size());
-    Json o;
+    json::Writer o;
     o.open('{').kvd("timeUs", mo.tUs);
     const int64_t allocated = mo.after ? d.allocated[mo.after - 1] : d.startAllocated;
     const int64_t reserved = mo.after ? d.reserved[mo.after - 1] : d.startReserved;

@@ -9,10 +9,28 @@
 #include "aggregate.h"
 #include "pickle_emit.h"
 #include "replay.h"
+#include "torch_snapshot.h"
 
 namespace gpumem {
 
 namespace {
+
+namespace ts = fmt::torch;
+
+// The reader's action → PyTorch's (the reader orders snapshot before oom and has empty_cache besides).
+ts::Action torchAction(uint8_t a) {
+  switch (a) {
+    case ACT_ALLOC: return ts::Action::alloc;
+    case ACT_FREE_REQUESTED: return ts::Action::free_requested;
+    case ACT_FREE_COMPLETED: return ts::Action::free_completed;
+    case ACT_SEGMENT_ALLOC: return ts::Action::segment_alloc;
+    case ACT_SEGMENT_FREE: return ts::Action::segment_free;
+    case ACT_SEGMENT_MAP: return ts::Action::segment_map;
+    case ACT_SEGMENT_UNMAP: return ts::Action::segment_unmap;
+    case ACT_OOM: return ts::Action::oom;
+    default: return ts::Action::snapshot;
+  }
+}
 
 struct Exporter {
   const Model& m;
@@ -42,11 +60,7 @@ struct Exporter {
       const StackData& s = m.stacks[stackId];
       for (uint32_t k = 0; k < s.count; k++) {
         const FrameData& fr = m.frames[m.stackFrames[s.first + k]];
-        p.begin_dict();
-        p.kv("name", m.strings[fr.name]);
-        p.kv("filename", m.strings[fr.file]);
-        p.kv_int("line", fr.line);
-        p.end_dict();
+        ts::emit_frame(p, m.strings[fr.name], m.strings[fr.file], fr.line);
       }
     }
     p.end_list();
@@ -60,74 +74,29 @@ struct Exporter {
       if (b.state == ST_ALLOCATED) allocated += b.size;
       if (b.state != ST_INACTIVE) active += b.size, requested += b.requested;
     }
-    p.begin_dict();
-    p.kv_int("device", device);
-    p.kv_uint("address", s.addr);
-    p.kv_uint("total_size", s.size);
-    p.kv_uint("allocated_size", allocated);
-    p.kv_uint("active_size", active);
-    p.kv_uint("requested_size", requested);
-    p.kv_uint("stream", s.stream);
-    p.kv("segment_type", s.pool == POOL_SMALL ? "small" : "large");
-    p.key("segment_pool_id");
-    p.begin_tuple();
-    p.uinteger(s.poolId0);
-    p.uinteger(s.poolId1);
-    p.end_tuple();
-    p.kv_bool("is_expandable", s.expandable);
-    p.key("frames");
+    ts::begin_segment(p, {device, s.addr, s.size, allocated, active, requested, s.stream, s.pool == POOL_SMALL,
+                          s.poolId0, s.poolId1, s.expandable});
     frames(s.stack);
-    p.key("blocks");
-    p.begin_list();
+    ts::begin_blocks(p);
     for (const auto& b : s.blocks) {
-      p.begin_dict();
-      p.kv_uint("address", b.addr);
-      p.kv_uint("size", b.size);
-      p.kv_uint("requested_size", b.requested);
-      p.kv("state", kBlockStateNames[b.state]);
-      p.key("frames");
+      ts::begin_block(p, b.addr, b.size, b.requested, b.state);
       frames(b.stack);
-      p.end_dict();
+      ts::end_block(p);
     }
-    p.end_list();
-    p.end_dict();
+    ts::end_segment(p);
   }
 
   void event(const DeviceData& d, size_t i) {
     uint8_t a = d.action[i];
     if (a == ACT_EMPTY_CACHE) return;  // not a PyTorch trace action
-    p.begin_dict();
-    p.kv("action", kActionNames[a]);
-    p.kv_uint(a == ACT_OOM ? "device_free" : "addr", d.addr[i]);
-    p.kv_uint("size", d.size[i]);
-    p.kv_uint("stream", d.stream[i]);
-    p.kv_int("time_us", d.t[i]);
     auto extra = d.contextAndMetadata.find((uint32_t)i);
-    p.kv("compile_context", extra != d.contextAndMetadata.end() ? m.strings[extra->second.first] : "N/A");
-    p.kv("user_metadata", extra != d.contextAndMetadata.end() ? m.strings[extra->second.second] : "");
-    if (a != ACT_SNAPSHOT) {  // PyTorch writes no frames on snapshot entries
-      p.key("frames");
-      frames(d.stack[i]);
-    }
-    p.end_dict();
-  }
-
-  void defaultSettings() {
-    // What PyTorch 2.11 writes with an empty PYTORCH_CUDA_ALLOC_CONF (captures carry no such dict).
-    p.begin_dict();
-    p.kv("PYTORCH_CUDA_ALLOC_CONF", "");
-    p.kv_int("max_split_size", -1);
-    p.kv_float("garbage_collection_threshold", 0.0);
-    p.kv_bool("expandable_segments", false);
-    p.kv_int("pinned_num_register_threads", 1);
-    p.kv_bool("release_lock_on_cudamalloc", false);
-    p.kv_bool("pinned_use_cuda_host_register", false);
-    p.kv_bool("graph_capture_record_stream_reuse", false);
-    p.key("roundup_power2_divisions");
-    p.begin_dict();
-    for (int k = 1; k <= 32768; k *= 2) p.kv_int(std::to_string(k), 0);
-    p.end_dict();
-    p.end_dict();
+    bool hasExtra = extra != d.contextAndMetadata.end();
+    ts::Action ta = torchAction(a);
+    ts::begin_trace_entry(p, ta, d.addr[i], d.size[i], d.stream[i], d.t[i],
+                          hasExtra ? std::string_view(m.strings[extra->second.first]) : "N/A",
+                          hasExtra ? std::string_view(m.strings[extra->second.second]) : "");
+    if (ts::trace_entry_has_frames(ta)) frames(d.stack[i]);
+    ts::end_trace_entry(p);
   }
 };
 
@@ -138,14 +107,14 @@ std::string exportPickle(const Model& m, double atUs) {
   auto& p = ex.p;
   p.begin();
   p.begin_dict();
-  p.key("segments");
+  p.key(ts::kSegments);
   p.begin_list();
   for (const auto& [idx, d] : m.devices) {
     size_t n = eventsUpTo(d, atUs);
     for (const auto& s : stateAfter(d, n)) ex.segment(idx, s);
   }
   p.end_list();
-  p.key("device_traces");
+  p.key(ts::kDeviceTraces);
   p.begin_list();
   int maxDev = m.devices.empty() ? -1 : m.devices.rbegin()->first;
   for (int dev = 0; dev <= maxDev; dev++) {
@@ -158,23 +127,18 @@ std::string exportPickle(const Model& m, double atUs) {
     p.end_list();
   }
   p.end_list();
-  p.key("allocator_settings");
+  p.key(ts::kAllocatorSettings);
   if (!m.allocatorSettingsPickle.empty())
     p.raw(m.allocatorSettingsPickle);
   else
-    ex.defaultSettings();
-  p.key("external_annotations");
+    ts::emit_allocator_settings(p, "", false);  // what PyTorch 2.11 writes with an empty PYTORCH_CUDA_ALLOC_CONF
+  p.key(ts::kExternalAnnotations);
   p.begin_list();
   for (const auto& [idx, d] : m.devices) {
     for (const auto& mk : d.markers) {
       if (mk.kind != 1 && mk.kind != 2) continue;
       if (!std::isnan(atUs) && (double)mk.tUs > atUs) continue;
-      p.begin_dict();
-      p.kv("stage", mk.kind == 1 ? "START" : "END");
-      p.kv("name", m.strings[mk.label]);
-      p.kv_int("device", idx);
-      p.kv_int("time_us", mk.tUs);
-      p.end_dict();
+      ts::emit_annotation(p, mk.kind == 1, m.strings[mk.label], idx, mk.tUs);
     }
   }
   p.end_list();

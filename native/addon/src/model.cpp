@@ -1,15 +1,26 @@
 #include "model.h"
 
-#include <cstring>
 #include <sys/mman.h>
 #include <unistd.h>
+#include <cstring>
+
+#include "torch_snapshot.h"
 
 namespace gpumem {
 
-const char* const kActionNames[ACT_COUNT] = {"alloc",         "free_requested", "free_completed", "segment_alloc",
-                                             "segment_free",  "segment_map",    "segment_unmap",  "snapshot",
-                                             "oom",           "empty_cache"};
-const char* const kBlockStateNames[3] = {"inactive", "active_allocated", "active_pending_free"};
+// PyTorch's words (torch_snapshot.h, Note [One snapshot schema]), plus our own 'empty_cache'.
+namespace ts = fmt::torch;
+const char* const kActionNames[ACT_COUNT] = {ts::action_name(ts::Action::alloc),
+                                             ts::action_name(ts::Action::free_requested),
+                                             ts::action_name(ts::Action::free_completed),
+                                             ts::action_name(ts::Action::segment_alloc),
+                                             ts::action_name(ts::Action::segment_free),
+                                             ts::action_name(ts::Action::segment_map),
+                                             ts::action_name(ts::Action::segment_unmap),
+                                             ts::action_name(ts::Action::snapshot),
+                                             ts::action_name(ts::Action::oom),
+                                             "empty_cache"};
+const char* const kBlockStateNames[3] = {ts::kBlockStateNames[0], ts::kBlockStateNames[1], ts::kBlockStateNames[2]};
 
 uint32_t Model::intern(std::string_view s) {
   auto it = stringIds.find(std::string(s));
@@ -61,27 +72,48 @@ DeviceData& Model::device(int index) {
   return d;
 }
 
-bool Model::isUserFile(uint32_t fileStringId) const {
-  const std::string& f = strings[fileStringId];
-  for (const std::string& dir : nonUserDirs)
-    if (f.size() > dir.size() && f.compare(0, dir.size(), dir) == 0 && f[dir.size()] == '/') return false;
-  return isUserPath(f);
-}
+bool Model::isUserFile(uint32_t fileStringId) const { return isUserPath(strings[fileStringId], nonUserDirs); }
 
-bool isUserPath(std::string_view path) {
-  // An empty file name cannot be opened either; it counts as "no user frame" (like '<string>').
+namespace {
+bool isDigit(char c) { return c >= '0' && c <= '9'; }
+// "python3", "python3.12", "python3.13t": a standard-library directory name.
+bool isPythonVersionDir(std::string_view d) {
+  if (d.substr(0, 6) != "python") return false;
+  size_t k = 6, n = d.size();
+  if (n > k && d[n - 1] == 't') n--;  // free-threaded build
+  size_t major = k;
+  while (k < n && isDigit(d[k])) k++;
+  if (k == major) return false;
+  if (k < n && d[k] == '.') {
+    size_t minor = ++k;
+    while (k < n && isDigit(d[k])) k++;
+    if (k == minor) return false;
+  }
+  return k == n;
+}
+}  // namespace
+
+bool isUserPath(std::string_view path, const std::vector<std::string>& internalDirs) {
+  // Note [User frames]: a pseudo-file or an empty name cannot be opened or annotated: not the user's line.
   if (path.empty() || path[0] == '<') return false;
   std::string p(path);
   for (char& c : p)
     if (c == '\\') c = '/';
-  if (p.find("site-packages/") != std::string::npos || p.find("dist-packages/") != std::string::npos) return false;
-  // Standard library: …/lib/pythonX.Y/… (X.Y digits).
-  for (size_t at = p.find("lib/python"); at != std::string::npos; at = p.find("lib/python", at + 1)) {
-    if (at > 0 && p[at - 1] != '/') continue;
-    size_t k = at + 10;
-    size_t digits = 0;
-    while (k < p.size() && (isdigit((unsigned char)p[k]) || p[k] == '.')) k++, digits++;
-    if (digits > 0 && k < p.size() && p[k] == '/') return false;
+  for (std::string dir : internalDirs) {
+    for (char& c : dir)
+      if (c == '\\') c = '/';
+    while (dir.size() > 1 && dir.back() == '/') dir.pop_back();
+    if (!dir.empty() && p.size() > dir.size() && p.compare(0, dir.size(), dir) == 0 && p[dir.size()] == '/')
+      return false;
+  }
+  // Directory names only (the last component is the file itself).
+  std::string_view prev;
+  size_t start = 0;
+  for (size_t slash = p.find('/'); slash != std::string::npos; start = slash + 1, slash = p.find('/', start)) {
+    std::string_view dir(p.data() + start, slash - start);
+    if (dir == "site-packages" || dir == "dist-packages") return false;
+    if ((prev == "lib" || prev == "lib64") && isPythonVersionDir(dir)) return false;
+    prev = dir;
   }
   return true;
 }

@@ -73,8 +73,8 @@ struct SegmentData {
 
 struct MarkerData {
   int64_t tUs;
-  uint8_t kind;  // index into kMarkerKinds (model.cpp)
-  uint32_t label;  // string id
+  uint8_t kind;            // index into kMarkerKinds (model.cpp)
+  uint32_t label;          // string id
   std::string detailJson;  // "" or a JSON object
 };
 
@@ -136,9 +136,9 @@ struct DeviceData {
   std::vector<uint8_t> action;
   std::vector<uint8_t> pool;
   // Derived columns, extended as events arrive.
-  std::vector<uint32_t> link;  // alloc → its free_requested; free_requested → its alloc
+  std::vector<uint32_t> link;                // alloc → its free_requested; free_requested → its alloc
   std::vector<int64_t> allocated, reserved;  // after each event
-  AddrIndexMap liveByAddr;  // addr → alloc index, for pairing
+  AddrIndexMap liveByAddr;                   // addr → alloc index, for pairing
   int64_t startAllocated = 0, startReserved = 0;
   int64_t peakAllocated = 0;
   int64_t peakIndex = -1;  // -1: the start value is the peak
@@ -241,8 +241,8 @@ struct AggregatedRange {
 
 struct Model {
   std::vector<AggregatedRange> aggregated;
-  std::string format;  // "gpumem-capture" | "pytorch-pickle"
-  std::string headerJson = "{}";  // CaptureHeaderInfo as JSON
+  std::string format;                   // "gpumem-capture" | "pytorch-pickle"
+  std::string headerJson = "{}";        // CaptureHeaderInfo as JSON
   std::string allocatorSettingsPickle;  // raw pickle opcodes of allocator_settings (round trip), may be empty
   // Pickles: whether segments carry is_expandable (-1 no key, 0 all false, 1 some true) and
   // allocator_settings' expandable_segments (-1 absent); Note [Policy of the data] in policy_replay.cpp.
@@ -253,7 +253,9 @@ struct Model {
   // (file, name) string ids and line → frame id: a frame is its value (a 1 M-event pickle dumped by
   // PyTorch has a fresh dict for every frame of every entry; as values they are a few thousand).
   struct FrameKeyHash {
-    size_t operator()(const std::pair<uint64_t, uint32_t>& k) const { return std::hash<uint64_t>()(k.first * 0x9E3779B97F4A7C15ull ^ k.second); }
+    size_t operator()(const std::pair<uint64_t, uint32_t>& k) const {
+      return std::hash<uint64_t>()(k.first * 0x9E3779B97F4A7C15ull ^ k.second);
+    }
   };
   std::unordered_map<std::pair<uint64_t, uint32_t>, uint32_t, FrameKeyHash> frameIds;
   std::vector<uint32_t> stackFrames;
@@ -287,8 +289,11 @@ struct Model {
   bool isUserFile(uint32_t fileStringId) const;
 };
 
-// The user-frame rule (issue #4): user code unless under site-packages/dist-packages, in the Python
-// standard library (…/lib/pythonX.Y/…), or a pseudo-file starting with '<'.
-bool isUserPath(std::string_view path);
+// The user-frame rule, Note [User frames] (native/format/README.md): user code unless the file name is
+// empty or a pseudo-file ('<string>', '<frozen runpy>'), or the path has a site-packages or dist-packages
+// directory, or a lib/pythonX[.Y][t] (or lib64/…) directory (the standard library), or lies in one of
+// internalDirs (the tool's own: a capture header's bootstrap_dir). '\\' counts as '/'. Its table of cases
+// is native/format/user_frames_cases.json; TypeScript gets the answer per frame from stackJson's "user".
+bool isUserPath(std::string_view path, const std::vector<std::string>& internalDirs = {});
 
 }  // namespace gpumem

@@ -9,7 +9,7 @@
 
 #include "aggregate.h"
 #include "gpumem_format.h"
-#include "json_out.h"
+#include "json.h"
 #include "oom_message.h"
 #include "replay.h"
 
@@ -252,7 +252,11 @@ class Replayer {
     for (; nextMarker_ < markers_.size() && markers_[nextMarker_]->tUs < t; nextMarker_++) {
       const MarkerData& mk = *markers_[nextMarker_];
       if (mk.kind == 3) {  // empty_cache: the run's own, unless the OOM ladder's
-        if (mk.detailJson.find("out-of-memory retry") == std::string::npos) a_.empty_cache(nullptr, nullptr, 0);
+        // The detail is JSON the decoder wrote ({"origin": …}): parsed, never searched (Note [One JSON codec]).
+        json::Value detail;
+        const json::Value* origin = json::parse(mk.detailJson, &detail, nullptr) ? detail.find("origin") : nullptr;
+        bool oomRetry = origin && origin->is_string() && origin->as_string() == "out-of-memory retry";
+        if (!oomRetry) a_.empty_cache(nullptr, nullptr, 0);
         continue;
       }
       if (mk.kind > 2) continue;  // snapshot, oom, notice: not phase markers
@@ -300,7 +304,7 @@ PolicyReplayResult replayPolicy(const Model& m, int device, core::Policy policy,
 }
 
 std::string replayJson(const PolicyReplayResult& r) {
-  Json j;
+  json::Writer j;
   j.open('{').kvs("policy", core::policy_name(r.policy)).kvu("capacityBytes", r.capacity);
   j.kvu("peakReservedBytes", r.peakReserved).kvu("peakAllocatedBytes", r.peakAllocated);
   j.kvd("ratio", r.peakAllocated ? double(r.peakReserved) / double(r.peakAllocated) : 0).kv("peakAtUs", r.peakAtUs);
@@ -358,7 +362,7 @@ static std::string whatIf(const Model& m, int device, double tUs, const WhatIfQu
     throw std::runtime_error(std::string("cannot ask the ") + core::policy_name(policy) + " allocator about this state: " + e.what());
   }
   const core::Stream stream = w->default_stream();
-  Json j;
+  json::Writer j;
   j.open('{').kvs("policy", core::policy_name(policy)).kvs("policySource", data.source);
   j.kvu("reservedBytes", w->reserved()).kvu("emptyCacheReleasesBytes", w->empty_cache());
   j.kvu("largestWithoutGrowthBytes", w->largest_without_growth(stream));

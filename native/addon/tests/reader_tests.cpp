@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "../../../test/native/check.h"
 #include "aggregate.h"
 #include "capture_decoder.h"
 #include "exercise.h"
@@ -18,27 +19,12 @@
 #include "policy_replay.h"
 #include "replay.h"
 #include "snapshot_import.h"
+#include "torch_snapshot.h"
+#include "json.h"
 
 using namespace gpumem;
 
-static int passed = 0, failed = 0;
-#define CHECK(cond)                                                        \
-  do {                                                                     \
-    if (!(cond)) {                                                         \
-      fprintf(stderr, "%s:%d: CHECK failed: %s\n", __FILE__, __LINE__, #cond); \
-      throw 1;                                                             \
-    }                                                                      \
-  } while (0)
-
-static void run(const char* name, const std::function<void()>& fn) {
-  try {
-    fn();
-    passed++;
-  } catch (...) {
-    fprintf(stderr, "FAIL %s\n", name);
-    failed++;
-  }
-}
+using t::run;
 
 static std::vector<uint8_t> bytes(const std::string& s) { return std::vector<uint8_t>(s.begin(), s.end()); }
 
@@ -53,6 +39,7 @@ static std::string pickleError(const std::string& data) {
 }
 
 int main() {
+  t::set_suite("reader");
   run("integers of every width, including u64 beyond 2^63 and negative LONG1", [] {
     // [K 5, M 0x1234, J -2, LONG1(9 bytes) 2^64-1, LONG1(1) -1, I"42"]
     std::string p = std::string("\x80\x02]q\x00(K\x05M\x34\x12J\xfe\xff\xff\xff", 16) +
@@ -259,6 +246,159 @@ int main() {
       exerciseModel(m);
     }
   });
-  fprintf(stderr, "%d passed, %d failed\n", passed, failed);
-  return failed ? 1 : 0;
+
+  // ---- Note [User frames]: the one rule against the one table (native/format/user_frames_cases.json) ----
+  {
+    std::ifstream in("../format/user_frames_cases.json");
+    std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    json::Value table;
+    std::string err;
+    bool parsed = json::parse(text, &table, &err) && table.find("cases") && table.find("internalDirs");
+    run("user frames: the table of cases parses", [&] {
+      if (!parsed) throw t::Failure("native/format/user_frames_cases.json: " + err);
+      CHECK(table.find("cases")->items().size() >= 20);
+    });
+    std::vector<std::string> internal;
+    if (parsed)
+      for (const auto& d : table.find("internalDirs")->items()) internal.push_back(d.as_string());
+    if (parsed)
+      for (const auto& c : table.find("cases")->items()) {
+        std::string path = c.find("path")->as_string(), why = c.find("why")->as_string();
+        bool user = c.find("user")->as_bool();
+        run("user frames: '" + path + "' is " + (user ? "user code" : "not user code") + " (" + why + ")", [&] {
+          CHECK_EQ(isUserPath(path, internal), user);
+          // The same answer through a model whose capture header names the internal dir.
+          Model m;
+          m.nonUserDirs = internal;
+          uint32_t id = m.intern(path);
+          CHECK_EQ(m.isUserFile(id), user);
+        });
+      }
+  }
+
+  // ---- Note [One JSON codec]: the reader of bad input names what and where, and never crashes ----
+  run("json: bad input gets an error naming what was expected and the byte", [] {
+    struct Bad {
+      std::string text, says;
+    };
+    const Bad bad[] = {
+        {"", "unexpected end of JSON at byte 0"},
+        {"{", "expected a string key at byte 1"},
+        {"{\"a\"", "expected ':' at byte 4"},
+        {"{\"a\":1", "expected ',' or '}' at byte 6"},
+        {"{\"a\":1,}", "expected a string key at byte 7"},
+        {"[1,2", "expected ',' or ']' at byte 4"},
+        {"[1,]", "unexpected character at byte 3"},
+        {"tru", "invalid literal at byte 0"},
+        {"nul", "invalid literal at byte 0"},
+        {"-", "bad number at byte 1"},
+        {"1.2.3", "bad number at byte 5"},
+        {"\"abc", "unterminated string at byte 4"},
+        {"\"a\\q\"", "bad escape in string at byte 4"},
+        {"\"\\u12zz\"", "bad hex digit in \\u escape at byte 6"},
+        {"\"\\u12", "truncated \\u escape at byte 3"},
+        {"\"\\ud800\\u0041\"", "unpaired surrogate in \\u escape at byte 13"},
+        {std::string("\"a\nb\""), "control character in string at byte 3"},
+        {"{} {}", "unexpected trailing characters at byte 3"},
+        {"@", "unexpected character at byte 0"},
+        {std::string(66, '[') + std::string(66, ']'), "nesting too deep at byte 65"},
+    };
+    json::Value deepest;
+    CHECK(json::parse(std::string(65, '[') + std::string(65, ']'), &deepest, nullptr));  // 64 levels below the top
+    std::string wrong;
+    for (const Bad& b : bad) {
+      json::Value v;
+      std::string err;
+      bool ok = json::parse(b.text, &v, &err);
+      if (ok || err != b.says) wrong += "\n    json::parse(" + b.text + "): got " + (ok ? "success" : "'" + err + "'") + ", want '" + b.says + "'";
+    }
+    if (!wrong.empty()) throw t::Failure(wrong);
+  });
+  run("json: every prefix of a valid document fails cleanly, the whole parses to the same dump", [] {
+    const std::string doc = R"({"a":[1,-2,2.5e3,true,false,null],"s":"\u00e9\ud83d\ude00\n","big":9007199254740993,"o":{}})";
+    json::Value whole;
+    std::string err;
+    CHECK(json::parse(doc, &whole, &err));
+    CHECK_EQ(whole.find("big")->as_int(), int64_t(9007199254740993LL));
+    CHECK_EQ(whole.find("s")->as_string(), std::string("\xc3\xa9\xf0\x9f\x98\x80\n"));
+    for (size_t n = 0; n < doc.size(); n++) {
+      json::Value v;
+      std::string e;
+      CHECK(!json::parse(doc.substr(0, n), &v, &e));
+      CHECK(e.find(" at byte ") != std::string::npos);
+    }
+    json::Value again;
+    CHECK(json::parse(whole.dump(), &again, &err));
+    CHECK_EQ(again.dump(), whole.dump());
+  });
+  run("json: the streaming writer and the value writer agree, and write null for Infinity and NaN", [] {
+    json::Writer j;
+    j.open('{').kvs("q", "a\"b\\c\x01").kv("i", -3).kvu("u", UINT64_C(18446744073709551615)).kvd("d", 0.5);
+    j.kvd("inf", INFINITY).kvd("nan", NAN).kvb("b", true).key("l").open('[').item().num(1).item().num(2).close(']');
+    j.close('}');
+    CHECK_EQ(j.s, std::string(R"({"q":"a\"b\\c\u0001","i":-3,"u":18446744073709551615,"d":0.5,"inf":null,"nan":null,"b":true,"l":[1,2]})"));
+    json::Value v = json::Value::object();
+    v.set("q", "a\"b\\c\x01");
+    v.set("d", 0.5);
+    v.set("inf", double(INFINITY));
+    CHECK_EQ(v.dump(), std::string(R"({"q":"a\"b\\c\u0001","d":0.5,"inf":null})"));
+  });
+
+  // ---- Note [One snapshot schema]: our writers' keys are PyTorch 2.11's, read from a real pickle ----
+  run("snapshot schema: segment, block, trace-entry and settings keys match a real PyTorch 2.11 pickle", [] {
+    std::ifstream in("../../test/fixtures/pytorch-snapshots/mlp-expandable.pickle", std::ios::binary);
+    CHECK(in.good());
+    std::vector<uint8_t> b((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    PickleTree real(b.data(), b.size());
+    auto keysOf = [](const PickleTree& t, uint32_t dict) {
+      std::vector<std::string> k;
+      const auto& kv = t.items(dict);
+      for (size_t i = 0; i + 1 < kv.size(); i += 2) k.push_back(std::string(t.str(kv[i])));
+      return k;
+    };
+    // Our emitters on their own, re-read by the same reader.
+    fmt::PickleEmitter p;
+    p.begin();
+    p.begin_list();
+    fmt::torch::begin_segment(p, {});
+    p.begin_list();
+    fmt::torch::emit_frame(p, "f", "/x.py", 1);
+    p.end_list();
+    fmt::torch::begin_blocks(p);
+    fmt::torch::begin_block(p, 0, 0, 0, fmt::BLOCK_ACTIVE_ALLOCATED);
+    p.begin_list();
+    p.end_list();
+    fmt::torch::end_block(p);
+    fmt::torch::end_segment(p);
+    fmt::torch::begin_trace_entry(p, fmt::torch::Action::alloc, 0, 0, 0, 0);
+    p.begin_list();
+    p.end_list();
+    fmt::torch::end_trace_entry(p);
+    fmt::torch::emit_allocator_settings(p, "", false);
+    p.end_list();
+    p.end();
+    std::vector<uint8_t> ob(p.bytes().begin(), p.bytes().end());
+    PickleTree ours(ob.data(), ob.size());
+    const auto& o = ours.items(ours.root());
+    CHECK_EQ(o.size(), size_t(3));
+    uint32_t realSeg = real.items(real.get(real.root(), fmt::torch::kSegments))[0];
+    CHECK(keysOf(ours, o[0]) == keysOf(real, realSeg));
+    CHECK(keysOf(ours, ours.items(ours.get(o[0], "blocks"))[0]) == keysOf(real, real.items(real.get(realSeg, "blocks"))[0]));
+    uint32_t realAlloc = UINT32_MAX;
+    for (uint32_t e : real.items(real.items(real.get(real.root(), fmt::torch::kDeviceTraces))[0]))
+      if (real.str(real.get(e, "action")) == "alloc") {
+        realAlloc = e;
+        break;
+      }
+    CHECK(realAlloc != UINT32_MAX);
+    CHECK(keysOf(ours, o[1]) == keysOf(real, realAlloc));
+    CHECK(!real.items(real.get(realAlloc, fmt::torch::kFrames)).empty());
+    CHECK(keysOf(ours, ours.items(ours.get(o[0], fmt::torch::kFrames))[0]) ==
+          keysOf(real, real.items(real.get(realAlloc, fmt::torch::kFrames))[0]));
+    CHECK(keysOf(ours, o[2]) == keysOf(real, real.get(real.root(), fmt::torch::kAllocatorSettings)));
+    std::vector<std::string> top = keysOf(real, real.root());
+    CHECK((top == std::vector<std::string>{fmt::torch::kSegments, fmt::torch::kDeviceTraces, fmt::torch::kAllocatorSettings,
+                                           fmt::torch::kExternalAnnotations}));
+  });
+  return t::finish();
 }

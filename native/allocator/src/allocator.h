@@ -8,7 +8,7 @@
 #include "allocator_api.h"
 #include "device_allocator.h"
 #include "event_sink.h"
-#include "json.h"
+#include "../../format/json.h"
 
 namespace gpumem::core {
 

@@ -4,7 +4,7 @@
 #pragma once
 #include <string>
 
-#include "json.h"
+#include "../../format/json.h"
 
 namespace gpumem::rec::control {
 

@@ -11,7 +11,7 @@
 #include <functional>
 #include <string>
 
-#include "json.h"
+#include "../../format/json.h"
 
 namespace gpumem::rec::control {
 

@@ -1,5 +1,6 @@
-// snapshot_pickle.cc — see snapshot_pickle.h. Key names and orders follow PyTorch 2.11's
-// torch/csrc/cuda/Module.cpp (THCPModule_memorySnapshot), checked against real 2.11 pickles.
+// snapshot_pickle.cc — see snapshot_pickle.h. The dict's schema (key names and orders, action and state
+// words, default settings) is native/format/torch_snapshot.h's (Note [One snapshot schema]); this file
+// decides the values: the live segments, the trace rings and the annotations.
 #include "snapshot_pickle.h"
 
 #include <cstdlib>
@@ -10,31 +11,20 @@
 
 #include "../../format/gpumem_format.h"
 #include "../../format/pickle_emit.h"
+#include "../../format/torch_snapshot.h"
 #include "allocator_api.h"
 #include "stack_capture.h"
 
 namespace gpumem::rec::snap {
 namespace {
 
-enum Action : uint8_t {
-  A_ALLOC,
-  A_FREE_REQUESTED,
-  A_FREE_COMPLETED,
-  A_SEGMENT_ALLOC,
-  A_SEGMENT_FREE,
-  A_SEGMENT_MAP,
-  A_SEGMENT_UNMAP,
-  A_OOM,
-  A_SNAPSHOT,
-};
-const char* const kActionNames[] = {"alloc",        "free_requested", "free_completed",
-                                    "segment_alloc", "segment_free",  "segment_map",
-                                    "segment_unmap", "oom",           "snapshot"};
+namespace ts = fmt::torch;
+using Action = ts::Action;
 
 struct Entry {
   uint64_t t_ns, addr, size, stream;
   uint32_t stack;
-  uint8_t action;
+  Action action;
 };
 
 struct Ring {
@@ -89,13 +79,7 @@ class FrameLists {
     if (it != cache_.end()) return it->second;
     fmt::PickleEmitter p(256);
     p.begin_list();
-    for (auto& f : stacks::frames_of(stack)) {
-      p.begin_dict();
-      p.kv("name", f.function);
-      p.kv("filename", f.file);
-      p.kv_int("line", f.line);
-      p.end_dict();
-    }
+    for (auto& f : stacks::frames_of(stack)) ts::emit_frame(p, f.function, f.file, f.line);
     p.end_list();
     return cache_.emplace(stack, p.take()).first->second;
   }
@@ -103,14 +87,6 @@ class FrameLists {
  private:
   std::unordered_map<uint32_t, std::string> cache_;
 };
-
-const char* state_name(uint8_t st) {
-  switch (st) {
-    case fmt::BLOCK_ACTIVE_ALLOCATED: return "active_allocated";
-    case fmt::BLOCK_ACTIVE_PENDING_FREE: return "active_pending_free";
-    default: return "inactive";
-  }
-}
 
 void emit_segments(fmt::PickleEmitter& p, FrameLists& frames) {
   p.begin_list();
@@ -123,61 +99,25 @@ void emit_segments(fmt::PickleEmitter& p, FrameLists& frames) {
       }
       if (b.state != fmt::BLOCK_INACTIVE) active += b.size;
     }
-    p.begin_dict();
-    p.kv_int("device", seg.device);
-    p.kv_uint("address", seg.addr);
-    p.kv_uint("total_size", seg.size);
-    p.kv_uint("allocated_size", allocated);
-    p.kv_uint("active_size", active);
-    p.kv_uint("requested_size", requested);
-    p.kv_uint("stream", seg.stream);
-    p.kv("segment_type", (seg.flags & fmt::kPoolSmall) ? "small" : "large");
-    p.key("segment_pool_id");
-    p.begin_tuple();
-    p.uinteger(seg.pool0);
-    p.uinteger(seg.pool1);
-    p.end_tuple();
-    p.kv_bool("is_expandable", (seg.flags & fmt::kSegExpandable) != 0);
-    p.key("frames");
+    ts::begin_segment(p, {seg.device, seg.addr, seg.size, allocated, active, requested, seg.stream,
+                          (seg.flags & fmt::kPoolSmall) != 0, seg.pool0, seg.pool1,
+                          (seg.flags & fmt::kSegExpandable) != 0});
     p.raw(frames.get(seg.stack));
-    p.key("blocks");
-    p.begin_list();
+    ts::begin_blocks(p);
     for (auto& b : seg.blocks) {
-      p.begin_dict();
-      p.kv_uint("address", b.addr);
-      p.kv_uint("size", b.size);
-      p.kv_uint("requested_size", b.requested);
-      p.kv("state", state_name(b.state));
-      p.key("frames");
+      ts::begin_block(p, b.addr, b.size, b.requested, b.state);
       // Like PyTorch, a free block shows no frames (its last owner's context is dropped on free).
       p.raw(frames.get(b.state == fmt::BLOCK_INACTIVE ? 0 : b.stack));
-      p.end_dict();
+      ts::end_block(p);
     }
-    p.end_list();
-    p.end_dict();
+    ts::end_segment(p);
   }
   p.end_list();
 }
 
 void emit_settings(fmt::PickleEmitter& p, const Settings& s) {
   const char* conf = std::getenv("PYTORCH_CUDA_ALLOC_CONF");
-  p.begin_dict();
-  p.kv("PYTORCH_CUDA_ALLOC_CONF", conf ? conf : "");
-  p.kv_int("max_split_size", -1);
-  p.kv_float("garbage_collection_threshold", 0.0);
-  p.kv_bool("expandable_segments", s.expandable_segments);
-  p.kv_int("pinned_num_register_threads", 1);
-  p.kv_bool("release_lock_on_cudamalloc", false);
-  p.kv_bool("pinned_use_cuda_host_register", false);
-  p.kv_bool("graph_capture_record_stream_reuse", false);
-  p.key("roundup_power2_divisions");
-  p.begin_dict();
-  for (int i = 1; i <= 32768; i *= 2) {
-    p.str(std::to_string(i));
-    p.integer(0);
-  }
-  p.end_dict();
-  p.end_dict();
+  ts::emit_allocator_settings(p, conf ? conf : "", s.expandable_segments);
 }
 
 }  // namespace
@@ -196,7 +136,7 @@ void on_event(uint8_t type, uint8_t device, const void* payload, uint32_t bytes)
       if (bytes < sizeof(fmt::BlockEvent)) return;
       fmt::BlockEvent b;
       std::memcpy(&b, payload, sizeof b);
-      e = Entry{b.t_ns, b.addr, b.size, b.stream, b.stack, uint8_t(A_ALLOC + (type - fmt::REC_ALLOC))};
+      e = Entry{b.t_ns, b.addr, b.size, b.stream, b.stack, Action(uint8_t(Action::alloc) + (type - fmt::REC_ALLOC))};
       break;
     }
     case fmt::REC_SEGMENT_ALLOC:
@@ -207,7 +147,7 @@ void on_event(uint8_t type, uint8_t device, const void* payload, uint32_t bytes)
       fmt::SegmentEvent s;
       std::memcpy(&s, payload, sizeof s);
       e = Entry{s.t_ns, s.addr, s.size, s.stream, s.stack,
-                uint8_t(A_SEGMENT_ALLOC + (type - fmt::REC_SEGMENT_ALLOC))};
+                Action(uint8_t(Action::segment_alloc) + (type - fmt::REC_SEGMENT_ALLOC))};
       break;
     }
     case fmt::REC_OOM: {
@@ -215,7 +155,7 @@ void on_event(uint8_t type, uint8_t device, const void* payload, uint32_t bytes)
       fmt::OomRec o;
       std::memcpy(&o, payload, sizeof o);
       // PyTorch's oom entry: addr = the device's free bytes, size = the request.
-      e = Entry{o.t_ns, o.device_free, o.requested, o.stream, o.stack, A_OOM};
+      e = Entry{o.t_ns, o.device_free, o.requested, o.stream, o.stack, Action::oom};
       break;
     }
     default:
@@ -252,7 +192,7 @@ void on_snapshot(uint64_t t_ns) {
   if (s.rings.size() < active.size()) s.rings.resize(active.size());
   // PyTorch's 'snapshot' entry: addr 0, size = the device's active bytes, no frames key.
   for (size_t d = 0; d < s.rings.size(); d++)
-    s.rings[d].add(Entry{t_ns, 0, d < active.size() ? active[d] : 0, 0, 0, A_SNAPSHOT}, s.settings.trace_entries);
+    s.rings[d].add(Entry{t_ns, 0, d < active.size() ? active[d] : 0, 0, 0, Action::snapshot}, s.settings.trace_entries);
 }
 
 std::string build() {
@@ -274,43 +214,25 @@ std::string build() {
   fmt::PickleEmitter p(1 << 20);
   p.begin();
   p.begin_dict();
-  p.key("segments");
+  p.key(ts::kSegments);
   emit_segments(p, frames);
-  p.key("device_traces");
+  p.key(ts::kDeviceTraces);
   p.begin_list();
   for (auto& dev : traces) {
     p.begin_list();
     for (auto& e : dev) {
-      p.begin_dict();
-      p.kv("action", kActionNames[e.action]);
-      // PyTorch names the address field of an 'oom' entry after what it holds: the device's free bytes.
-      p.kv_uint(e.action == A_OOM ? "device_free" : "addr", e.addr);
-      p.kv_uint("size", e.size);
-      p.kv_uint("stream", e.stream);
-      p.kv_uint("time_us", to_us(settings, e.t_ns));
-      p.kv("compile_context", "N/A");
-      p.kv("user_metadata", "");
-      if (e.action != A_SNAPSHOT) {
-        p.key("frames");
-        p.raw(frames.get(e.stack));
-      }
-      p.end_dict();
+      ts::begin_trace_entry(p, e.action, e.addr, e.size, e.stream, int64_t(to_us(settings, e.t_ns)));
+      if (ts::trace_entry_has_frames(e.action)) p.raw(frames.get(e.stack));
+      ts::end_trace_entry(p);
     }
     p.end_list();
   }
   p.end_list();
-  p.key("allocator_settings");
+  p.key(ts::kAllocatorSettings);
   emit_settings(p, settings);
-  p.key("external_annotations");
+  p.key(ts::kExternalAnnotations);
   p.begin_list();
-  for (auto& a : annotations) {
-    p.begin_dict();
-    p.kv("stage", a.begin ? "START" : "END");
-    p.kv("name", a.name);
-    p.kv_int("device", a.device);
-    p.kv_uint("time_us", to_us(settings, a.t_ns));
-    p.end_dict();
-  }
+  for (auto& a : annotations) ts::emit_annotation(p, a.begin, a.name, a.device, int64_t(to_us(settings, a.t_ns)));
   p.end_list();
   p.end_dict();
   p.end();

@@ -11,6 +11,7 @@
 #include <unordered_map>
 
 #include "../../format/gpumem_format.h"
+#include "../../format/json.h"
 #include "frame_walker.h"
 #include "writer.h"
 
@@ -461,14 +462,11 @@ std::string info_json() {
     std::lock_guard<std::mutex> lk(g_why_mu);
     why = g_why;
   }
-  std::string esc;
-  for (char c : why) esc += (c == '"' || c == '\\') ? ' ' : c;
-  return std::string("{\"python\": ") + (py().ok ? "true" : "false") +
-         ", \"gil_free_walk\": " + (fast::ready() && !g_fast_off.load() ? "true" : "false") +
-         ", \"not_gil_free_because\": \"" + esc + "\"" +
-         ", \"gil_free_answers\": " + std::to_string(g_fast_hits.load()) +
-         ", \"gil_walks\": " + std::to_string(g_slow_walks.load()) +
-         ", \"mismatches\": " + std::to_string(g_mismatches.load()) + "}";
+  json::Writer j;
+  j.open('{').kvb("python", py().ok).kvb("gil_free_walk", fast::ready() && !g_fast_off.load());
+  j.kvs("not_gil_free_because", why).kvu("gil_free_answers", g_fast_hits.load());
+  j.kvu("gil_walks", g_slow_walks.load()).kvu("mismatches", g_mismatches.load());
+  return j.close('}').s;
 }
 
 void emit_all_interned() {

@@ -5,6 +5,8 @@
 #include <utility>
 #include <vector>
 
+#include "../../format/json.h"
+
 namespace gpumem::core {
 
 void DeviceStats::reset_peak() {
@@ -54,12 +56,10 @@ std::string DeviceStats::to_json() const {
   kv.emplace_back("num_page_moves", num_page_moves);
   kv.emplace_back("max_split_size", max_split_size);
   std::sort(kv.begin(), kv.end());
-  std::string out = "{";
-  for (size_t i = 0; i < kv.size(); i++) {
-    if (i) out += ',';
-    out += '"' + kv[i].first + "\":" + std::to_string(kv[i].second);
-  }
-  return out + "}";
+  json::Writer j;
+  j.open('{');
+  for (const auto& [key, value] : kv) j.kv(key, value);
+  return j.close('}').s;
 }
 
 }  // namespace gpumem::core

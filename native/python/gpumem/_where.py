@@ -14,16 +14,49 @@ def _internal_dirs():
     return dirs
 
 
+def _is_python_version_dir(name):
+    """'python3', 'python3.12', 'python3.13t': a standard-library directory name."""
+    if not name.startswith("python"):
+        return False
+    v = name[6:]
+    if v.endswith("t"):
+        v = v[:-1]
+    major, dot, minor = v.partition(".")
+    return major.isdigit() and major.isascii() and (not dot or (minor.isdigit() and minor.isascii()))
+
+
+def is_user_file(path, internal_dirs=()):
+    """Note [User frames] (native/format/README.md): the one rule, also the reader's (model.cpp isUserPath);
+    both pass native/format/user_frames_cases.json. A frame is the user's code unless its file name is empty
+    or a pseudo-file ('<string>', '<frozen runpy>'), or a directory of its path is site-packages or
+    dist-packages, or lib/pythonX[.Y][t] (or lib64/...: the standard library), or it lies in one of
+    internal_dirs (the tool's own). Backslashes count as slashes."""
+    if not path or path.startswith("<"):
+        return False
+    p = path.replace("\\", "/")
+    for d in internal_dirs:
+        d = d.replace("\\", "/")
+        while len(d) > 1 and d.endswith("/"):
+            d = d[:-1]
+        if d and len(p) > len(d) and p.startswith(d) and p[len(d)] == "/":
+            return False
+    dirs = p.split("/")[:-1]  # the last component is the file itself
+    for i, d in enumerate(dirs):
+        if d in ("site-packages", "dist-packages"):
+            return False
+        if i > 0 and dirs[i - 1] in ("lib", "lib64") and _is_python_version_dir(d):
+            return False
+    return True
+
+
 def user_location(frame):
-    """'file:line in func' of the innermost frame outside torch, gpumem and importlib; the innermost
-    frame itself when every frame is internal."""
+    """'file:line in func' of the innermost frame in the user's code (is_user_file, with gpumem and torch as
+    the tool's own directories); the innermost frame itself when no frame is the user's."""
     internal = _internal_dirs()
     first = frame
     while frame is not None:
         filename = frame.f_code.co_filename
-        if not filename.startswith("<frozen") and not any(
-            filename == d or filename.startswith(d + os.sep) for d in internal
-        ):
+        if is_user_file(filename, internal):
             return "%s:%d in %s" % (filename, frame.f_lineno, frame.f_code.co_name)
         frame = frame.f_back
     if first is None:

@@ -61,7 +61,6 @@ interface NativeAddon {
   ModelHandle: new (path: string) => NativeHandle;
   /** reads the file on a worker thread (Note [Async open] in native/addon/src/addon.cpp) */
   openAsync(path: string): Promise<NativeHandle>;
-  isUserPath(path: string): boolean;
 }
 
 let addon: NativeAddon | undefined;

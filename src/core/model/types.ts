@@ -14,6 +14,11 @@ export interface Frame {
   file: string;
   line: number;
   name: string;
+  /**
+   * the user's own code, by the reader's one rule (Note [User frames], native/format/README.md): not a
+   * pseudo-file, not under site-packages/dist-packages, the standard library or the tool's own directory
+   */
+  user: boolean;
 }
 
 /** A call stack, innermost frame first. `backward`: allocated on an autograd thread. */

@@ -192,7 +192,7 @@ export interface FrameView {
   file: string;
   line: number;
   name: string;
-  /** false for site-packages, the standard library and <frozen …> frames */
+  /** the reader's Frame.user (Note [User frames], native/format/README.md) */
   user: boolean;
 }
 

@@ -22,11 +22,10 @@ export function oomMessage(o: OomInfo, frame: Frame | undefined): string {
   return `CUDA out of memory at ${where} on cuda:${o.device}: requested ${formatBytes(o.requestedBytes)} — ${why}.`;
 }
 
-// Library code (site-packages, the standard library, PyTorch's own modules): the frame a user wants is
-// the innermost one outside it (DESIGN §3 line attribution).
-const LIBRARY = /[\\/](site-packages|dist-packages)[\\/]|[\\/]lib[\\/]python\d+(\.\d+)?[\\/]|^<frozen /;
-
-/** The innermost frame in user code, else the innermost frame. */
+/**
+ * The innermost frame in user code, else the innermost frame (DESIGN §3 line attribution). Which frames
+ * are the user's is the reader's one rule (Note [User frames]): each frame arrives with `user` set.
+ */
 export function userFrame(frames: readonly Frame[]): Frame | undefined {
-  return frames.find((f) => !LIBRARY.test(f.file)) ?? frames[0];
+  return frames.find((f) => f.user) ?? frames[0];
 }

@@ -20,7 +20,6 @@ import { replayPolicies } from '../replay';
 import { advise } from '../advice';
 import { breakdownFromSegments } from './breakdown';
 import { categoriesView } from './categoriesView';
-import { isUserFile } from './frames';
 import { buildMarkers, buildSummary } from './summaryView';
 import { numberSteps } from './stepMarkers';
 import { identityOf, processLine } from '../summary/identity';
@@ -189,7 +188,7 @@ export class SnapshotSession {
       requestId,
       stackId,
       backward: st?.backward ?? false,
-      frames: (st?.frames ?? []).map((f) => ({ file: f.file, line: f.line, name: f.name, user: isUserFile(f.file) })),
+      frames: (st?.frames ?? []).map((f) => ({ file: f.file, line: f.line, name: f.name, user: f.user })),
     };
   }
 

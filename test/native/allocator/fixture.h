@@ -3,7 +3,7 @@
 #pragma once
 #include <string>
 
-#include "check.h"
+#include "../check.h"
 #include "device_allocator.h"
 #include "fake_sink.h"
 #include "sim_backend.h"

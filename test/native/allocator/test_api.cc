@@ -8,7 +8,7 @@
 #include "allocator.h"
 #include "cuda_backend.h"
 #include "fixture.h"
-#include "json.h"
+#include "../../../native/format/json.h"
 
 using namespace gpumem::core;
 using namespace t;

@@ -2,7 +2,7 @@
 // machine has one (the build defines GPUMEM_HAVE_CUDA_H); CI machines without CUDA skip the check.
 #include <cstddef>
 
-#include "check.h"
+#include "../check.h"
 #include "driver_api.h"
 
 #ifdef GPUMEM_HAVE_CUDA_H

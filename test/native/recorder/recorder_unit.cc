@@ -1,5 +1,5 @@
 // recorder_unit.cc — unit tests of the recorder's parts against a fake core (fake_core.cc), built
-// under ASan+UBSan and under TSan (recorder_tests.mk). Ends with "N passed, N failed".
+// under ASan+UBSan and under TSan (recorder_tests.mk). Ends with "N passed, N failed" (test/native/check.h).
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <unistd.h>
@@ -19,32 +19,15 @@
 #include "../../../native/allocator/include/gpumem_allocator.h"
 #include "control_commands.h"
 #include "control_server.h"
-#include "json.h"
+#include "../../../native/format/json.h"
+#include "../check.h"
 #include "recorder.h"
 #include "snapshot_pickle.h"
 #include "writer.h"
 
 using namespace gpumem;
 
-static int g_pass = 0, g_fail = 0;
-#define CHECK(cond)                                                        \
-  do {                                                                     \
-    if (!(cond)) {                                                         \
-      std::printf("  check failed: %s (%s:%d)\n", #cond, __FILE__, __LINE__); \
-      throw 1;                                                             \
-    }                                                                      \
-  } while (0)
-
-static void run(const char* name, const std::function<void()>& fn) {
-  try {
-    fn();
-    std::printf("ok   %s\n", name);
-    g_pass++;
-  } catch (...) {
-    std::printf("FAIL %s\n", name);
-    g_fail++;
-  }
-}
+using t::run;
 
 static std::string tmpdir() {
   char t[] = "/tmp/gpumem-rec-XXXXXX";
@@ -89,6 +72,11 @@ static std::string python_repr(const std::string& pickle) {
 }
 
 int main() {
+#ifdef __SANITIZE_THREAD__
+  t::set_suite("recorder-tsan");
+#else
+  t::set_suite("recorder");
+#endif
   run("json_round_trip_and_unicode", [] {
     json::Value v;
     std::string err;
@@ -274,6 +262,5 @@ int main() {
     CHECK(access(sock.c_str(), F_OK) != 0);  // the socket file is gone
   });
 
-  std::printf("%d passed, %d failed\n", g_pass, g_fail);
-  return g_fail ? 1 : 0;
+  return t::finish();
 }
