@@ -18,6 +18,7 @@
 #include "allocator_api.h"
 #include "device_sampler.h"
 #include "json.h"
+#include "observer.h"
 #include "process_hooks.h"
 #include "snapshot_pickle.h"
 #include "stack_capture.h"
@@ -129,7 +130,7 @@ void sample_pass() {
   for (int d = 0; d < n; d++) {
     fmt::DeviceSampleRec s = sampler::sample_device(d, pci[size_t(d)]);
     if (s.total) writer::append(fmt::REC_DEVICE_SAMPLE, uint8_t(d), 0, &s, sizeof s);
-    core::Figures f = core::figures(d);
+    core::Figures f = observer::active() ? observer::figures(d) : core::figures(d);
     fmt::StatsRec st{now_ns(),         f.allocated,     f.reserved, f.active,           f.requested,
                      f.peak_allocated, f.peak_reserved, f.num_ooms, f.num_alloc_retries};
     writer::append(fmt::REC_STATS, uint8_t(d), 0, &st, sizeof st);
@@ -281,8 +282,23 @@ void on_init(int device_count) {
   }
 }
 
+void announce_device(int device, const std::string& name, uint64_t total_bytes, const std::string& pci_bus_id) {
+  std::lock_guard<std::mutex> lk(g_cfg_mu);
+  if (device < 0 || device >= 256 || device < g_announced) return;
+  while (g_announced <= device) {
+    int d = g_announced++;
+    g_pci.push_back(d == device ? pci_bus_id : std::string());
+    if (!writer::is_open() || d != device) continue;
+    const uint32_t pci = pci_bus_id.empty() ? 0 : stacks::intern_string(pci_bus_id);
+    fmt::DeviceRec r{now_ns(), total_bytes, stacks::intern_string(name.empty() ? "CUDA device " + std::to_string(d) : name), pci};
+    writer::append(fmt::REC_DEVICE, uint8_t(d), 0, &r, sizeof r, nullptr, 0, true);
+  }
+}
+
 int64_t write_state(int device, uint32_t reason) {
   if (!writer::is_open()) return -1;
+  // Observer mode (Note [Observer]): the state is PyTorch's own, written by the host.
+  if (observer::active()) return observer::host().state ? observer::host().state(device, reason, nullptr) : -1;
   std::vector<core::SegmentView> segs = core::snapshot_segments(device);
   int ndev = core::device_count();
   for (auto& s : segs) ndev = std::max(ndev, s.device + 1);
@@ -315,6 +331,16 @@ int64_t take_snapshot(const char* pickle_path, std::string* err) {
     return -1;
   }
   uint64_t t = now_ns();
+  if (observer::active() && observer::host().state) {
+    // PyTorch's own pickle (_dump_snapshot) and state records, from the workload (Note [Observer]).
+    int64_t off = observer::host().state(-1, 0, pickle_path ? pickle_path : "");
+    if (off < 0 && pickle_path && *pickle_path) {
+      *err = std::string("snapshot: the workload could not write ") + pickle_path;
+      return -1;
+    }
+    if (pickle_path && *pickle_path) mark(pickle_path, fmt::MARK_SNAPSHOT);
+    return off < 0 ? 0 : off;
+  }
   int64_t off = writer::is_open() ? write_state(-1, 0) : 0;
   if (off < 0) off = 0;
   if (pickle_path && *pickle_path) {

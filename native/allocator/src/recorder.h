@@ -33,6 +33,8 @@ bool configure(const char* json, const control::Handler& commands, std::string* 
 // gpumem_init calls this with PyTorch's device count (it may be called with 0 first): announces each
 // device with a REC_DEVICE record (name from the backend, total bytes) for the samplers.
 void on_init(int device_count);
+// Observer mode (observer.h): the host announces each device PyTorch uses (REC_DEVICE, sampling).
+void announce_device(int device, const std::string& name, uint64_t total_bytes, const std::string& pci_bus_id);
 // Writes a REC_STATE of `device` (-1 = all) with the given reason (0 request, 1 OOM, 2 exit, 3 resync)
 // and returns the capture offset of the first state record, or -1 when not recording. It reads the
 // allocator's segments, so call it WITHOUT the device lock.
