@@ -52,7 +52,7 @@ for s in "${stages[@]}"; do
     varlen) run_stage varlen 420 bash -c "set -e; mkdir -p $OUT/varlen
         python3 test/gpu/workloads/gpt2_varlen.py > $OUT/varlen/native.txt
         PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True python3 test/gpu/workloads/gpt2_varlen.py > $OUT/varlen/native-expandable.txt
-        PYTHONPATH=$PWD/native/python python3 -m gpumem run --allocator $SO --out $OUT/varlen/session -- python3 test/gpu/workloads/gpt2_varlen.py > $OUT/varlen/lens.txt
+        PYTHONPATH=$PWD/native/python python3 -m gpumem run --allocator lens --allocator-so $SO --out $OUT/varlen/session -- python3 test/gpu/workloads/gpt2_varlen.py > $OUT/varlen/lens.txt
         grep -h RESULT $OUT/varlen/*.txt
         # Issue 18: replaying the lens capture predicts both native peaks (also runnable later, off the GPU).
         NODE=\${GPUMEM_NODE:-node}; if command -v \$NODE >/dev/null && [ -f dist/native/gpumem_addon.node ]; then \$NODE test/gpu/replay_validate.mjs $OUT/varlen; fi" ;;
