@@ -31,6 +31,11 @@ Options (before the script; everything after it goes to the workload):
   --no-stacks                do not record Python stacks (no line attribution)
   --sample-ms N              device-memory sampling period in ms, 0 = off (default: 200)
   --backend cuda|sim         sim: a simulated device in host memory (testing without a GPU)
+  --allocator auto|lens|pytorch  which allocator tracks the run (default: auto). lens: the lens allocator;
+                             pytorch: PyTorch's own allocator, observed (keeps cudnn.benchmark, CUDA graphs,
+                             PYTORCH_CUDA_ALLOC_CONF); auto: pytorch when the script or its local modules
+                             need it, else lens. One line says which and why.
+  --allocator-so PATH        the lens library (default: the built dist/native/libgpumem_allocator.so)
   -h, --help                 this help`,
 
   ping: `Usage: gpumem ping [--session DIR | --pid N] [--out DIR] [--json]

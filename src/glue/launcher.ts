@@ -60,6 +60,7 @@ function recordingSettings(): Partial<RecordingSettings> {
     trimOnGrowth: c.get<boolean>('trimOnGrowth', true),
     stacks: c.get<boolean>('captureStacks', true),
     sampleMs: Math.round(c.get<number>('deviceSampleIntervalMs', 200)),
+    allocator: c.get<'auto' | 'lens' | 'pytorch'>('allocator', 'auto'),
   };
 }
 

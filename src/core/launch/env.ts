@@ -4,6 +4,13 @@ import * as path from 'node:path';
 
 export type SegmentStrategy = 'expandable' | 'fixed';
 export type Backend = 'cuda' | 'sim';
+/**
+ * Which allocator tracks the run (Note [Choosing the mode] in native/python/gpumem/_mode.py): `lens` swaps
+ * in ours, `pytorch` observes PyTorch's own, `auto` lets the bootstrap choose from the script and the
+ * environment and say why in one line.
+ */
+export type AllocatorMode = 'auto' | 'lens' | 'pytorch';
+export const ALLOCATOR_MODES: readonly AllocatorMode[] = ['auto', 'lens', 'pytorch'];
 
 export interface RecordingSettings {
   segments: SegmentStrategy;
@@ -19,6 +26,8 @@ export interface RecordingSettings {
   /** `sim` runs the allocator on a simulated device (tests, no GPU). */
   backend?: Backend;
   simCapacity?: number;
+  /** Default `auto`. */
+  allocator?: AllocatorMode;
 }
 
 export const DEFAULT_SETTINGS: RecordingSettings = { segments: 'expandable', trimOnGrowth: true, stacks: true, sampleMs: 200 };
@@ -43,6 +52,9 @@ export function validateSettings(s: RecordingSettings): void {
   }
   if (!Number.isInteger(s.sampleMs) || s.sampleMs < 0) {
     throw new Error(`Invalid sampling period ${String(s.sampleMs)} ms: use a whole number ≥ 0 (0 turns sampling off).`);
+  }
+  if (s.allocator !== undefined && !ALLOCATOR_MODES.includes(s.allocator)) {
+    throw new Error(`Unknown allocator mode "${String(s.allocator)}": use "auto", "lens" or "pytorch".`);
   }
   if (s.backend !== undefined && s.backend !== 'cuda' && s.backend !== 'sim') {
     throw new Error(`Unknown backend "${String(s.backend)}": use "cuda" or "sim".`);
@@ -81,6 +93,7 @@ export function buildWorkloadEnv(opts: WorkloadEnvOptions): Record<string, strin
   env.GPUMEM_STACKS = settings.stacks ? '1' : '0';
   env.GPUMEM_SAMPLE_MS = String(settings.sampleMs);
   env.GPUMEM_BACKEND = settings.backend ?? 'cuda';
+  env.GPUMEM_ALLOCATOR = settings.allocator ?? 'auto';
   if (settings.simCapacity !== undefined) env.GPUMEM_SIM_CAPACITY = String(settings.simCapacity);
   if (opts.userRoots && opts.userRoots.length > 0) env.GPUMEM_USER_ROOTS = opts.userRoots.join(path.delimiter);
   env.PYTHONPATH = prependPath(opts.pythonPathPrefix, env.PYTHONPATH);
