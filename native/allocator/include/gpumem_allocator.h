@@ -93,6 +93,9 @@ int gpumem_observe_start(int (*empty_cache_fn)(uint64_t*, uint64_t*), int64_t (*
 // Safe under PyTorch's allocator lock: takes no GIL, no allocator lock, does no I/O.
 int gpumem_observe_event(int device, int action, uint64_t addr, uint64_t size, uint64_t stream, uint32_t stack,
                          uint64_t t_ns);
+// Figures from PyTorch's stats API (the stats-only source, when no trace tracker or history is offered).
+void gpumem_observe_figures(int device, uint64_t allocated, uint64_t reserved, uint64_t peak_allocated,
+                            uint64_t peak_reserved, uint64_t num_ooms);
 // The calling thread's stack id without ever taking the GIL (0 / the backward() stack when it is not held).
 uint32_t gpumem_observe_stack(void);
 // Interns a stack from JSON [[file, function, line], …] innermost first (e.g. a snapshot's frames).

@@ -270,6 +270,11 @@ GPUMEM_API int gpumem_observe_event(int device, int action, uint64_t addr, uint6
   return rec::observer::on_event(device, action, addr, size, stream, stack, t_ns) ? 1 : 0;
 }
 
+GPUMEM_API void gpumem_observe_figures(int device, uint64_t allocated, uint64_t reserved, uint64_t peak_allocated,
+                                       uint64_t peak_reserved, uint64_t num_ooms) {
+  rec::observer::set_figures(device, allocated, reserved, peak_allocated, peak_reserved, num_ooms);
+}
+
 GPUMEM_API uint32_t gpumem_observe_stack(void) {
   return rec::recording() ? rec::stacks::capture_if_gil_held() : 0;
 }

@@ -145,6 +145,19 @@ bool on_event(int device, int action, uint64_t addr, uint64_t size, uint64_t str
   }
 }
 
+void set_figures(int device, uint64_t allocated, uint64_t reserved, uint64_t peak_allocated, uint64_t peak_reserved,
+                 uint64_t num_ooms) {
+  if (device < 0 || device >= kMaxDevices) return;
+  note_device(device);
+  Dev& d = devs()[size_t(device)];
+  std::lock_guard<std::mutex> lk(d.mu);
+  d.allocated = d.active = allocated;
+  d.reserved = reserved;
+  d.peak_allocated = peak_allocated;
+  d.peak_reserved = peak_reserved;
+  d.num_ooms = num_ooms;
+}
+
 core::Figures figures(int device) {
   core::Figures f{};
   for (int i = (device < 0 ? 0 : device); i < (device < 0 ? kMaxDevices : std::min(device + 1, kMaxDevices)); i++) {

@@ -61,6 +61,10 @@ const Host& host();
 // unknown action).
 bool on_event(int device, int action, uint64_t addr, uint64_t size, uint64_t stream, uint32_t stack, uint64_t t_ns);
 
+// Figures read from PyTorch's stats API, for allocators that offer neither trace trackers nor history
+// (backend:cudaMallocAsync): the stats-only source (Note [Observing PyTorch's allocator]).
+void set_figures(int device, uint64_t allocated, uint64_t reserved, uint64_t peak_allocated, uint64_t peak_reserved,
+                 uint64_t num_ooms);
 // The device's figures as the events made them (summed when device == -1).
 core::Figures figures(int device);
 uint64_t dropped_frees();

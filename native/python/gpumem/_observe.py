@@ -78,6 +78,7 @@ class Observer:
             "gpumem_observe_state": (c.c_int64, [c.c_int, c.c_uint32, c.c_char_p]),
             "gpumem_observe_device": (c.c_int, [c.c_int, c.c_char_p, c.c_uint64, c.c_char_p]),
             "gpumem_observe_info": (c.c_size_t, [c.c_char_p, c.c_size_t]),
+            "gpumem_observe_figures": (None, [c.c_int] + [c.c_uint64] * 5),
         }
         for name, (res, args) in sig.items():
             fn = getattr(lib, name, None)
@@ -103,6 +104,9 @@ class Observer:
 
     def device(self, index, name, total, pci):
         return self.lib.gpumem_observe_device(index, name.encode(), total, pci.encode() if pci else None)
+
+    def figures(self, device, allocated, reserved, peak_allocated, peak_reserved, num_ooms):
+        self.lib.gpumem_observe_figures(device, allocated, reserved, peak_allocated, peak_reserved, num_ooms)
 
     def info(self):
         buf = ctypes.create_string_buffer(1024)
@@ -184,7 +188,12 @@ def _segments_of(snap):
 
 def _write_states(torch, device, reason, pickle_path):
     """REC_STATE from PyTorch's own snapshot (and its pickle, byte for byte what _dump_snapshot writes)."""
-    snap = torch.cuda.memory._snapshot()
+    try:
+        snap = torch.cuda.memory._snapshot()
+    except Exception:  # backends without snapshots (cudaMallocAsync): no state, not an error
+        if STATE.observer_source == "stats":
+            return -1
+        raise
     if _fallback is not None:
         _fallback.drain(snap)
     segs = _segments_of(snap)
@@ -246,6 +255,32 @@ def _seed(torch):
     return snap
 
 
+class _StatsPoll:
+    """The last source, for allocators with neither trace trackers nor history (backend:cudaMallocAsync):
+    PyTorch's stats API read at the sampling rate (≥ 5 Hz); figures and samples, no per-line data."""
+
+    def __init__(self, torch, period_s):
+        self.torch = torch
+        self.period_s = max(0.02, min(period_s, 0.2))
+        threading.Thread(target=self._loop, name="gpumem-stats-poll", daemon=True).start()
+
+    def poll(self):
+        for d in range(self.torch.cuda.device_count()):
+            st = self.torch.cuda.memory_stats(d)
+            _obs.figures(d, st.get("allocated_bytes.all.current", 0), st.get("reserved_bytes.all.current", 0),
+                         st.get("allocated_bytes.all.peak", 0), st.get("reserved_bytes.all.peak", 0), st.get("num_ooms", 0))
+
+    def _loop(self):
+        import time
+
+        while True:
+            try:
+                self.poll()
+            except Exception:
+                return
+            time.sleep(self.period_s)
+
+
 class _HistoryDrain:
     """The fallback source: PyTorch's history, drained into the capture (every second and at states)."""
 
@@ -276,9 +311,38 @@ class _HistoryDrain:
                 return
 
 
+def _start_source(torch):
+    """Tracker, else history, else stats (each tried in turn); (name, one line to say, or None)."""
+    global _fallback
+    backend = ""
+    try:
+        backend = torch.cuda.memory.get_allocator_backend()
+    except Exception:
+        pass
+    why = "the %s backend offers no trace trackers" % backend if backend and backend != "native" else None
+    if why is None:
+        mod, why = build_tracker(torch)
+        if mod is not None:
+            try:
+                mod.attach(_obs.address("gpumem_observe_event"), _obs.address("gpumem_observe_stack"))
+                _seed(torch)
+                return "tracker", None
+            except Exception as exc:
+                why = "%s: %s" % (type(exc).__name__, str(exc).splitlines()[0] if str(exc) else "")
+    try:
+        _fallback = _HistoryDrain(torch)
+        return "history", ("the observer cannot stream (%s); recording from PyTorch's memory history instead "
+                           "(updates every second, higher overhead)" % why)
+    except Exception as exc:
+        _fallback = None
+        _StatsPoll(torch, (STATE.settings.sample_ms or 200) / 1000.0)
+        return "stats", ("the observer cannot stream (%s) and PyTorch's history is unavailable (%s: %s); recording "
+                         "allocated/reserved figures only, no per-line data" % (why, type(exc).__name__, str(exc).splitlines()[0] if str(exc) else ""))
+
+
 def after_cuda_init(torch):
     """At the first CUDA use (after PyTorch initialised its allocator): capture, observer, tracker."""
-    global _obs, _fallback
+    global _obs
     with _lock:
         if _obs is not None or STATE.configure_tried:
             return
@@ -292,16 +356,11 @@ def after_cuda_init(torch):
         empty_cache, state = _host_callbacks(torch)
         _obs.start(empty_cache, state)
         _announce_devices(torch)
-        mod, why = build_tracker(torch)
-        if mod is not None:
-            mod.attach(_obs.address("gpumem_observe_event"), _obs.address("gpumem_observe_stack"))
-            _seed(torch)
-        else:
-            line = ("the observer could not be built (%s); recording from PyTorch's memory history instead "
-                    "(updates every second, higher overhead)" % why)
+        source, line = _start_source(torch)
+        STATE.observer_source = source
+        if line:
             warn(line)
             STATE.native.notice(line, _native.NOTICE_WARNING)
-            _fallback = _HistoryDrain(torch)
         _attach_oom_observer(torch)
         _markers.apply(torch)
 
@@ -319,4 +378,7 @@ def _attach_oom_observer(torch):
         except Exception as exc:
             warn("state after the out-of-memory error not recorded: %s: %s" % (type(exc).__name__, exc))
 
-    attach(on_oom)
+    try:
+        attach(on_oom)
+    except Exception:  # backends without OOM observers (cudaMallocAsync)
+        pass

@@ -17,6 +17,7 @@ class State:
         self.fractions = {}         # device → last set_per_process_memory_fraction
         self.observing = False      # PyTorch-allocator mode: PyTorch's allocator is observed (_observe.py)
         self.mode_choice = None     # _mode.Choice: which allocator mode and why
+        self.observer_source = None  # "tracker" | "history" | "stats" (PyTorch-allocator mode)
 
 
 STATE = State()
