@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Every GPU check in one device call (device time is scarce). Build here first, then carry dist/native:
 #   make -C native/allocator && <device run, carry dist/native> bash test/gpu/run_all.sh [stage…]
-# Stages: env allocator workload sanitizer stacks micro steps frag probes varlen leaks pytorch-tests summaries categories what-if (default: env allocator stacks workload sanitizer).
+# Stages: env allocator workload sanitizer stacks micro steps frag probes varlen leaks pytorch-tests summaries categories what-if pytorch-mode (default: env allocator stacks workload sanitizer).
 # Each of micro, steps and frag is one part of test/gpu/bench_allocator.py; "bench" runs all three.
 # Results land under $OUT (logs + JSON), one file per stage, so they come back with the call.
 set -u
@@ -73,6 +73,9 @@ for s in "${stages[@]}"; do
     # Issue 13: what the summary says empty_cache() would release and the largest request without growth,
     # against the allocator then doing it (control socket empty_cache; an allocation of that size).
     what-if) run_stage what-if 240 python3 test/gpu/what_if_check.py --out "$OUT/what-if" ;;
+    # Issue 15: the PyTorch-allocator mode under `gpumem run` (auto) against native runs; needs g++ for the
+    # observer's first build, and Node + dist/cli.js (GPUMEM_NODE) for the summaries. JSON: $OUT/pytorch-mode/.
+    pytorch-mode) run_stage pytorch-mode 420 python3 test/gpu/pytorch_mode_check.py --out "$OUT/pytorch-mode" ;;
     *) echo "unknown stage $s" >&2 ;;
   esac
 done
