@@ -7,7 +7,8 @@ import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
 import path from 'node:path';
 import { test } from 'node:test';
-import { ALLOCATOR_LIB, FIXTURES, needsAllocator, root, tmpDir, withModel } from './reader-support.mjs';
+import { run as summaryCommand } from '../../src/cli/commands/summary.ts';
+import { ALLOCATOR_LIB, captureStdout, FIXTURES, needsAllocator, root, tmpDir, withModel } from './reader-support.mjs';
 
 const script = path.join(root, 'test/unit/reference/observe_pickle.py');
 
@@ -73,4 +74,17 @@ print(json.dumps({"recorded": rec, "dropped": dropped, "info": info}))`,
     const lines = m.lineStats(0).filter((s) => s.allocCount > 0);
     assert.deepEqual(lines.map((s) => [s.file, s.line, s.allocCount, s.totalAllocatedBytes]), [['/w/a.py', 3, 1, 1024]]);
   });
+});
+
+test('`gpumem summary` of an observed capture names the allocator and why; a pickle names none', { skip: needsAllocator }, async () => {
+  const capture = path.join(tmpDir(), 'observed.gpumem');
+  py('convert', ALLOCATOR_LIB, FIXTURES[2], capture);
+  const text = await captureStdout(() => summaryCommand([capture]));
+  assert.equal(text.code, 0, text.err);
+  assert.match(text.out, /Allocator: pytorch \(observed: PyTorch's own caching allocator\) — converted from a snapshot pickle/);
+  const json = JSON.parse((await captureStdout(() => summaryCommand([capture, '--json']))).out);
+  assert.deepEqual(json.identity.allocator, { mode: 'pytorch', reason: 'converted from a snapshot pickle' });
+  const pickleJson = JSON.parse((await captureStdout(() => summaryCommand([FIXTURES[2], '--json']))).out);
+  assert.equal(pickleJson.identity.allocator, undefined);
+  assert.doesNotMatch((await captureStdout(() => summaryCommand([FIXTURES[2]]))).out, /Allocator:/);
 });

@@ -203,6 +203,14 @@ def _header(torch):
     if settings is not None and settings.allocator_mode != "pytorch":
         header["segments"] = settings.segments
         header["trim_on_growth"] = bool(settings.trim)
+    elif settings is not None:
+        # PyTorch's own policy made the numbers (Note [Policy of the data] in native/addon/src/policy_replay.cpp).
+        try:
+            header["pytorch_allocator_backend"] = torch.cuda.memory.get_allocator_backend()
+            header["pytorch_expandable_segments"] = bool(
+                torch.cuda.memory._snapshot().get("allocator_settings", {}).get("expandable_segments"))
+        except Exception:
+            pass
     return header
 
 

@@ -56,7 +56,8 @@ def convert(lib, snap, capture):
     native = _native.Allocator(lib)
     native.configure({"capture_path": capture, "sample_interval_ms": 0, "user_roots": [USER_ROOT],
                       "header": {"allocator_mode": "pytorch", "allocator_mode_reason": "converted from a snapshot pickle",
-                                 "torch_version": "2.11.0+cu130"}})
+                                 "torch_version": "2.11.0+cu130",
+                                 "pytorch_expandable_segments": bool(snap.get("allocator_settings", {}).get("expandable_segments"))}})
     obs = _observe.Observer(native)
     obs.start(None, None)
     obs.device(0, "NVIDIA H200", 0, "")
