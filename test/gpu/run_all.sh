@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Every GPU check in one device call (device time is scarce). Build here first, then carry dist/native:
 #   make -C native/allocator && <device run, carry dist/native> bash test/gpu/run_all.sh [stage…]
-# Stages: env allocator workload sanitizer stacks micro steps frag probes varlen leaks pytorch-tests summaries categories what-if pytorch-mode (default: env allocator stacks workload sanitizer).
+# Stages: env allocator workload sanitizer stacks micro steps frag probes varlen leaks pytorch-tests summaries categories what-if resnet-overhead pytorch-mode (default: env allocator stacks workload sanitizer).
 # Each of micro, steps and frag is one part of test/gpu/bench_allocator.py; "bench" runs all three.
 # Results land under $OUT (logs + JSON), one file per stage, so they come back with the call.
 set -u
@@ -56,6 +56,8 @@ for s in "${stages[@]}"; do
         grep -h RESULT $OUT/varlen/*.txt
         # Issue 18: replaying the lens capture predicts both native peaks (also runnable later, off the GPU).
         NODE=\${GPUMEM_NODE:-node}; if command -v \$NODE >/dev/null && [ -f dist/native/gpumem_addon.node ]; then \$NODE test/gpu/replay_validate.mjs $OUT/varlen; fi" ;;
+    # Issue 15: where the lens allocator's ResNet-50 step time goes while settling and after (probe, not a test).
+    resnet-overhead) run_stage resnet-overhead 420 python3 test/gpu/probes/resnet_overhead.py --so "$SO" --out "$OUT/resnet-overhead" ;;
     # Issue 17: steps found from the bootstrap's facts, and history.append(loss) found as a leak on its line.
     leaks) run_stage leaks 180 python3 test/gpu/steps_check.py --out "$OUT/leaks" ;;
     # Issue 20: PyTorch's own memory tests natively and under `gpumem run`, compared (needs the carried
