@@ -64,15 +64,20 @@ def result_of(proc):
     raise AssertionError("no RESULT line (rc %d):\n%s" % (proc.returncode, proc.stderr[-3000:]))
 
 
+def _abs(argv):
+    # Absolute script paths, so frames (ours and PyTorch's) name files under WL.
+    return [os.path.join(WL, argv[0])] + list(argv[1:])
+
+
 def native(argv, env=None, timeout=300):
-    return subprocess.run([sys.executable] + argv, env=clean_env(env), capture_output=True, text=True, timeout=timeout, cwd=WL)
+    return subprocess.run([sys.executable] + _abs(argv), env=clean_env(env), capture_output=True, text=True, timeout=timeout, cwd=WL)
 
 
 def tracked(out, argv, env=None, allocator="auto", timeout=300, wait=True):
     e = clean_env(env)
     e["PYTHONPATH"] = PY_DIR
     cmd = [sys.executable, "-m", "gpumem", "run", "--allocator", allocator, "--allocator-so", SO, "--out", out,
-           "--sample-ms", "100", "--"] + argv
+           "--sample-ms", "100", "--"] + _abs(argv)
     if not wait:
         return subprocess.Popen(cmd, env=e, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=WL)
     return subprocess.run(cmd, env=e, capture_output=True, text=True, timeout=timeout, cwd=WL)

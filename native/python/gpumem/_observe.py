@@ -319,7 +319,12 @@ def _start_source(torch):
         backend = torch.cuda.memory.get_allocator_backend()
     except Exception:
         pass
-    why = "the %s backend offers no trace trackers" % backend if backend and backend != "native" else None
+    if backend and backend != "native":
+        # cudaMallocAsync: neither trace trackers nor history nor snapshots; its stats API works.
+        _StatsPoll(torch, (STATE.settings.sample_ms or 200) / 1000.0)
+        return "stats", ("the %s backend offers PyTorch's stats only (no trace trackers, no history): recording "
+                         "allocated/reserved figures, no per-line data" % backend)
+    why = None
     if why is None:
         mod, why = build_tracker(torch)
         if mod is not None:

@@ -15,6 +15,7 @@ from bench_allocator import step_fn  # noqa: E402
 
 def main():
     history = "--history" in sys.argv
+    torch.cuda.init()
     if history:
         torch.cuda.memory._record_memory_history(enabled="all", context="all", stacks="python")
     out = {}

@@ -18,6 +18,7 @@ def main():
     ap.add_argument("--handshake")
     ap.add_argument("--oom", action="store_true")
     a = ap.parse_args()
+    torch.cuda.init()  # PyTorch's allocator exists from here: history set before it would be lost
     if a.history:
         torch.cuda.memory._record_memory_history(enabled="all", context="all", stacks="python")
     torch.manual_seed(0)
