@@ -324,16 +324,14 @@ def _start_source(torch):
         _StatsPoll(torch, (STATE.settings.sample_ms or 200) / 1000.0)
         return "stats", ("the %s backend offers PyTorch's stats only (no trace trackers, no history): recording "
                          "allocated/reserved figures, no per-line data" % backend)
-    why = None
-    if why is None:
-        mod, why = build_tracker(torch)
-        if mod is not None:
-            try:
-                mod.attach(_obs.address("gpumem_observe_event"), _obs.address("gpumem_observe_stack"))
-                _seed(torch)
-                return "tracker", None
-            except Exception as exc:
-                why = "%s: %s" % (type(exc).__name__, str(exc).splitlines()[0] if str(exc) else "")
+    mod, why = build_tracker(torch)
+    if mod is not None:
+        try:
+            mod.attach(_obs.address("gpumem_observe_event"), _obs.address("gpumem_observe_stack"))
+            _seed(torch)
+            return "tracker", None
+        except Exception as exc:
+            why = "%s: %s" % (type(exc).__name__, str(exc).splitlines()[0] if str(exc) else "")
     try:
         _fallback = _HistoryDrain(torch)
         return "history", ("the observer cannot stream (%s); recording from PyTorch's memory history instead "
