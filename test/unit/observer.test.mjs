@@ -81,7 +81,8 @@ test('`gpumem summary` of an observed capture names the allocator and why; a pic
   py('convert', ALLOCATOR_LIB, FIXTURES[2], capture);
   const text = await captureStdout(() => summaryCommand([capture]));
   assert.equal(text.code, 0, text.err);
-  assert.match(text.out, /Allocator: pytorch \(observed: PyTorch's own caching allocator\) — converted from a snapshot pickle/);
+  // The line wraps inside the report's box.
+  assert.match(text.out, /Allocator: pytorch \(observed: PyTorch's own caching allocator\) —[\s|]+converted from a snapshot pickle/);
   const json = JSON.parse((await captureStdout(() => summaryCommand([capture, '--json']))).out);
   assert.deepEqual(json.identity.allocator, { mode: 'pytorch', reason: 'converted from a snapshot pickle' });
   const pickleJson = JSON.parse((await captureStdout(() => summaryCommand([FIXTURES[2], '--json']))).out);
