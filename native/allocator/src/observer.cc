@@ -59,6 +59,10 @@ uint64_t u64(const json::Value& o, const char* key) {
 void start(const Host& host) {
   g_host = host;
   g_active.store(true);
+  Sources src;
+  src.figures = &figures;
+  src.state = host.state;
+  set_sources(src);
 }
 bool active() { return g_active.load(std::memory_order_relaxed); }
 const Host& host() { return g_host; }
