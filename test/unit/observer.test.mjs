@@ -89,3 +89,38 @@ test('`gpumem summary` of an observed capture names the allocator and why; a pic
   assert.equal(pickleJson.identity.allocator, undefined);
   assert.doesNotMatch((await captureStdout(() => summaryCommand([FIXTURES[2]]))).out, /Allocator:/);
 });
+
+test('an address handed out again without its free closes the old block first: never counted twice', { skip: needsAllocator }, () => {
+  const capture = path.join(tmpDir(), 'again.gpumem');
+  const r = spawnSync(
+    'python3',
+    [
+      '-c',
+      `import sys, json
+sys.path.insert(0, ${JSON.stringify(path.join(root, 'native/python'))})
+from gpumem import _native, _observe
+n = _native.Allocator(sys.argv[1]); n.configure({"capture_path": sys.argv[2], "sample_interval_ms": 0})
+o = _observe.Observer(n); o.start(None, None)
+f = lambda line: [{"filename": "/w/g.py", "name": "f", "line": line}]
+trace = [{"action": "alloc", "addr": 4096, "size": 2048, "frames": f(1)},
+         {"action": "alloc", "addr": 4096, "size": 1024, "frames": f(2)},
+         {"action": "alloc", "addr": 8192, "size": 512, "frames": f(3)}]
+rec, dropped, _ = _observe.feed_trace(o, trace)
+info = o.info(); n.shutdown(0)
+print(json.dumps({"recorded": rec, "dropped": dropped, "info": info}))`,
+      ALLOCATOR_LIB,
+      capture,
+    ],
+    { encoding: 'utf8' },
+  );
+  assert.equal(r.status, 0, r.stderr);
+  const out = JSON.parse(r.stdout);
+  assert.deepEqual([out.recorded, out.dropped], [3, 0]);
+  // 2048 live, then replaced by 1024 (not 3072), then +512.
+  assert.deepEqual([out.info.allocated, out.info.peak_allocated], [1536, 2048]);
+  withModel(capture, (m) => {
+    assert.equal(m.summary().devices[0].peak_allocated_bytes, 2048);
+    const live = m.lineStats(0).filter((s) => s.allocCount > 0).map((s) => [s.line, s.allocCount, s.totalAllocatedBytes]);
+    assert.deepEqual(live.sort((a, b) => a[0] - b[0]), [[1, 1, 2048], [2, 1, 1024], [3, 1, 512]]);
+  });
+});

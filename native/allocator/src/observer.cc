@@ -84,6 +84,20 @@ bool on_event(int device, int action, uint64_t addr, uint64_t size, uint64_t str
   const uint8_t dev = uint8_t(device);
   switch (action) {
     case ALLOC: {
+      auto old = d.live.find(addr);
+      if (old != d.live.end()) {
+        // The address was handed out again without the free reaching us (CUDA-graph trees restore a
+        // pool's checkpointed state without trace entries): close the old block first, so the figures
+        // and the reader's replay never count one address twice.
+        fmt::BlockEvent f{t_ns, addr, old->second.size, old->second.size, stream, 0, thread};
+        if (!old->second.pending) {
+          d.allocated -= old->second.size;
+          emit(fmt::REC_FREE_REQUESTED, dev, pool_flags(old->second.size), &f, sizeof f);
+        }
+        d.active -= old->second.size;
+        emit(fmt::REC_FREE_COMPLETED, dev, pool_flags(old->second.size), &f, sizeof f);
+        d.live.erase(old);
+      }
       d.live[addr] = Live{size, stack, false};
       d.allocated += size;
       d.active += size;

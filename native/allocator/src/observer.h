@@ -10,7 +10,9 @@
 // The conversion: alloc → REC_ALLOC; free_requested/free_completed → REC_FREE_*; segment_alloc/free/
 // map/unmap → REC_SEGMENT_*; oom (addr = the driver's free bytes) → REC_OOM; snapshot → nothing.
 // Frees of addresses the observer never saw handed out (they predate it and were not seeded) are
-// dropped and counted (dropped_frees): a reader would otherwise infer an allocation from nothing.
+// dropped and counted (dropped_frees): a reader would otherwise infer an allocation from nothing. An
+// alloc of an address that is still live (CUDA-graph trees restore a pool's checkpoint without trace
+// entries) first closes the old block with free records, so no address is ever counted twice.
 // Running figures (allocated, reserved, peaks, OOMs) follow the same events and feed REC_STATS and the
 // control channel's ping. REC_STATE comes from the host (PyTorch's own _snapshot(), which knows graph
 // pool ids and expandable segments), through the Host callbacks.
