@@ -52,7 +52,7 @@ test('a run in the PyTorch-allocator mode says so in the status bar, with the ca
     t.diagnostic(`status bar: "${text}"`);
     assert.ok(text.endsWith(want), text);
     await item.hover();
-    const hover = vsc.page.locator('.monaco-hover, .statusbar-item-hover, [role=tooltip]', { hasText: 'allocator: pytorch (observed' }).first();
+    const hover = vsc.page.locator('.monaco-hover, .workbench-hover, .workbench-hover-container, .statusbar-item-hover, [role=tooltip]', { hasText: 'allocator: pytorch (observed' }).first();
     await hover.waitFor({ timeout: 15_000 });
     await vsc.screenshot('mode-status-bar');
   });
