@@ -25,10 +25,16 @@ export class MemoryStatusBar implements vscode.Disposable {
     const t = focused.session.totals();
     const live = focused.session.isLive();
     const icon = live ? '$(pulse)' : '$(history)';
-    this.item.text = `${icon} ${formatBytes(t.allocatedBytes)} / ${formatBytes(t.reservedBytes)}`;
+    // The allocator mode is said only when PyTorch's own allocator was observed (the lens is the default).
+    const modes = focused.session.allocatorModes();
+    const mode = modes.includes('pytorch') ? ' · pytorch allocator' : '';
+    this.item.text = `${icon} ${formatBytes(t.allocatedBytes)} / ${formatBytes(t.reservedBytes)}${mode}`;
+    const modeLine = modes.length
+      ? `\n\nallocator: ${modes.map((m) => (m === 'pytorch' ? "pytorch (observed: PyTorch's own caching allocator)" : 'lens (the lens allocator)')).join(', ')}`
+      : '';
     this.item.tooltip = new vscode.MarkdownString(
       `**GPU memory — ${focused.label}** (${live ? 'running' : 'finished'})\n\n` +
-        `allocated ${formatBytes(t.allocatedBytes)} · reserved ${formatBytes(t.reservedBytes)} · ${t.processes} process${t.processes === 1 ? '' : 'es'}\n\nClick to open the live panel.`,
+        `allocated ${formatBytes(t.allocatedBytes)} · reserved ${formatBytes(t.reservedBytes)} · ${t.processes} process${t.processes === 1 ? '' : 'es'}${modeLine}\n\nClick to open the live panel.`,
     );
     this.item.show();
   }

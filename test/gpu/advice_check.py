@@ -51,7 +51,7 @@ def result_of(stdout):
 def lens(out, script_args, *flags):
     root = os.path.join(out, "sessions")
     before = set(glob.glob(os.path.join(root, "*", "capture-*.gpumem")))
-    stdout = sh([sys.executable, "-m", "gpumem", "run", "--allocator", SO, "--out", root, *flags, "--", sys.executable, *script_args],
+    stdout = sh([sys.executable, "-m", "gpumem", "run", "--allocator", "lens", "--allocator-so", SO, "--out", root, *flags, "--", sys.executable, *script_args],
                 {"PYTHONPATH": os.path.join(ROOT, "native", "python")})
     new = sorted(set(glob.glob(os.path.join(root, "*", "capture-*.gpumem"))) - before, key=os.path.getmtime)
     return result_of(stdout), new[-1]

@@ -244,7 +244,7 @@ def run_child(kind, config, so, model=None, env_extra=None):
         from gpumem import _launch
 
         session = tempfile.mkdtemp(prefix="gpumem-bench-session-")
-        env = _launch.workload_env(session, so, user_roots=[HERE], base=env)
+        env = _launch.workload_env(session, so, user_roots=[HERE], base=env, allocator_mode="lens")
     p = subprocess.run(cmd, capture_output=True, text=True, timeout=400, env=env)
     for line in p.stdout.splitlines():
         if line.startswith("RESULT "):

@@ -35,7 +35,7 @@ MiB = 1 << 20
 def run_model(a, model):
     env = dict(os.environ, PYTHONPATH=os.path.join(ROOT, "native", "python"), PYTHONUNBUFFERED="1")
     session_root = os.path.join(a.out, model)
-    run = subprocess.run([sys.executable, "-m", "gpumem", "run", "--allocator", os.path.join(ROOT, "dist", "native", "libgpumem_allocator.so"),
+    run = subprocess.run([sys.executable, "-m", "gpumem", "run", "--allocator", "lens", "--allocator-so", os.path.join(ROOT, "dist", "native", "libgpumem_allocator.so"),
                           "--out", session_root, "--", sys.executable, os.path.join(ROOT, "test", "gpu", "workloads", "categories_train.py"),
                           "--model", model, "--steps", str(a.steps)], capture_output=True, text=True, env=env)
     if run.returncode != 0:

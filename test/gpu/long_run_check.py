@@ -65,7 +65,7 @@ def main():
 
     t0 = time.time()
     session_root = os.path.join(a.out, "session")
-    lens = subprocess.run([sys.executable, "-m", "gpumem", "run", "--allocator", SO, "--out", session_root, "--",
+    lens = subprocess.run([sys.executable, "-m", "gpumem", "run", "--allocator", "lens", "--allocator-so", SO, "--out", session_root, "--",
                            sys.executable, WORKLOAD, str(a.minutes * 60)], capture_output=True, text=True, env=e)
     lm = minutes_of(lens.stdout)
     print("lens (%.0f s): %s" % (time.time() - t0, lm), flush=True)

@@ -66,7 +66,7 @@ def run_mode(mode, out, timeout):
     argv = [sys.executable, RUNNER, TESTS, "--json", result]
     if mode.startswith("lens"):
         segments = "fixed" if mode == "lens-fixed" else None
-        argv = [sys.executable, "-m", "gpumem", "run", "--out", os.path.join(out, mode + "-session"), "--allocator", SO] + (
+        argv = [sys.executable, "-m", "gpumem", "run", "--out", os.path.join(out, mode + "-session"), "--allocator", "lens", "--allocator-so", SO] + (
             ["--segments", segments] if segments else []) + ["--"] + argv
     t0 = time.monotonic()
     with open(os.path.join(out, mode + ".log"), "w") as log:

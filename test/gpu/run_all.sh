@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Every GPU check in one device call (device time is scarce). Build here first, then carry dist/native:
 #   make -C native/allocator && <device run, carry dist/native> bash test/gpu/run_all.sh [stage…]
-# Stages: env allocator workload sanitizer stacks micro steps frag probes varlen leaks pytorch-tests summaries categories what-if resnet-overhead long-run advice (default: env allocator stacks workload sanitizer).
+# Stages: env allocator workload sanitizer stacks micro steps frag probes varlen leaks pytorch-tests summaries categories what-if resnet-overhead long-run advice pytorch-mode (default: env allocator stacks workload sanitizer).
 # Each of micro, steps and frag is one part of test/gpu/bench_allocator.py; "bench" runs all three.
 # Results land under $OUT (logs + JSON), one file per stage, so they come back with the call.
 set -u
@@ -52,7 +52,7 @@ for s in "${stages[@]}"; do
     varlen) run_stage varlen 420 bash -c "set -e; mkdir -p $OUT/varlen
         python3 test/gpu/workloads/gpt2_varlen.py > $OUT/varlen/native.txt
         PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True python3 test/gpu/workloads/gpt2_varlen.py > $OUT/varlen/native-expandable.txt
-        PYTHONPATH=$PWD/native/python python3 -m gpumem run --allocator $SO --out $OUT/varlen/session -- python3 test/gpu/workloads/gpt2_varlen.py > $OUT/varlen/lens.txt
+        PYTHONPATH=$PWD/native/python python3 -m gpumem run --allocator lens --allocator-so $SO --out $OUT/varlen/session -- python3 test/gpu/workloads/gpt2_varlen.py > $OUT/varlen/lens.txt
         grep -h RESULT $OUT/varlen/*.txt
         # Issue 18: replaying the lens capture predicts both native peaks (also runnable later, off the GPU).
         NODE=\${GPUMEM_NODE:-node}; if command -v \$NODE >/dev/null && [ -f dist/native/gpumem_addon.node ]; then \$NODE test/gpu/replay_validate.mjs $OUT/varlen; fi" ;;
@@ -81,6 +81,9 @@ for s in "${stages[@]}"; do
     # Issue 18: gpumem advise's checkpoint, batch-size and allocator-policy advice applied natively; measured
     # peaks against the predictions (10 %). Needs dist/cli.js and Node (GPUMEM_NODE). Ends with PASS advice.
     advice) run_stage advice 560 python3 test/gpu/advice_check.py --out "$OUT/advice" ;;
+    # Issue 15: the PyTorch-allocator mode under `gpumem run` (auto) against native runs; needs g++ for the
+    # observer's first build, and Node + dist/cli.js (GPUMEM_NODE) for the summaries. JSON: $OUT/pytorch-mode/.
+    pytorch-mode) run_stage pytorch-mode 420 python3 test/gpu/pytorch_mode_check.py --out "$OUT/pytorch-mode" ;;
     *) echo "unknown stage $s" >&2 ;;
   esac
 done

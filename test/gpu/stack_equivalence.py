@@ -27,7 +27,7 @@ def run(out, gil_free):
                PYTHONPATH=os.path.join(ROOT, "native", "python"))
     d = os.path.join(out, "gil-free" if gil_free else "public-api")
     os.makedirs(d, exist_ok=True)
-    p = subprocess.run([sys.executable, "-m", "gpumem", "run", "--out", d, "--",
+    p = subprocess.run([sys.executable, "-m", "gpumem", "run", "--allocator", "lens", "--out", d, "--",
                         os.path.join(HERE, "workloads", "stack_shapes.py")],
                        env=env, capture_output=True, text=True, timeout=300, cwd=HERE)
     if p.returncode != 0:

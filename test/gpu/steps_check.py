@@ -28,7 +28,7 @@ def main():
     os.makedirs(a.out, exist_ok=True)
     env = dict(os.environ, PYTHONPATH=os.path.join(ROOT, "native", "python"), PYTHONUNBUFFERED="1")
     session_root = os.path.join(a.out, "leak")
-    run = subprocess.run([sys.executable, "-m", "gpumem", "run", "--allocator", os.path.join(ROOT, "dist", "native", "libgpumem_allocator.so"),
+    run = subprocess.run([sys.executable, "-m", "gpumem", "run", "--allocator", "lens", "--allocator-so", os.path.join(ROOT, "dist", "native", "libgpumem_allocator.so"),
                           "--out", session_root, "--", sys.executable, os.path.join(ROOT, "test", "gpu", "workloads", "leak_history.py"),
                           "--steps", str(a.steps)], capture_output=True, text=True, env=env)
     if run.returncode != 0:

@@ -63,7 +63,7 @@ def env():
 
 
 def lens(out, argv):
-    return [sys.executable, "-m", "gpumem", "run", "--allocator", SO, "--out", out, "--sample-ms", "50", "--"] + argv
+    return [sys.executable, "-m", "gpumem", "run", "--allocator", "lens", "--allocator-so", SO, "--out", out, "--sample-ms", "50", "--"] + argv
 
 
 def captures(root):

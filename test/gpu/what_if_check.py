@@ -24,7 +24,7 @@ WORKLOAD = os.path.join(ROOT, "test", "gpu", "workloads", "what_if_state.py")
 
 def start(session_root, extra=()):
     env = dict(os.environ, PYTHONPATH=os.path.join(ROOT, "native", "python"), PYTHONUNBUFFERED="1")
-    cmd = [sys.executable, "-m", "gpumem", "run", "--allocator", os.path.join(ROOT, "dist", "native", "libgpumem_allocator.so"),
+    cmd = [sys.executable, "-m", "gpumem", "run", "--allocator", "lens", "--allocator-so", os.path.join(ROOT, "dist", "native", "libgpumem_allocator.so"),
            "--out", session_root, "--", sys.executable, WORKLOAD, *extra]
     p = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
     line = p.stdout.readline()

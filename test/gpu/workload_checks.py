@@ -75,7 +75,7 @@ def baseline_env():
 
 
 def gpumem_run(out, argv, timeout, **popen):
-    cmd = [sys.executable, "-m", "gpumem", "run", "--out", out, "--sample-ms", "50", "--segments", SEGMENTS, "--"] + argv
+    cmd = [sys.executable, "-m", "gpumem", "run", "--allocator", "lens", "--out", out, "--sample-ms", "50", "--segments", SEGMENTS, "--"] + argv
     return subprocess.run(cmd, env=clean_env(), capture_output=True, text=True, timeout=timeout, cwd=WORKLOADS, **popen)
 
 

@@ -78,6 +78,8 @@ def workload_env(session, so, extra_paths=(), env=None, fake_torch=True):
         "GPUMEM_SESSION_DIR": session,
         "GPUMEM_ALLOCATOR_SO": so,
         "GPUMEM_SAMPLE_MS": "0",
+        # These tests exercise the lens allocator's bootstrap; test_mode.py covers `auto`.
+        "GPUMEM_ALLOCATOR": "lens",
         "PYTHONPATH": os.pathsep.join(paths),
     })
     base.update(env or {})

@@ -242,7 +242,7 @@ class LauncherTest(unittest.TestCase):
         e = {k: v for k, v in os.environ.items() if not k.startswith(("GPUMEM_", "PYTHON"))}
         e["PYTHONPATH"] = str(support.PY_DIR)
         e.update(env or {})
-        proc = subprocess.run([sys.executable, "-m", "gpumem", "run", "--out", out, "--allocator", support.stub_so(),
+        proc = subprocess.run([sys.executable, "-m", "gpumem", "run", "--out", out, "--allocator", "lens", "--allocator-so", support.stub_so(),
                                "--sample-ms", "0"] + list(args), env=e, capture_output=True, text=True, cwd=cwd, timeout=60)
         return proc, out
 

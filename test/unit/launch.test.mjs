@@ -43,7 +43,7 @@ test('sessionSlug keeps names file-system safe and bounded', () => {
 test('buildWorkloadEnv sets the contract variables and puts the bootstrap first on PYTHONPATH', () => {
   const env = buildWorkloadEnv({
     sessionDir: '/s/1', allocatorSo: '/x/lib.so', pythonPathPrefix: '/ext/native/python',
-    settings: { segments: 'fixed', trimOnGrowth: false, stacks: false, sampleMs: 0, backend: 'sim', simCapacity: 1 << 30 },
+    settings: { segments: 'fixed', trimOnGrowth: false, stacks: false, sampleMs: 0, backend: 'sim', simCapacity: 1 << 30, allocator: 'pytorch' },
     userRoots: ['/w1', '/w2'],
     baseEnv: {
       PATH: '/bin', PYTHONPATH: `/mine${path.delimiter}/ext/native/python`, GPUMEM_SESSION_DIR: '/stale', GPUMEM_FOO: '1',
@@ -56,7 +56,7 @@ test('buildWorkloadEnv sets the contract variables and puts the bootstrap first 
     GPUMEM_STRICT_COMPILE: '1', GPUMEM_GIL_FREE_WALK: '0',
     PYTHONPATH: `/ext/native/python${path.delimiter}/mine`,
     GPUMEM_SESSION_DIR: '/s/1', GPUMEM_ALLOCATOR_SO: '/x/lib.so', GPUMEM_SEGMENTS: 'fixed', GPUMEM_TRIM: '0', GPUMEM_STACKS: '0',
-    GPUMEM_SAMPLE_MS: '0', GPUMEM_BACKEND: 'sim', GPUMEM_SIM_CAPACITY: String(1 << 30),
+    GPUMEM_SAMPLE_MS: '0', GPUMEM_BACKEND: 'sim', GPUMEM_SIM_CAPACITY: String(1 << 30), GPUMEM_ALLOCATOR: 'pytorch',
     GPUMEM_BUDGET: String(2 ** 30), // Note [Capture budget]: 1 GiB when not set
     GPUMEM_USER_ROOTS: `/w1${path.delimiter}/w2`,
   });
@@ -69,7 +69,10 @@ test('buildWorkloadEnv defaults and rejects what the bootstrap would reject', ()
   assert.equal(env.GPUMEM_TRIM, '1');
   assert.equal(env.GPUMEM_SAMPLE_MS, '200');
   assert.equal(env.GPUMEM_BACKEND, 'cuda');
+  assert.equal(env.GPUMEM_ALLOCATOR, 'auto'); // issue 15: the bootstrap chooses and says why
   assert.equal(env.PYTHONPATH, '/p');
+  assert.throws(() => buildWorkloadEnv({ sessionDir: '/s', allocatorSo: '/a.so', pythonPathPrefix: '/p', settings: { allocator: 'rmm' } }),
+    /Unknown allocator mode "rmm": use "auto", "lens" or "pytorch"/);
   assert.throws(() => buildWorkloadEnv({ sessionDir: '/s', allocatorSo: '/a.so', pythonPathPrefix: '/p', settings: { segments: 'huge' } }),
     /Unknown segment strategy "huge": use "expandable" or "fixed"/);
   assert.throws(() => buildWorkloadEnv({ sessionDir: '/s', allocatorSo: '/a.so', pythonPathPrefix: '/p', settings: { sampleMs: -1 } }),

@@ -22,6 +22,10 @@ namespace f = gpumem::fmt;
 //    (false → lens-no-trim). Captures written before the bootstrap put trim_on_growth in the header
 //    were made with the default, trim on (Note [Default segment strategy] in allocator.cc); the
 //    source stays "capture-header" since the segment kind, which decides the most, is recorded.
+//  - Captures of the PyTorch-allocator mode (issue 15, "allocator_mode":"pytorch"): PyTorch's own
+//    allocator made them, with the header's "pytorch_expandable_segments" (written by the bootstrap from
+//    PyTorch's allocator_settings): true → pytorch-expandable, false → pytorch ("capture-header"); absent →
+//    pytorch ("assumed").
 //  - PyTorch pickles: a segment with is_expandable true → pytorch-expandable ("pickle-segments"; all
 //    false → pytorch); without that key allocator_settings' expandable_segments ("pickle-settings");
 //    else pytorch, PyTorch's default ("assumed").
@@ -29,6 +33,11 @@ DataPolicy dataPolicy(const Model& m) {
   if (m.format == "gpumem-capture") {
     const std::string& h = m.headerJson;
     auto has = [&](const char* needle) { return h.find(needle) != std::string::npos; };
+    if (has("\"allocator_mode\":\"pytorch\"")) {
+      if (has("\"pytorch_expandable_segments\":true")) return {core::Policy::kPytorchExpandable, "capture-header"};
+      if (has("\"pytorch_expandable_segments\":false")) return {core::Policy::kPytorch, "capture-header"};
+      return {core::Policy::kPytorch, "assumed"};
+    }
     if (has("\"segments\":\"fixed\"")) return {core::Policy::kPytorch, "capture-header"};
     if (has("\"segments\":\"expandable\""))
       return {has("\"trim_on_growth\":false") ? core::Policy::kLensNoTrim : core::Policy::kLens, "capture-header"};

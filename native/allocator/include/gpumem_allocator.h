@@ -81,6 +81,32 @@ size_t gpumem_stack_info(char* buf, size_t cap);
 // Flush the writer and append REC_END (idempotent; also runs atexit).
 void gpumem_shutdown(int exit_code);
 
+// ---- Observer mode: PyTorch's own caching allocator, observed (src/observer.h, Note [Observer]) ------
+// The bootstrap (gpumem/_observe.py) configures a capture with gpumem_configure, then calls
+// gpumem_observe_start; PyTorch's trace entries go to gpumem_observe_event. Never call gpumem_malloc in
+// this mode. The callbacks run on the control server's or the sampler's thread (no allocator lock held).
+//  empty_cache_fn: torch.cuda.empty_cache(), reserved bytes before/after; 0 on success.
+//  state_fn(device, reason, pickle_path): REC_STATE records via gpumem_observe_state (and PyTorch's own
+//    pickle at pickle_path when it is not empty); returns the first record's offset or -1.
+int gpumem_observe_start(int (*empty_cache_fn)(uint64_t*, uint64_t*), int64_t (*state_fn)(int, uint32_t, const char*));
+// One TraceEntry (action = TraceEntry::Action: 0 alloc … 8 oom); t_ns 0 = now. 1 recorded, 0 dropped.
+// Safe under PyTorch's allocator lock: takes no GIL, no allocator lock, does no I/O.
+int gpumem_observe_event(int device, int action, uint64_t addr, uint64_t size, uint64_t stream, uint32_t stack,
+                         uint64_t t_ns);
+// Figures from PyTorch's stats API (the stats-only source, when no trace tracker or history is offered).
+void gpumem_observe_figures(int device, uint64_t allocated, uint64_t reserved, uint64_t peak_allocated,
+                            uint64_t peak_reserved, uint64_t num_ooms);
+// The calling thread's stack id without ever taking the GIL (0 / the backward() stack when it is not held).
+uint32_t gpumem_observe_stack(void);
+// Interns a stack from JSON [[file, function, line], …] innermost first (e.g. a snapshot's frames).
+uint32_t gpumem_observe_frames(const char* frames_json, uint32_t flags);
+// A REC_STATE of `device` from PyTorch snapshot segments as JSON; returns its offset or -1.
+int64_t gpumem_observe_state(int device, uint32_t reason, const char* segments_json);
+// Announces a device (REC_DEVICE; NVML sampling by PCI bus id).
+int gpumem_observe_device(int device, const char* name, uint64_t total_bytes, const char* pci_bus_id);
+// {"active", "devices", "allocated", "reserved", "peak_allocated", "dropped_frees"} (length rule as above).
+size_t gpumem_observe_info(char* buf, size_t cap);
+
 #ifdef __cplusplus
 }  // extern "C"
 

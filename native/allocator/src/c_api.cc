@@ -4,12 +4,15 @@
 // both the core and the recorder.
 #include <cstdlib>
 #include <cstring>
+#include <algorithm>
 #include <string>
+#include <vector>
 
 #include "../../format/gpumem_format.h"
 #include "../include/gpumem_allocator.h"
 #include "allocator.h"
 #include "control_commands.h"
+#include "observer.h"
 #include "recorder.h"
 #include "snapshot_pickle.h"
 #include "stack_capture.h"
@@ -250,3 +253,79 @@ GPUMEM_API void gpumem_backward_begin(void) { rec::stacks::backward_begin(rec::r
 GPUMEM_API void gpumem_backward_end(void) { rec::stacks::backward_end(); }
 
 GPUMEM_API void gpumem_shutdown(int exit_code) { rec::shutdown(exit_code); }
+
+// ---- Observer mode: PyTorch's own allocator, observed (Note [Observer] in src/observer.h) -----------
+
+GPUMEM_API int gpumem_observe_start(int (*empty_cache_fn)(uint64_t*, uint64_t*),
+                                    int64_t (*state_fn)(int, uint32_t, const char*)) {
+  rec::observer::Host h;
+  h.empty_cache = empty_cache_fn;
+  h.state = state_fn;
+  rec::observer::start(h);
+  return 0;
+}
+
+GPUMEM_API int gpumem_observe_event(int device, int action, uint64_t addr, uint64_t size, uint64_t stream,
+                                    uint32_t stack, uint64_t t_ns) {
+  return rec::observer::on_event(device, action, addr, size, stream, stack, t_ns) ? 1 : 0;
+}
+
+GPUMEM_API void gpumem_observe_figures(int device, uint64_t allocated, uint64_t reserved, uint64_t peak_allocated,
+                                       uint64_t peak_reserved, uint64_t num_ooms) {
+  rec::observer::set_figures(device, allocated, reserved, peak_allocated, peak_reserved, num_ooms);
+}
+
+GPUMEM_API uint32_t gpumem_observe_stack(void) {
+  return rec::recording() ? rec::stacks::capture_if_gil_held() : 0;
+}
+
+GPUMEM_API uint32_t gpumem_observe_frames(const char* frames_json, uint32_t flags) {
+  json::Value v;
+  std::string err;
+  if (!frames_json || !json::parse(frames_json, &v, &err) || !v.is_array()) {
+    set_last_error("gpumem_observe_frames: expected a JSON array of [file, function, line], innermost first");
+    return 0;
+  }
+  std::vector<rec::stacks::FrameInfo> frames;
+  for (const json::Value& f : v.items()) {
+    if (!f.is_array() || f.items().size() != 3 || !f.items()[0].is_string() || !f.items()[1].is_string()) {
+      set_last_error("gpumem_observe_frames: each frame must be [file, function, line]");
+      return 0;
+    }
+    int64_t line = f.items()[2].is_number() ? f.items()[2].as_int() : 0;
+    frames.push_back({f.items()[0].as_string(), f.items()[1].as_string(), uint32_t(line < 0 ? 0 : line)});
+  }
+  return rec::stacks::intern_frames(frames, flags);
+}
+
+GPUMEM_API int64_t gpumem_observe_state(int device, uint32_t reason, const char* segments_json) {
+  std::string err;
+  int64_t off = rec::observer::write_state_json(device, reason, segments_json ? segments_json : "", &err);
+  if (off < 0) set_last_error("gpumem_observe_state: " + err);
+  return off;
+}
+
+GPUMEM_API int gpumem_observe_device(int device, const char* name, uint64_t total_bytes, const char* pci_bus_id) {
+  if (device < 0 || device > 255) {
+    set_last_error("gpumem_observe_device: device must be 0–255");
+    return -1;
+  }
+  rec::observer::note_device(device);
+  rec::announce_device(device, name ? name : "", total_bytes, pci_bus_id ? pci_bus_id : "");
+  return 0;
+}
+
+GPUMEM_API size_t gpumem_observe_info(char* buf, size_t cap) {
+  core::Figures f = rec::observer::figures(-1);
+  std::string j = "{\"active\":" + std::string(rec::observer::active() ? "true" : "false") +
+                  ",\"devices\":" + std::to_string(rec::observer::device_count()) +
+                  ",\"allocated\":" + std::to_string(f.allocated) + ",\"reserved\":" + std::to_string(f.reserved) +
+                  ",\"peak_allocated\":" + std::to_string(f.peak_allocated) +
+                  ",\"dropped_frees\":" + std::to_string(rec::observer::dropped_frees()) + "}";
+  if (buf && cap) {
+    size_t n = std::min(cap - 1, j.size());
+    std::memcpy(buf, j.data(), n);
+    buf[n] = 0;
+  }
+  return j.size();
+}

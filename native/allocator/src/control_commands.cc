@@ -5,6 +5,7 @@
 
 #include "allocator_api.h"
 #include "control_server.h"
+#include "observer.h"
 #include "recorder.h"
 
 namespace gpumem::rec::control {
@@ -20,8 +21,10 @@ json::Value handle(const json::Value& req) {
     r.set("pid", int64_t(::getpid()));
     r.set("rank", int64_t(process_rank()));
     json::Value devs = json::Value::array();
-    for (int d = 0; d < core::device_count(); d++) {
-      core::Figures f = core::figures(d);
+    const bool obs = observer::active();
+    const int ndev = obs ? observer::device_count() : core::device_count();
+    for (int d = 0; d < ndev; d++) {
+      core::Figures f = obs ? observer::figures(d) : core::figures(d);
       json::Value dv = json::Value::object();
       dv.set("index", d);
       dv.set("allocated", f.allocated);
@@ -31,7 +34,13 @@ json::Value handle(const json::Value& req) {
     r.set("devices", std::move(devs));
   } else if (c == "empty_cache") {
     uint64_t before = 0, after = 0;
-    core::empty_cache(-1, &before, &after, 1);
+    if (observer::active()) {
+      // PyTorch's allocator: torch.cuda.empty_cache() in the workload (Note [Observer]).
+      if (!observer::host().empty_cache || observer::host().empty_cache(&before, &after) != 0)
+        return error_reply("empty_cache: the workload could not run torch.cuda.empty_cache()");
+    } else {
+      core::empty_cache(-1, &before, &after, 1);
+    }
     r.set("ok", true);
     r.set("reserved_before", before);
     r.set("reserved_after", after);

@@ -41,6 +41,8 @@ std::atomic<uint32_t> g_snapshot_id{0};
 std::atomic<uint32_t> g_snapshot_files{0};
 int g_announced = 0;                  // devices announced with REC_DEVICE (under g_cfg_mu)
 std::vector<std::string> g_pci;       // per device: PCI bus id, for NVML (empty if unknown)
+Sources g_sources;                    // Note [Recorder sources]; set once, before the capture opens
+std::atomic<bool> g_sources_set{false};
 
 // The recorder as the core's sink. Its wants_events() flag is the recorder's "active": events are
 // wanted while a capture is open or the snapshot ring is on.
@@ -125,7 +127,7 @@ void sample_pass() {
   for (int d = 0; d < n; d++) {
     fmt::DeviceSampleRec s = sampler::sample_device(d, pci[size_t(d)]);
     if (s.total) writer::append(fmt::REC_DEVICE_SAMPLE, uint8_t(d), 0, &s, sizeof s);
-    core::Figures f = core::figures(d);
+    core::Figures f = g_sources_set.load() ? g_sources.figures(d) : core::figures(d);
     fmt::StatsRec st{now_ns(),         f.allocated,     f.reserved, f.active,           f.requested,
                      f.peak_allocated, f.peak_reserved, f.num_ooms, f.num_alloc_retries};
     writer::append(fmt::REC_STATS, uint8_t(d), 0, &st, sizeof st);
@@ -283,8 +285,28 @@ void on_init(int device_count) {
   }
 }
 
+void set_sources(const Sources& s) {
+  g_sources = s;
+  g_sources_set.store(s.figures != nullptr);
+}
+
+void announce_device(int device, const std::string& name, uint64_t total_bytes, const std::string& pci_bus_id) {
+  std::lock_guard<std::mutex> lk(g_cfg_mu);
+  if (device < 0 || device >= 256 || device < g_announced) return;
+  while (g_announced <= device) {
+    int d = g_announced++;
+    g_pci.push_back(d == device ? pci_bus_id : std::string());
+    if (!writer::is_open() || d != device) continue;
+    const uint32_t pci = pci_bus_id.empty() ? 0 : stacks::intern_string(pci_bus_id);
+    fmt::DeviceRec r{now_ns(), total_bytes, stacks::intern_string(name.empty() ? "CUDA device " + std::to_string(d) : name), pci};
+    writer::append(fmt::REC_DEVICE, uint8_t(d), 0, &r, sizeof r, nullptr, 0, true);
+  }
+}
+
 int64_t write_state(int device, uint32_t reason) {
   if (!writer::is_open()) return -1;
+  // Observer mode (Note [Recorder sources]): the state is PyTorch's own, written by the host.
+  if (g_sources_set.load()) return g_sources.state ? g_sources.state(device, reason, "") : -1;
   std::vector<core::SegmentView> segs = core::snapshot_segments(device);
   int ndev = core::device_count();
   for (auto& s : segs) ndev = std::max(ndev, s.device + 1);
@@ -317,6 +339,16 @@ int64_t take_snapshot(const char* pickle_path, std::string* err) {
     return -1;
   }
   uint64_t t = now_ns();
+  if (g_sources_set.load() && g_sources.state) {
+    // PyTorch's own pickle (_dump_snapshot) and state records, from the workload (Note [Recorder sources]).
+    int64_t off = g_sources.state(-1, 0, pickle_path ? pickle_path : "");
+    if (off < 0 && pickle_path && *pickle_path) {
+      *err = std::string("snapshot: the workload could not write ") + pickle_path;
+      return -1;
+    }
+    if (pickle_path && *pickle_path) mark(pickle_path, fmt::MARK_SNAPSHOT);
+    return off < 0 ? 0 : off;
+  }
   int64_t off = writer::is_open() ? write_state(-1, 0) : 0;
   if (off < 0) off = 0;
   if (pickle_path && *pickle_path) {

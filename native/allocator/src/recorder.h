@@ -8,6 +8,7 @@
 
 #include "clock.h"
 #include "control_server.h"
+#include "allocator_api.h"
 #include "event_sink.h"
 
 namespace gpumem::rec {
@@ -33,6 +34,17 @@ bool configure(const char* json, const control::Handler& commands, std::string* 
 // gpumem_init calls this with PyTorch's device count (it may be called with 0 first): announces each
 // device with a REC_DEVICE record (name from the backend, total bytes) for the samplers.
 void on_init(int device_count);
+// Note [Recorder sources]: by default the recorder's figures (REC_STATS) and states (REC_STATE) come from
+// the allocator core. The PyTorch-allocator mode (observer.h) replaces both, so that the recorder never
+// depends on the observer (the observer sits above it, like the control commands).
+struct Sources {
+  core::Figures (*figures)(int device) = nullptr;  // required when set
+  // Writes the states (and the pickle, when pickle_path is not empty); first offset or -1. May be null.
+  int64_t (*state)(int device, uint32_t reason, const char* pickle_path) = nullptr;
+};
+void set_sources(const Sources& s);
+// Observer mode (observer.h): the host announces each device PyTorch uses (REC_DEVICE, sampling).
+void announce_device(int device, const std::string& name, uint64_t total_bytes, const std::string& pci_bus_id);
 // Writes a REC_STATE of `device` (-1 = all) with the given reason (0 request, 1 OOM, 2 exit, 3 resync)
 // and returns the capture offset of the first state record, or -1 when not recording. It reads the
 // allocator's segments, so call it WITHOUT the device lock.

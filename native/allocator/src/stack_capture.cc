@@ -38,6 +38,7 @@ struct Py {
   void (*DecRef)(PyObj*);
   void (*Err_Clear)();
   void* (*GILState_GetThisThreadState)();  // safe without the GIL; for the GIL-free walk only
+  int (*GILState_Check)();                 // 3.4+; capture_if_gil_held() only
   const unsigned long* Version;            // Py_Version (3.11+)
   const void* FrameType;                   // &PyFrame_Type
   bool ok = false;
@@ -65,6 +66,7 @@ Py load_python() {
   GPUMEM_PY(DecRef, "Py_DecRef");
   GPUMEM_PY(Err_Clear, "PyErr_Clear");
   GPUMEM_PY(GILState_GetThisThreadState, "PyGILState_GetThisThreadState");
+  GPUMEM_PY(GILState_Check, "PyGILState_Check");
   GPUMEM_PY(Version, "Py_Version");
   GPUMEM_PY(FrameType, "PyFrame_Type");
 #undef GPUMEM_PY
@@ -367,8 +369,10 @@ bool walk(uint32_t flags, uint32_t* stack_id, const FastFrames* fast) {
   return true;
 }
 
-// Capture with flags; `frameless` receives whether the thread had no Python frames.
-uint32_t capture_flags(uint32_t flags, bool* frameless) {
+// Capture with flags; `frameless` receives whether the thread had no Python frames. With
+// `only_if_gil_held`, a thread that does not hold the GIL gets only what the GIL-free cache answers
+// (Note [Observer stacks] in observer.h).
+uint32_t capture_flags(uint32_t flags, bool* frameless, bool only_if_gil_held = false) {
   *frameless = false;
   if (!g_enabled.load(std::memory_order_relaxed)) return 0;
   const Py& p = py();
@@ -396,6 +400,10 @@ uint32_t capture_flags(uint32_t flags, bool* frameless) {
       return id;
     }
   }
+  if (only_if_gil_held && !(p.GILState_Check && p.GILState_Check())) {
+    *frameless = true;  // attributed like a frameless thread: the open backward() bracket, if any
+    return 0;
+  }
   g_slow_walks.fetch_add(1, std::memory_order_relaxed);
   FastFrames ff{fcodes, fkeys, fn};
   int st = p.GILState_Ensure();
@@ -417,6 +425,24 @@ uint32_t capture() {
   uint32_t id = capture_flags(0, &frameless);
   if (frameless) return g_bw_current.load(std::memory_order_relaxed);
   return id;
+}
+
+uint32_t capture_if_gil_held() {
+  bool frameless = false;
+  uint32_t id = capture_flags(0, &frameless, true);
+  if (frameless) return g_bw_current.load(std::memory_order_relaxed);
+  return id;
+}
+
+uint32_t intern_frames(const std::vector<FrameInfo>& frames, uint32_t flags) {
+  if (frames.empty()) return 0;
+  Tables& t = T();
+  std::lock_guard<std::mutex> lk(t.mu);
+  std::vector<uint32_t> ids;
+  ids.reserve(frames.size());
+  for (const FrameInfo& f : frames)
+    ids.push_back(intern_frame_locked(t, Frame{intern_string_locked(t, f.file), intern_string_locked(t, f.function), f.line}));
+  return intern_stack_locked(t, flags, ids);
 }
 
 void backward_begin(bool capture) {

@@ -30,6 +30,11 @@ bool enabled();
 // the thread in backward() (flagged kStackBackward) while a backward bracket is open.
 uint32_t capture();
 
+// The same, for callers that may hold a foreign lock another thread could hold while waiting for the
+// GIL (PyTorch's allocator lock, in a trace tracker): never takes the GIL. A thread that does not hold
+// it gets the GIL-free cache's answer, or else the open backward() stack (or 0).
+uint32_t capture_if_gil_held();
+
 // On the thread calling backward(): captures its stack (when `capture`; else brackets with no stack,
 // so that begin/end always pair up).
 void backward_begin(bool capture);
@@ -44,6 +49,8 @@ struct FrameInfo {
 };
 // Frames of a stack, innermost first, for snapshot pickles. Empty for 0 or unknown ids.
 std::vector<FrameInfo> frames_of(uint32_t stack);
+// Interns a stack given by its frames (innermost first), e.g. from a PyTorch snapshot's trace entry.
+uint32_t intern_frames(const std::vector<FrameInfo>& frames, uint32_t flags);
 uint32_t stack_flags(uint32_t stack);
 
 // How captures are being answered, as JSON: whether the GIL-free walk is on (and if not, why), and

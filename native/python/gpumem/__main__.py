@@ -29,20 +29,28 @@ def _run(argv):
     p.add_argument("--no-stacks", action="store_true", help="do not record Python stacks")
     p.add_argument("--sample-ms", type=int, default=200)
     p.add_argument("--backend", choices=("cuda", "sim"), default="cuda")
-    p.add_argument("--allocator", default=None, help="path of libgpumem_allocator.so")
+    p.add_argument("--allocator", default="auto", choices=("auto", "lens", "pytorch"),
+                   help="which allocator tracks the run: auto (default: PyTorch's own when the script needs it, "
+                        "else the lens), lens, or pytorch (PyTorch's allocator, observed)")
+    p.add_argument("--allocator-so", default=None, help="path of libgpumem_allocator.so (default: the built one)")
     # Our options end at `--`, `-m` or the first word that is not one of ours: everything after belongs
     # to the workload (`run train.py --out x` passes --out to train.py).
-    with_value = {"--out", "--python", "--segments", "--sample-ms", "--backend", "--allocator"}
+    with_value = {"--out", "--python", "--segments", "--sample-ms", "--backend", "--allocator", "--allocator-so"}
     i = 0
     while i < len(argv):
         word = argv[i]
         if word == "--" or word == "-m" or not word.startswith("-"):
             break
         i += 2 if word in with_value else 1
-    args = p.parse_args(argv[:i])
+    mine = argv[:i]
+    for j, word in enumerate(mine[:-1]):
+        if word == "--allocator" and (mine[j + 1].endswith(".so") or os.sep in mine[j + 1]):
+            p.error("--allocator takes auto, lens or pytorch; give the library's path with --allocator-so %s" % mine[j + 1])
+    args = p.parse_args(mine)
     command = argv[i + 1:] if argv[i:i + 1] == ["--"] else argv[i:]
     code, _session = _launch.run(command, args.out, args.python, args.segments, not args.no_stacks,
-                                 args.sample_ms, args.backend, args.allocator, trim=not args.no_trim)
+                                 args.sample_ms, args.backend, args.allocator_so, trim=not args.no_trim,
+                                 allocator_mode=args.allocator)
     return code
 
 

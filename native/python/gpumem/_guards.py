@@ -16,7 +16,9 @@ _warned = set()
 CUDNN_MESSAGE = (
     "torch.backends.cudnn.benchmark=True is kept off under memory tracking: cuDNN's autotuner needs "
     "the allocator's cacheInfo, which PyTorch does not offer to pluggable allocators (it would crash). "
-    "Results are the same; convolutions may run slower than with benchmark mode."
+    "Results are the same; convolutions may run slower than with benchmark mode. To keep benchmark mode "
+    "on, re-run in the PyTorch-allocator mode: gpumem run --allocator pytorch (or the setting "
+    "gpuMemoryLens.allocator: \"pytorch\"; auto chooses it when it sees the line statically)."
 )
 
 
@@ -62,7 +64,9 @@ def _compile_message(mode, fallback):
     return (
         'torch.compile(mode="%s") uses CUDA graphs, whose private memory pools need '
         "checkPoolLiveAllocations, which PyTorch does not offer to pluggable allocators; compiling with "
-        'mode="%s" instead (same results, no CUDA graphs). Set GPUMEM_STRICT_COMPILE=1 to fail instead.'
+        'mode="%s" instead (same results, no CUDA graphs). To keep CUDA graphs, re-run in the '
+        "PyTorch-allocator mode: gpumem run --allocator pytorch (or the setting gpuMemoryLens.allocator: "
+        '"pytorch"). Set GPUMEM_STRICT_COMPILE=1 to fail instead.'
         % (mode, fallback)
     )
 

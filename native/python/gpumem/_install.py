@@ -43,9 +43,13 @@ def trace_cuda_init(cuda):
     _original_lazy_init = original
 
     def _lazy_init():
-        if _original_lazy_init is not None and not cuda.is_initialized():
+        first = _original_lazy_init is not None and not cuda.is_initialized()
+        if first:
             _first_cuda_init(sys._getframe(1))
-        return original()
+        result = original()
+        if first and STATE.observing:
+            _observe_after_init(sys.modules["torch"])
+        return result
 
     _lazy_init.__wrapped__ = original
     _lazy_init.__doc__ = original.__doc__
@@ -77,6 +81,49 @@ def _first_cuda_init(frame):
             _replace_everywhere(sys.modules["torch.cuda"]._lazy_init, restore)
 
 
+def _observe_after_init(torch):
+    """PyTorch-allocator mode: PyTorch has just initialised its allocator; observe it from now on."""
+    global _original_lazy_init
+    from . import _observe
+
+    with _configure_lock:
+        try:
+            _observe.after_cuda_init(torch)
+        except Exception as exc:  # the workload must go on, untracked
+            warn("no capture for this process: %s: %s" % (type(exc).__name__, exc))
+        if _original_lazy_init is not None:
+            restore = _original_lazy_init
+            _original_lazy_init = None
+            _replace_everywhere(sys.modules["torch.cuda"]._lazy_init, restore)
+
+
+def choose_mode():
+    """Resolve the allocator mode once per session and say it in one line (Note [Choosing the mode]).
+    The answer is exported, so child processes (ranks, workers) inherit it instead of deciding again."""
+    from . import _mode
+
+    settings = STATE.settings
+    requested = settings.allocator_mode
+    announced = os.environ.get("GPUMEM_ALLOCATOR_ANNOUNCED") == "1"
+    if requested == "auto":
+        choice = _mode.decide("auto", _mode.entry_script(list(sys.argv)), roots=settings.user_roots)
+    else:
+        choice = _mode.decide(requested, None)
+        reason = os.environ.get("GPUMEM_ALLOCATOR_REASON")
+        if reason:
+            choice.reason, choice.where = reason, os.environ.get("GPUMEM_ALLOCATOR_WHERE") or None
+    settings.allocator_mode = choice.mode
+    STATE.mode_choice = choice
+    os.environ["GPUMEM_ALLOCATOR"] = choice.mode
+    os.environ["GPUMEM_ALLOCATOR_REASON"] = choice.reason
+    os.environ["GPUMEM_ALLOCATOR_WHERE"] = choice.where or ""
+    # One line when `auto` chose (an explicit mode is the user's own word; nothing to explain).
+    if not announced and requested == "auto":
+        sys.stderr.write(choice.line() + "\n")
+        os.environ["GPUMEM_ALLOCATOR_ANNOUNCED"] = "1"
+    return choice
+
+
 def install(torch):
     """Swap in the lens allocator and patch torch; never raises for conditions the user can fix."""
     settings = STATE.settings
@@ -86,6 +133,13 @@ def install(torch):
         return
     if _original_lazy_init is None:
         trace_cuda_init(cuda)
+    if choose_mode().mode == "pytorch":
+        # PyTorch's allocator stays; it is observed from its first use (gpumem/_observe.py).
+        STATE.native = _native.Allocator(settings.allocator_so)
+        STATE.observing = True
+        if cuda.is_initialized():
+            _observe_after_init(torch)
+        return
     if cuda.is_initialized():
         _too_late(None)
         return
@@ -136,6 +190,9 @@ def _header(torch):
         "python_version": platform.python_version(),
         "first_cuda_init": STATE.first_cuda_init,
         "bootstrap": "gpumem-python/1",
+        "allocator_mode": STATE.settings.allocator_mode if STATE.settings is not None else "lens",
+        "allocator_mode_reason": (STATE.mode_choice.reason + (" at " + STATE.mode_choice.where if STATE.mode_choice.where else ""))
+        if STATE.mode_choice is not None else "",
         # Frames under this folder are the bootstrap's own (e.g. the backward() bracket, which is the
         # innermost frame of backward-attributed stacks): readers drop them when naming user lines.
         "bootstrap_dir": os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
@@ -143,15 +200,24 @@ def _header(torch):
     # The allocator policy that makes the capture's numbers (readers ask it what-if questions,
     # Note [Policy of the data] in native/addon/src/policy_replay.cpp).
     settings = STATE.settings
-    if settings is not None:
+    if settings is not None and settings.allocator_mode != "pytorch":
         header["segments"] = settings.segments
         header["trim_on_growth"] = bool(settings.trim)
+    elif settings is not None:
+        # PyTorch's own policy made the numbers (Note [Policy of the data] in native/addon/src/policy_replay.cpp).
+        try:
+            header["pytorch_allocator_backend"] = torch.cuda.memory.get_allocator_backend()
+            header["pytorch_expandable_segments"] = bool(
+                torch.cuda.memory._snapshot().get("allocator_settings", {}).get("expandable_segments"))
+        except Exception:
+            pass
     return header
 
 
-def configure():
+def configure(mode="lens"):
     """Create the capture, the control socket and the proc file. On failure, tracking continues in
-    memory (stats shims work) and one line says why there is no capture."""
+    memory (stats shims work) and one line says why there is no capture. In the PyTorch-allocator mode
+    the lens core is never used: no segment policy is configured, the observer feeds the recorder."""
     settings = STATE.settings
     torch = sys.modules["torch"]
     pid = os.getpid()
@@ -167,7 +233,10 @@ def configure():
         "user_roots": settings.user_roots,
         "sample_interval_ms": settings.sample_ms,
     }
-    if settings.sim_capacity:
+    if mode == "pytorch":
+        for key in ("backend", "segments", "trim_on_growth"):
+            config.pop(key)
+    if settings.sim_capacity and mode != "pytorch":
         config["sim_capacity"] = settings.sim_capacity
     if settings.budget:
         config["budget_bytes"] = settings.budget

@@ -56,7 +56,7 @@ USER_ENV_SWITCHES = ("GPUMEM_STRICT_COMPILE", "GPUMEM_GIL_FREE_WALK")
 
 
 def workload_env(session_dir, allocator_so, segments="expandable", stacks=True, sample_ms=200,
-                 backend="cuda", user_roots=None, base=None, trim=True):
+                 backend="cuda", user_roots=None, base=None, trim=True, allocator_mode="auto"):
     env = {k: v for k, v in (os.environ if base is None else base).items()
            if not k.startswith("GPUMEM_") or k in USER_ENV_SWITCHES}
     env.update({
@@ -67,6 +67,7 @@ def workload_env(session_dir, allocator_so, segments="expandable", stacks=True, 
         "GPUMEM_STACKS": "1" if stacks else "0",
         "GPUMEM_SAMPLE_MS": str(sample_ms),
         "GPUMEM_BACKEND": backend,
+        "GPUMEM_ALLOCATOR": allocator_mode,
     })
     if user_roots:
         env["GPUMEM_USER_ROOTS"] = os.pathsep.join(user_roots)
@@ -76,7 +77,7 @@ def workload_env(session_dir, allocator_so, segments="expandable", stacks=True, 
 
 
 def run(argv, out_dir, python=None, segments="expandable", stacks=True, sample_ms=200, backend="cuda",
-        allocator_so=None, quiet=False, trim=True):
+        allocator_so=None, quiet=False, trim=True, allocator_mode="auto"):
     """Run `argv` (script + args, or ['-m', mod, …], or a full command when argv[0] is not a .py and
     not -m) under the lens; returns the workload's exit status as a shell would report it."""
     allocator_so = os.path.abspath(allocator_so or default_allocator_so())
@@ -92,7 +93,8 @@ def run(argv, out_dir, python=None, segments="expandable", stacks=True, sample_m
         command = list(argv)  # e.g. torchrun …: its python children inherit the environment
         name = next((a for a in argv if a.endswith(".py")), argv[0])
     session = create_session(out_dir, name, command)
-    env = workload_env(session, allocator_so, segments, stacks, sample_ms, backend, [os.getcwd()], trim=trim)
+    env = workload_env(session, allocator_so, segments, stacks, sample_ms, backend, [os.getcwd()], trim=trim,
+                       allocator_mode=allocator_mode)
     if not quiet:
         sys.stderr.write("gpumem: session %s\n" % session)
     proc = subprocess.Popen(command, env=env)

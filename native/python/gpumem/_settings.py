@@ -9,7 +9,7 @@ class SettingsError(ValueError):
 class Settings:
     __slots__ = (
         "session_dir", "allocator_so", "segments", "trim", "stacks", "sample_ms", "backend", "sim_capacity",
-        "user_roots", "strict_compile", "budget",
+        "user_roots", "strict_compile", "budget", "allocator_mode",
     )
 
     def __init__(self, env=None):
@@ -43,6 +43,11 @@ class Settings:
         roots = env.get("GPUMEM_USER_ROOTS", "")
         self.user_roots = [r for r in roots.split(os.pathsep) if r] or [os.getcwd()]
         self.strict_compile = env.get("GPUMEM_STRICT_COMPILE", "0") not in ("0", "", "false", "no")
+        # Note [Choosing the mode] in _mode.py; the first tracked process resolves `auto` and exports
+        # the answer, so its children (ranks, workers) never decide differently.
+        self.allocator_mode = env.get("GPUMEM_ALLOCATOR", "auto") or "auto"
+        if self.allocator_mode not in ("auto", "lens", "pytorch"):
+            raise SettingsError("GPUMEM_ALLOCATOR must be 'auto', 'lens' or 'pytorch', got %r" % self.allocator_mode)
 
 
 def _int(env, key, default):

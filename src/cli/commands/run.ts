@@ -4,6 +4,7 @@ import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
 import { buildCommand, buildWorkloadEnv, createSession, findPython, locateInstall, type Command, type InstallPaths } from '../../core/launch';
+import type { AllocatorMode } from '../../core/launch/env';
 import { bytesOption, int, parseArgs, str, UsageError } from '../args';
 
 const SPEC = {
@@ -14,6 +15,8 @@ const SPEC = {
   'sample-ms': { value: true },
   backend: { value: true, choices: ['cuda', 'sim'] },
   budget: { value: true },
+  allocator: { value: true, choices: ['auto', 'lens', 'pytorch'] },
+  'allocator-so': { value: true },
   help: {},
   h: {},
 } as const;
@@ -52,13 +55,18 @@ export async function run(argv: string[], deps: RunDeps = {}): Promise<number> {
   if (budgetBytes !== undefined && budgetBytes > 0 && budgetBytes < 2 ** 20) throw new UsageError(`--budget must be at least 1MiB (or 0 for none), got ${String(budgetText)}`, 'run');
   const { command, name } = workloadCommand(p.positionals, () => findPython(str(p, 'python')));
   const install = (deps.install ?? (() => locateInstall(__dirname)))();
+  const allocatorSo = str(p, 'allocator-so');
+  if (allocatorSo !== undefined && !fs.existsSync(allocatorSo)) {
+    throw new UsageError(`--allocator-so: no such file: ${allocatorSo} (build it with make -C native/allocator)`, 'run');
+  }
   const cwd = process.cwd();
   const session = createSession(str(p, 'out') ?? path.join(cwd, '.gpumem'), name, { command: [command.file, ...command.args], cwd });
   const env = buildWorkloadEnv({
     sessionDir: session.dir,
-    allocatorSo: install.allocatorSo,
+    allocatorSo: allocatorSo !== undefined ? path.resolve(allocatorSo) : install.allocatorSo,
     pythonPathPrefix: install.pythonDir,
     settings: {
+      allocator: (str(p, 'allocator') as AllocatorMode | undefined) ?? 'auto',
       segments: (str(p, 'segments') as 'expandable' | 'fixed' | undefined) ?? 'expandable',
       stacks: !p.options.has('no-stacks'),
       sampleMs: sampleMs ?? 200,

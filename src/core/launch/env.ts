@@ -4,6 +4,13 @@ import * as path from 'node:path';
 
 export type SegmentStrategy = 'expandable' | 'fixed';
 export type Backend = 'cuda' | 'sim';
+/**
+ * Which allocator tracks the run (Note [Choosing the mode] in native/python/gpumem/_mode.py): `lens` swaps
+ * in ours, `pytorch` observes PyTorch's own, `auto` lets the bootstrap choose from the script and the
+ * environment and say why in one line.
+ */
+export type AllocatorMode = 'auto' | 'lens' | 'pytorch';
+export const ALLOCATOR_MODES: readonly AllocatorMode[] = ['auto', 'lens', 'pytorch'];
 
 export interface RecordingSettings {
   segments: SegmentStrategy;
@@ -21,6 +28,8 @@ export interface RecordingSettings {
   simCapacity?: number;
   /** Disk budget of each capture in bytes, 0 = unbounded (Note [Capture budget], FORMAT.md §5). */
   budgetBytes?: number;
+  /** Default `auto`. */
+  allocator?: AllocatorMode;
 }
 
 /** The capture budget when none is set: 1 GiB (issue 16). */
@@ -51,6 +60,9 @@ export function validateSettings(s: RecordingSettings): void {
   }
   if (s.budgetBytes !== undefined && (!Number.isSafeInteger(s.budgetBytes) || s.budgetBytes < 0 || (s.budgetBytes > 0 && s.budgetBytes < 2 ** 20))) {
     throw new Error(`Invalid capture budget ${String(s.budgetBytes)} bytes: use 0 (unbounded) or at least 1 MiB, e.g. 1GiB.`);
+  }
+  if (s.allocator !== undefined && !ALLOCATOR_MODES.includes(s.allocator)) {
+    throw new Error(`Unknown allocator mode "${String(s.allocator)}": use "auto", "lens" or "pytorch".`);
   }
   if (s.backend !== undefined && s.backend !== 'cuda' && s.backend !== 'sim') {
     throw new Error(`Unknown backend "${String(s.backend)}": use "cuda" or "sim".`);
@@ -90,6 +102,7 @@ export function buildWorkloadEnv(opts: WorkloadEnvOptions): Record<string, strin
   env.GPUMEM_SAMPLE_MS = String(settings.sampleMs);
   env.GPUMEM_BACKEND = settings.backend ?? 'cuda';
   env.GPUMEM_BUDGET = String(settings.budgetBytes ?? DEFAULT_BUDGET_BYTES);
+  env.GPUMEM_ALLOCATOR = settings.allocator ?? 'auto';
   if (settings.simCapacity !== undefined) env.GPUMEM_SIM_CAPACITY = String(settings.simCapacity);
   if (opts.userRoots && opts.userRoots.length > 0) env.GPUMEM_USER_ROOTS = opts.userRoots.join(path.delimiter);
   env.PYTHONPATH = prependPath(opts.pythonPathPrefix, env.PYTHONPATH);

@@ -260,6 +260,13 @@ export interface CaptureHeaderInfo {
   host?: string;
   argv?: string[];
   torchVersion?: string;
+  /**
+   * Which allocator made the numbers (issue 15): `lens` (ours) or `pytorch` (PyTorch's own, observed);
+   * absent in captures from before the modes existed (they are lens captures) and in pickles.
+   */
+  allocatorMode?: 'lens' | 'pytorch';
+  /** why that mode: "asked for …" or the auto choice's reason with file:line */
+  allocatorModeReason?: string;
   /** from the capture's REC_DEVICE records (the header is written before CUDA exists: Note [Devices]) */
   devices: DeviceIdentity[];
 }

@@ -133,6 +133,19 @@ export class LiveSession {
     return t;
   }
 
+  /**
+   * Which allocators made this session's numbers (from the capture headers, issue 15): `pytorch` when
+   * PyTorch's own allocator was observed, `lens` for ours; empty until a header says (or for old captures).
+   */
+  allocatorModes(): ('lens' | 'pytorch')[] {
+    const modes = new Set<'lens' | 'pytorch'>();
+    for (const p of this.procs.values()) {
+      const m = p.model?.header().allocatorMode;
+      if (m) modes.add(m);
+    }
+    return [...modes].sort();
+  }
+
   /** The live panel's view at `buckets` points per chart. */
   view(buckets: number): LiveSessionView {
     const tracks = [];

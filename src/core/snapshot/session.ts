@@ -22,7 +22,7 @@ import { breakdownFromSegments } from './breakdown';
 import { categoriesView } from './categoriesView';
 import { buildMarkers, buildSummary } from './summaryView';
 import { numberSteps } from './stepMarkers';
-import { identityOf, processLine } from '../summary/identity';
+import { allocatorLine, identityOf, processLine } from '../summary/identity';
 import { integrityOf, isIntegrityProblem } from '../summary/integrity';
 import { oomRows } from '../summary/ooms';
 import { timeBaseOf, type TimeBase } from '../summary/timebase';
@@ -82,7 +82,7 @@ export class SnapshotSession {
       host: header.host,
       torchVersion: header.torchVersion,
       originUs: time.originUs,
-      identity: processLine(identityOf(this.model)),
+      identity: [processLine(identityOf(this.model)), allocatorLine(identityOf(this.model))].filter(Boolean).join(' · ') || undefined,
       deviceNames: Object.fromEntries(header.devices.map((d) => [d.index, d.name])),
       integrity: {
         ended: integrity.ended,

@@ -11,6 +11,8 @@ export interface Identity {
   local_rank?: number;
   world_size?: number;
   argv?: string[];
+  /** which allocator made the numbers (absent: not said, e.g. pickles and older captures) */
+  allocator?: { mode: 'lens' | 'pytorch'; reason?: string };
   devices: { index: number; name: string; total_bytes: number; pci_bus_id?: string }[];
 }
 
@@ -23,6 +25,7 @@ export function identityOf(model: Model): Identity {
   if (h.localRank !== undefined) out.local_rank = h.localRank;
   if (h.worldSize !== undefined) out.world_size = h.worldSize;
   if (h.argv?.length) out.argv = h.argv;
+  if (h.allocatorMode) out.allocator = { mode: h.allocatorMode, ...(h.allocatorModeReason ? { reason: h.allocatorModeReason } : {}) };
   return out;
 }
 
@@ -47,6 +50,16 @@ export function processLine(id: Identity): string | undefined {
   if (id.pid !== undefined) parts.push(`pid ${id.pid}${id.host ? ` on ${id.host}` : ''}`);
   else if (id.host) parts.push(`host ${id.host}`);
   return parts.length ? parts.join(' · ') : undefined;
+}
+
+/**
+ * "allocator: pytorch (observed)" or "allocator: lens"; with `why`, the reason after an em dash. Undefined when
+ * the file does not say (pickles, captures from before issue 15).
+ */
+export function allocatorLine(id: Identity, why = false): string | undefined {
+  if (!id.allocator) return undefined;
+  const name = id.allocator.mode === 'pytorch' ? "pytorch (observed: PyTorch's own caching allocator)" : 'lens (the lens allocator)';
+  return `allocator: ${name}${why && id.allocator.reason ? ` — ${id.allocator.reason}` : ''}`;
 }
 
 /** "cuda:0 NVIDIA H100 80GB HBM3 (79.2 GiB, PCI 0000:3B:00.0)", or "cuda:0" when the file has no name. */

@@ -5,7 +5,7 @@
 // since the time origin (Note [Time origin]); raw time_us values appear only in `--json`.
 import { formatBytes } from '../format/bytes';
 import type { AllocatorState } from '../model/types';
-import { deviceLine, processLine } from './identity';
+import { allocatorLine, deviceLine, processLine } from './identity';
 import type { SummaryDocument } from './index';
 import { oomWhere } from './ooms';
 import { formatSeconds } from './timebase';
@@ -80,6 +80,8 @@ export function summaryReport(input: ReportInput): string {
   out.push(row(kind));
   const proc = processLine(summary.identity);
   if (proc) out.push(row(`Process: ${proc}`));
+  const alloc = allocatorLine(summary.identity, true);
+  if (alloc) out.push(...wrapped(alloc.charAt(0).toUpperCase() + alloc.slice(1)));
   if (summary.devices.some((d) => d.events > 0)) {
     const steps = summary.time.step_source ? `; ${STEP_SOURCE_TEXT[summary.time.step_source]}` : '';
     out.push(...wrapped(`Times: seconds since the process's first allocation${steps}`));

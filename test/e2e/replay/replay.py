@@ -392,6 +392,11 @@ class Replay:
 
     def run(self):
         header = dict(self.header, pid=self.pid, replay_of=self.header.get("pid"))
+        # Like the bootstrap, the replay honours an explicit allocator mode (issue 15): the replayed capture
+        # then reads as PyTorch's allocator observed, with the reason the bootstrap would give.
+        if os.environ.get("GPUMEM_ALLOCATOR") in ("lens", "pytorch"):
+            header["allocator_mode"] = os.environ["GPUMEM_ALLOCATOR"]
+            header["allocator_mode_reason"] = "asked for (--allocator %s / gpuMemoryLens.allocator)" % os.environ["GPUMEM_ALLOCATOR"]
         self.out = open(self.capture, "wb")
         self.write(R.file_header(header))
         server = self.serve()

@@ -80,7 +80,7 @@ def run(config, so, steps, profile=False):
     if config == "gpumem-run":
         sys.path.insert(0, os.path.join(ROOT, "native", "python"))
         from gpumem import _launch
-        env = _launch.workload_env(tempfile.mkdtemp(prefix="gpumem-probe-"), so, user_roots=[HERE], base=env)
+        env = _launch.workload_env(tempfile.mkdtemp(prefix="gpumem-probe-"), so, user_roots=[HERE], base=env, allocator_mode="lens")
     p = subprocess.run(cmd, capture_output=True, text=True, timeout=300, env=env)
     for line in p.stdout.splitlines():
         if line.startswith("RESULT "):

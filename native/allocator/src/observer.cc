@@ -1,0 +1,255 @@
+// observer.cc — PyTorch's trace entries to capture records (observer.h, Note [Observer]).
+#include "observer.h"
+
+#include <algorithm>
+#include <array>
+#include <atomic>
+#include <mutex>
+#include <unordered_map>
+
+#include "../../format/gpumem_format.h"
+#include "json.h"
+#include "recorder.h"
+#include "writer.h"
+
+namespace gpumem::rec::observer {
+namespace {
+
+constexpr uint64_t kSmallSize = 1ull << 20;  // PyTorch's small pool: requests ≤ 1 MiB
+
+struct Live {
+  uint64_t size;
+  uint32_t stack;
+  bool pending;  // free_requested seen, free_completed not yet
+};
+
+// One per device. PyTorch calls trackers under that device's allocator lock, so the mutex is
+// uncontended in practice; it is here for the CPU tests and for hosts that call from several threads.
+struct Dev {
+  std::mutex mu;
+  std::unordered_map<uint64_t, Live> live;
+  uint64_t allocated = 0, reserved = 0, active = 0, peak_allocated = 0, peak_reserved = 0, num_ooms = 0;
+};
+
+constexpr int kMaxDevices = 256;  // RecordHeader.device is one byte
+std::array<Dev, kMaxDevices>& devs() {
+  static auto* d = new std::array<Dev, kMaxDevices>;  // never destroyed: events may come from atexit
+  return *d;
+}
+std::atomic<bool> g_active{false};
+std::atomic<uint64_t> g_dropped{0};
+std::atomic<int> g_ndev{0};
+Host g_host;
+
+uint16_t pool_flags(uint64_t size) { return size <= kSmallSize ? fmt::kPoolSmall : fmt::kPoolLarge; }
+
+uint8_t block_state(const std::string& s) {
+  if (s == "active_allocated") return fmt::BLOCK_ACTIVE_ALLOCATED;
+  if (s == "active_pending_free") return fmt::BLOCK_ACTIVE_PENDING_FREE;
+  return fmt::BLOCK_INACTIVE;
+}
+
+uint64_t u64(const json::Value& o, const char* key) {
+  const json::Value* v = o.find(key);
+  return v && v->is_number() && v->as_int() > 0 ? uint64_t(v->as_int()) : 0;
+}
+
+}  // namespace
+
+void start(const Host& host) {
+  g_host = host;
+  g_active.store(true);
+  Sources src;
+  src.figures = &figures;
+  src.state = host.state;
+  set_sources(src);
+}
+bool active() { return g_active.load(std::memory_order_relaxed); }
+const Host& host() { return g_host; }
+uint64_t dropped_frees() { return g_dropped.load(); }
+int device_count() { return g_ndev.load(); }
+void note_device(int device) {
+  int n = g_ndev.load();
+  while (device + 1 > n && !g_ndev.compare_exchange_weak(n, device + 1)) {
+  }
+}
+
+bool on_event(int device, int action, uint64_t addr, uint64_t size, uint64_t stream, uint32_t stack, uint64_t t_ns) {
+  if (device < 0 || device >= kMaxDevices) return false;
+  if (t_ns == 0) t_ns = now_ns();
+  if (device >= g_ndev.load(std::memory_order_relaxed)) note_device(device);
+  const uint32_t thread = thread_number();
+  Dev& d = devs()[size_t(device)];
+  std::lock_guard<std::mutex> lk(d.mu);
+  const uint8_t dev = uint8_t(device);
+  switch (action) {
+    case ALLOC: {
+      auto old = d.live.find(addr);
+      if (old != d.live.end()) {
+        // The address was handed out again without the free reaching us (CUDA-graph trees restore a
+        // pool's checkpointed state without trace entries): close the old block first, so the figures
+        // and the reader's replay never count one address twice.
+        fmt::BlockEvent f{t_ns, addr, old->second.size, old->second.size, stream, 0, thread};
+        if (!old->second.pending) {
+          d.allocated -= old->second.size;
+          emit(fmt::REC_FREE_REQUESTED, dev, pool_flags(old->second.size), &f, sizeof f);
+        }
+        d.active -= old->second.size;
+        emit(fmt::REC_FREE_COMPLETED, dev, pool_flags(old->second.size), &f, sizeof f);
+        d.live.erase(old);
+      }
+      d.live[addr] = Live{size, stack, false};
+      d.allocated += size;
+      d.active += size;
+      d.peak_allocated = std::max(d.peak_allocated, d.allocated);
+      fmt::BlockEvent e{t_ns, addr, size, size, stream, stack, thread};
+      emit(fmt::REC_ALLOC, dev, pool_flags(size), &e, sizeof e);
+      return true;
+    }
+    case FREE_REQUESTED: {
+      auto it = d.live.find(addr);
+      if (it == d.live.end() || it->second.pending) {
+        g_dropped.fetch_add(1);
+        return false;
+      }
+      it->second.pending = true;
+      d.allocated -= it->second.size;
+      fmt::BlockEvent e{t_ns, addr, it->second.size, it->second.size, stream, stack, thread};
+      emit(fmt::REC_FREE_REQUESTED, dev, pool_flags(it->second.size), &e, sizeof e);
+      return true;
+    }
+    case FREE_COMPLETED: {
+      auto it = d.live.find(addr);
+      if (it == d.live.end() || !it->second.pending) {
+        g_dropped.fetch_add(1);
+        return false;
+      }
+      const uint64_t sz = it->second.size;
+      d.live.erase(it);
+      d.active -= sz;
+      fmt::BlockEvent e{t_ns, addr, sz, sz, stream, stack, thread};
+      emit(fmt::REC_FREE_COMPLETED, dev, pool_flags(sz), &e, sizeof e);
+      return true;
+    }
+    case SEGMENT_ALLOC:
+    case SEGMENT_FREE:
+    case SEGMENT_MAP:
+    case SEGMENT_UNMAP: {
+      const bool grow = action == SEGMENT_ALLOC || action == SEGMENT_MAP;
+      if (grow) {
+        d.reserved += size;
+        d.peak_reserved = std::max(d.peak_reserved, d.reserved);
+      } else {
+        d.reserved -= std::min(d.reserved, size);
+      }
+      const uint8_t type = action == SEGMENT_ALLOC ? fmt::REC_SEGMENT_ALLOC
+                           : action == SEGMENT_FREE ? fmt::REC_SEGMENT_FREE
+                           : action == SEGMENT_MAP  ? fmt::REC_SEGMENT_MAP
+                                                    : fmt::REC_SEGMENT_UNMAP;
+      uint16_t flags = action == SEGMENT_MAP || action == SEGMENT_UNMAP ? fmt::kSegExpandable : 0;
+      fmt::SegmentEvent e{t_ns, addr, size, stream, 0, 0, stack, 0};
+      emit(type, dev, flags, &e, sizeof e);
+      return true;
+    }
+    case OOM: {
+      d.num_ooms++;
+      // TraceEntry for an OOM: addr_ = the driver's free bytes, size_ = the request.
+      fmt::OomRec r{t_ns, size, addr, 0, d.reserved, d.allocated, 0, stream, 0, stack, 0};
+      emit(fmt::REC_OOM, dev, 0, &r, sizeof r);
+      return true;
+    }
+    default:
+      return false;  // snapshot, user_defined: no record
+  }
+}
+
+void set_figures(int device, uint64_t allocated, uint64_t reserved, uint64_t peak_allocated, uint64_t peak_reserved,
+                 uint64_t num_ooms) {
+  if (device < 0 || device >= kMaxDevices) return;
+  note_device(device);
+  Dev& d = devs()[size_t(device)];
+  std::lock_guard<std::mutex> lk(d.mu);
+  d.allocated = d.active = allocated;
+  d.reserved = reserved;
+  d.peak_allocated = peak_allocated;
+  d.peak_reserved = peak_reserved;
+  d.num_ooms = num_ooms;
+}
+
+core::Figures figures(int device) {
+  core::Figures f{};
+  for (int i = (device < 0 ? 0 : device); i < (device < 0 ? kMaxDevices : std::min(device + 1, kMaxDevices)); i++) {
+    Dev& d = devs()[size_t(i)];
+    std::lock_guard<std::mutex> lk(d.mu);
+    f.allocated += d.allocated;
+    f.reserved += d.reserved;
+    f.active += d.active;
+    f.requested += d.allocated;  // trace entries carry one size; requested = allocated
+    f.peak_allocated += d.peak_allocated;
+    f.peak_reserved += d.peak_reserved;
+    f.num_ooms += d.num_ooms;
+  }
+  return f;
+}
+
+uint32_t stack_of(int device, uint64_t addr) {
+  if (device < 0 || device >= kMaxDevices) return 0;
+  Dev& d = devs()[size_t(device)];
+  std::lock_guard<std::mutex> lk(d.mu);
+  auto it = d.live.find(addr);
+  return it == d.live.end() ? 0 : it->second.stack;
+}
+
+int64_t write_state_json(int device, uint32_t reason, const std::string& segments_json, std::string* err) {
+  static std::atomic<uint32_t> snapshot_id{1u << 31};  // apart from the recorder's own ids
+  json::Value segs;
+  if (!json::parse(segments_json, &segs, err)) return -1;
+  if (!segs.is_array()) {
+    *err = "segments must be a JSON array (torch.cuda.memory._snapshot()['segments'])";
+    return -1;
+  }
+  if (!writer::is_open()) {
+    *err = "no capture is open";
+    return -1;
+  }
+  std::string body;
+  uint32_t nseg = 0;
+  for (const json::Value& s : segs.items()) {
+    if (!s.is_object()) continue;
+    const json::Value* sd = s.find("device");
+    if (sd && sd->is_int() && sd->as_int() != device) continue;
+    const json::Value* blocks = s.find("blocks");
+    const json::Value* pool = s.find("segment_pool_id");
+    uint64_t p0 = 0, p1 = 0;
+    if (pool && pool->is_array() && pool->items().size() == 2) {
+      p0 = uint64_t(pool->items()[0].as_int());
+      p1 = uint64_t(pool->items()[1].as_int());
+    }
+    const json::Value* type = s.find("segment_type");
+    const json::Value* exp = s.find("is_expandable");
+    uint16_t flags = type && type->is_string() && type->as_string() == "small" ? fmt::kPoolSmall : fmt::kPoolLarge;
+    if (p0 || p1) flags |= fmt::kPoolPrivate;
+    if (exp && exp->is_bool() && exp->as_bool()) flags |= fmt::kSegExpandable;
+    const size_t nb = blocks && blocks->is_array() ? blocks->items().size() : 0;
+    fmt::StateSegment ss{u64(s, "address"), u64(s, "total_size"), u64(s, "stream"), p0, p1, 0, flags, 0,
+                         uint32_t(nb), 0};
+    body.append(reinterpret_cast<const char*>(&ss), sizeof ss);
+    for (size_t i = 0; i < nb; i++) {
+      const json::Value& b = blocks->items()[i];
+      const json::Value* st = b.find("state");
+      uint8_t state = st && st->is_string() ? block_state(st->as_string()) : uint8_t(fmt::BLOCK_INACTIVE);
+      uint64_t addr = u64(b, "address");
+      uint64_t requested = b.find("requested_size") ? u64(b, "requested_size") : u64(b, "size");
+      fmt::StateBlock sb{addr, u64(b, "size"), requested,
+                         state == fmt::BLOCK_INACTIVE ? 0u : stack_of(device, addr), state, {0, 0, 0}};
+      body.append(reinterpret_cast<const char*>(&sb), sizeof sb);
+    }
+    nseg++;
+  }
+  fmt::StateRec sr{now_ns(), snapshot_id.fetch_add(1), reason, nseg, 0};
+  int64_t off = writer::append(fmt::REC_STATE, uint8_t(device), 0, &sr, sizeof sr, body.data(), uint32_t(body.size()), true);
+  if (off < 0) *err = "the state record was not written";
+  return off;
+}
+
+}  // namespace gpumem::rec::observer

@@ -1,0 +1,84 @@
+// observer.h — PyTorch's own caching allocator, observed (the "pytorch" allocator mode, issue 15).
+//
+// Note [Observer]: in pytorch mode PyTorch's CUDACachingAllocator serves every allocation and the
+// lens allocator core is never used. What PyTorch did arrives as its trace entries (TraceEntry, from
+// a trace tracker attached with attachAllocatorTraceTracker by a tiny extension built against the
+// user's torch, native/python/gpumem/_observe.py). on_event() is the ONE conversion from a trace entry
+// to capture records; the tracker and the CPU tests on real snapshot pickles both call it (through
+// gpumem_observe_event), so what is tested is what runs.
+//
+// The conversion: alloc → REC_ALLOC; free_requested/free_completed → REC_FREE_*; segment_alloc/free/
+// map/unmap → REC_SEGMENT_*; oom (addr = the driver's free bytes) → REC_OOM; snapshot → nothing.
+// Frees of addresses the observer never saw handed out (they predate it and were not seeded) are
+// dropped and counted (dropped_frees): a reader would otherwise infer an allocation from nothing. An
+// alloc of an address that is still live (CUDA-graph trees restore a pool's checkpoint without trace
+// entries) first closes the old block with free records, so no address is ever counted twice.
+// Running figures (allocated, reserved, peaks, OOMs) follow the same events and feed REC_STATS and the
+// control channel's ping. REC_STATE comes from the host (PyTorch's own _snapshot(), which knows graph
+// pool ids and expandable segments), through the Host callbacks.
+//
+// Note [Observer stacks]: on_event runs under PyTorch's allocator lock; another thread may hold the
+// GIL while it waits for that lock, so nothing here may take the GIL. The tracker passes
+// stacks::capture_if_gil_held(): threads holding the GIL get their frames (the lens allocator's own
+// capture, cached and mostly GIL-free), autograd threads get the open backward() bracket's stack,
+// exactly as in lens mode.
+#pragma once
+#include <cstdint>
+#include <string>
+
+#include "allocator_api.h"
+
+namespace gpumem::rec::observer {
+
+// PyTorch's c10::cuda::CUDACachingAllocator::TraceEntry::Action, in its order (2.1–2.11).
+enum Action : int {
+  ALLOC = 0,
+  FREE_REQUESTED = 1,
+  FREE_COMPLETED = 2,
+  SEGMENT_ALLOC = 3,
+  SEGMENT_FREE = 4,
+  SEGMENT_MAP = 5,
+  SEGMENT_UNMAP = 6,
+  SNAPSHOT = 7,
+  OOM = 8,
+  USER_DEFINED = 9,
+};
+
+// What the workload does for the recorder when the core is not PyTorch's allocator (all optional).
+struct Host {
+  // torch.cuda.empty_cache(); reports reserved bytes of all devices before and after. 0 on success.
+  int (*empty_cache)(uint64_t* before, uint64_t* after) = nullptr;
+  // Writes REC_STATE records (through gpumem_observe_state) for `device` (-1 = all) with `reason`, and
+  // if pickle_path is non-empty PyTorch's own snapshot pickle there. Returns the first state's offset,
+  // or -1.
+  int64_t (*state)(int device, uint32_t reason, const char* pickle_path) = nullptr;
+};
+
+// Observer mode on: from now on the recorder's figures, states and empty-cache come from here.
+void start(const Host& host);
+bool active();
+const Host& host();
+
+// One PyTorch trace entry. t_ns = 0 means now. Returns false if the entry was dropped (unknown free,
+// unknown action).
+bool on_event(int device, int action, uint64_t addr, uint64_t size, uint64_t stream, uint32_t stack, uint64_t t_ns);
+
+// Figures read from PyTorch's stats API, for allocators that offer neither trace trackers nor history
+// (backend:cudaMallocAsync): the stats-only source (Note [Observing PyTorch's allocator]).
+void set_figures(int device, uint64_t allocated, uint64_t reserved, uint64_t peak_allocated, uint64_t peak_reserved,
+                 uint64_t num_ooms);
+// The device's figures as the events made them (summed when device == -1).
+core::Figures figures(int device);
+uint64_t dropped_frees();
+// 1 + the highest device index seen in an event or noted with note_device (0 before any).
+int device_count();
+void note_device(int device);
+// The stack of the live block at addr (0 if unknown), for state records.
+uint32_t stack_of(int device, uint64_t addr);
+
+// A state record of one device from a JSON array of PyTorch snapshot segments (keys: address,
+// total_size, stream, segment_type, segment_pool_id, is_expandable, blocks: [address, size,
+// requested_size, state]). Returns the capture offset, or -1 (and *err) on bad input / no capture.
+int64_t write_state_json(int device, uint32_t reason, const std::string& segments_json, std::string* err);
+
+}  // namespace gpumem::rec::observer

@@ -1,0 +1,387 @@
+"""The PyTorch-allocator mode: PyTorch's own caching allocator stays, with every setting the user gave
+it, and is observed into the same capture format (Note [Observer] in native/allocator/src/observer.h;
+Note [Observing PyTorch's allocator] in native/python/README.md).
+
+Sources:
+- a trace tracker (c10::cuda::CUDACachingAllocator::attachAllocatorTraceTracker) in a tiny extension
+  built at first use with torch.utils.cpp_extension.load_inline against the user's torch (cached per
+  torch version); it hands each TraceEntry to gpumem_observe_event with the stack from
+  gpumem_observe_stack (never takes the GIL: it runs under PyTorch's allocator lock);
+- torch._C._cuda_attach_out_of_memory_observer: a state record (and the verdict's data) after an OOM;
+- torch.cuda.memory._snapshot(): state records (snapshots, OOM, exit) and the control channel's pickle;
+- torch.cuda.empty_cache() for the control channel's Empty Cache.
+Without a compiler (or if the build fails) the fallback is PyTorch's history: _record_memory_history
+(stacks="python") drained into the capture by feed_trace every second and at snapshots, OOM and exit.
+"""
+import ctypes
+import hashlib
+import json
+import os
+import pickle
+import sys
+import threading
+
+from . import _native
+from ._state import STATE
+from ._where import warn
+
+# PyTorch's TraceEntry action names, in its enum order (the codes gpumem_observe_event takes).
+ACTIONS = {"alloc": 0, "free_requested": 1, "free_completed": 2, "segment_alloc": 3, "segment_free": 4,
+           "segment_map": 5, "segment_unmap": 6, "snapshot": 7, "oom": 8, "user_defined": 9}
+OBSERVER_VERSION = 1
+
+TRACKER_SRC = r"""
+#include <torch/extension.h>
+#include <c10/cuda/CUDACachingAllocator.h>
+#include <cstdint>
+namespace CCA = c10::cuda::CUDACachingAllocator;
+// Per-version layout check: the action codes gpumem_observe_event expects (native/allocator/src/observer.h).
+static_assert(CCA::TraceEntry::ALLOC == 0 && CCA::TraceEntry::FREE_REQUESTED == 1 &&
+              CCA::TraceEntry::FREE_COMPLETED == 2 && CCA::TraceEntry::SEGMENT_ALLOC == 3 &&
+              CCA::TraceEntry::SEGMENT_FREE == 4 && CCA::TraceEntry::SEGMENT_MAP == 5 &&
+              CCA::TraceEntry::SEGMENT_UNMAP == 6 && CCA::TraceEntry::SNAPSHOT == 7 && CCA::TraceEntry::OOM == 8,
+              "TraceEntry::Action changed: gpumem's observer does not know this PyTorch");
+typedef int (*EventFn)(int, int, uint64_t, uint64_t, uint64_t, uint32_t, uint64_t);
+typedef uint32_t (*StackFn)();
+static EventFn g_event = nullptr;
+static StackFn g_stack = nullptr;
+// Runs under PyTorch's allocator lock: no GIL, no I/O (gpumem_observe_event only appends to a buffer).
+void attach(int64_t event_fn, int64_t stack_fn) {
+  g_event = reinterpret_cast<EventFn>(event_fn);
+  g_stack = reinterpret_cast<StackFn>(stack_fn);
+  CCA::attachAllocatorTraceTracker([](const CCA::TraceEntry& te) {
+    const int a = static_cast<int>(te.action_);
+    if (a > CCA::TraceEntry::OOM) return;
+    const bool who = a == CCA::TraceEntry::ALLOC || a == CCA::TraceEntry::SEGMENT_ALLOC ||
+                     a == CCA::TraceEntry::SEGMENT_MAP || a == CCA::TraceEntry::OOM;
+    g_event(static_cast<int>(te.device_), a, static_cast<uint64_t>(te.addr_), static_cast<uint64_t>(te.size_),
+            static_cast<uint64_t>(reinterpret_cast<uintptr_t>(te.stream_)), who ? g_stack() : 0u, 0);
+  });
+}
+"""
+
+
+class Observer:
+    """ctypes side of the observer C API (include/gpumem_allocator.h, "Observer mode")."""
+
+    def __init__(self, native):
+        self.native = native
+        lib = native.lib
+        c = ctypes
+        self.EMPTY = c.CFUNCTYPE(c.c_int, c.POINTER(c.c_uint64), c.POINTER(c.c_uint64))
+        self.STATE = c.CFUNCTYPE(c.c_int64, c.c_int, c.c_uint32, c.c_char_p)
+        sig = {
+            "gpumem_observe_start": (c.c_int, [self.EMPTY, self.STATE]),
+            "gpumem_observe_event": (c.c_int, [c.c_int, c.c_int, c.c_uint64, c.c_uint64, c.c_uint64, c.c_uint32, c.c_uint64]),
+            "gpumem_observe_stack": (c.c_uint32, []),
+            "gpumem_observe_frames": (c.c_uint32, [c.c_char_p, c.c_uint32]),
+            "gpumem_observe_state": (c.c_int64, [c.c_int, c.c_uint32, c.c_char_p]),
+            "gpumem_observe_device": (c.c_int, [c.c_int, c.c_char_p, c.c_uint64, c.c_char_p]),
+            "gpumem_observe_info": (c.c_size_t, [c.c_char_p, c.c_size_t]),
+            "gpumem_observe_figures": (None, [c.c_int] + [c.c_uint64] * 5),
+        }
+        for name, (res, args) in sig.items():
+            fn = getattr(lib, name, None)
+            if fn is None:
+                raise _native.NativeError("%s lacks %s: rebuild it (make -C native/allocator)" % (native.path, name))
+            fn.restype, fn.argtypes = res, args
+        self.lib = lib
+        self._keep = []  # ctypes callbacks must outlive the library's use of them
+
+    def start(self, empty_cache, state):
+        cbs = (self.EMPTY(empty_cache) if empty_cache else self.EMPTY(), self.STATE(state) if state else self.STATE())
+        self._keep.append(cbs)
+        self.lib.gpumem_observe_start(*cbs)
+
+    def event(self, device, action, addr, size, stream=0, stack=0, t_ns=0):
+        return self.lib.gpumem_observe_event(device, action, addr, size, stream, stack, t_ns) == 1
+
+    def stack_of_frames(self, frames, flags=0):
+        return self.lib.gpumem_observe_frames(json.dumps(frames).encode("utf-8", "replace"), flags)
+
+    def state(self, device, reason, segments):
+        return self.lib.gpumem_observe_state(device, reason, json.dumps(segments).encode())
+
+    def device(self, index, name, total, pci):
+        return self.lib.gpumem_observe_device(index, name.encode(), total, pci.encode() if pci else None)
+
+    def figures(self, device, allocated, reserved, peak_allocated, peak_reserved, num_ooms):
+        self.lib.gpumem_observe_figures(device, allocated, reserved, peak_allocated, peak_reserved, num_ooms)
+
+    def info(self):
+        buf = ctypes.create_string_buffer(1024)
+        self.lib.gpumem_observe_info(buf, len(buf))
+        return json.loads(buf.value.decode())
+
+    def address(self, name):
+        return ctypes.cast(getattr(self.lib, name), ctypes.c_void_p).value
+
+
+def feed_trace(observer, trace, device=0, stacks=None, since_us=None):
+    """PyTorch snapshot trace entries (device_traces[device]) → gpumem_observe_event, in order. Frames
+    become interned stacks (innermost first, as PyTorch lists them). Returns (recorded, dropped, last
+    time_us). The same C++ conversion the live tracker uses (Note [Observer])."""
+    stacks = {} if stacks is None else stacks
+    recorded = dropped = 0
+    last = since_us
+    for e in trace:
+        t = e.get("time_us")
+        if since_us is not None and t is not None and t <= since_us:
+            continue
+        action = ACTIONS.get(e.get("action"))
+        if action is None or action in (ACTIONS["snapshot"], ACTIONS["user_defined"]):
+            continue
+        frames = e.get("frames") or []
+        key = tuple((f.get("filename", ""), f.get("name", ""), int(f.get("line", 0) or 0)) for f in frames)
+        stack = stacks.get(key)
+        if stack is None:
+            stack = stacks[key] = observer.stack_of_frames([list(k) for k in key]) if key else 0
+        if observer.event(device, action, int(e.get("addr", 0)), int(e.get("size", 0)), int(e.get("stream", 0) or 0), stack):
+            recorded += 1
+        else:
+            dropped += 1
+        if t is not None:
+            last = t
+    return recorded, dropped, last
+
+
+# ---- the live mode --------------------------------------------------------------------------------------
+
+_lock = threading.Lock()
+_obs = None
+_fallback = None  # the history drain, when no tracker could be built
+
+
+def _build_dir(torch):
+    key = hashlib.sha1(("%s|%s|%d" % (torch.__version__, TRACKER_SRC, OBSERVER_VERSION)).encode()).hexdigest()[:12]
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return os.path.join(base, "gpumem", "observer-" + key), "gpumem_observer_" + key
+
+
+def build_tracker(torch):
+    """The tracker extension, built once per torch version; (module, None) or (None, why not)."""
+    folder, name = _build_dir(torch)
+    try:
+        os.makedirs(folder, exist_ok=True)
+    except OSError as exc:
+        return None, "cannot create %s (%s)" % (folder, exc)
+    if not any(f.endswith(".so") for f in os.listdir(folder)):
+        sys.stderr.write("gpumem: building the observer, first run only (about 30 s) in %s\n" % folder)
+    try:
+        from torch.utils.cpp_extension import load_inline
+
+        mod = load_inline(name=name, cpp_sources=[TRACKER_SRC], functions=["attach"], with_cuda=True,
+                          build_directory=folder, verbose=False)
+        return mod, None
+    except Exception as exc:  # no compiler, no ninja, no headers, a layout change
+        text = str(exc).strip().splitlines()
+        return None, "%s: %s" % (type(exc).__name__, text[-1] if text else "")
+
+
+def _segments_of(snap):
+    out = []
+    for s in snap.get("segments", []):
+        out.append({k: s.get(k) for k in ("device", "address", "total_size", "stream", "segment_type", "segment_pool_id", "is_expandable")}
+                   | {"blocks": [{k: b.get(k) for k in ("address", "size", "requested_size", "state")} for b in s.get("blocks", [])]})
+    return out
+
+
+def _write_states(torch, device, reason, pickle_path):
+    """REC_STATE from PyTorch's own snapshot (and its pickle, byte for byte what _dump_snapshot writes)."""
+    try:
+        snap = torch.cuda.memory._snapshot()
+    except Exception:  # backends without snapshots (cudaMallocAsync): no state, not an error
+        if STATE.observer_source == "stats":
+            return -1
+        raise
+    if _fallback is not None:
+        _fallback.drain(snap)
+    segs = _segments_of(snap)
+    first = -1
+    devices = range(torch.cuda.device_count()) if device < 0 else [device]
+    for d in devices:
+        off = _obs.state(d, reason, [s for s in segs if s.get("device", 0) == d])
+        if first < 0:
+            first = off
+    if pickle_path:
+        tmp = pickle_path + ".tmp"
+        with open(tmp, "wb") as f:
+            pickle.dump(snap, f)
+        os.replace(tmp, pickle_path)
+    return first
+
+
+def _host_callbacks(torch):
+    def empty_cache(before, after):
+        try:
+            n = torch.cuda.device_count()
+            before[0] = sum(torch.cuda.memory_reserved(d) for d in range(n))
+            torch.cuda.empty_cache()
+            after[0] = sum(torch.cuda.memory_reserved(d) for d in range(n))
+            return 0
+        except Exception as exc:
+            warn("empty_cache from the control channel failed: %s: %s" % (type(exc).__name__, exc))
+            return -1
+
+    def state(device, reason, pickle_path):
+        try:
+            return _write_states(torch, device, reason, pickle_path.decode() if pickle_path else "")
+        except Exception as exc:
+            warn("snapshot failed: %s: %s" % (type(exc).__name__, exc))
+            return -1
+
+    return empty_cache, state
+
+
+def _announce_devices(torch):
+    for d in range(torch.cuda.device_count()):
+        p = torch.cuda.get_device_properties(d)
+        pci = ""
+        if hasattr(p, "pci_bus_id"):
+            pci = "%04X:%02X:%02X.0" % (getattr(p, "pci_domain_id", 0), p.pci_bus_id, getattr(p, "pci_device_id", 0))
+        _obs.device(d, p.name, int(p.total_memory), pci)
+
+
+def _seed(torch):
+    """What PyTorch's allocator already holds (normally nothing at first CUDA use): segments and live
+    blocks as events, so later frees pair up."""
+    snap = torch.cuda.memory._snapshot()
+    for s in snap.get("segments", []):
+        d = s.get("device", 0)
+        _obs.event(d, ACTIONS["segment_alloc"], s["address"], s["total_size"], s.get("stream", 0) or 0)
+        for b in s.get("blocks", []):
+            if b.get("state") in ("active_allocated", "active_pending_free"):
+                _obs.event(d, ACTIONS["alloc"], b["address"], b.get("requested_size") or b["size"], s.get("stream", 0) or 0)
+    return snap
+
+
+class _StatsPoll:
+    """The last source, for allocators with neither trace trackers nor history (backend:cudaMallocAsync):
+    PyTorch's stats API read at the sampling rate (≥ 5 Hz); figures and samples, no per-line data."""
+
+    def __init__(self, torch, period_s):
+        self.torch = torch
+        self.period_s = max(0.02, min(period_s, 0.2))
+        threading.Thread(target=self._loop, name="gpumem-stats-poll", daemon=True).start()
+
+    def poll(self):
+        for d in range(self.torch.cuda.device_count()):
+            st = self.torch.cuda.memory_stats(d)
+            _obs.figures(d, st.get("allocated_bytes.all.current", 0), st.get("reserved_bytes.all.current", 0),
+                         st.get("allocated_bytes.all.peak", 0), st.get("reserved_bytes.all.peak", 0), st.get("num_ooms", 0))
+
+    def _loop(self):
+        import time
+
+        while True:
+            try:
+                self.poll()
+            except Exception:
+                return
+            time.sleep(self.period_s)
+
+
+class _HistoryDrain:
+    """The fallback source: PyTorch's history, drained into the capture (every second and at states)."""
+
+    def __init__(self, torch):
+        self.torch = torch
+        self.since = {}
+        self.stacks = {}
+        self.lock = threading.Lock()
+        torch.cuda.memory._record_memory_history(enabled="all", context="alloc", stacks="python", max_entries=1_000_000)
+        t = threading.Thread(target=self._loop, name="gpumem-history-drain", daemon=True)
+        t.start()
+
+    def drain(self, snap=None):
+        with self.lock:
+            snap = snap or self.torch.cuda.memory._snapshot()
+            for d, trace in enumerate(snap.get("device_traces", [])):
+                _, _, last = feed_trace(_obs, trace, d, self.stacks, self.since.get(d))
+                self.since[d] = last
+
+    def _loop(self):
+        import time
+
+        while True:
+            time.sleep(1.0)
+            try:
+                self.drain()
+            except Exception:
+                return
+
+
+def _start_source(torch):
+    """Tracker, else history, else stats (each tried in turn); (name, one line to say, or None)."""
+    global _fallback
+    backend = ""
+    try:
+        backend = torch.cuda.memory.get_allocator_backend()
+    except Exception:
+        pass
+    if backend and backend != "native":
+        # cudaMallocAsync: neither trace trackers nor history nor snapshots; its stats API works.
+        _StatsPoll(torch, (STATE.settings.sample_ms or 200) / 1000.0)
+        return "stats", ("the %s backend offers PyTorch's stats only (no trace trackers, no history): recording "
+                         "allocated/reserved figures, no per-line data" % backend)
+    mod, why = build_tracker(torch)
+    if mod is not None:
+        try:
+            mod.attach(_obs.address("gpumem_observe_event"), _obs.address("gpumem_observe_stack"))
+            _seed(torch)
+            return "tracker", None
+        except Exception as exc:
+            why = "%s: %s" % (type(exc).__name__, str(exc).splitlines()[0] if str(exc) else "")
+    try:
+        _fallback = _HistoryDrain(torch)
+        return "history", ("the observer cannot stream (%s); recording from PyTorch's memory history instead "
+                           "(updates every second, higher overhead)" % why)
+    except Exception as exc:
+        _fallback = None
+        _StatsPoll(torch, (STATE.settings.sample_ms or 200) / 1000.0)
+        return "stats", ("the observer cannot stream (%s) and PyTorch's history is unavailable (%s: %s); recording "
+                         "allocated/reserved figures only, no per-line data" % (why, type(exc).__name__, str(exc).splitlines()[0] if str(exc) else ""))
+
+
+def after_cuda_init(torch):
+    """At the first CUDA use (after PyTorch initialised its allocator): capture, observer, tracker."""
+    global _obs
+    with _lock:
+        if _obs is not None or STATE.configure_tried:
+            return
+        STATE.configure_tried = True
+        from . import _install, _markers
+
+        _install.configure(mode="pytorch")
+        if not STATE.configured:
+            return
+        _obs = Observer(STATE.native)
+        empty_cache, state = _host_callbacks(torch)
+        _obs.start(empty_cache, state)
+        _announce_devices(torch)
+        source, line = _start_source(torch)
+        STATE.observer_source = source
+        if line:
+            warn(line)
+            STATE.native.notice(line, _native.NOTICE_WARNING)
+        _attach_oom_observer(torch)
+        _markers.apply(torch)
+
+
+def _attach_oom_observer(torch):
+    attach = getattr(torch._C, "_cuda_attach_out_of_memory_observer", None)
+    if attach is None:
+        return
+
+    def on_oom(device, alloc, device_allocated, device_free):
+        # The tracker already wrote REC_OOM (its TraceEntry); the state that explains it follows, as
+        # in lens mode (reason 1). The fallback has no tracker: the history holds the oom entry.
+        try:
+            _write_states(torch, int(device), 1, "")
+        except Exception as exc:
+            warn("state after the out-of-memory error not recorded: %s: %s" % (type(exc).__name__, exc))
+
+    try:
+        attach(on_oom)
+    except Exception:  # backends without OOM observers (cudaMallocAsync)
+        pass

@@ -1,0 +1,125 @@
+"""The bootstrap in the PyTorch-allocator mode (gpumem/_observe.py) with the real .so, on the stand-in torch:
+auto's one line, the capture's header, the history fallback when no tracker can be built (the stand-in has
+no torch.utils.cpp_extension), states from PyTorch's _snapshot(), the control channel's Empty Cache calling
+torch.cuda.empty_cache(), and the lens allocator never being swapped in."""
+import json
+import os
+import struct
+import subprocess
+import sys
+import unittest
+
+import support
+
+sys.path.insert(0, str(support.PY_DIR))
+from gpumem import _control  # noqa: E402
+
+# The stand-in's allocator APIs raise like a pluggable allocator's; this workload gives it the behaviour of
+# PyTorch's own allocator (what the PyTorch-allocator mode keeps): a history, snapshots, stats, empty_cache.
+WORKLOAD = r"""
+import json, os, sys, time
+import torch
+torch.backends.cudnn.benchmark = True
+mem = torch.cuda.memory
+trace, reserved = [], [40 << 20]
+def record(action, addr, size, line):
+    trace.append({"action": action, "addr": addr, "size": size, "stream": 0, "time_us": len(trace) + 1,
+                  "frames": [{"filename": os.path.abspath(__file__), "name": "<module>", "line": line}] if line else []})
+mem._record_memory_history = lambda *a, **k: None
+mem._snapshot = lambda *a, **k: {"segments": [{"device": 0, "address": 1 << 30, "total_size": reserved[0], "stream": 0,
+    "segment_type": "large", "segment_pool_id": (0, 0), "is_expandable": False,
+    "blocks": [{"address": 1 << 30, "size": 1 << 20, "requested_size": 1 << 20, "state": "active_allocated"}]}],
+    "device_traces": [list(trace)], "allocator_settings": {}, "external_annotations": []}
+mem.get_allocator_backend = lambda: "native"
+def empty_cache():
+    reserved[0] = 2 << 20
+torch.cuda.empty_cache = mem.empty_cache = empty_cache
+torch.cuda.memory_reserved = mem.memory_reserved = lambda device=None: reserved[0]
+class Props:
+    name, total_memory, pci_bus_id, pci_domain_id, pci_device_id = "Stand-in GPU", 8 << 30, 0x3B, 0, 0
+torch.cuda.get_device_properties = lambda d: Props()
+torch.cuda.init()
+record("segment_alloc", 1 << 30, 40 << 20, 0)
+record("alloc", 1 << 30, 1 << 20, 20)          # a line of this script
+record("alloc", (1 << 30) + (1 << 20), 4096, 21)
+record("free_requested", (1 << 30) + (1 << 20), 4096, 0)
+record("free_completed", (1 << 30) + (1 << 20), 4096, 0)
+from gpumem._state import STATE
+print(json.dumps({"mode": os.environ.get("GPUMEM_ALLOCATOR"), "source": STATE.observer_source,
+                  "swapped": STATE.swapped, "socket": STATE.socket}), flush=True)
+sys.stdin.readline()
+"""
+
+
+def records(path):
+    with open(path, "rb") as f:
+        data = f.read()
+    _m, _maj, _min, n = struct.unpack_from("<8sHHI", data, 0)
+    header, pos, out = json.loads(data[16:16 + n]), 16 + n, []
+    while pos + 8 <= len(data):
+        t, dev, flags, size = struct.unpack_from("<BBHI", data, pos)
+        out.append((t, data[pos + 8:pos + 8 + size]))
+        pos += 8 + size
+    return header, out
+
+
+class ObserveModeTest(unittest.TestCase):
+    def setUp(self):
+        self.so = support.real_so_or_skip(self)
+
+    def test_auto_observes_pytorchs_allocator_into_the_same_capture_format(self):
+        work = support.new_dir("w")
+        script = os.path.join(work, "train.py")
+        with open(script, "w") as f:
+            f.write(WORKLOAD)
+        session = support.new_dir("s")
+        os.chmod(session, 0o700)
+        env = support.workload_env(session, self.so, env={"GPUMEM_ALLOCATOR": "auto", "GPUMEM_SAMPLE_MS": "50"})
+        proc = subprocess.Popen([sys.executable, script], env=env, cwd=work, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, text=True)
+        try:
+            first = json.loads(proc.stdout.readline() or "{}")
+            self.assertEqual((first.get("mode"), first.get("source"), first.get("swapped")), ("pytorch", "history", False))
+            import time
+            time.sleep(1.5)  # the history drain runs every second
+            reply = _control.request(first["socket"], {"cmd": "empty_cache"}, timeout=10.0)
+            self.assertEqual((reply["ok"], reply["reserved_before"], reply["reserved_after"]), (True, 40 << 20, 2 << 20))
+            snap = _control.request(first["socket"], {"cmd": "snapshot"}, timeout=30.0)
+            self.assertTrue(snap["ok"], snap)
+            import pickle
+            with open(snap["pickle"], "rb") as f:
+                self.assertEqual(len(pickle.load(f)["device_traces"][0]), 5)  # PyTorch's own snapshot, as _dump_snapshot writes it
+            proc.stdin.write("\n")
+            proc.stdin.flush()
+            _out, err = proc.communicate(timeout=60)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+        self.assertEqual(proc.returncode, 0, err)
+        lines = [l for l in err.splitlines() if l.startswith("gpumem: allocator mode")]
+        self.assertEqual(len(lines), 1, err)
+        self.assertRegex(lines[0], r"^gpumem: allocator mode pytorch .*cudnn\.benchmark.* at train\.py:4$")
+        self.assertIn("recording from PyTorch's memory history instead", err)
+        (cap,) = [f for f in os.listdir(session) if f.endswith(".gpumem")]
+        header, recs = records(os.path.join(session, cap))
+        self.assertEqual(header["allocator_mode"], "pytorch")
+        self.assertIn("cudnn.benchmark", header["allocator_mode_reason"])
+        self.assertNotIn("segments", header)  # the lens's segment policy does not describe this capture
+        types = [t for t, _ in recs]
+        # ALLOC ×2, FREE_REQUESTED, FREE_COMPLETED, SEGMENT_ALLOC from the drained history, in order.
+        events = [t for t in types if t in (10, 11, 12, 13)]
+        self.assertEqual(events, [13, 10, 10, 11, 12])
+        allocs = [struct.unpack_from("<QQQQQII", p) for t, p in recs if t == 10]
+        self.assertEqual([a[2] for a in allocs], [1 << 20, 4096])
+        self.assertTrue(all(a[5] != 0 for a in allocs), "allocations carry the script's stacks")
+        self.assertIn(44, types)  # REC_DEVICE for the announced device
+        states = [struct.unpack_from("<QIIII", p) for t, p in recs if t == 30]
+        self.assertGreaterEqual(len(states), 2)  # the control snapshot (reason 0) and the exit (reason 2)
+        self.assertEqual(sorted({s[2] for s in states}), [0, 2])
+        self.assertTrue(all(s[3] == 1 for s in states), "one segment, from PyTorch's _snapshot()")
+        stats = [struct.unpack_from("<QQQQQQQQQ", p) for t, p in recs if t == 43]
+        self.assertTrue(stats and stats[-1][5] == (1 << 20) + 4096, "REC_STATS peak from the observer's running figures")
+
+
+if __name__ == "__main__":
+    unittest.main()
