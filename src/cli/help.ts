@@ -33,7 +33,7 @@ Options (before the script; everything after it goes to the workload):
   --budget SIZE              disk budget of each capture (1GiB, 256MiB; 0 = none; default: 1GiB): the
                              recent minutes in full, the peaks, OOMs and markers of the whole run
   --backend cuda|sim         sim: a simulated device in host memory (testing without a GPU)
-  --allocator auto|lens|pytorch  which allocator tracks the run (default: auto). lens: the lens allocator;
+  --allocator auto|lens|pytorch  which allocator tracks the run (default: lens; auto and pytorch are a preview). lens: the lens allocator;
                              pytorch: PyTorch's own allocator, observed (keeps cudnn.benchmark, CUDA graphs,
                              PYTORCH_CUDA_ALLOC_CONF); auto: pytorch when the script or its local modules
                              need it, else lens. One line says which and why.

@@ -29,7 +29,7 @@ def _run(argv):
     p.add_argument("--no-stacks", action="store_true", help="do not record Python stacks")
     p.add_argument("--sample-ms", type=int, default=200)
     p.add_argument("--backend", choices=("cuda", "sim"), default="cuda")
-    p.add_argument("--allocator", default="auto", choices=("auto", "lens", "pytorch"),
+    p.add_argument("--allocator", default="lens", choices=("auto", "lens", "pytorch"),
                    help="which allocator tracks the run: auto (default: PyTorch's own when the script needs it, "
                         "else the lens), lens, or pytorch (PyTorch's allocator, observed)")
     p.add_argument("--allocator-so", default=None, help="path of libgpumem_allocator.so (default: the built one)")
