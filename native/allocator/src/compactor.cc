@@ -54,9 +54,12 @@ bool isSegment(uint8_t t) { return t >= f::REC_SEGMENT_ALLOC && t <= f::REC_SEGM
 // The record's time, if its payload starts with one.
 bool timeOf(const RecordView& r, uint64_t* t) {
   switch (r.type) {
-    case f::REC_STRING: case f::REC_FRAME: case f::REC_STACK: case f::REC_TIMELINE: case f::REC_LINE_TOTALS:
-    case f::REC_AGGREGATED:
-      return false;
+    case f::REC_STRING:
+    case f::REC_FRAME:
+    case f::REC_STACK:
+    case f::REC_TIMELINE:
+    case f::REC_LINE_TOTALS:
+    case f::REC_AGGREGATED: return false;
     default:
       if (r.n < 8) return false;
       *t = load<uint64_t>(r.payload);
@@ -136,7 +139,8 @@ void Compactor::compact(const RecordSource& source, std::string* out) {
     if (w.buckets.empty() || w.buckets.back().t_ns != start)
       w.buckets.push_back({start, dev.allocated, dev.allocated, dev.reserved, dev.reserved});
     auto& b = w.buckets.back();
-    b.allocated_min = std::min(b.allocated_min, dev.allocated), b.allocated_max = std::max(b.allocated_max, dev.allocated);
+    b.allocated_min = std::min(b.allocated_min, dev.allocated),
+    b.allocated_max = std::max(b.allocated_max, dev.allocated);
     b.reserved_min = std::min(b.reserved_min, dev.reserved), b.reserved_max = std::max(b.reserved_max, dev.reserved);
   };
 

@@ -70,8 +70,7 @@ uint64_t dropped_frees() { return g_dropped.load(); }
 int device_count() { return g_ndev.load(); }
 void note_device(int device) {
   int n = g_ndev.load();
-  while (device + 1 > n && !g_ndev.compare_exchange_weak(n, device + 1)) {
-  }
+  while (device + 1 > n && !g_ndev.compare_exchange_weak(n, device + 1)) {}
 }
 
 bool on_event(int device, int action, uint64_t addr, uint64_t size, uint64_t stream, uint32_t stack, uint64_t t_ns) {
@@ -142,7 +141,7 @@ bool on_event(int device, int action, uint64_t addr, uint64_t size, uint64_t str
       } else {
         d.reserved -= std::min(d.reserved, size);
       }
-      const uint8_t type = action == SEGMENT_ALLOC ? fmt::REC_SEGMENT_ALLOC
+      const uint8_t type = action == SEGMENT_ALLOC  ? fmt::REC_SEGMENT_ALLOC
                            : action == SEGMENT_FREE ? fmt::REC_SEGMENT_FREE
                            : action == SEGMENT_MAP  ? fmt::REC_SEGMENT_MAP
                                                     : fmt::REC_SEGMENT_UNMAP;
@@ -158,8 +157,7 @@ bool on_event(int device, int action, uint64_t addr, uint64_t size, uint64_t str
       emit(fmt::REC_OOM, dev, 0, &r, sizeof r);
       return true;
     }
-    default:
-      return false;  // snapshot, user_defined: no record
+    default: return false;  // snapshot, user_defined: no record
   }
 }
 
@@ -231,8 +229,8 @@ int64_t write_state_json(int device, uint32_t reason, const std::string& segment
     if (p0 || p1) flags |= fmt::kPoolPrivate;
     if (exp && exp->is_bool() && exp->as_bool()) flags |= fmt::kSegExpandable;
     const size_t nb = blocks && blocks->is_array() ? blocks->items().size() : 0;
-    fmt::StateSegment ss{u64(s, "address"), u64(s, "total_size"), u64(s, "stream"), p0, p1, 0, flags, 0,
-                         uint32_t(nb), 0};
+    fmt::StateSegment ss{
+        u64(s, "address"), u64(s, "total_size"), u64(s, "stream"), p0, p1, 0, flags, 0, uint32_t(nb), 0};
     body.append(reinterpret_cast<const char*>(&ss), sizeof ss);
     for (size_t i = 0; i < nb; i++) {
       const json::Value& b = blocks->items()[i];
@@ -240,14 +238,15 @@ int64_t write_state_json(int device, uint32_t reason, const std::string& segment
       uint8_t state = st && st->is_string() ? block_state(st->as_string()) : uint8_t(fmt::BLOCK_INACTIVE);
       uint64_t addr = u64(b, "address");
       uint64_t requested = b.find("requested_size") ? u64(b, "requested_size") : u64(b, "size");
-      fmt::StateBlock sb{addr, u64(b, "size"), requested,
-                         state == fmt::BLOCK_INACTIVE ? 0u : stack_of(device, addr), state, {0, 0, 0}};
+      fmt::StateBlock sb{addr,  u64(b, "size"), requested, state == fmt::BLOCK_INACTIVE ? 0u : stack_of(device, addr),
+                         state, {0, 0, 0}};
       body.append(reinterpret_cast<const char*>(&sb), sizeof sb);
     }
     nseg++;
   }
   fmt::StateRec sr{now_ns(), snapshot_id.fetch_add(1), reason, nseg, 0};
-  int64_t off = writer::append(fmt::REC_STATE, uint8_t(device), 0, &sr, sizeof sr, body.data(), uint32_t(body.size()), true);
+  int64_t off =
+      writer::append(fmt::REC_STATE, uint8_t(device), 0, &sr, sizeof sr, body.data(), uint32_t(body.size()), true);
   if (off < 0) *err = "the state record was not written";
   return off;
 }
