@@ -112,8 +112,15 @@ test('snapshot host → webview: every message the session sends passes; views p
   assert.equal(snapshotHostMessages.parse({ type: 'opened', info: { ...info, devices: [0, '1'] } }), undefined);
   assert.equal(snapshotHostMessages.parse({ type: 'sites', device: 0, rows: {} }), undefined);
   assert.equal(snapshotHostMessages.parse({ type: 'summary', summary: { device: 0 }, markers: [] }), undefined, 'markersTruncated missing');
-  assert.deepEqual([...snapshotHostMessages.types].sort(), ['categories', 'diff', 'grew', 'loadFailed', 'loading', 'notice', 'opened', 'replay', 'requestFailed', 'segments', 'sites', 'stack', 'summary', 'timeline']);
+  assert.deepEqual([...snapshotHostMessages.types].sort(), ['advice', 'categories', 'diff', 'grew', 'loadFailed', 'loading', 'notice', 'opened', 'replay', 'requestFailed', 'segments', 'showTab', 'sites', 'stack', 'summary', 'timeline']);
   assert.equal(snapshotHostMessages.parse({ type: 'categories', view: { requestId: 1, device: 0, steps: {}, leaks: [] } }), undefined, 'steps must be a list');
+});
+
+test('advice (the What to do tab): showTab names a real tab, requestAdvice a device that is not negative', () => {
+  assert.deepEqual(snapshotHostMessages.parse({ type: 'showTab', tab: 'advice' }), { type: 'showTab', tab: 'advice' });
+  assert.equal(snapshotHostMessages.parse({ type: 'showTab', tab: 'settings' }), undefined);
+  assert.deepEqual(snapshotWebviewMessages.parse({ type: 'requestAdvice', requestId: 2, device: 0 }), { type: 'requestAdvice', requestId: 2, device: 0 });
+  assert.equal(snapshotWebviewMessages.parse({ type: 'requestAdvice', requestId: 2, device: -1 }), undefined);
 });
 
 test('requestCategories (the Categories tab): the peak alone, or a moment beside it; a bad device or time is dropped', () => {
