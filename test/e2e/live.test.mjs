@@ -56,6 +56,17 @@ const step = vsCodeSuite(
 );
 
 /** The live panel's figure (bytes) for the first track. */
+/** allocated and reserved from one DOM read: two separate reads can straddle an update, so that a reserved read
+ * after a drop meets an allocated read before it. */
+async function figurePair(frame) {
+  const track = frame.locator('.track').first();
+  await track.locator('.figure[data-figure="reserved"]').first().waitFor({ state: 'attached', timeout: 30_000 });
+  return track.evaluate((el) => {
+    const bytes = (k) => Number(el.querySelector(`.figure[data-figure="${k}"]`).getAttribute('data-bytes'));
+    return { allocated: bytes('allocated'), reserved: bytes('reserved'), t1: Number(el.getAttribute('data-t1')) };
+  });
+}
+
 async function figure(frame, key) {
   const cell = frame.locator(`.track .figure[data-figure="${key}"]`).first();
   await cell.waitFor({ state: 'attached', timeout: 30_000 });
@@ -76,8 +87,7 @@ test('Run Python File with Memory Tracking opens the live panel and its figures 
     const reads = [];
     const deadline = Date.now() + (expected.duration_s / SPEED + 10) * 1000;
     while (reads.length < 6 || (new Set(reads.map((r) => r.allocated)).size < 2 && Date.now() < deadline)) {
-      const track = panel.locator('.track').first();
-      reads.push({ allocated: await figure(panel, 'allocated'), reserved: await figure(panel, 'reserved'), t1: Number(await track.getAttribute('data-t1')) });
+      reads.push(await figurePair(panel));
       await vsc.page.waitForTimeout(250);
     }
     t.diagnostic(`allocated over ${(reads.length * 0.25).toFixed(1)} s: ${[...new Set(reads.map((r) => formatBytes(r.allocated)))].join(' → ')}`);
