@@ -112,3 +112,16 @@ def line_of(path, marker):
             if marker in line:
                 return i
     raise AssertionError("%s not found in %s" % (marker, path))
+
+
+def read_capture(path):
+    """(header JSON, [(type, payload bytes)]) of a capture, framed by the generated format module
+    (native/format/gpumem_format.h): the tests never spell a record layout themselves."""
+    if str(PY_DIR) not in sys.path:
+        sys.path.insert(0, str(PY_DIR))
+    from gpumem import _format as F
+
+    with open(path, "rb") as f:
+        data = f.read()
+    _, _, header, pos = F.read_header(data)
+    return header, [(rtype, payload) for _, rtype, _, _, payload in F.records(data, pos)]

@@ -4,7 +4,6 @@ no torch.utils.cpp_extension), states from PyTorch's _snapshot(), the control ch
 torch.cuda.empty_cache(), and the lens allocator never being swapped in."""
 import json
 import os
-import struct
 import subprocess
 import sys
 import unittest
@@ -13,6 +12,7 @@ import support
 
 sys.path.insert(0, str(support.PY_DIR))
 from gpumem import _control  # noqa: E402
+from gpumem import _format as F  # noqa: E402  the record layouts (native/format/gpumem_format.h)
 
 # The stand-in's allocator APIs raise like a pluggable allocator's; this workload gives it the behaviour of
 # PyTorch's own allocator (what the PyTorch-allocator mode keeps): a history, snapshots, stats, empty_cache.
@@ -50,17 +50,6 @@ print(json.dumps({"mode": os.environ.get("GPUMEM_ALLOCATOR"), "source": STATE.ob
 sys.stdin.readline()
 """
 
-
-def records(path):
-    with open(path, "rb") as f:
-        data = f.read()
-    _m, _maj, _min, n = struct.unpack_from("<8sHHI", data, 0)
-    header, pos, out = json.loads(data[16:16 + n]), 16 + n, []
-    while pos + 8 <= len(data):
-        t, dev, flags, size = struct.unpack_from("<BBHI", data, pos)
-        out.append((t, data[pos + 8:pos + 8 + size]))
-        pos += 8 + size
-    return header, out
 
 
 class ObserveModeTest(unittest.TestCase):
@@ -101,24 +90,24 @@ class ObserveModeTest(unittest.TestCase):
         self.assertRegex(lines[0], r"^gpumem: allocator mode pytorch .*cudnn\.benchmark.* at train\.py:4$")
         self.assertIn("recording from PyTorch's memory history instead", err)
         (cap,) = [f for f in os.listdir(session) if f.endswith(".gpumem")]
-        header, recs = records(os.path.join(session, cap))
+        header, recs = support.read_capture(os.path.join(session, cap))
         self.assertEqual(header["allocator_mode"], "pytorch")
         self.assertIn("cudnn.benchmark", header["allocator_mode_reason"])
         self.assertNotIn("segments", header)  # the lens's segment policy does not describe this capture
         types = [t for t, _ in recs]
         # ALLOC ×2, FREE_REQUESTED, FREE_COMPLETED, SEGMENT_ALLOC from the drained history, in order.
-        events = [t for t in types if t in (10, 11, 12, 13)]
-        self.assertEqual(events, [13, 10, 10, 11, 12])
-        allocs = [struct.unpack_from("<QQQQQII", p) for t, p in recs if t == 10]
-        self.assertEqual([a[2] for a in allocs], [1 << 20, 4096])
-        self.assertTrue(all(a[5] != 0 for a in allocs), "allocations carry the script's stacks")
-        self.assertIn(44, types)  # REC_DEVICE for the announced device
-        states = [struct.unpack_from("<QIIII", p) for t, p in recs if t == 30]
+        events = [t for t in types if t in (F.REC_ALLOC, F.REC_FREE_REQUESTED, F.REC_FREE_COMPLETED, F.REC_SEGMENT_ALLOC)]
+        self.assertEqual(events, [F.REC_SEGMENT_ALLOC, F.REC_ALLOC, F.REC_ALLOC, F.REC_FREE_REQUESTED, F.REC_FREE_COMPLETED])
+        allocs = [F.BlockEvent.unpack_dict(p) for t, p in recs if t == F.REC_ALLOC]
+        self.assertEqual([a["size"] for a in allocs], [1 << 20, 4096])
+        self.assertTrue(all(a["stack"] != 0 for a in allocs), "allocations carry the script's stacks")
+        self.assertIn(F.REC_DEVICE, types)  # for the announced device
+        states = [F.StateRec.unpack_dict(p) for t, p in recs if t == F.REC_STATE]
         self.assertGreaterEqual(len(states), 2)  # the control snapshot (reason 0) and the exit (reason 2)
-        self.assertEqual(sorted({s[2] for s in states}), [0, 2])
-        self.assertTrue(all(s[3] == 1 for s in states), "one segment, from PyTorch's _snapshot()")
-        stats = [struct.unpack_from("<QQQQQQQQQ", p) for t, p in recs if t == 43]
-        self.assertTrue(stats and stats[-1][5] == (1 << 20) + 4096, "REC_STATS peak from the observer's running figures")
+        self.assertEqual(sorted({s["reason"] for s in states}), [0, 2])
+        self.assertTrue(all(s["nsegments"] == 1 for s in states), "one segment, from PyTorch's _snapshot()")
+        stats = [F.StatsRec.unpack_dict(p) for t, p in recs if t == F.REC_STATS]
+        self.assertTrue(stats and stats[-1]["peak_allocated"] == (1 << 20) + 4096, "REC_STATS peak from the observer's running figures")
 
 
 if __name__ == "__main__":

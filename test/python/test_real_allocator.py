@@ -33,13 +33,6 @@ sys.exit(int(sys.argv[2]))
 """
 
 
-def read_capture(path):
-    """(header JSON, [(type, payload bytes)]) per native/format/gpumem_format.h."""
-    with open(path, "rb") as f:
-        data = f.read()
-    _, _, header, pos = F.read_header(data)
-    return header, [(rtype, payload) for _, rtype, _, _, payload in F.records(data, pos)]
-
 
 class RealAllocatorTest(unittest.TestCase):
     def setUp(self):
@@ -103,7 +96,7 @@ class RealAllocatorTest(unittest.TestCase):
                 proc.kill()
         self.assertEqual(proc.returncode, 3, err)
         self.assertEqual(json.loads(out)["reserved"], emptied["reserved_after"])
-        header, records = read_capture(info["capture"])
+        header, records = support.read_capture(info["capture"])
         self.assertEqual((header["rank"], header["world_size"], header["argv"]), (0, 1, [script, flag, "3"]))
         types = [t for t, _ in records]
         self.assertIn(F.REC_EMPTY_CACHE, types)  # from the control channel
