@@ -112,7 +112,7 @@ test('snapshot host → webview: every message the session sends passes; views p
   assert.equal(snapshotHostMessages.parse({ type: 'opened', info: { ...info, devices: [0, '1'] } }), undefined);
   assert.equal(snapshotHostMessages.parse({ type: 'sites', device: 0, rows: {} }), undefined);
   assert.equal(snapshotHostMessages.parse({ type: 'summary', summary: { device: 0 }, markers: [] }), undefined, 'markersTruncated missing');
-  assert.deepEqual([...snapshotHostMessages.types].sort(), ['advice', 'categories', 'diff', 'grew', 'loadFailed', 'loading', 'notice', 'opened', 'replay', 'requestFailed', 'segments', 'showTab', 'sites', 'stack', 'summary', 'timeline']);
+  assert.deepEqual([...snapshotHostMessages.types].sort(), ['advice', 'categories', 'diff', 'grew', 'loadFailed', 'loading', 'notice', 'opened', 'ranks', 'replay', 'requestFailed', 'segments', 'showTab', 'sites', 'stack', 'summary', 'timeline']);
   assert.equal(snapshotHostMessages.parse({ type: 'categories', view: { requestId: 1, device: 0, steps: {}, leaks: [] } }), undefined, 'steps must be a list');
 });
 
