@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Every GPU check in one device call (device time is scarce). Build here first, then carry dist/native:
 #   make -C native/allocator && <device run, carry dist/native> bash test/gpu/run_all.sh [stage…]
-# Stages: env allocator workload sanitizer stacks micro steps frag probes varlen leaks pytorch-tests summaries categories what-if resnet-overhead long-run advice pytorch-mode (default: env allocator stacks workload sanitizer).
+# Stages: env allocator workload sanitizer stacks micro steps frag probes varlen leaks pytorch-tests summaries categories what-if resnet-overhead long-run advice pytorch-mode ranks-2gpu (default: env allocator stacks workload sanitizer).
 # Each of micro, steps and frag is one part of test/gpu/bench_allocator.py; "bench" runs all three.
 # Results land under $OUT (logs + JSON), one file per stage, so they come back with the call.
 set -u
@@ -84,6 +84,10 @@ for s in "${stages[@]}"; do
     # Issue 15: the PyTorch-allocator mode under `gpumem run` (auto) against native runs; needs g++ for the
     # observer's first build, and Node + dist/cli.js (GPUMEM_NODE) for the summaries. JSON: $OUT/pytorch-mode/.
     pytorch-mode) run_stage pytorch-mode 420 python3 test/gpu/pytorch_mode_check.py --out "$OUT/pytorch-mode" ;;
+    # Issue 16 on the 2-GPU machine (nvidia-h100-x2): torchrun DDP (NCCL, a rank per GPU) under gpumem run; gpumem
+    # summary of the session folder shows both ranks, each peak equal to the rank's own max_memory_allocated, rank
+    # 1's extra 512 MiB flagged. Needs dist/cli.js and Node (GPUMEM_NODE). Ends with SUMMARY {"failed": []}.
+    ranks-2gpu) run_stage ranks-2gpu 480 python3 test/gpu/ranks_two_gpus_check.py --out "$OUT" ;;
     *) echo "unknown stage $s" >&2 ;;
   esac
 done
