@@ -78,6 +78,7 @@ describe('a 2-rank session folder, side by side', { skip: needsAllocator }, () =
     // what the workload did: rank 1 kept one 96 MiB tensor per step, all live at its peak
     const [p0, p1] = await Promise.all([0, 1].map(async (i) => Number(await rows.nth(i).locator('[data-figure=peakAllocated]').getAttribute('data-bytes'))));
     assert.equal(p1 - p0, STEPS * LEAK);
+    await wv.screenshot('snapshot-ranks-two');
   });
 
   test('each rank\'s timeline on one shared time axis, its bucket maximum its own peak', async () => {
@@ -91,6 +92,8 @@ describe('a 2-rank session folder, side by side', { skip: needsAllocator }, () =
     for (let i = 0; i < 2; i++) {
       const c = canvases.nth(i);
       assert.equal(Number(await c.getAttribute('width')), RANK_BUCKETS);
+      assert.equal(Number(await c.getAttribute('data-t0-us')), refs[i].range.t0Us);
+      assert.equal(Number(await c.getAttribute('data-t1-us')), refs[i].range.t1Us);
       assert.equal(Number(await c.getAttribute('data-max-allocated-bytes')), refs[i].device.peak_allocated_bytes);
       assert.equal(Number(await c.getAttribute('data-max-reserved-bytes')), refs[i].reservedMax);
       // something was drawn: the allocated area's pixels are not all transparent
@@ -102,6 +105,21 @@ describe('a 2-rank session folder, side by side', { skip: needsAllocator }, () =
       });
       assert.ok(painted > 0, `rank ${i}'s timeline is drawn`);
     }
+    // the ranks ran one after the other here: rank 0's lane is empty after its end, rank 1's before its start
+    const series = wv.session.view().ranks;
+    const t0 = Number(await lanes.getAttribute('data-t0-us'));
+    const bucketUs = (Number(await lanes.getAttribute('data-t1-us')) - t0) / RANK_BUCKETS;
+    let outside = 0;
+    for (const r of series) {
+      r.allocatedMax.forEach((b, k) => {
+        if (t0 + (k + 1) * bucketUs <= r.t0Us || t0 + k * bucketUs > r.t1Us) {
+          outside++;
+          assert.equal(b, 0, `rank ${r.rank}, bucket ${k} outside its run`);
+        }
+      });
+    }
+    assert.ok(outside > 0, 'the ranks did not overlap entirely (sim_training ran them one after the other)');
+    assert.equal(await page.locator('[data-testid=export-pickle], [data-testid=export-png]').count(), 0, 'no file exports on the ranks view');
     // the heavier rank's lane reaches higher on the shared byte scale
     const scale = Number(await lanes.getAttribute('data-scale-bytes'));
     assert.equal(scale, Math.max(...refs.map((r) => r.reservedMax)));

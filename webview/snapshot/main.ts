@@ -154,7 +154,8 @@ class App {
       case 'ranks':
         // A session folder (Note [Ranks side by side]): no device, no tabs; a click opens a rank's own panel.
         clear(this.deviceHost);
-        this.deviceHost.append(h('span', { class: 'muted', 'data-testid': 'ranks-title' }, msg.view.title));
+        // Exports are a file's (a moment's pickle, the timeline's PNG): not offered on the ranks view.
+        for (const b of this.root.querySelectorAll('[data-testid=export-pickle], [data-testid=export-png]')) b.remove();
         renderRanks(this.body, msg.view);
         this.marks.ranks = performance.now();
         return;

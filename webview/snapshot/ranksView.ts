@@ -65,6 +65,8 @@ export function renderRanks(body: HTMLElement, view: RanksView): void {
       class: 'rank-timeline',
       'data-testid': 'rank-timeline',
       'data-index': r.index,
+      'data-t0-us': r.t0Us,
+      'data-t1-us': r.t1Us,
       'data-max-allocated-bytes': maxOf(r.allocatedMax),
       'data-max-reserved-bytes': maxOf(r.reservedMax),
       width: view.buckets,

@@ -279,7 +279,10 @@ export interface RankRowView {
   /** Note [Rank outliers] */
   flag: 'high' | 'low' | null;
   problems: string[];
-  /** the rank's device at the shared buckets; empty when the capture has no events */
+  /** the rank's own first and last event on the shared axis (0, 0 when the capture has none) */
+  t0Us: number;
+  t1Us: number;
+  /** the rank's device at the shared buckets, 0 in buckets wholly outside its own range; empty without events */
   allocatedMax: number[];
   reservedMax: number[];
 }

@@ -67,6 +67,7 @@ export class RanksSession {
     const ranks: RankRowView[] = this.table.ranks.map((r, index) => {
       let allocatedMax: number[] = [];
       let reservedMax: number[] = [];
+      const own = ranges[index] ?? { t0Us: 0, t1Us: 0 };
       if (r.device !== null) {
         const m = openModel(r.file);
         try {
@@ -75,6 +76,13 @@ export class RanksSession {
           reservedMax = Array.from(tl.reservedMax);
         } finally {
           m.close();
+        }
+        // Before its first event and after its last the rank's process held nothing that it recorded: the reader
+        // carries the end state forward, which on a shared axis would draw a finished rank as still holding memory.
+        const width = (t1Us - t0Us) / buckets;
+        for (let b = 0; b < buckets; b++) {
+          const b0 = t0Us + b * width;
+          if (b0 + width <= own.t0Us || b0 > own.t1Us) allocatedMax[b] = reservedMax[b] = 0;
         }
       }
       return {
@@ -92,6 +100,8 @@ export class RanksSession {
         topLine: r.top_line ? { file: r.top_line.file, displayFile: display(r.top_line.file), line: r.top_line.line, bytesAtPeak: r.top_line.bytes_at_peak } : null,
         flag: r.flag,
         problems: r.problems,
+        t0Us: own.t0Us,
+        t1Us: own.t1Us,
         allocatedMax,
         reservedMax,
       };
