@@ -55,7 +55,7 @@ class KeeperTest(unittest.TestCase):
         # The notice's first line is the sentence people read.
         [text] = [n for n in notices(run) if "keeps" in n]
         self.assertEqual(text, "notice 0 gpumem: history (a list) keeps 4 tensors with autograd graphs alive across "
-                               "steps (2.0 KiB); stores them at script.py:%d: history.append(loss)  # KEEP"
+                               "steps (2.00 KiB); stores them at script.py:%d: history.append(loss)  # KEEP"
                          % support.line_of(run.script, "# KEEP"))
 
     def test_graphs_kept_without_backward_count_their_saved_activations(self):
@@ -155,6 +155,17 @@ class KeeperTest(unittest.TestCase):
         off = support.run_script(HEAD + body, env={"GPUMEM_KEEPER": "0"})
         self.assertEqual(off.code, 0, off.err)
         self.assertEqual((off.out.split(), keepers(off)), (["off"], []))
+
+
+class FormatTest(unittest.TestCase):
+    def test_bytes_read_like_the_extension_three_significant_digits(self):
+        import sys
+        sys.path.insert(0, str(support.PY_DIR))
+        from gpumem._keeper import format_bytes
+
+        cases = {1023: "1023 B", 1024: "1.00 KiB", 20 * 1024: "20.0 KiB", 312 << 20: "312 MiB", 1536 << 20: "1.50 GiB",
+                 (1 << 20) - 1: "1.00 MiB"}
+        self.assertEqual({n: format_bytes(n) for n in cases}, cases)
 
 
 if __name__ == "__main__":

@@ -54,12 +54,20 @@ def _env_ms():
 
 
 def format_bytes(n):
-    n = float(n)
-    for unit in ("B", "KiB", "MiB", "GiB"):
-        if n < 1024 or unit == "GiB":
-            return ("%d B" % n) if unit == "B" else ("%.1f %s" % (n, unit))
-        n /= 1024.0
-    return "%.1f GiB" % n
+    """Note [Byte formatting] (src/core/format/bytes.ts): three significant digits, binary units."""
+    v = float(abs(n))
+    if v < 1024:
+        return "%d B" % round(v)
+    units = ("B", "KiB", "MiB", "GiB", "TiB", "PiB")
+    u = 0
+    while v >= 1024 and u < len(units) - 1:
+        v /= 1024.0
+        u += 1
+    text = "%.0f" % v if v >= 100 else ("%.1f" % v if v >= 10 else "%.2f" % v)
+    if float(text) >= 1024 and u < len(units) - 1:
+        u += 1
+        text = "%.2f" % (v / 1024)
+    return ("-" if n < 0 else "") + text + " " + units[u]
 
 
 class _Budget:
