@@ -69,7 +69,7 @@ export function categoriesView(
       toStep: l.to_step,
       bytesAtLastEnd: l.bytes_at_last_end,
       category: l.category,
-      sentence: leakSentence(l, display(l.file)),
+      sentence: leakSentence(l, display(l.file), l.keeper ? display(l.keeper.file) : undefined),
       ...(l.keeper
         ? {
             keeper: {
