@@ -27,9 +27,11 @@ step end (Optimizer.step()'s global post hook, or gpumem.step()), so:
   alone took that long; the confirm pass's gc.get_referrers() is one traversal of the heap (not interruptible),
   its graph walk stops at the budget or 20 000 nodes (the bytes are then marked incomplete). GPUMEM_KEEPER=0
   turns the watch off; any exception turns it off and is reported once, as a notice. Every other step end
-  costs one allocated-bytes read and a comparison (≈ 1 µs). Measured by test/bench/keeper/keeper_cost.py: on a
-  heap of ≈ 0.7 M objects (a PyTorch + transformers process has 0.5–1 M) the arm pass takes ≈ 0.2–0.4 s and the
-  confirm pass ≈ 0.1–0.2 s on this repo's 2-core CI VM: once per suspected leak, not per step.
+  costs one allocated-bytes read and a comparison. Measured by test/bench/keeper/keeper_cost.py on the 2-core CI
+  VM under load (load average 12, Python 3.11): the watch's own step end 0.2–0.5 µs; a heap of 0.68 M gc objects
+  (a PyTorch + transformers process has 0.5–1 M): arm 0.21 s, confirm 0.04 s; 2.0 M objects: arm 0.26 s (the scan
+  stopped at its budget), confirm 0.14 s. Once per suspected leak, not per step. The GPU leaks stage prints the
+  passes' times in the real workload (KEEPER line, steps_check.json keeper_cost).
 What it cannot see: memory kept by C++ (retain_graph inside a library), tensors without a grad_fn kept in a list
 (they are found as the leak's line, with no keeper), containers reachable only through C extension objects.
 """
