@@ -47,7 +47,7 @@ class KeeperTest(unittest.TestCase):
         [k] = keepers(run)  # one search per COOLDOWN step ends, however long the growth goes on
         self.assertEqual((k["container"], k["container_type"], k["scope"]), ("history", "list", "train"))
         self.assertEqual((k["file"], k["line"], k["how"]), (run.script, support.line_of(run.script, "# KEEP"), "stores"))
-        self.assertEqual(k["code"], "history.append(loss)  # KEEP")
+        self.assertEqual(k["code"], "history.append(loss)", "the statement, not its comment")
         # Armed at the 3rd growing step end (step 4: step 1 has no predecessor), confirmed at the next one: the
         # losses of steps 1-4 outlived a step end. Their activations were freed by backward(): 512 B each.
         self.assertEqual((k["step"], k["tensors"], k["bytes"], k["complete"], k["device"]), (5, 4, 4 * 512, True, 0))
@@ -55,7 +55,7 @@ class KeeperTest(unittest.TestCase):
         # The notice's first line is the sentence people read.
         [text] = [n for n in notices(run) if "keeps" in n]
         self.assertEqual(text, "notice 0 gpumem: history (a list) keeps 4 tensors with autograd graphs alive across "
-                               "steps (2.00 KiB); stores them at script.py:%d: history.append(loss)  # KEEP"
+                               "steps (2.00 KiB); stores them at script.py:%d: history.append(loss)"
                          % support.line_of(run.script, "# KEEP"))
 
     def test_graphs_kept_without_backward_count_their_saved_activations(self):

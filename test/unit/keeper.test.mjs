@@ -23,7 +23,7 @@ test('the keeper notice: its sentence is the marker, its JSON the keeper, on the
     assert.equal(notices.length, 1);
     assert.equal(
       notices[0].label,
-      `gpumem: history (a list) keeps 4 tensors with autograd graphs alive across steps (256 KiB); stores them at sim_training.py:${info.lines.keeper}: history.append(kept)  # KEEPER_LINE: what the bootstrap's keeper search names (--keeper)`,
+      `gpumem: history (a list) keeps 4 tensors with autograd graphs alive across steps (256 KiB); stores them at sim_training.py:${info.lines.keeper}: history.append(kept)`,
     );
     const [k] = keepers(m, 0);
     assert.deepEqual(

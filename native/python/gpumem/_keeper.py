@@ -360,8 +360,9 @@ def _find_site(path, span, name):
     lines = linecache.getlines(path)
     if not lines or not name:
         return None
+    source = "".join(lines)
     try:
-        tree = ast.parse("".join(lines))
+        tree = ast.parse(source)
     except (SyntaxError, ValueError):
         return None
     stores, assigns = [], []
@@ -371,20 +372,23 @@ def _find_site(path, span, name):
             continue
         if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in MUTATORS \
                 and _matches(node.func.value, name):
-            stores.append(ln)
+            stores.append((ln, node))
         elif isinstance(node, ast.AugAssign) and _matches(node.target, name):
-            stores.append(ln)
+            stores.append((ln, node))
         elif isinstance(node, (ast.Assign, ast.AnnAssign)):
             targets = node.targets if isinstance(node, ast.Assign) else [node.target]
             for t in targets:
                 if isinstance(t, ast.Subscript) and _matches(t.value, name):
-                    stores.append(ln)
+                    stores.append((ln, node))
                 elif _matches(t, name):
-                    assigns.append(ln)
-    best, how = (min(stores), "stores") if stores else ((min(assigns), "assigns") if assigns else (None, ""))
-    if best is None:
+                    assigns.append((ln, node))
+    found, how = (stores, "stores") if stores else (assigns, "assigns")
+    if not found:
         return None
-    return {"line": best, "how": how, "code": lines[best - 1].strip()[:160]}
+    line, node = min(found, key=lambda x: (x[0], getattr(x[1], "col_offset", 0)))
+    # the statement's own text (no comment), its first line, at most 160 characters
+    code = (ast.get_source_segment(source, node) or lines[line - 1]).strip().splitlines()[0][:160]
+    return {"line": line, "how": how, "code": code}
 
 
 def _held_bytes(held, budget, max_nodes=20000, max_addrs=16):
