@@ -157,6 +157,26 @@ class KeeperTest(unittest.TestCase):
         self.assertEqual((off.out.split(), keepers(off)), (["off"], []))
 
 
+class BoundsTest(unittest.TestCase):
+    def test_searches_start_after_three_growths_then_once_per_cooldown_at_most_three_times(self):
+        import sys
+        sys.path.insert(0, str(support.PY_DIR))
+        from gpumem._keeper import KeeperWatch
+
+        w = KeeperWatch(lambda text: None)
+        arms, confirms = [], []
+        w.arm = lambda: arms.append(w.steps) or []
+        w.confirm = lambda armed, frame: confirms.append(w.steps)
+        allocated = 1000
+        for step in range(1, 1001):
+            # flat at steps 100-101 (a streak restarts), growing everywhere else
+            allocated += 0 if step in (100, 101) else 512
+            w.step_end(allocated)
+        # step 1 has no predecessor: growths at 2, 3, 4 arm at 4; confirmed at 5; the next search waits 200 step ends
+        # (the streak broken at 100-101 has long recovered), and there are 3 at most
+        self.assertEqual((arms, confirms), ([4, 205, 406], [5, 206, 407]))
+
+
 class FormatTest(unittest.TestCase):
     def test_bytes_read_like_the_extension_three_significant_digits(self):
         import sys

@@ -159,8 +159,11 @@ class KeeperWatch:
         except Exception as e:  # the workload must never see our failure
             self.off = True
             self._armed = None
-            self._notice("gpumem: the leak keeper search is off for this run (%s: %s); leak findings still name "
-                         "the allocating line" % (type(e).__name__, e))
+            try:
+                self._notice("gpumem: the leak keeper search is off for this run (%s: %s); leak findings still name "
+                             "the allocating line" % (type(e).__name__, e))
+            except Exception:
+                pass
 
     # -- arm: the CUDA tensors with a graph now ------------------------------------------------
     def arm(self):
@@ -174,11 +177,11 @@ class KeeperWatch:
             return None
         try:
             for i, o in enumerate(objs):
-                if isinstance(o, T) and getattr(o, "grad_fn", None) is not None and _device(o) >= 0:
-                    try:
+                try:  # a proxy whose __class__ or a tensor subclass whose grad_fn raises is not a candidate
+                    if isinstance(o, T) and getattr(o, "grad_fn", None) is not None and _device(o) >= 0:
                         out.append(weakref.ref(o))
-                    except TypeError:
-                        pass
+                except Exception:
+                    pass
                 if i & 4095 == 4095 and budget.over():
                     break
         finally:
