@@ -255,16 +255,25 @@ def _holders(alive, budget):
     small = [(k, c, ts) for k, (c, ts) in out.items() if isinstance(c, (dict, tuple)) and len(ts) == 1]
     if len(small) >= 2 and not budget.over():
         uppers = {}
-        for key, c, ts in small:
-            for r in gc.get_referrers(c):
-                if id(r) in skip or r is out or r is small or isinstance(r, (tuple, types.FrameType)):
+        by_id = {id(c): key for key, c, _ in small}
+        refs = gc.get_referrers(*[c for _, c, _ in small])  # one heap traversal for all of them
+        try:
+            for r in refs:
+                if id(r) in skip or r is out or r is small or r is refs or isinstance(r, (tuple, types.FrameType)):
                     continue
-                if isinstance(r, dict) and ("__builtins__" in r or r is getattr(c, "__dict__", None)):
+                if isinstance(r, dict) and "__builtins__" in r:
                     continue  # a module's globals: the name is found from the stack
-                if isinstance(r, (list, dict, set)) or type(r).__name__ == "deque":
-                    uppers.setdefault(id(r), (r, []))[1].append(key)
-            if budget.over():
-                break
+                if isinstance(r, dict):
+                    members = r.values()
+                elif isinstance(r, (list, set)) or type(r).__name__ == "deque":
+                    members = r
+                else:
+                    continue
+                keys = [by_id[id(v)] for v in members if id(v) in by_id]
+                if keys:
+                    uppers[id(r)] = (r, keys)
+        finally:
+            del refs
         for r, keys in uppers.values():
             if len(keys) >= 2:
                 for key in keys:
