@@ -96,6 +96,23 @@ class KeeperTest(unittest.TestCase):
         self.assertEqual((k["container"], k["container_type"], k["scope"]), ("self.log", "list", "step"))
         self.assertEqual((k["line"], k["how"], k["tensors"]), (support.line_of(run.script, "# KEEP"), "stores", 4))
 
+    def test_more_kept_tensors_than_the_sample_are_all_counted(self):
+        # 100 kept in a warm-up with no optimizer step, then the loop: the referrer lookup samples 64 of the 104
+        # survivors (gpumem/_keeper.py SAMPLE); the container found counts all of them.
+        run = support.run_script(HEAD + """
+    history = []
+    for _ in range(100):
+        history.append({"loss": torch._fake_op(512, w)})
+    for step in range(6):
+        history.append({"loss": torch._fake_op(512, w)})  # KEEP
+        opt.step()
+        """)
+        self.assertEqual(run.code, 0, run.err)
+        [k] = keepers(run)
+        self.assertEqual((k["container"], k["line"], k["tensors"], k["bytes"]),
+                         ("history", support.line_of(run.script, "# KEEP"), 104, 104 * 512))
+        self.assertEqual(k["code"], 'history.append({"loss": torch._fake_op(512, w)})')
+
     def test_a_loop_that_keeps_loss_item_has_no_keeper_even_while_memory_grows(self):
         # Memory grows (a cache of plain tensors), so the watch arms; no tensor with a graph outlives a step end.
         run = support.run_script(HEAD + """

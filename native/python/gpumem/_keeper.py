@@ -30,8 +30,11 @@ step end (Optimizer.step()'s global post hook, or gpumem.step()), so:
   costs one allocated-bytes read and a comparison. Measured by test/bench/keeper/keeper_cost.py on the 2-core CI
   VM under load (load average 12, Python 3.11): the watch's own step end 0.2–0.5 µs; a heap of 0.68 M gc objects
   (a PyTorch + transformers process has 0.5–1 M): arm 0.21 s, confirm 0.04 s; 2.0 M objects: arm 0.26 s (the scan
-  stopped at its budget), confirm 0.14 s. Once per suspected leak, not per step. The GPU leaks stage prints the
-  passes' times in the real workload (KEEPER line, steps_check.json keeper_cost).
+  stopped at its budget), confirm 0.14 s; 1 004 kept dicts in a list: confirm 0.15 s (the referrers of a sample of
+  SAMPLE (64) survivors are looked up, then the container is counted). Once per suspected leak, not per step.
+  The GPU leaks stage prints the passes' times in the real workload (KEEPER line, steps_check.json keeper_cost).
+- Of several store sites of the name (a warm-up append and the loop's), the one inside the innermost loop running
+  the frame's current line is named: the training loop's.
 What it cannot see: memory kept by C++ (retain_graph inside a library), tensors without a grad_fn kept in a list
 (they are found as the leak's line, with no keeper), containers reachable only through C extension objects.
 """
@@ -47,6 +50,7 @@ import weakref
 
 GROWING = 3
 COOLDOWN = 200
+SAMPLE = 64  # survivors whose referrers are looked up
 MAX_SEARCHES = 3  # per run: a leak that goes on is named once; another growth much later gets its own search
 PREFIX = "gpumem-keeper "
 MUTATORS = ("append", "extend", "insert", "add", "update", "setdefault", "appendleft", "extendleft", "put")
@@ -194,10 +198,15 @@ class KeeperWatch:
         if not alive:
             return None
         budget = _Budget(self.budget_ms)
-        holders = _holders(alive, budget)
+        # gc.get_referrers compares every reference in the heap with each argument: a sample of the oldest and the
+        # newest survivors finds the container; then the container itself says how many it holds.
+        sample = alive if len(alive) <= SAMPLE else alive[:SAMPLE // 2] + alive[-(SAMPLE // 2):]
+        holders = _holders(sample, budget, ours=(alive,))
         if not holders:
             return None
         container, held = max(holders.values(), key=lambda h: len(h[1]))
+        if len(sample) < len(alive):
+            held = _members(container, {id(t): t for t in alive}) or held
         named = _name(container, frame, budget)
         found = {"v": 1, "step": self.steps, "container_type": type(container).__name__,
                  "tensors": len(held)}
@@ -216,12 +225,36 @@ def sentence(k):
         format_bytes(k["bytes"]), what, where, (": " + k["code"]) if k.get("code") else ""))
 
 
-def _holders(alive, budget):
+def _members(container, ids, limit=1 << 20):
+    """The kept tensors (ids: id → tensor) a container holds, directly or one level down (a dict/tuple/list per
+    step); at most `limit` members are looked at."""
+    if isinstance(container, types.FrameType):
+        values = list(container.f_locals.values())
+    elif isinstance(container, dict):
+        values = container.values()
+    elif isinstance(container, _CONTAINERS) or type(container).__name__ == "deque":
+        values = container
+    else:
+        values = list(getattr(container, "__dict__", {}).values())
+    out = []
+    for i, v in enumerate(values):
+        if i >= limit:
+            break
+        if id(v) in ids:
+            out.append(v)
+        elif isinstance(v, (dict, tuple, list)):
+            for x in (v.values() if isinstance(v, dict) else v):
+                if id(x) in ids:
+                    out.append(x)
+    return out
+
+
+def _holders(alive, budget, ours=()):
     """id(container) → (container, [kept tensors]) over the direct referrers of the kept tensors, a tensor held
     in a small dict/tuple (history.append({"loss": loss})) counted for the container that holds that."""
     ids = {id(t): t for t in alive}
     me = sys._getframe()
-    skip = {id(alive), id(ids), id(me)}
+    skip = {id(alive), id(ids), id(me)} | {id(o) for o in ours}
     out = {}
 
     def add(container, tensors):
@@ -253,7 +286,7 @@ def _holders(alive, budget):
     # A small dict/tuple per kept tensor (history.append({"loss": loss})) climbs to the list, dict, set or deque
     # that holds two or more of those.
     small = [(k, c, ts) for k, (c, ts) in out.items() if isinstance(c, (dict, tuple)) and len(ts) == 1]
-    if len(small) >= 2 and not budget.over():
+    if len(small) >= 2:  # one traversal, whatever the budget says: without it the container is unnamed
         uppers = {}
         by_id = {id(c): key for key, c, _ in small}
         refs = gc.get_referrers(*[c for _, c, _ in small])  # one heap traversal for all of them
@@ -339,7 +372,7 @@ def _site(frame, name, module_level):
     path = code.co_filename
     out = {"container": name, "file": path, "line": 0, "how": "", "code": "",
            "scope": "<module>" if module_level else code.co_name}
-    site = _find_site(path, None if module_level else _scope_lines(code), name)
+    site = _find_site(path, None if module_level else _scope_lines(code), name, frame.f_lineno)
     if site is None and not module_level:
         site = _find_site(path, None, name)  # e.g. self.history.append in another method of the class
     if site:
@@ -366,9 +399,10 @@ def _matches(node, name):
     return "." in name and "." in e and e.split(".", 1)[1] == name.split(".", 1)[1]
 
 
-def _find_site(path, span, name):
+def _find_site(path, span, name, current=None):
     """The line in `path` (within span=(first, last) lines when given) that stores into `name`: a mutator call,
-    `name += …`, `name[k] = …`; else a plain `name = …`."""
+    `name += …`, `name[k] = …`; else a plain `name = …`. Of several, one inside the innermost loop running the
+    frame's `current` line (the training loop), else the first."""
     lines = linecache.getlines(path)
     if not lines or not name:
         return None
@@ -377,8 +411,11 @@ def _find_site(path, span, name):
         tree = ast.parse(source)
     except (SyntaxError, ValueError):
         return None
-    stores, assigns = [], []
+    stores, assigns, loops = [], [], []
     for node in ast.walk(tree):
+        if current and isinstance(node, (ast.For, ast.While, ast.AsyncFor)) and \
+                node.lineno <= current <= getattr(node, "end_lineno", node.lineno):
+            loops.append((node.end_lineno - node.lineno, node.lineno, node.end_lineno))
         ln = getattr(node, "lineno", None)
         if ln is None or (span and not span[0] <= ln <= span[1]):
             continue
@@ -397,6 +434,9 @@ def _find_site(path, span, name):
     found, how = (stores, "stores") if stores else (assigns, "assigns")
     if not found:
         return None
+    if loops:
+        _, first, last = min(loops)
+        found = [f for f in found if first <= f[0] <= last] or found
     line, node = min(found, key=lambda x: (x[0], getattr(x[1], "col_offset", 0)))
     # the statement's own text (no comment), its first line, at most 160 characters
     code = (ast.get_source_segment(source, node) or lines[line - 1]).strip().splitlines()[0][:160]

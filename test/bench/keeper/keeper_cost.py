@@ -52,7 +52,8 @@ def stand_in_torch():
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--objects", type=int, default=1_000_000)
-    ap.add_argument("--kept", type=int, default=100)
+    ap.add_argument("--kept", type=int, default=100, help="tensors kept before the search starts")
+    ap.add_argument("--dicts", action="store_true", help="keep {'loss': t} per step (the search climbs to the list)")
     a = ap.parse_args()
     torch = stand_in_torch()
     from gpumem._keeper import KeeperWatch
@@ -69,9 +70,12 @@ def main():
     history = []
     w = KeeperWatch(notes.append)
     allocated = 1 << 30
+    for _ in range(a.kept):  # kept before the watch sees growth
+        t = torch.Tensor(512, torch.Node())
+        history.append({"loss": t} if a.dicts else t)
     for step in range(8):
         loss = torch.Tensor(512, torch.Node())
-        history.append(loss)
+        history.append({"loss": loss} if a.dicts else loss)
         allocated += 512
         w.step_end(allocated)
     import gc
