@@ -59,6 +59,7 @@ for s in "${stages[@]}"; do
     # Issue 15: where the lens allocator's ResNet-50 step time goes while settling and after (probe, not a test).
     resnet-overhead) run_stage resnet-overhead 420 python3 test/gpu/probes/resnet_overhead.py --so "$SO" --out "$OUT/resnet-overhead" ;;
     # Issue 17: steps found from the bootstrap's facts, and history.append(loss) found as a leak on its line.
+    # The finding carries the keeper the bootstrap named: the history.append(loss) line (Note [Leak keeper]).
     leaks) run_stage leaks 180 python3 test/gpu/steps_check.py --out "$OUT/leaks" ;;
     # Issue 20: PyTorch's own memory tests natively and under `gpumem run`, compared (needs the carried
     # .carry/pytorch-tests/test_cuda.py from test/gpu/extract_pytorch_tests.py). Ends with PASS or FAIL.
