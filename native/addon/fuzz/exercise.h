@@ -32,14 +32,12 @@ inline void exerciseModel(Model& m) {
     for (core::Policy p : {core::Policy::kPytorch, core::Policy::kLens}) {
       try {
         replayJson(replayPolicy(m, idx, p, 1ull << 30));
-      } catch (const std::runtime_error&) {
-      }
+      } catch (const std::runtime_error&) {}
       WhatIfQuery q;
       q.havePolicy = true, q.policy = p, q.capacity = 1ull << 30, q.requests = {4096, 64ull << 20, 1ull << 62};
       try {
         whatIfJson(m, idx, (t0 + t1) / 2, q);
-      } catch (const std::runtime_error&) {
-      }
+      } catch (const std::runtime_error&) {}
     }
   }
   for (uint32_t s = 0; s < m.stacks.size() && s < 64; s++) stackJson(m, s);

@@ -6,8 +6,8 @@
 #include <exception>
 
 #include "aggregate.h"
-#include "export_pickle.h"
 #include "exercise.h"
+#include "export_pickle.h"
 #include "snapshot_import.h"
 
 using namespace gpumem;

@@ -6,8 +6,8 @@
 #include <fcntl.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
-#include <unistd.h>
 #include <time.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
@@ -18,8 +18,8 @@
 #include <vector>
 
 #include "aggregate.h"
-#include "categories.h"
 #include "capture_decoder.h"
+#include "categories.h"
 #include "export_pickle.h"
 #include "gpumem_format.h"
 #include "json.h"
@@ -177,7 +177,9 @@ void openInto(Opened& o) {
   bool ok = false;
   std::vector<uint8_t> head = readRange(o.path, 0, 16, ok);
   if (!ok) throw std::runtime_error("cannot open " + o.path + ": " + strerror(errno));
-  if (head.empty()) throw std::runtime_error(o.path + " is empty: not a capture or a snapshot pickle (was the workload killed before it wrote anything?)");
+  if (head.empty())
+    throw std::runtime_error(
+        o.path + " is empty: not a capture or a snapshot pickle (was the workload killed before it wrote anything?)");
   o.model = std::make_unique<Model>();
   try {
     if (CaptureDecoder::looksLikeCapture(head.data(), head.size()) || (head.size() < 6 && head[0] == 'G')) {
@@ -197,7 +199,8 @@ void openInto(Opened& o) {
         snprintf(b, sizeof b, k ? " %02x" : "%02x", head[k]);
         hex += b;
       }
-      throw std::runtime_error(o.path + " is neither a GPU Memory Lens capture (.gpumem) nor a PyTorch snapshot pickle " +
+      throw std::runtime_error(o.path +
+                               " is neither a GPU Memory Lens capture (.gpumem) nor a PyTorch snapshot pickle " +
                                "(it starts with bytes " + hex +
                                "); open a file written by torch.cuda.memory._dump_snapshot or by a lens run");
     }
@@ -209,36 +212,24 @@ void openInto(Opened& o) {
 class Handle : public Napi::ObjectWrap<Handle> {
  public:
   static Napi::Function Define(Napi::Env env) {
-    return DefineClass(env, "ModelHandle",
-                       {
-                           InstanceMethod("format", &Handle::Format),
-                           InstanceMethod("header", &Handle::Header),
-                           InstanceMethod("devices", &Handle::Devices),
-                           InstanceMethod("problems", &Handle::Problems),
-                           InstanceMethod("fileInfo", &Handle::FileInfo),
-                           InstanceMethod("poll", &Handle::Poll),
-                           InstanceMethod("ended", &Handle::Ended),
-                           InstanceMethod("endRecord", &Handle::EndRecord),
-                           InstanceMethod("timeRange", &Handle::TimeRange),
-                           InstanceMethod("current", &Handle::Current),
-                           InstanceMethod("timeline", &Handle::Timeline),
-                           InstanceMethod("stateAt", &Handle::StateAt),
-                           InstanceMethod("lineStats", &Handle::LineStats),
-                           InstanceMethod("stack", &Handle::Stack),
-                           InstanceMethod("markers", &Handle::Markers),
-                           InstanceMethod("stepTable", &Handle::StepTable),
-                           InstanceMethod("categories", &Handle::Categories),
-                           InstanceMethod("ooms", &Handle::Ooms),
-                           InstanceMethod("spans", &Handle::Spans),
-                           InstanceMethod("diff", &Handle::Diff),
-                           InstanceMethod("summary", &Handle::Summary),
-                           InstanceMethod("exportPickle", &Handle::ExportPickle),
-                           InstanceMethod("whatIf", &Handle::WhatIf),
-                           InstanceMethod("replay", &Handle::Replay),
-                           InstanceMethod("eventCount", &Handle::EventCount),
-                           InstanceMethod("timings", &Handle::Timings),
-                           InstanceMethod("close", &Handle::Close),
-                       });
+    return DefineClass(
+        env, "ModelHandle",
+        {
+            InstanceMethod("format", &Handle::Format),         InstanceMethod("header", &Handle::Header),
+            InstanceMethod("devices", &Handle::Devices),       InstanceMethod("problems", &Handle::Problems),
+            InstanceMethod("fileInfo", &Handle::FileInfo),     InstanceMethod("poll", &Handle::Poll),
+            InstanceMethod("ended", &Handle::Ended),           InstanceMethod("endRecord", &Handle::EndRecord),
+            InstanceMethod("timeRange", &Handle::TimeRange),   InstanceMethod("current", &Handle::Current),
+            InstanceMethod("timeline", &Handle::Timeline),     InstanceMethod("stateAt", &Handle::StateAt),
+            InstanceMethod("lineStats", &Handle::LineStats),   InstanceMethod("stack", &Handle::Stack),
+            InstanceMethod("markers", &Handle::Markers),       InstanceMethod("stepTable", &Handle::StepTable),
+            InstanceMethod("categories", &Handle::Categories), InstanceMethod("ooms", &Handle::Ooms),
+            InstanceMethod("spans", &Handle::Spans),           InstanceMethod("diff", &Handle::Diff),
+            InstanceMethod("summary", &Handle::Summary),       InstanceMethod("exportPickle", &Handle::ExportPickle),
+            InstanceMethod("whatIf", &Handle::WhatIf),         InstanceMethod("replay", &Handle::Replay),
+            InstanceMethod("eventCount", &Handle::EventCount), InstanceMethod("timings", &Handle::Timings),
+            InstanceMethod("close", &Handle::Close),
+        });
   }
 
   // new ModelHandle(path) reads the file on the calling thread; openAsync passes an External holding
@@ -265,7 +256,12 @@ class Handle : public Napi::ObjectWrap<Handle> {
   // Where opening time went (for test/bench/reader): read+decode vs pairing/series.
   Napi::Value Timings(const Napi::CallbackInfo& info) {
     json::Writer j;
-    j.open('{').kv("decodeNs", o_.decodeNs).kv("deriveNs", o_.deriveNs).kv("decodeCpuNs", o_.decodeCpuNs).kv("deriveCpuNs", o_.deriveCpuNs).close('}');
+    j.open('{')
+        .kv("decodeNs", o_.decodeNs)
+        .kv("deriveNs", o_.deriveNs)
+        .kv("decodeCpuNs", o_.decodeCpuNs)
+        .kv("deriveCpuNs", o_.deriveCpuNs)
+        .close('}');
     return Str(info.Env(), j.s);
   }
 
@@ -273,7 +269,9 @@ class Handle : public Napi::ObjectWrap<Handle> {
     if (!o_.model) throw Napi::Error::New(env, "this model was closed");
     return *o_.model;
   }
-  static int Dev(const Napi::CallbackInfo& info, size_t i) { return info.Length() > i && info[i].IsNumber() ? info[i].As<Napi::Number>().Int32Value() : 0; }
+  static int Dev(const Napi::CallbackInfo& info, size_t i) {
+    return info.Length() > i && info[i].IsNumber() ? info[i].As<Napi::Number>().Int32Value() : 0;
+  }
   static double Num(const Napi::CallbackInfo& info, size_t i, double fallback) {
     return info.Length() > i && info[i].IsNumber() ? info[i].As<Napi::Number>().DoubleValue() : fallback;
   }
@@ -290,10 +288,14 @@ class Handle : public Napi::ObjectWrap<Handle> {
     if (capture_ && !capture_->damaged() && capture_->pendingBytes() > 0 && !m.ended) {
       // A record still being written (live) or cut off by a crash: say which, as far as we can tell.
       json::Writer j;
-      j.open('{').kvu("offset", capture_->offset()).kvs("message", "the capture ends with an incomplete record at byte " +
-                                                                   std::to_string(capture_->offset()) + " (" +
-                                                                   std::to_string(capture_->pendingBytes()) +
-                                                                   " bytes); if the workload is still running it is completed on the next poll, otherwise the process died while writing it").kvs("kind", "incomplete").close('}');
+      j.open('{')
+          .kvu("offset", capture_->offset())
+          .kvs("message", "the capture ends with an incomplete record at byte " + std::to_string(capture_->offset()) +
+                              " (" + std::to_string(capture_->pendingBytes()) +
+                              " bytes); if the workload is still running it is completed on the next poll, otherwise "
+                              "the process died while writing it")
+          .kvs("kind", "incomplete")
+          .close('}');
       json = json.size() > 2 ? json.substr(0, json.size() - 1) + "," + j.s + "]" : "[" + j.s + "]";
     }
     return Str(info.Env(), json);
@@ -315,16 +317,29 @@ class Handle : public Napi::ObjectWrap<Handle> {
     j.open('{').kvu("reason", m.end.reason).kv("exitCode", m.end.exitCode).kvs("message", m.end.message).close('}');
     return Str(info.Env(), j.s);
   }
-  Napi::Value TimeRange(const Napi::CallbackInfo& info) { return Str(info.Env(), timeRangeJson(M(info.Env()), Dev(info, 0))); }
-  Napi::Value Current(const Napi::CallbackInfo& info) { return Str(info.Env(), currentJson(M(info.Env()), Dev(info, 0))); }
+  Napi::Value TimeRange(const Napi::CallbackInfo& info) {
+    return Str(info.Env(), timeRangeJson(M(info.Env()), Dev(info, 0)));
+  }
+  Napi::Value Current(const Napi::CallbackInfo& info) {
+    return Str(info.Env(), currentJson(M(info.Env()), Dev(info, 0)));
+  }
   Napi::Value Timeline(const Napi::CallbackInfo& info) {
     bool owners = info.Length() > 4 && info[4].IsBoolean() && info[4].As<Napi::Boolean>().Value();
-    return Str(info.Env(), timelineJson(M(info.Env()), Dev(info, 0), Num(info, 1, 0), Num(info, 2, 0), (int)Num(info, 3, 100), owners));
+    return Str(info.Env(), timelineJson(M(info.Env()), Dev(info, 0), Num(info, 1, 0), Num(info, 2, 0),
+                                        (int)Num(info, 3, 100), owners));
   }
-  Napi::Value StateAt(const Napi::CallbackInfo& info) { return Str(info.Env(), stateJson(M(info.Env()), Dev(info, 0), Num(info, 1, INFINITY))); }
-  Napi::Value LineStats(const Napi::CallbackInfo& info) { return Str(info.Env(), lineStatsJson(M(info.Env()), Dev(info, 0))); }
-  Napi::Value Stack(const Napi::CallbackInfo& info) { return Str(info.Env(), stackJson(M(info.Env()), (uint32_t)Num(info, 0, 0))); }
-  Napi::Value Markers(const Napi::CallbackInfo& info) { return Str(info.Env(), markersJson(M(info.Env()), Dev(info, 0))); }
+  Napi::Value StateAt(const Napi::CallbackInfo& info) {
+    return Str(info.Env(), stateJson(M(info.Env()), Dev(info, 0), Num(info, 1, INFINITY)));
+  }
+  Napi::Value LineStats(const Napi::CallbackInfo& info) {
+    return Str(info.Env(), lineStatsJson(M(info.Env()), Dev(info, 0)));
+  }
+  Napi::Value Stack(const Napi::CallbackInfo& info) {
+    return Str(info.Env(), stackJson(M(info.Env()), (uint32_t)Num(info, 0, 0)));
+  }
+  Napi::Value Markers(const Napi::CallbackInfo& info) {
+    return Str(info.Env(), markersJson(M(info.Env()), Dev(info, 0)));
+  }
   Napi::Value StepTable(const Napi::CallbackInfo& info) {
     Napi::Env env = info.Env();
     if (info.Length() < 2 || !info[1].IsArray()) throw Napi::TypeError::New(env, "stepTable(device, endsUs: number[])");
@@ -356,8 +371,8 @@ class Handle : public Napi::ObjectWrap<Handle> {
   }
   Napi::Value Ooms(const Napi::CallbackInfo& info) { return Str(info.Env(), oomsJson(M(info.Env()))); }
   Napi::Value Spans(const Napi::CallbackInfo& info) {
-    return Str(info.Env(), spansJson(M(info.Env()), Dev(info, 0), Num(info, 1, -INFINITY), Num(info, 2, INFINITY), (size_t)Num(info, 3, 1000),
-                                     (int)Num(info, 4, -1)));
+    return Str(info.Env(), spansJson(M(info.Env()), Dev(info, 0), Num(info, 1, -INFINITY), Num(info, 2, INFINITY),
+                                     (size_t)Num(info, 3, 1000), (int)Num(info, 4, -1)));
   }
   Napi::Value Diff(const Napi::CallbackInfo& info) {
     Model& a = M(info.Env());
@@ -384,7 +399,8 @@ class Handle : public Napi::ObjectWrap<Handle> {
   static core::Policy PolicyArg(Napi::Env env, const Napi::Value& v, const char* where) {
     core::Policy p;
     if (!v.IsString() || !core::parse_policy(v.As<Napi::String>().Utf8Value(), &p))
-      throw Napi::TypeError::New(env, std::string(where) + ": policy must be 'pytorch', 'pytorch-expandable', 'lens' or 'lens-no-trim'");
+      throw Napi::TypeError::New(
+          env, std::string(where) + ": policy must be 'pytorch', 'pytorch-expandable', 'lens' or 'lens-no-trim'");
     return p;
   }
   static uint64_t BytesArg(Napi::Env env, const Napi::Value& v, const char* what) {
@@ -421,9 +437,12 @@ class Handle : public Napi::ObjectWrap<Handle> {
   Napi::Value Replay(const Napi::CallbackInfo& info) {
     Napi::Env env = info.Env();
     Model& m = M(env);
-    if (info.Length() < 2 || !info[0].IsNumber()) throw Napi::TypeError::New(env, "replay(device, policy, capacityBytes?)");
+    if (info.Length() < 2 || !info[0].IsNumber())
+      throw Napi::TypeError::New(env, "replay(device, policy, capacityBytes?)");
     core::Policy p = PolicyArg(env, info[1], "replay");
-    uint64_t capacity = info.Length() > 2 && !info[2].IsUndefined() && !info[2].IsNull() ? BytesArg(env, info[2], "replay: capacityBytes") : 0;
+    uint64_t capacity = info.Length() > 2 && !info[2].IsUndefined() && !info[2].IsNull()
+                            ? BytesArg(env, info[2], "replay: capacityBytes")
+                            : 0;
     try {
       return Str(env, replayJson(replayPolicy(m, Dev(info, 0), p, capacity)));
     } catch (const std::exception& e) {
@@ -451,7 +470,8 @@ class Handle : public Napi::ObjectWrap<Handle> {
 // then only by the JS thread.
 class OpenWorker : public Napi::AsyncWorker {
  public:
-  OpenWorker(Napi::Env env, std::string path) : Napi::AsyncWorker(env, "gpumemOpen"), deferred_(Napi::Promise::Deferred::New(env)) {
+  OpenWorker(Napi::Env env, std::string path)
+      : Napi::AsyncWorker(env, "gpumemOpen"), deferred_(Napi::Promise::Deferred::New(env)) {
     o_.path = std::move(path);
   }
   Napi::Promise Promise() { return deferred_.Promise(); }
@@ -491,7 +511,8 @@ static Napi::Object Init(Napi::Env env, Napi::Object exports) {
   exports.Set("ModelHandle", ctor);
   exports.Set("openAsync", Napi::Function::New(env, [](const Napi::CallbackInfo& info) -> Napi::Value {
                 Napi::Env env = info.Env();
-                if (info.Length() < 1 || !info[0].IsString()) throw Napi::TypeError::New(env, "openAsync(path): path must be a string");
+                if (info.Length() < 1 || !info[0].IsString())
+                  throw Napi::TypeError::New(env, "openAsync(path): path must be a string");
                 auto* w = new gpumem::OpenWorker(env, info[0].As<Napi::String>().Utf8Value());
                 Napi::Promise p = w->Promise();
                 w->Queue();

@@ -13,7 +13,8 @@ namespace gpumem {
 
 namespace {
 
-const char* const kMarkerKinds[] = {"user", "range_begin", "range_end", "empty_cache", "snapshot", "oom", "notice", "step"};
+const char* const kMarkerKinds[] = {"user",     "range_begin", "range_end", "empty_cache",
+                                    "snapshot", "oom",         "notice",    "step"};
 const char* const kPoolNames[] = {"large", "small", "private"};
 constexpr const char* kNoUserFrame = "<no user frame>";
 
@@ -98,7 +99,8 @@ std::string devicesJson(const Model& m) {
 std::string problemsJson(const Model& m) {
   json::Writer j;
   j.open('[');
-  for (const auto& p : m.problems) j.open('{').kvu("offset", p.offset).kvs("message", p.message).kvs("kind", p.kind).close('}');
+  for (const auto& p : m.problems)
+    j.open('{').kvu("offset", p.offset).kvs("message", p.message).kvs("kind", p.kind).close('}');
   return j.close(']').s;
 }
 
@@ -111,13 +113,19 @@ std::string fileInfoJson(const Model& m) {
   for (const auto& [idx, d] : m.devices)
     if (d.count() && (!haveOrigin || d.t.front() < origin)) origin = d.t.front(), haveOrigin = true;
   j.key("originUs");
-  if (haveOrigin) j.num(origin); else j.raw("null");
+  if (haveOrigin)
+    j.num(origin);
+  else
+    j.raw("null");
   int64_t last = m.lastUs;
   bool haveLast = m.haveLastUs;
   for (const auto& [idx, d] : m.devices)
     if (d.count() && (!haveLast || d.t.back() > last)) last = d.t.back(), haveLast = true;
   j.key("lastUs");
-  if (haveLast) j.num(last); else j.raw("null");
+  if (haveLast)
+    j.num(last);
+  else
+    j.raw("null");
   j.key("devices").open('[');
   for (const auto& [idx, id] : m.deviceIds) {
     j.open('{').kv("index", idx).kvs("name", id.name).kvu("totalBytes", id.totalBytes);
@@ -128,17 +136,32 @@ std::string fileInfoJson(const Model& m) {
   for (const auto& [idx, d] : m.devices) j.item().num(idx);
   j.close(']').key("end");
   if (m.end.seen) {
-    j.open('{').kv("tUs", m.end.tUs).kv("exitCode", m.end.exitCode).kvu("reason", m.end.reason).kvs("message", m.end.message).close('}');
+    j.open('{')
+        .kv("tUs", m.end.tUs)
+        .kv("exitCode", m.end.exitCode)
+        .kvu("reason", m.end.reason)
+        .kvs("message", m.end.message)
+        .close('}');
   } else {
     j.raw("null");
   }
   j.kvu("lostEvents", m.lostEvents).key("firstLostUs");
-  if (m.lostEvents) j.num(m.firstLostUs); else j.raw("null");
+  if (m.lostEvents)
+    j.num(m.firstLostUs);
+  else
+    j.raw("null");
   // Budgeted captures (FORMAT.md §5): the compacted ranges; full detail after the last one.
   j.key("aggregated").open('[');
   for (const auto& a : m.aggregated)
-    j.open('{').kv("fromUs", a.fromUs).kv("toUs", a.toUs).kvu("events", a.events).kvu("bytes", a.bytes)
-        .kvu("budgetBytes", a.budgetBytes).kvu("restated", a.restated).kvu("peaks", a.peaks).close('}');
+    j.open('{')
+        .kv("fromUs", a.fromUs)
+        .kv("toUs", a.toUs)
+        .kvu("events", a.events)
+        .kvu("bytes", a.bytes)
+        .kvu("budgetBytes", a.budgetBytes)
+        .kvu("restated", a.restated)
+        .kvu("peaks", a.peaks)
+        .close('}');
   j.close(']');
   return j.close('}').s;
 }
@@ -198,7 +221,14 @@ std::string currentJson(const Model& m, int index) {
   const DeviceData* d = dev(m, index);
   json::Writer j;
   j.open('{');
-  if (!d) return j.kv("allocatedBytes", 0).kv("reservedBytes", 0).kv("peakAllocatedBytes", 0).kv("peakReservedBytes", 0).kv("timeUs", 0).close('}').s;
+  if (!d)
+    return j.kv("allocatedBytes", 0)
+        .kv("reservedBytes", 0)
+        .kv("peakAllocatedBytes", 0)
+        .kv("peakReservedBytes", 0)
+        .kv("timeUs", 0)
+        .close('}')
+        .s;
   size_t n = d->count();
   j.kv("allocatedBytes", allocatedBefore(*d, n)).kv("reservedBytes", reservedBefore(*d, n));
   j.kv("peakAllocatedBytes", d->peakAllocated).kv("peakReservedBytes", d->peakReserved);
@@ -252,7 +282,6 @@ void rangeMinMax(const std::vector<int64_t>& base, const Pyramid& p, size_t lo, 
 }
 
 }  // namespace
-
 
 std::string stateJson(const Model& m, int index, double tUs) {
   const DeviceData* d = dev(m, index);
@@ -355,9 +384,9 @@ constexpr size_t kOwnerLines = 12, kOwnerStep = 1u << 16;
 
 struct OwnerCache {
   size_t builtFor = SIZE_MAX, stacksFor = 0;
-  std::vector<LineKey> top;             // group k < top.size(): this line
-  std::vector<uint8_t> stackGroup;      // stack id → group
-  size_t groups = 0;                    // top.size() + 2: … other lines, before the trace
+  std::vector<LineKey> top;               // group k < top.size(): this line
+  std::vector<uint8_t> stackGroup;        // stack id → group
+  size_t groups = 0;                      // top.size() + 2: … other lines, before the trace
   std::vector<int64_t> bytesAt, countAt;  // per checkpoint (event kOwnerStep · c), groups each
   int64_t startCount = 0;
   size_t other() const { return top.size(); }
@@ -396,7 +425,8 @@ const OwnerCache& ownersOf(const Model& m, const DeviceData& d) {
     int64_t n = 0;
     for (const auto& seg : d.finalSegments)
       for (const auto& b : seg.blocks) n += b.state == ST_ALLOCATED;
-    for (size_t i = 0; i < d.count(); i++) n += d.action[i] == ACT_FREE_REQUESTED ? 1 : d.action[i] == ACT_ALLOC ? -1 : 0;
+    for (size_t i = 0; i < d.count(); i++)
+      n += d.action[i] == ACT_FREE_REQUESTED ? 1 : d.action[i] == ACT_ALLOC ? -1 : 0;
     c.startCount = std::max<int64_t>(n, 0);
   }
   std::vector<int64_t> bytes(c.groups, 0), count(c.groups, 0);
@@ -410,8 +440,10 @@ const OwnerCache& ownersOf(const Model& m, const DeviceData& d) {
     uint8_t a = d.action[i];
     if (a != ACT_ALLOC && a != ACT_FREE_REQUESTED) continue;
     uint8_t g = c.groupOfEvent(d, i);
-    if (a == ACT_ALLOC) bytes[g] = wrapAdd(bytes[g], d.size[i]), count[g]++;
-    else bytes[g] = wrapSub(bytes[g], d.size[i]), count[g]--;
+    if (a == ACT_ALLOC)
+      bytes[g] = wrapAdd(bytes[g], d.size[i]), count[g]++;
+    else
+      bytes[g] = wrapSub(bytes[g], d.size[i]), count[g]--;
   }
   c.builtFor = d.count();
   c.stacksFor = m.stacks.size();
@@ -419,17 +451,21 @@ const OwnerCache& ownersOf(const Model& m, const DeviceData& d) {
 }
 
 // Group bytes and counts after the first n events, walked forward from (bytes, count) after `from`.
-void ownersAdvance(const OwnerCache& c, const DeviceData& d, size_t from, size_t n, std::vector<int64_t>& bytes, std::vector<int64_t>& count) {
+void ownersAdvance(const OwnerCache& c, const DeviceData& d, size_t from, size_t n, std::vector<int64_t>& bytes,
+                   std::vector<int64_t>& count) {
   for (size_t i = from; i < n; i++) {
     uint8_t a = d.action[i];
     if (a != ACT_ALLOC && a != ACT_FREE_REQUESTED) continue;
     uint8_t g = c.groupOfEvent(d, i);
-    if (a == ACT_ALLOC) bytes[g] = wrapAdd(bytes[g], d.size[i]), count[g]++;
-    else bytes[g] = wrapSub(bytes[g], d.size[i]), count[g]--;
+    if (a == ACT_ALLOC)
+      bytes[g] = wrapAdd(bytes[g], d.size[i]), count[g]++;
+    else
+      bytes[g] = wrapSub(bytes[g], d.size[i]), count[g]--;
   }
 }
 
-void ownersAt(const OwnerCache& c, const DeviceData& d, size_t n, std::vector<int64_t>& bytes, std::vector<int64_t>& count) {
+void ownersAt(const OwnerCache& c, const DeviceData& d, size_t n, std::vector<int64_t>& bytes,
+              std::vector<int64_t>& count) {
   size_t cp = std::min(n / kOwnerStep, c.bytesAt.size() / std::max<size_t>(c.groups, 1));
   if (cp == 0 && c.bytesAt.empty()) {
     bytes.assign(c.groups, 0), count.assign(c.groups, 0);
@@ -466,7 +502,11 @@ std::string lineStatsJson(const Model& m, int index) {
       if (owners.top[g] == k) group = (int)g;
     j.kv("ownerGroup", group).key("topStacks").open('[');
     for (size_t s = 0; s < L->stacks.size() && s < 5; s++)
-      j.open('{').kv("stackId", L->stacks[s].first).kvu("bytesAtPeak", L->stacks[s].second->atPeak).kvu("count", L->stacks[s].second->count).close('}');
+      j.open('{')
+          .kv("stackId", L->stacks[s].first)
+          .kvu("bytesAtPeak", L->stacks[s].second->atPeak)
+          .kvu("count", L->stacks[s].second->count)
+          .close('}');
     j.close(']').close('}');
   }
   return j.close(']').s;
@@ -494,7 +534,11 @@ std::string markersJson(const Model& m, int index) {
   for (const auto& mk : d->markers) sorted.push_back(&mk);
   std::stable_sort(sorted.begin(), sorted.end(), [](auto a, auto b) { return a->tUs < b->tUs; });
   for (const MarkerData* mk : sorted) {
-    j.open('{').kv("device", index).kv("timeUs", mk->tUs).kvs("kind", kMarkerKinds[mk->kind]).kvs("label", m.strings[mk->label]);
+    j.open('{')
+        .kv("device", index)
+        .kv("timeUs", mk->tUs)
+        .kvs("kind", kMarkerKinds[mk->kind])
+        .kvs("label", m.strings[mk->label]);
     if (!mk->detailJson.empty()) j.key("detail").raw(mk->detailJson);
     j.close('}');
   }
@@ -515,9 +559,15 @@ std::string oomsJson(const Model& m) {
       }
       // The allocator's own free memory would fit the request, but not in one piece.
       bool frag = reserved >= allocated && reserved - allocated >= o.requested;
-      j.open('{').kv("device", idx).kv("timeUs", o.tUs).kvu("requestedBytes", o.requested).kvu("deviceFreeBytes", o.deviceFree);
+      j.open('{')
+          .kv("device", idx)
+          .kv("timeUs", o.tUs)
+          .kvu("requestedBytes", o.requested)
+          .kvu("deviceFreeBytes", o.deviceFree);
       j.kvu("deviceTotalBytes", o.deviceTotal).kvu("reservedBytes", reserved).kvu("allocatedBytes", allocated);
-      j.kvu("largestFreeBlockBytes", largest).kvs("verdict", frag ? "fragmentation" : "shortage").kv("stackId", o.stack);
+      j.kvu("largestFreeBlockBytes", largest)
+          .kvs("verdict", frag ? "fragmentation" : "shortage")
+          .kv("stackId", o.stack);
       // The line that asked: the innermost user frame, by the same rule as line attribution.
       LineKey at = o.stack < m.stacks.size() ? selfLine(m, o.stack) : kNoUserLine;
       j.kvs("file", lineFile(m, at)).kv("line", at.second).close('}');
@@ -566,7 +616,8 @@ std::string spansJson(const Model& m, int index, double t0, double t1, size_t ma
     } else {
       continue;
     }
-    if (start <= t1 && end >= t0 && (!owners || (int)owners->groupOfEvent(*d, i) == owner)) offer(Span{(uint32_t)i, d->size[i]});
+    if (start <= t1 && end >= t0 && (!owners || (int)owners->groupOfEvent(*d, i) == owner))
+      offer(Span{(uint32_t)i, d->size[i]});
   }
   std::sort_heap(spans.begin(), spans.end(), better);
   size_t keep = spans.size();
@@ -609,7 +660,8 @@ std::string diffJson(const Model& a, int index, double aUs, const Model& b, doub
   std::map<std::pair<std::string, uint32_t>, std::pair<uint64_t, uint64_t>> rows;
   for (const auto& [k, v] : before) rows[k].first = v;
   for (const auto& [k, v] : after) rows[k].second = v;
-  std::vector<std::pair<std::pair<std::string, uint32_t>, std::pair<uint64_t, uint64_t>>> sorted(rows.begin(), rows.end());
+  std::vector<std::pair<std::pair<std::string, uint32_t>, std::pair<uint64_t, uint64_t>>> sorted(rows.begin(),
+                                                                                                 rows.end());
   std::stable_sort(sorted.begin(), sorted.end(), [](const auto& x, const auto& y) {
     auto dist = [](uint64_t a, uint64_t b) { return a > b ? a - b : b - a; };
     return dist(x.second.second, x.second.first) > dist(y.second.second, y.second.first);
@@ -657,8 +709,9 @@ std::string timelineJson(Model& m, int index, double t0, double t1, int buckets,
       double ta = t0 + k * w, tb = k == buckets - 1 ? t1 : t0 + (k + 1) * w;
       // Events in [ta, tb) (the last bucket includes t1); the value carried in from before counts too.
       size_t i0 = std::lower_bound(d.t.begin(), d.t.end(), clampToI64(std::ceil(ta))) - d.t.begin();
-      size_t i1 = k == buckets - 1 ? eventsUpTo(d, tb)
-                                   : (size_t)(std::lower_bound(d.t.begin(), d.t.end(), clampToI64(std::ceil(tb))) - d.t.begin());
+      size_t i1 = k == buckets - 1
+                      ? eventsUpTo(d, tb)
+                      : (size_t)(std::lower_bound(d.t.begin(), d.t.end(), clampToI64(std::ceil(tb))) - d.t.begin());
       i1 = std::max(i1, i0);
       int64_t a = allocatedBefore(d, i0), r = reservedBefore(d, i0);
       int64_t alo = a, ahi = a, rlo = r, rhi = r;
@@ -744,7 +797,10 @@ std::string stepTableJson(const Model& m, int index, const std::vector<double>& 
           if (it->second == 0) live.erase(it);
         }
       }
-      if (d->allocated[i] > peak) { peak = d->allocated[i]; peakT = d->t[i]; }
+      if (d->allocated[i] > peak) {
+        peak = d->allocated[i];
+        peakT = d->t[i];
+      }
     }
     for (const auto& [key, bytes] : live) {
       auto& v = series[key];

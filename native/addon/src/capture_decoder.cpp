@@ -24,10 +24,23 @@ T load(const uint8_t* p) {
 // Record types whose payload starts with `u64 t_ns` (every type but the interned tables).
 bool timed(uint8_t type) {
   switch (type) {
-    case f::REC_ALLOC: case f::REC_FREE_REQUESTED: case f::REC_FREE_COMPLETED: case f::REC_SEGMENT_ALLOC:
-    case f::REC_SEGMENT_FREE: case f::REC_SEGMENT_MAP: case f::REC_SEGMENT_UNMAP: case f::REC_EMPTY_CACHE:
-    case f::REC_OOM: case f::REC_STATE: case f::REC_DEVICE_SAMPLE: case f::REC_MARKER: case f::REC_NOTICE:
-    case f::REC_STATS: case f::REC_DEVICE: case f::REC_LOST: case f::REC_END: return true;
+    case f::REC_ALLOC:
+    case f::REC_FREE_REQUESTED:
+    case f::REC_FREE_COMPLETED:
+    case f::REC_SEGMENT_ALLOC:
+    case f::REC_SEGMENT_FREE:
+    case f::REC_SEGMENT_MAP:
+    case f::REC_SEGMENT_UNMAP:
+    case f::REC_EMPTY_CACHE:
+    case f::REC_OOM:
+    case f::REC_STATE:
+    case f::REC_DEVICE_SAMPLE:
+    case f::REC_MARKER:
+    case f::REC_NOTICE:
+    case f::REC_STATS:
+    case f::REC_DEVICE:
+    case f::REC_LOST:
+    case f::REC_END: return true;
     default: return false;
   }
 }
@@ -68,17 +81,22 @@ uint32_t CaptureDecoder::stack(uint32_t id) const {
 size_t CaptureDecoder::feedHeader(Model& m, const uint8_t* data, size_t len) {
   if (len < sizeof(f::FileHeader)) {
     if (len >= 6 && !looksLikeCapture(data, len))
-      throw CaptureError("this file is not a GPU Memory Lens capture (no GPUMEM magic); open a .gpumem file written by the lens allocator");
+      throw CaptureError(
+          "this file is not a GPU Memory Lens capture (no GPUMEM magic); open a .gpumem file written by the lens "
+          "allocator");
     return 0;
   }
   f::FileHeader fh = load<f::FileHeader>(data);
   if (memcmp(fh.magic, f::kMagic, 8) != 0)
-    throw CaptureError("this file is not a GPU Memory Lens capture (its first bytes are not the GPUMEM magic); open a .gpumem file written by the lens allocator");
+    throw CaptureError(
+        "this file is not a GPU Memory Lens capture (its first bytes are not the GPUMEM magic); open a .gpumem file "
+        "written by the lens allocator");
   if (fh.major > f::kMajor)
     throw CaptureError("this capture uses format " + std::to_string(fh.major) + "." + std::to_string(fh.minor) +
                        ", newer than this version of GPU Memory Lens understands (" + std::to_string(f::kMajor) +
                        ".x); update the extension to open it");
-  if (fh.major < 1) throw CaptureError("this capture declares format version 0, which was never released; the file is damaged");
+  if (fh.major < 1)
+    throw CaptureError("this capture declares format version 0, which was never released; the file is damaged");
   if (fh.json_bytes > f::kMaxHeaderJson)
     throw CaptureError("this capture's header claims " + std::to_string(fh.json_bytes) +
                        " bytes of JSON (more than the format allows); the file is damaged at byte 12");
@@ -93,8 +111,11 @@ size_t CaptureDecoder::feedHeader(Model& m, const uint8_t* data, size_t len) {
   json::Value h;
   std::string err;
   if (!json::parse(m.headerJson, &h, &err) || !h.is_object()) {
-    m.problems.push_back(Problem{sizeof fh, "the capture header is not a JSON object (" + (err.empty() ? std::string("not an object") : err) +
-                                                "); identity, clock anchors and settings are unknown", "header"});
+    m.problems.push_back(Problem{sizeof fh,
+                                 "the capture header is not a JSON object (" +
+                                     (err.empty() ? std::string("not an object") : err) +
+                                     "); identity, clock anchors and settings are unknown",
+                                 "header"});
     h = json::Value::object();
     m.headerJson = "{}";
   }
@@ -110,7 +131,9 @@ size_t CaptureDecoder::feedHeader(Model& m, const uint8_t* data, size_t len) {
   if (intOf("mono_anchor_ns", mono) && intOf("wall_anchor_ns", wall)) {
     monoAnchorNs_ = mono, wallAnchorNs_ = wall;
   } else {
-    m.problems.push_back(Problem{12, "the capture header has no clock anchors; times are the workload's monotonic clock, not wall time", "header"});
+    m.problems.push_back(
+        Problem{12, "the capture header has no clock anchors; times are the workload's monotonic clock, not wall time",
+                "header"});
   }
   const json::Value* boot = h.find("bootstrap_dir");
   if (boot && boot->is_string() && boot->as_string().size() > 1) {
@@ -167,8 +190,9 @@ size_t CaptureDecoder::feed(Model& m, const uint8_t* data, size_t len) {
 bool CaptureDecoder::record(Model& m, uint8_t type, uint8_t device, uint16_t flags, const uint8_t* p, uint32_t n,
                             uint64_t at) {
   auto tooShort = [&](const char* what) {
-    m.problems.push_back(Problem{at, std::string("the capture is damaged at byte ") + std::to_string(at) + ": a " + what +
-                                         " record is shorter than its layout (" + std::to_string(n) + " bytes)"});
+    m.problems.push_back(Problem{at, std::string("the capture is damaged at byte ") + std::to_string(at) + ": a " +
+                                         what + " record is shorter than its layout (" + std::to_string(n) +
+                                         " bytes)"});
     return false;
   };
   switch (type) {
@@ -203,7 +227,9 @@ bool CaptureDecoder::record(Model& m, uint8_t type, uint8_t device, uint16_t fla
     case f::REC_FREE_COMPLETED: {
       if (n < sizeof(f::BlockEvent)) return tooShort("block event");
       auto e = load<f::BlockEvent>(p);
-      uint8_t act = type == f::REC_ALLOC ? ACT_ALLOC : type == f::REC_FREE_REQUESTED ? ACT_FREE_REQUESTED : ACT_FREE_COMPLETED;
+      uint8_t act = type == f::REC_ALLOC            ? ACT_ALLOC
+                    : type == f::REC_FREE_REQUESTED ? ACT_FREE_REQUESTED
+                                                    : ACT_FREE_COMPLETED;
       DeviceData& d = dev(m, device);
       if (flags & f::kRestated) d.restated.push_back((uint32_t)d.count());
       d.pushEvent(toUs(e.t_ns), act, e.addr, e.size, e.requested, e.stream, stack(e.stack), poolOf(flags));
@@ -252,7 +278,7 @@ bool CaptureDecoder::record(Model& m, uint8_t type, uint8_t device, uint16_t fla
       // Note [Expandable reservations]: an expandable segment's VA reservation holds no memory (PyTorch
       // reports only its mapped pages), so segment_alloc/free flagged expandable do not count as reserved.
       if ((type == f::REC_SEGMENT_ALLOC || type == f::REC_SEGMENT_FREE) && (flags & f::kSegExpandable)) return true;
-      uint8_t act = type == f::REC_SEGMENT_ALLOC ? ACT_SEGMENT_ALLOC
+      uint8_t act = type == f::REC_SEGMENT_ALLOC  ? ACT_SEGMENT_ALLOC
                     : type == f::REC_SEGMENT_FREE ? ACT_SEGMENT_FREE
                     : type == f::REC_SEGMENT_MAP  ? ACT_SEGMENT_MAP
                                                   : ACT_SEGMENT_UNMAP;
@@ -274,8 +300,8 @@ bool CaptureDecoder::record(Model& m, uint8_t type, uint8_t device, uint16_t fla
       if (n < sizeof(f::OomRec)) return tooShort("out-of-memory");
       auto r = load<f::OomRec>(p);
       DeviceData& d = dev(m, device);
-      OomData o{toUs(r.t_ns), r.requested, r.device_free, r.device_total, r.reserved, r.allocated, r.largest_free,
-                stack(r.stack), true, (uint32_t)d.count()};
+      OomData o{toUs(r.t_ns), r.requested,    r.device_free,  r.device_total, r.reserved,
+                r.allocated,  r.largest_free, stack(r.stack), true,           (uint32_t)d.count()};
       d.ooms.push_back(o);
       d.pushEvent(o.tUs, ACT_OOM, r.device_free, r.requested, 0, r.stream, o.stack, POOL_LARGE);
       events_++;
@@ -299,7 +325,8 @@ bool CaptureDecoder::record(Model& m, uint8_t type, uint8_t device, uint16_t fla
         if (g.nblocks > (n - pos) / sizeof(f::StateBlock)) return tooShort("state");
         for (uint32_t b = 0; b < g.nblocks; b++, pos += sizeof(f::StateBlock)) {
           auto bl = load<f::StateBlock>(p + pos);
-          sd.blocks.push_back(BlockData{bl.addr, bl.size, bl.requested, stack(bl.stack), (uint8_t)(bl.state <= 2 ? bl.state : 0)});
+          sd.blocks.push_back(
+              BlockData{bl.addr, bl.size, bl.requested, stack(bl.stack), (uint8_t)(bl.state <= 2 ? bl.state : 0)});
         }
         segs.push_back(std::move(sd));
       }
@@ -341,8 +368,10 @@ bool CaptureDecoder::record(Model& m, uint8_t type, uint8_t device, uint16_t fla
       };
       if (r.kind == f::MARK_PHASE) {
         const std::string& s = m.strings[name];
-        if (s == "backward") boundary(PHASE_BACKWARD);
-        else if (s == "optimizer") boundary(PHASE_OPTIMIZER);
+        if (s == "backward")
+          boundary(PHASE_BACKWARD);
+        else if (s == "optimizer")
+          boundary(PHASE_OPTIMIZER);
         return true;  // not a marker users see
       }
       if (r.kind == f::MARK_MODULE_BEGIN || r.kind == f::MARK_MODULE_END) {
@@ -355,7 +384,11 @@ bool CaptureDecoder::record(Model& m, uint8_t type, uint8_t device, uint16_t fla
         const std::string& s = m.strings[name];
         if (s == "backward" || s == "optimizer.step") boundary(PHASE_OTHER);
       }
-      uint8_t kind = r.kind == f::MARK_BEGIN ? 1 : r.kind == f::MARK_END ? 2 : r.kind == f::MARK_SNAPSHOT ? 4 : r.kind == f::MARK_STEP ? 7 : 0;
+      uint8_t kind = r.kind == f::MARK_BEGIN      ? 1
+                     : r.kind == f::MARK_END      ? 2
+                     : r.kind == f::MARK_SNAPSHOT ? 4
+                     : r.kind == f::MARK_STEP     ? 7
+                                                  : 0;
       dev(m, device).markers.push_back(MarkerData{toUs(r.t_ns), kind, name, ""});
       return true;
     }
@@ -384,9 +417,11 @@ bool CaptureDecoder::record(Model& m, uint8_t type, uint8_t device, uint16_t fla
       // after the last record that was written before it: that is where "lost from" points.
       if (m.lostEvents == 0) m.firstLostUs = m.haveLastUs ? std::min(m.lastUs, tUs) : tUs;
       m.lostEvents += r.count;
-      m.problems.push_back(Problem{at, std::to_string(r.count) +
-                                           " events were dropped by the recorder (its buffer bound was hit); figures after this point undercount",
-                                   "lost"});
+      m.problems.push_back(Problem{
+          at,
+          std::to_string(r.count) +
+              " events were dropped by the recorder (its buffer bound was hit); figures after this point undercount",
+          "lost"});
       dev(m, device).markers.push_back(
           MarkerData{tUs, 6, m.intern(std::to_string(r.count) + " events lost"), levelWarning()});
       return true;
@@ -422,11 +457,11 @@ bool CaptureDecoder::record(Model& m, uint8_t type, uint8_t device, uint16_t fla
       // capture of a newer minor version (Note [Versioning]); in one of this version or older, our writer
       // never writes it, so it is damage: reported with its offset and type, and reading stops there.
       if (minor_ > f::kMinor) return true;
-      m.problems.push_back(Problem{at, "the capture is damaged at byte " + std::to_string(at) + ": record type " +
-                                           std::to_string(type) + " is not one that format " + std::to_string(f::kMajor) +
-                                           "." + std::to_string(minor_) + " defines (" + std::to_string(n) +
-                                           "-byte payload); the capture was written by format " + std::to_string(f::kMajor) +
-                                           "." + std::to_string(minor_) + ", so this is damage, not a newer record"});
+      m.problems.push_back(Problem{
+          at, "the capture is damaged at byte " + std::to_string(at) + ": record type " + std::to_string(type) +
+                  " is not one that format " + std::to_string(f::kMajor) + "." + std::to_string(minor_) + " defines (" +
+                  std::to_string(n) + "-byte payload); the capture was written by format " + std::to_string(f::kMajor) +
+                  "." + std::to_string(minor_) + ", so this is damage, not a newer record"});
       return false;
   }
 }

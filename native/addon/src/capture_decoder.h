@@ -5,11 +5,11 @@
 // next poll. Damage (an impossible length, a record shorter than its struct) stops decoding for good
 // with a Problem naming the offset; everything before it stays in the model.
 #pragma once
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <stdexcept>
 #include <string>
-#include <algorithm>
 #include <unordered_map>
 #include <vector>
 

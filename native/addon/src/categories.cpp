@@ -7,8 +7,8 @@
 #include <string_view>
 #include <unordered_map>
 
-#include "gpumem_format.h"
 #include "aggregate.h"
+#include "gpumem_format.h"
 #include "json.h"
 
 namespace gpumem {
@@ -48,9 +48,9 @@ using LineKey = std::pair<uint32_t, uint32_t>;
 constexpr uint32_t kNone = UINT32_MAX;
 
 struct Segments {
-  std::vector<uint32_t> at;      // boundary event indices, ascending
-  std::vector<uint8_t> phase;    // phase after each boundary
-  std::vector<uint32_t> nextBwd; // per segment: the first backward segment after it (kNone: none)
+  std::vector<uint32_t> at;       // boundary event indices, ascending
+  std::vector<uint8_t> phase;     // phase after each boundary
+  std::vector<uint32_t> nextBwd;  // per segment: the first backward segment after it (kNone: none)
   uint32_t of(size_t i) const { return (uint32_t)(std::upper_bound(at.begin(), at.end(), (uint32_t)i) - at.begin()); }
   uint8_t phaseOf(uint32_t seg) const { return seg == 0 ? (uint8_t)PHASE_OTHER : phase[seg - 1]; }
 };
@@ -83,8 +83,10 @@ std::vector<uint8_t> categorize(const DeviceData& d) {
   };
   for (size_t i = 0; i < n; i++) {
     for (; k < d.tags.size() && d.tags[k].eventIndex <= i; k++) apply(d.tags[k]);
-    if (d.action[i] == ACT_ALLOC) live[d.addr[i]] = (uint32_t)i;
-    else if (d.action[i] == ACT_FREE_REQUESTED) live.erase(d.addr[i]);
+    if (d.action[i] == ACT_ALLOC)
+      live[d.addr[i]] = (uint32_t)i;
+    else if (d.action[i] == ACT_FREE_REQUESTED)
+      live.erase(d.addr[i]);
   }
   for (; k < d.tags.size(); k++) apply(d.tags[k]);
 
@@ -102,8 +104,10 @@ std::vector<uint8_t> categorize(const DeviceData& d) {
     const uint32_t f = i < d.link.size() ? d.link[i] : kNoLink;
     if (!phases || f == kNoLink) continue;
     const uint32_t sa = s.of(i), sf = s.of(f);
-    if (sa == sf) cat[i] = C_TEMPORARY;
-    else if (s.phaseOf(sa) == PHASE_OTHER && s.nextBwd[sa] == sf) cat[i] = C_ACTIVATION;
+    if (sa == sf)
+      cat[i] = C_TEMPORARY;
+    else if (s.phaseOf(sa) == PHASE_OTHER && s.nextBwd[sa] == sf)
+      cat[i] = C_ACTIVATION;
   }
   return cat;
 }
@@ -138,7 +142,8 @@ std::vector<uint32_t> modulePaths(const DeviceData& d) {
 bool isForward(std::string_view name) {
   constexpr std::string_view kForward = "forward";
   if (name == kForward) return true;
-  return name.size() > kForward.size() + 1 && name.compare(name.size() - kForward.size(), kForward.size(), kForward) == 0 &&
+  return name.size() > kForward.size() + 1 &&
+         name.compare(name.size() - kForward.size(), kForward.size(), kForward) == 0 &&
          name[name.size() - kForward.size() - 1] == '.';
 }
 
@@ -184,10 +189,11 @@ std::string categoriesJson(const Model& m, int index, const std::vector<double>&
   struct Moment {
     size_t after;  // events [0, after) have happened
     double tUs;
-    int slot;      // -1 = peak, else index into timesUs
+    int slot;  // -1 = peak, else index into timesUs
   };
   std::vector<Moment> moments;
-  moments.push_back({d.peakIndex < 0 ? 0 : (size_t)d.peakIndex + 1, d.peakIndex < 0 ? (n ? (double)d.t[0] : 0) : (double)d.t[d.peakIndex], -1});
+  moments.push_back({d.peakIndex < 0 ? 0 : (size_t)d.peakIndex + 1,
+                     d.peakIndex < 0 ? (n ? (double)d.t[0] : 0) : (double)d.t[d.peakIndex], -1});
   for (size_t k = 0; k < timesUs.size(); k++) moments.push_back({eventsUpTo(d, timesUs[k]), timesUs[k], (int)k});
   std::stable_sort(moments.begin(), moments.end(), [](const Moment& a, const Moment& b) { return a.after < b.after; });
 
@@ -233,13 +239,16 @@ std::string categoriesJson(const Model& m, int index, const std::vector<double>&
     if (sample) {
       const size_t at = eventsUpTo(d, (double)sample->tUs);
       const int64_t resAt = at ? d.reserved[at - 1] : d.startReserved;
-      o.kvu("deviceUsedBytes", sample->used).kv("notFromAllocatorBytes", std::max<int64_t>(0, wrapSub((int64_t)sample->used, (uint64_t)resAt)));
+      o.kvu("deviceUsedBytes", sample->used)
+          .kv("notFromAllocatorBytes", std::max<int64_t>(0, wrapSub((int64_t)sample->used, (uint64_t)resAt)));
     }
     std::vector<std::pair<uint32_t, uint64_t>> mods(modules.begin(), modules.end());
-    std::sort(mods.begin(), mods.end(), [](auto& x, auto& y) { return x.second != y.second ? x.second > y.second : x.first < y.first; });
+    std::sort(mods.begin(), mods.end(),
+              [](auto& x, auto& y) { return x.second != y.second ? x.second > y.second : x.first < y.first; });
     o.key("modules").open('[');
     for (const auto& [mod, b] : mods) {
-      std::string_view name = mod == kNone ? std::string_view(byPath ? "<outside any module>" : "<no forward frame>") : std::string_view(m.strings[mod]);
+      std::string_view name = mod == kNone ? std::string_view(byPath ? "<outside any module>" : "<no forward frame>")
+                                           : std::string_view(m.strings[mod]);
       if (name.size() > 8 && name.substr(name.size() - 8) == ".forward") name = name.substr(0, name.size() - 8);
       o.open('{').kvs("module", name).kvu("bytes", b).close('}');
     }
@@ -250,7 +259,8 @@ std::string categoriesJson(const Model& m, int index, const std::vector<double>&
         uint64_t total = 0;
         for (uint64_t v : b) total += v;
         if (!total) continue;
-        o.open('{').kvs("file", k.first == kNone ? std::string_view("<no user frame>") : std::string_view(m.strings[k.first]));
+        o.open('{').kvs("file",
+                        k.first == kNone ? std::string_view("<no user frame>") : std::string_view(m.strings[k.first]));
         o.kv("line", k.second).key("bytes").open('{');
         for (int c = 0; c < C_COUNT; c++)
           if (b[c]) o.kvu(kCatNames[c], b[c]);
@@ -260,7 +270,11 @@ std::string categoriesJson(const Model& m, int index, const std::vector<double>&
     }
     out[mo.slot + 1] = o.close('}').s;
   }
-  j.kvb("hasTags", !d.tags.empty()).kvb("hasPhases", hasPhaseBegins(d)).kvs("moduleSource", byPath ? "path" : "class").key("categories").open('[');
+  j.kvb("hasTags", !d.tags.empty())
+      .kvb("hasPhases", hasPhaseBegins(d))
+      .kvs("moduleSource", byPath ? "path" : "class")
+      .key("categories")
+      .open('[');
   for (const char* c : kCatNames) j.item().str(c);
   j.close(']');
   j.key("peak").raw(out[0]).key("moments").open('[');

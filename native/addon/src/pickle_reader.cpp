@@ -1,14 +1,14 @@
 #include "pickle_reader.h"
 
+#include <sys/mman.h>
+#include <unistd.h>
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
-#include <atomic>
 #include <iterator>
-#include <sys/mman.h>
 #include <thread>
-#include <unistd.h>
 
 namespace gpumem {
 
@@ -121,14 +121,16 @@ class Prefaulter {
     for (size_t k = 0; k < kSlices + kAhead && !stop_.load(std::memory_order_relaxed); k++) {
       // Wait until the parser is within kAhead slices of slice k.
       size_t at = 0;
-      while (!stop_.load(std::memory_order_relaxed) && (at = (pos_.load(std::memory_order_relaxed) * kSlices) / input_) + kAhead < k)
+      while (!stop_.load(std::memory_order_relaxed) &&
+             (at = (pos_.load(std::memory_order_relaxed) * kSlices) / input_) + kAhead < k)
         std::this_thread::sleep_for(std::chrono::microseconds(500));
       uintptr_t a, b;
       if (k < kSlices) {
         for (const Range& r : ranges_) {
           if (!writeOk) break;
           slice(r.begin, r.end, k, a, b);
-          if (b > a && madvise((void*)a, b - a, MADV_POPULATE_WRITE) != 0) writeOk = false;  // unsupported: give up quietly
+          if (b > a && madvise((void*)a, b - a, MADV_POPULATE_WRITE) != 0)
+            writeOk = false;  // unsupported: give up quietly
         }
         if (readOk) {
           slice((uintptr_t)inputBase_, (uintptr_t)inputBase_ + input_, k, a, b);
@@ -233,14 +235,13 @@ namespace {
 template <typename T>
 void dropVectorPages(const std::vector<T>& v) {
   const uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE), step = 16u << 20;
-  uintptr_t a = ((uintptr_t)v.data() + page - 1) & ~(page - 1), end = ((uintptr_t)(v.data() + v.capacity())) & ~(page - 1);
+  uintptr_t a = ((uintptr_t)v.data() + page - 1) & ~(page - 1),
+            end = ((uintptr_t)(v.data() + v.capacity())) & ~(page - 1);
   for (; a < end; a += step) (void)madvise((void*)a, std::min(step, end - a), MADV_DONTNEED);
 }
 }  // namespace
 
-void PickleTree::dropPages() {
-  dropVectorPages(values_), dropVectorPages(arena_), dropVectorPages(containers_);
-}
+void PickleTree::dropPages() { dropVectorPages(values_), dropVectorPages(arena_), dropVectorPages(containers_); }
 
 uint32_t PickleTree::push(PValue v) {
   if (values_.size() >= limits_.maxValues) throw PickleError("pickle has too many values (limit reached)", 0);
@@ -258,12 +259,15 @@ uint32_t PickleTree::newContainer(PType t) {
 void PickleTree::appendItems(uint32_t cont, const uint32_t* items, size_t n) {
   if (n == 0) return;
   if (decoder_) {
-    if (appendLog_.size() < kLogCap) appendLog_.push_back(cont), appendLog_.push_back((uint32_t)values_.size());
-    else restartLog();
+    if (appendLog_.size() < kLogCap)
+      appendLog_.push_back(cont), appendLog_.push_back((uint32_t)values_.size());
+    else
+      restartLog();
   }
   Cont& c = containers_[cont];
   size_t need = (size_t)c.len + n;
-  if (need > limits_.maxContainerItems || need > UINT32_MAX) throw PickleError("a container in the pickle is larger than the reader's limit", 0);
+  if (need > limits_.maxContainerItems || need > UINT32_MAX)
+    throw PickleError("a container in the pickle is larger than the reader's limit", 0);
   if (need <= c.cap) {
     std::copy(items, items + n, arena_.begin() + (ptrdiff_t)(c.off + c.len));
   } else if (c.off + c.cap == arena_.size() && c.cap > 0) {
@@ -277,7 +281,8 @@ void PickleTree::appendItems(uint32_t cont, const uint32_t* items, size_t n) {
     if (cap > UINT32_MAX) cap = UINT32_MAX;
     uint64_t off = arena_.size();
     arena_.resize(arena_.size() + cap);
-    std::copy(arena_.begin() + (ptrdiff_t)c.off, arena_.begin() + (ptrdiff_t)(c.off + c.len), arena_.begin() + (ptrdiff_t)off);
+    std::copy(arena_.begin() + (ptrdiff_t)c.off, arena_.begin() + (ptrdiff_t)(c.off + c.len),
+              arena_.begin() + (ptrdiff_t)off);
     std::copy(items, items + n, arena_.begin() + (ptrdiff_t)(off + c.len));
     c.off = off;
     c.cap = (uint32_t)cap;
@@ -285,7 +290,8 @@ void PickleTree::appendItems(uint32_t cont, const uint32_t* items, size_t n) {
   c.len = (uint32_t)need;
 }
 
-bool PickleTree::tryRow(std::vector<uint32_t>& stack, std::vector<uint32_t>& maxBelow, size_t m, std::vector<uint32_t>& memo) {
+bool PickleTree::tryRow(std::vector<uint32_t>& stack, std::vector<uint32_t>& maxBelow, size_t m,
+                        std::vector<uint32_t>& memo) {
   const uint32_t vD = stack[m - 1];
   const uint32_t* kv = stack.data() + m;
   const size_t n = stack.size() - m;
@@ -295,9 +301,7 @@ bool PickleTree::tryRow(std::vector<uint32_t>& stack, std::vector<uint32_t>& max
   // a fresh start.
   struct Clear {
     PickleTree& t;
-    ~Clear() {
-      t.restartLog();
-    }
+    ~Clear() { t.restartLog(); }
   } clear{*this};
   auto keep = [&] {
     rowsKept_++;
@@ -414,7 +418,9 @@ void PickleTree::parse() {
   memo.reserve(size_ / 64 + 16);
   // The estimates above are generous: populate what a snapshot pickle typically fills (Note [Prefaulting]).
   std::vector<Prefaulter::Range> populate;
-  if (!decoder_) populate = {{(uintptr_t)values_.data(), (uintptr_t)(values_.data() + size_ / 18)}, rangeOf(arena_), rangeOf(containers_)};
+  if (!decoder_)
+    populate = {
+        {(uintptr_t)values_.data(), (uintptr_t)(values_.data() + size_ / 18)}, rangeOf(arena_), rangeOf(containers_)};
   populate.push_back(rangeOf(memo));
   Prefaulter prefault(std::move(populate), size_, decoder_ ? data_ : nullptr, decoder_ && dropInput_);
   size_t reported = 0;
@@ -454,8 +460,7 @@ void PickleTree::parse() {
     stack.push_back(v);
   };
   auto pop = [&]() -> uint32_t {
-    if (stack.empty() || (!marks.empty() && stack.size() <= marks.back()))
-      fail("malformed pickle: stack underflow");
+    if (stack.empty() || (!marks.empty() && stack.size() <= marks.back())) fail("malformed pickle: stack underflow");
     uint32_t v = stack.back();
     stack.pop_back();
     return v;
@@ -552,16 +557,20 @@ void PickleTree::parse() {
   auto memoPut = [&](uint64_t idx) {
     uint32_t v = top();
     // A real pickle's memo keys count its MEMOIZE/PUT opcodes, so they stay below its byte size.
-    if (idx >= limits_.maxMemo || idx > size_) fail("malformed pickle: memo key " + std::to_string(idx) + " is out of range");
+    if (idx >= limits_.maxMemo || idx > size_)
+      fail("malformed pickle: memo key " + std::to_string(idx) + " is out of range");
     if (idx >= memo.size()) memo.resize(idx + 1, kNone);
     memo[idx] = v;
     if (decoder_ && !(v & kTagged) && v >= trackFloor_) {
-      if (memoLog_.size() < kLogCap) memoLog_.emplace_back(idx, v);
-      else restartLog();
+      if (memoLog_.size() < kLogCap)
+        memoLog_.emplace_back(idx, v);
+      else
+        restartLog();
     }
   };
   auto memoGet = [&](uint64_t idx) {
-    if (idx >= memo.size() || memo[idx] == kNone) fail("malformed pickle: memo key " + std::to_string(idx) + " not found");
+    if (idx >= memo.size() || memo[idx] == kNone)
+      fail("malformed pickle: memo key " + std::to_string(idx) + " not found");
     pushStack(memo[idx]);
   };
   auto container = [&](uint32_t v, PType want, const char* op) -> uint32_t {
@@ -620,19 +629,28 @@ void PickleTree::parse() {
       const uint8_t* at = p;
       int o = op();
       uint64_t key;
-      if (o == 0x94) key = memo.size();
-      else if (o == 'q' && have(1)) key = *p++;
-      else if (o == 'r' && have(4)) key = u32();
-      else return p = at, 0;
+      if (o == 0x94)
+        key = memo.size();
+      else if (o == 'q' && have(1))
+        key = *p++;
+      else if (o == 'r' && have(4))
+        key = u32();
+      else
+        return p = at, 0;
       if (key >= limits_.maxMemo || key > size_) return -1;
-      if (key == memo.size()) memo.push_back(v);
-      else if (key > memo.size()) memo.resize(key + 1, kNone), memo[key] = v;
-      else memo[key] = v;
+      if (key == memo.size())
+        memo.push_back(v);
+      else if (key > memo.size())
+        memo.resize(key + 1, kNone), memo[key] = v;
+      else
+        memo[key] = v;
       keyOut = key;
       // Logged like any put, for a rollback of a dict that encloses this one (Note [Trace entries as rows]).
       if (v != kNone && !(v & kTagged) && v >= trackFloor_) {
-        if (memoLog_.size() < kLogCap) memoLog_.emplace_back(key, v);
-        else restartLog();
+        if (memoLog_.size() < kLogCap)
+          memoLog_.emplace_back(key, v);
+        else
+          restartLog();
       }
       return 1;
     };
@@ -811,14 +829,18 @@ void PickleTree::parse() {
     switch (op) {
       case 0x80: {  // PROTO
         protocol_ = (int)le(1);
-        if (protocol_ > 5) fail("pickle protocol " + std::to_string(protocol_) + " is newer than this reader supports (2–5)");
+        if (protocol_ > 5)
+          fail("pickle protocol " + std::to_string(protocol_) + " is newer than this reader supports (2–5)");
         break;
       }
       case 0x95: le(8); break;  // FRAME: framing is only a read-ahead hint
-      case '.': {                // STOP
+      case '.': {               // STOP
         if (stack.empty()) fail("malformed pickle: STOP with an empty stack");
         root_ = stack.back();
-        if (getenv("GPUMEM_READER_TIMINGS")) fprintf(stderr, "values %zu/%zu arena %zu/%zu containers %zu/%zu memo %zu/%zu\n", values_.size(), values_.capacity(), arena_.size(), arena_.capacity(), containers_.size(), containers_.capacity(), memo.size(), memo.capacity());
+        if (getenv("GPUMEM_READER_TIMINGS"))
+          fprintf(stderr, "values %zu/%zu arena %zu/%zu containers %zu/%zu memo %zu/%zu\n", values_.size(),
+                  values_.capacity(), arena_.size(), arena_.capacity(), containers_.size(), containers_.capacity(),
+                  memo.size(), memo.capacity());
         return;
       }
       case '(': marks.push_back(stack.size()); break;
@@ -839,7 +861,8 @@ void PickleTree::parse() {
       case 0x86:
       case 0x87: {
         size_t n = op - 0x84;
-        if (stack.size() < n || (!marks.empty() && stack.size() - n < marks.back())) fail("malformed pickle: stack underflow");
+        if (stack.size() < n || (!marks.empty() && stack.size() - n < marks.back()))
+          fail("malformed pickle: stack underflow");
         tupleFrom(stack.size() - n);
         break;
       }
@@ -884,8 +907,8 @@ void PickleTree::parse() {
         appendItems(c, &v, 1);
         break;
       }
-      case 'e':      // APPENDS
-      case 0x90: {   // ADDITEMS (sets are kept as lists)
+      case 'e':     // APPENDS
+      case 0x90: {  // ADDITEMS (sets are kept as lists)
         size_t m = popMark();
         if (m == 0) fail("malformed pickle: APPENDS without a list");
         uint32_t c = container(stack[m - 1], PType::List, op == 'e' ? "APPENDS" : "ADDITEMS");
@@ -934,7 +957,8 @@ void PickleTree::parse() {
       case 'U': strValue((size_t)le(1), PType::Str); break;
       case 'S': {
         std::string_view s = line();
-        if (s.size() >= 2 && (s.front() == '\'' || s.front() == '"') && s.back() == s.front()) s = s.substr(1, s.size() - 2);
+        if (s.size() >= 2 && (s.front() == '\'' || s.front() == '"') && s.back() == s.front())
+          s = s.substr(1, s.size() - 2);
         ownedStr(std::string(s));
         break;
       }
@@ -962,8 +986,9 @@ void PickleTree::parse() {
       case '2': pushStack(top()); break;
       case 0x97:
       case 0x98:
-        fail("this pickle uses out-of-band buffers (opcode " + std::string(op == 0x97 ? "NEXT_BUFFER" : "READONLY_BUFFER") +
-             " at byte " + std::to_string(opStart) + "), which a file cannot carry; snapshot pickles never do");
+        fail("this pickle uses out-of-band buffers (opcode " +
+             std::string(op == 0x97 ? "NEXT_BUFFER" : "READONLY_BUFFER") + " at byte " + std::to_string(opStart) +
+             "), which a file cannot carry; snapshot pickles never do");
         break;
       default: {
         if (const char* name = codeOpcodeName(op)) {

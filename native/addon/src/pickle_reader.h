@@ -87,9 +87,9 @@ class EntryDecoder {
 };
 
 struct PickleLimits {
-  size_t maxStack = 1u << 24;       // values on the VM stack at once
-  size_t maxMemo = 1u << 26;        // memo entries
-  size_t maxValues = 1u << 30;      // total values built
+  size_t maxStack = 1u << 24;   // values on the VM stack at once
+  size_t maxMemo = 1u << 26;    // memo entries
+  size_t maxValues = 1u << 30;  // total values built
   size_t maxContainerItems = 1u << 30;
 };
 
@@ -192,7 +192,7 @@ class PickleTree {
   // entries (the segments before the trace put thousands).
   static constexpr size_t kLogCap = 256;
   std::vector<std::pair<uint64_t, uint32_t>> memoLog_;  // (memo key, value)
-  std::vector<uint32_t> appendLog_;  // (container index, values_.size() then) pairs
+  std::vector<uint32_t> appendLog_;                     // (container index, values_.size() then) pairs
   uint32_t trackFloor_ = 0;
   uint64_t logEpoch_ = 0;
   void restartLog() {

@@ -101,8 +101,8 @@ std::string seconds(int64_t us, int64_t t0) {
 //    rounding) on its stream. A free_requested that its free_completed does not follow at once was
 //    deferred by record_stream: the block is freed as pending on an event of a stream of its own,
 //    which completes at the free_completed (one still pending when the data ends stays pending, as in
-//    the run); the block is reusable from the next malloc on, as in the run. Segment events of the trace are the original policy's answers and
-//    are not replayed: the replayed policy makes its own.
+//    the run); the block is reusable from the next malloc on, as in the run. Segment events of the trace are the
+//    original policy's answers and are not replayed: the replayed policy makes its own.
 //  - A pickle's trace may begin after tensors already lived. When the state before the trace has
 //    segments of the replayed policy's kind it is restored as it was (Note [Restored state]): the
 //    replay of a PyTorch pickle under `pytorch` then starts from PyTorch's own layout. Otherwise its
@@ -135,8 +135,10 @@ class Replayer {
         }
         for (const SegmentData& s : start)
           for (const BlockData& b : s.blocks)
-            if (b.state == ST_ALLOCATED) ptrs_[b.addr] = reinterpret_cast<void*>(b.addr);
-            else if (b.state == ST_PENDING_FREE) pending_[b.addr] = core::DeviceAllocator::kRestoredUseStream;
+            if (b.state == ST_ALLOCATED)
+              ptrs_[b.addr] = reinterpret_cast<void*>(b.addr);
+            else if (b.state == ST_PENDING_FREE)
+              pending_[b.addr] = core::DeviceAllocator::kRestoredUseStream;
         r_.startRestored = true;
         r_.peakReserved = uint64_t(a_.stats().reserved_bytes[core::kAll].current);
         r_.peakAtUs = d.count() ? d.t[0] : 0;
@@ -246,15 +248,16 @@ class Replayer {
     const uint64_t need = o.allocated + core::round_size(bytes);
     o.fragmentation = need <= capacity_;
     const int64_t t0 = d_.count() ? d_.t[0] : tUs;
-    std::string s = seconds(tUs, t0) + " after the first recorded event, a " + core::format_size(bytes) + " request fails under " +
-                    core::policy_name(policy_) + " on a " + core::format_size(capacity_) + " device: tensors hold " +
-                    core::format_size(o.allocated) + " and the allocator reserves " + core::format_size(o.reserved) +
-                    " after releasing what it could. ";
+    std::string s = seconds(tUs, t0) + " after the first recorded event, a " + core::format_size(bytes) +
+                    " request fails under " + core::policy_name(policy_) + " on a " + core::format_size(capacity_) +
+                    " device: tensors hold " + core::format_size(o.allocated) + " and the allocator reserves " +
+                    core::format_size(o.reserved) + " after releasing what it could. ";
     if (o.fragmentation)
       s += "Fragmentation: " + core::format_size(capacity_ - o.allocated) +
            " is not held by tensors, enough for the request, but this policy cannot make one block of it.";
     else
-      s += "Shortage: tensors and the request need " + core::format_size(need) + ", more than the device has; no allocator policy fits it.";
+      s += "Shortage: tensors and the request need " + core::format_size(need) +
+           ", more than the device has; no allocator policy fits it.";
     o.sentence = s;
   }
   void markersBefore(const Model& m, int64_t t) {
@@ -274,7 +277,10 @@ class Replayer {
       s.policy = policy_;
       s.segments = a_.segments();
       const std::string& label = m.strings[mk.label];
-      r_.markers.push_back({mk.tUs, mk.kind == 1 ? label + " (begin)" : mk.kind == 2 ? label + " (end)" : label,
+      r_.markers.push_back({mk.tUs,
+                            mk.kind == 1   ? label + " (begin)"
+                            : mk.kind == 2 ? label + " (end)"
+                                           : label,
                             core::WhatIf(std::move(s)).empty_cache()});
     }
   }
@@ -318,14 +324,18 @@ std::string replayJson(const PolicyReplayResult& r) {
   j.kvu("peakReservedBytes", r.peakReserved).kvu("peakAllocatedBytes", r.peakAllocated);
   j.kvd("ratio", r.peakAllocated ? double(r.peakReserved) / double(r.peakAllocated) : 0).kv("peakAtUs", r.peakAtUs);
   j.key("emptyCacheAtMarkers").open('[');
-  for (const auto& mk : r.markers) j.item().open('{').kv("tUs", mk.tUs).kvs("name", mk.name).kvu("releasesBytes", mk.releases).close('}');
+  for (const auto& mk : r.markers)
+    j.item().open('{').kv("tUs", mk.tUs).kvs("name", mk.name).kvu("releasesBytes", mk.releases).close('}');
   j.close(']').key("oom");
   if (!r.haveOom) {
     j.raw("null");
   } else {
     const ReplayOom& o = r.oom;
     j.open('{').kv("tUs", o.tUs).kvu("requestedBytes", o.requested).kvu("reservedBytes", o.reserved);
-    j.kvu("allocatedBytes", o.allocated).kvs("cause", o.fragmentation ? "fragmentation" : "shortage").kvs("sentence", o.sentence).close('}');
+    j.kvu("allocatedBytes", o.allocated)
+        .kvs("cause", o.fragmentation ? "fragmentation" : "shortage")
+        .kvs("sentence", o.sentence)
+        .close('}');
   }
   j.kvu("events", r.events).kvu("startBlocks", r.startBlocks).kvb("startRestored", r.startRestored);
   return j.close('}').s;
@@ -359,8 +369,8 @@ static std::string whatIf(const Model& m, int device, double tUs, const WhatIfQu
     // run up to tUs is replayed under it instead (Note [Policy replay]).
     Replayer r(d, policy, capacity);
     if (!r.run(n, nullptr))
-      throw std::runtime_error(std::string("under ") + core::policy_name(policy) + " this run fails before that moment: " +
-                               r.result().oom.sentence);
+      throw std::runtime_error(std::string("under ") + core::policy_name(policy) +
+                               " this run fails before that moment: " + r.result().oom.sentence);
     s.segments = r.allocator().segments();
     s.reserved_peak = r.result().peakReserved;
   }
@@ -368,7 +378,8 @@ static std::string whatIf(const Model& m, int device, double tUs, const WhatIfQu
   try {
     w = std::make_unique<core::WhatIf>(std::move(s));
   } catch (const core::RestoreError& e) {
-    throw std::runtime_error(std::string("cannot ask the ") + core::policy_name(policy) + " allocator about this state: " + e.what());
+    throw std::runtime_error(std::string("cannot ask the ") + core::policy_name(policy) +
+                             " allocator about this state: " + e.what());
   }
   const core::Stream stream = w->default_stream();
   json::Writer j;
@@ -378,7 +389,12 @@ static std::string whatIf(const Model& m, int device, double tUs, const WhatIfQu
   j.key("requests").open('[');
   for (uint64_t bytes : q.requests) {
     core::RequestAnswer a = w->request(size_t(bytes), stream);
-    j.item().open('{').kvu("bytes", bytes).kvs("outcome", core::outcome_name(a.outcome)).kvu("growsByBytes", a.grows_by).close('}');
+    j.item()
+        .open('{')
+        .kvu("bytes", bytes)
+        .kvs("outcome", core::outcome_name(a.outcome))
+        .kvu("growsByBytes", a.grows_by)
+        .close('}');
   }
   j.close(']').kvs("dataPolicy", core::policy_name(data.policy)).kvu("capacityBytes", capacity).kvu("stream", stream);
   j.kvs("stateFrom", sameKind ? "restored" : "replayed");

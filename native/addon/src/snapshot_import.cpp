@@ -42,7 +42,7 @@ struct Importer final : EntryDecoder {
       v[node] = x + 1;
     }
   };
-  NodeTable cache;  // str/frame/stack ids
+  NodeTable cache;     // str/frame/stack ids
   NodeTable keyKinds;  // TraceKey + 2 (1 = not a trace key)
 
   std::vector<std::thread> helpers;
@@ -83,7 +83,8 @@ struct Importer final : EntryDecoder {
   uint32_t stack(uint32_t framesNode) {
     lastFrames.clear();
     if (framesNode == PickleTree::kNone) return 0;
-    if (PickleTree::isStackRef(framesNode)) return PickleTree::tagValue(framesNode) < m.stacks.size() ? PickleTree::tagValue(framesNode) : 0;
+    if (PickleTree::isStackRef(framesNode))
+      return PickleTree::tagValue(framesNode) < m.stacks.size() ? PickleTree::tagValue(framesNode) : 0;
     PType ty = tp->at(framesNode).type;
     if (ty != PType::List && ty != PType::Tuple) return 0;
     if (uint32_t c = cache.get(framesNode)) return c - 1;
@@ -107,10 +108,22 @@ struct Importer final : EntryDecoder {
     return n != PickleTree::kNone && (tp->at(n).type == PType::List || tp->at(n).type == PType::Tuple);
   }
 
-  enum TraceKey { K_ACTION, K_ADDR, K_SIZE, K_STREAM, K_TIME, K_FRAMES, K_COMPILE_CONTEXT, K_USER_METADATA, K_DEVICE_FREE, K_COUNT };
+  enum TraceKey {
+    K_ACTION,
+    K_ADDR,
+    K_SIZE,
+    K_STREAM,
+    K_TIME,
+    K_FRAMES,
+    K_COMPILE_CONTEXT,
+    K_USER_METADATA,
+    K_DEVICE_FREE,
+    K_COUNT
+  };
   int keyKind(uint32_t node) {
     if (uint32_t c = keyKinds.get(node)) return (int)c - 2;
-    static const char* const names[K_COUNT] = {"action", "addr", "size", "stream", "time_us", "frames", "compile_context", "user_metadata", "device_free"};
+    static const char* const names[K_COUNT] = {
+        "action", "addr", "size", "stream", "time_us", "frames", "compile_context", "user_metadata", "device_free"};
     int kind = -1;
     if (tp->isStr(node))
       for (int k = 0; k < K_COUNT; k++)
@@ -144,7 +157,9 @@ struct Importer final : EntryDecoder {
       g.size = tp->asU64(tp->get(s, "total_size"));
       g.stream = tp->asU64(tp->get(s, "stream"));
       std::string_view type = tp->isStr(tp->get(s, "segment_type")) ? tp->str(tp->get(s, "segment_type")) : "";
-      g.pool = type == "small" ? (uint8_t)POOL_SMALL : type == "large" ? (uint8_t)POOL_LARGE : poolFromSizeFallback(g.size);
+      g.pool = type == "small"   ? (uint8_t)POOL_SMALL
+               : type == "large" ? (uint8_t)POOL_LARGE
+                                 : poolFromSizeFallback(g.size);
       uint32_t pid = tp->get(s, "segment_pool_id");
       if (isList(pid) && tp->items(pid).size() == 2) {
         g.poolId0 = tp->asU64(tp->items(pid)[0]);
@@ -154,7 +169,8 @@ struct Importer final : EntryDecoder {
       uint32_t isExp = tp->get(s, "is_expandable");
       g.expandable = tp->asInt(isExp, 0) != 0;
       // The policy that made the data (policy_replay.cpp, Note [Policy of the data]).
-      if (isExp != PickleTree::kNone) m.pickleSegmentsExpandable = std::max<int8_t>(m.pickleSegmentsExpandable, g.expandable ? 1 : 0);
+      if (isExp != PickleTree::kNone)
+        m.pickleSegmentsExpandable = std::max<int8_t>(m.pickleSegmentsExpandable, g.expandable ? 1 : 0);
       g.stack = stack(tp->get(s, "frames"));
       uint32_t blocks = tp->get(s, "blocks");
       uint64_t cursor = g.addr;  // old snapshots: blocks without addresses, in address order
@@ -165,9 +181,12 @@ struct Importer final : EntryDecoder {
           BlockData bd;
           bd.addr = tp->get(b, "address") != PickleTree::kNone ? tp->asU64(tp->get(b, "address")) : cursor;
           bd.size = tp->asU64(tp->get(b, "size"));
-          bd.requested = tp->get(b, "requested_size") != PickleTree::kNone ? tp->asU64(tp->get(b, "requested_size")) : bd.size;
+          bd.requested =
+              tp->get(b, "requested_size") != PickleTree::kNone ? tp->asU64(tp->get(b, "requested_size")) : bd.size;
           std::string_view st = tp->isStr(tp->get(b, "state")) ? tp->str(tp->get(b, "state")) : "";
-          bd.state = st == "active_allocated" ? ST_ALLOCATED : st == "active_pending_free" ? ST_PENDING_FREE : ST_INACTIVE;
+          bd.state = st == "active_allocated"      ? ST_ALLOCATED
+                     : st == "active_pending_free" ? ST_PENDING_FREE
+                                                   : ST_INACTIVE;
           bd.stack = stack(tp->get(b, "frames"));
           cursor = bd.addr + bd.size;
           blockSum += bd.size;
@@ -187,7 +206,8 @@ struct Importer final : EntryDecoder {
   int deviceIndex(int64_t d) {
     if (d >= 0 && d < kMaxDevices) return (int)d;
     if (!badDeviceReported)
-      m.problems.push_back(Problem{0, "entries with device index " + std::to_string(d) + " (not a CUDA device ordinal) were skipped"});
+      m.problems.push_back(
+          Problem{0, "entries with device index " + std::to_string(d) + " (not a CUDA device ordinal) were skipped"});
     badDeviceReported = true;
     return -1;
   }
@@ -229,7 +249,8 @@ struct Importer final : EntryDecoder {
   }
   uint32_t offered[K_COUNT];  // the fields isEntry() found; decode() gets the same dict
 
-  uint32_t decode(const PickleTree& tree, const uint32_t* kv, size_t n, uint32_t floorNode, uint32_t& stackOut) override {
+  uint32_t decode(const PickleTree& tree, const uint32_t* kv, size_t n, uint32_t floorNode,
+                  uint32_t& stackOut) override {
     tp = &tree;
     floor = floorNode;
     FastValue f[K_COUNT];
@@ -286,7 +307,8 @@ struct Importer final : EntryDecoder {
   }
   uint32_t frameOf(const PickleTree& tree, uint32_t ref) override {
     tp = &tree;
-    if (PickleTree::isFrameRef(ref)) return PickleTree::tagValue(ref) < m.frames.size() ? PickleTree::tagValue(ref) : UINT32_MAX;
+    if (PickleTree::isFrameRef(ref))
+      return PickleTree::tagValue(ref) < m.frames.size() ? PickleTree::tagValue(ref) : UINT32_MAX;
     return tp->at(ref).type == PType::Dict ? frame(ref) : UINT32_MAX;
   }
   uint32_t flatStack(const uint32_t* ids, size_t n) override {
@@ -313,7 +335,9 @@ struct Importer final : EntryDecoder {
     int64_t tUs = hasTime ? asInt(f[K_TIME], kNoTime) : kNoTime;
     uint64_t size = (uint64_t)asInt(f[K_SIZE], 0);
     uint64_t addr = (uint64_t)asInt(act == ACT_OOM ? f[K_DEVICE_FREE] : f[K_ADDR], 0);
-    uint32_t stk = f[K_FRAMES].kind == FastValue::Ref ? stack(f[K_FRAMES].ref) : f[K_FRAMES].kind == FastValue::Stack ? (uint32_t)f[K_FRAMES].raw : 0;
+    uint32_t stk = f[K_FRAMES].kind == FastValue::Ref     ? stack(f[K_FRAMES].ref)
+                   : f[K_FRAMES].kind == FastValue::Stack ? (uint32_t)f[K_FRAMES].raw
+                                                          : 0;
     stackOut = stk;
     rows.pushEvent(tUs, (uint8_t)act, addr, size, 0, (uint64_t)asInt(f[K_STREAM], 0), stk, poolOf(act, size));
     rowHasTimeKey.push_back(hasTime);
@@ -380,18 +404,20 @@ struct Importer final : EntryDecoder {
     const ItemSpan items = tp->items(list);
     bool anyTime = false;
     for (uint32_t e : items) {
-      if (PickleTree::isEntryRef(e) ? PickleTree::tagValue(e) < rowHasTimeKey.size() && rowHasTimeKey[PickleTree::tagValue(e)] : tp->at(e).type == PType::Dict && tp->get(e, "time_us") != PickleTree::kNone) {
+      if (PickleTree::isEntryRef(e)
+              ? PickleTree::tagValue(e) < rowHasTimeKey.size() && rowHasTimeKey[PickleTree::tagValue(e)]
+              : tp->at(e).type == PType::Dict && tp->get(e, "time_us") != PickleTree::kNone) {
         anyTime = true;
         break;
       }
     }
     if (!anyTime && !items.empty())
-      m.problems.push_back(Problem{0, "this snapshot's trace has no time_us (PyTorch before 2.2?): event numbers are used as times"});
+      m.problems.push_back(
+          Problem{0, "this snapshot's trace has no time_us (PyTorch before 2.2?): event numbers are used as times"});
     const size_t first = d.count();
     // The usual case: this list is every row, in order, and the device has nothing yet: move the columns.
     bool whole = first == 0 && items.size() == rows.count() && rows.count() > 0;
-    for (size_t k = 0; whole && k < items.size(); k++)
-      whole = items[k] == (PickleTree::kEntryTag | (uint32_t)k);
+    for (size_t k = 0; whole && k < items.size(); k++) whole = items[k] == (PickleTree::kEntryTag | (uint32_t)k);
     size_t skipped = 0;
     if (whole) {
       d.t = std::move(rows.t), d.action = std::move(rows.action), d.addr = std::move(rows.addr);
@@ -478,7 +504,8 @@ struct Importer final : EntryDecoder {
       uint32_t st = tp->get(a, "stage");
       std::string_view stage = st != PickleTree::kNone && tp->isStr(st) ? tp->str(st) : "";
       uint8_t kind = stage == "START" ? 1 : stage == "END" ? 2 : 0;
-      m.device(dev).markers.push_back(MarkerData{tp->asInt(tp->get(a, "time_us"), 0), kind, str(tp->get(a, "name")), ""});
+      m.device(dev).markers.push_back(
+          MarkerData{tp->asInt(tp->get(a, "time_us"), 0), kind, str(tp->get(a, "name")), ""});
     }
   }
 
@@ -548,7 +575,8 @@ struct PhaseTimer {
     auto now = std::chrono::steady_clock::now();
     double cpu = cpuMs();
     // Wall time, and this thread's CPU time (steadier on a shared machine).
-    fprintf(stderr, "gpumem reader: %-8s %8.1f ms (cpu %7.1f ms)\n", what, std::chrono::duration<double, std::milli>(now - last).count(), cpu - lastCpu);
+    fprintf(stderr, "gpumem reader: %-8s %8.1f ms (cpu %7.1f ms)\n", what,
+            std::chrono::duration<double, std::milli>(now - last).count(), cpu - lastCpu);
     last = now, lastCpu = cpu;
   }
 };
@@ -564,15 +592,17 @@ void importSnapshot(Model& m, const uint8_t* data, size_t size, bool fileMapped)
   PickleTree& tree = *treePtr;
   im.parsing.store(false);
   im.tp = &tree;
-  if (timer.on) fprintf(stderr, "gpumem reader: rows %zu taken (%zu flat), %zu kept as dicts; tree %zu values\n", tree.rowsTaken(), tree.rowsFlat(), tree.rowsKept(), tree.valueCount());
+  if (timer.on)
+    fprintf(stderr, "gpumem reader: rows %zu taken (%zu flat), %zu kept as dicts; tree %zu values\n", tree.rowsTaken(),
+            tree.rowsFlat(), tree.rowsKept(), tree.valueCount());
   timer.lap("parse");
   uint32_t root = tree.root();
   m.format = "pytorch-pickle";
   if (tree.at(root).type == PType::List) {
     // torch.cuda.memory_snapshot() (and PyTorch ≤ 2.0 dumps): just the segment list.
     im.segments(root);
-  } else if (tree.at(root).type == PType::Dict &&
-             (tree.get(root, "segments") != PickleTree::kNone || tree.get(root, "device_traces") != PickleTree::kNone)) {
+  } else if (tree.at(root).type == PType::Dict && (tree.get(root, "segments") != PickleTree::kNone ||
+                                                   tree.get(root, "device_traces") != PickleTree::kNone)) {
     im.segments(tree.get(root, "segments"));
     uint32_t traces = tree.get(root, "device_traces");
     if (im.isList(traces)) {
@@ -593,7 +623,8 @@ void importSnapshot(Model& m, const uint8_t* data, size_t size, bool fileMapped)
       if (im.emitBudget > 0)
         m.allocatorSettingsPickle = p.take();
       else
-        m.problems.push_back(Problem{0, "allocator_settings is implausibly large (shared sub-objects); it is not kept for export"});
+        m.problems.push_back(
+            Problem{0, "allocator_settings is implausibly large (shared sub-objects); it is not kept for export"});
     }
   } else {
     throw std::runtime_error(std::string("this pickle holds ") +

@@ -15,12 +15,12 @@
 #include "capture_decoder.h"
 #include "exercise.h"
 #include "gpumem_format.h"
+#include "json.h"
 #include "pickle_reader.h"
 #include "policy_replay.h"
 #include "replay.h"
 #include "snapshot_import.h"
 #include "torch_snapshot.h"
-#include "json.h"
 
 using namespace gpumem;
 
@@ -58,7 +58,12 @@ int main() {
   });
   run("memo: BINPUT/BINGET share one container, later APPENDs are visible through both", [] {
     // d = {'a': l, 'b': l} with l = [1] memoised as 0, filled after the BINGET
-    std::string p = std::string("\x80\x02}(X\x01\x00\x00\x00" "a]q\x00X\x01\x00\x00\x00" "bh\x00uh\x00K\x01" "a0.", 30);
+    std::string p = std::string(
+        "\x80\x02}(X\x01\x00\x00\x00"
+        "a]q\x00X\x01\x00\x00\x00"
+        "bh\x00uh\x00K\x01"
+        "a0.",
+        30);
     auto b = bytes(p);
     PickleTree t(b.data(), b.size());
     uint32_t a = t.get(t.root(), "a"), bb = t.get(t.root(), "b");
@@ -68,8 +73,23 @@ int main() {
   run("item arena: lists grown alternately keep their own items in order", [] {
     // A = [], B = []; A.append(1); B.append(2); A += [3, 4]; B += [5, 6, 7]; A.append(300); d = {}; d['k'] = A
     // → (A, B, d): each growth of one list lands after the other's items in the arena (Note [Item arena]).
-    static const char raw[] = "\x80\x02]q\x00]q\x01" "h\x00K\x01" "a0" "h\x01K\x02" "a0" "h\x00(K\x03K\x04" "e0"
-                              "h\x01(K\x05K\x06K\x07" "e0" "h\x00M\x2c\x01" "a0" "}q\x02" "X\x01\x00\x00\x00" "kh\x00" "s" "\x87.";
+    static const char raw[] =
+        "\x80\x02]q\x00]q\x01"
+        "h\x00K\x01"
+        "a0"
+        "h\x01K\x02"
+        "a0"
+        "h\x00(K\x03K\x04"
+        "e0"
+        "h\x01(K\x05K\x06K\x07"
+        "e0"
+        "h\x00M\x2c\x01"
+        "a0"
+        "}q\x02"
+        "X\x01\x00\x00\x00"
+        "kh\x00"
+        "s"
+        "\x87.";
     std::string p(raw, sizeof raw - 1);
     auto b = bytes(p);
     PickleTree t(b.data(), b.size());
@@ -88,7 +108,8 @@ int main() {
   });
   run("floats, tuples, booleans, None and raw-unicode-escape text", [] {
     // [1.5, (True, False, None), 'A\u00e9'] — BINFLOAT is big-endian; UNICODE is protocol-0 text
-    std::string p = std::string("\x80\x02](G\x3f\xf8\x00\x00\x00\x00\x00\x00", 13) + "\x88\x89N\x87" + "VA\\u00e9\n" + "e.";
+    std::string p =
+        std::string("\x80\x02](G\x3f\xf8\x00\x00\x00\x00\x00\x00", 13) + "\x88\x89N\x87" + "VA\\u00e9\n" + "e.";
     auto b = bytes(p);
     PickleTree t(b.data(), b.size());
     const auto& items = t.items(t.root());
@@ -100,7 +121,10 @@ int main() {
     CHECK(t.str(items[2]) == "A\xc3\xa9");  // é as UTF-8
   });
   run("code opcodes are refused with name, operands and offset", [] {
-    std::string e = pickleError("\x80\x02" "cos\nsystem\n" "X\x02\x00\x00\x00lsR.");
+    std::string e = pickleError(
+        "\x80\x02"
+        "cos\nsystem\n"
+        "X\x02\x00\x00\x00lsR.");
     CHECK(e.find("opcode GLOBAL 'os system' at byte 2") != std::string::npos);
     e = pickleError(std::string("\x80\x04\x8c\x05posix\x8c\x06system\x93.", 19));
     CHECK(e.find("opcode STACK_GLOBAL 'posix system' at byte 17") != std::string::npos);
@@ -108,13 +132,19 @@ int main() {
     CHECK(e.find("opcode BUILD at byte 3") != std::string::npos);
   });
   run("truncation, bad memo keys, unknown opcodes and newer protocols are clean errors", [] {
-    CHECK(pickleError(std::string("\x80\x02X\x10\x00\x00\x00" "abc", 10)).find("truncated at byte 10") != std::string::npos);
+    CHECK(pickleError(std::string("\x80\x02X\x10\x00\x00\x00"
+                                  "abc",
+                                  10))
+              .find("truncated at byte 10") != std::string::npos);
     CHECK(pickleError(std::string("\x80\x02]", 3)).find("without a STOP") != std::string::npos);
     CHECK(pickleError(std::string("\x80\x02h\x07.", 5)).find("memo key 7 not found") != std::string::npos);
     CHECK(pickleError(std::string("\x80\x02]r\xff\xff\xff\x7f.", 9)).find("out of range") != std::string::npos);
     CHECK(pickleError(std::string("\x80\x02\xff.", 4)).find("unknown opcode 0xff at byte 2") != std::string::npos);
     CHECK(pickleError(std::string("\x80\x06N.", 4)).find("protocol 6") != std::string::npos);
-    CHECK(pickleError(std::string("\x80\x02" "a.", 4)).find("stack underflow") != std::string::npos);
+    CHECK(pickleError(std::string("\x80\x02"
+                                  "a.",
+                                  4))
+              .find("stack underflow") != std::string::npos);
   });
   run("capture: header and records split at any byte decode the same", [] {
     namespace f = gpumem::fmt;
@@ -220,9 +250,10 @@ int main() {
   });
   run("what-if and policy replay on the real pickle and capture fixtures (under the sanitizers)", [] {
     // Run from native/addon (make test); the node tests check the figures, this checks memory safety.
-    for (const char* f : {"../../test/fixtures/pytorch-snapshots/mlp-expandable.pickle",
-                          "../../test/fixtures/pytorch-snapshots/mlp-record-stream-pending.pickle",
-                          "../../test/fixtures/pytorch-snapshots/mlp-oom.pickle", "../../test/fixtures/h200-e2e-train.capture"}) {
+    for (const char* f :
+         {"../../test/fixtures/pytorch-snapshots/mlp-expandable.pickle",
+          "../../test/fixtures/pytorch-snapshots/mlp-record-stream-pending.pickle",
+          "../../test/fixtures/pytorch-snapshots/mlp-oom.pickle", "../../test/fixtures/h200-e2e-train.capture"}) {
       std::ifstream in(f, std::ios::binary);
       CHECK(in.good());
       std::vector<uint8_t> b((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
@@ -234,7 +265,8 @@ int main() {
         importSnapshot(m, b.data(), b.size());
       }
       m.derive();
-      for (core::Policy p : {core::Policy::kPytorch, core::Policy::kPytorchExpandable, core::Policy::kLens, core::Policy::kLensNoTrim}) {
+      for (core::Policy p :
+           {core::Policy::kPytorch, core::Policy::kPytorchExpandable, core::Policy::kLens, core::Policy::kLensNoTrim}) {
         PolicyReplayResult r = replayPolicy(m, 0, p, 0);
         CHECK(r.peakReserved >= r.peakAllocated && r.peakAllocated > 0 && !r.haveOom);
         CHECK(replayJson(r) == replayJson(replayPolicy(m, 0, p, 0)));  // deterministic
@@ -310,12 +342,15 @@ int main() {
       json::Value v;
       std::string err;
       bool ok = json::parse(b.text, &v, &err);
-      if (ok || err != b.says) wrong += "\n    json::parse(" + b.text + "): got " + (ok ? "success" : "'" + err + "'") + ", want '" + b.says + "'";
+      if (ok || err != b.says)
+        wrong +=
+            "\n    json::parse(" + b.text + "): got " + (ok ? "success" : "'" + err + "'") + ", want '" + b.says + "'";
     }
     if (!wrong.empty()) throw t::Failure(wrong);
   });
   run("json: every prefix of a valid document fails cleanly, the whole parses to the same dump", [] {
-    const std::string doc = R"({"a":[1,-2,2.5e3,true,false,null],"s":"\u00e9\ud83d\ude00\n","big":9007199254740993,"o":{}})";
+    const std::string doc =
+        R"({"a":[1,-2,2.5e3,true,false,null],"s":"\u00e9\ud83d\ude00\n","big":9007199254740993,"o":{}})";
     json::Value whole;
     std::string err;
     CHECK(json::parse(doc, &whole, &err));
@@ -336,7 +371,10 @@ int main() {
     j.open('{').kvs("q", "a\"b\\c\x01").kv("i", -3).kvu("u", UINT64_C(18446744073709551615)).kvd("d", 0.5);
     j.kvd("inf", INFINITY).kvd("nan", NAN).kvb("b", true).key("l").open('[').item().num(1).item().num(2).close(']');
     j.close('}');
-    CHECK_EQ(j.s, std::string(R"({"q":"a\"b\\c\u0001","i":-3,"u":18446744073709551615,"d":0.5,"inf":null,"nan":null,"b":true,"l":[1,2]})"));
+    CHECK_EQ(
+        j.s,
+        std::string(
+            R"({"q":"a\"b\\c\u0001","i":-3,"u":18446744073709551615,"d":0.5,"inf":null,"nan":null,"b":true,"l":[1,2]})"));
     json::Value v = json::Value::object();
     v.set("q", "a\"b\\c\x01");
     v.set("d", 0.5);
@@ -383,7 +421,8 @@ int main() {
     CHECK_EQ(o.size(), size_t(3));
     uint32_t realSeg = real.items(real.get(real.root(), fmt::torch::kSegments))[0];
     CHECK(keysOf(ours, o[0]) == keysOf(real, realSeg));
-    CHECK(keysOf(ours, ours.items(ours.get(o[0], "blocks"))[0]) == keysOf(real, real.items(real.get(realSeg, "blocks"))[0]));
+    CHECK(keysOf(ours, ours.items(ours.get(o[0], "blocks"))[0]) ==
+          keysOf(real, real.items(real.get(realSeg, "blocks"))[0]));
     uint32_t realAlloc = UINT32_MAX;
     for (uint32_t e : real.items(real.items(real.get(real.root(), fmt::torch::kDeviceTraces))[0]))
       if (real.str(real.get(e, "action")) == "alloc") {
@@ -397,8 +436,8 @@ int main() {
           keysOf(real, real.items(real.get(realAlloc, fmt::torch::kFrames))[0]));
     CHECK(keysOf(ours, o[2]) == keysOf(real, real.get(real.root(), fmt::torch::kAllocatorSettings)));
     std::vector<std::string> top = keysOf(real, real.root());
-    CHECK((top == std::vector<std::string>{fmt::torch::kSegments, fmt::torch::kDeviceTraces, fmt::torch::kAllocatorSettings,
-                                           fmt::torch::kExternalAnnotations}));
+    CHECK((top == std::vector<std::string>{fmt::torch::kSegments, fmt::torch::kDeviceTraces,
+                                           fmt::torch::kAllocatorSettings, fmt::torch::kExternalAnnotations}));
   });
   return t::finish();
 }
