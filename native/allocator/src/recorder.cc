@@ -15,9 +15,9 @@
 #include <vector>
 
 #include "../../format/gpumem_format.h"
+#include "../../format/json.h"
 #include "allocator_api.h"
 #include "device_sampler.h"
-#include "json.h"
 #include "process_hooks.h"
 #include "snapshot_pickle.h"
 #include "stack_capture.h"
