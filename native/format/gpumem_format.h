@@ -23,9 +23,9 @@ namespace fmt {
 
 GPUMEM_CONSTEXPR char kMagic[8] = {'G', 'P', 'U', 'M', 'E', 'M', '\r', '\n'};
 GPUMEM_CONSTEXPR uint16_t kMajor = 1;
-GPUMEM_CONSTEXPR uint16_t kMinor = 5;  // 1: REC_DEVICE · 2: EndRec.reason/message, DeviceRec.pci_bus_id · 3: REC_TAG, MARK_PHASE ·
-                                       // 4: MARK_MODULE_* · 5: REC_AGGREGATED, REC_TIMELINE, REC_LINE_TOTALS, kRestated
-                                       // (Note [Capture budget])
+GPUMEM_CONSTEXPR uint16_t kMinor = 5;  // 1: REC_DEVICE · 2: EndRec.reason/message, DeviceRec.pci_bus_id · 3: REC_TAG,
+                                       // MARK_PHASE · 4: MARK_MODULE_* · 5: REC_AGGREGATED, REC_TIMELINE,
+                                       // REC_LINE_TOTALS, kRestated (Note [Capture budget])
 // Upper bound on one record's payload; a larger length means damage, not a real record.
 GPUMEM_CONSTEXPR uint32_t kMaxPayload = 64u << 20;
 GPUMEM_CONSTEXPR uint32_t kMaxHeaderJson = 1u << 20;
@@ -62,10 +62,10 @@ enum RecordType : uint8_t {
   REC_DEVICE = 44,          // DeviceRec: a device the allocator manages (minor 1; before its first event)
   REC_TAG = 45,             // TagRec: the memory at an address is a parameter/gradient/optimizer state (minor 3)
   REC_AGGREGATED = 46,      // AggregatedRec: a time range whose block events were compacted away (minor 5)
-  REC_TIMELINE = 47,        // TimelineRec + nbuckets × TimelineBucket: allocated/reserved min/max of that range (minor 5)
-  REC_LINE_TOTALS = 48,     // LineTotalsRec + n × LineTotal: allocations per stack in that range (minor 5)
-  REC_LOST = 50,            // LostRec: events dropped because the writer's bound was hit
-  REC_END = 60,             // EndRec: clean shutdown; absence means the process died
+  REC_TIMELINE = 47,     // TimelineRec + nbuckets × TimelineBucket: allocated/reserved min/max of that range (minor 5)
+  REC_LINE_TOTALS = 48,  // LineTotalsRec + n × LineTotal: allocations per stack in that range (minor 5)
+  REC_LOST = 50,         // LostRec: events dropped because the writer's bound was hit
+  REC_END = 60,          // EndRec: clean shutdown; absence means the process died
 };
 
 struct RecordHeader {
@@ -89,7 +89,7 @@ struct FrameRec {
 
 // StackRec.flags
 GPUMEM_CONSTEXPR uint32_t kStackBackward = 1u << 0;  // allocated on an autograd thread; frames are those
-                                                      // of the thread waiting in backward()
+                                                     // of the thread waiting in backward()
 struct StackRec {
   uint32_t id;  // ids start at 1; stack id 0 = no Python frames
   uint32_t flags;
@@ -98,10 +98,10 @@ struct StackRec {
 };
 
 // RecordHeader.flags for block and segment events: which pool.
-GPUMEM_CONSTEXPR uint16_t kPoolSmall = 1u << 0;       // small pool (≤1 MiB requests)
-GPUMEM_CONSTEXPR uint16_t kPoolLarge = 1u << 1;       // large pool
-GPUMEM_CONSTEXPR uint16_t kPoolPrivate = 1u << 2;     // a graph-private pool (see pool_id)
-GPUMEM_CONSTEXPR uint16_t kSegExpandable = 1u << 3;   // the segment is an expandable (VA-mapped) one
+GPUMEM_CONSTEXPR uint16_t kPoolSmall = 1u << 0;      // small pool (≤1 MiB requests)
+GPUMEM_CONSTEXPR uint16_t kPoolLarge = 1u << 1;      // large pool
+GPUMEM_CONSTEXPR uint16_t kPoolPrivate = 1u << 2;    // a graph-private pool (see pool_id)
+GPUMEM_CONSTEXPR uint16_t kSegExpandable = 1u << 3;  // the segment is an expandable (VA-mapped) one
 // RecordHeader.flags on REC_ALLOC / REC_FREE_REQUESTED (minor 5): a restated event. It stands for block events a
 // budgeted capture compacted away (Note [Capture budget]): after a run of restated events the live blocks are
 // exactly those of the moment they are stamped with. Not a hand-out: readers skip it in allocation counts and
@@ -139,14 +139,14 @@ struct EmptyCacheRec {
 
 struct OomRec {
   uint64_t t_ns;
-  uint64_t requested;          // bytes asked for (before rounding)
-  uint64_t device_free;        // driver's free bytes at the failure
+  uint64_t requested;    // bytes asked for (before rounding)
+  uint64_t device_free;  // driver's free bytes at the failure
   uint64_t device_total;
-  uint64_t reserved;           // reserved_bytes.all.current
-  uint64_t allocated;          // allocated_bytes.all.current
-  uint64_t largest_free;       // largest free block in the allocator's cache
+  uint64_t reserved;      // reserved_bytes.all.current
+  uint64_t allocated;     // allocated_bytes.all.current
+  uint64_t largest_free;  // largest free block in the allocator's cache
   uint64_t stream;
-  uint64_t limit;              // cap from memory_fraction (0 = none)
+  uint64_t limit;  // cap from memory_fraction (0 = none)
   uint32_t stack;
   uint32_t reserved_pad;
 };
@@ -160,8 +160,8 @@ enum BlockState : uint8_t {
 
 struct StateRec {
   uint64_t t_ns;
-  uint32_t snapshot_id;   // increments per state record of the process
-  uint32_t reason;        // 0 = request, 1 = OOM, 2 = exit, 3 = resync after REC_LOST
+  uint32_t snapshot_id;  // increments per state record of the process
+  uint32_t reason;       // 0 = request, 1 = OOM, 2 = exit, 3 = resync after REC_LOST
   uint32_t nsegments;
   uint32_t reserved;
   // then nsegments × (StateSegment, StateSegment.nblocks × StateBlock)
@@ -173,8 +173,8 @@ struct StateSegment {
   uint64_t stream;
   uint64_t pool_id0;
   uint64_t pool_id1;
-  uint32_t stack;   // stack that created the segment
-  uint16_t flags;   // kPool* | kSegExpandable
+  uint32_t stack;  // stack that created the segment
+  uint16_t flags;  // kPool* | kSegExpandable
   uint16_t pad;
   uint32_t nblocks;
   uint32_t pad2;
@@ -191,7 +191,7 @@ struct StateBlock {
 
 struct DeviceSampleRec {
   uint64_t t_ns;
-  uint64_t used;   // device-wide used bytes (what nvidia-smi shows)
+  uint64_t used;  // device-wide used bytes (what nvidia-smi shows)
   uint64_t total;
   uint64_t process_used;  // this process's usage if NVML knows it, else 0
 };
@@ -201,11 +201,16 @@ enum MarkerKind : uint32_t {
   MARK_BEGIN = 1,     // record_function enter
   MARK_END = 2,       // record_function exit
   MARK_SNAPSHOT = 3,  // a snapshot was taken (name = pickle path)
-  MARK_STEP = 4,      // a training-step fact (Note [Steps] in src/core/steps): "optimizer.step", "backward" or gpumem.step(name)
-  MARK_PHASE = 5,     // a phase begins (minor 3): "backward" or "optimizer"; it ends at the next MARK_STEP fact of
-                      // the same name ("backward" / "optimizer.step"); Note [Categories] in native/addon/src/categories.cpp
-  MARK_MODULE_BEGIN = 6,  // a module's forward starts (minor 4): name = its path ("transformer.h.3.mlp"); Note [Module paths]
-  MARK_MODULE_END = 7,    // that forward returns (name = the same path); begins and ends nest like a call stack
+  // MARK_STEP: a training-step fact (Note [Steps] in src/core/steps): "optimizer.step", "backward" or
+  // gpumem.step(name).
+  MARK_STEP = 4,
+  // MARK_PHASE: a phase begins (minor 3): "backward" or "optimizer"; it ends at the next MARK_STEP fact of the same
+  // name ("backward" / "optimizer.step"); Note [Categories] in native/addon/src/categories.cpp
+  MARK_PHASE = 5,
+  // MARK_MODULE_BEGIN: a module's forward starts (minor 4): name = its path ("transformer.h.3.mlp"); Note [Module
+  // paths]. MARK_MODULE_END: that forward returns (name = the same path); begins and ends nest like a call stack.
+  MARK_MODULE_BEGIN = 6,
+  MARK_MODULE_END = 7,
 };
 
 struct MarkerRec {

@@ -12,6 +12,10 @@ import unittest
 
 
 class JsonLinesResult(unittest.TextTestResult):
+    # A script that runs its own tests (unittest.main) names them "__main__.Class.test"; set this to the
+    # script's name so the lines of several scripts in one layer stay unique (test/native/recorder/common.py).
+    main_module = None
+
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
         self._file = os.environ.get("GPUMEM_RESULTS")
@@ -22,7 +26,10 @@ class JsonLinesResult(unittest.TextTestResult):
         if not self._file:
             return
         start = self._t0.pop(test.id(), None)
-        line = {"layer": self._layer, "name": test.id(), "status": status,
+        name = test.id()
+        if self.main_module and name.startswith("__main__."):
+            name = self.main_module + name[len("__main__"):]
+        line = {"layer": self._layer, "name": name, "status": status,
                 "ms": round((time.perf_counter() - start) * 1000, 3) if start is not None else 0}
         if message:
             line["message"] = message[:2000]

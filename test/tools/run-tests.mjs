@@ -12,9 +12,9 @@
 // results_unittest.py; shell/Make: emit-result.sh; C++: the native harness), and passed/failed/skipped are
 // the lines by status. A run that exits non-zero with no failing line counts one failure; one that exits 0
 // with no line at all fails ("reported no results"). typecheck, lint, build and package write their one
-// line here. Until the native harness writes the file, a native run with no lines is counted from its
-// closing `N passed, N failed` (flagged in the layer's summary as "counted from output"). A layer with
-// no tests yet is "skipped" and counts nothing. All lines end up in .test-output/results.jsonl.
+// line here. Nothing is counted from a runner's printed output: every native check writes its own line
+// (check.h, the run_tests.sh scripts' emit-result.sh calls, the recorder's Python tests through
+// results_unittest.py). A layer with no tests yet is "skipped" and counts nothing. All lines end up in .test-output/results.jsonl.
 // Note [Preflight] (preflight.mjs): before a layer runs, what it needs is checked; a missing tool fails
 // the layer at once with one line naming the apt package or command that provides it. In CI (CI=true) a
 // skipped layer is a failure: CI must run every layer, so GPUMEM_TEST_SKIP is refused there too.
@@ -172,13 +172,6 @@ const MAKE_JOBS = [`-j${os.availableParallelism?.() ?? os.cpus().length}`, '--ou
 async function makeTests(dir, target = 'test', layer = 'native') {
   const results = resultsFile(`${layer}-${path.basename(dir)}-${target}`, layer);
   const r = await run('make', [...MAKE_JOBS, '-C', dir, target], { env: { ...process.env, ...results.env } });
-  const hasLines = fs.readFileSync(results.file, 'utf8').trim() !== '';
-  const m = [...r.output.matchAll(/(\d+) passed, (\d+) failed/g)].at(-1);
-  if (!hasLines && m) {
-    // Transitional (Note [Counting]): this Makefile's tests do not write GPUMEM_RESULTS yet.
-    const failed = Number(m[2]);
-    return { passed: Number(m[1]), failed: r.code !== 0 && failed === 0 ? 1 : failed, fromOutput: `${dir} ${target}` };
-  }
   const c = countResults(results.file, layer, r.code);
   return { passed: c.passed, failed: c.failed, skippedTests: c.skippedTests };
 }
@@ -198,15 +191,13 @@ const layers = {
     const targets = [['native/allocator', 'test'], ['native/allocator', 'test-recorder'], ['native/addon', 'test'], ['native', 'format-check']]
       .filter(([d]) => fs.existsSync(rel(`${d}/Makefile`)));
     if (!targets.length) return { skipped: 'no native Makefiles yet' };
-    const total = { passed: 0, failed: 0 };
-    const fromOutput = [];
+    const total = { passed: 0, failed: 0, skippedTests: 0 };
     for (const [d, target] of targets) {
       const r = await makeTests(d, target);
       total.passed += r.passed;
       total.failed += r.failed;
-      if (r.fromOutput) fromOutput.push(r.fromOutput);
+      total.skippedTests += r.skippedTests;
     }
-    if (fromOutput.length) console.log(`native: counted from output (no GPUMEM_RESULTS lines yet): ${fromOutput.join(', ')}`);
     return total;
   },
   // A short libFuzzer run of the capture decoder and the pickle reader from their seed corpora (the

@@ -9,41 +9,39 @@
 
 namespace gpumem {
 
-inline void exerciseModel(Model& m) {
-  summaryJson(m);
-  oomsJson(m);
-  fileInfoJson(m);
-  devicesJson(m);
-  problemsJson(m);
+inline void exercise_model(Model& m) {
+  summary_json(m);
+  ooms_json(m);
+  file_info_json(m);
+  devices_json(m);
+  problems_json(m);
   for (auto& [idx, d] : m.devices) {
     double t0 = d.count() ? (double)d.t.front() : 0, t1 = d.count() ? (double)d.t.back() : 1;
-    for (double t : {t0 - 1, (t0 + t1) / 2, t1, (double)INFINITY}) stateJson(m, idx, t);
-    timelineJson(m, idx, t0, t1, 64);
-    timelineJson(m, idx, t0 - 1, t1 + 1, 64, true);
-    spansJson(m, idx, t0, t1, 50, 0);
-    lineStatsJson(m, idx);
-    spansJson(m, idx, t0, t1, 50);
-    markersJson(m, idx);
-    diffJson(m, idx, t0, m, t1);
-    currentJson(m, idx);
-    timeRangeJson(m, idx);
+    for (double t : {t0 - 1, (t0 + t1) / 2, t1, (double)INFINITY}) state_json(m, idx, t);
+    timeline_json(m, idx, t0, t1, 64);
+    timeline_json(m, idx, t0 - 1, t1 + 1, 64, true);
+    spans_json(m, idx, t0, t1, 50, 0);
+    line_stats_json(m, idx);
+    spans_json(m, idx, t0, t1, 50);
+    markers_json(m, idx);
+    diff_json(m, idx, t0, m, t1);
+    current_json(m, idx);
+    time_range_json(m, idx);
     // What-if and replay (policy_replay.cpp) on a small device: a state or trace they cannot use is a
     // clear error, never a crash. The capacity keeps expandable page tables small for the fuzzers.
     for (core::Policy p : {core::Policy::kPytorch, core::Policy::kLens}) {
       try {
-        replayJson(replayPolicy(m, idx, p, 1ull << 30));
-      } catch (const std::runtime_error&) {
-      }
+        replay_json(replay_policy(m, idx, p, 1ull << 30));
+      } catch (const std::runtime_error&) {}
       WhatIfQuery q;
-      q.havePolicy = true, q.policy = p, q.capacity = 1ull << 30, q.requests = {4096, 64ull << 20, 1ull << 62};
+      q.have_policy = true, q.policy = p, q.capacity = 1ull << 30, q.requests = {4096, 64ull << 20, 1ull << 62};
       try {
-        whatIfJson(m, idx, (t0 + t1) / 2, q);
-      } catch (const std::runtime_error&) {
-      }
+        what_if_json(m, idx, (t0 + t1) / 2, q);
+      } catch (const std::runtime_error&) {}
     }
   }
-  for (uint32_t s = 0; s < m.stacks.size() && s < 64; s++) stackJson(m, s);
-  exportPickle(m, INFINITY);
+  for (uint32_t s = 0; s < m.stacks.size() && s < 64; s++) stack_json(m, s);
+  export_pickle(m, INFINITY);
 }
 
 }  // namespace gpumem

@@ -24,6 +24,6 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     std::string twice = again.dump();
     if (!json::parse(twice, &third, &err) || third.dump() != twice) std::abort();  // not a fixed point
   }
-  (void)isUserPath(text, {"/opt/gpumem"});
+  (void)is_user_path(text, {"/opt/gpumem"});
   return 0;
 }

@@ -6,8 +6,8 @@
 #include <exception>
 
 #include "aggregate.h"
-#include "export_pickle.h"
 #include "exercise.h"
+#include "export_pickle.h"
 #include "snapshot_import.h"
 
 using namespace gpumem;
@@ -15,10 +15,10 @@ using namespace gpumem;
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   Model m;
   try {
-    importSnapshot(m, data, size);
+    import_snapshot(m, data, size);
   } catch (const std::exception&) {
     return 0;
   }
-  exerciseModel(m);
+  exercise_model(m);
   return 0;
 }

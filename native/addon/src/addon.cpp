@@ -6,8 +6,8 @@
 #include <fcntl.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
-#include <unistd.h>
 #include <time.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
@@ -18,8 +18,8 @@
 #include <vector>
 
 #include "aggregate.h"
-#include "categories.h"
 #include "capture_decoder.h"
+#include "categories.h"
 #include "export_pickle.h"
 #include "gpumem_format.h"
 #include "json.h"
@@ -31,21 +31,21 @@ namespace gpumem {
 
 namespace {
 
-std::vector<uint8_t> readRange(const std::string& path, uint64_t from, size_t maxBytes, bool& ok) {
+std::vector<uint8_t> read_range(const std::string& path, uint64_t from, size_t max_bytes, bool& ok) {
   std::vector<uint8_t> buf;
   FILE* f = fopen(path.c_str(), "rb");
   ok = f != nullptr;
   if (!f) return buf;
   if (fseeko(f, (off_t)from, SEEK_SET) == 0) {
-    buf.resize(maxBytes);
-    size_t got = fread(buf.data(), 1, maxBytes, f);
+    buf.resize(max_bytes);
+    size_t got = fread(buf.data(), 1, max_bytes, f);
     buf.resize(got);
   }
   fclose(f);
   return buf;
 }
 
-std::vector<uint8_t> readAll(const std::string& path, bool& ok) {
+std::vector<uint8_t> read_all(const std::string& path, bool& ok) {
   std::vector<uint8_t> buf;
   FILE* f = fopen(path.c_str(), "rb");
   ok = f != nullptr;
@@ -69,19 +69,19 @@ struct Opened {
   std::unique_ptr<CaptureDecoder> capture;
   std::vector<uint8_t> buf;  // capture read fallback
   // The capture file being tailed; a budgeted capture is rewritten and renamed over itself (FORMAT.md §5).
-  uint64_t ino = 0, devNo = 0;
-  int64_t decodeNs = 0, deriveNs = 0, decodeCpuNs = 0, deriveCpuNs = 0;
+  uint64_t ino = 0, dev_no = 0;
+  int64_t decode_ns = 0, derive_ns = 0, decode_cpu_ns = 0, derive_cpu_ns = 0;
 };
 
 // CPU time of this thread: on a busy machine wall time measures the neighbours, not the reader.
-int64_t threadCpuNs() {
+int64_t thread_cpu_ns() {
   timespec ts{};
   clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
   return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
 }
 
 // Fallback when the file cannot be mapped: chunks that each hold any whole record.
-void feedByReading(Opened& o, int fd, uint64_t size) {
+void feed_by_reading(Opened& o, int fd, uint64_t size) {
   constexpr size_t kChunk = gpumem::fmt::kMaxPayload + (16u << 20);
   CaptureDecoder& c = *o.capture;
   while (!c.damaged() && size > c.offset()) {
@@ -94,12 +94,12 @@ void feedByReading(Opened& o, int fd, uint64_t size) {
   }
 }
 
-size_t pollCapture(Opened& o) {
+size_t poll_capture(Opened& o) {
   if (!o.capture) return 0;
   CaptureDecoder& c = *o.capture;
-  size_t before = c.eventsDecoded();
+  size_t before = c.events_decoded();
   auto t0 = std::chrono::steady_clock::now();
-  int64_t c0 = threadCpuNs();
+  int64_t c0 = thread_cpu_ns();
   int fd = open(o.path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) throw std::runtime_error("cannot read " + o.path + ": " + strerror(errno));
   struct stat st {};
@@ -108,15 +108,15 @@ size_t pollCapture(Opened& o) {
   // Note [Capture budget] (native/allocator/src/compactor.cc): when a budgeted capture reaches its budget, the
   // writer renames a compacted copy over it. A new inode (or a file shorter than what was read) is read again from
   // its start into a fresh model: the compacted copy holds every whole-run figure, so nothing shown goes missing.
-  if (o.ino && ((uint64_t)st.st_ino != o.ino || (uint64_t)st.st_dev != o.devNo || size < c.offset())) {
+  if (o.ino && ((uint64_t)st.st_ino != o.ino || (uint64_t)st.st_dev != o.dev_no || size < c.offset())) {
     o.model = std::make_unique<Model>();
     o.model->format = "gpumem-capture";
     o.capture = std::make_unique<CaptureDecoder>();
     before = 0;
   }
-  o.ino = (uint64_t)st.st_ino, o.devNo = (uint64_t)st.st_dev;
+  o.ino = (uint64_t)st.st_ino, o.dev_no = (uint64_t)st.st_dev;
   CaptureDecoder& c2 = *o.capture;
-  c2.sizeHint(size);
+  c2.size_hint(size);
   if (size > c2.offset() && !c2.damaged()) {
     // Note [Mapped reads]: the new bytes are mapped, not copied: decoding reads the page cache
     // directly. A partial record at the end stays unconsumed and is mapped again by the next poll.
@@ -129,23 +129,23 @@ size_t pollCapture(Opened& o) {
       c2.feed(*o.model, base, (size_t)(size - c2.offset()));
       munmap(p, len);
     } else {
-      feedByReading(o, fd, size);
+      feed_by_reading(o, fd, size);
     }
   }
   close(fd);
   auto t1 = std::chrono::steady_clock::now();
-  int64_t c1 = threadCpuNs();
+  int64_t c1 = thread_cpu_ns();
   o.model->derive();
   auto t2 = std::chrono::steady_clock::now();
-  o.decodeCpuNs += c1 - c0;
-  o.deriveCpuNs += threadCpuNs() - c1;
-  o.decodeNs += std::chrono::duration_cast<std::chrono::nanoseconds>(t1 - t0).count();
-  o.deriveNs += std::chrono::duration_cast<std::chrono::nanoseconds>(t2 - t1).count();
-  return c2.eventsDecoded() - before;
+  o.decode_cpu_ns += c1 - c0;
+  o.derive_cpu_ns += thread_cpu_ns() - c1;
+  o.decode_ns += std::chrono::duration_cast<std::chrono::nanoseconds>(t1 - t0).count();
+  o.derive_ns += std::chrono::duration_cast<std::chrono::nanoseconds>(t2 - t1).count();
+  return c2.events_decoded() - before;
 }
 
 // Reads a whole pickle: mapped (no copy of a file that may be ~1 GB), read into memory when it cannot be.
-void importPickleFile(Opened& o) {
+void import_pickle_file(Opened& o) {
   int fd = open(o.path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) throw std::runtime_error("cannot open " + o.path + ": " + strerror(errno));
   struct stat st {};
@@ -161,35 +161,37 @@ void importPickleFile(Opened& o) {
         size_t n;
         ~Unmap() { munmap(p, n); }
       } unmap{p, len};
-      importSnapshot(*o.model, static_cast<const uint8_t*>(p), len, true);
+      import_snapshot(*o.model, static_cast<const uint8_t*>(p), len, true);
       return;
     }
   }
   close(fd);
   bool ok = false;
-  std::vector<uint8_t> all = readAll(o.path, ok);
+  std::vector<uint8_t> all = read_all(o.path, ok);
   if (!ok) throw std::runtime_error("cannot open " + o.path + ": " + strerror(errno));
-  importSnapshot(*o.model, all.data(), all.size());
+  import_snapshot(*o.model, all.data(), all.size());
 }
 
 // Opens o.path (a capture or a pickle) into o. Throws std::exception whose message is for the user.
-void openInto(Opened& o) {
+void open_into(Opened& o) {
   bool ok = false;
-  std::vector<uint8_t> head = readRange(o.path, 0, 16, ok);
+  std::vector<uint8_t> head = read_range(o.path, 0, 16, ok);
   if (!ok) throw std::runtime_error("cannot open " + o.path + ": " + strerror(errno));
-  if (head.empty()) throw std::runtime_error(o.path + " is empty: not a capture or a snapshot pickle (was the workload killed before it wrote anything?)");
+  if (head.empty())
+    throw std::runtime_error(
+        o.path + " is empty: not a capture or a snapshot pickle (was the workload killed before it wrote anything?)");
   o.model = std::make_unique<Model>();
   try {
-    if (CaptureDecoder::looksLikeCapture(head.data(), head.size()) || (head.size() < 6 && head[0] == 'G')) {
+    if (CaptureDecoder::looks_like_capture(head.data(), head.size()) || (head.size() < 6 && head[0] == 'G')) {
       o.capture = std::make_unique<CaptureDecoder>();
       o.model->format = "gpumem-capture";
-      pollCapture(o);
+      poll_capture(o);
     } else if (head[0] == 0x80) {
       auto t0 = std::chrono::steady_clock::now();
-      int64_t c0 = threadCpuNs();
-      importPickleFile(o);
-      o.decodeNs = std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - t0).count();
-      o.decodeCpuNs = threadCpuNs() - c0;
+      int64_t c0 = thread_cpu_ns();
+      import_pickle_file(o);
+      o.decode_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - t0).count();
+      o.decode_cpu_ns = thread_cpu_ns() - c0;
     } else {
       std::string hex;
       for (size_t k = 0; k < head.size() && k < 4; k++) {
@@ -197,7 +199,8 @@ void openInto(Opened& o) {
         snprintf(b, sizeof b, k ? " %02x" : "%02x", head[k]);
         hex += b;
       }
-      throw std::runtime_error(o.path + " is neither a GPU Memory Lens capture (.gpumem) nor a PyTorch snapshot pickle " +
+      throw std::runtime_error(o.path +
+                               " is neither a GPU Memory Lens capture (.gpumem) nor a PyTorch snapshot pickle " +
                                "(it starts with bytes " + hex +
                                "); open a file written by torch.cuda.memory._dump_snapshot or by a lens run");
     }
@@ -209,36 +212,24 @@ void openInto(Opened& o) {
 class Handle : public Napi::ObjectWrap<Handle> {
  public:
   static Napi::Function Define(Napi::Env env) {
-    return DefineClass(env, "ModelHandle",
-                       {
-                           InstanceMethod("format", &Handle::Format),
-                           InstanceMethod("header", &Handle::Header),
-                           InstanceMethod("devices", &Handle::Devices),
-                           InstanceMethod("problems", &Handle::Problems),
-                           InstanceMethod("fileInfo", &Handle::FileInfo),
-                           InstanceMethod("poll", &Handle::Poll),
-                           InstanceMethod("ended", &Handle::Ended),
-                           InstanceMethod("endRecord", &Handle::EndRecord),
-                           InstanceMethod("timeRange", &Handle::TimeRange),
-                           InstanceMethod("current", &Handle::Current),
-                           InstanceMethod("timeline", &Handle::Timeline),
-                           InstanceMethod("stateAt", &Handle::StateAt),
-                           InstanceMethod("lineStats", &Handle::LineStats),
-                           InstanceMethod("stack", &Handle::Stack),
-                           InstanceMethod("markers", &Handle::Markers),
-                           InstanceMethod("stepTable", &Handle::StepTable),
-                           InstanceMethod("categories", &Handle::Categories),
-                           InstanceMethod("ooms", &Handle::Ooms),
-                           InstanceMethod("spans", &Handle::Spans),
-                           InstanceMethod("diff", &Handle::Diff),
-                           InstanceMethod("summary", &Handle::Summary),
-                           InstanceMethod("exportPickle", &Handle::ExportPickle),
-                           InstanceMethod("whatIf", &Handle::WhatIf),
-                           InstanceMethod("replay", &Handle::Replay),
-                           InstanceMethod("eventCount", &Handle::EventCount),
-                           InstanceMethod("timings", &Handle::Timings),
-                           InstanceMethod("close", &Handle::Close),
-                       });
+    return DefineClass(
+        env, "ModelHandle",
+        {
+            InstanceMethod("format", &Handle::Format),         InstanceMethod("header", &Handle::Header),
+            InstanceMethod("devices", &Handle::Devices),       InstanceMethod("problems", &Handle::Problems),
+            InstanceMethod("fileInfo", &Handle::FileInfo),     InstanceMethod("poll", &Handle::Poll),
+            InstanceMethod("ended", &Handle::Ended),           InstanceMethod("endRecord", &Handle::EndRecord),
+            InstanceMethod("timeRange", &Handle::TimeRange),   InstanceMethod("current", &Handle::Current),
+            InstanceMethod("timeline", &Handle::Timeline),     InstanceMethod("stateAt", &Handle::StateAt),
+            InstanceMethod("lineStats", &Handle::LineStats),   InstanceMethod("stack", &Handle::Stack),
+            InstanceMethod("markers", &Handle::Markers),       InstanceMethod("stepTable", &Handle::StepTable),
+            InstanceMethod("categories", &Handle::Categories), InstanceMethod("ooms", &Handle::Ooms),
+            InstanceMethod("spans", &Handle::Spans),           InstanceMethod("diff", &Handle::Diff),
+            InstanceMethod("summary", &Handle::Summary),       InstanceMethod("exportPickle", &Handle::ExportPickle),
+            InstanceMethod("whatIf", &Handle::WhatIf),         InstanceMethod("replay", &Handle::Replay),
+            InstanceMethod("eventCount", &Handle::EventCount), InstanceMethod("timings", &Handle::Timings),
+            InstanceMethod("close", &Handle::Close),
+        });
   }
 
   // new ModelHandle(path) reads the file on the calling thread; openAsync passes an External holding
@@ -253,19 +244,24 @@ class Handle : public Napi::ObjectWrap<Handle> {
     if (info.Length() < 1 || !info[0].IsString()) throw Napi::TypeError::New(env, "open(path): path must be a string");
     o_.path = info[0].As<Napi::String>().Utf8Value();
     try {
-      openInto(o_);
+      open_into(o_);
     } catch (const std::exception& e) {
       throw Napi::Error::New(env, std::string(e.what()));
     }
   }
 
  private:
-  size_t PollCapture() { return pollCapture(o_); }
+  size_t PollCapture() { return poll_capture(o_); }
 
   // Where opening time went (for test/bench/reader): read+decode vs pairing/series.
   Napi::Value Timings(const Napi::CallbackInfo& info) {
     json::Writer j;
-    j.open('{').kv("decodeNs", o_.decodeNs).kv("deriveNs", o_.deriveNs).kv("decodeCpuNs", o_.decodeCpuNs).kv("deriveCpuNs", o_.deriveCpuNs).close('}');
+    j.open('{')
+        .kv("decodeNs", o_.decode_ns)
+        .kv("deriveNs", o_.derive_ns)
+        .kv("decodeCpuNs", o_.decode_cpu_ns)
+        .kv("deriveCpuNs", o_.derive_cpu_ns)
+        .close('}');
     return Str(info.Env(), j.s);
   }
 
@@ -273,27 +269,33 @@ class Handle : public Napi::ObjectWrap<Handle> {
     if (!o_.model) throw Napi::Error::New(env, "this model was closed");
     return *o_.model;
   }
-  static int Dev(const Napi::CallbackInfo& info, size_t i) { return info.Length() > i && info[i].IsNumber() ? info[i].As<Napi::Number>().Int32Value() : 0; }
+  static int Dev(const Napi::CallbackInfo& info, size_t i) {
+    return info.Length() > i && info[i].IsNumber() ? info[i].As<Napi::Number>().Int32Value() : 0;
+  }
   static double Num(const Napi::CallbackInfo& info, size_t i, double fallback) {
     return info.Length() > i && info[i].IsNumber() ? info[i].As<Napi::Number>().DoubleValue() : fallback;
   }
   static Napi::Value Str(Napi::Env env, const std::string& s) { return Napi::String::New(env, s); }
 
   Napi::Value Format(const Napi::CallbackInfo& info) { return Str(info.Env(), M(info.Env()).format); }
-  Napi::Value Header(const Napi::CallbackInfo& info) { return Str(info.Env(), M(info.Env()).headerJson); }
-  Napi::Value Devices(const Napi::CallbackInfo& info) { return Str(info.Env(), devicesJson(M(info.Env()))); }
-  Napi::Value FileInfo(const Napi::CallbackInfo& info) { return Str(info.Env(), fileInfoJson(M(info.Env()))); }
+  Napi::Value Header(const Napi::CallbackInfo& info) { return Str(info.Env(), M(info.Env()).header_json); }
+  Napi::Value Devices(const Napi::CallbackInfo& info) { return Str(info.Env(), devices_json(M(info.Env()))); }
+  Napi::Value FileInfo(const Napi::CallbackInfo& info) { return Str(info.Env(), file_info_json(M(info.Env()))); }
   Napi::Value Problems(const Napi::CallbackInfo& info) {
     Model& m = M(info.Env());
-    std::string json = problemsJson(m);
+    std::string json = problems_json(m);
     CaptureDecoder* capture_ = o_.capture.get();
-    if (capture_ && !capture_->damaged() && capture_->pendingBytes() > 0 && !m.ended) {
+    if (capture_ && !capture_->damaged() && capture_->pending_bytes() > 0 && !m.ended) {
       // A record still being written (live) or cut off by a crash: say which, as far as we can tell.
       json::Writer j;
-      j.open('{').kvu("offset", capture_->offset()).kvs("message", "the capture ends with an incomplete record at byte " +
-                                                                   std::to_string(capture_->offset()) + " (" +
-                                                                   std::to_string(capture_->pendingBytes()) +
-                                                                   " bytes); if the workload is still running it is completed on the next poll, otherwise the process died while writing it").kvs("kind", "incomplete").close('}');
+      j.open('{')
+          .kvu("offset", capture_->offset())
+          .kvs("message", "the capture ends with an incomplete record at byte " + std::to_string(capture_->offset()) +
+                              " (" + std::to_string(capture_->pending_bytes()) +
+                              " bytes); if the workload is still running it is completed on the next poll, otherwise "
+                              "the process died while writing it")
+          .kvs("kind", "incomplete")
+          .close('}');
       json = json.size() > 2 ? json.substr(0, json.size() - 1) + "," + j.s + "]" : "[" + j.s + "]";
     }
     return Str(info.Env(), json);
@@ -312,19 +314,32 @@ class Handle : public Napi::ObjectWrap<Handle> {
     Model& m = M(info.Env());
     if (!m.ended) return Str(info.Env(), "null");
     json::Writer j;
-    j.open('{').kvu("reason", m.end.reason).kv("exitCode", m.end.exitCode).kvs("message", m.end.message).close('}');
+    j.open('{').kvu("reason", m.end.reason).kv("exitCode", m.end.exit_code).kvs("message", m.end.message).close('}');
     return Str(info.Env(), j.s);
   }
-  Napi::Value TimeRange(const Napi::CallbackInfo& info) { return Str(info.Env(), timeRangeJson(M(info.Env()), Dev(info, 0))); }
-  Napi::Value Current(const Napi::CallbackInfo& info) { return Str(info.Env(), currentJson(M(info.Env()), Dev(info, 0))); }
+  Napi::Value TimeRange(const Napi::CallbackInfo& info) {
+    return Str(info.Env(), time_range_json(M(info.Env()), Dev(info, 0)));
+  }
+  Napi::Value Current(const Napi::CallbackInfo& info) {
+    return Str(info.Env(), current_json(M(info.Env()), Dev(info, 0)));
+  }
   Napi::Value Timeline(const Napi::CallbackInfo& info) {
     bool owners = info.Length() > 4 && info[4].IsBoolean() && info[4].As<Napi::Boolean>().Value();
-    return Str(info.Env(), timelineJson(M(info.Env()), Dev(info, 0), Num(info, 1, 0), Num(info, 2, 0), (int)Num(info, 3, 100), owners));
+    return Str(info.Env(), timeline_json(M(info.Env()), Dev(info, 0), Num(info, 1, 0), Num(info, 2, 0),
+                                         (int)Num(info, 3, 100), owners));
   }
-  Napi::Value StateAt(const Napi::CallbackInfo& info) { return Str(info.Env(), stateJson(M(info.Env()), Dev(info, 0), Num(info, 1, INFINITY))); }
-  Napi::Value LineStats(const Napi::CallbackInfo& info) { return Str(info.Env(), lineStatsJson(M(info.Env()), Dev(info, 0))); }
-  Napi::Value Stack(const Napi::CallbackInfo& info) { return Str(info.Env(), stackJson(M(info.Env()), (uint32_t)Num(info, 0, 0))); }
-  Napi::Value Markers(const Napi::CallbackInfo& info) { return Str(info.Env(), markersJson(M(info.Env()), Dev(info, 0))); }
+  Napi::Value StateAt(const Napi::CallbackInfo& info) {
+    return Str(info.Env(), state_json(M(info.Env()), Dev(info, 0), Num(info, 1, INFINITY)));
+  }
+  Napi::Value LineStats(const Napi::CallbackInfo& info) {
+    return Str(info.Env(), line_stats_json(M(info.Env()), Dev(info, 0)));
+  }
+  Napi::Value Stack(const Napi::CallbackInfo& info) {
+    return Str(info.Env(), stack_json(M(info.Env()), (uint32_t)Num(info, 0, 0)));
+  }
+  Napi::Value Markers(const Napi::CallbackInfo& info) {
+    return Str(info.Env(), markers_json(M(info.Env()), Dev(info, 0)));
+  }
   Napi::Value StepTable(const Napi::CallbackInfo& info) {
     Napi::Env env = info.Env();
     if (info.Length() < 2 || !info[1].IsArray()) throw Napi::TypeError::New(env, "stepTable(device, endsUs: number[])");
@@ -338,7 +353,7 @@ class Handle : public Napi::ObjectWrap<Handle> {
       if (!ends.empty() && t < ends.back()) throw Napi::RangeError::New(env, "stepTable: endsUs must be ascending");
       ends.push_back(t);
     }
-    return Str(env, stepTableJson(M(env), Dev(info, 0), ends));
+    return Str(env, step_table_json(M(env), Dev(info, 0), ends));
   }
   Napi::Value Categories(const Napi::CallbackInfo& info) {
     Napi::Env env = info.Env();
@@ -352,12 +367,12 @@ class Handle : public Napi::ObjectWrap<Handle> {
       if (!v.IsNumber()) throw Napi::TypeError::New(env, "categories: timesUs must hold numbers");
       times.push_back(v.As<Napi::Number>().DoubleValue());
     }
-    return Str(env, categoriesJson(M(env), Dev(info, 0), times, info[2].As<Napi::Boolean>().Value()));
+    return Str(env, categories_json(M(env), Dev(info, 0), times, info[2].As<Napi::Boolean>().Value()));
   }
-  Napi::Value Ooms(const Napi::CallbackInfo& info) { return Str(info.Env(), oomsJson(M(info.Env()))); }
+  Napi::Value Ooms(const Napi::CallbackInfo& info) { return Str(info.Env(), ooms_json(M(info.Env()))); }
   Napi::Value Spans(const Napi::CallbackInfo& info) {
-    return Str(info.Env(), spansJson(M(info.Env()), Dev(info, 0), Num(info, 1, -INFINITY), Num(info, 2, INFINITY), (size_t)Num(info, 3, 1000),
-                                     (int)Num(info, 4, -1)));
+    return Str(info.Env(), spans_json(M(info.Env()), Dev(info, 0), Num(info, 1, -INFINITY), Num(info, 2, INFINITY),
+                                      (size_t)Num(info, 3, 1000), (int)Num(info, 4, -1)));
   }
   Napi::Value Diff(const Napi::CallbackInfo& info) {
     Model& a = M(info.Env());
@@ -366,14 +381,14 @@ class Handle : public Napi::ObjectWrap<Handle> {
       Handle* other = Napi::ObjectWrap<Handle>::Unwrap(info[3].As<Napi::Object>());
       b = &other->M(info.Env());
     }
-    return Str(info.Env(), diffJson(a, Dev(info, 0), Num(info, 1, 0), *b, Num(info, 2, INFINITY)));
+    return Str(info.Env(), diff_json(a, Dev(info, 0), Num(info, 1, 0), *b, Num(info, 2, INFINITY)));
   }
-  Napi::Value Summary(const Napi::CallbackInfo& info) { return Str(info.Env(), summaryJson(M(info.Env()))); }
+  Napi::Value Summary(const Napi::CallbackInfo& info) { return Str(info.Env(), summary_json(M(info.Env()))); }
   Napi::Value ExportPickle(const Napi::CallbackInfo& info) {
     Napi::Env env = info.Env();
     if (info.Length() < 1 || !info[0].IsString()) throw Napi::TypeError::New(env, "exportPickle(outPath, atUs?)");
     std::string out = info[0].As<Napi::String>().Utf8Value();
-    std::string bytes = exportPickle(M(env), Num(info, 1, INFINITY));
+    std::string bytes = export_pickle(M(env), Num(info, 1, INFINITY));
     std::ofstream f(out, std::ios::binary | std::ios::trunc);
     if (!f) throw Napi::Error::New(env, "cannot write " + out + ": " + strerror(errno));
     f.write(bytes.data(), (std::streamsize)bytes.size());
@@ -384,7 +399,8 @@ class Handle : public Napi::ObjectWrap<Handle> {
   static core::Policy PolicyArg(Napi::Env env, const Napi::Value& v, const char* where) {
     core::Policy p;
     if (!v.IsString() || !core::parse_policy(v.As<Napi::String>().Utf8Value(), &p))
-      throw Napi::TypeError::New(env, std::string(where) + ": policy must be 'pytorch', 'pytorch-expandable', 'lens' or 'lens-no-trim'");
+      throw Napi::TypeError::New(
+          env, std::string(where) + ": policy must be 'pytorch', 'pytorch-expandable', 'lens' or 'lens-no-trim'");
     return p;
   }
   static uint64_t BytesArg(Napi::Env env, const Napi::Value& v, const char* what) {
@@ -403,7 +419,7 @@ class Handle : public Napi::ObjectWrap<Handle> {
     if (info.Length() > 2 && info[2].IsObject()) {
       Napi::Object o = info[2].As<Napi::Object>();
       Napi::Value p = o.Get("policy"), c = o.Get("capacityBytes"), r = o.Get("requests");
-      if (!p.IsUndefined() && !p.IsNull()) q.havePolicy = true, q.policy = PolicyArg(env, p, "whatIf");
+      if (!p.IsUndefined() && !p.IsNull()) q.have_policy = true, q.policy = PolicyArg(env, p, "whatIf");
       if (!c.IsUndefined() && !c.IsNull()) q.capacity = BytesArg(env, c, "whatIf: capacityBytes");
       if (!r.IsUndefined() && !r.IsNull()) {
         if (!r.IsArray()) throw Napi::TypeError::New(env, "whatIf: requests must be an array of byte counts");
@@ -412,7 +428,7 @@ class Handle : public Napi::ObjectWrap<Handle> {
       }
     }
     try {
-      return Str(env, whatIfJson(m, Dev(info, 0), Num(info, 1, INFINITY), q));
+      return Str(env, what_if_json(m, Dev(info, 0), Num(info, 1, INFINITY), q));
     } catch (const std::exception& e) {
       throw Napi::Error::New(env, e.what());
     }
@@ -421,11 +437,14 @@ class Handle : public Napi::ObjectWrap<Handle> {
   Napi::Value Replay(const Napi::CallbackInfo& info) {
     Napi::Env env = info.Env();
     Model& m = M(env);
-    if (info.Length() < 2 || !info[0].IsNumber()) throw Napi::TypeError::New(env, "replay(device, policy, capacityBytes?)");
+    if (info.Length() < 2 || !info[0].IsNumber())
+      throw Napi::TypeError::New(env, "replay(device, policy, capacityBytes?)");
     core::Policy p = PolicyArg(env, info[1], "replay");
-    uint64_t capacity = info.Length() > 2 && !info[2].IsUndefined() && !info[2].IsNull() ? BytesArg(env, info[2], "replay: capacityBytes") : 0;
+    uint64_t capacity = info.Length() > 2 && !info[2].IsUndefined() && !info[2].IsNull()
+                            ? BytesArg(env, info[2], "replay: capacityBytes")
+                            : 0;
     try {
-      return Str(env, replayJson(replayPolicy(m, Dev(info, 0), p, capacity)));
+      return Str(env, replay_json(replay_policy(m, Dev(info, 0), p, capacity)));
     } catch (const std::exception& e) {
       throw Napi::Error::New(env, e.what());
     }
@@ -451,7 +470,8 @@ class Handle : public Napi::ObjectWrap<Handle> {
 // then only by the JS thread.
 class OpenWorker : public Napi::AsyncWorker {
  public:
-  OpenWorker(Napi::Env env, std::string path) : Napi::AsyncWorker(env, "gpumemOpen"), deferred_(Napi::Promise::Deferred::New(env)) {
+  OpenWorker(Napi::Env env, std::string path)
+      : Napi::AsyncWorker(env, "gpumemOpen"), deferred_(Napi::Promise::Deferred::New(env)) {
     o_.path = std::move(path);
   }
   Napi::Promise Promise() { return deferred_.Promise(); }
@@ -459,7 +479,7 @@ class OpenWorker : public Napi::AsyncWorker {
  protected:
   void Execute() override {
     try {
-      openInto(o_);
+      open_into(o_);
     } catch (const std::exception& e) {
       SetError(e.what());
     } catch (...) {
@@ -491,7 +511,8 @@ static Napi::Object Init(Napi::Env env, Napi::Object exports) {
   exports.Set("ModelHandle", ctor);
   exports.Set("openAsync", Napi::Function::New(env, [](const Napi::CallbackInfo& info) -> Napi::Value {
                 Napi::Env env = info.Env();
-                if (info.Length() < 1 || !info[0].IsString()) throw Napi::TypeError::New(env, "openAsync(path): path must be a string");
+                if (info.Length() < 1 || !info[0].IsString())
+                  throw Napi::TypeError::New(env, "openAsync(path): path must be a string");
                 auto* w = new gpumem::OpenWorker(env, info[0].As<Napi::String>().Utf8Value());
                 Napi::Promise p = w->Promise();
                 w->Queue();

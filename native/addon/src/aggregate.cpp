@@ -13,7 +13,8 @@ namespace gpumem {
 
 namespace {
 
-const char* const kMarkerKinds[] = {"user", "range_begin", "range_end", "empty_cache", "snapshot", "oom", "notice", "step"};
+const char* const kMarkerKinds[] = {"user",     "range_begin", "range_end", "empty_cache",
+                                    "snapshot", "oom",         "notice",    "step"};
 const char* const kPoolNames[] = {"large", "small", "private"};
 constexpr const char* kNoUserFrame = "<no user frame>";
 
@@ -21,21 +22,21 @@ constexpr const char* kNoUserFrame = "<no user frame>";
 using LineKey = std::pair<uint32_t, uint32_t>;
 constexpr LineKey kNoUserLine{UINT32_MAX, 0};
 
-LineKey selfLine(const Model& m, uint32_t stackId) {
-  const StackData& s = m.stacks[stackId];
-  if (s.userFrame == UINT32_MAX) return kNoUserLine;
-  const FrameData& f = m.frames[s.userFrame];
+LineKey self_line(const Model& m, uint32_t stack_id) {
+  const StackData& s = m.stacks[stack_id];
+  if (s.user_frame == UINT32_MAX) return kNoUserLine;
+  const FrameData& f = m.frames[s.user_frame];
   return {f.file, f.line};
 }
 
-std::string_view lineFile(const Model& m, LineKey k) {
+std::string_view line_file(const Model& m, LineKey k) {
   // Both branches as string_view: a `const char*`/`std::string` conditional would yield a temporary.
   return k.first == UINT32_MAX ? std::string_view(kNoUserFrame) : std::string_view(m.strings[k.first]);
 }
 
-bool liveAtPeak(const DeviceData& d, size_t i) {
-  if (d.peakIndex < 0 || (int64_t)i > d.peakIndex) return false;
-  return d.link[i] == kNoLink || (int64_t)d.link[i] > d.peakIndex;
+bool live_at_peak(const DeviceData& d, size_t i) {
+  if (d.peak_index < 0 || (int64_t)i > d.peak_index) return false;
+  return d.link[i] == kNoLink || (int64_t)d.link[i] > d.peak_index;
 }
 
 const DeviceData* dev(const Model& m, int index) {
@@ -43,10 +44,10 @@ const DeviceData* dev(const Model& m, int index) {
   return it == m.devices.end() ? nullptr : &it->second;
 }
 
-int64_t allocatedBefore(const DeviceData& d, size_t n) { return n ? d.allocated[n - 1] : d.startAllocated; }
-int64_t reservedBefore(const DeviceData& d, size_t n) { return n ? d.reserved[n - 1] : d.startReserved; }
+int64_t allocated_before(const DeviceData& d, size_t n) { return n ? d.allocated[n - 1] : d.start_allocated; }
+int64_t reserved_before(const DeviceData& d, size_t n) { return n ? d.reserved[n - 1] : d.start_reserved; }
 
-void writeSegments(json::Writer& j, const Model& m, const std::vector<SegmentData>& segs, int device) {
+void write_segments(json::Writer& j, const Model& m, const std::vector<SegmentData>& segs, int device) {
   (void)m;
   j.open('[');
   for (const auto& s : segs) {
@@ -63,116 +64,138 @@ void writeSegments(json::Writer& j, const Model& m, const std::vector<SegmentDat
 }
 
 // Final allocator state: what the file states (pickle segments), else the replay to the end.
-std::vector<SegmentData> finalState(const DeviceData& d) { return stateAfter(d, d.count()); }
+std::vector<SegmentData> final_state(const DeviceData& d) { return state_after(d, d.count()); }
 
 }  // namespace
 
 // double → int64 without undefined behaviour for out-of-range values.
-static int64_t clampToI64(double v) {
+static int64_t clamp_to_i64(double v) {
   if (std::isnan(v)) return 0;
   if (v >= 9.2e18) return std::numeric_limits<int64_t>::max();
   if (v <= -9.2e18) return std::numeric_limits<int64_t>::min();
   return (int64_t)v;
 }
 
-size_t eventsUpTo(const DeviceData& d, double tUs) {
-  if (std::isnan(tUs) || tUs >= (double)std::numeric_limits<int64_t>::max()) return d.count();
-  if (tUs < (double)std::numeric_limits<int64_t>::min()) return 0;
-  int64_t t = clampToI64(std::floor(tUs));
+size_t events_up_to(const DeviceData& d, double t_us) {
+  if (std::isnan(t_us) || t_us >= (double)std::numeric_limits<int64_t>::max()) return d.count();
+  if (t_us < (double)std::numeric_limits<int64_t>::min()) return 0;
+  int64_t t = clamp_to_i64(std::floor(t_us));
   return std::upper_bound(d.t.begin(), d.t.end(), t) - d.t.begin();
 }
 
 // Note [Devices with no events]: a device the process never allocated on still gets samples (the
 // recorder samples every device it announced) and may carry process-wide markers; it has nothing to show
-// and is left out of devices(), summaries and panels. Its markers stay reachable (markersJson).
-bool hasMemoryData(const DeviceData& d) { return d.count() > 0 || !d.finalSegments.empty() || !d.ooms.empty(); }
+// and is left out of devices(), summaries and panels. Its markers stay reachable (markers_json).
+bool has_memory_data(const DeviceData& d) { return d.count() > 0 || !d.final_segments.empty() || !d.ooms.empty(); }
 
-std::string devicesJson(const Model& m) {
+std::string devices_json(const Model& m) {
   json::Writer j;
   j.open('[');
   for (const auto& [idx, d] : m.devices)
-    if (hasMemoryData(d)) j.item().num(idx);
+    if (has_memory_data(d)) j.item().num(idx);
   return j.close(']').s;
 }
 
-std::string problemsJson(const Model& m) {
+std::string problems_json(const Model& m) {
   json::Writer j;
   j.open('[');
-  for (const auto& p : m.problems) j.open('{').kvu("offset", p.offset).kvs("message", p.message).kvs("kind", p.kind).close('}');
+  for (const auto& p : m.problems)
+    j.open('{').kvu("offset", p.offset).kvs("message", p.message).kvs("kind", p.kind).close('}');
   return j.close(']').s;
 }
 
-std::string fileInfoJson(const Model& m) {
+std::string file_info_json(const Model& m) {
   json::Writer j;
   j.open('{');
   // Note [Time origin]: times are shown as seconds since the process's first allocator event (any device).
-  bool haveOrigin = false;
+  bool have_origin = false;
   int64_t origin = 0;
   for (const auto& [idx, d] : m.devices)
-    if (d.count() && (!haveOrigin || d.t.front() < origin)) origin = d.t.front(), haveOrigin = true;
+    if (d.count() && (!have_origin || d.t.front() < origin)) origin = d.t.front(), have_origin = true;
   j.key("originUs");
-  if (haveOrigin) j.num(origin); else j.raw("null");
-  int64_t last = m.lastUs;
-  bool haveLast = m.haveLastUs;
+  if (have_origin)
+    j.num(origin);
+  else
+    j.raw("null");
+  int64_t last = m.last_us;
+  bool have_last = m.have_last_us;
   for (const auto& [idx, d] : m.devices)
-    if (d.count() && (!haveLast || d.t.back() > last)) last = d.t.back(), haveLast = true;
+    if (d.count() && (!have_last || d.t.back() > last)) last = d.t.back(), have_last = true;
   j.key("lastUs");
-  if (haveLast) j.num(last); else j.raw("null");
+  if (have_last)
+    j.num(last);
+  else
+    j.raw("null");
   j.key("devices").open('[');
-  for (const auto& [idx, id] : m.deviceIds) {
-    j.open('{').kv("index", idx).kvs("name", id.name).kvu("totalBytes", id.totalBytes);
-    if (!id.pciBusId.empty()) j.kvs("pciBusId", id.pciBusId);
+  for (const auto& [idx, id] : m.device_ids) {
+    j.open('{').kv("index", idx).kvs("name", id.name).kvu("totalBytes", id.total_bytes);
+    if (!id.pci_bus_id.empty()) j.kvs("pciBusId", id.pci_bus_id);
     j.close('}');
   }
   j.close(']').key("recordDevices").open('[');
   for (const auto& [idx, d] : m.devices) j.item().num(idx);
   j.close(']').key("end");
   if (m.end.seen) {
-    j.open('{').kv("tUs", m.end.tUs).kv("exitCode", m.end.exitCode).kvu("reason", m.end.reason).kvs("message", m.end.message).close('}');
+    j.open('{')
+        .kv("tUs", m.end.t_us)
+        .kv("exitCode", m.end.exit_code)
+        .kvu("reason", m.end.reason)
+        .kvs("message", m.end.message)
+        .close('}');
   } else {
     j.raw("null");
   }
-  j.kvu("lostEvents", m.lostEvents).key("firstLostUs");
-  if (m.lostEvents) j.num(m.firstLostUs); else j.raw("null");
+  j.kvu("lostEvents", m.lost_events).key("firstLostUs");
+  if (m.lost_events)
+    j.num(m.first_lost_us);
+  else
+    j.raw("null");
   // Budgeted captures (FORMAT.md §5): the compacted ranges; full detail after the last one.
   j.key("aggregated").open('[');
   for (const auto& a : m.aggregated)
-    j.open('{').kv("fromUs", a.fromUs).kv("toUs", a.toUs).kvu("events", a.events).kvu("bytes", a.bytes)
-        .kvu("budgetBytes", a.budgetBytes).kvu("restated", a.restated).kvu("peaks", a.peaks).close('}');
+    j.open('{')
+        .kv("fromUs", a.from_us)
+        .kv("toUs", a.to_us)
+        .kvu("events", a.events)
+        .kvu("bytes", a.bytes)
+        .kvu("budgetBytes", a.budget_bytes)
+        .kvu("restated", a.restated)
+        .kvu("peaks", a.peaks)
+        .close('}');
   j.close(']');
   return j.close('}').s;
 }
 
-std::string summaryJson(const Model& m) {
+std::string summary_json(const Model& m) {
   json::Writer j;
   j.open('{').kvs("format", m.format).key("devices").open('[');
   std::map<LineKey, uint64_t> top;
   for (const auto& [idx, d] : m.devices) {
-    if (!hasMemoryData(d)) continue;  // Note [Devices with no events]
-    std::vector<SegmentData> segs = finalState(d);
+    if (!has_memory_data(d)) continue;  // Note [Devices with no events]
+    std::vector<SegmentData> segs = final_state(d);
     FragFigures f = fragmentation(segs);
-    int64_t peakT = d.peakIndex >= 0 ? d.t[d.peakIndex] : (d.count() ? d.t[0] : 0);
+    int64_t peak_t = d.peak_index >= 0 ? d.t[d.peak_index] : (d.count() ? d.t[0] : 0);
     j.open('{').kv("device", idx).kvu("reserved_bytes", f.reserved).kvu("allocated_bytes", f.allocated);
-    j.kvu("segments", segs.size()).kvu("blocks", f.blocks).kvu("allocated_blocks", f.allocatedBlocks);
-    j.kvu("largest_free_block_bytes", f.largestFree).kvu("events", d.count());
-    j.kv("peak_allocated_bytes", d.peakAllocated).kv("peak_at_time_us", peakT).close('}');
+    j.kvu("segments", segs.size()).kvu("blocks", f.blocks).kvu("allocated_blocks", f.allocated_blocks);
+    j.kvu("largest_free_block_bytes", f.largest_free).kvu("events", d.count());
+    j.kv("peak_allocated_bytes", d.peak_allocated).kv("peak_at_time_us", peak_t).close('}');
     for (size_t i = 0; i < d.count(); i++)
-      if (d.action[i] == ACT_ALLOC && liveAtPeak(d, i)) top[selfLine(m, d.stack[i])] += d.size[i];
+      if (d.action[i] == ACT_ALLOC && live_at_peak(d, i)) top[self_line(m, d.stack[i])] += d.size[i];
   }
   j.close(']').key("top_lines").open('[');
   std::vector<std::pair<LineKey, uint64_t>> rows(top.begin(), top.end());
   std::sort(rows.begin(), rows.end(), [&](const auto& a, const auto& b) {
     if (a.second != b.second) return a.second > b.second;
-    std::string_view fa = lineFile(m, a.first), fb = lineFile(m, b.first);
+    std::string_view fa = line_file(m, a.first), fb = line_file(m, b.first);
     if (fa != fb) return fa < fb;
     return a.first.second < b.first.second;
   });
   for (const auto& [k, bytes] : rows)
-    j.open('{').kvs("file", lineFile(m, k)).kv("line", k.second).kvu("bytes_at_peak", bytes).close('}');
+    j.open('{').kvs("file", line_file(m, k)).kv("line", k.second).kvu("bytes_at_peak", bytes).close('}');
   return j.close(']').close('}').s;
 }
 
-std::string timeRangeJson(const Model& m, int index) {
+std::string time_range_json(const Model& m, int index) {
   const DeviceData* d = dev(m, index);
   int64_t t0 = 0, t1 = 0;
   if (d && d->count()) {
@@ -182,38 +205,45 @@ std::string timeRangeJson(const Model& m, int index) {
   if (d) {
     // Markers and samples extend the range (a capture may hold samples before its first event).
     for (const auto& mk : d->markers) {
-      if (!d->count() && t0 == 0 && t1 == 0) t0 = t1 = mk.tUs;
-      t0 = std::min(t0, mk.tUs), t1 = std::max(t1, mk.tUs);
+      if (!d->count() && t0 == 0 && t1 == 0) t0 = t1 = mk.t_us;
+      t0 = std::min(t0, mk.t_us), t1 = std::max(t1, mk.t_us);
     }
     for (const auto& s : d->samples) {
-      if (!d->count() && t0 == 0 && t1 == 0) t0 = t1 = s.tUs;
-      t0 = std::min(t0, s.tUs), t1 = std::max(t1, s.tUs);
+      if (!d->count() && t0 == 0 && t1 == 0) t0 = t1 = s.t_us;
+      t0 = std::min(t0, s.t_us), t1 = std::max(t1, s.t_us);
     }
   }
   json::Writer j;
   return j.open('{').kv("t0Us", t0).kv("t1Us", t1).close('}').s;
 }
 
-std::string currentJson(const Model& m, int index) {
+std::string current_json(const Model& m, int index) {
   const DeviceData* d = dev(m, index);
   json::Writer j;
   j.open('{');
-  if (!d) return j.kv("allocatedBytes", 0).kv("reservedBytes", 0).kv("peakAllocatedBytes", 0).kv("peakReservedBytes", 0).kv("timeUs", 0).close('}').s;
+  if (!d)
+    return j.kv("allocatedBytes", 0)
+        .kv("reservedBytes", 0)
+        .kv("peakAllocatedBytes", 0)
+        .kv("peakReservedBytes", 0)
+        .kv("timeUs", 0)
+        .close('}')
+        .s;
   size_t n = d->count();
-  j.kv("allocatedBytes", allocatedBefore(*d, n)).kv("reservedBytes", reservedBefore(*d, n));
-  j.kv("peakAllocatedBytes", d->peakAllocated).kv("peakReservedBytes", d->peakReserved);
-  int64_t tLast = n ? d->t.back() : 0;
+  j.kv("allocatedBytes", allocated_before(*d, n)).kv("reservedBytes", reserved_before(*d, n));
+  j.kv("peakAllocatedBytes", d->peak_allocated).kv("peakReservedBytes", d->peak_reserved);
+  int64_t t_last = n ? d->t.back() : 0;
   if (!d->samples.empty()) {
     j.kvu("deviceUsedBytes", d->samples.back().used).kvu("deviceTotalBytes", d->samples.back().total);
-    tLast = std::max(tLast, d->samples.back().tUs);
+    t_last = std::max(t_last, d->samples.back().t_us);
   }
-  return j.kv("timeUs", tLast).close('}').s;
+  return j.kv("timeUs", t_last).close('}').s;
 }
 
 namespace {
 
-void buildPyramid(const std::vector<int64_t>& base, Pyramid& p) {
-  if (p.builtFor == base.size() && !p.mins.empty()) return;
+void build_pyramid(const std::vector<int64_t>& base, Pyramid& p) {
+  if (p.built_for == base.size() && !p.mins.empty()) return;
   p.mins.clear();
   p.maxs.clear();
   const std::vector<int64_t>* lmin = &base;
@@ -232,11 +262,11 @@ void buildPyramid(const std::vector<int64_t>& base, Pyramid& p) {
     lmin = &p.mins.back();
     lmax = &p.maxs.back();
   }
-  p.builtFor = base.size();
+  p.built_for = base.size();
 }
 
 // Min and max of base[i0, i1) through the pyramid: O(8 · log8 n).
-void rangeMinMax(const std::vector<int64_t>& base, const Pyramid& p, size_t lo, size_t hi, int64_t& mn, int64_t& mx) {
+void range_min_max(const std::vector<int64_t>& base, const Pyramid& p, size_t lo, size_t hi, int64_t& mn, int64_t& mx) {
   size_t level = 0;
   while (lo < hi) {
     const std::vector<int64_t>& vmin = level == 0 ? base : p.mins[level - 1];
@@ -253,82 +283,83 @@ void rangeMinMax(const std::vector<int64_t>& base, const Pyramid& p, size_t lo, 
 
 }  // namespace
 
-
-std::string stateJson(const Model& m, int index, double tUs) {
+std::string state_json(const Model& m, int index, double t_us) {
   const DeviceData* d = dev(m, index);
   json::Writer j;
   std::vector<SegmentData> segs;
-  double at = tUs;
+  double at = t_us;
   if (d) {
-    size_t n = eventsUpTo(*d, tUs);
-    segs = stateAfter(*d, n);
-    if (!std::isfinite(tUs)) at = d->count() ? (double)d->t.back() : 0;
+    size_t n = events_up_to(*d, t_us);
+    segs = state_after(*d, n);
+    if (!std::isfinite(t_us)) at = d->count() ? (double)d->t.back() : 0;
   }
   FragFigures f = fragmentation(segs);
   j.open('{').kv("device", index).kvd("timeUs", at).key("segments");
-  writeSegments(j, m, segs, index);
+  write_segments(j, m, segs, index);
   j.key("fragmentation").open('{').kvu("reservedBytes", f.reserved).kvu("allocatedBytes", f.allocated);
-  j.kv("unallocatedBytes", wrapDiff(f.reserved, f.allocated)).kvu("largestFreeBlockBytes", f.largestFree);
-  j.kvu("freeBlocks", f.freeBlocks).kvu("cachedFreeBytes", f.cachedFree).kvu("splitRemainderBytes", f.splitRemainder);
-  j.kvu("roundingWasteBytes", f.roundingWaste).kvu("pendingFreeBytes", f.pendingFree).close('}');
+  j.kv("unallocatedBytes", wrap_diff(f.reserved, f.allocated)).kvu("largestFreeBlockBytes", f.largest_free);
+  j.kvu("freeBlocks", f.free_blocks)
+      .kvu("cachedFreeBytes", f.cached_free)
+      .kvu("splitRemainderBytes", f.split_remainder);
+  j.kvu("roundingWasteBytes", f.rounding_waste).kvu("pendingFreeBytes", f.pending_free).close('}');
   return j.close('}').s;
 }
 
 namespace {
 // Per-line statistics (the sites table), ranked: bytes at the peak (self), then inclusive, then total.
 struct StackAgg {
-  uint64_t atPeak = 0, countAtPeak = 0, total = 0, count = 0, liveNow = 0;
+  uint64_t at_peak = 0, count_at_peak = 0, total = 0, count = 0, live_now = 0;
 };
 struct LineAgg {
-  uint64_t self = 0, incl = 0, total = 0, count = 0, liveNow = 0, backward = 0;
+  uint64_t self = 0, incl = 0, total = 0, count = 0, live_now = 0, backward = 0;
   std::vector<std::pair<uint32_t, const StackAgg*>> stacks;
 };
 struct LineTable {
-  std::unordered_map<uint32_t, StackAgg> perStack;
+  std::unordered_map<uint32_t, StackAgg> per_stack;
   std::map<LineKey, LineAgg> lines;
   std::vector<std::pair<LineKey, LineAgg*>> order;  // ranked
 };
 
-void rankLines(const Model& m, const DeviceData* d, LineTable& out) {
-  auto& perStack = out.perStack;
+void rank_lines(const Model& m, const DeviceData* d, LineTable& out) {
+  auto& per_stack = out.per_stack;
   auto& lines = out.lines;
   // Budgeted captures (FORMAT.md §5): restated allocations are not hand-outs; compacted ranges' counts come whole.
-  size_t nextRestated = 0;
-  for (const auto& [sid, cb] : d->compactedLines) {
-    StackAgg& a = perStack[sid];
+  size_t next_restated = 0;
+  for (const auto& [sid, cb] : d->compacted_lines) {
+    StackAgg& a = per_stack[sid];
     a.count += cb.first, a.total += cb.second;
   }
   for (size_t i = 0; i < d->count(); i++) {
     if (d->action[i] != ACT_ALLOC) continue;
-    StackAgg& a = perStack[d->stack[i]];
-    while (nextRestated < d->restated.size() && d->restated[nextRestated] < i) nextRestated++;
-    if (nextRestated == d->restated.size() || d->restated[nextRestated] != i) {
+    StackAgg& a = per_stack[d->stack[i]];
+    while (next_restated < d->restated.size() && d->restated[next_restated] < i) next_restated++;
+    if (next_restated == d->restated.size() || d->restated[next_restated] != i) {
       a.total += d->size[i];
       a.count++;
     }
-    if (liveAtPeak(*d, i)) a.atPeak += d->size[i], a.countAtPeak++;
-    if (d->link[i] == kNoLink) a.liveNow += d->size[i];
+    if (live_at_peak(*d, i)) a.at_peak += d->size[i], a.count_at_peak++;
+    if (d->link[i] == kNoLink) a.live_now += d->size[i];
   }
 
-  for (const auto& [sid, a] : perStack) {
-    LineKey self = selfLine(m, sid);
+  for (const auto& [sid, a] : per_stack) {
+    LineKey self = self_line(m, sid);
     LineAgg& L = lines[self];
-    L.self += a.atPeak, L.total += a.total, L.count += a.count, L.liveNow += a.liveNow;
-    if (m.stacks[sid].backward) L.backward += a.atPeak;
+    L.self += a.at_peak, L.total += a.total, L.count += a.count, L.live_now += a.live_now;
+    if (m.stacks[sid].backward) L.backward += a.at_peak;
     // Inclusive: every distinct user line of the stack (recursion counts once).
     std::vector<LineKey> seen;
     const StackData& s = m.stacks[sid];
     for (uint32_t k = 0; k < s.count; k++) {
-      const FrameData& f = m.frames[m.stackFrames[s.first + k]];
-      if (!m.isUserFile(f.file)) continue;
+      const FrameData& f = m.frames[m.stack_frames[s.first + k]];
+      if (!m.is_user_file(f.file)) continue;
       LineKey key{f.file, f.line};
       if (std::find(seen.begin(), seen.end(), key) != seen.end()) continue;
       seen.push_back(key);
       LineAgg& I = lines[key];
-      I.incl += a.atPeak;
+      I.incl += a.at_peak;
       I.stacks.push_back({sid, &a});
     }
-    if (self == kNoUserLine) L.incl += a.atPeak, L.stacks.push_back({sid, &a});
+    if (self == kNoUserLine) L.incl += a.at_peak, L.stacks.push_back({sid, &a});
   }
   auto& order = out.order;
   for (auto& [k, L] : lines) order.push_back({k, &L});
@@ -354,195 +385,216 @@ constexpr size_t kOwnerLines = 12, kOwnerStep = 1u << 16;
 }  // namespace
 
 struct OwnerCache {
-  size_t builtFor = SIZE_MAX, stacksFor = 0;
-  std::vector<LineKey> top;             // group k < top.size(): this line
-  std::vector<uint8_t> stackGroup;      // stack id → group
-  size_t groups = 0;                    // top.size() + 2: … other lines, before the trace
-  std::vector<int64_t> bytesAt, countAt;  // per checkpoint (event kOwnerStep · c), groups each
-  int64_t startCount = 0;
+  size_t built_for = SIZE_MAX, stacks_for = 0;
+  std::vector<LineKey> top;                 // group k < top.size(): this line
+  std::vector<uint8_t> stack_group;         // stack id → group
+  size_t groups = 0;                        // top.size() + 2: … other lines, before the trace
+  std::vector<int64_t> bytes_at, count_at;  // per checkpoint (event kOwnerStep · c), groups each
+  int64_t start_count = 0;
   size_t other() const { return top.size(); }
-  size_t beforeTrace() const { return top.size() + 1; }
-  uint8_t groupOfEvent(const DeviceData& d, size_t i) const {
+  size_t before_trace() const { return top.size() + 1; }
+  uint8_t group_of_event(const DeviceData& d, size_t i) const {
     // A free counts against what it frees; an unpaired free frees memory from before the trace.
     if (d.action[i] == ACT_FREE_REQUESTED) {
       uint32_t j = d.link[i];
-      return j == kNoLink ? (uint8_t)beforeTrace() : groupOfStack(d.stack[j]);
+      return j == kNoLink ? (uint8_t)before_trace() : group_of_stack(d.stack[j]);
     }
-    return groupOfStack(d.stack[i]);
+    return group_of_stack(d.stack[i]);
   }
-  uint8_t groupOfStack(uint32_t s) const { return s < stackGroup.size() ? stackGroup[s] : (uint8_t)other(); }
+  uint8_t group_of_stack(uint32_t s) const { return s < stack_group.size() ? stack_group[s] : (uint8_t)other(); }
 };
 
 namespace {
 
-const OwnerCache& ownersOf(const Model& m, const DeviceData& d) {
-  if (!d.ownerCache) d.ownerCache = std::make_shared<OwnerCache>();
-  OwnerCache& c = *d.ownerCache;
-  if (c.builtFor == d.count() && c.stacksFor == m.stacks.size()) return c;
+const OwnerCache& owners_of(const Model& m, const DeviceData& d) {
+  if (!d.owner_cache) d.owner_cache = std::make_shared<OwnerCache>();
+  OwnerCache& c = *d.owner_cache;
+  if (c.built_for == d.count() && c.stacks_for == m.stacks.size()) return c;
   c = OwnerCache{};
   LineTable table;
-  rankLines(m, &d, table);
+  rank_lines(m, &d, table);
   for (const auto& [k, L] : table.order)
     if (L->count > 0 && c.top.size() < kOwnerLines) c.top.push_back(k);
   c.groups = c.top.size() + 2;
-  c.stackGroup.assign(m.stacks.size(), (uint8_t)c.other());
+  c.stack_group.assign(m.stacks.size(), (uint8_t)c.other());
   for (size_t s = 0; s < m.stacks.size(); s++) {
-    LineKey k = selfLine(m, (uint32_t)s);
+    LineKey k = self_line(m, (uint32_t)s);
     for (size_t g = 0; g < c.top.size(); g++)
-      if (c.top[g] == k) c.stackGroup[s] = (uint8_t)g;
+      if (c.top[g] == k) c.stack_group[s] = (uint8_t)g;
   }
   // Blocks live before the trace: those allocated at its end, less the trace's allocations, plus its frees.
-  if (d.haveFinal && !d.startEmpty) {
+  if (d.have_final && !d.start_empty) {
     int64_t n = 0;
-    for (const auto& seg : d.finalSegments)
+    for (const auto& seg : d.final_segments)
       for (const auto& b : seg.blocks) n += b.state == ST_ALLOCATED;
-    for (size_t i = 0; i < d.count(); i++) n += d.action[i] == ACT_FREE_REQUESTED ? 1 : d.action[i] == ACT_ALLOC ? -1 : 0;
-    c.startCount = std::max<int64_t>(n, 0);
+    for (size_t i = 0; i < d.count(); i++)
+      n += d.action[i] == ACT_FREE_REQUESTED ? 1 : d.action[i] == ACT_ALLOC ? -1 : 0;
+    c.start_count = std::max<int64_t>(n, 0);
   }
   std::vector<int64_t> bytes(c.groups, 0), count(c.groups, 0);
-  bytes[c.beforeTrace()] = d.startAllocated;
-  count[c.beforeTrace()] = c.startCount;
+  bytes[c.before_trace()] = d.start_allocated;
+  count[c.before_trace()] = c.start_count;
   for (size_t i = 0; i < d.count(); i++) {
     if (i % kOwnerStep == 0) {
-      c.bytesAt.insert(c.bytesAt.end(), bytes.begin(), bytes.end());
-      c.countAt.insert(c.countAt.end(), count.begin(), count.end());
+      c.bytes_at.insert(c.bytes_at.end(), bytes.begin(), bytes.end());
+      c.count_at.insert(c.count_at.end(), count.begin(), count.end());
     }
     uint8_t a = d.action[i];
     if (a != ACT_ALLOC && a != ACT_FREE_REQUESTED) continue;
-    uint8_t g = c.groupOfEvent(d, i);
-    if (a == ACT_ALLOC) bytes[g] = wrapAdd(bytes[g], d.size[i]), count[g]++;
-    else bytes[g] = wrapSub(bytes[g], d.size[i]), count[g]--;
+    uint8_t g = c.group_of_event(d, i);
+    if (a == ACT_ALLOC)
+      bytes[g] = wrap_add(bytes[g], d.size[i]), count[g]++;
+    else
+      bytes[g] = wrap_sub(bytes[g], d.size[i]), count[g]--;
   }
-  c.builtFor = d.count();
-  c.stacksFor = m.stacks.size();
+  c.built_for = d.count();
+  c.stacks_for = m.stacks.size();
   return c;
 }
 
 // Group bytes and counts after the first n events, walked forward from (bytes, count) after `from`.
-void ownersAdvance(const OwnerCache& c, const DeviceData& d, size_t from, size_t n, std::vector<int64_t>& bytes, std::vector<int64_t>& count) {
+void owners_advance(const OwnerCache& c, const DeviceData& d, size_t from, size_t n, std::vector<int64_t>& bytes,
+                    std::vector<int64_t>& count) {
   for (size_t i = from; i < n; i++) {
     uint8_t a = d.action[i];
     if (a != ACT_ALLOC && a != ACT_FREE_REQUESTED) continue;
-    uint8_t g = c.groupOfEvent(d, i);
-    if (a == ACT_ALLOC) bytes[g] = wrapAdd(bytes[g], d.size[i]), count[g]++;
-    else bytes[g] = wrapSub(bytes[g], d.size[i]), count[g]--;
+    uint8_t g = c.group_of_event(d, i);
+    if (a == ACT_ALLOC)
+      bytes[g] = wrap_add(bytes[g], d.size[i]), count[g]++;
+    else
+      bytes[g] = wrap_sub(bytes[g], d.size[i]), count[g]--;
   }
 }
 
-void ownersAt(const OwnerCache& c, const DeviceData& d, size_t n, std::vector<int64_t>& bytes, std::vector<int64_t>& count) {
-  size_t cp = std::min(n / kOwnerStep, c.bytesAt.size() / std::max<size_t>(c.groups, 1));
-  if (cp == 0 && c.bytesAt.empty()) {
+void owners_at(const OwnerCache& c, const DeviceData& d, size_t n, std::vector<int64_t>& bytes,
+               std::vector<int64_t>& count) {
+  size_t cp = std::min(n / kOwnerStep, c.bytes_at.size() / std::max<size_t>(c.groups, 1));
+  if (cp == 0 && c.bytes_at.empty()) {
     bytes.assign(c.groups, 0), count.assign(c.groups, 0);
-    bytes[c.beforeTrace()] = d.startAllocated, count[c.beforeTrace()] = c.startCount;
-    return ownersAdvance(c, d, 0, n, bytes, count);
+    bytes[c.before_trace()] = d.start_allocated, count[c.before_trace()] = c.start_count;
+    return owners_advance(c, d, 0, n, bytes, count);
   }
-  if (cp * c.groups >= c.bytesAt.size()) cp--;
-  bytes.assign(c.bytesAt.begin() + (ptrdiff_t)(cp * c.groups), c.bytesAt.begin() + (ptrdiff_t)((cp + 1) * c.groups));
-  count.assign(c.countAt.begin() + (ptrdiff_t)(cp * c.groups), c.countAt.begin() + (ptrdiff_t)((cp + 1) * c.groups));
-  ownersAdvance(c, d, cp * kOwnerStep, n, bytes, count);
+  if (cp * c.groups >= c.bytes_at.size()) cp--;
+  bytes.assign(c.bytes_at.begin() + (ptrdiff_t)(cp * c.groups), c.bytes_at.begin() + (ptrdiff_t)((cp + 1) * c.groups));
+  count.assign(c.count_at.begin() + (ptrdiff_t)(cp * c.groups), c.count_at.begin() + (ptrdiff_t)((cp + 1) * c.groups));
+  owners_advance(c, d, cp * kOwnerStep, n, bytes, count);
 }
 
 }  // namespace
 
-std::string lineStatsJson(const Model& m, int index) {
+std::string line_stats_json(const Model& m, int index) {
   const DeviceData* d = dev(m, index);
   json::Writer j;
   j.open('[');
   if (!d) return j.close(']').s;
   LineTable table;
-  rankLines(m, d, table);
-  const OwnerCache& owners = ownersOf(m, *d);
+  rank_lines(m, d, table);
+  const OwnerCache& owners = owners_of(m, *d);
   for (auto& [k, L] : table.order) {
     std::sort(L->stacks.begin(), L->stacks.end(), [](const auto& a, const auto& b) {
-      if (a.second->atPeak != b.second->atPeak) return a.second->atPeak > b.second->atPeak;
+      if (a.second->at_peak != b.second->at_peak) return a.second->at_peak > b.second->at_peak;
       return a.second->total > b.second->total;
     });
-    j.open('{').kvs("file", lineFile(m, k)).kv("line", k.second).kvu("selfBytesAtPeak", L->self);
+    j.open('{').kvs("file", line_file(m, k)).kv("line", k.second).kvu("selfBytesAtPeak", L->self);
     j.kvu("inclusiveBytesAtPeak", L->incl).kvu("totalAllocatedBytes", L->total).kvu("allocCount", L->count);
-    j.kvu("liveNowBytes", L->liveNow).kvu("backwardBytesAtPeak", L->backward);
+    j.kvu("liveNowBytes", L->live_now).kvu("backwardBytesAtPeak", L->backward);
     // Its timeline owner group: a top line's own, "other lines" (top.size()) for the rest that own memory.
     int group = L->count == 0 ? -1 : (int)owners.other();
     for (size_t g = 0; g < owners.top.size(); g++)
       if (owners.top[g] == k) group = (int)g;
     j.kv("ownerGroup", group).key("topStacks").open('[');
     for (size_t s = 0; s < L->stacks.size() && s < 5; s++)
-      j.open('{').kv("stackId", L->stacks[s].first).kvu("bytesAtPeak", L->stacks[s].second->atPeak).kvu("count", L->stacks[s].second->count).close('}');
+      j.open('{')
+          .kv("stackId", L->stacks[s].first)
+          .kvu("bytesAtPeak", L->stacks[s].second->at_peak)
+          .kvu("count", L->stacks[s].second->count)
+          .close('}');
     j.close(']').close('}');
   }
   return j.close(']').s;
 }
 
-std::string stackJson(const Model& m, uint32_t id) {
+std::string stack_json(const Model& m, uint32_t id) {
   if (id >= m.stacks.size()) return "null";
   const StackData& s = m.stacks[id];
   json::Writer j;
   j.open('{').kv("id", id).key("frames").open('[');
   for (uint32_t k = 0; k < s.count; k++) {
-    const FrameData& f = m.frames[m.stackFrames[s.first + k]];
+    const FrameData& f = m.frames[m.stack_frames[s.first + k]];
     j.open('{').kvs("file", m.strings[f.file]).kv("line", f.line).kvs("name", m.strings[f.name]);
-    j.kvb("user", m.isUserFile(f.file)).close('}');  // Note [User frames]: the one rule, computed here for TS
+    j.kvb("user", m.is_user_file(f.file)).close('}');  // Note [User frames]: the one rule, computed here for TS
   }
   return j.close(']').kvb("backward", s.backward).close('}').s;
 }
 
-std::string markersJson(const Model& m, int index) {
+std::string markers_json(const Model& m, int index) {
   const DeviceData* d = dev(m, index);
   json::Writer j;
   j.open('[');
   if (!d) return j.close(']').s;
   std::vector<const MarkerData*> sorted;
   for (const auto& mk : d->markers) sorted.push_back(&mk);
-  std::stable_sort(sorted.begin(), sorted.end(), [](auto a, auto b) { return a->tUs < b->tUs; });
+  std::stable_sort(sorted.begin(), sorted.end(), [](auto a, auto b) { return a->t_us < b->t_us; });
   for (const MarkerData* mk : sorted) {
-    j.open('{').kv("device", index).kv("timeUs", mk->tUs).kvs("kind", kMarkerKinds[mk->kind]).kvs("label", m.strings[mk->label]);
-    if (!mk->detailJson.empty()) j.key("detail").raw(mk->detailJson);
+    j.open('{')
+        .kv("device", index)
+        .kv("timeUs", mk->t_us)
+        .kvs("kind", kMarkerKinds[mk->kind])
+        .kvs("label", m.strings[mk->label]);
+    if (!mk->detail_json.empty()) j.key("detail").raw(mk->detail_json);
     j.close('}');
   }
   return j.close(']').s;
 }
 
-std::string oomsJson(const Model& m) {
+std::string ooms_json(const Model& m) {
   json::Writer j;
   j.open('[');
   for (const auto& [idx, d] : m.devices) {
     for (const auto& o : d.ooms) {
-      uint64_t reserved = o.reserved, allocated = o.allocated, largest = o.largestFree;
-      if (!o.haveFigures) {
-        size_t n = std::min<size_t>(o.eventIndex, d.count());
-        reserved = (uint64_t)std::max<int64_t>(0, reservedBefore(d, n));
-        allocated = (uint64_t)std::max<int64_t>(0, allocatedBefore(d, n));
-        largest = fragmentation(stateAfter(d, n)).largestFree;
+      uint64_t reserved = o.reserved, allocated = o.allocated, largest = o.largest_free;
+      if (!o.have_figures) {
+        size_t n = std::min<size_t>(o.event_index, d.count());
+        reserved = (uint64_t)std::max<int64_t>(0, reserved_before(d, n));
+        allocated = (uint64_t)std::max<int64_t>(0, allocated_before(d, n));
+        largest = fragmentation(state_after(d, n)).largest_free;
       }
       // The allocator's own free memory would fit the request, but not in one piece.
       bool frag = reserved >= allocated && reserved - allocated >= o.requested;
-      j.open('{').kv("device", idx).kv("timeUs", o.tUs).kvu("requestedBytes", o.requested).kvu("deviceFreeBytes", o.deviceFree);
-      j.kvu("deviceTotalBytes", o.deviceTotal).kvu("reservedBytes", reserved).kvu("allocatedBytes", allocated);
-      j.kvu("largestFreeBlockBytes", largest).kvs("verdict", frag ? "fragmentation" : "shortage").kv("stackId", o.stack);
+      j.open('{')
+          .kv("device", idx)
+          .kv("timeUs", o.t_us)
+          .kvu("requestedBytes", o.requested)
+          .kvu("deviceFreeBytes", o.device_free);
+      j.kvu("deviceTotalBytes", o.device_total).kvu("reservedBytes", reserved).kvu("allocatedBytes", allocated);
+      j.kvu("largestFreeBlockBytes", largest)
+          .kvs("verdict", frag ? "fragmentation" : "shortage")
+          .kv("stackId", o.stack);
       // The line that asked: the innermost user frame, by the same rule as line attribution.
-      LineKey at = o.stack < m.stacks.size() ? selfLine(m, o.stack) : kNoUserLine;
-      j.kvs("file", lineFile(m, at)).kv("line", at.second).close('}');
+      LineKey at = o.stack < m.stacks.size() ? self_line(m, o.stack) : kNoUserLine;
+      j.kvs("file", line_file(m, at)).kv("line", at.second).close('}');
     }
   }
   return j.close(']').s;
 }
 
-std::string spansJson(const Model& m, int index, double t0, double t1, size_t maxCount, int owner) {
+std::string spans_json(const Model& m, int index, double t0, double t1, size_t max_count, int owner) {
   const DeviceData* d = dev(m, index);
   json::Writer j;
   j.open('[');
-  if (!d || maxCount == 0) return j.close(']').s;
+  if (!d || max_count == 0) return j.close(']').s;
   struct Span {
     uint32_t i;
     uint64_t size;
   };
-  // The maxCount largest spans, kept in a heap whose top is the smallest kept (a 10 M-event trace has
+  // The max_count largest spans, kept in a heap whose top is the smallest kept (a 10 M-event trace has
   // ~5 M spans in its full range; collecting them all and partially sorting took 100 ms per query).
   // Order: bigger first, then earlier event — a strict total order, so the result is unique.
   auto better = [](const Span& a, const Span& b) { return a.size != b.size ? a.size > b.size : a.i < b.i; };
   std::vector<Span> spans;
-  spans.reserve(std::min<size_t>(maxCount, d->count()) + 1);
+  spans.reserve(std::min<size_t>(max_count, d->count()) + 1);
   auto offer = [&](Span s) {
-    if (spans.size() < maxCount) {
+    if (spans.size() < max_count) {
       spans.push_back(s);
       std::push_heap(spans.begin(), spans.end(), better);
     } else if (better(s, spans.front())) {
@@ -552,8 +604,8 @@ std::string spansJson(const Model& m, int index, double t0, double t1, size_t ma
     }
   };
   int64_t first = d->count() ? d->t[0] : 0;
-  const OwnerCache& ownerGroups = ownersOf(m, *d);
-  const OwnerCache* owners = owner >= 0 ? &ownerGroups : nullptr;
+  const OwnerCache& owner_groups = owners_of(m, *d);
+  const OwnerCache* owners = owner >= 0 ? &owner_groups : nullptr;
   for (size_t i = 0; i < d->count(); i++) {
     uint8_t a = d->action[i];
     double start, end;
@@ -566,50 +618,52 @@ std::string spansJson(const Model& m, int index, double t0, double t1, size_t ma
     } else {
       continue;
     }
-    if (start <= t1 && end >= t0 && (!owners || (int)owners->groupOfEvent(*d, i) == owner)) offer(Span{(uint32_t)i, d->size[i]});
+    if (start <= t1 && end >= t0 && (!owners || (int)owners->group_of_event(*d, i) == owner))
+      offer(Span{(uint32_t)i, d->size[i]});
   }
   std::sort_heap(spans.begin(), spans.end(), better);
   size_t keep = spans.size();
   for (size_t k = 0; k < keep; k++) {
     size_t i = spans[k].i;
-    bool isAlloc = d->action[i] == ACT_ALLOC;
+    bool is_alloc = d->action[i] == ACT_ALLOC;
     j.open('{').kvu("address", d->addr[i]).kvu("size", d->size[i]);
-    j.kv("startUs", isAlloc ? d->t[i] : first);
+    j.kv("startUs", is_alloc ? d->t[i] : first);
     j.key("endUs");
-    if (isAlloc && d->link[i] == kNoLink)
+    if (is_alloc && d->link[i] == kNoLink)
       j.raw("null");
     else
-      j.num(isAlloc ? d->t[d->link[i]] : d->t[i]);
+      j.num(is_alloc ? d->t[d->link[i]] : d->t[i]);
     j.kv("stackId", d->stack[i]).kvu("stream", d->stream[i]);
-    j.kv("owner", (int)ownerGroups.groupOfEvent(*d, i)).close('}');
+    j.kv("owner", (int)owner_groups.group_of_event(*d, i)).close('}');
   }
   return j.close(']').s;
 }
 
 namespace {
 
-std::map<std::pair<std::string, uint32_t>, uint64_t> liveByLine(const Model& m, int index, double tUs) {
+std::map<std::pair<std::string, uint32_t>, uint64_t> live_by_line(const Model& m, int index, double t_us) {
   std::map<std::pair<std::string, uint32_t>, uint64_t> out;
   const DeviceData* d = dev(m, index);
   if (!d) return out;
-  size_t n = eventsUpTo(*d, tUs);
+  size_t n = events_up_to(*d, t_us);
   for (size_t i = 0; i < n; i++) {
     if (d->action[i] != ACT_ALLOC) continue;
     if (d->link[i] != kNoLink && d->link[i] < n) continue;
-    LineKey k = selfLine(m, d->stack[i]);
-    out[{std::string(lineFile(m, k)), k.second}] += d->size[i];
+    LineKey k = self_line(m, d->stack[i]);
+    out[{std::string(line_file(m, k)), k.second}] += d->size[i];
   }
   return out;
 }
 
 }  // namespace
 
-std::string diffJson(const Model& a, int index, double aUs, const Model& b, double bUs) {
-  auto before = liveByLine(a, index, aUs), after = liveByLine(b, index, bUs);
+std::string diff_json(const Model& a, int index, double a_us, const Model& b, double b_us) {
+  auto before = live_by_line(a, index, a_us), after = live_by_line(b, index, b_us);
   std::map<std::pair<std::string, uint32_t>, std::pair<uint64_t, uint64_t>> rows;
   for (const auto& [k, v] : before) rows[k].first = v;
   for (const auto& [k, v] : after) rows[k].second = v;
-  std::vector<std::pair<std::pair<std::string, uint32_t>, std::pair<uint64_t, uint64_t>>> sorted(rows.begin(), rows.end());
+  std::vector<std::pair<std::pair<std::string, uint32_t>, std::pair<uint64_t, uint64_t>>> sorted(rows.begin(),
+                                                                                                 rows.end());
   std::stable_sort(sorted.begin(), sorted.end(), [](const auto& x, const auto& y) {
     auto dist = [](uint64_t a, uint64_t b) { return a > b ? a - b : b - a; };
     return dist(x.second.second, x.second.first) > dist(y.second.second, y.second.first);
@@ -618,12 +672,12 @@ std::string diffJson(const Model& a, int index, double aUs, const Model& b, doub
   j.open('[');
   for (const auto& [k, v] : sorted) {
     j.open('{').kvs("file", k.first).kv("line", k.second).kvu("beforeBytes", v.first).kvu("afterBytes", v.second);
-    j.kv("deltaBytes", wrapDiff(v.second, v.first)).close('}');
+    j.kv("deltaBytes", wrap_diff(v.second, v.first)).close('}');
   }
   return j.close(']').s;
 }
 
-std::string timelineJson(Model& m, int index, double t0, double t1, int buckets, bool withOwners) {
+std::string timeline_json(Model& m, int index, double t0, double t1, int buckets, bool with_owners) {
   buckets = std::max(1, std::min(buckets, 1 << 16));
   if (!(t1 > t0)) t1 = t0 + 1;
   json::Writer j;
@@ -631,56 +685,57 @@ std::string timelineJson(Model& m, int index, double t0, double t1, int buckets,
   std::vector<int64_t> amin(buckets), amax(buckets), rmin(buckets), rmax(buckets);
   std::vector<double> used(buckets, NAN);
   const OwnerCache* owners = nullptr;
-  std::vector<int64_t> ownerBytes, ownerCount;  // buckets × groups
+  std::vector<int64_t> owner_bytes, owner_count;  // buckets × groups
   if (it != m.devices.end()) {
     DeviceData& d = it->second;
     // Owner groups at each bucket's centre (Note [Owner bands]).
-    if (withOwners) {
-      owners = &ownersOf(m, d);
+    if (with_owners) {
+      owners = &owners_of(m, d);
       const size_t G = owners->groups;
-      ownerBytes.resize((size_t)buckets * G), ownerCount.resize((size_t)buckets * G);
+      owner_bytes.resize((size_t)buckets * G), owner_count.resize((size_t)buckets * G);
       std::vector<int64_t> b, c;
       double w = (t1 - t0) / buckets;
-      size_t at = eventsUpTo(d, t0 + 0.5 * w);
-      ownersAt(*owners, d, at, b, c);
+      size_t at = events_up_to(d, t0 + 0.5 * w);
+      owners_at(*owners, d, at, b, c);
       for (int k = 0; k < buckets; k++) {
-        size_t n = eventsUpTo(d, t0 + (k + 0.5) * w);
-        if (n > at) ownersAdvance(*owners, d, at, n, b, c), at = n;
-        std::copy(b.begin(), b.end(), ownerBytes.begin() + (ptrdiff_t)(k * G));
-        std::copy(c.begin(), c.end(), ownerCount.begin() + (ptrdiff_t)(k * G));
+        size_t n = events_up_to(d, t0 + (k + 0.5) * w);
+        if (n > at) owners_advance(*owners, d, at, n, b, c), at = n;
+        std::copy(b.begin(), b.end(), owner_bytes.begin() + (ptrdiff_t)(k * G));
+        std::copy(c.begin(), c.end(), owner_count.begin() + (ptrdiff_t)(k * G));
       }
     }
-    buildPyramid(d.allocated, d.allocPyr);
-    buildPyramid(d.reserved, d.resPyr);
+    build_pyramid(d.allocated, d.alloc_pyr);
+    build_pyramid(d.reserved, d.res_pyr);
     double w = (t1 - t0) / buckets;
     for (int k = 0; k < buckets; k++) {
       double ta = t0 + k * w, tb = k == buckets - 1 ? t1 : t0 + (k + 1) * w;
       // Events in [ta, tb) (the last bucket includes t1); the value carried in from before counts too.
-      size_t i0 = std::lower_bound(d.t.begin(), d.t.end(), clampToI64(std::ceil(ta))) - d.t.begin();
-      size_t i1 = k == buckets - 1 ? eventsUpTo(d, tb)
-                                   : (size_t)(std::lower_bound(d.t.begin(), d.t.end(), clampToI64(std::ceil(tb))) - d.t.begin());
+      size_t i0 = std::lower_bound(d.t.begin(), d.t.end(), clamp_to_i64(std::ceil(ta))) - d.t.begin();
+      size_t i1 = k == buckets - 1
+                      ? events_up_to(d, tb)
+                      : (size_t)(std::lower_bound(d.t.begin(), d.t.end(), clamp_to_i64(std::ceil(tb))) - d.t.begin());
       i1 = std::max(i1, i0);
-      int64_t a = allocatedBefore(d, i0), r = reservedBefore(d, i0);
+      int64_t a = allocated_before(d, i0), r = reserved_before(d, i0);
       int64_t alo = a, ahi = a, rlo = r, rhi = r;
-      rangeMinMax(d.allocated, d.allocPyr, i0, i1, alo, ahi);
-      rangeMinMax(d.reserved, d.resPyr, i0, i1, rlo, rhi);
+      range_min_max(d.allocated, d.alloc_pyr, i0, i1, alo, ahi);
+      range_min_max(d.reserved, d.res_pyr, i0, i1, rlo, rhi);
       amin[k] = alo, amax[k] = ahi, rmin[k] = rlo, rmax[k] = rhi;
     }
     // Budgeted captures (FORMAT.md §5): between restated moments a compacted range has only its buckets' min/max;
     // a display bucket overlapping one spans its values (the resolution degrades with the range's age).
-    for (const auto& cb : d.compactedTimeline) {
-      if ((double)cb.tEndUs <= t0 || (double)cb.tUs > t1) continue;
-      int k0 = std::max(0, (int)std::min(1e9, ((double)cb.tUs - t0) / w));
-      int k1 = std::min(buckets - 1, (int)std::min(1e9, std::max(0.0, ((double)cb.tEndUs - 1 - t0) / w)));
+    for (const auto& cb : d.compacted_timeline) {
+      if ((double)cb.t_end_us <= t0 || (double)cb.t_us > t1) continue;
+      int k0 = std::max(0, (int)std::min(1e9, ((double)cb.t_us - t0) / w));
+      int k1 = std::min(buckets - 1, (int)std::min(1e9, std::max(0.0, ((double)cb.t_end_us - 1 - t0) / w)));
       for (int k = std::min(k0, buckets - 1); k <= k1; k++) {
-        amin[k] = std::min(amin[k], cb.allocatedMin), amax[k] = std::max(amax[k], cb.allocatedMax);
-        rmin[k] = std::min(rmin[k], cb.reservedMin), rmax[k] = std::max(rmax[k], cb.reservedMax);
+        amin[k] = std::min(amin[k], cb.allocated_min), amax[k] = std::max(amax[k], cb.allocated_max);
+        rmin[k] = std::min(rmin[k], cb.reserved_min), rmax[k] = std::max(rmax[k], cb.reserved_max);
       }
     }
     if (!d.samples.empty()) {
       for (const auto& s : d.samples) {
-        if (s.tUs < t0 || s.tUs > t1) continue;
-        int k = std::min(buckets - 1, std::max(0, (int)std::min(1e9, ((double)s.tUs - t0) / w)));
+        if (s.t_us < t0 || s.t_us > t1) continue;
+        int k = std::min(buckets - 1, std::max(0, (int)std::min(1e9, ((double)s.t_us - t0) / w)));
         if (std::isnan(used[k]) || (double)s.used > used[k]) used[k] = (double)s.used;
       }
     }
@@ -697,10 +752,10 @@ std::string timelineJson(Model& m, int index, double t0, double t1, int buckets,
   arr("reservedMax", rmax);
   if (owners) {
     j.key("owners").open('{').key("lines").open('[');
-    for (const LineKey& k : owners->top) j.open('{').kvs("file", lineFile(m, k)).kv("line", k.second).close('}');
+    for (const LineKey& k : owners->top) j.open('{').kvs("file", line_file(m, k)).kv("line", k.second).close('}');
     j.close(']').kv("groups", owners->groups);
-    arr("bytes", ownerBytes);
-    arr("counts", ownerCount);
+    arr("bytes", owner_bytes);
+    arr("counts", owner_count);
     j.close('}');
   }
   if (it != m.devices.end() && !it->second.samples.empty()) {
@@ -717,10 +772,10 @@ namespace gpumem {
 
 // Note [Step table]: one pass over the device's events answers every per-step question the steps view and the
 // leak finder ask (src/core/steps): the peak of allocated inside each step, allocated and reserved at its end,
-// and the bytes each line (innermost user frame) holds live at each step end. diffJson per pair of step ends
+// and the bytes each line (innermost user frame) holds live at each step end. diff_json per pair of step ends
 // would rescan the trace once per step (O(steps × events)); this is O(events + steps × live lines).
-// Blocks allocated before the trace began (a free with no alloc) are not attributed, as in diffJson.
-std::string stepTableJson(const Model& m, int index, const std::vector<double>& endsUs) {
+// Blocks allocated before the trace began (a free with no alloc) are not attributed, as in diff_json.
+std::string step_table_json(const Model& m, int index, const std::vector<double>& ends_us) {
   json::Writer j;
   j.open('{');
   const DeviceData* d = dev(m, index);
@@ -728,36 +783,39 @@ std::string stepTableJson(const Model& m, int index, const std::vector<double>& 
   std::map<LineKey, uint64_t> live;
   std::map<LineKey, std::vector<uint64_t>> series;
   size_t i = 0;
-  const size_t k = endsUs.size();
+  const size_t k = ends_us.size();
   for (size_t s = 0; d && s < k; s++) {
-    size_t n = std::max(i, eventsUpTo(*d, endsUs[s]));
-    int64_t peak = allocatedBefore(*d, i);
-    int64_t peakT = i ? d->t[i - 1] : (d->count() ? d->t[0] : 0);
+    size_t n = std::max(i, events_up_to(*d, ends_us[s]));
+    int64_t peak = allocated_before(*d, i);
+    int64_t peak_t = i ? d->t[i - 1] : (d->count() ? d->t[0] : 0);
     for (; i < n; i++) {
       if (d->action[i] == ACT_ALLOC) {
-        live[selfLine(m, d->stack[i])] += d->size[i];
+        live[self_line(m, d->stack[i])] += d->size[i];
       } else if (d->action[i] == ACT_FREE_REQUESTED && d->link[i] != kNoLink) {
         size_t a = d->link[i];
-        auto it = live.find(selfLine(m, d->stack[a]));
+        auto it = live.find(self_line(m, d->stack[a]));
         if (it != live.end()) {
           it->second -= std::min(it->second, d->size[a]);
           if (it->second == 0) live.erase(it);
         }
       }
-      if (d->allocated[i] > peak) { peak = d->allocated[i]; peakT = d->t[i]; }
+      if (d->allocated[i] > peak) {
+        peak = d->allocated[i];
+        peak_t = d->t[i];
+      }
     }
     for (const auto& [key, bytes] : live) {
       auto& v = series[key];
       if (v.empty()) v.assign(k, 0);
       v[s] = bytes;
     }
-    j.open('{').kvd("endUs", endsUs[s]).kv("peakAllocatedBytes", peak).kv("peakAtUs", peakT);
-    j.kv("allocatedAtEndBytes", allocatedBefore(*d, n)).kv("reservedAtEndBytes", reservedBefore(*d, n)).close('}');
+    j.open('{').kvd("endUs", ends_us[s]).kv("peakAllocatedBytes", peak).kv("peakAtUs", peak_t);
+    j.kv("allocatedAtEndBytes", allocated_before(*d, n)).kv("reservedAtEndBytes", reserved_before(*d, n)).close('}');
   }
   j.close(']');
   j.key("lines").open('[');
   for (const auto& [key, v] : series) {
-    j.open('{').kvs("file", lineFile(m, key)).kv("line", key.second).key("bytesAtEnds").open('[');
+    j.open('{').kvs("file", line_file(m, key)).kv("line", key.second).key("bytesAtEnds").open('[');
     for (uint64_t b : v) j.item().unum(b);
     j.close(']').close('}');
   }

@@ -8,31 +8,31 @@
 
 namespace gpumem {
 
-std::string summaryJson(const Model& m);
-std::string timeRangeJson(const Model& m, int dev);
-std::string currentJson(const Model& m, int dev);
+std::string summary_json(const Model& m);
+std::string time_range_json(const Model& m, int dev);
+std::string current_json(const Model& m, int dev);
 // owners: also the owner groups per bucket (Note [Owner bands]); the live view's polls leave them out.
-std::string timelineJson(Model& m, int dev, double t0, double t1, int buckets, bool owners = false);
-std::string stateJson(const Model& m, int dev, double tUs);
-std::string lineStatsJson(const Model& m, int dev);
-std::string stackJson(const Model& m, uint32_t id);
-std::string markersJson(const Model& m, int dev);
-std::string oomsJson(const Model& m);
-// The maxCount largest allocations overlapping [t0, t1]; owner ≥ 0: only those of that owner group.
-std::string spansJson(const Model& m, int dev, double t0, double t1, size_t maxCount, int owner = -1);
-// Bytes live per line (innermost user frame) at aUs in `a` and bUs in `b` (b may be a).
-std::string diffJson(const Model& a, int dev, double aUs, const Model& b, double bUs);
+std::string timeline_json(Model& m, int dev, double t0, double t1, int buckets, bool owners = false);
+std::string state_json(const Model& m, int dev, double t_us);
+std::string line_stats_json(const Model& m, int dev);
+std::string stack_json(const Model& m, uint32_t id);
+std::string markers_json(const Model& m, int dev);
+std::string ooms_json(const Model& m);
+// The max_count largest allocations overlapping [t0, t1]; owner ≥ 0: only those of that owner group.
+std::string spans_json(const Model& m, int dev, double t0, double t1, size_t max_count, int owner = -1);
+// Bytes live per line (innermost user frame) at a_us in `a` and b_us in `b` (b may be a).
+std::string diff_json(const Model& a, int dev, double a_us, const Model& b, double b_us);
 // Per step (ends ascending, µs): peak allocated inside it, allocated/reserved at its end, and bytes live per
 // line at each end (Note [Step table]).
-std::string stepTableJson(const Model& m, int dev, const std::vector<double>& endsUs);
-std::string devicesJson(const Model& m);
-std::string problemsJson(const Model& m);
+std::string step_table_json(const Model& m, int dev, const std::vector<double>& ends_us);
+std::string devices_json(const Model& m);
+std::string problems_json(const Model& m);
 // Identity and integrity facts of the file: time origin, last time, REC_DEVICE names, REC_END, REC_LOST.
-std::string fileInfoJson(const Model& m);
+std::string file_info_json(const Model& m);
 // A device worth showing: it has events, a stated allocator state or an OOM (Note [Devices with no events]).
-bool hasMemoryData(const DeviceData& d);
+bool has_memory_data(const DeviceData& d);
 
-// Events with time ≤ tUs (Infinity/NaN-safe).
-size_t eventsUpTo(const DeviceData& d, double tUs);
+// Events with time ≤ t_us (Infinity/NaN-safe).
+size_t events_up_to(const DeviceData& d, double t_us);
 
 }  // namespace gpumem

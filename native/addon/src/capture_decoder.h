@@ -5,11 +5,11 @@
 // next poll. Damage (an impossible length, a record shorter than its struct) stops decoding for good
 // with a Problem naming the offset; everything before it stays in the model.
 #pragma once
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <stdexcept>
 #include <string>
-#include <algorithm>
 #include <unordered_map>
 #include <vector>
 
@@ -30,35 +30,35 @@ class CaptureDecoder {
   uint64_t offset() const { return offset_; }
   bool damaged() const { return damaged_; }
   // Bytes of an incomplete record at the end (after the last feed).
-  size_t pendingBytes() const { return pending_; }
-  size_t eventsDecoded() const { return events_; }
+  size_t pending_bytes() const { return pending_; }
+  size_t events_decoded() const { return events_; }
 
-  static bool looksLikeCapture(const uint8_t* data, size_t len);
+  static bool looks_like_capture(const uint8_t* data, size_t len);
   // The file's current size, so the first device's columns are allocated once instead of grown.
-  void sizeHint(uint64_t bytes) { sizeHint_ = bytes; }
+  void size_hint(uint64_t bytes) { size_hint_ = bytes; }
 
  private:
-  size_t feedHeader(Model& m, const uint8_t* data, size_t len);
+  size_t feed_header(Model& m, const uint8_t* data, size_t len);
   // Returns false on damage (problem recorded).
   bool record(Model& m, uint8_t type, uint8_t device, uint16_t flags, const uint8_t* p, uint32_t n, uint64_t at);
-  int64_t toUs(uint64_t tNs) const;
+  int64_t to_us(uint64_t t_ns) const;
   uint32_t str(uint32_t id) const;
   uint32_t stack(uint32_t id) const;
 
   uint64_t offset_ = 0;
-  bool headerDone_ = false;
+  bool header_done_ = false;
   bool damaged_ = false;
   uint16_t minor_ = 0;  // the capture's format minor (Note [Strict about our own writer])
   size_t pending_ = 0;
   size_t events_ = 0;
-  int64_t monoAnchorNs_ = 0, wallAnchorNs_ = 0;
+  int64_t mono_anchor_ns_ = 0, wall_anchor_ns_ = 0;
   DeviceData& dev(Model& m, uint8_t device) {
     DeviceData*& d = devs_[device];  // std::map nodes never move, so the pointer stays valid
     if (!d) {
       d = &m.device(device);
-      d->startEmpty = true;
+      d->start_empty = true;
       // Most of a capture is block events (56 bytes with their header): size the columns once.
-      if (sizeHint_) d->reserve(std::min<uint64_t>(sizeHint_ / 56 + 16, 1u << 30));
+      if (size_hint_) d->reserve(std::min<uint64_t>(size_hint_ / 56 + 16, 1u << 30));
     }
     return *d;
   }
@@ -90,7 +90,7 @@ class CaptureDecoder {
   };
   IdMap strings_, frames_, stacks_;
   DeviceData* devs_[256] = {};
-  uint64_t sizeHint_ = 0;
+  uint64_t size_hint_ = 0;
 };
 
 }  // namespace gpumem

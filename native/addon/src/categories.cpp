@@ -7,8 +7,8 @@
 #include <string_view>
 #include <unordered_map>
 
-#include "gpumem_format.h"
 #include "aggregate.h"
+#include "gpumem_format.h"
 #include "json.h"
 
 namespace gpumem {
@@ -48,26 +48,26 @@ using LineKey = std::pair<uint32_t, uint32_t>;
 constexpr uint32_t kNone = UINT32_MAX;
 
 struct Segments {
-  std::vector<uint32_t> at;      // boundary event indices, ascending
-  std::vector<uint8_t> phase;    // phase after each boundary
-  std::vector<uint32_t> nextBwd; // per segment: the first backward segment after it (kNone: none)
+  std::vector<uint32_t> at;        // boundary event indices, ascending
+  std::vector<uint8_t> phase;      // phase after each boundary
+  std::vector<uint32_t> next_bwd;  // per segment: the first backward segment after it (kNone: none)
   uint32_t of(size_t i) const { return (uint32_t)(std::upper_bound(at.begin(), at.end(), (uint32_t)i) - at.begin()); }
-  uint8_t phaseOf(uint32_t seg) const { return seg == 0 ? (uint8_t)PHASE_OTHER : phase[seg - 1]; }
+  uint8_t phase_of(uint32_t seg) const { return seg == 0 ? (uint8_t)PHASE_OTHER : phase[seg - 1]; }
 };
 
 Segments segments(const DeviceData& d) {
   Segments s;
-  for (const PhaseMark& p : d.phases) s.at.push_back(p.eventIndex), s.phase.push_back(p.phase);
-  s.nextBwd.assign(s.at.size() + 1, kNone);
+  for (const PhaseMark& p : d.phases) s.at.push_back(p.event_index), s.phase.push_back(p.phase);
+  s.next_bwd.assign(s.at.size() + 1, kNone);
   uint32_t next = kNone;
   for (size_t k = s.at.size() + 1; k-- > 0;) {
-    s.nextBwd[k] = next;
-    if (s.phaseOf((uint32_t)k) == PHASE_BACKWARD) next = (uint32_t)k;
+    s.next_bwd[k] = next;
+    if (s.phase_of((uint32_t)k) == PHASE_BACKWARD) next = (uint32_t)k;
   }
   return s;
 }
 
-bool hasPhaseBegins(const DeviceData& d);
+bool has_phase_begins(const DeviceData& d);
 
 // Category per event index (meaningful for allocs only).
 std::vector<uint8_t> categorize(const DeviceData& d) {
@@ -82,14 +82,16 @@ std::vector<uint8_t> categorize(const DeviceData& d) {
     if (t.addr - it->first < d.size[it->second]) tag[it->second] = t.category;
   };
   for (size_t i = 0; i < n; i++) {
-    for (; k < d.tags.size() && d.tags[k].eventIndex <= i; k++) apply(d.tags[k]);
-    if (d.action[i] == ACT_ALLOC) live[d.addr[i]] = (uint32_t)i;
-    else if (d.action[i] == ACT_FREE_REQUESTED) live.erase(d.addr[i]);
+    for (; k < d.tags.size() && d.tags[k].event_index <= i; k++) apply(d.tags[k]);
+    if (d.action[i] == ACT_ALLOC)
+      live[d.addr[i]] = (uint32_t)i;
+    else if (d.action[i] == ACT_FREE_REQUESTED)
+      live.erase(d.addr[i]);
   }
   for (; k < d.tags.size(); k++) apply(d.tags[k]);
 
   const Segments s = segments(d);
-  const bool phases = hasPhaseBegins(d);
+  const bool phases = has_phase_begins(d);
   std::vector<uint8_t> cat(n, C_OTHER);
   for (size_t i = 0; i < n; i++) {
     if (d.action[i] != ACT_ALLOC) continue;
@@ -102,27 +104,29 @@ std::vector<uint8_t> categorize(const DeviceData& d) {
     const uint32_t f = i < d.link.size() ? d.link[i] : kNoLink;
     if (!phases || f == kNoLink) continue;
     const uint32_t sa = s.of(i), sf = s.of(f);
-    if (sa == sf) cat[i] = C_TEMPORARY;
-    else if (s.phaseOf(sa) == PHASE_OTHER && s.nextBwd[sa] == sf) cat[i] = C_ACTIVATION;
+    if (sa == sf)
+      cat[i] = C_TEMPORARY;
+    else if (s.phase_of(sa) == PHASE_OTHER && s.next_bwd[sa] == sf)
+      cat[i] = C_ACTIVATION;
   }
   return cat;
 }
 
 // Phase facts exist only where a phase began: the step facts that end phases are older than the begins.
-bool hasPhaseBegins(const DeviceData& d) {
+bool has_phase_begins(const DeviceData& d) {
   return std::any_of(d.phases.begin(), d.phases.end(), [](const PhaseMark& p) { return p.phase != PHASE_OTHER; });
 }
 
 // Note [Module paths]: the innermost open module (a string id) at each alloc event, from the MARK_MODULE_*
 // begins and ends; kNone where none is open. An end pops back to its begin of the same path (an exception that
 // skipped inner ends leaves nothing open inside it); an end without a begin is ignored.
-std::vector<uint32_t> modulePaths(const DeviceData& d) {
+std::vector<uint32_t> module_paths(const DeviceData& d) {
   std::vector<uint32_t> out(d.count(), kNone);
   std::vector<uint32_t> open;
   size_t k = 0;
   for (size_t i = 0; i < d.count(); i++) {
-    for (; k < d.moduleMarks.size() && d.moduleMarks[k].eventIndex <= i; k++) {
-      const ModuleMark& mk = d.moduleMarks[k];
+    for (; k < d.module_marks.size() && d.module_marks[k].event_index <= i; k++) {
+      const ModuleMark& mk = d.module_marks[k];
       if (mk.begin) {
         open.push_back(mk.path);
       } else {
@@ -135,16 +139,17 @@ std::vector<uint32_t> modulePaths(const DeviceData& d) {
   return out;
 }
 
-bool isForward(std::string_view name) {
+bool is_forward(std::string_view name) {
   constexpr std::string_view kForward = "forward";
   if (name == kForward) return true;
-  return name.size() > kForward.size() + 1 && name.compare(name.size() - kForward.size(), kForward.size(), kForward) == 0 &&
+  return name.size() > kForward.size() + 1 &&
+         name.compare(name.size() - kForward.size(), kForward.size(), kForward) == 0 &&
          name[name.size() - kForward.size() - 1] == '.';
 }
 
 }  // namespace
 
-std::string categoriesJson(const Model& m, int index, const std::vector<double>& timesUs, bool withLines) {
+std::string categories_json(const Model& m, int index, const std::vector<double>& times_us, bool with_lines) {
   json::Writer j;
   j.open('{');
   auto found = m.devices.find(index);
@@ -157,41 +162,42 @@ std::string categoriesJson(const Model& m, int index, const std::vector<double>&
   const DeviceData& d = found->second;
   const size_t n = d.count();
   const std::vector<uint8_t> cat = categorize(d);
-  const bool byPath = !d.moduleMarks.empty();
-  const std::vector<uint32_t> pathOf = byPath ? modulePaths(d) : std::vector<uint32_t>();
+  const bool by_path = !d.module_marks.empty();
+  const std::vector<uint32_t> path_of = by_path ? module_paths(d) : std::vector<uint32_t>();
 
   // Module (string id of the forward frame's function) per stack, computed once per stack.
-  std::unordered_map<uint32_t, uint32_t> moduleOfStack;
-  auto moduleOf = [&](uint32_t stackId) {
-    auto it = moduleOfStack.find(stackId);
-    if (it != moduleOfStack.end()) return it->second;
+  std::unordered_map<uint32_t, uint32_t> module_of_stack;
+  auto module_of = [&](uint32_t stack_id) {
+    auto it = module_of_stack.find(stack_id);
+    if (it != module_of_stack.end()) return it->second;
     uint32_t mod = kNone;
-    const StackData& st = m.stacks[stackId < m.stacks.size() ? stackId : 0];
+    const StackData& st = m.stacks[stack_id < m.stacks.size() ? stack_id : 0];
     for (uint32_t k = 0; k < st.count && mod == kNone; k++) {
-      const FrameData& fr = m.frames[m.stackFrames[st.first + k]];
-      if (isForward(m.strings[fr.name])) mod = fr.name;
+      const FrameData& fr = m.frames[m.stack_frames[st.first + k]];
+      if (is_forward(m.strings[fr.name])) mod = fr.name;
     }
-    return moduleOfStack.emplace(stackId, mod).first->second;
+    return module_of_stack.emplace(stack_id, mod).first->second;
   };
-  auto lineOf = [&](uint32_t stackId) -> LineKey {
-    const StackData& st = m.stacks[stackId < m.stacks.size() ? stackId : 0];
-    if (st.userFrame == UINT32_MAX) return {kNone, 0};
-    const FrameData& fr = m.frames[st.userFrame];
+  auto line_of = [&](uint32_t stack_id) -> LineKey {
+    const StackData& st = m.stacks[stack_id < m.stacks.size() ? stack_id : 0];
+    if (st.user_frame == UINT32_MAX) return {kNone, 0};
+    const FrameData& fr = m.frames[st.user_frame];
     return {fr.file, fr.line};
   };
 
   // Moments in time order: the peak (exactly after the event that reached it) and the asked times.
   struct Moment {
     size_t after;  // events [0, after) have happened
-    double tUs;
-    int slot;      // -1 = peak, else index into timesUs
+    double t_us;
+    int slot;  // -1 = peak, else index into times_us
   };
   std::vector<Moment> moments;
-  moments.push_back({d.peakIndex < 0 ? 0 : (size_t)d.peakIndex + 1, d.peakIndex < 0 ? (n ? (double)d.t[0] : 0) : (double)d.t[d.peakIndex], -1});
-  for (size_t k = 0; k < timesUs.size(); k++) moments.push_back({eventsUpTo(d, timesUs[k]), timesUs[k], (int)k});
+  moments.push_back({d.peak_index < 0 ? 0 : (size_t)d.peak_index + 1,
+                     d.peak_index < 0 ? (n ? (double)d.t[0] : 0) : (double)d.t[d.peak_index], -1});
+  for (size_t k = 0; k < times_us.size(); k++) moments.push_back({events_up_to(d, times_us[k]), times_us[k], (int)k});
   std::stable_sort(moments.begin(), moments.end(), [](const Moment& a, const Moment& b) { return a.after < b.after; });
 
-  std::vector<std::string> out(timesUs.size() + 1);
+  std::vector<std::string> out(times_us.size() + 1);
   Bytes live{};
   std::map<uint32_t, uint64_t> modules;
   std::map<LineKey, Bytes> lines;
@@ -206,51 +212,55 @@ std::string categoriesJson(const Model& m, int index, const std::vector<double>&
       const bool add = act == ACT_ALLOC;
       live[c] = add ? live[c] + sz : live[c] - std::min(live[c], sz);
       if (c == C_ACTIVATION) {
-        const uint32_t mod = byPath ? pathOf[a] : moduleOf(d.stack[a]);
+        const uint32_t mod = by_path ? path_of[a] : module_of(d.stack[a]);
         uint64_t& b = modules[mod];
         b = add ? b + sz : b - std::min(b, sz);
         if (!b) modules.erase(mod);
       }
-      if (withLines) {
-        Bytes& b = lines[lineOf(d.stack[a])];
+      if (with_lines) {
+        Bytes& b = lines[line_of(d.stack[a])];
         b[c] = add ? b[c] + sz : b[c] - std::min(b[c], sz);
       }
     }
-    const bool wantLines = withLines && (mo.slot == -1 || mo.slot + 1 == (int)timesUs.size());
+    const bool want_lines = with_lines && (mo.slot == -1 || mo.slot + 1 == (int)times_us.size());
     json::Writer o;
-    o.open('{').kvd("timeUs", mo.tUs);
-    const int64_t allocated = mo.after ? d.allocated[mo.after - 1] : d.startAllocated;
-    const int64_t reserved = mo.after ? d.reserved[mo.after - 1] : d.startReserved;
+    o.open('{').kvd("timeUs", mo.t_us);
+    const int64_t allocated = mo.after ? d.allocated[mo.after - 1] : d.start_allocated;
+    const int64_t reserved = mo.after ? d.reserved[mo.after - 1] : d.start_reserved;
     uint64_t sum = 0;
     o.kv("allocatedBytes", allocated).kv("reservedBytes", reserved).key("bytes").open('{');
     for (int c = 0; c < C_COUNT; c++) o.kvu(kCatNames[c], live[c]), sum += live[c];
-    o.close('}').kv("untracedBytes", wrapSub(allocated, sum));
+    o.close('}').kv("untracedBytes", wrap_sub(allocated, sum));
     // Beyond allocated: the latest device sample at or before the moment; the allocator's reserved bytes at
     // the sample's own time are subtracted, so a stale sample still gives what lies outside the allocator.
     const SampleData* sample = nullptr;
     for (const SampleData& smp : d.samples)
-      if ((double)smp.tUs <= mo.tUs) sample = &smp;
+      if ((double)smp.t_us <= mo.t_us) sample = &smp;
     if (sample) {
-      const size_t at = eventsUpTo(d, (double)sample->tUs);
-      const int64_t resAt = at ? d.reserved[at - 1] : d.startReserved;
-      o.kvu("deviceUsedBytes", sample->used).kv("notFromAllocatorBytes", std::max<int64_t>(0, wrapSub((int64_t)sample->used, (uint64_t)resAt)));
+      const size_t at = events_up_to(d, (double)sample->t_us);
+      const int64_t res_at = at ? d.reserved[at - 1] : d.start_reserved;
+      o.kvu("deviceUsedBytes", sample->used)
+          .kv("notFromAllocatorBytes", std::max<int64_t>(0, wrap_sub((int64_t)sample->used, (uint64_t)res_at)));
     }
     std::vector<std::pair<uint32_t, uint64_t>> mods(modules.begin(), modules.end());
-    std::sort(mods.begin(), mods.end(), [](auto& x, auto& y) { return x.second != y.second ? x.second > y.second : x.first < y.first; });
+    std::sort(mods.begin(), mods.end(),
+              [](auto& x, auto& y) { return x.second != y.second ? x.second > y.second : x.first < y.first; });
     o.key("modules").open('[');
     for (const auto& [mod, b] : mods) {
-      std::string_view name = mod == kNone ? std::string_view(byPath ? "<outside any module>" : "<no forward frame>") : std::string_view(m.strings[mod]);
+      std::string_view name = mod == kNone ? std::string_view(by_path ? "<outside any module>" : "<no forward frame>")
+                                           : std::string_view(m.strings[mod]);
       if (name.size() > 8 && name.substr(name.size() - 8) == ".forward") name = name.substr(0, name.size() - 8);
       o.open('{').kvs("module", name).kvu("bytes", b).close('}');
     }
     o.close(']');
-    if (wantLines) {
+    if (want_lines) {
       o.key("lines").open('[');
       for (const auto& [k, b] : lines) {
         uint64_t total = 0;
         for (uint64_t v : b) total += v;
         if (!total) continue;
-        o.open('{').kvs("file", k.first == kNone ? std::string_view("<no user frame>") : std::string_view(m.strings[k.first]));
+        o.open('{').kvs("file",
+                        k.first == kNone ? std::string_view("<no user frame>") : std::string_view(m.strings[k.first]));
         o.kv("line", k.second).key("bytes").open('{');
         for (int c = 0; c < C_COUNT; c++)
           if (b[c]) o.kvu(kCatNames[c], b[c]);
@@ -260,7 +270,11 @@ std::string categoriesJson(const Model& m, int index, const std::vector<double>&
     }
     out[mo.slot + 1] = o.close('}').s;
   }
-  j.kvb("hasTags", !d.tags.empty()).kvb("hasPhases", hasPhaseBegins(d)).kvs("moduleSource", byPath ? "path" : "class").key("categories").open('[');
+  j.kvb("hasTags", !d.tags.empty())
+      .kvb("hasPhases", has_phase_begins(d))
+      .kvs("moduleSource", by_path ? "path" : "class")
+      .key("categories")
+      .open('[');
   for (const char* c : kCatNames) j.item().str(c);
   j.close(']');
   j.key("peak").raw(out[0]).key("moments").open('[');

@@ -8,9 +8,9 @@
 
 namespace gpumem {
 
-// Bytes per category at the device's peak (exactly after the event that reached it) and at each of `timesUs`
-// (events with t ≤ time), activations by module at each, and, when `withLines`, bytes per line (innermost user
+// Bytes per category at the device's peak (exactly after the event that reached it) and at each of `times_us`
+// (events with t ≤ time), activations by module at each, and, when `with_lines`, bytes per line (innermost user
 // frame) and category at the peak and at the last time.
-std::string categoriesJson(const Model& m, int dev, const std::vector<double>& timesUs, bool withLines);
+std::string categories_json(const Model& m, int dev, const std::vector<double>& times_us, bool with_lines);
 
 }  // namespace gpumem

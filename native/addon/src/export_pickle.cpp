@@ -18,7 +18,7 @@ namespace {
 namespace ts = fmt::torch;
 
 // The reader's action → PyTorch's (the reader orders snapshot before oom and has empty_cache besides).
-ts::Action torchAction(uint8_t a) {
+ts::Action torch_action(uint8_t a) {
   switch (a) {
     case ACT_ALLOC: return ts::Action::alloc;
     case ACT_FREE_REQUESTED: return ts::Action::free_requested;
@@ -39,12 +39,12 @@ struct Exporter {
   // Note [Memoised frame lists]: pickle_emit.h never memoises, so this exporter owns the whole memo: the
   // first emission of a stack's frame list is followed by MEMOIZE, later ones are a (LONG_)BINGET of it.
   // This keeps a 55 k-event trace at pickle.dump's size instead of six times it.
-  std::unordered_map<uint32_t, uint32_t> memoOf;  // stack id → memo index
-  uint32_t nextMemo = 0;
+  std::unordered_map<uint32_t, uint32_t> memo_of;  // stack id → memo index
+  uint32_t next_memo = 0;
 
-  void frames(uint32_t stackId) {
-    auto it = memoOf.find(stackId);
-    if (it != memoOf.end()) {
+  void frames(uint32_t stack_id) {
+    auto it = memo_of.find(stack_id);
+    if (it != memo_of.end()) {
       uint32_t k = it->second;
       if (k < 256) {
         char op[2] = {'h', (char)k};
@@ -56,16 +56,16 @@ struct Exporter {
       return;
     }
     p.begin_list();
-    if (stackId < m.stacks.size()) {
-      const StackData& s = m.stacks[stackId];
+    if (stack_id < m.stacks.size()) {
+      const StackData& s = m.stacks[stack_id];
       for (uint32_t k = 0; k < s.count; k++) {
-        const FrameData& fr = m.frames[m.stackFrames[s.first + k]];
+        const FrameData& fr = m.frames[m.stack_frames[s.first + k]];
         ts::emit_frame(p, m.strings[fr.name], m.strings[fr.file], fr.line);
       }
     }
     p.end_list();
     p.raw("\x94");  // MEMOIZE the list just built (it is on top of the stack)
-    memoOf.emplace(stackId, nextMemo++);
+    memo_of.emplace(stack_id, next_memo++);
   }
 
   void segment(int device, const SegmentData& s) {
@@ -75,7 +75,7 @@ struct Exporter {
       if (b.state != ST_INACTIVE) active += b.size, requested += b.requested;
     }
     ts::begin_segment(p, {device, s.addr, s.size, allocated, active, requested, s.stream, s.pool == POOL_SMALL,
-                          s.poolId0, s.poolId1, s.expandable});
+                          s.pool_id0, s.pool_id1, s.expandable});
     frames(s.stack);
     ts::begin_blocks(p);
     for (const auto& b : s.blocks) {
@@ -89,12 +89,12 @@ struct Exporter {
   void event(const DeviceData& d, size_t i) {
     uint8_t a = d.action[i];
     if (a == ACT_EMPTY_CACHE) return;  // not a PyTorch trace action
-    auto extra = d.contextAndMetadata.find((uint32_t)i);
-    bool hasExtra = extra != d.contextAndMetadata.end();
-    ts::Action ta = torchAction(a);
+    auto extra = d.context_and_metadata.find((uint32_t)i);
+    bool has_extra = extra != d.context_and_metadata.end();
+    ts::Action ta = torch_action(a);
     ts::begin_trace_entry(p, ta, d.addr[i], d.size[i], d.stream[i], d.t[i],
-                          hasExtra ? std::string_view(m.strings[extra->second.first]) : "N/A",
-                          hasExtra ? std::string_view(m.strings[extra->second.second]) : "");
+                          has_extra ? std::string_view(m.strings[extra->second.first]) : "N/A",
+                          has_extra ? std::string_view(m.strings[extra->second.second]) : "");
     if (ts::trace_entry_has_frames(ta)) frames(d.stack[i]);
     ts::end_trace_entry(p);
   }
@@ -102,7 +102,7 @@ struct Exporter {
 
 }  // namespace
 
-std::string exportPickle(const Model& m, double atUs) {
+std::string export_pickle(const Model& m, double at_us) {
   Exporter ex{m, fmt::PickleEmitter(64 << 10), {}, 0};
   auto& p = ex.p;
   p.begin();
@@ -110,26 +110,26 @@ std::string exportPickle(const Model& m, double atUs) {
   p.key(ts::kSegments);
   p.begin_list();
   for (const auto& [idx, d] : m.devices) {
-    size_t n = eventsUpTo(d, atUs);
-    for (const auto& s : stateAfter(d, n)) ex.segment(idx, s);
+    size_t n = events_up_to(d, at_us);
+    for (const auto& s : state_after(d, n)) ex.segment(idx, s);
   }
   p.end_list();
   p.key(ts::kDeviceTraces);
   p.begin_list();
-  int maxDev = m.devices.empty() ? -1 : m.devices.rbegin()->first;
-  for (int dev = 0; dev <= maxDev; dev++) {
+  int max_dev = m.devices.empty() ? -1 : m.devices.rbegin()->first;
+  for (int dev = 0; dev <= max_dev; dev++) {
     p.begin_list();
     auto it = m.devices.find(dev);
     if (it != m.devices.end()) {
-      size_t n = eventsUpTo(it->second, atUs);
+      size_t n = events_up_to(it->second, at_us);
       for (size_t i = 0; i < n; i++) ex.event(it->second, i);
     }
     p.end_list();
   }
   p.end_list();
   p.key(ts::kAllocatorSettings);
-  if (!m.allocatorSettingsPickle.empty())
-    p.raw(m.allocatorSettingsPickle);
+  if (!m.allocator_settings_pickle.empty())
+    p.raw(m.allocator_settings_pickle);
   else
     ts::emit_allocator_settings(p, "", false);  // what PyTorch 2.11 writes with an empty PYTORCH_CUDA_ALLOC_CONF
   p.key(ts::kExternalAnnotations);
@@ -137,8 +137,8 @@ std::string exportPickle(const Model& m, double atUs) {
   for (const auto& [idx, d] : m.devices) {
     for (const auto& mk : d.markers) {
       if (mk.kind != 1 && mk.kind != 2) continue;
-      if (!std::isnan(atUs) && (double)mk.tUs > atUs) continue;
-      ts::emit_annotation(p, mk.kind == 1, m.strings[mk.label], idx, mk.tUs);
+      if (!std::isnan(at_us) && (double)mk.t_us > at_us) continue;
+      ts::emit_annotation(p, mk.kind == 1, m.strings[mk.label], idx, mk.t_us);
     }
   }
   p.end_list();

@@ -6,8 +6,8 @@
 
 namespace gpumem {
 
-// The pickle bytes of the state after every event with time ≤ atUs (Infinity: the end) and the trace up
+// The pickle bytes of the state after every event with time ≤ at_us (Infinity: the end) and the trace up
 // to that moment.
-std::string exportPickle(const Model& m, double atUs);
+std::string export_pickle(const Model& m, double at_us);
 
 }  // namespace gpumem

@@ -23,38 +23,38 @@ const char* const kActionNames[ACT_COUNT] = {ts::action_name(ts::Action::alloc),
 const char* const kBlockStateNames[3] = {ts::kBlockStateNames[0], ts::kBlockStateNames[1], ts::kBlockStateNames[2]};
 
 uint32_t Model::intern(std::string_view s) {
-  auto it = stringIds.find(std::string(s));
-  if (it != stringIds.end()) return it->second;
+  auto it = string_ids.find(std::string(s));
+  if (it != string_ids.end()) return it->second;
   uint32_t id = (uint32_t)strings.size();
   strings.emplace_back(s);
-  stringIds.emplace(strings.back(), id);
+  string_ids.emplace(strings.back(), id);
   return id;
 }
 
-uint32_t Model::internFrame(uint32_t file, uint32_t name, uint32_t line) {
-  auto [it, fresh] = frameIds.try_emplace({(uint64_t)file << 32 | name, line}, (uint32_t)frames.size());
+uint32_t Model::intern_frame(uint32_t file, uint32_t name, uint32_t line) {
+  auto [it, fresh] = frame_ids.try_emplace({(uint64_t)file << 32 | name, line}, (uint32_t)frames.size());
   if (fresh) frames.push_back(FrameData{file, name, line});
   return it->second;
 }
 
-uint32_t Model::internStack(const std::vector<uint32_t>& frameIds, bool backward) {
-  if (frameIds.empty() && !backward) return 0;
-  std::vector<uint32_t> key = frameIds;
+uint32_t Model::intern_stack(const std::vector<uint32_t>& frame_ids, bool backward) {
+  if (frame_ids.empty() && !backward) return 0;
+  std::vector<uint32_t> key = frame_ids;
   key.push_back(backward ? 1 : 0);  // the flag is part of identity
-  auto it = stackIds.find(key);
-  if (it != stackIds.end()) return it->second;
-  StackData s{(uint32_t)stackFrames.size(), (uint32_t)frameIds.size(), backward, UINT32_MAX};
-  for (uint32_t f : frameIds) {
-    if (s.userFrame == UINT32_MAX && isUserFile(frames[f].file)) s.userFrame = f;
-    stackFrames.push_back(f);
+  auto it = stack_ids.find(key);
+  if (it != stack_ids.end()) return it->second;
+  StackData s{(uint32_t)stack_frames.size(), (uint32_t)frame_ids.size(), backward, UINT32_MAX};
+  for (uint32_t f : frame_ids) {
+    if (s.user_frame == UINT32_MAX && is_user_file(frames[f].file)) s.user_frame = f;
+    stack_frames.push_back(f);
   }
   uint32_t id = (uint32_t)stacks.size();
   stacks.push_back(s);
-  stackIds.emplace(std::move(key), id);
+  stack_ids.emplace(std::move(key), id);
   return id;
 }
 
-void prefaultSpare(void* begin, size_t bytes) {
+void prefault_spare(void* begin, size_t bytes) {
 #ifdef MADV_POPULATE_WRITE
   const uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE);
   uintptr_t a = ((uintptr_t)begin + page - 1) & ~(page - 1), b = ((uintptr_t)begin + bytes) & ~(page - 1);
@@ -72,34 +72,34 @@ DeviceData& Model::device(int index) {
   return d;
 }
 
-bool Model::isUserFile(uint32_t fileStringId) const { return isUserPath(strings[fileStringId], nonUserDirs); }
+bool Model::is_user_file(uint32_t file_string_id) const { return is_user_path(strings[file_string_id], non_user_dirs); }
 
 namespace {
-bool isDigit(char c) { return c >= '0' && c <= '9'; }
+bool is_digit(char c) { return c >= '0' && c <= '9'; }
 // "python3", "python3.12", "python3.13t": a standard-library directory name.
-bool isPythonVersionDir(std::string_view d) {
+bool is_python_version_dir(std::string_view d) {
   if (d.substr(0, 6) != "python") return false;
   size_t k = 6, n = d.size();
   if (n > k && d[n - 1] == 't') n--;  // free-threaded build
   size_t major = k;
-  while (k < n && isDigit(d[k])) k++;
+  while (k < n && is_digit(d[k])) k++;
   if (k == major) return false;
   if (k < n && d[k] == '.') {
     size_t minor = ++k;
-    while (k < n && isDigit(d[k])) k++;
+    while (k < n && is_digit(d[k])) k++;
     if (k == minor) return false;
   }
   return k == n;
 }
 }  // namespace
 
-bool isUserPath(std::string_view path, const std::vector<std::string>& internalDirs) {
+bool is_user_path(std::string_view path, const std::vector<std::string>& internal_dirs) {
   // Note [User frames]: a pseudo-file or an empty name cannot be opened or annotated: not the user's line.
   if (path.empty() || path[0] == '<') return false;
   std::string p(path);
   for (char& c : p)
     if (c == '\\') c = '/';
-  for (std::string dir : internalDirs) {
+  for (std::string dir : internal_dirs) {
     for (char& c : dir)
       if (c == '\\') c = '/';
     while (dir.size() > 1 && dir.back() == '/') dir.pop_back();
@@ -112,7 +112,7 @@ bool isUserPath(std::string_view path, const std::vector<std::string>& internalD
   for (size_t slash = p.find('/'); slash != std::string::npos; start = slash + 1, slash = p.find('/', start)) {
     std::string_view dir(p.data() + start, slash - start);
     if (dir == "site-packages" || dir == "dist-packages") return false;
-    if ((prev == "lib" || prev == "lib64") && isPythonVersionDir(dir)) return false;
+    if ((prev == "lib" || prev == "lib64") && is_python_version_dir(dir)) return false;
     prev = dir;
   }
   return true;
@@ -121,25 +121,25 @@ bool isUserPath(std::string_view path, const std::vector<std::string>& internalD
 void Model::derive() {
   for (auto& [idx, d] : devices) {
     size_t n = d.count();
-    if (d.derivedUpTo == 0) {
-      d.peakAllocated = d.startAllocated;
-      d.peakIndex = -1;
-      d.peakReserved = d.startReserved;
+    if (d.derived_up_to == 0) {
+      d.peak_allocated = d.start_allocated;
+      d.peak_index = -1;
+      d.peak_reserved = d.start_reserved;
     }
     d.link.resize(n, kNoLink);
     d.allocated.resize(n);
     d.reserved.resize(n);
-    int64_t a = d.derivedUpTo ? d.allocated[d.derivedUpTo - 1] : d.startAllocated;
-    int64_t r = d.derivedUpTo ? d.reserved[d.derivedUpTo - 1] : d.startReserved;
-    for (size_t i = d.derivedUpTo; i < n; i++) {
+    int64_t a = d.derived_up_to ? d.allocated[d.derived_up_to - 1] : d.start_allocated;
+    int64_t r = d.derived_up_to ? d.reserved[d.derived_up_to - 1] : d.start_reserved;
+    for (size_t i = d.derived_up_to; i < n; i++) {
       switch (d.action[i]) {
         case ACT_ALLOC:
-          a = wrapAdd(a, d.size[i]);
-          d.liveByAddr.put(d.addr[i], (uint32_t)i);
+          a = wrap_add(a, d.size[i]);
+          d.live_by_addr.put(d.addr[i], (uint32_t)i);
           break;
         case ACT_FREE_REQUESTED: {
-          a = wrapSub(a, d.size[i]);
-          uint32_t j = d.liveByAddr.take(d.addr[i]);
+          a = wrap_sub(a, d.size[i]);
+          uint32_t j = d.live_by_addr.take(d.addr[i]);
           if (j != AddrIndexMap::kEmpty) {
             d.link[i] = j;
             d.link[j] = (uint32_t)i;
@@ -147,21 +147,21 @@ void Model::derive() {
           break;
         }
         case ACT_SEGMENT_ALLOC:
-        case ACT_SEGMENT_MAP: r = wrapAdd(r, d.size[i]); break;
+        case ACT_SEGMENT_MAP: r = wrap_add(r, d.size[i]); break;
         case ACT_SEGMENT_FREE:
-        case ACT_SEGMENT_UNMAP: r = wrapSub(r, d.size[i]); break;
+        case ACT_SEGMENT_UNMAP: r = wrap_sub(r, d.size[i]); break;
         default: break;
       }
       d.allocated[i] = a;
       d.reserved[i] = r;
       // Strictly greater: the first event that reaches the maximum is "the event that reached it".
-      if (a > d.peakAllocated) {
-        d.peakAllocated = a;
-        d.peakIndex = (int64_t)i;
+      if (a > d.peak_allocated) {
+        d.peak_allocated = a;
+        d.peak_index = (int64_t)i;
       }
-      if (r > d.peakReserved) d.peakReserved = r;
+      if (r > d.peak_reserved) d.peak_reserved = r;
     }
-    d.derivedUpTo = n;
+    d.derived_up_to = n;
   }
 }
 

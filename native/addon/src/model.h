@@ -37,9 +37,9 @@ struct OwnerCache;   // aggregate.cpp
 
 // Note [Wrapping sums]: byte counts from files are untrusted; sums wrap (two's complement) instead of
 // overflowing a signed integer, which would be undefined behaviour. Real figures never get near 2^63.
-inline int64_t wrapAdd(int64_t a, uint64_t b) { return (int64_t)((uint64_t)a + b); }
-inline int64_t wrapSub(int64_t a, uint64_t b) { return (int64_t)((uint64_t)a - b); }
-inline int64_t wrapDiff(uint64_t a, uint64_t b) { return (int64_t)(a - b); }
+inline int64_t wrap_add(int64_t a, uint64_t b) { return (int64_t)((uint64_t)a + b); }
+inline int64_t wrap_sub(int64_t a, uint64_t b) { return (int64_t)((uint64_t)a - b); }
+inline int64_t wrap_diff(uint64_t a, uint64_t b) { return (int64_t)(a - b); }
 
 struct FrameData {
   uint32_t file;  // string id
@@ -48,11 +48,11 @@ struct FrameData {
 };
 
 struct StackData {
-  uint32_t first;  // index into Model::stackFrames
+  uint32_t first;  // index into Model::stack_frames
   uint32_t count;
   bool backward;
   // Derived once at interning: the innermost user frame (UINT32_MAX: none).
-  uint32_t userFrame;
+  uint32_t user_frame;
 };
 
 struct BlockData {
@@ -63,7 +63,7 @@ struct BlockData {
 
 struct SegmentData {
   uint64_t addr, size, stream;
-  uint64_t poolId0 = 0, poolId1 = 0;
+  uint64_t pool_id0 = 0, pool_id1 = 0;
   uint32_t stack = 0;
   uint8_t pool = POOL_LARGE;
   bool expandable = false;
@@ -72,50 +72,50 @@ struct SegmentData {
 };
 
 struct MarkerData {
-  int64_t tUs;
-  uint8_t kind;            // index into kMarkerKinds (model.cpp)
-  uint32_t label;          // string id
-  std::string detailJson;  // "" or a JSON object
+  int64_t t_us;
+  uint8_t kind;             // index into kMarkerKinds (model.cpp)
+  uint32_t label;           // string id
+  std::string detail_json;  // "" or a JSON object
 };
 
 struct OomData {
-  int64_t tUs;
-  uint64_t requested, deviceFree, deviceTotal, reserved, allocated, largestFree;
+  int64_t t_us;
+  uint64_t requested, device_free, device_total, reserved, allocated, largest_free;
   uint32_t stack;
-  bool haveFigures;  // capture OOM records carry reserved/allocated/largest; pickles do not
-  uint32_t eventIndex;
+  bool have_figures;  // capture OOM records carry reserved/allocated/largest; pickles do not
+  uint32_t event_index;
 };
 
-// A REC_TAG (Note [Tags]): resolved against the allocations live after events [0, eventIndex).
+// A REC_TAG (Note [Tags]): resolved against the allocations live after events [0, event_index).
 struct TagData {
-  uint32_t eventIndex;
+  uint32_t event_index;
   uint64_t addr, size;
   uint8_t category;  // fmt::TagCategory
 };
 
-// A phase boundary (Note [Categories] in categories.cpp): after events [0, eventIndex), the workload is in
+// A phase boundary (Note [Categories] in categories.cpp): after events [0, event_index), the workload is in
 // `phase` until the next boundary.
 enum Phase : uint8_t { PHASE_OTHER = 0, PHASE_BACKWARD = 1, PHASE_OPTIMIZER = 2 };
 struct PhaseMark {
-  uint32_t eventIndex;
+  uint32_t event_index;
   uint8_t phase;
 };
-// A module forward begins (begin) or ends after events [0, eventIndex) (MARK_MODULE_*, Note [Module paths]).
+// A module forward begins (begin) or ends after events [0, event_index) (MARK_MODULE_*, Note [Module paths]).
 struct ModuleMark {
-  uint32_t eventIndex;
+  uint32_t event_index;
   uint32_t path;  // string id
   bool begin;
 };
 
 struct SampleData {
-  int64_t tUs;
+  int64_t t_us;
   uint64_t used, total;
 };
 
 // Min/max pyramid over a step series (value after each event): level k holds min/max of 8^k events.
 struct Pyramid {
   std::vector<std::vector<int64_t>> mins, maxs;
-  size_t builtFor = 0;
+  size_t built_for = 0;
 };
 
 // Note [Bulk prefault]: on the development VM a page fault costs ~2 µs, so filling 400 MB of fresh
@@ -123,7 +123,7 @@ struct Pyramid {
 // one madvise(MADV_POPULATE_WRITE) maps its pages in bulk (contents untouched; a no-op before Linux 5.14).
 // Done inline it cost about what the faults it saved did; done by a helper thread while the pickle
 // import runs (snapshot_import.cpp), it took derive() from 115–640 ms to 40 ms on a 10 M-event pickle.
-void prefaultSpare(void* begin, size_t bytes);
+void prefault_spare(void* begin, size_t bytes);
 
 struct DeviceData {
   int index = 0;
@@ -138,47 +138,47 @@ struct DeviceData {
   // Derived columns, extended as events arrive.
   std::vector<uint32_t> link;                // alloc → its free_requested; free_requested → its alloc
   std::vector<int64_t> allocated, reserved;  // after each event
-  AddrIndexMap liveByAddr;                   // addr → alloc index, for pairing
-  int64_t startAllocated = 0, startReserved = 0;
-  int64_t peakAllocated = 0;
-  int64_t peakIndex = -1;  // -1: the start value is the peak
-  int64_t peakReserved = 0;
-  size_t derivedUpTo = 0;
-  Pyramid allocPyr, resPyr;
+  AddrIndexMap live_by_addr;                 // addr → alloc index, for pairing
+  int64_t start_allocated = 0, start_reserved = 0;
+  int64_t peak_allocated = 0;
+  int64_t peak_index = -1;  // -1: the start value is the peak
+  int64_t peak_reserved = 0;
+  size_t derived_up_to = 0;
+  Pyramid alloc_pyr, res_pyr;
 
   // Sparse extras for exact pickle round trips (event index → string ids).
-  std::unordered_map<uint32_t, std::pair<uint32_t, uint32_t>> contextAndMetadata;
+  std::unordered_map<uint32_t, std::pair<uint32_t, uint32_t>> context_and_metadata;
 
   // Final allocator state as the file states it (pickle segments / a capture's last REC_STATE); its
-  // position in the event stream: the state holds after events [0, finalAfter).
+  // position in the event stream: the state holds after events [0, final_after).
   // Captures start with an empty allocator; a pickle's start is only known by undoing its trace.
-  bool startEmpty = false;
-  bool haveFinal = false;
-  size_t finalAfter = 0;
-  std::vector<SegmentData> finalSegments;
+  bool start_empty = false;
+  bool have_final = false;
+  size_t final_after = 0;
+  std::vector<SegmentData> final_segments;
   // Capture REC_STATE records as checkpoints for forward replay.
   std::vector<std::pair<size_t, std::vector<SegmentData>>> checkpoints;
 
   // Allocator states met while replaying (every 2^18 events), so the next query starts nearby;
   // events only ever get appended, so a cached state stays true.
-  mutable std::shared_ptr<ReplayCache> replayCache;
+  mutable std::shared_ptr<ReplayCache> replay_cache;
   // Owner groups of the timeline (Note [Owner bands] in aggregate.cpp), rebuilt when events arrive.
-  mutable std::shared_ptr<OwnerCache> ownerCache;
+  mutable std::shared_ptr<OwnerCache> owner_cache;
 
   std::vector<MarkerData> markers;
   std::vector<OomData> ooms;
   std::vector<SampleData> samples;
   std::vector<TagData> tags;
   std::vector<PhaseMark> phases;
-  std::vector<ModuleMark> moduleMarks;
+  std::vector<ModuleMark> module_marks;
   // Budgeted captures (FORMAT.md §5): indices of restated events (increasing; not hand-outs, skipped in counts and
   // totals), allocations per stack of compacted ranges (model stack id → count, bytes) and their timeline buckets.
   std::vector<uint32_t> restated;
-  std::unordered_map<uint32_t, std::pair<uint64_t, uint64_t>> compactedLines;
+  std::unordered_map<uint32_t, std::pair<uint64_t, uint64_t>> compacted_lines;
   struct Bucket {
-    int64_t tUs, tEndUs, allocatedMin, allocatedMax, reservedMin, reservedMax;
+    int64_t t_us, t_end_us, allocated_min, allocated_max, reserved_min, reserved_max;
   };
-  std::vector<Bucket> compactedTimeline;
+  std::vector<Bucket> compacted_timeline;
 
   size_t count() const { return t.size(); }
   void reserve(size_t n) {
@@ -186,7 +186,7 @@ struct DeviceData {
     action.reserve(n), pool.reserve(n);
   }
   // The unused capacity of every event column (for a prefault helper, Note [Bulk prefault]).
-  std::vector<std::pair<void*, size_t>> spareColumns() {
+  std::vector<std::pair<void*, size_t>> spare_columns() {
     std::vector<std::pair<void*, size_t>> out;
     auto add = [&](auto& v) { out.emplace_back(v.data() + v.size(), (v.capacity() - v.size()) * sizeof(v[0])); };
     // Interleaved the way the import fills them: the time and identity columns first.
@@ -194,9 +194,9 @@ struct DeviceData {
     add(link), add(allocated), add(reserved);
     return out;
   }
-  void pushEvent(int64_t tUs, uint8_t act, uint64_t a, uint64_t sz, uint64_t requested, uint64_t strm, uint32_t stk,
-                 uint8_t pl) {
-    t.push_back(tUs);
+  void push_event(int64_t t_us, uint8_t act, uint64_t a, uint64_t sz, uint64_t requested, uint64_t strm, uint32_t stk,
+                  uint8_t pl) {
+    t.push_back(t_us);
     action.push_back(act);
     addr.push_back(a);
     size.push_back(sz);
@@ -219,36 +219,36 @@ struct Problem {
 // A device as a capture's REC_DEVICE announced it (Note [Devices] in gpumem_format.h).
 struct DeviceIdentity {
   std::string name;
-  uint64_t totalBytes = 0;
-  std::string pciBusId;  // "" unknown
+  uint64_t total_bytes = 0;
+  std::string pci_bus_id;  // "" unknown
 };
 
 // How a capture ended (REC_END, FORMAT minor 2) and what it lost on the way (REC_LOST).
 struct CaptureEnd {
   bool seen = false;
-  int64_t tUs = 0;
-  int32_t exitCode = -1;
+  int64_t t_us = 0;
+  int32_t exit_code = -1;
   uint32_t reason = 0;  // fmt::EndReason
   std::string message;
 };
 
 // A compacted range of a budgeted capture (REC_AGGREGATED, FORMAT.md §5).
 struct AggregatedRange {
-  int64_t fromUs, toUs;
-  uint64_t events, bytes, budgetBytes;
+  int64_t from_us, to_us;
+  uint64_t events, bytes, budget_bytes;
   uint32_t restated, peaks;
 };
 
 struct Model {
   std::vector<AggregatedRange> aggregated;
-  std::string format;                   // "gpumem-capture" | "pytorch-pickle"
-  std::string headerJson = "{}";        // CaptureHeaderInfo as JSON
-  std::string allocatorSettingsPickle;  // raw pickle opcodes of allocator_settings (round trip), may be empty
+  std::string format;                     // "gpumem-capture" | "pytorch-pickle"
+  std::string header_json = "{}";         // CaptureHeaderInfo as JSON
+  std::string allocator_settings_pickle;  // raw pickle opcodes of allocator_settings (round trip), may be empty
   // Pickles: whether segments carry is_expandable (-1 no key, 0 all false, 1 some true) and
   // allocator_settings' expandable_segments (-1 absent); Note [Policy of the data] in policy_replay.cpp.
-  int8_t pickleSegmentsExpandable = -1, pickleSettingsExpandable = -1;
+  int8_t pickle_segments_expandable = -1, pickle_settings_expandable = -1;
   std::vector<std::string> strings{""};  // id 0 = ""
-  std::unordered_map<std::string, uint32_t> stringIds{{"", 0}};
+  std::unordered_map<std::string, uint32_t> string_ids{{"", 0}};
   std::vector<FrameData> frames;
   // (file, name) string ids and line → frame id: a frame is its value (a 1 M-event pickle dumped by
   // PyTorch has a fresh dict for every frame of every entry; as values they are a few thousand).
@@ -257,43 +257,43 @@ struct Model {
       return std::hash<uint64_t>()(k.first * 0x9E3779B97F4A7C15ull ^ k.second);
     }
   };
-  std::unordered_map<std::pair<uint64_t, uint32_t>, uint32_t, FrameKeyHash> frameIds;
-  std::vector<uint32_t> stackFrames;
+  std::unordered_map<std::pair<uint64_t, uint32_t>, uint32_t, FrameKeyHash> frame_ids;
+  std::vector<uint32_t> stack_frames;
   std::vector<StackData> stacks{StackData{0, 0, false, UINT32_MAX}};  // id 0 = no frames
-  std::map<std::vector<uint32_t>, uint32_t> stackIds;
+  std::map<std::vector<uint32_t>, uint32_t> stack_ids;
   std::map<int, DeviceData> devices;
   std::vector<Problem> problems;
   // Folders whose frames are never user code beyond the rule: the lens bootstrap that wraps
   // backward() (a capture header's "bootstrap_dir"), so attribution lands on the user's own line.
-  std::vector<std::string> nonUserDirs;
+  std::vector<std::string> non_user_dirs;
   bool ended = false;
   CaptureEnd end;
-  std::map<int, DeviceIdentity> deviceIds;
-  uint64_t lostEvents = 0;
-  int64_t firstLostUs = 0;  // the last record's time before the first REC_LOST (valid when lostEvents > 0)
+  std::map<int, DeviceIdentity> device_ids;
+  uint64_t lost_events = 0;
+  int64_t first_lost_us = 0;  // the last record's time before the first REC_LOST (valid when lost_events > 0)
   // Latest time of any record read (events, samples, markers…): where a capture that ends early stops.
-  bool haveLastUs = false;
-  int64_t lastUs = 0;
-  void sawTime(int64_t tUs) {
-    if (!haveLastUs || tUs > lastUs) lastUs = tUs;
-    haveLastUs = true;
+  bool have_last_us = false;
+  int64_t last_us = 0;
+  void saw_time(int64_t t_us) {
+    if (!have_last_us || t_us > last_us) last_us = t_us;
+    have_last_us = true;
   }
 
   uint32_t intern(std::string_view s);
-  uint32_t internFrame(uint32_t file, uint32_t name, uint32_t line);
-  uint32_t internStack(const std::vector<uint32_t>& frameIds, bool backward);
+  uint32_t intern_frame(uint32_t file, uint32_t name, uint32_t line);
+  uint32_t intern_stack(const std::vector<uint32_t>& frame_ids, bool backward);
   DeviceData& device(int index);
   // Pairs allocations with frees and extends the allocated/reserved series for events added since the
   // last call (both sources; the live tail calls it after every poll).
   void derive();
-  bool isUserFile(uint32_t fileStringId) const;
+  bool is_user_file(uint32_t file_string_id) const;
 };
 
 // The user-frame rule, Note [User frames] (native/format/README.md): user code unless the file name is
 // empty or a pseudo-file ('<string>', '<frozen runpy>'), or the path has a site-packages or dist-packages
 // directory, or a lib/pythonX[.Y][t] (or lib64/…) directory (the standard library), or lies in one of
-// internalDirs (the tool's own: a capture header's bootstrap_dir). '\\' counts as '/'. Its table of cases
-// is native/format/user_frames_cases.json; TypeScript gets the answer per frame from stackJson's "user".
-bool isUserPath(std::string_view path, const std::vector<std::string>& internalDirs = {});
+// internal_dirs (the tool's own: a capture header's bootstrap_dir). '\\' counts as '/'. Its table of cases
+// is native/format/user_frames_cases.json; TypeScript gets the answer per frame from stack_json's "user".
+bool is_user_path(std::string_view path, const std::vector<std::string>& internal_dirs = {});
 
 }  // namespace gpumem

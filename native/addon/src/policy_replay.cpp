@@ -29,9 +29,9 @@ namespace f = gpumem::fmt;
 //  - PyTorch pickles: a segment with is_expandable true → pytorch-expandable ("pickle-segments"; all
 //    false → pytorch); without that key allocator_settings' expandable_segments ("pickle-settings");
 //    else pytorch, PyTorch's default ("assumed").
-DataPolicy dataPolicy(const Model& m) {
+DataPolicy data_policy(const Model& m) {
   if (m.format == "gpumem-capture") {
-    const std::string& h = m.headerJson;
+    const std::string& h = m.header_json;
     auto has = [&](const char* needle) { return h.find(needle) != std::string::npos; };
     if (has("\"allocator_mode\":\"pytorch\"")) {
       if (has("\"pytorch_expandable_segments\":true")) return {core::Policy::kPytorchExpandable, "capture-header"};
@@ -43,28 +43,30 @@ DataPolicy dataPolicy(const Model& m) {
       return {has("\"trim_on_growth\":false") ? core::Policy::kLensNoTrim : core::Policy::kLens, "capture-header"};
     return {core::Policy::kLens, "assumed"};
   }
-  if (m.pickleSegmentsExpandable >= 0)
-    return {m.pickleSegmentsExpandable ? core::Policy::kPytorchExpandable : core::Policy::kPytorch, "pickle-segments"};
-  if (m.pickleSettingsExpandable >= 0)
-    return {m.pickleSettingsExpandable ? core::Policy::kPytorchExpandable : core::Policy::kPytorch, "pickle-settings"};
+  if (m.pickle_segments_expandable >= 0)
+    return {m.pickle_segments_expandable ? core::Policy::kPytorchExpandable : core::Policy::kPytorch,
+            "pickle-segments"};
+  if (m.pickle_settings_expandable >= 0)
+    return {m.pickle_settings_expandable ? core::Policy::kPytorchExpandable : core::Policy::kPytorch,
+            "pickle-settings"};
   return {core::Policy::kPytorch, "assumed"};
 }
 
-uint64_t deviceCapacity(const DeviceData& d) {
+uint64_t device_capacity(const DeviceData& d) {
   for (auto it = d.samples.rbegin(); it != d.samples.rend(); ++it)
     if (it->total) return it->total;
   for (const OomData& o : d.ooms)
-    if (o.deviceTotal) return o.deviceTotal;
+    if (o.device_total) return o.device_total;
   return kUnknownCapacity;
 }
 
-std::vector<core::SegmentView> toCoreSegments(const std::vector<SegmentData>& segs, int device) {
+std::vector<core::SegmentView> to_core_segments(const std::vector<SegmentData>& segs, int device) {
   std::vector<core::SegmentView> out;
   out.reserve(segs.size());
   for (const SegmentData& s : segs) {
     core::SegmentView v;
     v.device = device;
-    v.addr = s.addr, v.size = s.size, v.stream = s.stream, v.pool0 = s.poolId0, v.pool1 = s.poolId1;
+    v.addr = s.addr, v.size = s.size, v.stream = s.stream, v.pool0 = s.pool_id0, v.pool1 = s.pool_id1;
     v.stack = s.stack;
     // A private pool's segments keep their small/large kind only in their size: small segments and
     // small-pool pages are 2 MiB, large ones ≥ 20 MiB (expandable: whole 20 MiB pages).
@@ -82,7 +84,7 @@ std::vector<core::SegmentView> toCoreSegments(const std::vector<SegmentData>& se
 
 namespace {
 
-const DeviceData& deviceOf(const Model& m, int device) {
+const DeviceData& device_of(const Model& m, int device) {
   auto it = m.devices.find(device);
   if (it == m.devices.end())
     throw std::runtime_error("device " + std::to_string(device) + " has no allocator events in this file");
@@ -101,8 +103,8 @@ std::string seconds(int64_t us, int64_t t0) {
 //    rounding) on its stream. A free_requested that its free_completed does not follow at once was
 //    deferred by record_stream: the block is freed as pending on an event of a stream of its own,
 //    which completes at the free_completed (one still pending when the data ends stays pending, as in
-//    the run); the block is reusable from the next malloc on, as in the run. Segment events of the trace are the original policy's answers and
-//    are not replayed: the replayed policy makes its own.
+//    the run); the block is reusable from the next malloc on, as in the run. Segment events of the trace are the
+//    original policy's answers and are not replayed: the replayed policy makes its own.
 //  - A pickle's trace may begin after tensors already lived. When the state before the trace has
 //    segments of the replayed policy's kind it is restored as it was (Note [Restored state]): the
 //    replay of a PyTorch pickle under `pytorch` then starts from PyTorch's own layout. Otherwise its
@@ -118,28 +120,30 @@ class Replayer {
   Replayer(const DeviceData& d, core::Policy policy, uint64_t capacity)
       : d_(d), sim_(1, capacity), a_(0, sim_, core::policy_options(policy)), policy_(policy), capacity_(capacity) {
     r_.policy = policy, r_.capacity = capacity;
-    if (!d.startEmpty) {
+    if (!d.start_empty) {
       // Blocks live before the trace's first event (undone from the pickle's final state).
-      std::vector<SegmentData> start = stateAfter(d, 0);
+      std::vector<SegmentData> start = state_after(d, 0);
       const bool expandable = core::policy_options(policy).expandable;
-      bool sameKind = !start.empty();
+      bool same_kind = !start.empty();
       uint64_t bytes = 0;
-      for (const SegmentData& s : start) sameKind &= s.expandable == expandable, bytes += s.size;
-      if (sameKind && bytes <= capacity) {
+      for (const SegmentData& s : start) same_kind &= s.expandable == expandable, bytes += s.size;
+      if (same_kind && bytes <= capacity) {
         // The start state holds segments of this policy's kind: it is restored as it was (a state that
         // does not fit the capacity gets its blocks allocated instead, below).
         try {
-          a_.restore(toCoreSegments(start, 0));
+          a_.restore(to_core_segments(start, 0));
         } catch (const core::RestoreError& e) {
           throw std::runtime_error(std::string("cannot replay from the state before the trace: ") + e.what());
         }
         for (const SegmentData& s : start)
           for (const BlockData& b : s.blocks)
-            if (b.state == ST_ALLOCATED) ptrs_[b.addr] = reinterpret_cast<void*>(b.addr);
-            else if (b.state == ST_PENDING_FREE) pending_[b.addr] = core::DeviceAllocator::kRestoredUseStream;
-        r_.startRestored = true;
-        r_.peakReserved = uint64_t(a_.stats().reserved_bytes[core::kAll].current);
-        r_.peakAtUs = d.count() ? d.t[0] : 0;
+            if (b.state == ST_ALLOCATED)
+              ptrs_[b.addr] = reinterpret_cast<void*>(b.addr);
+            else if (b.state == ST_PENDING_FREE)
+              pending_[b.addr] = core::DeviceAllocator::kRestoredUseStream;
+        r_.start_restored = true;
+        r_.peak_reserved = uint64_t(a_.stats().reserved_bytes[core::kAll].current);
+        r_.peak_at_us = d.count() ? d.t[0] : 0;
         start.clear();
       }
       std::vector<std::pair<uint64_t, std::pair<uint64_t, uint64_t>>> live;  // addr → (bytes, stream)
@@ -149,19 +153,19 @@ class Replayer {
       std::sort(live.begin(), live.end());
       for (auto& [addr, bs] : live) {
         if (!malloc(addr, bs.first, bs.second, d.count() ? d.t[0] : 0)) break;
-        r_.startBlocks++;
+        r_.start_blocks++;
       }
     }
     for (const MarkerData& mk : d.markers) markers_.push_back(&mk);
-    std::stable_sort(markers_.begin(), markers_.end(), [](auto* a, auto* b) { return a->tUs < b->tUs; });
+    std::stable_sort(markers_.begin(), markers_.end(), [](auto* a, auto* b) { return a->t_us < b->t_us; });
   }
 
   // Replays events [next, n); false once an OOM stopped it.
   bool run(size_t n, const Model* m) {
     n = std::min(n, d_.count());
-    for (; next_ < n && !r_.haveOom; next_++) {
+    for (; next_ < n && !r_.have_oom; next_++) {
       const size_t i = next_;
-      if (m) markersBefore(*m, d_.t[i]);
+      if (m) markers_before(*m, d_.t[i]);
       switch (d_.action[i]) {
         case ACT_ALLOC: malloc(d_.addr[i], d_.size[i] - d_.waste[i], d_.stream[i], d_.t[i]); break;
         case ACT_FREE_REQUESTED:
@@ -169,7 +173,7 @@ class Replayer {
             free(d_.addr[i]);
             next_++, r_.events++;  // the completion is this free
           } else {
-            freePending(d_.addr[i]);
+            free_pending(d_.addr[i]);
           }
           break;
         case ACT_FREE_COMPLETED: complete(d_.addr[i]); break;
@@ -177,34 +181,34 @@ class Replayer {
       }
       r_.events++;
     }
-    if (m && next_ == d_.count() && !r_.haveOom) markersBefore(*m, INT64_MAX);
-    return !r_.haveOom;
+    if (m && next_ == d_.count() && !r_.have_oom) markers_before(*m, INT64_MAX);
+    return !r_.have_oom;
   }
 
   PolicyReplayResult& result() {
     const core::DeviceStats st = a_.stats();
-    r_.peakReserved = std::max<uint64_t>(r_.peakReserved, uint64_t(st.reserved_bytes[core::kAll].peak));
-    r_.peakAllocated = uint64_t(st.allocated_bytes[core::kAll].peak);
+    r_.peak_reserved = std::max<uint64_t>(r_.peak_reserved, uint64_t(st.reserved_bytes[core::kAll].peak));
+    r_.peak_allocated = uint64_t(st.allocated_bytes[core::kAll].peak);
     return r_;
   }
   core::DeviceAllocator& allocator() { return a_; }
 
  private:
-  bool malloc(uint64_t addr, uint64_t bytes, uint64_t stream, int64_t tUs) {
+  bool malloc(uint64_t addr, uint64_t bytes, uint64_t stream, int64_t t_us) {
     void* p = nullptr;
     if (bytes > capacity_) {  // more than the device (also keeps untrusted sizes far from overflow)
-      oom(bytes, tUs);
+      oom(bytes, t_us);
       return false;
     }
     try {
       p = a_.malloc(size_t(bytes), stream, 0);
     } catch (const core::OutOfMemory&) {
-      oom(bytes, tUs);
+      oom(bytes, t_us);
       return false;
     }
     ptrs_[addr] = p;
     const uint64_t reserved = uint64_t(a_.stats().reserved_bytes[core::kAll].current);
-    if (reserved > r_.peakReserved) r_.peakReserved = reserved, r_.peakAtUs = tUs;
+    if (reserved > r_.peak_reserved) r_.peak_reserved = reserved, r_.peak_at_us = t_us;
     return true;
   }
   void free(uint64_t addr) {
@@ -213,10 +217,10 @@ class Replayer {
     a_.free(it->second);
     ptrs_.erase(it);
   }
-  void freePending(uint64_t addr) {
+  void free_pending(uint64_t addr) {
     auto it = ptrs_.find(addr);
     if (it == ptrs_.end()) return;
-    const core::Stream use = kPendingStreams + pendingCount_++;
+    const core::Stream use = kPendingStreams + pending_count_++;
     a_.record_stream(it->second, use);
     a_.free(it->second);
     pending_[addr] = use;
@@ -235,37 +239,38 @@ class Replayer {
   // shortage is when tensors and the request together exceed the capacity (no policy could serve
   // it); otherwise the memory exists but this policy's layout cannot give it one block:
   // fragmentation.
-  void oom(uint64_t bytes, int64_t tUs) {
+  void oom(uint64_t bytes, int64_t t_us) {
     const core::DeviceStats st = a_.stats();
     ReplayOom& o = r_.oom;
-    r_.haveOom = true;
-    o.tUs = tUs;
+    r_.have_oom = true;
+    o.t_us = t_us;
     o.requested = bytes;
     o.reserved = uint64_t(st.reserved_bytes[core::kAll].current);
     o.allocated = uint64_t(st.allocated_bytes[core::kAll].current);
     const uint64_t need = o.allocated + core::round_size(bytes);
     o.fragmentation = need <= capacity_;
-    const int64_t t0 = d_.count() ? d_.t[0] : tUs;
-    std::string s = seconds(tUs, t0) + " after the first recorded event, a " + core::format_size(bytes) + " request fails under " +
-                    core::policy_name(policy_) + " on a " + core::format_size(capacity_) + " device: tensors hold " +
-                    core::format_size(o.allocated) + " and the allocator reserves " + core::format_size(o.reserved) +
-                    " after releasing what it could. ";
+    const int64_t t0 = d_.count() ? d_.t[0] : t_us;
+    std::string s = seconds(t_us, t0) + " after the first recorded event, a " + core::format_size(bytes) +
+                    " request fails under " + core::policy_name(policy_) + " on a " + core::format_size(capacity_) +
+                    " device: tensors hold " + core::format_size(o.allocated) + " and the allocator reserves " +
+                    core::format_size(o.reserved) + " after releasing what it could. ";
     if (o.fragmentation)
       s += "Fragmentation: " + core::format_size(capacity_ - o.allocated) +
            " is not held by tensors, enough for the request, but this policy cannot make one block of it.";
     else
-      s += "Shortage: tensors and the request need " + core::format_size(need) + ", more than the device has; no allocator policy fits it.";
+      s += "Shortage: tensors and the request need " + core::format_size(need) +
+           ", more than the device has; no allocator policy fits it.";
     o.sentence = s;
   }
-  void markersBefore(const Model& m, int64_t t) {
-    for (; nextMarker_ < markers_.size() && markers_[nextMarker_]->tUs < t; nextMarker_++) {
-      const MarkerData& mk = *markers_[nextMarker_];
+  void markers_before(const Model& m, int64_t t) {
+    for (; next_marker_ < markers_.size() && markers_[next_marker_]->t_us < t; next_marker_++) {
+      const MarkerData& mk = *markers_[next_marker_];
       if (mk.kind == 3) {  // empty_cache: the run's own, unless the OOM ladder's
         // The detail is JSON the decoder wrote ({"origin": …}): parsed, never searched (Note [One JSON codec]).
         json::Value detail;
-        const json::Value* origin = json::parse(mk.detailJson, &detail, nullptr) ? detail.find("origin") : nullptr;
-        bool oomRetry = origin && origin->is_string() && origin->as_string() == "out-of-memory retry";
-        if (!oomRetry) a_.empty_cache(nullptr, nullptr, 0);
+        const json::Value* origin = json::parse(mk.detail_json, &detail, nullptr) ? detail.find("origin") : nullptr;
+        bool oom_retry = origin && origin->is_string() && origin->as_string() == "out-of-memory retry";
+        if (!oom_retry) a_.empty_cache(nullptr, nullptr, 0);
         continue;
       }
       if (mk.kind > 2) continue;  // snapshot, oom, notice: not phase markers
@@ -274,7 +279,10 @@ class Replayer {
       s.policy = policy_;
       s.segments = a_.segments();
       const std::string& label = m.strings[mk.label];
-      r_.markers.push_back({mk.tUs, mk.kind == 1 ? label + " (begin)" : mk.kind == 2 ? label + " (end)" : label,
+      r_.markers.push_back({mk.t_us,
+                            mk.kind == 1   ? label + " (begin)"
+                            : mk.kind == 2 ? label + " (end)"
+                                           : label,
                             core::WhatIf(std::move(s)).empty_cache()});
     }
   }
@@ -287,24 +295,24 @@ class Replayer {
   static constexpr core::Stream kPendingStreams = core::Stream(1) << 63;  // one per deferred free
   std::unordered_map<uint64_t, void*> ptrs_;
   std::unordered_map<uint64_t, core::Stream> pending_;  // addr → the stream its deferred free waits on
-  uint64_t pendingCount_ = 0;
+  uint64_t pending_count_ = 0;
   std::vector<const MarkerData*> markers_;
-  size_t next_ = 0, nextMarker_ = 0;
+  size_t next_ = 0, next_marker_ = 0;
   PolicyReplayResult r_;
 };
 
-uint64_t reservedPeakUpTo(const DeviceData& d, size_t n) {
-  int64_t peak = d.startReserved;
+uint64_t reserved_peak_up_to(const DeviceData& d, size_t n) {
+  int64_t peak = d.start_reserved;
   for (size_t i = 0; i < n && i < d.reserved.size(); i++) peak = std::max(peak, d.reserved[i]);
   return peak > 0 ? uint64_t(peak) : 0;
 }
 
 }  // namespace
 
-PolicyReplayResult replayPolicy(const Model& m, int device, core::Policy policy, uint64_t capacity) {
-  const DeviceData& d = deviceOf(m, device);
+PolicyReplayResult replay_policy(const Model& m, int device, core::Policy policy, uint64_t capacity) {
+  const DeviceData& d = device_of(m, device);
   try {
-    Replayer r(d, policy, capacity ? capacity : deviceCapacity(d));
+    Replayer r(d, policy, capacity ? capacity : device_capacity(d));
     r.run(d.count(), &m);
     return r.result();
   } catch (const core::BackendError& e) {  // the simulated device refused something the data asked
@@ -312,63 +320,69 @@ PolicyReplayResult replayPolicy(const Model& m, int device, core::Policy policy,
   }
 }
 
-std::string replayJson(const PolicyReplayResult& r) {
+std::string replay_json(const PolicyReplayResult& r) {
   json::Writer j;
   j.open('{').kvs("policy", core::policy_name(r.policy)).kvu("capacityBytes", r.capacity);
-  j.kvu("peakReservedBytes", r.peakReserved).kvu("peakAllocatedBytes", r.peakAllocated);
-  j.kvd("ratio", r.peakAllocated ? double(r.peakReserved) / double(r.peakAllocated) : 0).kv("peakAtUs", r.peakAtUs);
+  j.kvu("peakReservedBytes", r.peak_reserved).kvu("peakAllocatedBytes", r.peak_allocated);
+  j.kvd("ratio", r.peak_allocated ? double(r.peak_reserved) / double(r.peak_allocated) : 0)
+      .kv("peakAtUs", r.peak_at_us);
   j.key("emptyCacheAtMarkers").open('[');
-  for (const auto& mk : r.markers) j.item().open('{').kv("tUs", mk.tUs).kvs("name", mk.name).kvu("releasesBytes", mk.releases).close('}');
+  for (const auto& mk : r.markers)
+    j.item().open('{').kv("tUs", mk.t_us).kvs("name", mk.name).kvu("releasesBytes", mk.releases).close('}');
   j.close(']').key("oom");
-  if (!r.haveOom) {
+  if (!r.have_oom) {
     j.raw("null");
   } else {
     const ReplayOom& o = r.oom;
-    j.open('{').kv("tUs", o.tUs).kvu("requestedBytes", o.requested).kvu("reservedBytes", o.reserved);
-    j.kvu("allocatedBytes", o.allocated).kvs("cause", o.fragmentation ? "fragmentation" : "shortage").kvs("sentence", o.sentence).close('}');
+    j.open('{').kv("tUs", o.t_us).kvu("requestedBytes", o.requested).kvu("reservedBytes", o.reserved);
+    j.kvu("allocatedBytes", o.allocated)
+        .kvs("cause", o.fragmentation ? "fragmentation" : "shortage")
+        .kvs("sentence", o.sentence)
+        .close('}');
   }
-  j.kvu("events", r.events).kvu("startBlocks", r.startBlocks).kvb("startRestored", r.startRestored);
+  j.kvu("events", r.events).kvu("startBlocks", r.start_blocks).kvb("startRestored", r.start_restored);
   return j.close('}').s;
 }
 
-static std::string whatIf(const Model& m, int device, double tUs, const WhatIfQuery& q);
+static std::string what_if(const Model& m, int device, double t_us, const WhatIfQuery& q);
 
-std::string whatIfJson(const Model& m, int device, double tUs, const WhatIfQuery& q) {
+std::string what_if_json(const Model& m, int device, double t_us, const WhatIfQuery& q) {
   try {
-    return whatIf(m, device, tUs, q);
+    return what_if(m, device, t_us, q);
   } catch (const core::BackendError& e) {
     throw std::runtime_error(std::string("cannot ask the allocator on the simulated device: ") + e.what());
   }
 }
 
-static std::string whatIf(const Model& m, int device, double tUs, const WhatIfQuery& q) {
-  const DeviceData& d = deviceOf(m, device);
-  const DataPolicy data = dataPolicy(m);
-  const core::Policy policy = q.havePolicy ? q.policy : data.policy;
-  const uint64_t capacity = q.capacity ? q.capacity : deviceCapacity(d);
-  const size_t n = eventsUpTo(d, tUs);
+static std::string what_if(const Model& m, int device, double t_us, const WhatIfQuery& q) {
+  const DeviceData& d = device_of(m, device);
+  const DataPolicy data = data_policy(m);
+  const core::Policy policy = q.have_policy ? q.policy : data.policy;
+  const uint64_t capacity = q.capacity ? q.capacity : device_capacity(d);
+  const size_t n = events_up_to(d, t_us);
   core::AllocatorState s;
   s.capacity = capacity;
   s.policy = policy;
-  const bool sameKind = core::policy_options(policy).expandable == core::policy_options(data.policy).expandable;
-  if (sameKind) {
-    s.segments = toCoreSegments(stateAfter(d, n), device);
-    s.reserved_peak = reservedPeakUpTo(d, n);
+  const bool same_kind = core::policy_options(policy).expandable == core::policy_options(data.policy).expandable;
+  if (same_kind) {
+    s.segments = to_core_segments(state_after(d, n), device);
+    s.reserved_peak = reserved_peak_up_to(d, n);
   } else {
     // Note [What-if]: a policy with the other kind of segments cannot continue from this state; the
-    // run up to tUs is replayed under it instead (Note [Policy replay]).
+    // run up to t_us is replayed under it instead (Note [Policy replay]).
     Replayer r(d, policy, capacity);
     if (!r.run(n, nullptr))
-      throw std::runtime_error(std::string("under ") + core::policy_name(policy) + " this run fails before that moment: " +
-                               r.result().oom.sentence);
+      throw std::runtime_error(std::string("under ") + core::policy_name(policy) +
+                               " this run fails before that moment: " + r.result().oom.sentence);
     s.segments = r.allocator().segments();
-    s.reserved_peak = r.result().peakReserved;
+    s.reserved_peak = r.result().peak_reserved;
   }
   std::unique_ptr<core::WhatIf> w;
   try {
     w = std::make_unique<core::WhatIf>(std::move(s));
   } catch (const core::RestoreError& e) {
-    throw std::runtime_error(std::string("cannot ask the ") + core::policy_name(policy) + " allocator about this state: " + e.what());
+    throw std::runtime_error(std::string("cannot ask the ") + core::policy_name(policy) +
+                             " allocator about this state: " + e.what());
   }
   const core::Stream stream = w->default_stream();
   json::Writer j;
@@ -378,10 +392,15 @@ static std::string whatIf(const Model& m, int device, double tUs, const WhatIfQu
   j.key("requests").open('[');
   for (uint64_t bytes : q.requests) {
     core::RequestAnswer a = w->request(size_t(bytes), stream);
-    j.item().open('{').kvu("bytes", bytes).kvs("outcome", core::outcome_name(a.outcome)).kvu("growsByBytes", a.grows_by).close('}');
+    j.item()
+        .open('{')
+        .kvu("bytes", bytes)
+        .kvs("outcome", core::outcome_name(a.outcome))
+        .kvu("growsByBytes", a.grows_by)
+        .close('}');
   }
   j.close(']').kvs("dataPolicy", core::policy_name(data.policy)).kvu("capacityBytes", capacity).kvu("stream", stream);
-  j.kvs("stateFrom", sameKind ? "restored" : "replayed");
+  j.kvs("stateFrom", same_kind ? "restored" : "replayed");
   return j.close('}').s;
 }
 

@@ -41,43 +41,43 @@ struct DataPolicy {
   core::Policy policy;
   const char* source;  // "capture-header" | "pickle-segments" | "pickle-settings" | "assumed"
 };
-DataPolicy dataPolicy(const Model& m);
+DataPolicy data_policy(const Model& m);
 // The device's memory as the data records it (device samples, OOM records), else kUnknownCapacity.
-uint64_t deviceCapacity(const DeviceData& d);
+uint64_t device_capacity(const DeviceData& d);
 // Model segments as the allocator core reports them (DeviceAllocator::segments()).
-std::vector<core::SegmentView> toCoreSegments(const std::vector<SegmentData>& segs, int device);
+std::vector<core::SegmentView> to_core_segments(const std::vector<SegmentData>& segs, int device);
 
 struct WhatIfQuery {
-  bool havePolicy = false;
+  bool have_policy = false;
   core::Policy policy = core::Policy::kLens;
-  uint64_t capacity = 0;  // 0: deviceCapacity
+  uint64_t capacity = 0;  // 0: device_capacity
   std::vector<uint64_t> requests;
 };
 // Throws std::runtime_error (the message is for the user) when the state cannot be restored.
-std::string whatIfJson(const Model& m, int device, double tUs, const WhatIfQuery& q);
+std::string what_if_json(const Model& m, int device, double t_us, const WhatIfQuery& q);
 
 struct ReplayMarkerResult {
-  int64_t tUs;
+  int64_t t_us;
   std::string name;
   uint64_t releases;
 };
 struct ReplayOom {
-  int64_t tUs = 0;
+  int64_t t_us = 0;
   uint64_t requested = 0, reserved = 0, allocated = 0;
   bool fragmentation = false;
   std::string sentence;
 };
 struct PolicyReplayResult {
   core::Policy policy = core::Policy::kLens;
-  uint64_t capacity = 0, peakReserved = 0, peakAllocated = 0, events = 0, startBlocks = 0;
-  bool startRestored = false;  // the data's start state was restored (same segment kind as the policy)
-  int64_t peakAtUs = 0;
+  uint64_t capacity = 0, peak_reserved = 0, peak_allocated = 0, events = 0, start_blocks = 0;
+  bool start_restored = false;  // the data's start state was restored (same segment kind as the policy)
+  int64_t peak_at_us = 0;
   std::vector<ReplayMarkerResult> markers;
-  bool haveOom = false;
+  bool have_oom = false;
   ReplayOom oom;
 };
-// capacity 0: deviceCapacity. Deterministic.
-PolicyReplayResult replayPolicy(const Model& m, int device, core::Policy policy, uint64_t capacity);
-std::string replayJson(const PolicyReplayResult& r);
+// capacity 0: device_capacity. Deterministic.
+PolicyReplayResult replay_policy(const Model& m, int device, core::Policy policy, uint64_t capacity);
+std::string replay_json(const PolicyReplayResult& r);
 
 }  // namespace gpumem

@@ -4,23 +4,23 @@
 
 namespace gpumem {
 
-AllocState AllocState::fromSegments(const std::vector<SegmentData>& segs) {
+AllocState AllocState::from_segments(const std::vector<SegmentData>& segs) {
   AllocState s;
   for (const auto& g : segs) {
-    s.ranges[g.addr] = RangeInfo{g.size, g.stream, g.stack, g.pool, g.expandable, g.poolId0, g.poolId1};
+    s.ranges[g.addr] = RangeInfo{g.size, g.stream, g.stack, g.pool, g.expandable, g.pool_id0, g.pool_id1};
     for (const auto& b : g.blocks)
       if (b.state != ST_INACTIVE) s.blocks[b.addr] = LiveBlock{b.size, b.requested, b.stack, b.state};
   }
   return s;
 }
 
-void AllocState::addRange(uint64_t addr, const RangeInfo& r) {
+void AllocState::add_range(uint64_t addr, const RangeInfo& r) {
   if (r.size == 0) return;
-  removeRange(addr, r.size);  // a re-mapped range replaces whatever the state thought was there
+  remove_range(addr, r.size);  // a re-mapped range replaces whatever the state thought was there
   ranges[addr] = r;
 }
 
-void AllocState::removeRange(uint64_t addr, uint64_t size) {
+void AllocState::remove_range(uint64_t addr, uint64_t size) {
   uint64_t end = addr + size;
   auto it = ranges.upper_bound(addr);
   if (it != ranges.begin()) --it;
@@ -61,10 +61,10 @@ void AllocState::apply(const DeviceData& d, size_t i) {
     case ACT_FREE_COMPLETED: blocks.erase(a); break;
     case ACT_SEGMENT_ALLOC:
     case ACT_SEGMENT_MAP:
-      addRange(a, RangeInfo{sz, d.stream[i], d.stack[i], d.pool[i], d.action[i] == ACT_SEGMENT_MAP, 0, 0});
+      add_range(a, RangeInfo{sz, d.stream[i], d.stack[i], d.pool[i], d.action[i] == ACT_SEGMENT_MAP, 0, 0});
       break;
     case ACT_SEGMENT_FREE:
-    case ACT_SEGMENT_UNMAP: removeRange(a, sz); break;
+    case ACT_SEGMENT_UNMAP: remove_range(a, sz); break;
     default: break;
   }
 }
@@ -92,10 +92,10 @@ void AllocState::undo(const DeviceData& d, size_t i) {
       break;
     }
     case ACT_SEGMENT_ALLOC:
-    case ACT_SEGMENT_MAP: removeRange(a, sz); break;
+    case ACT_SEGMENT_MAP: remove_range(a, sz); break;
     case ACT_SEGMENT_FREE:
     case ACT_SEGMENT_UNMAP:
-      addRange(a, RangeInfo{sz, d.stream[i], d.stack[i], d.pool[i], d.action[i] == ACT_SEGMENT_UNMAP, 0, 0});
+      add_range(a, RangeInfo{sz, d.stream[i], d.stack[i], d.pool[i], d.action[i] == ACT_SEGMENT_UNMAP, 0, 0});
       break;
     default: break;
   }
@@ -112,8 +112,8 @@ std::vector<SegmentData> AllocState::materialize(int device) const {
     s.stack = it->second.stack;
     s.pool = it->second.pool;
     s.expandable = it->second.expandable;
-    s.poolId0 = it->second.poolId0;
-    s.poolId1 = it->second.poolId1;
+    s.pool_id0 = it->second.pool_id0;
+    s.pool_id1 = it->second.pool_id1;
     ++it;
     while (s.expandable && it != ranges.end() && it->first == s.addr + s.size && it->second.expandable &&
            it->second.stream == s.stream && it->second.pool == s.pool) {
@@ -132,43 +132,43 @@ std::vector<SegmentData> AllocState::materialize(int device) const {
   return out;
 }
 
-std::vector<SegmentData> stateAfter(const DeviceData& d, size_t n) {
+std::vector<SegmentData> state_after(const DeviceData& d, size_t n) {
   n = std::min(n, d.count());
-  if (d.haveFinal && n == d.finalAfter) return d.finalSegments;
-  if (!d.replayCache) d.replayCache = std::make_shared<ReplayCache>();
-  ReplayCache& cache = *d.replayCache;
+  if (d.have_final && n == d.final_after) return d.final_segments;
+  if (!d.replay_cache) d.replay_cache = std::make_shared<ReplayCache>();
+  ReplayCache& cache = *d.replay_cache;
   // Forward bases: the empty start of a capture, its REC_STATE checkpoints, states cached earlier.
   static const std::vector<SegmentData> kEmpty;
-  long fwdFrom = -1;
-  const std::vector<SegmentData>* fileBase = nullptr;
+  long fwd_from = -1;
+  const std::vector<SegmentData>* file_base = nullptr;
   const AllocState* cached = nullptr;
-  if (d.startEmpty) fwdFrom = 0, fileBase = &kEmpty;
+  if (d.start_empty) fwd_from = 0, file_base = &kEmpty;
   for (const auto& [at, segs] : d.checkpoints)
-    if (at <= n && (long)at >= fwdFrom) fwdFrom = (long)at, fileBase = &segs;
+    if (at <= n && (long)at >= fwd_from) fwd_from = (long)at, file_base = &segs;
   auto it = cache.states.upper_bound(n);
-  if (it != cache.states.begin() && (long)std::prev(it)->first >= fwdFrom) {
+  if (it != cache.states.begin() && (long)std::prev(it)->first >= fwd_from) {
     --it;
-    fwdFrom = (long)it->first, cached = &it->second, fileBase = nullptr;
+    fwd_from = (long)it->first, cached = &it->second, file_base = nullptr;
   }
-  bool canBack = d.haveFinal && d.finalAfter >= n;
-  size_t backCost = canBack ? d.finalAfter - n : SIZE_MAX;
-  if (fwdFrom < 0 && canBack && backCost > kReplayCheckpointEvery) {
+  bool can_back = d.have_final && d.final_after >= n;
+  size_t back_cost = can_back ? d.final_after - n : SIZE_MAX;
+  if (fwd_from < 0 && can_back && back_cost > kReplayCheckpointEvery) {
     // A pickle's start is known only by undoing its whole trace: do that once, then replay forward
     // from cached states (a 1 M-event pickle answers any moment in a fraction of a trace).
-    AllocState s = AllocState::fromSegments(d.finalSegments);
-    for (size_t i = d.finalAfter; i > 0; i--) s.undo(d, i - 1);
+    AllocState s = AllocState::from_segments(d.final_segments);
+    for (size_t i = d.final_after; i > 0; i--) s.undo(d, i - 1);
     cached = &cache.states.emplace(0, std::move(s)).first->second;
-    fwdFrom = 0;
+    fwd_from = 0;
   }
-  size_t fwdCost = fwdFrom >= 0 ? n - (size_t)fwdFrom : SIZE_MAX;
-  if (fwdFrom < 0 && !canBack) return {};
-  if (backCost < fwdCost) {
-    AllocState s = AllocState::fromSegments(d.finalSegments);
-    for (size_t i = d.finalAfter; i > n; i--) s.undo(d, i - 1);
+  size_t fwd_cost = fwd_from >= 0 ? n - (size_t)fwd_from : SIZE_MAX;
+  if (fwd_from < 0 && !can_back) return {};
+  if (back_cost < fwd_cost) {
+    AllocState s = AllocState::from_segments(d.final_segments);
+    for (size_t i = d.final_after; i > n; i--) s.undo(d, i - 1);
     return s.materialize(d.index);
   }
-  AllocState s = cached ? *cached : AllocState::fromSegments(*fileBase);
-  for (size_t i = (size_t)fwdFrom; i < n; i++) {
+  AllocState s = cached ? *cached : AllocState::from_segments(*file_base);
+  for (size_t i = (size_t)fwd_from; i < n; i++) {
     s.apply(d, i);
     if ((i + 1) % kReplayCheckpointEvery == 0 && !cache.states.count(i + 1)) cache.states.emplace(i + 1, s);
   }
@@ -179,28 +179,28 @@ FragFigures fragmentation(const std::vector<SegmentData>& segs) {
   FragFigures f;
   for (const auto& s : segs) {
     f.reserved += s.size;
-    uint64_t segFree = 0;
-    bool anyActive = false;
+    uint64_t seg_free = 0;
+    bool any_active = false;
     for (const auto& b : s.blocks) {
       f.blocks++;
       if (b.state == ST_ALLOCATED) {
         f.allocated += b.size;
-        f.allocatedBlocks++;
-        if (b.requested && b.requested <= b.size) f.roundingWaste += b.size - b.requested;
-        anyActive = true;
+        f.allocated_blocks++;
+        if (b.requested && b.requested <= b.size) f.rounding_waste += b.size - b.requested;
+        any_active = true;
       } else if (b.state == ST_PENDING_FREE) {
-        f.pendingFree += b.size;
-        anyActive = true;
+        f.pending_free += b.size;
+        any_active = true;
       } else {
-        f.freeBlocks++;
-        segFree += b.size;
-        f.largestFree = std::max(f.largestFree, b.size);
+        f.free_blocks++;
+        seg_free += b.size;
+        f.largest_free = std::max(f.largest_free, b.size);
       }
     }
-    if (anyActive)
-      f.splitRemainder += segFree;
+    if (any_active)
+      f.split_remainder += seg_free;
     else
-      f.cachedFree += segFree;
+      f.cached_free += seg_free;
   }
   return f;
 }

@@ -18,7 +18,7 @@ struct RangeInfo {
   uint32_t stack;
   uint8_t pool;
   bool expandable;
-  uint64_t poolId0, poolId1;
+  uint64_t pool_id0, pool_id1;
 };
 
 struct LiveBlock {
@@ -31,9 +31,9 @@ struct AllocState {
   std::map<uint64_t, RangeInfo> ranges;
   std::map<uint64_t, LiveBlock> blocks;
 
-  static AllocState fromSegments(const std::vector<SegmentData>& segs);
-  void addRange(uint64_t addr, const RangeInfo& r);
-  void removeRange(uint64_t addr, uint64_t size);
+  static AllocState from_segments(const std::vector<SegmentData>& segs);
+  void add_range(uint64_t addr, const RangeInfo& r);
+  void remove_range(uint64_t addr, uint64_t size);
   void apply(const DeviceData& d, size_t i);
   void undo(const DeviceData& d, size_t i);
   std::vector<SegmentData> materialize(int device) const;
@@ -45,15 +45,15 @@ struct ReplayCache {
 constexpr size_t kReplayCheckpointEvery = size_t(1) << 18;
 
 // State after events [0, n) of a device.
-std::vector<SegmentData> stateAfter(const DeviceData& d, size_t n);
+std::vector<SegmentData> state_after(const DeviceData& d, size_t n);
 
 // Pool of a segment the trace creates: PyTorch's small pool uses 2 MiB segments (and 2 MiB pages when
 // expandable); large segments are ≥ 10 MiB (20 MiB pages), so the size tells them apart.
-inline uint8_t poolFromSize(uint64_t size) { return size <= (2u << 20) ? POOL_SMALL : POOL_LARGE; }
+inline uint8_t pool_from_size(uint64_t size) { return size <= (2u << 20) ? POOL_SMALL : POOL_LARGE; }
 
 struct FragFigures {
-  uint64_t reserved = 0, allocated = 0, largestFree = 0, freeBlocks = 0, cachedFree = 0, splitRemainder = 0,
-           roundingWaste = 0, pendingFree = 0, blocks = 0, allocatedBlocks = 0;
+  uint64_t reserved = 0, allocated = 0, largest_free = 0, free_blocks = 0, cached_free = 0, split_remainder = 0,
+           rounding_waste = 0, pending_free = 0, blocks = 0, allocated_blocks = 0;
 };
 FragFigures fragmentation(const std::vector<SegmentData>& segs);
 

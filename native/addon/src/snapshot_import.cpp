@@ -42,17 +42,17 @@ struct Importer final : EntryDecoder {
       v[node] = x + 1;
     }
   };
-  NodeTable cache;  // str/frame/stack ids
-  NodeTable keyKinds;  // TraceKey + 2 (1 = not a trace key)
+  NodeTable cache;      // str/frame/stack ids
+  NodeTable key_kinds;  // TraceKey + 2 (1 = not a trace key)
 
   std::vector<std::thread> helpers;
-  void joinHelpers() {
+  void join_helpers() {
     parsing.store(false);
     for (auto& th : helpers)
       if (th.joinable()) th.join();
     helpers.clear();
   }
-  ~Importer() { joinHelpers(); }
+  ~Importer() { join_helpers(); }
 
   // The tree is filled while rows are decoded (Note [Trace entries as rows]); `t` is only read through.
   explicit Importer(Model& model) : m(model) {}
@@ -61,7 +61,7 @@ struct Importer final : EntryDecoder {
   uint32_t floor = UINT32_MAX;
   bool cacheable(uint32_t node) const { return node < floor; }
   uint32_t str(uint32_t node) {
-    if (node == PickleTree::kNone || !tp->isStr(node)) return 0;
+    if (node == PickleTree::kNone || !tp->is_str(node)) return 0;
     if (uint32_t c = cache.get(node)) return c - 1;
     uint32_t id = m.intern(tp->str(node));
     if (cacheable(node)) cache.set(node, id);
@@ -70,129 +70,149 @@ struct Importer final : EntryDecoder {
 
   uint32_t frame(uint32_t node) {
     if (uint32_t c = cache.get(node)) return c - 1;
-    uint32_t id = m.internFrame(str(tp->get(node, "filename")), str(tp->get(node, "name")),
-                                (uint32_t)tp->asInt(tp->get(node, "line"), 0));
+    uint32_t id = m.intern_frame(str(tp->get(node, "filename")), str(tp->get(node, "name")),
+                                 (uint32_t)tp->as_int(tp->get(node, "line"), 0));
     if (cacheable(node)) cache.set(node, id);
     return id;
   }
 
-  std::vector<uint32_t> frameIds;
-  // What each item of the last list stack() read became (UINT32_MAX: no frame); see freshFrames().
-  std::vector<uint32_t> lastFrames;
-  const std::vector<uint32_t>& freshFrames() const override { return lastFrames; }
-  uint32_t stack(uint32_t framesNode) {
-    lastFrames.clear();
-    if (framesNode == PickleTree::kNone) return 0;
-    if (PickleTree::isStackRef(framesNode)) return PickleTree::tagValue(framesNode) < m.stacks.size() ? PickleTree::tagValue(framesNode) : 0;
-    PType ty = tp->at(framesNode).type;
+  std::vector<uint32_t> frame_ids;
+  // What each item of the last list stack() read became (UINT32_MAX: no frame); see fresh_frames().
+  std::vector<uint32_t> last_frames;
+  const std::vector<uint32_t>& fresh_frames() const override { return last_frames; }
+  uint32_t stack(uint32_t frames_node) {
+    last_frames.clear();
+    if (frames_node == PickleTree::kNone) return 0;
+    if (PickleTree::is_stack_ref(frames_node))
+      return PickleTree::tag_value(frames_node) < m.stacks.size() ? PickleTree::tag_value(frames_node) : 0;
+    PType ty = tp->at(frames_node).type;
     if (ty != PType::List && ty != PType::Tuple) return 0;
-    if (uint32_t c = cache.get(framesNode)) return c - 1;
-    frameIds.clear();
-    for (uint32_t f : tp->items(framesNode)) {
+    if (uint32_t c = cache.get(frames_node)) return c - 1;
+    frame_ids.clear();
+    for (uint32_t f : tp->items(frames_node)) {
       uint32_t id = UINT32_MAX;
-      if (PickleTree::isFrameRef(f)) {
+      if (PickleTree::is_frame_ref(f)) {
         // A frame dict an earlier row consumed (Note [Trace entries as rows]).
-        if (PickleTree::tagValue(f) < m.frames.size()) frameIds.push_back(PickleTree::tagValue(f));
+        if (PickleTree::tag_value(f) < m.frames.size()) frame_ids.push_back(PickleTree::tag_value(f));
       } else if (tp->at(f).type == PType::Dict) {
-        frameIds.push_back(id = frame(f));
+        frame_ids.push_back(id = frame(f));
       }
-      lastFrames.push_back(id);
+      last_frames.push_back(id);
     }
-    uint32_t id = m.internStack(frameIds, false);
-    if (cacheable(framesNode)) cache.set(framesNode, id);
+    uint32_t id = m.intern_stack(frame_ids, false);
+    if (cacheable(frames_node)) cache.set(frames_node, id);
     return id;
   }
 
-  bool isList(uint32_t n) const {
+  bool is_list(uint32_t n) const {
     return n != PickleTree::kNone && (tp->at(n).type == PType::List || tp->at(n).type == PType::Tuple);
   }
 
-  enum TraceKey { K_ACTION, K_ADDR, K_SIZE, K_STREAM, K_TIME, K_FRAMES, K_COMPILE_CONTEXT, K_USER_METADATA, K_DEVICE_FREE, K_COUNT };
-  int keyKind(uint32_t node) {
-    if (uint32_t c = keyKinds.get(node)) return (int)c - 2;
-    static const char* const names[K_COUNT] = {"action", "addr", "size", "stream", "time_us", "frames", "compile_context", "user_metadata", "device_free"};
+  enum TraceKey {
+    K_ACTION,
+    K_ADDR,
+    K_SIZE,
+    K_STREAM,
+    K_TIME,
+    K_FRAMES,
+    K_COMPILE_CONTEXT,
+    K_USER_METADATA,
+    K_DEVICE_FREE,
+    K_COUNT
+  };
+  int key_kind(uint32_t node) {
+    if (uint32_t c = key_kinds.get(node)) return (int)c - 2;
+    static const char* const names[K_COUNT] = {
+        "action", "addr", "size", "stream", "time_us", "frames", "compile_context", "user_metadata", "device_free"};
     int kind = -1;
-    if (tp->isStr(node))
+    if (tp->is_str(node))
       for (int k = 0; k < K_COUNT; k++)
         if (tp->str(node) == names[k]) kind = k;
-    if (cacheable(node)) keyKinds.set(node, (uint32_t)(kind + 1));
+    if (cacheable(node)) key_kinds.set(node, (uint32_t)(kind + 1));
     return kind;
   }
   // Action of an action string node (memoised by pickle: one node per action name), cached the same way.
-  NodeTable actionKinds;
-  int actionNode(uint32_t node) {
-    if (uint32_t c = actionKinds.get(node)) return (int)c - 2;
-    int act = tp->isStr(node) ? actionOf(tp->str(node)) : -1;
-    if (cacheable(node)) actionKinds.set(node, (uint32_t)(act + 1));
+  NodeTable action_kinds;
+  int action_node(uint32_t node) {
+    if (uint32_t c = action_kinds.get(node)) return (int)c - 2;
+    int act = tp->is_str(node) ? action_of(tp->str(node)) : -1;
+    if (cacheable(node)) action_kinds.set(node, (uint32_t)(act + 1));
     return act;
   }
 
-  static int actionOf(std::string_view a) {
+  static int action_of(std::string_view a) {
     for (int k = 0; k < ACT_COUNT; k++)
       if (a == kActionNames[k]) return k;
     return -1;
   }
 
   void segments(uint32_t list) {
-    if (!isList(list)) return;
+    if (!is_list(list)) return;
     for (uint32_t s : tp->items(list)) {
       if (tp->at(s).type != PType::Dict) continue;
-      int dev = deviceIndex(tp->asInt(tp->get(s, "device"), 0));
+      int dev = device_index(tp->as_int(tp->get(s, "device"), 0));
       if (dev < 0) continue;
       SegmentData g;
-      g.addr = tp->asU64(tp->get(s, "address"));
-      g.size = tp->asU64(tp->get(s, "total_size"));
-      g.stream = tp->asU64(tp->get(s, "stream"));
-      std::string_view type = tp->isStr(tp->get(s, "segment_type")) ? tp->str(tp->get(s, "segment_type")) : "";
-      g.pool = type == "small" ? (uint8_t)POOL_SMALL : type == "large" ? (uint8_t)POOL_LARGE : poolFromSizeFallback(g.size);
+      g.addr = tp->as_u64(tp->get(s, "address"));
+      g.size = tp->as_u64(tp->get(s, "total_size"));
+      g.stream = tp->as_u64(tp->get(s, "stream"));
+      std::string_view type = tp->is_str(tp->get(s, "segment_type")) ? tp->str(tp->get(s, "segment_type")) : "";
+      g.pool = type == "small"   ? (uint8_t)POOL_SMALL
+               : type == "large" ? (uint8_t)POOL_LARGE
+                                 : pool_from_size_fallback(g.size);
       uint32_t pid = tp->get(s, "segment_pool_id");
-      if (isList(pid) && tp->items(pid).size() == 2) {
-        g.poolId0 = tp->asU64(tp->items(pid)[0]);
-        g.poolId1 = tp->asU64(tp->items(pid)[1]);
-        if (g.poolId0 || g.poolId1) g.pool = POOL_PRIVATE;
+      if (is_list(pid) && tp->items(pid).size() == 2) {
+        g.pool_id0 = tp->as_u64(tp->items(pid)[0]);
+        g.pool_id1 = tp->as_u64(tp->items(pid)[1]);
+        if (g.pool_id0 || g.pool_id1) g.pool = POOL_PRIVATE;
       }
-      uint32_t isExp = tp->get(s, "is_expandable");
-      g.expandable = tp->asInt(isExp, 0) != 0;
+      uint32_t is_exp = tp->get(s, "is_expandable");
+      g.expandable = tp->as_int(is_exp, 0) != 0;
       // The policy that made the data (policy_replay.cpp, Note [Policy of the data]).
-      if (isExp != PickleTree::kNone) m.pickleSegmentsExpandable = std::max<int8_t>(m.pickleSegmentsExpandable, g.expandable ? 1 : 0);
+      if (is_exp != PickleTree::kNone)
+        m.pickle_segments_expandable = std::max<int8_t>(m.pickle_segments_expandable, g.expandable ? 1 : 0);
       g.stack = stack(tp->get(s, "frames"));
       uint32_t blocks = tp->get(s, "blocks");
       uint64_t cursor = g.addr;  // old snapshots: blocks without addresses, in address order
-      uint64_t blockSum = 0;
-      if (isList(blocks)) {
+      uint64_t block_sum = 0;
+      if (is_list(blocks)) {
         for (uint32_t b : tp->items(blocks)) {
           if (tp->at(b).type != PType::Dict) continue;
           BlockData bd;
-          bd.addr = tp->get(b, "address") != PickleTree::kNone ? tp->asU64(tp->get(b, "address")) : cursor;
-          bd.size = tp->asU64(tp->get(b, "size"));
-          bd.requested = tp->get(b, "requested_size") != PickleTree::kNone ? tp->asU64(tp->get(b, "requested_size")) : bd.size;
-          std::string_view st = tp->isStr(tp->get(b, "state")) ? tp->str(tp->get(b, "state")) : "";
-          bd.state = st == "active_allocated" ? ST_ALLOCATED : st == "active_pending_free" ? ST_PENDING_FREE : ST_INACTIVE;
+          bd.addr = tp->get(b, "address") != PickleTree::kNone ? tp->as_u64(tp->get(b, "address")) : cursor;
+          bd.size = tp->as_u64(tp->get(b, "size"));
+          bd.requested =
+              tp->get(b, "requested_size") != PickleTree::kNone ? tp->as_u64(tp->get(b, "requested_size")) : bd.size;
+          std::string_view st = tp->is_str(tp->get(b, "state")) ? tp->str(tp->get(b, "state")) : "";
+          bd.state = st == "active_allocated"      ? ST_ALLOCATED
+                     : st == "active_pending_free" ? ST_PENDING_FREE
+                                                   : ST_INACTIVE;
           bd.stack = stack(tp->get(b, "frames"));
           cursor = bd.addr + bd.size;
-          blockSum += bd.size;
+          block_sum += bd.size;
           g.blocks.push_back(bd);
         }
       }
-      if (g.size == 0) g.size = blockSum;  // very old snapshots may omit total_size
+      if (g.size == 0) g.size = block_sum;  // very old snapshots may omit total_size
       DeviceData& d = m.device(dev);
-      d.finalSegments.push_back(std::move(g));
+      d.final_segments.push_back(std::move(g));
     }
   }
 
   // Note [Device indexes]: CUDA device ordinals are small; an index outside [0, kMaxDevices) is damage,
   // reported once and skipped rather than allowed to size per-device tables.
   static constexpr int64_t kMaxDevices = 1024;
-  bool badDeviceReported = false;
-  int deviceIndex(int64_t d) {
+  bool bad_device_reported = false;
+  int device_index(int64_t d) {
     if (d >= 0 && d < kMaxDevices) return (int)d;
-    if (!badDeviceReported)
-      m.problems.push_back(Problem{0, "entries with device index " + std::to_string(d) + " (not a CUDA device ordinal) were skipped"});
-    badDeviceReported = true;
+    if (!bad_device_reported)
+      m.problems.push_back(
+          Problem{0, "entries with device index " + std::to_string(d) + " (not a CUDA device ordinal) were skipped"});
+    bad_device_reported = true;
     return -1;
   }
 
-  static uint8_t poolFromSizeFallback(uint64_t size) { return size <= (2u << 20) ? POOL_SMALL : POOL_LARGE; }
+  static uint8_t pool_from_size_fallback(uint64_t size) { return size <= (2u << 20) ? POOL_SMALL : POOL_LARGE; }
 
   // ---- Rows decoded during the parse (Note [Trace entries as rows] in pickle_reader.h). ----
   // Every trace entry's event fields, in pickle order; trace() moves them into the device that lists
@@ -200,104 +220,107 @@ struct Importer final : EntryDecoder {
   // entry has no usable time_us (resolved by trace(), which knows the whole list).
   static constexpr int64_t kNoTime = INT64_MIN;
   DeviceData rows;
-  std::vector<uint8_t> rowHasTimeKey;
-  std::vector<std::pair<uint32_t, std::pair<uint32_t, uint32_t>>> rowExtras;  // row → (compile_context, user_metadata)
-  uint32_t naId = 0;
-  std::atomic<size_t> rowsPublished{0};
+  std::vector<uint8_t> row_has_time_key;
+  std::vector<std::pair<uint32_t, std::pair<uint32_t, uint32_t>>> row_extras;  // row → (compile_context, user_metadata)
+  uint32_t na_id = 0;
+  std::atomic<size_t> rows_published{0};
 
-  size_t rowCount() const override { return rows.count(); }
+  size_t row_count() const override { return rows.count(); }
 
   // The entry's fields by kind; false when a key repeats a kind (a Python dict keeps the last: rare
   // enough to leave to the generic path, which does).
   void fields(const uint32_t* kv, size_t n, uint32_t f[K_COUNT]) {
     for (int k = 0; k < K_COUNT; k++) f[k] = PickleTree::kNone;
     for (size_t k = 0; k + 1 < n; k += 2) {
-      int kind = keyKind(kv[k]);
+      int kind = key_kind(kv[k]);
       if (kind >= 0) f[kind] = kv[k + 1];
     }
   }
 
-  bool isEntry(const PickleTree& tree, const uint32_t* kv, size_t n, uint32_t floorNode, uint32_t& framesRef) override {
+  bool is_entry(const PickleTree& tree, const uint32_t* kv, size_t n, uint32_t floor_node,
+                uint32_t& frames_ref) override {
     tp = &tree;
     if (n < 2 || n % 2) return false;
-    floor = floorNode;
+    floor = floor_node;
     fields(kv, n, offered);
-    bool entry = offered[K_ACTION] != PickleTree::kNone && actionNode(offered[K_ACTION]) >= 0;
+    bool entry = offered[K_ACTION] != PickleTree::kNone && action_node(offered[K_ACTION]) >= 0;
     floor = UINT32_MAX;
-    framesRef = offered[K_FRAMES];
+    frames_ref = offered[K_FRAMES];
     return entry;
   }
-  uint32_t offered[K_COUNT];  // the fields isEntry() found; decode() gets the same dict
+  uint32_t offered[K_COUNT];  // the fields is_entry() found; decode() gets the same dict
 
-  uint32_t decode(const PickleTree& tree, const uint32_t* kv, size_t n, uint32_t floorNode, uint32_t& stackOut) override {
+  uint32_t decode(const PickleTree& tree, const uint32_t* kv, size_t n, uint32_t floor_node,
+                  uint32_t& stack_out) override {
     tp = &tree;
-    floor = floorNode;
+    floor = floor_node;
     FastValue f[K_COUNT];
     for (int k = 0; k < K_COUNT; k++) f[k] = FastValue{FastValue::Ref, offered[k], 0};
-    int act = actionNode(offered[K_ACTION]);
-    uint32_t row = addRow(act < 0 ? ACT_SNAPSHOT : act, f, stackOut);  // (isEntry checked the action)
+    int act = action_node(offered[K_ACTION]);
+    uint32_t row = add_row(act < 0 ? ACT_SNAPSHOT : act, f, stack_out);  // (is_entry checked the action)
     floor = UINT32_MAX;
     return row;
   }
 
-  bool decodeFlat(const PickleTree& tree, const FastPair* kv, size_t n, uint32_t floorNode, uint32_t& row) override {
+  bool decode_flat(const PickleTree& tree, const FastPair* kv, size_t n, uint32_t floor_node, uint32_t& row) override {
     tp = &tree;
     FastValue f[K_COUNT];
     for (auto& v : f) v = FastValue{FastValue::Ref, PickleTree::kNone, 0};
-    floor = floorNode;  // until it is a row, its fresh strings may be forgotten
+    floor = floor_node;  // until it is a row, its fresh strings may be forgotten
     int act = -1;
-    bool keysOk = true;
-    for (size_t k = 0; k < n && keysOk; k++) {
+    bool keys_ok = true;
+    for (size_t k = 0; k < n && keys_ok; k++) {
       // Keys are strings the tree keeps (memoised); anything else is left to the general path.
-      keysOk = tp->isStr(kv[k].key);
-      int kind = keysOk ? keyKind(kv[k].key) : -1;
+      keys_ok = tp->is_str(kv[k].key);
+      int kind = keys_ok ? key_kind(kv[k].key) : -1;
       if (kind >= 0) f[kind] = kv[k].value;
     }
     const FastValue& a = f[K_ACTION];
-    if (keysOk && a.kind == FastValue::Ref && a.ref != PickleTree::kNone) act = actionNode(a.ref);
+    if (keys_ok && a.kind == FastValue::Ref && a.ref != PickleTree::kNone) act = action_node(a.ref);
     floor = UINT32_MAX;
     if (act < 0) return false;
-    uint32_t stackId;
-    row = addRow(act, f, stackId);
+    uint32_t stack_id;
+    row = add_row(act, f, stack_id);
     return true;
   }
 
   enum FrameKey { FK_FILE = 0, FK_NAME, FK_LINE, FK_OTHER };
-  NodeTable frameKeyKinds;  // FrameKey + 2
-  int frameKey(uint32_t node) {
-    if (uint32_t c = frameKeyKinds.get(node)) return (int)c - 2;
-    std::string_view s = tp->isStr(node) ? tp->str(node) : std::string_view();
+  NodeTable frame_key_kinds;  // FrameKey + 2
+  int frame_key(uint32_t node) {
+    if (uint32_t c = frame_key_kinds.get(node)) return (int)c - 2;
+    std::string_view s = tp->is_str(node) ? tp->str(node) : std::string_view();
     int kind = s == "filename" ? FK_FILE : s == "name" ? FK_NAME : s == "line" ? FK_LINE : FK_OTHER;
-    if (cacheable(node)) frameKeyKinds.set(node, (uint32_t)(kind + 1));
+    if (cacheable(node)) frame_key_kinds.set(node, (uint32_t)(kind + 1));
     return kind;
   }
-  uint32_t flatFrame(const PickleTree& tree, const FastPair* kv, size_t n, uint32_t floorNode) override {
+  uint32_t flat_frame(const PickleTree& tree, const FastPair* kv, size_t n, uint32_t floor_node) override {
     tp = &tree;
-    floor = floorNode;
+    floor = floor_node;
     FastValue f[3] = {{FastValue::None, 0, 0}, {FastValue::None, 0, 0}, {FastValue::None, 0, 0}};
     for (size_t k = 0; k < n; k++) {
-      int kind = tp->isStr(kv[k].key) ? frameKey(kv[k].key) : FK_OTHER;
+      int kind = tp->is_str(kv[k].key) ? frame_key(kv[k].key) : FK_OTHER;
       if (kind < FK_OTHER) f[kind] = kv[k].value;  // later keys win, as in the general path's get()
     }
     // As frame() reads a frame dict: missing or non-string names are "", a non-integer line is 0.
-    uint32_t id = m.internFrame(strOf(f[FK_FILE]), strOf(f[FK_NAME]), (uint32_t)asInt(f[FK_LINE], 0));
+    uint32_t id = m.intern_frame(str_of(f[FK_FILE]), str_of(f[FK_NAME]), (uint32_t)as_int(f[FK_LINE], 0));
     floor = UINT32_MAX;
     return id;
   }
-  uint32_t frameOf(const PickleTree& tree, uint32_t ref) override {
+  uint32_t frame_of(const PickleTree& tree, uint32_t ref) override {
     tp = &tree;
-    if (PickleTree::isFrameRef(ref)) return PickleTree::tagValue(ref) < m.frames.size() ? PickleTree::tagValue(ref) : UINT32_MAX;
+    if (PickleTree::is_frame_ref(ref))
+      return PickleTree::tag_value(ref) < m.frames.size() ? PickleTree::tag_value(ref) : UINT32_MAX;
     return tp->at(ref).type == PType::Dict ? frame(ref) : UINT32_MAX;
   }
-  uint32_t flatStack(const uint32_t* ids, size_t n) override {
-    frameIds.assign(ids, ids + n);
-    return m.internStack(frameIds, false);
+  uint32_t flat_stack(const uint32_t* ids, size_t n) override {
+    frame_ids.assign(ids, ids + n);
+    return m.intern_stack(frame_ids, false);
   }
 
   // A FastValue read as the tree's accessors read a node (Note [Absent is None]).
-  int64_t asInt(const FastValue& v, int64_t fallback) const {
+  int64_t as_int(const FastValue& v, int64_t fallback) const {
     switch (v.kind) {
-      case FastValue::Ref: return tp->asInt(v.ref, fallback);
+      case FastValue::Ref: return tp->as_int(v.ref, fallback);
       case FastValue::Int:
       case FastValue::UInt:
       case FastValue::Bool: return (int64_t)v.raw;
@@ -305,27 +328,29 @@ struct Importer final : EntryDecoder {
     }
   }
   static bool present(const FastValue& v) { return !(v.kind == FastValue::Ref && v.ref == PickleTree::kNone); }
-  uint32_t strOf(const FastValue& v) { return v.kind == FastValue::Ref ? str(v.ref) : 0; }
+  uint32_t str_of(const FastValue& v) { return v.kind == FastValue::Ref ? str(v.ref) : 0; }
 
-  uint32_t addRow(int act, const FastValue* f, uint32_t& stackOut) {
+  uint32_t add_row(int act, const FastValue* f, uint32_t& stack_out) {
     uint32_t row = (uint32_t)rows.count();
-    bool hasTime = present(f[K_TIME]);
-    int64_t tUs = hasTime ? asInt(f[K_TIME], kNoTime) : kNoTime;
-    uint64_t size = (uint64_t)asInt(f[K_SIZE], 0);
-    uint64_t addr = (uint64_t)asInt(act == ACT_OOM ? f[K_DEVICE_FREE] : f[K_ADDR], 0);
-    uint32_t stk = f[K_FRAMES].kind == FastValue::Ref ? stack(f[K_FRAMES].ref) : f[K_FRAMES].kind == FastValue::Stack ? (uint32_t)f[K_FRAMES].raw : 0;
-    stackOut = stk;
-    rows.pushEvent(tUs, (uint8_t)act, addr, size, 0, (uint64_t)asInt(f[K_STREAM], 0), stk, poolOf(act, size));
-    rowHasTimeKey.push_back(hasTime);
+    bool has_time = present(f[K_TIME]);
+    int64_t t_us = has_time ? as_int(f[K_TIME], kNoTime) : kNoTime;
+    uint64_t size = (uint64_t)as_int(f[K_SIZE], 0);
+    uint64_t addr = (uint64_t)as_int(act == ACT_OOM ? f[K_DEVICE_FREE] : f[K_ADDR], 0);
+    uint32_t stk = f[K_FRAMES].kind == FastValue::Ref     ? stack(f[K_FRAMES].ref)
+                   : f[K_FRAMES].kind == FastValue::Stack ? (uint32_t)f[K_FRAMES].raw
+                                                          : 0;
+    stack_out = stk;
+    rows.push_event(t_us, (uint8_t)act, addr, size, 0, (uint64_t)as_int(f[K_STREAM], 0), stk, pool_of(act, size));
+    row_has_time_key.push_back(has_time);
     const FastValue &cc = f[K_COMPILE_CONTEXT], &um = f[K_USER_METADATA];
-    uint32_t ccId = present(cc) ? strOf(cc) : naId, umId = present(um) ? strOf(um) : 0;
-    if (ccId != naId || umId != 0) rowExtras.push_back({row, {ccId, umId}});
-    if ((row & 0xFFFF) == 0) rowsPublished.store(row, std::memory_order_relaxed);
+    uint32_t cc_id = present(cc) ? str_of(cc) : na_id, um_id = present(um) ? str_of(um) : 0;
+    if (cc_id != na_id || um_id != 0) row_extras.push_back({row, {cc_id, um_id}});
+    if ((row & 0xFFFF) == 0) rows_published.store(row, std::memory_order_relaxed);
     return row;
   }
 
-  static uint8_t poolOf(int act, uint64_t size) {
-    if (act == ACT_SEGMENT_ALLOC || act == ACT_SEGMENT_FREE) return poolFromSizeFallback(size);
+  static uint8_t pool_of(int act, uint64_t size) {
+    if (act == ACT_SEGMENT_ALLOC || act == ACT_SEGMENT_FREE) return pool_from_size_fallback(size);
     // Expandable pages: small pool maps 2 MiB pages, large 20 MiB ones; unmaps cover whole page runs.
     if (act == ACT_SEGMENT_MAP || act == ACT_SEGMENT_UNMAP) return size % (20u << 20) == 0 ? POOL_LARGE : POOL_SMALL;
     return POOL_LARGE;
@@ -335,34 +360,34 @@ struct Importer final : EntryDecoder {
   // and filled as the parse goes; a helper maps their pages a little ahead of the fill (Note [Bulk
   // prefault] in model.h) and no further, so what is never filled never counts in the RSS.
   std::atomic<bool> parsing{false};
-  void startRowPrefault(size_t inputBytes) {
-    if (inputBytes < (32u << 20)) return;
+  void start_row_prefault(size_t input_bytes) {
+    if (input_bytes < (32u << 20)) return;
     // A trace entry takes ≥ 40 bytes of pickle in practice (≈ 78 in the ×180 benchmark, ≈ 200 as PyTorch
     // dumps them, with frames); more rows just grow the vectors. Only what is filled becomes resident,
     // but the reservation is address space: where it cannot be had, the columns grow as they fill.
-    const size_t most = inputBytes / 40;
+    const size_t most = input_bytes / 40;
     try {
       rows.reserve(most);
       rows.link.reserve(most), rows.allocated.reserve(most), rows.reserved.reserve(most);
-      rowHasTimeKey.reserve(most);
+      row_has_time_key.reserve(most);
     } catch (const std::bad_alloc&) {
       rows = DeviceData{};
-      rowHasTimeKey = {};
+      row_has_time_key = {};
       return;
     }
     parsing.store(true);
     try {
       // Taken before any row: the whole reservation of each column.
-      helpers.emplace_back([this, cols = rows.spareColumns(), capacity = rows.t.capacity()] {
+      helpers.emplace_back([this, cols = rows.spare_columns(), capacity = rows.t.capacity()] {
         constexpr size_t kAheadRows = 1u << 18;
         size_t done = 0;
         while (parsing.load(std::memory_order_relaxed)) {
-          size_t want = rowsPublished.load(std::memory_order_relaxed) + kAheadRows;
+          size_t want = rows_published.load(std::memory_order_relaxed) + kAheadRows;
           if (want > done) {
             for (auto& [p, bytes] : cols) {
               size_t per = bytes / std::max<size_t>(capacity, 1);
               size_t from = std::min(done * per, bytes), to = std::min(want * per, bytes);
-              if (to > from) prefaultSpare(static_cast<char*>(p) + from, to - from);
+              if (to > from) prefault_spare(static_cast<char*>(p) + from, to - from);
             }
             done = want;
           }
@@ -376,22 +401,24 @@ struct Importer final : EntryDecoder {
 
   void trace(int dev, uint32_t list) {
     DeviceData& d = m.device(dev);
-    if (!isList(list)) return;
+    if (!is_list(list)) return;
     const ItemSpan items = tp->items(list);
-    bool anyTime = false;
+    bool any_time = false;
     for (uint32_t e : items) {
-      if (PickleTree::isEntryRef(e) ? PickleTree::tagValue(e) < rowHasTimeKey.size() && rowHasTimeKey[PickleTree::tagValue(e)] : tp->at(e).type == PType::Dict && tp->get(e, "time_us") != PickleTree::kNone) {
-        anyTime = true;
+      if (PickleTree::is_entry_ref(e)
+              ? PickleTree::tag_value(e) < row_has_time_key.size() && row_has_time_key[PickleTree::tag_value(e)]
+              : tp->at(e).type == PType::Dict && tp->get(e, "time_us") != PickleTree::kNone) {
+        any_time = true;
         break;
       }
     }
-    if (!anyTime && !items.empty())
-      m.problems.push_back(Problem{0, "this snapshot's trace has no time_us (PyTorch before 2.2?): event numbers are used as times"});
+    if (!any_time && !items.empty())
+      m.problems.push_back(
+          Problem{0, "this snapshot's trace has no time_us (PyTorch before 2.2?): event numbers are used as times"});
     const size_t first = d.count();
     // The usual case: this list is every row, in order, and the device has nothing yet: move the columns.
     bool whole = first == 0 && items.size() == rows.count() && rows.count() > 0;
-    for (size_t k = 0; whole && k < items.size(); k++)
-      whole = items[k] == (PickleTree::kEntryTag | (uint32_t)k);
+    for (size_t k = 0; whole && k < items.size(); k++) whole = items[k] == (PickleTree::kEntryTag | (uint32_t)k);
     size_t skipped = 0;
     if (whole) {
       d.t = std::move(rows.t), d.action = std::move(rows.action), d.addr = std::move(rows.addr);
@@ -400,26 +427,26 @@ struct Importer final : EntryDecoder {
       // Reserved and populated with the rows, for derive() (Note [Row columns prefault]).
       d.link = std::move(rows.link), d.allocated = std::move(rows.allocated), d.reserved = std::move(rows.reserved);
       rows = DeviceData{};
-      for (const auto& [row, ids] : rowExtras) d.contextAndMetadata[row] = ids;
-      rowExtras.clear();
+      for (const auto& [row, ids] : row_extras) d.context_and_metadata[row] = ids;
+      row_extras.clear();
     } else {
       d.reserve(first + items.size());
-      size_t nextExtra = 0;  // rowExtras is in row order
+      size_t next_extra = 0;  // row_extras is in row order
       for (uint32_t e : items) {
-        if (PickleTree::isEntryRef(e)) {
-          uint32_t r = PickleTree::tagValue(e);
+        if (PickleTree::is_entry_ref(e)) {
+          uint32_t r = PickleTree::tag_value(e);
           if (r >= rows.count()) continue;
           uint32_t idx = (uint32_t)d.count();
           d.t.push_back(rows.t[r]), d.action.push_back(rows.action[r]), d.addr.push_back(rows.addr[r]);
           d.size.push_back(rows.size[r]), d.waste.push_back(rows.waste[r]), d.stream.push_back(rows.stream[r]);
           d.stack.push_back(rows.stack[r]), d.pool.push_back(rows.pool[r]);
           // Extras of this row (a list may name rows in any order: search from the last hit, then all).
-          auto match = [&](size_t j) { return j < rowExtras.size() && rowExtras[j].first == r; };
-          if (!match(nextExtra)) {
-            auto it = std::lower_bound(rowExtras.begin(), rowExtras.end(), std::make_pair(r, std::make_pair(0u, 0u)));
-            nextExtra = (size_t)(it - rowExtras.begin());
+          auto match = [&](size_t j) { return j < row_extras.size() && row_extras[j].first == r; };
+          if (!match(next_extra)) {
+            auto it = std::lower_bound(row_extras.begin(), row_extras.end(), std::make_pair(r, std::make_pair(0u, 0u)));
+            next_extra = (size_t)(it - row_extras.begin());
           }
-          if (match(nextExtra)) d.contextAndMetadata[idx] = rowExtras[nextExtra++].second;
+          if (match(next_extra)) d.context_and_metadata[idx] = row_extras[next_extra++].second;
           continue;
         }
         if (tp->at(e).type != PType::Dict) continue;
@@ -427,41 +454,42 @@ struct Importer final : EntryDecoder {
         uint32_t f[K_COUNT];
         const ItemSpan kv = tp->items(e);
         fields(kv.p, kv.n, f);
-        int act = actionNode(f[K_ACTION]);
+        int act = action_node(f[K_ACTION]);
         if (act < 0) {
           skipped++;
           continue;
         }
-        int64_t tUs = tp->asInt(f[K_TIME], kNoTime);
-        uint64_t size = tp->asU64(f[K_SIZE]);
-        uint64_t addr = act == ACT_OOM ? tp->asU64(f[K_DEVICE_FREE]) : tp->asU64(f[K_ADDR]);
+        int64_t t_us = tp->as_int(f[K_TIME], kNoTime);
+        uint64_t size = tp->as_u64(f[K_SIZE]);
+        uint64_t addr = act == ACT_OOM ? tp->as_u64(f[K_DEVICE_FREE]) : tp->as_u64(f[K_ADDR]);
         uint32_t idx = (uint32_t)d.count();
-        d.pushEvent(tUs, (uint8_t)act, addr, size, 0, tp->asU64(f[K_STREAM]), stack(f[K_FRAMES]), poolOf(act, size));
+        d.push_event(t_us, (uint8_t)act, addr, size, 0, tp->as_u64(f[K_STREAM]), stack(f[K_FRAMES]),
+                     pool_of(act, size));
         uint32_t cc = f[K_COMPILE_CONTEXT], um = f[K_USER_METADATA];
-        uint32_t ccId = cc == PickleTree::kNone ? naId : str(cc), umId = um == PickleTree::kNone ? 0 : str(um);
-        if (ccId != naId || umId != 0) d.contextAndMetadata[idx] = {ccId, umId};
+        uint32_t cc_id = cc == PickleTree::kNone ? na_id : str(cc), um_id = um == PickleTree::kNone ? 0 : str(um);
+        if (cc_id != na_id || um_id != 0) d.context_and_metadata[idx] = {cc_id, um_id};
       }
     }
     // Times, markers and OOMs over the new events, in order.
-    int64_t lastT = 0;
+    int64_t last_t = 0;
     for (size_t i = first; i < d.count(); i++) {
-      int64_t tUs = anyTime ? (d.t[i] == kNoTime ? lastT : d.t[i]) : (int64_t)i;
+      int64_t t_us = any_time ? (d.t[i] == kNoTime ? last_t : d.t[i]) : (int64_t)i;
       // Note [Monotonic time]: the ring buffer is in event order; a clock step backwards is clamped so
       // time-window queries stay binary-searchable.
-      if (tUs < lastT) tUs = lastT;
-      lastT = tUs;
-      d.t[i] = tUs;
+      if (t_us < last_t) t_us = last_t;
+      last_t = t_us;
+      d.t[i] = t_us;
       uint8_t act = d.action[i];
-      if (act == ACT_SNAPSHOT) d.markers.push_back(MarkerData{tUs, 4, m.intern("snapshot"), ""});
+      if (act == ACT_SNAPSHOT) d.markers.push_back(MarkerData{t_us, 4, m.intern("snapshot"), ""});
       if (act == ACT_OOM) {
         OomData o{};
-        o.tUs = tUs;
+        o.t_us = t_us;
         o.requested = d.size[i];
-        o.deviceFree = d.addr[i];
+        o.device_free = d.addr[i];
         o.stack = d.stack[i];
-        o.eventIndex = (uint32_t)i;
+        o.event_index = (uint32_t)i;
         d.ooms.push_back(o);
-        d.markers.push_back(MarkerData{tUs, 5, m.intern("out of memory"), ""});
+        d.markers.push_back(MarkerData{t_us, 5, m.intern("out of memory"), ""});
       }
     }
     if (skipped)
@@ -470,25 +498,26 @@ struct Importer final : EntryDecoder {
   }
 
   void annotations(uint32_t list) {
-    if (!isList(list)) return;
+    if (!is_list(list)) return;
     for (uint32_t a : tp->items(list)) {
       if (tp->at(a).type != PType::Dict) continue;
-      int dev = deviceIndex(tp->asInt(tp->get(a, "device"), 0));
+      int dev = device_index(tp->as_int(tp->get(a, "device"), 0));
       if (dev < 0) continue;
       uint32_t st = tp->get(a, "stage");
-      std::string_view stage = st != PickleTree::kNone && tp->isStr(st) ? tp->str(st) : "";
+      std::string_view stage = st != PickleTree::kNone && tp->is_str(st) ? tp->str(st) : "";
       uint8_t kind = stage == "START" ? 1 : stage == "END" ? 2 : 0;
-      m.device(dev).markers.push_back(MarkerData{tp->asInt(tp->get(a, "time_us"), 0), kind, str(tp->get(a, "name")), ""});
+      m.device(dev).markers.push_back(
+          MarkerData{tp->as_int(tp->get(a, "time_us"), 0), kind, str(tp->get(a, "name")), ""});
     }
   }
 
   // Re-emits a subtree as pickle opcodes (allocator_settings is kept verbatim for export).
   // Note [Emit budget]: memo references make the tree a DAG, so a tiny pickle can describe an
   // exponentially large value; re-emitting it is bounded by a node budget (allocator_settings is ~30).
-  size_t emitBudget = 100000;
+  size_t emit_budget = 100000;
   void emit(fmt::PickleEmitter& p, uint32_t n, int depth) {
-    if (depth > 32 || emitBudget == 0) return p.none();
-    emitBudget--;
+    if (depth > 32 || emit_budget == 0) return p.none();
+    emit_budget--;
     const PValue& v = tp->at(n);
     switch (v.type) {
       case PType::None: return p.none();
@@ -519,7 +548,7 @@ struct Importer final : EntryDecoder {
   }
 };
 
-const char* typeName(PType t) {
+const char* type_name(PType t) {
   switch (t) {
     case PType::List: return "a list";
     case PType::Tuple: return "a tuple";
@@ -537,8 +566,8 @@ namespace {
 struct PhaseTimer {
   bool on = getenv("GPUMEM_READER_TIMINGS") != nullptr;
   std::chrono::steady_clock::time_point last = std::chrono::steady_clock::now();
-  double lastCpu = cpuMs();
-  static double cpuMs() {
+  double last_cpu = cpu_ms();
+  static double cpu_ms() {
     timespec ts{};
     clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
     return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
@@ -546,39 +575,42 @@ struct PhaseTimer {
   void lap(const char* what) {
     if (!on) return;
     auto now = std::chrono::steady_clock::now();
-    double cpu = cpuMs();
+    double cpu = cpu_ms();
     // Wall time, and this thread's CPU time (steadier on a shared machine).
-    fprintf(stderr, "gpumem reader: %-8s %8.1f ms (cpu %7.1f ms)\n", what, std::chrono::duration<double, std::milli>(now - last).count(), cpu - lastCpu);
-    last = now, lastCpu = cpu;
+    fprintf(stderr, "gpumem reader: %-8s %8.1f ms (cpu %7.1f ms)\n", what,
+            std::chrono::duration<double, std::milli>(now - last).count(), cpu - last_cpu);
+    last = now, last_cpu = cpu;
   }
 };
 }  // namespace
 
-void importSnapshot(Model& m, const uint8_t* data, size_t size, bool fileMapped) {
+void import_snapshot(Model& m, const uint8_t* data, size_t size, bool file_mapped) {
   PhaseTimer timer;
-  auto imPtr = std::make_unique<Importer>(m);
-  Importer& im = *imPtr;
-  im.naId = m.intern("N/A");
-  im.startRowPrefault(size);
-  auto treePtr = std::make_unique<PickleTree>(data, size, &im, fileMapped);
-  PickleTree& tree = *treePtr;
+  auto im_ptr = std::make_unique<Importer>(m);
+  Importer& im = *im_ptr;
+  im.na_id = m.intern("N/A");
+  im.start_row_prefault(size);
+  auto tree_ptr = std::make_unique<PickleTree>(data, size, &im, file_mapped);
+  PickleTree& tree = *tree_ptr;
   im.parsing.store(false);
   im.tp = &tree;
-  if (timer.on) fprintf(stderr, "gpumem reader: rows %zu taken (%zu flat), %zu kept as dicts; tree %zu values\n", tree.rowsTaken(), tree.rowsFlat(), tree.rowsKept(), tree.valueCount());
+  if (timer.on)
+    fprintf(stderr, "gpumem reader: rows %zu taken (%zu flat), %zu kept as dicts; tree %zu values\n", tree.rows_taken(),
+            tree.rows_flat(), tree.rows_kept(), tree.value_count());
   timer.lap("parse");
   uint32_t root = tree.root();
   m.format = "pytorch-pickle";
   if (tree.at(root).type == PType::List) {
     // torch.cuda.memory_snapshot() (and PyTorch ≤ 2.0 dumps): just the segment list.
     im.segments(root);
-  } else if (tree.at(root).type == PType::Dict &&
-             (tree.get(root, "segments") != PickleTree::kNone || tree.get(root, "device_traces") != PickleTree::kNone)) {
+  } else if (tree.at(root).type == PType::Dict && (tree.get(root, "segments") != PickleTree::kNone ||
+                                                   tree.get(root, "device_traces") != PickleTree::kNone)) {
     im.segments(tree.get(root, "segments"));
     uint32_t traces = tree.get(root, "device_traces");
-    if (im.isList(traces)) {
+    if (im.is_list(traces)) {
       const auto& per = tree.items(traces);
       for (size_t dev = 0; dev < per.size() && dev < (size_t)Importer::kMaxDevices; dev++)
-        if (im.isList(per[dev]) && !tree.items(per[dev]).empty()) im.trace((int)dev, per[dev]);
+        if (im.is_list(per[dev]) && !tree.items(per[dev]).empty()) im.trace((int)dev, per[dev]);
     }
     timer.lap("traces");
     im.annotations(tree.get(root, "external_annotations"));
@@ -586,63 +618,64 @@ void importSnapshot(Model& m, const uint8_t* data, size_t size, bool fileMapped)
     if (settings != PickleTree::kNone) {
       if (tree.at(settings).type == PType::Dict) {
         uint32_t e = tree.get(settings, "expandable_segments");
-        if (e != PickleTree::kNone) m.pickleSettingsExpandable = tree.asInt(e, 0) != 0 ? 1 : 0;
+        if (e != PickleTree::kNone) m.pickle_settings_expandable = tree.as_int(e, 0) != 0 ? 1 : 0;
       }
       fmt::PickleEmitter p(1024);
       im.emit(p, settings, 0);
-      if (im.emitBudget > 0)
-        m.allocatorSettingsPickle = p.take();
+      if (im.emit_budget > 0)
+        m.allocator_settings_pickle = p.take();
       else
-        m.problems.push_back(Problem{0, "allocator_settings is implausibly large (shared sub-objects); it is not kept for export"});
+        m.problems.push_back(
+            Problem{0, "allocator_settings is implausibly large (shared sub-objects); it is not kept for export"});
     }
   } else {
     throw std::runtime_error(std::string("this pickle holds ") +
                              (tree.at(root).type == PType::Dict ? "a dict without 'segments' or 'device_traces'"
-                                                                : typeName(tree.at(root).type)) +
+                                                                : type_name(tree.at(root).type)) +
                              ", not a PyTorch memory snapshot; create one with "
                              "torch.cuda.memory._dump_snapshot(\"snapshot.pickle\") after "
                              "torch.cuda.memory._record_memory_history()");
   }
   for (auto& [idx, d] : m.devices) {
-    d.haveFinal = true;
-    d.finalAfter = d.count();
+    d.have_final = true;
+    d.final_after = d.count();
     // Issue #4: replay starts from allocated_bytes − Σ(alloc) + Σ(free_requested); reserved likewise.
     int64_t alloc = 0, res = 0;
-    for (const auto& s : d.finalSegments) {
-      res = wrapAdd(res, s.size);
+    for (const auto& s : d.final_segments) {
+      res = wrap_add(res, s.size);
       for (const auto& b : s.blocks)
-        if (b.state == ST_ALLOCATED) alloc = wrapAdd(alloc, b.size);
+        if (b.state == ST_ALLOCATED) alloc = wrap_add(alloc, b.size);
     }
     for (size_t i = 0; i < d.count(); i++) {
       switch (d.action[i]) {
-        case ACT_ALLOC: alloc = wrapSub(alloc, d.size[i]); break;
-        case ACT_FREE_REQUESTED: alloc = wrapAdd(alloc, d.size[i]); break;
+        case ACT_ALLOC: alloc = wrap_sub(alloc, d.size[i]); break;
+        case ACT_FREE_REQUESTED: alloc = wrap_add(alloc, d.size[i]); break;
         case ACT_SEGMENT_ALLOC:
-        case ACT_SEGMENT_MAP: res = wrapSub(res, d.size[i]); break;
+        case ACT_SEGMENT_MAP: res = wrap_sub(res, d.size[i]); break;
         case ACT_SEGMENT_FREE:
-        case ACT_SEGMENT_UNMAP: res = wrapAdd(res, d.size[i]); break;
+        case ACT_SEGMENT_UNMAP: res = wrap_add(res, d.size[i]); break;
         default: break;
       }
     }
-    d.startAllocated = alloc;
-    d.startReserved = res;
+    d.start_allocated = alloc;
+    d.start_reserved = res;
   }
   timer.lap("start");
-  im.joinHelpers();
+  im.join_helpers();
   timer.lap("import");
   m.derive();
   timer.lap("derive");
   // The tree of a big pickle is ~1.5 GB of pages; returning them to the kernel takes ~0.25 s, which the
   // open need not wait for: a detached thread frees it (its destructor reads neither the input bytes nor
   // the model; freeing it while derive() faults in its columns made both slower, hence after).
-  if (tree.valueCount() > (1u << 22)) {
+  if (tree.value_count() > (1u << 22)) {
     try {
-      std::thread([t = std::move(treePtr), i = std::move(imPtr)]() mutable {
+      std::thread([t = std::move(tree_ptr), i = std::move(im_ptr)]() mutable {
         i.reset();
         // Not at once: the first queries and the panel's first paint follow the open, and on a 2-core
         // machine returning 1.5 GB of pages (~0.3 s of kernel time) competed with them.
         std::this_thread::sleep_for(std::chrono::milliseconds(1500));
-        t->dropPages();
+        t->drop_pages();
         t.reset();
       }).detach();
     } catch (const std::system_error&) {

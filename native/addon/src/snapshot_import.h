@@ -8,8 +8,8 @@
 namespace gpumem {
 
 // Throws PickleError (with a byte offset) for bad pickles and std::runtime_error for pickles that are
-// plain data but not a snapshot. `data` may be released after the call. fileMapped: `data` is a read-only
+// plain data but not a snapshot. `data` may be released after the call. file_mapped: `data` is a read-only
 // private mapping of a file, whose pages the reader may drop once parsed (Note [Input window]).
-void importSnapshot(Model& m, const uint8_t* data, size_t size, bool fileMapped = false);
+void import_snapshot(Model& m, const uint8_t* data, size_t size, bool file_mapped = false);
 
 }  // namespace gpumem

@@ -15,12 +15,12 @@
 #include "capture_decoder.h"
 #include "exercise.h"
 #include "gpumem_format.h"
+#include "json.h"
 #include "pickle_reader.h"
 #include "policy_replay.h"
 #include "replay.h"
 #include "snapshot_import.h"
 #include "torch_snapshot.h"
-#include "json.h"
 
 using namespace gpumem;
 
@@ -28,7 +28,7 @@ using t::run;
 
 static std::vector<uint8_t> bytes(const std::string& s) { return std::vector<uint8_t>(s.begin(), s.end()); }
 
-static std::string pickleError(const std::string& data) {
+static std::string pickle_error(const std::string& data) {
   try {
     auto b = bytes(data);
     PickleTree t(b.data(), b.size());
@@ -49,27 +49,47 @@ int main() {
     PickleTree t(b.data(), b.size());
     const auto& items = t.items(t.root());
     CHECK(items.size() == 6);
-    CHECK(t.asInt(items[0]) == 5);
-    CHECK(t.asInt(items[1]) == 0x1234);
-    CHECK(t.asInt(items[2]) == -2);
-    CHECK(t.at(items[3]).type == PType::UInt && t.asU64(items[3]) == UINT64_MAX);
-    CHECK(t.asInt(items[4]) == -1);
-    CHECK(t.asInt(items[5]) == 42);
+    CHECK(t.as_int(items[0]) == 5);
+    CHECK(t.as_int(items[1]) == 0x1234);
+    CHECK(t.as_int(items[2]) == -2);
+    CHECK(t.at(items[3]).type == PType::UInt && t.as_u64(items[3]) == UINT64_MAX);
+    CHECK(t.as_int(items[4]) == -1);
+    CHECK(t.as_int(items[5]) == 42);
   });
   run("memo: BINPUT/BINGET share one container, later APPENDs are visible through both", [] {
     // d = {'a': l, 'b': l} with l = [1] memoised as 0, filled after the BINGET
-    std::string p = std::string("\x80\x02}(X\x01\x00\x00\x00" "a]q\x00X\x01\x00\x00\x00" "bh\x00uh\x00K\x01" "a0.", 30);
+    std::string p = std::string(
+        "\x80\x02}(X\x01\x00\x00\x00"
+        "a]q\x00X\x01\x00\x00\x00"
+        "bh\x00uh\x00K\x01"
+        "a0.",
+        30);
     auto b = bytes(p);
     PickleTree t(b.data(), b.size());
     uint32_t a = t.get(t.root(), "a"), bb = t.get(t.root(), "b");
     CHECK(a == bb);
-    CHECK(t.items(a).size() == 1 && t.asInt(t.items(a)[0]) == 1);
+    CHECK(t.items(a).size() == 1 && t.as_int(t.items(a)[0]) == 1);
   });
   run("item arena: lists grown alternately keep their own items in order", [] {
     // A = [], B = []; A.append(1); B.append(2); A += [3, 4]; B += [5, 6, 7]; A.append(300); d = {}; d['k'] = A
     // → (A, B, d): each growth of one list lands after the other's items in the arena (Note [Item arena]).
-    static const char raw[] = "\x80\x02]q\x00]q\x01" "h\x00K\x01" "a0" "h\x01K\x02" "a0" "h\x00(K\x03K\x04" "e0"
-                              "h\x01(K\x05K\x06K\x07" "e0" "h\x00M\x2c\x01" "a0" "}q\x02" "X\x01\x00\x00\x00" "kh\x00" "s" "\x87.";
+    static const char raw[] =
+        "\x80\x02]q\x00]q\x01"
+        "h\x00K\x01"
+        "a0"
+        "h\x01K\x02"
+        "a0"
+        "h\x00(K\x03K\x04"
+        "e0"
+        "h\x01(K\x05K\x06K\x07"
+        "e0"
+        "h\x00M\x2c\x01"
+        "a0"
+        "}q\x02"
+        "X\x01\x00\x00\x00"
+        "kh\x00"
+        "s"
+        "\x87.";
     std::string p(raw, sizeof raw - 1);
     auto b = bytes(p);
     PickleTree t(b.data(), b.size());
@@ -77,44 +97,54 @@ int main() {
     CHECK(top.size() == 3);
     auto ints = [&](uint32_t n) {
       std::vector<int64_t> v;
-      for (uint32_t x : t.items(n)) v.push_back(t.asInt(x));
+      for (uint32_t x : t.items(n)) v.push_back(t.as_int(x));
       return v;
     };
     CHECK((ints(top[0]) == std::vector<int64_t>{1, 3, 4, 300}));
     CHECK((ints(top[1]) == std::vector<int64_t>{2, 5, 6, 7}));
     CHECK(t.get(top[2], "k") == top[0]);
     // Small integers are shared nodes: equal values, one node.
-    CHECK(t.items(top[0])[0] != t.items(top[1])[0] && t.asInt(t.items(top[0])[0]) == 1);
+    CHECK(t.items(top[0])[0] != t.items(top[1])[0] && t.as_int(t.items(top[0])[0]) == 1);
   });
   run("floats, tuples, booleans, None and raw-unicode-escape text", [] {
     // [1.5, (True, False, None), 'A\u00e9'] — BINFLOAT is big-endian; UNICODE is protocol-0 text
-    std::string p = std::string("\x80\x02](G\x3f\xf8\x00\x00\x00\x00\x00\x00", 13) + "\x88\x89N\x87" + "VA\\u00e9\n" + "e.";
+    std::string p =
+        std::string("\x80\x02](G\x3f\xf8\x00\x00\x00\x00\x00\x00", 13) + "\x88\x89N\x87" + "VA\\u00e9\n" + "e.";
     auto b = bytes(p);
     PickleTree t(b.data(), b.size());
     const auto& items = t.items(t.root());
     CHECK(items.size() == 3);
-    CHECK(t.asNumber(items[0]) == 1.5);
+    CHECK(t.as_number(items[0]) == 1.5);
     CHECK(t.at(items[1]).type == PType::Tuple && t.items(items[1]).size() == 3);
     CHECK(t.at(t.items(items[1])[0]).flag && !t.at(t.items(items[1])[1]).flag);
     CHECK(t.at(t.items(items[1])[2]).type == PType::None);
     CHECK(t.str(items[2]) == "A\xc3\xa9");  // é as UTF-8
   });
   run("code opcodes are refused with name, operands and offset", [] {
-    std::string e = pickleError("\x80\x02" "cos\nsystem\n" "X\x02\x00\x00\x00lsR.");
+    std::string e = pickle_error(
+        "\x80\x02"
+        "cos\nsystem\n"
+        "X\x02\x00\x00\x00lsR.");
     CHECK(e.find("opcode GLOBAL 'os system' at byte 2") != std::string::npos);
-    e = pickleError(std::string("\x80\x04\x8c\x05posix\x8c\x06system\x93.", 19));
+    e = pickle_error(std::string("\x80\x04\x8c\x05posix\x8c\x06system\x93.", 19));
     CHECK(e.find("opcode STACK_GLOBAL 'posix system' at byte 17") != std::string::npos);
-    e = pickleError(std::string("\x80\x02}b.", 5));
+    e = pickle_error(std::string("\x80\x02}b.", 5));
     CHECK(e.find("opcode BUILD at byte 3") != std::string::npos);
   });
   run("truncation, bad memo keys, unknown opcodes and newer protocols are clean errors", [] {
-    CHECK(pickleError(std::string("\x80\x02X\x10\x00\x00\x00" "abc", 10)).find("truncated at byte 10") != std::string::npos);
-    CHECK(pickleError(std::string("\x80\x02]", 3)).find("without a STOP") != std::string::npos);
-    CHECK(pickleError(std::string("\x80\x02h\x07.", 5)).find("memo key 7 not found") != std::string::npos);
-    CHECK(pickleError(std::string("\x80\x02]r\xff\xff\xff\x7f.", 9)).find("out of range") != std::string::npos);
-    CHECK(pickleError(std::string("\x80\x02\xff.", 4)).find("unknown opcode 0xff at byte 2") != std::string::npos);
-    CHECK(pickleError(std::string("\x80\x06N.", 4)).find("protocol 6") != std::string::npos);
-    CHECK(pickleError(std::string("\x80\x02" "a.", 4)).find("stack underflow") != std::string::npos);
+    CHECK(pickle_error(std::string("\x80\x02X\x10\x00\x00\x00"
+                                   "abc",
+                                   10))
+              .find("truncated at byte 10") != std::string::npos);
+    CHECK(pickle_error(std::string("\x80\x02]", 3)).find("without a STOP") != std::string::npos);
+    CHECK(pickle_error(std::string("\x80\x02h\x07.", 5)).find("memo key 7 not found") != std::string::npos);
+    CHECK(pickle_error(std::string("\x80\x02]r\xff\xff\xff\x7f.", 9)).find("out of range") != std::string::npos);
+    CHECK(pickle_error(std::string("\x80\x02\xff.", 4)).find("unknown opcode 0xff at byte 2") != std::string::npos);
+    CHECK(pickle_error(std::string("\x80\x06N.", 4)).find("protocol 6") != std::string::npos);
+    CHECK(pickle_error(std::string("\x80\x02"
+                                   "a.",
+                                   4))
+              .find("stack underflow") != std::string::npos);
   });
   run("capture: header and records split at any byte decode the same", [] {
     namespace f = gpumem::fmt;
@@ -148,11 +178,11 @@ int main() {
       std::vector<uint8_t> rest(file.begin() + used, file.end());
       d.feed(m, rest.data(), rest.size());
       m.derive();
-      CHECK(!d.damaged() && d.pendingBytes() == 0);
+      CHECK(!d.damaged() && d.pending_bytes() == 0);
       const DeviceData& dev = m.devices.at(0);
       CHECK(dev.count() == 5);
       CHECK(dev.t[1] == 5000 + 2);  // (5000000 + (3000 − 1000)) ns → 5002 µs
-      CHECK(dev.allocated.back() == 2 * 4096 && dev.peakAllocated == 3 * 4096 && dev.reserved.back() == (20 << 20));
+      CHECK(dev.allocated.back() == 2 * 4096 && dev.peak_allocated == 3 * 4096 && dev.reserved.back() == (20 << 20));
       CHECK(dev.waste[1] == 96);  // requested 4000 of a 4096-byte block
     }
   });
@@ -189,23 +219,23 @@ int main() {
     Model m;
     CaptureDecoder d;
     d.feed(m, now.data(), now.size());
-    CHECK(!d.damaged() && m.ended && m.end.reason == 1 && m.end.exitCode == -1);
+    CHECK(!d.damaged() && m.ended && m.end.reason == 1 && m.end.exit_code == -1);
     CHECK(m.end.message == "capture stopped at /s/c.gpumem: No space left on device (4096 bytes written)");
     auto old = file_with_end(16);
     Model o;
     CaptureDecoder od;
     od.feed(o, old.data(), old.size());
-    CHECK(!od.damaged() && o.ended && o.end.exitCode == -1 && o.end.message.empty());
+    CHECK(!od.damaged() && o.ended && o.end.exit_code == -1 && o.end.message.empty());
     CHECK(o.end.reason == 0);  // the old pad word is never read as a reason
   });
 
   run("replay: removing a range from the middle of a segment keeps both ends", [] {
     AllocState s;
-    s.addRange(0x1000, RangeInfo{0x3000, 0, 0, POOL_LARGE, true, 0, 0});
-    s.removeRange(0x2000, 0x1000);
+    s.add_range(0x1000, RangeInfo{0x3000, 0, 0, POOL_LARGE, true, 0, 0});
+    s.remove_range(0x2000, 0x1000);
     CHECK(s.ranges.size() == 2);
     CHECK(s.ranges.at(0x1000).size == 0x1000 && s.ranges.at(0x3000).size == 0x1000);
-    s.addRange(0x2000, RangeInfo{0x1000, 0, 0, POOL_LARGE, true, 0, 0});
+    s.add_range(0x2000, RangeInfo{0x1000, 0, 0, POOL_LARGE, true, 0, 0});
     auto segs = s.materialize(0);
     CHECK(segs.size() == 1 && segs[0].addr == 0x1000 && segs[0].size == 0x3000);  // adjacent expandable runs merge
     CHECK(segs[0].blocks.size() == 1 && segs[0].blocks[0].state == ST_INACTIVE);
@@ -214,36 +244,38 @@ int main() {
     std::string p = std::string("\x80\x02}X\x08\x00\x00\x00segments]s.", 19);
     auto b = bytes(p);
     Model m;
-    importSnapshot(m, b.data(), b.size());
-    exerciseModel(m);
-    CHECK(summaryJson(m) == "{\"format\":\"pytorch-pickle\",\"devices\":[],\"top_lines\":[]}");
+    import_snapshot(m, b.data(), b.size());
+    exercise_model(m);
+    CHECK(summary_json(m) == "{\"format\":\"pytorch-pickle\",\"devices\":[],\"top_lines\":[]}");
   });
   run("what-if and policy replay on the real pickle and capture fixtures (under the sanitizers)", [] {
     // Run from native/addon (make test); the node tests check the figures, this checks memory safety.
-    for (const char* f : {"../../test/fixtures/pytorch-snapshots/mlp-expandable.pickle",
-                          "../../test/fixtures/pytorch-snapshots/mlp-record-stream-pending.pickle",
-                          "../../test/fixtures/pytorch-snapshots/mlp-oom.pickle", "../../test/fixtures/h200-e2e-train.capture"}) {
+    for (const char* f :
+         {"../../test/fixtures/pytorch-snapshots/mlp-expandable.pickle",
+          "../../test/fixtures/pytorch-snapshots/mlp-record-stream-pending.pickle",
+          "../../test/fixtures/pytorch-snapshots/mlp-oom.pickle", "../../test/fixtures/h200-e2e-train.capture"}) {
       std::ifstream in(f, std::ios::binary);
       CHECK(in.good());
       std::vector<uint8_t> b((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
       Model m;
-      if (CaptureDecoder::looksLikeCapture(b.data(), b.size())) {
+      if (CaptureDecoder::looks_like_capture(b.data(), b.size())) {
         CaptureDecoder d;
         d.feed(m, b.data(), b.size());
       } else {
-        importSnapshot(m, b.data(), b.size());
+        import_snapshot(m, b.data(), b.size());
       }
       m.derive();
-      for (core::Policy p : {core::Policy::kPytorch, core::Policy::kPytorchExpandable, core::Policy::kLens, core::Policy::kLensNoTrim}) {
-        PolicyReplayResult r = replayPolicy(m, 0, p, 0);
-        CHECK(r.peakReserved >= r.peakAllocated && r.peakAllocated > 0 && !r.haveOom);
-        CHECK(replayJson(r) == replayJson(replayPolicy(m, 0, p, 0)));  // deterministic
+      for (core::Policy p :
+           {core::Policy::kPytorch, core::Policy::kPytorchExpandable, core::Policy::kLens, core::Policy::kLensNoTrim}) {
+        PolicyReplayResult r = replay_policy(m, 0, p, 0);
+        CHECK(r.peak_reserved >= r.peak_allocated && r.peak_allocated > 0 && !r.have_oom);
+        CHECK(replay_json(r) == replay_json(replay_policy(m, 0, p, 0)));  // deterministic
         WhatIfQuery q;
-        q.havePolicy = true, q.policy = p, q.requests = {512, 3ull << 20, 1ull << 30};
-        std::string w = whatIfJson(m, 0, INFINITY, q);
+        q.have_policy = true, q.policy = p, q.requests = {512, 3ull << 20, 1ull << 30};
+        std::string w = what_if_json(m, 0, INFINITY, q);
         CHECK(w.find("\"policy\":\"" + std::string(core::policy_name(p)) + "\"") != std::string::npos);
       }
-      exerciseModel(m);
+      exercise_model(m);
     }
   });
 
@@ -266,12 +298,12 @@ int main() {
         std::string path = c.find("path")->as_string(), why = c.find("why")->as_string();
         bool user = c.find("user")->as_bool();
         run("user frames: '" + path + "' is " + (user ? "user code" : "not user code") + " (" + why + ")", [&] {
-          CHECK_EQ(isUserPath(path, internal), user);
+          CHECK_EQ(is_user_path(path, internal), user);
           // The same answer through a model whose capture header names the internal dir.
           Model m;
-          m.nonUserDirs = internal;
+          m.non_user_dirs = internal;
           uint32_t id = m.intern(path);
-          CHECK_EQ(m.isUserFile(id), user);
+          CHECK_EQ(m.is_user_file(id), user);
         });
       }
   }
@@ -310,12 +342,15 @@ int main() {
       json::Value v;
       std::string err;
       bool ok = json::parse(b.text, &v, &err);
-      if (ok || err != b.says) wrong += "\n    json::parse(" + b.text + "): got " + (ok ? "success" : "'" + err + "'") + ", want '" + b.says + "'";
+      if (ok || err != b.says)
+        wrong +=
+            "\n    json::parse(" + b.text + "): got " + (ok ? "success" : "'" + err + "'") + ", want '" + b.says + "'";
     }
     if (!wrong.empty()) throw t::Failure(wrong);
   });
   run("json: every prefix of a valid document fails cleanly, the whole parses to the same dump", [] {
-    const std::string doc = R"({"a":[1,-2,2.5e3,true,false,null],"s":"\u00e9\ud83d\ude00\n","big":9007199254740993,"o":{}})";
+    const std::string doc =
+        R"({"a":[1,-2,2.5e3,true,false,null],"s":"\u00e9\ud83d\ude00\n","big":9007199254740993,"o":{}})";
     json::Value whole;
     std::string err;
     CHECK(json::parse(doc, &whole, &err));
@@ -336,7 +371,10 @@ int main() {
     j.open('{').kvs("q", "a\"b\\c\x01").kv("i", -3).kvu("u", UINT64_C(18446744073709551615)).kvd("d", 0.5);
     j.kvd("inf", INFINITY).kvd("nan", NAN).kvb("b", true).key("l").open('[').item().num(1).item().num(2).close(']');
     j.close('}');
-    CHECK_EQ(j.s, std::string(R"({"q":"a\"b\\c\u0001","i":-3,"u":18446744073709551615,"d":0.5,"inf":null,"nan":null,"b":true,"l":[1,2]})"));
+    CHECK_EQ(
+        j.s,
+        std::string(
+            R"({"q":"a\"b\\c\u0001","i":-3,"u":18446744073709551615,"d":0.5,"inf":null,"nan":null,"b":true,"l":[1,2]})"));
     json::Value v = json::Value::object();
     v.set("q", "a\"b\\c\x01");
     v.set("d", 0.5);
@@ -350,7 +388,7 @@ int main() {
     CHECK(in.good());
     std::vector<uint8_t> b((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
     PickleTree real(b.data(), b.size());
-    auto keysOf = [](const PickleTree& t, uint32_t dict) {
+    auto keys_of = [](const PickleTree& t, uint32_t dict) {
       std::vector<std::string> k;
       const auto& kv = t.items(dict);
       for (size_t i = 0; i + 1 < kv.size(); i += 2) k.push_back(std::string(t.str(kv[i])));
@@ -381,24 +419,25 @@ int main() {
     PickleTree ours(ob.data(), ob.size());
     const auto& o = ours.items(ours.root());
     CHECK_EQ(o.size(), size_t(3));
-    uint32_t realSeg = real.items(real.get(real.root(), fmt::torch::kSegments))[0];
-    CHECK(keysOf(ours, o[0]) == keysOf(real, realSeg));
-    CHECK(keysOf(ours, ours.items(ours.get(o[0], "blocks"))[0]) == keysOf(real, real.items(real.get(realSeg, "blocks"))[0]));
-    uint32_t realAlloc = UINT32_MAX;
+    uint32_t real_seg = real.items(real.get(real.root(), fmt::torch::kSegments))[0];
+    CHECK(keys_of(ours, o[0]) == keys_of(real, real_seg));
+    CHECK(keys_of(ours, ours.items(ours.get(o[0], "blocks"))[0]) ==
+          keys_of(real, real.items(real.get(real_seg, "blocks"))[0]));
+    uint32_t real_alloc = UINT32_MAX;
     for (uint32_t e : real.items(real.items(real.get(real.root(), fmt::torch::kDeviceTraces))[0]))
       if (real.str(real.get(e, "action")) == "alloc") {
-        realAlloc = e;
+        real_alloc = e;
         break;
       }
-    CHECK(realAlloc != UINT32_MAX);
-    CHECK(keysOf(ours, o[1]) == keysOf(real, realAlloc));
-    CHECK(!real.items(real.get(realAlloc, fmt::torch::kFrames)).empty());
-    CHECK(keysOf(ours, ours.items(ours.get(o[0], fmt::torch::kFrames))[0]) ==
-          keysOf(real, real.items(real.get(realAlloc, fmt::torch::kFrames))[0]));
-    CHECK(keysOf(ours, o[2]) == keysOf(real, real.get(real.root(), fmt::torch::kAllocatorSettings)));
-    std::vector<std::string> top = keysOf(real, real.root());
-    CHECK((top == std::vector<std::string>{fmt::torch::kSegments, fmt::torch::kDeviceTraces, fmt::torch::kAllocatorSettings,
-                                           fmt::torch::kExternalAnnotations}));
+    CHECK(real_alloc != UINT32_MAX);
+    CHECK(keys_of(ours, o[1]) == keys_of(real, real_alloc));
+    CHECK(!real.items(real.get(real_alloc, fmt::torch::kFrames)).empty());
+    CHECK(keys_of(ours, ours.items(ours.get(o[0], fmt::torch::kFrames))[0]) ==
+          keys_of(real, real.items(real.get(real_alloc, fmt::torch::kFrames))[0]));
+    CHECK(keys_of(ours, o[2]) == keys_of(real, real.get(real.root(), fmt::torch::kAllocatorSettings)));
+    std::vector<std::string> top = keys_of(real, real.root());
+    CHECK((top == std::vector<std::string>{fmt::torch::kSegments, fmt::torch::kDeviceTraces,
+                                           fmt::torch::kAllocatorSettings, fmt::torch::kExternalAnnotations}));
   });
   return t::finish();
 }

@@ -129,8 +129,9 @@ bool configure(const json::Value& v, std::string* err) {
   if (!touched) return true;
   std::lock_guard<std::mutex> lock(g.mu);
   if (g.ready.load()) {
-    *err = "\"backend\", \"sim_*\", \"segments\" and \"trim_on_growth\" must be configured before the first allocation "
-           "(install the allocator before any CUDA tensor exists)";
+    *err =
+        "\"backend\", \"sim_*\", \"segments\" and \"trim_on_growth\" must be configured before the first allocation "
+        "(install the allocator before any CUDA tensor exists)";
     return false;
   }
   g.config = c;
@@ -208,4 +209,3 @@ DeviceIdentity device_identity(int device) {
 }
 
 }  // namespace gpumem::core
-

@@ -5,10 +5,10 @@
 #include <string>
 #include <vector>
 
+#include "../../format/json.h"
 #include "allocator_api.h"
 #include "device_allocator.h"
 #include "event_sink.h"
-#include "../../format/json.h"
 
 namespace gpumem::core {
 

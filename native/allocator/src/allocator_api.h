@@ -34,8 +34,7 @@ std::vector<SegmentView> snapshot_segments(int device);
 int device_count();
 
 struct Figures {
-  uint64_t allocated, reserved, active, requested, peak_allocated, peak_reserved, num_ooms,
-      num_alloc_retries;
+  uint64_t allocated, reserved, active, requested, peak_allocated, peak_reserved, num_ooms, num_alloc_retries;
 };
 // Summed over all devices when device == -1.
 Figures figures(int device);

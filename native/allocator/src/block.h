@@ -24,11 +24,11 @@ struct Block {
   Segment* segment = nullptr;
   Block* prev = nullptr;
   Block* next = nullptr;
-  bool allocated = false;     // handed out to a caller
-  bool pending_free = false;  // freed by the caller, waiting on record_stream events
-  bool mapped = true;         // false only for unmapped pages of an expandable segment
-  int event_count = 0;        // outstanding events before a pending free completes
-  uint32_t stack = 0;         // stack of the last hand-out
+  bool allocated = false;           // handed out to a caller
+  bool pending_free = false;        // freed by the caller, waiting on record_stream events
+  bool mapped = true;               // false only for unmapped pages of an expandable segment
+  int event_count = 0;              // outstanding events before a pending free completes
+  uint32_t stack = 0;               // stack of the last hand-out
   std::vector<Stream> stream_uses;  // other streams that used the block (record_stream)
 
   bool is_free() const { return !allocated && !pending_free; }

@@ -2,9 +2,9 @@
 // the composition of the library: the allocator core (allocator.h) with the recorder attached as its
 // event sink, and the control channel served with control_commands.h's handler. Nothing else calls
 // both the core and the recorder.
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
-#include <algorithm>
 #include <string>
 #include <vector>
 
@@ -36,7 +36,6 @@ void set_last_error(const std::string& msg) { t_error = msg; }
 [[maybe_unused]] const bool g_recorder_attached = core::set_event_sink(rec::sink());
 
 }  // namespace
-
 
 // ---- PyTorch hooks -------------------------------------------------------------------------------
 
@@ -110,9 +109,9 @@ GPUMEM_API void* gpumem_base_alloc(void* ptr, size_t* size) {
 
 GPUMEM_API void gpumem_begin_allocate_to_pool(int device, std::pair<unsigned long long, unsigned long long> pool,
                                               std::function<bool(CUstream_st*)> filter) {
-  device_allocator(device).begin_allocate_to_pool(
-      PoolId{pool.first, pool.second},
-      [f = std::move(filter)](Stream s) { return f(reinterpret_cast<CUstream_st*>(s)); });
+  device_allocator(device).begin_allocate_to_pool(PoolId{pool.first, pool.second}, [f = std::move(filter)](Stream s) {
+    return f(reinterpret_cast<CUstream_st*>(s));
+  });
 }
 
 GPUMEM_API void gpumem_end_allocate_to_pool(int device, std::pair<unsigned long long, unsigned long long> pool) {
@@ -275,9 +274,7 @@ GPUMEM_API void gpumem_observe_figures(int device, uint64_t allocated, uint64_t 
   rec::observer::set_figures(device, allocated, reserved, peak_allocated, peak_reserved, num_ooms);
 }
 
-GPUMEM_API uint32_t gpumem_observe_stack(void) {
-  return rec::recording() ? rec::stacks::capture_if_gil_held() : 0;
-}
+GPUMEM_API uint32_t gpumem_observe_stack(void) { return rec::recording() ? rec::stacks::capture_if_gil_held() : 0; }
 
 GPUMEM_API uint32_t gpumem_observe_frames(const char* frames_json, uint32_t flags) {
   json::Value v;

@@ -6,9 +6,9 @@
 
 namespace gpumem::core {
 
-constexpr size_t kMinBlockSize = 512;        // every size is rounded up to a multiple of this
-constexpr size_t kSmallSize = 1ull << 20;    // requests ≤ 1 MiB go to the small pool
-constexpr size_t kSmallBuffer = 2ull << 20;  // small-pool segments are 2 MiB
+constexpr size_t kMinBlockSize = 512;           // every size is rounded up to a multiple of this
+constexpr size_t kSmallSize = 1ull << 20;       // requests ≤ 1 MiB go to the small pool
+constexpr size_t kSmallBuffer = 2ull << 20;     // small-pool segments are 2 MiB
 constexpr size_t kMinLargeAlloc = 10ull << 20;  // requests < 10 MiB share 20 MiB segments
 constexpr size_t kLargeBuffer = 20ull << 20;    // the shared large segment size
 constexpr size_t kRoundLarge = 2ull << 20;      // larger requests get their own segment, rounded to 2 MiB

@@ -192,8 +192,7 @@ bool running() { return g_running; }
 void stop() {
   if (!g_running.exchange(false)) return;
   char b = 1;
-  if (::write(g_wake[1], &b, 1) < 0) {
-  }
+  if (::write(g_wake[1], &b, 1) < 0) {}
   if (g_thread.joinable()) g_thread.join();
   ::close(g_listen);
   ::close(g_wake[0]);

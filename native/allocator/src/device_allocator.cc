@@ -579,7 +579,8 @@ Block* DeviceAllocator::grow_expandable(BlockPool* pool, size_t size, Stream str
   }
   const int64_t reserved_peak = stats_.reserved_bytes[kAll].peak;
   if (reserved_peak != trims_peak_) trims_peak_ = reserved_peak, trims_at_this_peak_ = 0;  // Note [Futile trims]
-  int64_t over = stats_.reserved_bytes[kAll].current + int64_t(pages.size() * seg->page) - stats_.reserved_bytes[kAll].peak;
+  int64_t over =
+      stats_.reserved_bytes[kAll].current + int64_t(pages.size() * seg->page) - stats_.reserved_bytes[kAll].peak;
   std::vector<std::pair<Segment*, size_t>> moved;  // Note [Page moves]: pages to map here instead
   if (options_.trim_on_growth && !capturing() && over > 0 && trims_at_this_peak_ < kMaxTrimsPerPeak) {
     trims_at_this_peak_++;
@@ -602,9 +603,10 @@ Block* DeviceAllocator::grow_expandable(BlockPool* pool, size_t size, Stream str
   if (!limit_ || uint64_t(stats_.reserved_bytes[kAll].current) + pages.size() * seg->page <= limit_) {
     for (; k < pages.size(); k++) {
       const uint64_t to = seg->addr + pages[k] * seg->page;
-      const bool ok = k < moved.size() ? backend_.remap_page(device_, moved[k].first->addr + moved[k].second * seg->page,
-                                                             to, seg->page, seg->stream)
-                                       : backend_.map_page(device_, to, seg->page, capturing());
+      const bool ok = k < moved.size()
+                          ? backend_.remap_page(device_, moved[k].first->addr + moved[k].second * seg->page, to,
+                                                seg->page, seg->stream)
+                          : backend_.map_page(device_, to, seg->page, capturing());
       if (!ok) break;
       if (k < moved.size()) stats_.num_page_moves++;
     }
@@ -654,8 +656,10 @@ void DeviceAllocator::unmap_free_pages(Segment* seg, int64_t* budget, size_t kee
     // Pages [keep_first, keep_last) stay mapped (the run a growth is about to use).
     const uint64_t keep_lo = seg->addr + keep_first * page, keep_hi = seg->addr + keep_last * page;
     if (keep_lo < keep_hi && lo < keep_hi && hi > keep_lo) {
-      if (lo >= keep_lo) lo = std::max(lo, keep_hi);
-      else hi = keep_lo;
+      if (lo >= keep_lo)
+        lo = std::max(lo, keep_hi);
+      else
+        hi = keep_lo;
     }
     if (budget) {
       if (*budget <= 0) return;
@@ -711,8 +715,10 @@ void DeviceAllocator::finish_page_moves(bool wait) {
   size_t done = 0;
   while (done < moving_.size()) {
     const Event e = moving_[done].event;
-    if (wait) backend_.synchronize_event(device_, e);
-    else if (!backend_.query_event(device_, e)) break;  // later moves were recorded after it
+    if (wait)
+      backend_.synchronize_event(device_, e);
+    else if (!backend_.query_event(device_, e))
+      break;  // later moves were recorded after it
     for (; done < moving_.size() && moving_[done].event == e; done++) {
       Segment* seg = moving_[done].seg;
       const size_t i = moving_[done].page;
@@ -754,7 +760,7 @@ void DeviceAllocator::out_of_memory(Lock& lock, size_t requested, size_t rounded
   f.device_known = backend_.mem_get_info(device_, &f.device_free, &f.device_total);
   if (sink_.wants_events()) {
     fmt::OomRec r{clock::now_ns(), requested, f.device_free, f.device_total, f.reserved, f.allocated,
-                  f.largest_free, stream, f.limit, stack, 0};
+                  f.largest_free,  stream,    f.limit,       stack,          0};
     sink_.emit(fmt::REC_OOM, uint8_t(device_), 0, &r, sizeof r);
   }
   std::string msg = oom_message(f);
@@ -845,7 +851,8 @@ std::vector<SegmentView> DeviceAllocator::segments() {
     if (!seg->expandable) {
       SegmentView v = view_of(seg->addr);
       v.size = seg->size;
-      for (Block* b = seg->head; b; b = b->next) v.blocks.push_back({b->addr, b->size, b->requested, b->stack, state_of(b)});
+      for (Block* b = seg->head; b; b = b->next)
+        v.blocks.push_back({b->addr, b->size, b->requested, b->stack, state_of(b)});
       out.push_back(std::move(v));
       continue;
     }

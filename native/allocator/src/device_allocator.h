@@ -135,7 +135,7 @@ class DeviceAllocator {
   BlockPool small_{true, nullptr}, large_{false, nullptr};
   std::map<uint64_t, std::unique_ptr<Segment>> segments_;  // by address
   std::map<std::pair<const BlockPool*, Stream>, Segment*> expandable_;
-  std::unordered_map<uint64_t, Block*> active_;  // handed-out blocks by address
+  std::unordered_map<uint64_t, Block*> active_;   // handed-out blocks by address
   std::vector<std::pair<Event, Block*>> events_;  // outstanding record_stream events, oldest first
   std::vector<Block*> deferred_;                  // freed during a capture; events recorded after it
   std::map<PoolId, std::unique_ptr<PrivatePool>> private_pools_;

@@ -35,11 +35,10 @@ const Nvml& nvml() {
     void* h = dlopen("libnvidia-ml.so.1", RTLD_LAZY | RTLD_LOCAL);
     if (!h) return n;
     auto init = reinterpret_cast<int (*)()>(dlsym(h, "nvmlInit_v2"));
-    n.GetHandleByPciBusId = reinterpret_cast<decltype(n.GetHandleByPciBusId)>(
-        dlsym(h, "nvmlDeviceGetHandleByPciBusId_v2"));
+    n.GetHandleByPciBusId =
+        reinterpret_cast<decltype(n.GetHandleByPciBusId)>(dlsym(h, "nvmlDeviceGetHandleByPciBusId_v2"));
     n.GetMemoryInfo = reinterpret_cast<decltype(n.GetMemoryInfo)>(dlsym(h, "nvmlDeviceGetMemoryInfo"));
-    n.GetProcesses =
-        reinterpret_cast<decltype(n.GetProcesses)>(dlsym(h, "nvmlDeviceGetComputeRunningProcesses_v3"));
+    n.GetProcesses = reinterpret_cast<decltype(n.GetProcesses)>(dlsym(h, "nvmlDeviceGetComputeRunningProcesses_v3"));
     n.ok = init && n.GetHandleByPciBusId && n.GetMemoryInfo && init() == 0;
     return n;
   }();

@@ -13,13 +13,13 @@ namespace {
 // `_PyInterpreterFrame` field offsets (Include/internal/pycore_frame.h of each version, 64-bit).
 struct Layout {
   unsigned minor;
-  int code;      // f_code (3.11, 3.12) / f_executable (3.13)
-  int frame_obj; // frame_obj: checked against the PyFrameObject at calibration
+  int code;       // f_code (3.11, 3.12) / f_executable (3.13)
+  int frame_obj;  // frame_obj: checked against the PyFrameObject at calibration
   int previous;
-  int instr;     // prev_instr (3.11, 3.12) / instr_ptr (3.13)
+  int instr;  // prev_instr (3.11, 3.12) / instr_ptr (3.13)
   int owner;
-  int cstack_owner;   // FRAME_OWNED_BY_CSTACK (entry shims, skipped like PyFrame_GetBack does); -1: none
-  int cframe_current; // offset of current_frame in _PyCFrame; -1: PyThreadState holds current_frame itself
+  int cstack_owner;    // FRAME_OWNED_BY_CSTACK (entry shims, skipped like PyFrame_GetBack does); -1: none
+  int cframe_current;  // offset of current_frame in _PyCFrame; -1: PyThreadState holds current_frame itself
 };
 constexpr Layout kLayouts[] = {
     {11, 32, 40, 48, 56, 69, -1, 8},
@@ -35,8 +35,8 @@ constexpr int kStateWords = 32;
 constexpr uintptr_t kStateSpan = 1024;
 
 const Layout* g_layout = nullptr;
-int g_state_field = -1;         // byte offset in PyThreadState of cframe (3.11, 3.12) / current_frame (3.13)
-std::ptrdiff_t g_code_base = 0; // instruction pointer − code object address − offset in bytes
+int g_state_field = -1;          // byte offset in PyThreadState of cframe (3.11, 3.12) / current_frame (3.13)
+std::ptrdiff_t g_code_base = 0;  // instruction pointer − code object address − offset in bytes
 std::atomic<bool> g_ready{false};
 
 template <typename T>

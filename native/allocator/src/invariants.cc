@@ -142,9 +142,8 @@ std::string DeviceAllocator::check_invariants() {
       const Stat& have = p.first[t];
       if (have.current != p.second[t].current || have.peak < have.current ||
           (!accumulated_reset_ && have.allocated - have.freed != have.current)) {
-        err << name << "." << types[t] << ": current " << have.current << " (peak " << have.peak
-            << ", allocated-freed " << have.allocated - have.freed << ") but the blocks say "
-            << p.second[t].current;
+        err << name << "." << types[t] << ": current " << have.current << " (peak " << have.peak << ", allocated-freed "
+            << have.allocated - have.freed << ") but the blocks say " << p.second[t].current;
         return err.str();
       }
     }

@@ -8,7 +8,7 @@
 #include <unordered_map>
 
 #include "../../format/gpumem_format.h"
-#include "json.h"
+#include "../../format/json.h"
 #include "recorder.h"
 #include "writer.h"
 

@@ -27,8 +27,7 @@ static std::string fraction_text(double fraction) {
 std::string exabyte_message(int device, uint64_t requested, uint64_t device_total) {
   std::string m = "CUDA out of memory. Tried to allocate more than 1EB memory. The request is for " +
                   std::to_string(requested) + " bytes (" + format_size(requested) + "), larger than any GPU";
-  if (device_total)
-    m += ": GPU " + std::to_string(device) + " has a total capacity of " + format_size(device_total);
+  if (device_total) m += ": GPU " + std::to_string(device) + " has a total capacity of " + format_size(device_total);
   m += ". Cause: the request itself. Check the shape and dtype of the tensor being created (a size "
        "computed from an overflowed or uninitialised value is the usual culprit).";
   return m;
@@ -37,8 +36,8 @@ std::string exabyte_message(int device, uint64_t requested, uint64_t device_tota
 std::string oom_message(const OomFacts& f) {
   const uint64_t cached = f.reserved - f.allocated;  // reserved but unallocated
   const bool capped = f.limit != 0 && f.fraction < 1.0;
-  std::string m = "CUDA out of memory. Tried to allocate " + format_size(f.alloc_size) + ". GPU " +
-                  std::to_string(f.device);
+  std::string m =
+      "CUDA out of memory. Tried to allocate " + format_size(f.alloc_size) + ". GPU " + std::to_string(f.device);
   if (f.device_known)
     m += " has a total capacity of " + format_size(f.device_total) + " of which " + format_size(f.device_free) +
          " is free.";
@@ -48,8 +47,8 @@ std::string oom_message(const OomFacts& f) {
   if (f.alloc_size != f.requested)
     m += " The request was for " + format_size(f.requested) + "; the allocator had to reserve " +
          format_size(f.alloc_size) + " for it.";
-  m += " Of the memory reserved by the lens allocator (" + format_size(f.reserved) + "), " +
-       format_size(f.allocated) + " is allocated to tensors and " + format_size(cached) +
+  m += " Of the memory reserved by the lens allocator (" + format_size(f.reserved) + "), " + format_size(f.allocated) +
+       " is allocated to tensors and " + format_size(cached) +
        " is reserved but unallocated (largest free cached block: " + format_size(f.largest_free) + ").";
   if (capped)
     m += " The memory-fraction cap is " + format_size(f.limit) + " (per-process memory fraction " +
@@ -62,7 +61,8 @@ std::string oom_message(const OomFacts& f) {
     // Nothing held or cached matters: the device could never hold it (whatever the fraction). The
     // request, not its segment: a small request whose segment outgrows a tiny device is not "too large".
     m += "Cause: the request is larger than the whole GPU (" + format_size(f.rounded) + " > " +
-         format_size(f.device_total) + "). No setting or freeing can make it fit; check the shape and dtype "
+         format_size(f.device_total) +
+         "). No setting or freeing can make it fit; check the shape and dtype "
          "of the tensor being created.";
   } else if (capped && f.reserved + f.alloc_size > f.limit) {
     m += "Cause: the per-process memory fraction. The request needs " + format_size(f.alloc_size) +

@@ -24,8 +24,8 @@ struct OomFacts {
   uint64_t rounded = 0;     // after 512 B rounding
   uint64_t alloc_size = 0;  // what the driver would have had to provide
   uint64_t reserved = 0, allocated = 0, largest_free = 0;
-  uint64_t limit = 0;       // the memory-fraction cap in bytes; 0 = no fraction was ever set
-  double fraction = 1.0;    // the per-process memory fraction (1.0: the whole device)
+  uint64_t limit = 0;     // the memory-fraction cap in bytes; 0 = no fraction was ever set
+  double fraction = 1.0;  // the per-process memory fraction (1.0: the whole device)
   uint64_t device_free = 0, device_total = 0;
   bool device_known = false, capturing = false, expandable = false;
 };

@@ -15,9 +15,9 @@
 #include <vector>
 
 #include "../../format/gpumem_format.h"
+#include "../../format/json.h"
 #include "allocator_api.h"
 #include "device_sampler.h"
-#include "json.h"
 #include "process_hooks.h"
 #include "snapshot_pickle.h"
 #include "stack_capture.h"
@@ -35,13 +35,13 @@ struct Config {
 
 std::mutex g_cfg_mu;  // configure, on_init, shutdown
 Config g_cfg;
-std::atomic<bool> g_forked{false};    // this process is a fork child of the recording process
+std::atomic<bool> g_forked{false};  // this process is a fork child of the recording process
 std::atomic<bool> g_shut{false};
 std::atomic<uint32_t> g_snapshot_id{0};
 std::atomic<uint32_t> g_snapshot_files{0};
-int g_announced = 0;                  // devices announced with REC_DEVICE (under g_cfg_mu)
-std::vector<std::string> g_pci;       // per device: PCI bus id, for NVML (empty if unknown)
-Sources g_sources;                    // Note [Recorder sources]; set once, before the capture opens
+int g_announced = 0;             // devices announced with REC_DEVICE (under g_cfg_mu)
+std::vector<std::string> g_pci;  // per device: PCI bus id, for NVML (empty if unknown)
+Sources g_sources;               // Note [Recorder sources]; set once, before the capture opens
 std::atomic<bool> g_sources_set{false};
 
 // The recorder as the core's sink. Its wants_events() flag is the recorder's "active": events are
@@ -116,7 +116,7 @@ json::Value build_header(const json::Value& cfg, uint64_t mono, uint64_t wall) {
 // replay is wrong until it sees one).
 void sample_pass() {
   static uint64_t resynced_lost = 0;  // the sampler thread's own
-  on_init(core::device_count());  // in case the core never called on_init
+  on_init(core::device_count());      // in case the core never called on_init
   int n;
   std::vector<std::string> pci;
   {
@@ -211,8 +211,7 @@ bool configure(const char* text, const control::Handler& commands, std::string* 
   uint64_t sample = c.sample_interval_ms, trace_entries = 100000, limit = 64ull << 20, flush_ms = 50, budget = 0;
   std::string segments;
   if (!get_string(cfg, "capture_path", &c.capture_path, err) ||
-      !get_string(cfg, "control_socket", &c.control_socket, err) ||
-      !get_string(cfg, "segments", &segments, err) ||
+      !get_string(cfg, "control_socket", &c.control_socket, err) || !get_string(cfg, "segments", &segments, err) ||
       !get_uint(cfg, "sample_interval_ms", &sample, err) || !get_uint(cfg, "trace_entries", &trace_entries, err) ||
       !get_uint(cfg, "buffer_limit_bytes", &limit, err) || !get_uint(cfg, "flush_interval_ms", &flush_ms, err) ||
       !get_uint(cfg, "budget_bytes", &budget, err))
@@ -298,7 +297,8 @@ void announce_device(int device, const std::string& name, uint64_t total_bytes, 
     g_pci.push_back(d == device ? pci_bus_id : std::string());
     if (!writer::is_open() || d != device) continue;
     const uint32_t pci = pci_bus_id.empty() ? 0 : stacks::intern_string(pci_bus_id);
-    fmt::DeviceRec r{now_ns(), total_bytes, stacks::intern_string(name.empty() ? "CUDA device " + std::to_string(d) : name), pci};
+    fmt::DeviceRec r{now_ns(), total_bytes,
+                     stacks::intern_string(name.empty() ? "CUDA device " + std::to_string(d) : name), pci};
     writer::append(fmt::REC_DEVICE, uint8_t(d), 0, &r, sizeof r, nullptr, 0, true);
   }
 }
@@ -317,8 +317,8 @@ int64_t write_state(int device, uint32_t reason) {
     for (auto& s : segs) {
       if (s.device != d) continue;
       nseg++;
-      fmt::StateSegment ss{s.addr, s.size, s.stream, s.pool0, s.pool1, s.stack, s.flags, 0,
-                           uint32_t(s.blocks.size()), 0};
+      fmt::StateSegment ss{s.addr, s.size, s.stream, s.pool0, s.pool1, s.stack, s.flags, 0, uint32_t(s.blocks.size()),
+                           0};
       body.append(reinterpret_cast<const char*>(&ss), sizeof ss);
       for (auto& b : s.blocks) {
         fmt::StateBlock sb{b.addr, b.size, b.requested, b.stack, b.state, {0, 0, 0}};
@@ -326,8 +326,8 @@ int64_t write_state(int device, uint32_t reason) {
       }
     }
     fmt::StateRec sr{now_ns(), g_snapshot_id.fetch_add(1), reason, nseg, 0};
-    int64_t off = writer::append(fmt::REC_STATE, uint8_t(d), 0, &sr, sizeof sr, body.data(),
-                                 uint32_t(body.size()), true);
+    int64_t off =
+        writer::append(fmt::REC_STATE, uint8_t(d), 0, &sr, sizeof sr, body.data(), uint32_t(body.size()), true);
     if (first < 0) first = off;
   }
   return first;
@@ -414,4 +414,3 @@ void shutdown(int exit_code) {
 }
 
 }  // namespace gpumem::rec
-

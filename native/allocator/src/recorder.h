@@ -6,15 +6,15 @@
 #include <cstdint>
 #include <string>
 
+#include "allocator_api.h"
 #include "clock.h"
 #include "control_server.h"
-#include "allocator_api.h"
 #include "event_sink.h"
 
 namespace gpumem::rec {
 
-inline uint64_t now_ns() { return clock::now_ns(); }                  // CLOCK_MONOTONIC
-inline uint32_t thread_number() { return clock::thread_number(); }    // 0 = main
+inline uint64_t now_ns() { return clock::now_ns(); }                // CLOCK_MONOTONIC
+inline uint32_t thread_number() { return clock::thread_number(); }  // 0 = main
 bool recording();          // events are wanted (a capture file is open or the snapshot ring is on)
 uint32_t capture_stack();  // BEFORE any allocator lock; may take the GIL; 0 = none
 
@@ -56,8 +56,8 @@ int64_t take_snapshot(const char* pickle_path, std::string* err);
 void mark(const std::string& name, uint32_t kind);  // fmt::MarkerKind
 void notice(const std::string& text, uint32_t level);
 void tag(uint64_t addr, uint64_t size, uint32_t category, const char* name, int device);  // fmt::TagRec
-int process_rank();                                 // RANK from the environment (0 if unset)
-std::string default_snapshot_path();                // <capture folder>/snapshot-<pid>-<n>.pickle
+int process_rank();                   // RANK from the environment (0 if unset)
+std::string default_snapshot_path();  // <capture folder>/snapshot-<pid>-<n>.pickle
 
 // Ends the recording: stops the sampler and the control socket, writes the exit state (not from
 // atexit, when the allocator may be gone) and REC_END, closes the file. Idempotent; nothing in a fork

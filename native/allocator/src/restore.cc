@@ -45,8 +45,8 @@ void check_blocks(const SegmentView& v) {
   uint64_t at = v.addr;
   for (const BlockView& b : v.blocks) {
     if (b.addr != at || b.size == 0)
-      throw RestoreError("segment " + hex(v.addr) + ": its blocks do not cover it contiguously (block at " + hex(b.addr) +
-                         ", expected " + hex(at) + ")");
+      throw RestoreError("segment " + hex(v.addr) + ": its blocks do not cover it contiguously (block at " +
+                         hex(b.addr) + ", expected " + hex(at) + ")");
     if (b.addr % kMinBlockSize || b.size % kMinBlockSize)
       throw RestoreError("segment " + hex(v.addr) + ": block " + hex(b.addr) + " is not 512-byte aligned");
     if (b.state > fmt::BLOCK_ACTIVE_PENDING_FREE)
@@ -169,7 +169,8 @@ void DeviceAllocator::restore(const std::vector<SegmentView>& views, uint64_t re
       seg->pool = pool_of(*v);
       seg->stack = v->stack;
       Block* tail = nullptr;
-      for (const BlockView& b : v->blocks) tail = append(seg.get(), tail, b.addr, b.size, b.requested, b.stack, b.state, true);
+      for (const BlockView& b : v->blocks)
+        tail = append(seg.get(), tail, b.addr, b.size, b.requested, b.stack, b.state, true);
       add_stats(stats_.segment, seg->pool, 1);
       add_stats(stats_.reserved_bytes, seg->pool, int64_t(seg->size));
       account(seg.get());
@@ -204,8 +205,10 @@ void DeviceAllocator::restore(const std::vector<SegmentView>& views, uint64_t re
       for (const SegmentView* r : runs)
         if ((r->addr - base) % page || r->size % page)
           throw RestoreError("expandable segment " + hex(r->addr) + " is not whole " + format_size(page) +
-                             " pages from " + hex(base) + " (several reservations of one stream cannot be restored as one)");
-      if (size < last_end - base) throw RestoreError("expandable segment " + hex(base) + " does not fit its reservation");
+                             " pages from " + hex(base) +
+                             " (several reservations of one stream cannot be restored as one)");
+      if (size < last_end - base)
+        throw RestoreError("expandable segment " + hex(base) + " does not fit its reservation");
       sim->adopt_range(device_, base, size);
       auto seg = std::make_unique<Segment>();
       seg->addr = base;
@@ -225,7 +228,8 @@ void DeviceAllocator::restore(const std::vector<SegmentView>& views, uint64_t re
           seg->mapped[(a - base) / page] = kPageMapped;
         }
         // A segment, as reported, is one contiguous mapped run: adjacent runs count as one.
-        for (const BlockView& b : r->blocks) tail = append(seg.get(), tail, b.addr, b.size, b.requested, b.stack, b.state, true);
+        for (const BlockView& b : r->blocks)
+          tail = append(seg.get(), tail, b.addr, b.size, b.requested, b.stack, b.state, true);
         seg->mapped_bytes += r->size;
         add_stats(stats_.reserved_bytes, pool, int64_t(r->size));
         at = r->addr + r->size;

@@ -88,7 +88,7 @@ class SimBackend final : public Backend {
     bool done;
   };
   void check_device(int device) const;
-  void saw_done(Event event);  // under mu_
+  void saw_done(Event event);                                         // under mu_
   void check_mappable(int device, uint64_t addr, size_t size) const;  // under mu_
   // Maps a fresh physical page at addr if the capacity allows (under mu_; map_page and adopt_page).
   bool map_fresh(int device, uint64_t addr, size_t size);
@@ -99,9 +99,9 @@ class SimBackend final : public Backend {
   const uint64_t capacity_;
   mutable std::mutex mu_;
   std::vector<uint64_t> cursor_, used_;
-  std::vector<std::map<uint64_t, size_t>> segments_;  // per device: addr → size (cuMemAlloc)
-  std::vector<std::map<uint64_t, size_t>> pages_;     // per device: mapped page addr → size
-  std::vector<std::map<uint64_t, size_t>> ranges_;    // per device: reserved VA ranges
+  std::vector<std::map<uint64_t, size_t>> segments_;   // per device: addr → size (cuMemAlloc)
+  std::vector<std::map<uint64_t, size_t>> pages_;      // per device: mapped page addr → size
+  std::vector<std::map<uint64_t, size_t>> ranges_;     // per device: reserved VA ranges
   std::vector<std::map<uint64_t, uint64_t>> adopted_;  // per device: adopted [addr, end) (Note [Adopted memory])
   std::map<Event, SimEvent> events_;
   // Per device: a stream was synchronized since the last page was mapped (a simple model: unmapping

@@ -99,9 +99,9 @@ void emit_segments(fmt::PickleEmitter& p, FrameLists& frames) {
       }
       if (b.state != fmt::BLOCK_INACTIVE) active += b.size;
     }
-    ts::begin_segment(p, {seg.device, seg.addr, seg.size, allocated, active, requested, seg.stream,
-                          (seg.flags & fmt::kPoolSmall) != 0, seg.pool0, seg.pool1,
-                          (seg.flags & fmt::kSegExpandable) != 0});
+    ts::begin_segment(
+        p, {seg.device, seg.addr, seg.size, allocated, active, requested, seg.stream,
+            (seg.flags & fmt::kPoolSmall) != 0, seg.pool0, seg.pool1, (seg.flags & fmt::kSegExpandable) != 0});
     p.raw(frames.get(seg.stack));
     ts::begin_blocks(p);
     for (auto& b : seg.blocks) {
@@ -146,8 +146,8 @@ void on_event(uint8_t type, uint8_t device, const void* payload, uint32_t bytes)
       if (bytes < sizeof(fmt::SegmentEvent)) return;
       fmt::SegmentEvent s;
       std::memcpy(&s, payload, sizeof s);
-      e = Entry{s.t_ns, s.addr, s.size, s.stream, s.stack,
-                Action(uint8_t(Action::segment_alloc) + (type - fmt::REC_SEGMENT_ALLOC))};
+      e = Entry{s.t_ns,   s.addr,  s.size,
+                s.stream, s.stack, Action(uint8_t(Action::segment_alloc) + (type - fmt::REC_SEGMENT_ALLOC))};
       break;
     }
     case fmt::REC_OOM: {
@@ -158,8 +158,7 @@ void on_event(uint8_t type, uint8_t device, const void* payload, uint32_t bytes)
       e = Entry{o.t_ns, o.device_free, o.requested, o.stream, o.stack, Action::oom};
       break;
     }
-    default:
-      return;
+    default: return;
   }
   State& s = S();
   std::lock_guard<std::mutex> lk(s.mu);

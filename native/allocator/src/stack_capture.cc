@@ -102,10 +102,10 @@ struct Frame {
 struct Tables {
   std::mutex mu;  // Note [Lock hierarchy] (README.md): "stack tables"
   std::unordered_map<std::string, uint32_t> string_ids;
-  std::vector<const std::string*> strings{nullptr};  // index = id; points into string_ids' keys
+  std::vector<const std::string*> strings{nullptr};     // index = id; points into string_ids' keys
   std::unordered_map<std::string, uint32_t> frame_ids;  // key: the three ids as bytes
   std::vector<Frame> frames{Frame{0, 0, 0}};
-  std::unordered_multimap<uint64_t, uint32_t> stack_ids;  // hash of (flags, frame ids) → candidates
+  std::unordered_multimap<uint64_t, uint32_t> stack_ids;                    // hash of (flags, frame ids) → candidates
   std::vector<std::pair<uint32_t, std::vector<uint32_t>>> stacks{{0, {}}};  // (flags, frames)
   std::unordered_map<CodeKey, uint32_t, CodeKeyHash> code_frames;
 };
@@ -307,7 +307,7 @@ bool walk(uint32_t flags, uint32_t* stack_id, const FastFrames* fast) {
     std::lock_guard<std::mutex> lk(g_why_mu);
     g_why = "GPUMEM_GIL_FREE_WALK=0";
   } else if (!fast::ready() && !fast && p.Version && p.FrameType && p.GILState_GetThisThreadState &&
-      g_calibrations.load(std::memory_order_relaxed) < kMaxCalibrations) {
+             g_calibrations.load(std::memory_order_relaxed) < kMaxCalibrations) {
     g_calibrations.fetch_add(1);
     const char* why = nullptr;
     bool ok = fast::calibrate(tstate, innermost, p.FrameType, *p.Version, fast::PublicFrames{raw, keys, n}, &why);
@@ -441,7 +441,8 @@ uint32_t intern_frames(const std::vector<FrameInfo>& frames, uint32_t flags) {
   std::vector<uint32_t> ids;
   ids.reserve(frames.size());
   for (const FrameInfo& f : frames)
-    ids.push_back(intern_frame_locked(t, Frame{intern_string_locked(t, f.file), intern_string_locked(t, f.function), f.line}));
+    ids.push_back(
+        intern_frame_locked(t, Frame{intern_string_locked(t, f.file), intern_string_locked(t, f.function), f.line}));
   return intern_stack_locked(t, flags, ids);
 }
 

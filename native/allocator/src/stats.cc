@@ -36,12 +36,15 @@ std::string DeviceStats::to_json() const {
     kv.emplace_back(key + ".allocated", s.allocated);
     kv.emplace_back(key + ".freed", s.freed);
   };
-  const std::pair<const char*, const Stat*> arrays[] = {
-      {"allocation", allocation},           {"segment", segment},
-      {"active", active},                   {"inactive_split", inactive_split},
-      {"allocated_bytes", allocated_bytes}, {"reserved_bytes", reserved_bytes},
-      {"active_bytes", active_bytes},       {"inactive_split_bytes", inactive_split_bytes},
-      {"requested_bytes", requested_bytes}};
+  const std::pair<const char*, const Stat*> arrays[] = {{"allocation", allocation},
+                                                        {"segment", segment},
+                                                        {"active", active},
+                                                        {"inactive_split", inactive_split},
+                                                        {"allocated_bytes", allocated_bytes},
+                                                        {"reserved_bytes", reserved_bytes},
+                                                        {"active_bytes", active_bytes},
+                                                        {"inactive_split_bytes", inactive_split_bytes},
+                                                        {"requested_bytes", requested_bytes}};
   const char* types[kNumStatTypes] = {"all", "small_pool", "large_pool"};
   for (auto& a : arrays)
     for (int t = 0; t < kNumStatTypes; t++) add_stat(std::string(a.first) + "." + types[t], a.second[t]);

@@ -26,18 +26,17 @@ struct Stat {
 enum StatType { kAll = 0, kSmallPool = 1, kLargePool = 2, kNumStatTypes = 3 };
 
 struct DeviceStats {
-  Stat allocation[kNumStatTypes];            // blocks handed out and not yet freed
-  Stat segment[kNumStatTypes];               // driver allocations (expandable: mapped runs)
-  Stat active[kNumStatTypes];                // allocated + pending-free blocks
-  Stat inactive_split[kNumStatTypes];        // free blocks of split fixed segments (not releasable)
+  Stat allocation[kNumStatTypes];      // blocks handed out and not yet freed
+  Stat segment[kNumStatTypes];         // driver allocations (expandable: mapped runs)
+  Stat active[kNumStatTypes];          // allocated + pending-free blocks
+  Stat inactive_split[kNumStatTypes];  // free blocks of split fixed segments (not releasable)
   Stat allocated_bytes[kNumStatTypes];
   Stat reserved_bytes[kNumStatTypes];
   Stat active_bytes[kNumStatTypes];
   Stat inactive_split_bytes[kNumStatTypes];
-  Stat requested_bytes[kNumStatTypes];       // bytes callers asked for, before rounding
+  Stat requested_bytes[kNumStatTypes];           // bytes callers asked for, before rounding
   Stat oversize_allocations, oversize_segments;  // always 0: max_split_size is not supported (unset)
-  int64_t num_alloc_retries = 0, num_ooms = 0, num_sync_all_streams = 0, num_device_alloc = 0,
-          num_device_free = 0;
+  int64_t num_alloc_retries = 0, num_ooms = 0, num_sync_all_streams = 0, num_device_alloc = 0, num_device_free = 0;
   // Beyond PyTorch's schema (the bootstrap's memory_stats() drops them, Note [Stats schema]): trims
   // on growth that synchronized a stream, and pages they moved instead (Note [Page moves]).
   int64_t num_trim_syncs = 0, num_page_moves = 0;

@@ -108,7 +108,8 @@ uint64_t WhatIf::largest_without_growth(Stream stream) const {
     if (s.stream != stream) continue;
     const bool small = (s.flags & fmt::kPoolSmall) != 0;
     for (const BlockView& b : s.blocks)
-      if (b.state == fmt::BLOCK_INACTIVE) (small ? free_small : free_large) = std::max(small ? free_small : free_large, b.size);
+      if (b.state == fmt::BLOCK_INACTIVE)
+        (small ? free_small : free_large) = std::max(small ? free_small : free_large, b.size);
   }
   // Largest n in [lo, hi] (multiples of 512) with from_cache(n), assuming it holds for a prefix.
   auto search = [&](uint64_t lo, uint64_t hi, uint64_t guess) -> uint64_t {

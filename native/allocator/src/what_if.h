@@ -36,7 +36,7 @@ Policy policy_of(const Options& o);
 
 // Where a what-if starts: segments as DeviceAllocator::segments() reports them.
 struct AllocatorState {
-  uint64_t capacity = 0;       // the simulated device's memory (bytes)
+  uint64_t capacity = 0;  // the simulated device's memory (bytes)
   Policy policy = Policy::kLens;
   std::vector<SegmentView> segments;
   uint64_t reserved_peak = 0;  // the run's reserved peak so far, if known (Note [Restored state])

@@ -8,8 +8,8 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <cerrno>
 #include <atomic>
+#include <cerrno>
 #include <condition_variable>
 #include <cstdio>
 #include <cstring>
@@ -30,27 +30,27 @@ using Batch = std::vector<uint8_t>;
 constexpr size_t kBatchBytes = 1u << 20;  // a batch is handed to the writer thread when it reaches this
 
 struct State {
-  std::mutex mu;  // guards everything below except fd (writer thread / close only)
-  std::condition_variable wake;       // writer thread: work or stop
-  std::condition_variable written;    // flush(): a write pass finished
+  std::mutex mu;                    // guards everything below except fd (writer thread / close only)
+  std::condition_variable wake;     // writer thread: work or stop
+  std::condition_variable written;  // flush(): a write pass finished
   Batch cur;
   std::vector<Batch> full;
   std::vector<Batch> spare;
-  uint64_t queued = 0;         // bytes appended but not yet written
-  uint64_t offset = 0;         // capture offset of the next appended record
-  uint64_t lost_pending = 0;   // dropped since the last REC_LOST
+  uint64_t queued = 0;        // bytes appended but not yet written
+  uint64_t offset = 0;        // capture offset of the next appended record
+  uint64_t lost_pending = 0;  // dropped since the last REC_LOST
   uint64_t lost_total = 0;
   uint64_t written_through = 0;  // capture offset up to which bytes have been handed to write()
   bool flush_requested = false;
   bool stop = false;
   bool open = false;
   std::atomic<bool> write_failed{false};  // set once, by the writer thread (Note [Writer failure])
-  uint32_t max_string_id = 0;  // the largest REC_STRING id appended (the failure message takes the next)
-  uint64_t data_start = 0;     // capture offset of the first record
+  uint32_t max_string_id = 0;             // the largest REC_STRING id appended (the failure message takes the next)
+  uint64_t data_start = 0;                // capture offset of the first record
   // Budgeted captures (Note [Capture budget]): offsets above are logical (they never shrink); the file holds
   // logical offset x at x − shift. The writer thread alone touches the fields below.
   uint64_t shift = 0;
-  uint64_t prefix_end = 0;     // file offset where the full-detail window starts (after the compacted ranges)
+  uint64_t prefix_end = 0;  // file offset where the full-detail window starts (after the compacted ranges)
   std::unique_ptr<compactor::Compactor> compactor;
   std::atomic<uint64_t> compactions{0};
   Options opt;
@@ -163,8 +163,7 @@ class FailureReport {
     if (!ended_ && end_error_)
       line += " (the capture has no end record: " + std::string(std::strerror(end_error_)) + ")";
     line += "\n";
-    if (::write(2, line.data(), line.size()) < 0) {
-    }
+    if (::write(2, line.data(), line.size()) < 0) {}
   }
 
  private:
@@ -313,8 +312,8 @@ uint64_t compact_file(State& s, uint64_t file_end) {
     cut = std::min(pos, file_end);
   }
   std::string piece;
-  s.compactor->compact([&](const std::function<void(const compactor::RecordView&)>& fn) { scan(s.fd, prefix, cut, fn); },
-                       &piece);
+  s.compactor->compact(
+      [&](const std::function<void(const compactor::RecordView&)>& fn) { scan(s.fd, prefix, cut, fn); }, &piece);
   const std::string tmp = s.path + ".compacting";
   int nfd = ::open(tmp.c_str(), O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
   if (nfd < 0) return file_end;
@@ -411,10 +410,8 @@ bool pinned_type(uint8_t type) {
     case fmt::REC_SEGMENT_MAP:
     case fmt::REC_SEGMENT_UNMAP:
     case fmt::REC_DEVICE_SAMPLE:
-    case fmt::REC_STATS:
-      return false;
-    default:
-      return true;
+    case fmt::REC_STATS: return false;
+    default: return true;
   }
 }
 

@@ -26,7 +26,7 @@ def _is_python_version_dir(name):
 
 
 def is_user_file(path, internal_dirs=()):
-    """Note [User frames] (native/format/README.md): the one rule, also the reader's (model.cpp isUserPath);
+    """Note [User frames] (native/format/README.md): the one rule, also the reader's (model.cpp is_user_path);
     both pass native/format/user_frames_cases.json. A frame is the user's code unless its file name is empty
     or a pseudo-file ('<string>', '<frozen runpy>'), or a directory of its path is site-packages or
     dist-packages, or lib/pythonX[.Y][t] (or lib64/...: the standard library), or it lies in one of

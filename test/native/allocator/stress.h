@@ -36,8 +36,7 @@ inline void random_step(Fx& x, std::mt19937_64& rng, std::vector<Live>& mine, st
     try {
       uint64_t p = reinterpret_cast<uint64_t>(x.a.malloc(n, stream, 1));
       mine.push_back({p, round_size(n)});
-    } catch (const OutOfMemory&) {
-    }
+    } catch (const OutOfMemory&) {}
   } else if (op < 85 && !mine.empty()) {
     size_t i = rng() % mine.size();
     Live l = mine[i];

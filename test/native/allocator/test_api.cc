@@ -5,10 +5,10 @@
 #include <functional>
 
 #include "../../../native/allocator/include/gpumem_allocator.h"
+#include "../../../native/format/json.h"
 #include "allocator.h"
 #include "cuda_backend.h"
 #include "fixture.h"
-#include "../../../native/format/json.h"
 
 using namespace gpumem::core;
 using namespace t;

@@ -11,7 +11,8 @@ namespace d = gpumem::drv;
 static_assert(sizeof(d::CUmemAllocationProp) == sizeof(CUmemAllocationProp), "CUmemAllocationProp size");
 static_assert(offsetof(d::CUmemAllocationProp, location) == offsetof(CUmemAllocationProp, location), "location");
 static_assert(offsetof(d::CUmemAllocationProp, win32HandleMetaData) ==
-                  offsetof(CUmemAllocationProp, win32HandleMetaData), "win32HandleMetaData");
+                  offsetof(CUmemAllocationProp, win32HandleMetaData),
+              "win32HandleMetaData");
 static_assert(offsetof(d::CUmemAllocationProp, allocFlags) == offsetof(CUmemAllocationProp, allocFlags), "flags");
 static_assert(sizeof(d::CUmemAccessDesc) == sizeof(CUmemAccessDesc), "CUmemAccessDesc size");
 static_assert(d::CU_STREAM_CAPTURE_MODE_RELAXED == CU_STREAM_CAPTURE_MODE_RELAXED, "relaxed mode");

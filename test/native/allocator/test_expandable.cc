@@ -19,8 +19,8 @@ TEST(expandable_maps_pages_on_demand) {
   CHECK_EQ(x.reserved(), int64_t(2 * MiB));
   uint64_t l = x.m(30 * MiB);  // large pool: two 20 MiB pages
   CHECK_EQ(x.st().reserved_bytes[kLargePool].current, int64_t(40 * MiB));
-  CHECK_EQ(x.allocated(), int64_t(31 * MiB));  // expandable blocks split exactly
-  CHECK_EQ(x.a.segments().size(), size_t(2));  // two mapped runs, one per pool
+  CHECK_EQ(x.allocated(), int64_t(31 * MiB));          // expandable blocks split exactly
+  CHECK_EQ(x.a.segments().size(), size_t(2));          // two mapped runs, one per pool
   CHECK_EQ(x.st().segment[kAll].current, int64_t(0));  // Note [Segment stat]: PyTorch never counts them
   auto recs = fake::take();
   fake::set_recording(false);
@@ -39,7 +39,7 @@ TEST(expandable_grows_contiguously_into_the_next_page) {
   uint64_t a = x.m(15 * MiB), b = x.m(15 * MiB);
   CHECK_EQ(b, a + 15 * MiB);  // 5 MiB left in page 0 + page 1 mapped right after it
   CHECK_EQ(x.reserved(), int64_t(40 * MiB));
-  CHECK_EQ(x.a.segments().size(), size_t(1));  // one contiguous mapped run
+  CHECK_EQ(x.a.segments().size(), size_t(1));                // one contiguous mapped run
   CHECK_EQ(x.st().segment[kLargePool].current, int64_t(0));  // Note [Segment stat]
   auto segs = x.a.segments();
   CHECK_EQ(segs.size(), size_t(2 - 1));
@@ -87,7 +87,7 @@ TEST(expandable_unmaps_only_whole_free_pages) {
 TEST(expandable_oom_ladder_reuses_another_streams_free_pages) {
   Fx x(60 * MiB, true);
   uint64_t a = x.m(35 * MiB, 1);
-  x.f(a);  // stream 1 holds 40 MiB mapped but free
+  x.f(a);                         // stream 1 holds 40 MiB mapped but free
   uint64_t b = x.m(35 * MiB, 2);  // 40 + 40 > 60: unmap stream 1's pages, map stream 2's
   CHECK(b != 0);
   CHECK_EQ(x.reserved(), int64_t(40 * MiB));
@@ -102,7 +102,7 @@ TEST(expandable_middle_page_joining_two_runs_lists_one_segment) {
   x.empty();  // page 1 unmapped: two runs
   CHECK_EQ(x.a.segments().size(), size_t(2));
   CHECK_EQ(x.st().segment[kLargePool].current, int64_t(0));  // Note [Segment stat]
-  CHECK_EQ(x.m(20 * MiB), b);  // remapped in the hole: one run again
+  CHECK_EQ(x.m(20 * MiB), b);                                // remapped in the hole: one run again
   CHECK_EQ(x.a.segments().size(), size_t(1));
   (void)a, (void)c;
 }
@@ -110,7 +110,7 @@ TEST(expandable_middle_page_joining_two_runs_lists_one_segment) {
 static void trim_case(bool trim, int64_t want_reserved) {
   Fx x(GiB, true, trim);
   uint64_t a = x.m(20 * MiB), b = x.m(5 * MiB);  // page 0 = a, page 1 = b + 15 MiB free
-  x.f(a);                                          // page 0 wholly free, but too small for 30 MiB
+  x.f(a);                                        // page 0 wholly free, but too small for 30 MiB
   uint64_t c = x.m(30 * MiB);
   CHECK_EQ(c, b + 5 * MiB);  // lowest fitting run: after b, into a newly mapped page 2
   CHECK_EQ(x.reserved(), want_reserved);
@@ -184,10 +184,10 @@ TEST(expandable_trim_moves_a_same_stream_page_without_synchronizing) {
   CHECK_EQ(x.sim.remaps(), uint64_t(1));
   CHECK_EQ(x.st().num_page_moves, int64_t(1));
   CHECK_EQ(x.st().num_trim_syncs, int64_t(0));
-  CHECK_EQ(x.sim.driver_allocs(), allocs + 1);   // the remap's cuMemMap, no cuMemCreate
-  CHECK_EQ(x.sim.used(0), uint64_t(40 * MiB));   // one physical page shared by two addresses
+  CHECK_EQ(x.sim.driver_allocs(), allocs + 1);  // the remap's cuMemMap, no cuMemCreate
+  CHECK_EQ(x.sim.used(0), uint64_t(40 * MiB));  // one physical page shared by two addresses
   CHECK_EQ(x.reserved(), int64_t(40 * MiB));
-  CHECK(x.sim.is_mapped(0, a));                  // the old address waits for its event
+  CHECK(x.sim.is_mapped(0, a));  // the old address waits for its event
   auto recs = fake::take();
   fake::set_recording(false);
   auto unmaps = of_type(recs, fmt::REC_SEGMENT_UNMAP), maps = of_type(recs, fmt::REC_SEGMENT_MAP);
@@ -266,8 +266,7 @@ TEST(random_page_moves_keep_every_invariant) {
       try {
         const size_t n = (1 + rng() % 60) * MiB - rng() % 3 * 4 * KiB;
         live.emplace_back(x.m(n, rng() % 2), n);
-      } catch (const OutOfMemory&) {
-      }
+      } catch (const OutOfMemory&) {}
     } else if (op < 90 && !live.empty()) {
       const size_t k = rng() % live.size();
       x.f(live[k].first);

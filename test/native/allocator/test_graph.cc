@@ -22,7 +22,7 @@ static void graph_pool_case(bool expandable) {
   x.f(g2);  // back to the private pool, memory kept
   uint64_t again = x.m(8 * MiB, 5);
   CHECK_EQ(again, g2);  // reused inside the capture, from the private pool
-  x.empty();  // must not free anything during capture
+  x.empty();            // must not free anything during capture
   auto recs = fake::take();
   fake::set_recording(false);
   x.sim.set_capturing(false);

@@ -20,7 +20,7 @@ static std::string oom_text(Fx& x, size_t n, Stream s = 0) {
 TEST(oom_ladder_frees_cached_segments_and_retries) {
   Fx x(60 * MiB);
   fake::set_recording(true);
-  uint64_t a = x.m(5 * MiB, 1);  // a 20 MiB segment on stream 1
+  uint64_t a = x.m(5 * MiB, 1);   // a 20 MiB segment on stream 1
   x.f(a);                         // cached, unused by stream 2
   uint64_t b = x.m(50 * MiB, 2);  // 20 + 50 > 60: the ladder releases the cached segment, then succeeds
   CHECK(b != 0);

@@ -19,11 +19,11 @@ namespace {
 std::string dump(const std::vector<SegmentView>& segs) {
   std::ostringstream os;
   for (const SegmentView& s : segs) {
-    os << "seg " << std::hex << s.addr << std::dec << " size " << s.size << " stream " << s.stream << " pool " << s.pool0
-       << "," << s.pool1 << " flags " << s.flags << " stack " << s.stack << "\n";
+    os << "seg " << std::hex << s.addr << std::dec << " size " << s.size << " stream " << s.stream << " pool "
+       << s.pool0 << "," << s.pool1 << " flags " << s.flags << " stack " << s.stack << "\n";
     for (const BlockView& b : s.blocks)
-      os << "  block " << std::hex << b.addr << std::dec << " size " << b.size << " req " << b.requested << " stack " << b.stack
-         << " state " << int(b.state) << "\n";
+      os << "  block " << std::hex << b.addr << std::dec << " size " << b.size << " req " << b.requested << " stack "
+         << b.stack << " state " << int(b.state) << "\n";
   }
   return os.str();
 }
@@ -31,9 +31,9 @@ std::string dump(const std::vector<SegmentView>& segs) {
 std::string figures(const DeviceStats& s) {
   std::ostringstream os;
   for (int t = 0; t < kNumStatTypes; t++)
-    os << t << ": alloc " << s.allocation[t].current << " seg " << s.segment[t].current << " active " << s.active[t].current
-       << " split " << s.inactive_split[t].current << " allocB " << s.allocated_bytes[t].current << " resB "
-       << s.reserved_bytes[t].current << " activeB " << s.active_bytes[t].current << " splitB "
+    os << t << ": alloc " << s.allocation[t].current << " seg " << s.segment[t].current << " active "
+       << s.active[t].current << " split " << s.inactive_split[t].current << " allocB " << s.allocated_bytes[t].current
+       << " resB " << s.reserved_bytes[t].current << " activeB " << s.active_bytes[t].current << " splitB "
        << s.inactive_split_bytes[t].current << " reqB " << s.requested_bytes[t].current << "\n";
   return os.str();
 }
@@ -97,7 +97,8 @@ void round_trip(bool expandable, bool trim) {
 }
 
 // One segment of `size` at the simulated device's base with the given blocks (state, size, requested).
-SegmentView segment(uint64_t addr, bool expandable, std::vector<std::tuple<uint8_t, uint64_t, uint64_t>> blocks, Stream stream = 0) {
+SegmentView segment(uint64_t addr, bool expandable, std::vector<std::tuple<uint8_t, uint64_t, uint64_t>> blocks,
+                    Stream stream = 0) {
   SegmentView v{};
   v.addr = addr;
   v.stream = stream;
@@ -158,7 +159,8 @@ TEST(restore_refuses_a_state_of_the_other_segment_kind_and_overlaps) {
 TEST(empty_cache_releases_whole_free_pages_of_an_expandable_segment_that_holds_tensors) {
   // [0,5) tensor, [5,65) free, [65,70) tensor, [70,80) free: pages [20,40) and [40,60) are whole and free.
   auto layout = [](bool expandable) {
-    return segment(kBase, expandable, {{A, 5 * MiB, 5 * MiB}, {F, 60 * MiB, 0}, {A, 5 * MiB, 5 * MiB}, {F, 10 * MiB, 0}});
+    return segment(kBase, expandable,
+                   {{A, 5 * MiB, 5 * MiB}, {F, 60 * MiB, 0}, {A, 5 * MiB, 5 * MiB}, {F, 10 * MiB, 0}});
   };
   CHECK_EQ(what_if(Policy::kPytorch, {layout(false)}).empty_cache(), uint64_t(0));
   CHECK_EQ(what_if(Policy::kPytorchExpandable, {layout(true)}).empty_cache(), uint64_t(40 * MiB));
@@ -193,35 +195,38 @@ TEST(pending_frees_are_not_reused_but_empty_cache_waits_for_them) {
 TEST(largest_request_without_growth_differs_by_policy) {
   // [0,20) tensor, [20,40) free, [40,60) tensor, [60,100) free: 100 MiB mapped (five 20 MiB pages).
   auto layout = [](bool expandable) {
-    return segment(kBase, expandable, {{A, 20 * MiB, 20 * MiB}, {F, 20 * MiB, 0}, {A, 20 * MiB, 20 * MiB}, {F, 40 * MiB, 0}});
+    return segment(kBase, expandable,
+                   {{A, 20 * MiB, 20 * MiB}, {F, 20 * MiB, 0}, {A, 20 * MiB, 20 * MiB}, {F, 40 * MiB, 0}});
   };
   const uint64_t fixed = what_if(Policy::kPytorch, {layout(false)}).largest_without_growth(0);
   const uint64_t no_trim = what_if(Policy::kLensNoTrim, {layout(true)}).largest_without_growth(0);
   const uint64_t lens_at_peak = what_if(Policy::kLens, {layout(true)}).largest_without_growth(0);
-  const uint64_t lens_below_peak = what_if(Policy::kLens, {layout(true)}, 16 * GiB, 200 * MiB).largest_without_growth(0);
+  const uint64_t lens_below_peak =
+      what_if(Policy::kLens, {layout(true)}, 16 * GiB, 200 * MiB).largest_without_growth(0);
   CHECK_EQ(fixed, uint64_t(40 * MiB));
   CHECK_EQ(no_trim, uint64_t(40 * MiB));
-  CHECK_EQ(lens_at_peak, uint64_t(60 * MiB));  // the free page at [20,40) moves behind the last free block
+  CHECK_EQ(lens_at_peak, uint64_t(60 * MiB));     // the free page at [20,40) moves behind the last free block
   CHECK_EQ(lens_below_peak, uint64_t(40 * MiB));  // below its peak the lens allocator maps new pages
   // The answers are what a request does: the largest is served from the cache, 512 B more is not.
   WhatIf lens = what_if(Policy::kLens, {layout(true)});
   CHECK_EQ(outcome_name(lens.request(lens_at_peak, 0).outcome), std::string("from-cache"));
   RequestAnswer more = lens.request(lens_at_peak + 512, 0);
   CHECK_EQ(outcome_name(more.outcome), std::string("grows"));
-  CHECK_EQ(more.grows_by, uint64_t(20 * MiB));       // two pages more: one moved, one new
+  CHECK_EQ(more.grows_by, uint64_t(20 * MiB));  // two pages more: one moved, one new
   CHECK_EQ(more.reserved_after, uint64_t(120 * MiB));
   // Another stream's free memory does not serve this stream.
   CHECK_EQ(what_if(Policy::kPytorch, {layout(false)}).largest_without_growth(5), uint64_t(0));
 }
 
 TEST(request_at_capacity_is_an_oom_with_the_allocators_own_message) {
-  auto segs = std::vector<SegmentView>{segment(kBase, false, {{A, 60 * MiB, 60 * MiB}}), segment(kBase + GiB, false, {{F, 20 * MiB, 0}})};
+  auto segs = std::vector<SegmentView>{segment(kBase, false, {{A, 60 * MiB, 60 * MiB}}),
+                                       segment(kBase + GiB, false, {{F, 20 * MiB, 0}})};
   WhatIf w = what_if(Policy::kPytorch, segs, 100 * MiB);
   RequestAnswer r = w.request(50 * MiB, 0);
   CHECK_EQ(outcome_name(r.outcome), std::string("oom"));
   CHECK(r.oom_message.rfind("CUDA out of memory. Tried to allocate 50.00 MiB.", 0) == 0);
   CHECK_EQ(r.reserved_after, uint64_t(60 * MiB));  // the ladder released the free segment first
-  r = w.request(40 * MiB, 0);  // fits once the free segment is released
+  r = w.request(40 * MiB, 0);                      // fits once the free segment is released
   CHECK_EQ(outcome_name(r.outcome), std::string("grows"));
   CHECK_EQ(r.reserved_after, uint64_t(100 * MiB));
   CHECK_EQ(outcome_name(w.request(20 * MiB, 0).outcome), std::string("from-cache"));

@@ -76,7 +76,15 @@ def main(scenarios):
     if len(sys.argv) > 2 and sys.argv[1] == "--scenario":
         scenarios[sys.argv[2]](*sys.argv[3:])
         return
+    # One results line per test (Note [Results format] in test/README.md), named recorder/<script>.<Class>.<test>.
+    sys.path.insert(0, os.path.join(ROOT, "test", "tools"))
+    import results_unittest
+
+    script = "recorder/" + os.path.splitext(os.path.basename(sys.argv[0]))[0]
     if not os.path.exists(SO):
         print("SKIP: %s not built (make -C native/allocator)" % SO)
+        subprocess.run(["sh", os.path.join(ROOT, "test", "tools", "emit-result.sh"), script, "skip",
+                        "%s not built (make -C native/allocator)" % SO], check=False)
         return
-    unittest.main()
+    results_unittest.JsonLinesResult.main_module = script
+    unittest.main(testRunner=unittest.TextTestRunner(verbosity=2, resultclass=results_unittest.JsonLinesResult))

@@ -4,7 +4,11 @@
 #include <stddef.h>
 
 typedef void* (*malloc_fn)(size_t, int, void*);
-struct job { malloc_fn fn; size_t size; void* result; };
+struct job {
+  malloc_fn fn;
+  size_t size;
+  void* result;
+};
 
 static void* run(void* arg) {
   struct job* j = (struct job*)arg;

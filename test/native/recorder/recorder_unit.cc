@@ -14,13 +14,13 @@
 #include <thread>
 #include <vector>
 
-#include "../../../native/format/gpumem_format.h"
-#include "../../../native/format/pickle_emit.h"
 #include "../../../native/allocator/include/gpumem_allocator.h"
+#include "../../../native/format/gpumem_format.h"
+#include "../../../native/format/json.h"
+#include "../../../native/format/pickle_emit.h"
+#include "../check.h"
 #include "control_commands.h"
 #include "control_server.h"
-#include "../../../native/format/json.h"
-#include "../check.h"
 #include "recorder.h"
 #include "snapshot_pickle.h"
 #include "writer.h"
@@ -80,8 +80,8 @@ int main() {
   run("json_round_trip_and_unicode", [] {
     json::Value v;
     std::string err;
-    CHECK(json::parse(R"({"a":[1,-2,2.5,true,false,null],"s":"\u00e9\ud83d\ude00\n","big":9007199254740993})", &v,
-                      &err));
+    CHECK(
+        json::parse(R"({"a":[1,-2,2.5,true,false,null],"s":"\u00e9\ud83d\ude00\n","big":9007199254740993})", &v, &err));
     CHECK(v.find("big")->as_int() == 9007199254740993LL);  // exact beyond double precision
     CHECK(v.find("s")->as_string() == "\xc3\xa9\xf0\x9f\x98\x80\n");
     CHECK(v.dump() == R"({"a":[1,-2,2.5,true,false,null],"s":"é😀\n","big":9007199254740993})");
@@ -100,8 +100,8 @@ int main() {
     fmt::PickleEmitter p;
     p.begin();
     p.begin_list();
-    for (int64_t v : std::vector<int64_t>{0, 255, 256, 65535, 65536, -1, -129, 2147483647, 2147483648LL,
-                                          -2147483649LL, INT64_MIN})
+    for (int64_t v :
+         std::vector<int64_t>{0, 255, 256, 65535, 65536, -1, -129, 2147483647, 2147483648LL, -2147483649LL, INT64_MIN})
       p.integer(v);
     p.uinteger(UINT64_MAX);
     const uint8_t big[] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1};  // 2**128
@@ -118,9 +118,11 @@ int main() {
     p.boolean(false);
     p.end_list();
     p.end();
-    std::string want = "[0, 255, 256, 65535, 65536, -1, -129, 2147483647, 2147483648, -2147483649, "
-                       "-9223372036854775808, 18446744073709551615, 340282366920938463463374607431768211456, "
-                       "-0.5, 'yyy', '" + std::string(256, 'z') + "', b'ab', (), {}, None, False]";
+    std::string want =
+        "[0, 255, 256, 65535, 65536, -1, -129, 2147483647, 2147483648, -2147483649, "
+        "-9223372036854775808, 18446744073709551615, 340282366920938463463374607431768211456, "
+        "-0.5, 'yyy', '" +
+        std::string(256, 'z') + "', b'ab', (), {}, None, False]";
     CHECK(python_repr(p.bytes()) == want);
   });
 
@@ -128,9 +130,12 @@ int main() {
 
   run("configure_rejects_bad_types_clearly", [] {
     std::string err;
-    CHECK(!rec::configure(R"({"stacks": "yes"})", rec::control::handle_line, &err) && err.find("\"stacks\" must be true or false") == 0);
-    CHECK(!rec::configure(R"({"sample_interval_ms": -1})", rec::control::handle_line, &err) && err.find("non-negative") != std::string::npos);
-    CHECK(!rec::configure(R"({"capture_path": 3})", rec::control::handle_line, &err) && err.find("must be a string") != std::string::npos);
+    CHECK(!rec::configure(R"({"stacks": "yes"})", rec::control::handle_line, &err) &&
+          err.find("\"stacks\" must be true or false") == 0);
+    CHECK(!rec::configure(R"({"sample_interval_ms": -1})", rec::control::handle_line, &err) &&
+          err.find("non-negative") != std::string::npos);
+    CHECK(!rec::configure(R"({"capture_path": 3})", rec::control::handle_line, &err) &&
+          err.find("must be a string") != std::string::npos);
     CHECK(!rec::configure("[]", rec::control::handle_line, &err) && err.find("JSON object") != std::string::npos);
     CHECK(!rec::configure(R"({"capture_path": "/nonexistent-dir/x.gpumem"})", rec::control::handle_line, &err) &&
           err.find("cannot create capture file") != std::string::npos);
@@ -193,7 +198,8 @@ int main() {
 
   run("control_handle_line_errors_and_id_echo", [] {
     const std::string unknown = rec::control::handle_line(R"({"cmd":"nope","id":7})");
-    CHECK(unknown == R"J({"ok":false,"error":"unknown cmd \"nope\" (expected ping, empty_cache, snapshot or mark)","id":7})J");
+    CHECK(unknown ==
+          R"J({"ok":false,"error":"unknown cmd \"nope\" (expected ping, empty_cache, snapshot or mark)","id":7})J");
     const std::string emptied = rec::control::handle_line(R"({"cmd":"empty_cache"})");
     CHECK(emptied == R"({"ok":true,"reserved_before":2097152,"reserved_after":0})");
   });
@@ -209,8 +215,9 @@ int main() {
         "ref=[e for e in pickle.load(open(sys.argv[1],'rb'))['device_traces'][0] if e['action']=='oom'][0]\n"
         "ours=[e for e in pickle.load(open(sys.argv[2],'rb'))['device_traces'][0] if e['action']=='oom'][-1]\n"
         "same={k:type(v) for k,v in ref.items()}=={k:type(v) for k,v in ours.items()}\n"
-        "sys.exit(0 if same and ours['device_free']==123456789 and ours['size']==3<<30 else 1)\" "
-        GPUMEM_FIXTURES "/mlp-oom.pickle " + ours;
+        "sys.exit(0 if same and ours['device_free']==123456789 and ours['size']==3<<30 else 1)\" " GPUMEM_FIXTURES
+        "/mlp-oom.pickle " +
+        ours;
     CHECK(std::system(cmd.c_str()) == 0);
   });
 

@@ -3,22 +3,24 @@
 
 Usage: owners_at.py SNAPSHOT.pickle '[t_us, ...]'   (times ascending; device 0)
 
-The owner of an allocation is its innermost user frame (issue #4's rule: not site-packages/dist-packages,
-not the standard library lib/pythonX.Y/, not a pseudo-file '<...>'), "<no user frame>:0" without one.
+The owner of an allocation is its innermost user frame (Note [User frames]: the one rule, through its Python
+implementation gpumem._where.is_user_file, which passes native/format/user_frames_cases.json like the
+reader's), "<no user frame>:0" without one.
 The start is issue #4's: blocks allocated at the end, less the trace's allocations, plus its frees; at
 time t every event with time_us <= t has happened. Prints JSON: [{allocated, owners: {"file:line":
 {bytes, count}}}, ...] — what the timeline's owner groups must show (Note [Owner bands]).
 """
 import json
+import os
 import pickle
-import re
 import sys
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "..", "native", "python"))
+from gpumem._where import is_user_file  # noqa: E402  (Note [User frames]: the one rule)
 
-def is_user(path):
-    p = path.replace('\\', '/')
-    return not (p == '' or p.startswith('<') or 'site-packages/' in p or 'dist-packages/' in p
-                or re.search(r'(^|/)lib/python[0-9.]+/', p))
+
+def is_user(path, internal_dirs=()):
+    return is_user_file(path, internal_dirs)
 
 
 def owner(entry):

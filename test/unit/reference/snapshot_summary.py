@@ -9,28 +9,25 @@ bootstrap's own frames, which the reader skips so attribution lands on the user'
 It follows the issue's definitions literally and shares no code with the native reader, so the tests
 compare two independent computations from the same file. Decisions the issue leaves open are the same as
 the reader's and are marked "Decision".
+
+Which frames are the user's is not re-decided here: Note [User frames] has one rule, and its Python
+implementation (gpumem._where.is_user_file, the bootstrap's, tested against native/format/user_frames_cases.json
+like the reader's C++ one) is what this script uses. It is still independent of the reader's code.
 """
 import json
+import os
 import pickle
-import re
 import sys
 
-STDLIB = re.compile(r"(^|/)lib/python\d+(\.\d+)?/")
-
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "..", "native", "python"))
+from gpumem._where import is_user_file  # noqa: E402  (Note [User frames]: the one rule)
 
 NON_USER_DIRS = []
 
 
 def is_user(path):
-    # Decision: an empty file name cannot be opened, so it counts as no user frame (like '<string>').
-    if not path or path.startswith("<"):
-        return False
-    if any(path.startswith(d.rstrip("/") + "/") for d in NON_USER_DIRS):
-        return False
-    p = path.replace("\\", "/")
-    if "site-packages/" in p or "dist-packages/" in p:
-        return False
-    return not STDLIB.search(p)
+    # An empty file name or a pseudo-file ('<string>') is no user frame; NON_USER_DIRS are the tool's own.
+    return is_user_file(path, NON_USER_DIRS)
 
 
 def innermost_user(frames):
