@@ -58,7 +58,10 @@ class CaptureDecoder {
       d = &m.device(device);
       d->start_empty = true;
       // Most of a capture is block events (56 bytes with their header): size the columns once.
-      if (size_hint_) d->reserve(std::min<uint64_t>(size_hint_ / 56 + 16, 1u << 30));
+      if (size_hint_) {
+        d->reserve(std::min<uint64_t>(size_hint_ / 56 + 16, 1u << 30));
+        d->advise_huge_columns();  // Note [Huge columns]
+      }
     }
     return *d;
   }
