@@ -114,6 +114,33 @@ test('live tail: a record cut in half waits for the next poll; only new bytes ar
   m.close();
 });
 
+test('live tail: markers read before a poll are read again after it (Note [Marker cache]); callers get their own copies', () => {
+  const dir = tmpDir();
+  const { cap } = makeCapture(dir, 'livemk', '--events', 500);
+  const whole = openModel(cap);
+  const all = whole.markers(0);
+  whole.close();
+  assert.deepEqual(
+    all.map((k) => k.label),
+    ['halfway'],
+  );
+  const full = fs.readFileSync(cap);
+  // Cut right before the user marker 'halfway' (REC_MARKER = 41): the first read has no marker yet.
+  const marker = records(full).find((r) => r.type === 41);
+  const growing = path.join(dir, 'growing-markers.gpumem');
+  fs.writeFileSync(growing, full.subarray(0, marker.offset));
+  const m = openModel(growing);
+  assert.deepEqual(m.markers(0), []);
+  fs.appendFileSync(growing, full.subarray(marker.offset));
+  assert.ok(m.poll() > 0);
+  const after = m.markers(0);
+  assert.deepEqual(after, all);
+  after[0].label = 'changed by a caller';
+  after.push({ ...all[0], label: 'added by a caller' });
+  assert.deepEqual(m.markers(0), all, 'a caller changing its markers changes no one else’s');
+  m.close();
+});
+
 test('a damaged record stops decoding with its offset; every event before it is kept', () => {
   const dir = tmpDir();
   const { cap } = makeCapture(dir, 'dmg', '--events', 1000, '--seed', 2);
