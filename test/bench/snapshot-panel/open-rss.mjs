@@ -1,6 +1,8 @@
 // Peak resident memory of opening a snapshot the way the panel does (asynchronous open, then the queries
 // of its first paint: summary, markers, sites, the whole-trace timeline with its bands), in a fresh
-// process so nothing else counts. Prints one JSON line: { openMs, queriesMs, maxRssMiB }.
+// process so nothing else counts. Prints one JSON line: { openMs, queriesMs, maxRssMiB, readCpuMs, queriesCpuMs }:
+// readCpuMs is the reader thread's CPU time (decode + derive, native timings()), queriesCpuMs the process's CPU
+// time during the queries; on a loaded machine they measure the work where wall time measures the neighbours.
 //   node --import ./test/tools/ts-loader.mjs test/bench/snapshot-panel/open-rss.mjs FILE
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -14,10 +16,21 @@ const file = process.argv[2];
 const t0 = performance.now();
 const model = await openModelAsync(file);
 const t1 = performance.now();
+const cpu1 = process.cpuUsage();
 const session = new SnapshotSession(model, { fileName: path.basename(file) });
 session.deviceMessages(0);
 const { t0Us, t1Us } = model.timeRange(0);
 session.timeline(1, 0, t0Us, t1Us, 1300, 3000);
 const t2 = performance.now();
-console.log(JSON.stringify({ openMs: Math.round(t1 - t0), queriesMs: Math.round(t2 - t1), maxRssMiB: Math.round(process.resourceUsage().maxRSS / 1024) }));
+const cpu = process.cpuUsage(cpu1);
+const timings = JSON.parse(model.handle?.timings?.() ?? '{}');
+console.log(
+  JSON.stringify({
+    openMs: Math.round(t1 - t0),
+    queriesMs: Math.round(t2 - t1),
+    maxRssMiB: Math.round(process.resourceUsage().maxRSS / 1024),
+    readCpuMs: Math.round(((timings.decodeCpuNs ?? 0) + (timings.deriveCpuNs ?? 0)) / 1e6),
+    queriesCpuMs: Math.round((cpu.user + cpu.system) / 1000),
+  }),
+);
 model.close();
