@@ -10,14 +10,24 @@ $(BUILD)/native_thread.so: $(REC_TESTDIR)/native_thread.c
 	@mkdir -p $(BUILD)
 	$(CC) -O1 -shared -fPIC -pthread -o $@ $<
 
-$(BUILD)/recorder_asan: $(REC_SRCS) $(REC_UNIT) $(HDRS) $(REC_TESTDIR)/../check.h
-	@mkdir -p $(BUILD)
-	$(CXX) $(STD) -O1 -g -fno-omit-frame-pointer -fsanitize=address,undefined -fno-sanitize-recover=undefined \
-	  $(WARN) $(REC_DEFS) -Isrc -o $@ $(REC_SRCS) $(REC_UNIT) -ldl -lpthread
+# The recorder's sources reuse the per-file sanitizer objects of `make test` (same flags), so `make -j`
+# builds each file once per sanitizer, in parallel; only the two test files need the fixtures path.
+REC_ASAN_OBJS := $(patsubst %.cc,$(BUILD)/asan/%.o,$(notdir $(REC_SRCS))) \
+                 $(BUILD)/asan-rec/recorder_unit.o $(BUILD)/asan-rec/fake_core.o
+REC_TSAN_OBJS := $(patsubst %.cc,$(BUILD)/tsan/%.o,$(notdir $(REC_SRCS))) \
+                 $(BUILD)/tsan-rec/recorder_unit.o $(BUILD)/tsan-rec/fake_core.o
+$(BUILD)/asan-rec/%.o: $(REC_TESTDIR)/%.cc $(HDRS) $(REC_TESTDIR)/../check.h
+	@mkdir -p $(dir $@)
+	$(CXX) $(STD) $(ASAN) $(WARN) $(REC_DEFS) -Isrc -c -o $@ $<
+$(BUILD)/tsan-rec/%.o: $(REC_TESTDIR)/%.cc $(HDRS) $(REC_TESTDIR)/../check.h
+	@mkdir -p $(dir $@)
+	$(CXX) $(STD) $(TSAN) $(WARN) $(REC_DEFS) -Isrc -c -o $@ $<
 
-$(BUILD)/recorder_tsan: $(REC_SRCS) $(REC_UNIT) $(HDRS) $(REC_TESTDIR)/../check.h
-	@mkdir -p $(BUILD)
-	$(CXX) $(STD) -O1 -g -fsanitize=thread $(WARN) $(REC_DEFS) -Isrc -o $@ $(REC_SRCS) $(REC_UNIT) -ldl -lpthread
+$(BUILD)/recorder_asan: $(REC_ASAN_OBJS)
+	$(CXX) $(ASAN) -o $@ $^ -ldl -lpthread
+
+$(BUILD)/recorder_tsan: $(REC_TSAN_OBJS)
+	$(CXX) $(TSAN) -o $@ $^ -ldl -lpthread
 
 .PHONY: test-recorder
 test-recorder: $(LIB) $(BUILD)/native_thread.so $(BUILD)/recorder_asan $(BUILD)/recorder_tsan

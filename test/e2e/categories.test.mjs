@@ -4,7 +4,8 @@
 // --leak --module-paths: its phase marks, tags and module marks are the bootstrap's). The live panel names the
 // leak as it appears; the capture opened in the snapshot panel shows the Categories tab with what the loop made,
 // by construction: 3 × 4 MiB parameters, 3 × 4 MiB gradients, 3 × 8 MiB optimizer state, activations by module
-// path, the kept tensors as "other", and the leak finding on the line that keeps them.
+// path, the kept tensors as "other", and the leak finding on the line that allocated them, with the line that keeps
+// them (history.append) from the bootstrap's keeper notice (--keeper, Note [Leak keeper]) in both panels.
 import assert from 'node:assert/strict';
 import fs from 'node:fs';
 import os from 'node:os';
@@ -21,7 +22,7 @@ const STEPS = 6;
 const REPLAY = path.join(ROOT, 'test/e2e/replay');
 const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'gpumem-categories-e2e-'));
 const capture = path.join(tmp, 'train.gpumem');
-const info = needsAllocator ? undefined : simTraining(STEPS, ['--leak', String(LEAK), '--module-paths'], { capture }).info;
+const info = needsAllocator ? undefined : simTraining(STEPS, ['--leak', String(LEAK), '--module-paths', '--keeper'], { capture }).info;
 
 let vsc;
 const step = needsAllocator
@@ -49,6 +50,10 @@ test('the live panel stacks categories and names the leak of the kept tensors', 
     await leak.waitFor({ timeout: 60_000 });
     assert.equal(Number(await leak.getAttribute('data-growth')), LEAK);
     assert.match(await leak.textContent(), new RegExp(`sim_training\\.py:${info.lines.leak} keeps 64\\.0 KiB more at each step end \\(steps 1–`));
+    // the keeper notice comes at step 5's end, after the finding first shows (3 growing step ends)
+    const kept = panel.locator('[data-testid=live-leak]', { hasText: 'kept alive by history' }).first();
+    await kept.waitFor({ timeout: 60_000 });
+    assert.match(await kept.textContent(), new RegExp(`kept alive by history \\(a list: 4 tensors with autograd graphs, 256 KiB\\), stored at \\S*sim_training\\.py:${info.lines.keeper}: history\\.append\\(kept\\)`));
     const optimizer = panel.locator('[data-testid=live-categories] .categories-item[data-category=optimizer_state]').first();
     assert.equal(Number(await optimizer.getAttribute('data-bytes')), 24 * MiB);
     await vsc.screenshot('categories-live');
@@ -77,6 +82,9 @@ test('the snapshot panel\'s Categories tab shows the categories at the peak, the
     const finding = frame.locator('[data-testid=leak-finding]');
     assert.equal(Number(await finding.getAttribute('data-growth')), LEAK);
     assert.match(await finding.textContent(), new RegExp(`:${info.lines.leak} keeps 64\\.0 KiB more at each step end \\(steps 1–${STEPS}`));
+    const keeper = frame.locator('[data-testid=leak-finding] [data-testid=leak-keeper]');
+    assert.equal(await keeper.getAttribute('data-match'), 'address');
+    assert.match(await keeper.locator('[data-testid=leak-keeper-line]').textContent(), new RegExp(`sim_training\\.py:${info.lines.keeper}$`));
     await vsc.screenshot('categories-snapshot');
   });
 });

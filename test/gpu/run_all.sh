@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Every GPU check in one device call (device time is scarce). Build here first, then carry dist/native:
 #   make -C native/allocator && <device run, carry dist/native> bash test/gpu/run_all.sh [stage…]
-# Stages: env allocator workload sanitizer stacks micro steps frag probes varlen leaks pytorch-tests summaries categories what-if resnet-overhead long-run advice pytorch-mode (default: env allocator stacks workload sanitizer).
+# Stages: env allocator workload sanitizer stacks micro steps frag probes varlen leaks pytorch-tests summaries categories what-if resnet-overhead long-run advice pytorch-mode ranks-2gpu (default: env allocator stacks workload sanitizer).
 # Each of micro, steps and frag is one part of test/gpu/bench_allocator.py; "bench" runs all three.
 # Results land under $OUT (logs + JSON), one file per stage, so they come back with the call.
 set -u
@@ -59,6 +59,7 @@ for s in "${stages[@]}"; do
     # Issue 15: where the lens allocator's ResNet-50 step time goes while settling and after (probe, not a test).
     resnet-overhead) run_stage resnet-overhead 420 python3 test/gpu/probes/resnet_overhead.py --so "$SO" --out "$OUT/resnet-overhead" ;;
     # Issue 17: steps found from the bootstrap's facts, and history.append(loss) found as a leak on its line.
+    # The finding carries the keeper the bootstrap named: the history.append(loss) line (Note [Leak keeper]).
     leaks) run_stage leaks 180 python3 test/gpu/steps_check.py --out "$OUT/leaks" ;;
     # Issue 20: PyTorch's own memory tests natively and under `gpumem run`, compared (needs the carried
     # .carry/pytorch-tests/test_cuda.py from test/gpu/extract_pytorch_tests.py). Ends with PASS or FAIL.
@@ -84,6 +85,10 @@ for s in "${stages[@]}"; do
     # Issue 15: the PyTorch-allocator mode under `gpumem run` (auto) against native runs; needs g++ for the
     # observer's first build, and Node + dist/cli.js (GPUMEM_NODE) for the summaries. JSON: $OUT/pytorch-mode/.
     pytorch-mode) run_stage pytorch-mode 420 python3 test/gpu/pytorch_mode_check.py --out "$OUT/pytorch-mode" ;;
+    # Issue 16 on the 2-GPU machine (nvidia-h100-x2): torchrun DDP (NCCL, a rank per GPU) under gpumem run; gpumem
+    # summary of the session folder shows both ranks, each peak equal to the rank's own max_memory_allocated, rank
+    # 1's extra 512 MiB flagged. Needs dist/cli.js and Node (GPUMEM_NODE). Ends with SUMMARY {"failed": []}.
+    ranks-2gpu) run_stage ranks-2gpu 480 python3 test/gpu/ranks_two_gpus_check.py --out "$OUT" ;;
     *) echo "unknown stage $s" >&2 ;;
   esac
 done

@@ -7,7 +7,10 @@
 PASS when: the tool finds as many steps as the loop ran (from the bootstrap's optimizer/backward facts, no user
 code); it reports a leak finding on the forward line; the finding's growth per step is within 5 % of the growth
 of torch.cuda.memory_allocated() per step measured in the workload (median of steps 3..N); allocated at each
-step end in the summary equals the workload's own figure. Writes steps_check.json; exits 1 on any failure."""
+step end in the summary equals the workload's own figure; the finding carries the keeper the bootstrap found (Note
+[Leak keeper]): the container `history`, the `history.append(loss)` line, tied to the finding by address, with as many
+tensors as were kept when the search armed (≥ 3) and their bytes (≥ 512 B each). Writes steps_check.json; exits 1 on
+any failure."""
 import argparse
 import glob
 import json
@@ -47,22 +50,33 @@ def main():
     growth = statistics.median(b - a_ for a_, b in zip(measured[2:], measured[3:]))
     leaks = [l for l in dev["leaks"] if l["file"].endswith("leak_history.py") and l["line"] == result["forward_line"]]
     tool_ends = [r["allocated_at_end_bytes"] for r in dev["steps"]]
+    keeper = leaks[0].get("keeper") if leaks else None
+    k = keeper or {}
     checks = {
         "steps_found": [len(dev["steps"]), a.steps, dev["source"]],
         "leak_on_forward_line": [l["line"] for l in dev["leaks"]] + ["forward line %d" % result["forward_line"]],
         "growth_per_step": [leaks[0]["growth_per_step_bytes"] if leaks else None, growth],
         "allocated_at_step_end": [tool_ends, measured],
+        "keeper_names_append_line": [k.get("file"), k.get("line"), k.get("container"), k.get("match"), k.get("code"),
+                                     "append line %d" % result["keeper_line"]],
+        "keeper_holds_the_kept_losses": [k.get("tensors"), k.get("bytes"), k.get("step"), k.get("complete")],
     }
     ok = {
         "steps_found": len(dev["steps"]) == a.steps and dev["source"] == "optimizer",
         "leak_on_forward_line": bool(leaks),
         "growth_per_step": bool(leaks) and growth > 0 and abs(leaks[0]["growth_per_step_bytes"] - growth) <= 0.05 * growth,
         "allocated_at_step_end": tool_ends == measured,
+        "keeper_names_append_line": bool(keeper) and k["file"].endswith("leak_history.py") and k["line"] == result["keeper_line"]
+        and k["container"] == "history" and k["match"] == "address",
+        # armed at a step end s (the 3rd growing one), confirmed at s + 1: the s losses kept by then, 512 B each at least
+        "keeper_holds_the_kept_losses": bool(keeper) and k["tensors"] >= 3 and k["tensors"] == k["step"] - 1
+        and k["bytes"] >= 512 * k["tensors"],
     }
     for k in checks:
         print("%s %s: %s" % ("PASS" if ok[k] else "FAIL", k, json.dumps(checks[k])))
+    cost = [json.loads(l[7:]) for l in run.stdout.splitlines() if l.startswith("KEEPER ")]
     with open(os.path.join(a.out, "steps_check.json"), "w") as f:
-        json.dump({"checks": checks, "ok": ok}, f, indent=1)
+        json.dump({"checks": checks, "ok": ok, "keeper_cost": cost[0] if cost else None}, f, indent=1)
     print("\n".join(l for l in text.splitlines() if l.startswith(("Steps", "  Leak", "  No leak"))))
     sys.exit(0 if all(ok.values()) else 1)
 

@@ -112,7 +112,7 @@ test('snapshot host → webview: every message the session sends passes; views p
   assert.equal(snapshotHostMessages.parse({ type: 'opened', info: { ...info, devices: [0, '1'] } }), undefined);
   assert.equal(snapshotHostMessages.parse({ type: 'sites', device: 0, rows: {} }), undefined);
   assert.equal(snapshotHostMessages.parse({ type: 'summary', summary: { device: 0 }, markers: [] }), undefined, 'markersTruncated missing');
-  assert.deepEqual([...snapshotHostMessages.types].sort(), ['advice', 'categories', 'diff', 'grew', 'loadFailed', 'loading', 'notice', 'opened', 'replay', 'requestFailed', 'segments', 'showTab', 'sites', 'stack', 'summary', 'timeline']);
+  assert.deepEqual([...snapshotHostMessages.types].sort(), ['advice', 'categories', 'diff', 'grew', 'loadFailed', 'loading', 'notice', 'opened', 'ranks', 'replay', 'requestFailed', 'segments', 'showTab', 'sites', 'stack', 'summary', 'timeline']);
   assert.equal(snapshotHostMessages.parse({ type: 'categories', view: { requestId: 1, device: 0, steps: {}, leaks: [] } }), undefined, 'steps must be a list');
 });
 
@@ -146,4 +146,14 @@ test('host side: a rejected webview message is dropped with its reason logged, a
     { type: 'resize', widthPx: 8192 },
   ]);
   assert.deepEqual(logged, ['GPU Memory Lens: dropped a message: live panel, webview → host: action.action must be one of "emptyCache", "captureSnapshot", got "format-disk"']);
+});
+
+test('ranks side by side (issue 16): openRank names a rank by its non-negative index; the ranks view needs its rows', () => {
+  assert.deepEqual(snapshotWebviewMessages.parse({ type: 'openRank', index: 1, extra: 'dropped' }), { type: 'openRank', index: 1 });
+  assert.equal(snapshotWebviewMessages.parse({ type: 'openRank', index: -1 }), undefined);
+  assert.equal(snapshotWebviewMessages.parse({ type: 'openRank', index: 0.5 }), undefined);
+  assert.equal(snapshotWebviewMessages.parse({ type: 'openRank' }), undefined);
+  const view = { title: 'job', medianPeakAllocatedBytes: 1, t0Us: 0, t1Us: 1, buckets: 2, ranks: [], sentences: [] };
+  assert.equal(snapshotHostMessages.check({ type: 'ranks', view }).message.view, view, 'the payload object itself');
+  assert.equal(snapshotHostMessages.parse({ type: 'ranks', view: { ...view, ranks: {} } }), undefined, 'ranks must be a list');
 });

@@ -28,7 +28,8 @@ describe('Categories tab: categories, cache and the step table with the leak', {
   let info;
   before(async () => {
     fs.mkdirSync(dir, { recursive: true });
-    const t = simTraining(STEPS, ['--module-paths', '--leak', String(LEAK)], { capture: path.join(dir, 'train.gpumem') });
+    // --keeper: the bootstrap's keeper notice at step 5's end names history.append (Note [Leak keeper])
+    const t = simTraining(STEPS, ['--module-paths', '--leak', String(LEAK), '--keeper'], { capture: path.join(dir, 'train.gpumem') });
     info = t.info;
     model = openModel(t.cap);
     wv = await openSnapshotPanel(model, { fileName: 'train.gpumem', state: { tab: 'categories', device: 0 } });
@@ -101,5 +102,20 @@ describe('Categories tab: categories, cache and the step table with the leak', {
     assert.equal(go?.line, info.lines.leak);
     assert.match(go?.file ?? '', /sim_training\.py$/);
     await wv.screenshot('snapshot-categories-leak');
+  });
+
+  test('the finding names the line that keeps the memory alive, and that line opens too', async () => {
+    const { page } = wv;
+    const keeper = page.locator('[data-testid=leak-finding] [data-testid=leak-keeper]');
+    assert.equal(await keeper.getAttribute('data-match'), 'address');
+    assert.match(
+      await keeper.textContent(),
+      new RegExp(`^kept alive by history \\(a list: 4 tensors with autograd graphs, 256 KiB\\), stored at \\S*sim_training\\.py:${info.lines.keeper}: history\\.append\\(kept\\)$`),
+    );
+    const before = wv.forEditor.filter((m) => m.type === 'goToSource').length;
+    await page.click('[data-testid=leak-keeper-line]');
+    for (let i = 0; i < 50 && wv.forEditor.filter((m) => m.type === 'goToSource').length === before; i++) await new Promise((r) => setTimeout(r, 100));
+    const go = wv.forEditor.filter((m) => m.type === 'goToSource').at(-1);
+    assert.deepEqual([go?.line, /sim_training\.py$/.test(go?.file ?? '')], [info.lines.keeper, true]);
   });
 });

@@ -10,11 +10,12 @@ import { openWebview } from './harness/index.mjs';
  * @param {import('../../src/core/model/types.ts').Model | Promise<import('../../src/core/model/types.ts').Model>} modelOrOpening
  *   a Model, or the promise of one (openModelAsync): then, as src/glue/snapshot/panelHost.ts does since the
  *   open became asynchronous, the page's first message gets `loading` until the model is there.
- * @param {{ fileName: string, state?: unknown, viewport?: {width:number,height:number}, theme?: 'dark'|'light' }} o
+ * @param {{ fileName: string, state?: unknown, viewport?: {width:number,height:number}, theme?: 'dark'|'light', session?: { handle(m: unknown): unknown[] | undefined } }} o
+ *   session: answer with this instead of a SnapshotSession over the model (the ranks view: RanksSession, model null)
  */
 export async function openSnapshotPanel(modelOrOpening, o) {
   let session;
-  const ready = (model) => (session = new SnapshotSession(model, { fileName: o.fileName }));
+  const ready = (model) => (session = o.session ?? new SnapshotSession(model, { fileName: o.fileName }));
   if (typeof modelOrOpening?.then === 'function') void modelOrOpening.then(ready);
   else ready(modelOrOpening);
   const wv = await openWebview({

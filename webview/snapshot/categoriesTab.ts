@@ -194,7 +194,26 @@ export class CategoriesPanel {
         e.preventDefault();
         this.host.openLine(l.file, l.line);
       });
-      box.append(h('p', { class: 'warning', 'data-testid': 'leak-finding', 'data-growth': l.growthPerStepBytes }, 'Leak: ', link, ` ${l.sentence.slice(`${l.displayFile}:${l.line}`.length).trimStart()}`));
+      const rest = l.sentence.slice(`${l.displayFile}:${l.line}`.length).trimStart();
+      const k = l.keeper;
+      if (!k) {
+        box.append(h('p', { class: 'warning', 'data-testid': 'leak-finding', 'data-growth': l.growthPerStepBytes }, 'Leak: ', link, ` ${rest}`));
+        continue;
+      }
+      // Note [Leak keeper]: the line that keeps the memory alive, a link like the finding's own line
+      const at = `${k.displayFile}:${k.line}`;
+      const text = k.text.indexOf(at);
+      const keeperLink = h('a', { href: '#', 'data-testid': 'leak-keeper-line' }, at);
+      keeperLink.addEventListener('click', (e) => {
+        e.preventDefault();
+        this.host.openLine(k.file, k.line);
+      });
+      const head = rest.slice(0, rest.length - k.text.length);
+      const keeper =
+        k.line && text >= 0
+          ? h('span', { 'data-testid': 'leak-keeper', 'data-match': k.match }, k.text.slice(0, text), keeperLink, k.text.slice(text + at.length))
+          : h('span', { 'data-testid': 'leak-keeper', 'data-match': k.match }, k.text);
+      box.append(h('p', { class: 'warning', 'data-testid': 'leak-finding', 'data-growth': l.growthPerStepBytes }, 'Leak: ', link, ` ${head}`, keeper));
     }
     return box;
   }

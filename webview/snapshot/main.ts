@@ -14,6 +14,7 @@ import { ReplayPanel } from './replayTab';
 import { AdvicePanel } from './adviceTab';
 import { renderSites } from './sitesTab';
 import { onStack } from './stacks';
+import { renderRanks } from './ranksView';
 import { integrityBanner, renderSummary } from './summaryTab';
 import { TimelinePanel } from './timelineTab';
 
@@ -149,6 +150,14 @@ class App {
         return;
       case 'notice':
         this.notice(msg.message);
+        return;
+      case 'ranks':
+        // A session folder (Note [Ranks side by side]): no device, no tabs; a click opens a rank's own panel.
+        clear(this.deviceHost);
+        // Exports are a file's (a moment's pickle, the timeline's PNG): not offered on the ranks view.
+        for (const b of this.root.querySelectorAll('[data-testid=export-pickle], [data-testid=export-png]')) b.remove();
+        renderRanks(this.body, msg.view);
+        this.marks.ranks = performance.now();
         return;
     }
   }

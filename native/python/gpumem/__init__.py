@@ -35,9 +35,11 @@ def step(name="step"):
     the tool finds steps from Optimizer.step() and backward() ends (Note [Steps])."""
     if not _STATE.configured:
         return False
-    from . import _native
+    from . import _keeper, _native
 
-    return _STATE.native.mark(str(name), _native.MARK_STEP)
+    ok = _STATE.native.mark(str(name), _native.MARK_STEP)
+    _keeper.step_end("user")
+    return ok
 
 
 @contextlib.contextmanager

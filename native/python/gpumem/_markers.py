@@ -9,11 +9,14 @@ Categories (Note [Categories] in native/addon/src/categories.cpp): a MARK_PHASE 
 backward() and "optimizer" before each Optimizer.step() begin the phases the step facts end, and at each step
 end the optimizer's parameters, gradients and state are tagged by data pointer (_tags.TagWalk). Module paths
 of activations come from global module hooks that write MARK_MODULE_* marks (Note [Module paths] in _modules.py;
-GPUMEM_MODULE_PATHS=0 turns them off)."""
+GPUMEM_MODULE_PATHS=0 turns them off).
+
+Leak keepers (Note [Leak keeper search] in _keeper.py): each step end also feeds the keeper watch, which names
+the container that keeps tensors with autograd graphs alive when allocated memory keeps growing."""
 import functools
 import os
 
-from . import _native
+from . import _keeper, _native
 from ._state import STATE
 from ._tags import TagWalk
 
@@ -116,6 +119,8 @@ def _on_optimizer_step(optimizer, args, kwargs):
             STATE.native.notice("gpumem: parameters, gradients and optimizer state are not categorised "
                                 "(walking %s failed: %s: %s)" % (type(optimizer).__name__, type(e).__name__, e))
     _mark("optimizer.step", _native.MARK_STEP)
+    if STATE.configured:
+        _keeper.step_end("optimizer")  # Note [Leak keeper search]: one allocated-bytes read per step end
 
 
 def _hook_optimizer_steps(torch):

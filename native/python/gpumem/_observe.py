@@ -158,6 +158,66 @@ def _build_dir(torch):
     return os.path.join(base, "gpumem", "observer-" + key), "gpumem_observer_" + key
 
 
+# Note [Observer build watchdog]: the tracker is compiled in a child Python (the user's, without our
+# bootstrap: no GPUMEM_SESSION_DIR) under a time limit, and only a finished build is imported here. In
+# process, torch.utils.cpp_extension would wait without end on its lock file (FileBaton) when an earlier
+# build was killed mid-way, and a compiler that hangs would hang the workload at its first CUDA use with
+# an empty capture. A lock older than the limit is such a leftover and is removed (said on stderr); a build
+# that runs out of time or fails falls back to PyTorch's history (the mode's second source), never a stall.
+BUILD_TIMEOUT_S = 240.0
+_BUILD_CHILD = r"""
+import sys
+from torch.utils.cpp_extension import load_inline
+src, folder, name = open(sys.argv[1]).read(), sys.argv[2], sys.argv[3]
+load_inline(name=name, cpp_sources=[src], functions=["attach"], with_cuda=True, build_directory=folder, verbose=False)
+"""
+
+
+def _build_timeout():
+    try:
+        return max(1.0, float(os.environ.get("GPUMEM_OBSERVER_BUILD_TIMEOUT", BUILD_TIMEOUT_S)))
+    except ValueError:
+        return BUILD_TIMEOUT_S
+
+
+def _build_in_child(folder, name, timeout):
+    """Compiles the tracker in a child process; None when built, else why not (one line)."""
+    import subprocess
+    import time
+
+    lock = os.path.join(folder, "lock")
+    try:
+        age = time.time() - os.stat(lock).st_mtime
+        if age > timeout:
+            os.remove(lock)
+            sys.stderr.write("gpumem: removed a stale observer build lock (%d s old, from a build that was killed)\n" % age)
+    except OSError:
+        pass
+    src = os.path.join(folder, "tracker_source.cpp")
+    with open(src, "w") as f:
+        f.write(TRACKER_SRC)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("GPUMEM_")}
+    try:
+        # Its own process group: on time-out the compiler and ninja it started end with it.
+        p = subprocess.Popen([sys.executable, "-c", _BUILD_CHILD, src, folder, name], env=env, start_new_session=True,
+                             stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    except OSError as exc:
+        return "cannot start %s to build the observer (%s)" % (sys.executable, exc)
+    try:
+        out, _ = p.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        try:
+            os.killpg(p.pid, 9)
+        except OSError:
+            pass
+        p.communicate()
+        return "building the observer took longer than %d s (GPUMEM_OBSERVER_BUILD_TIMEOUT)" % timeout
+    if p.returncode != 0:
+        lines = [l for l in out.decode("utf-8", "replace").strip().splitlines() if l.strip()]
+        return "building the observer failed: %s" % (lines[-1] if lines else "exit code %d" % p.returncode)
+    return None
+
+
 def build_tracker(torch):
     """The tracker extension, built once per torch version; (module, None) or (None, why not)."""
     folder, name = _build_dir(torch)
@@ -167,9 +227,13 @@ def build_tracker(torch):
         return None, "cannot create %s (%s)" % (folder, exc)
     if not any(f.endswith(".so") for f in os.listdir(folder)):
         sys.stderr.write("gpumem: building the observer, first run only (about 30 s) in %s\n" % folder)
+        why = _build_in_child(folder, name, _build_timeout())
+        if why:
+            return None, why
     try:
         from torch.utils.cpp_extension import load_inline
 
+        # Built: this only checks the sources' hash and imports the module.
         mod = load_inline(name=name, cpp_sources=[TRACKER_SRC], functions=["attach"], with_cuda=True,
                           build_directory=folder, verbose=False)
         return mod, None

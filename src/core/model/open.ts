@@ -23,6 +23,7 @@ import type {
   Stack,
   TimelineBuckets,
 } from './types';
+import { splitKeeperNotice } from '../steps/keeper';
 import { headerInfoFromJson } from './header';
 import type { Policy, ReplayResult, WhatIfAnswer, WhatIfHandle, WhatIfQuery } from './whatIf';
 import { askReplay, askWhatIf } from './whatIf';
@@ -166,7 +167,8 @@ class NativeModel implements Model {
     return this.stacks.get(id);
   }
   markers(device: number): Marker[] {
-    return parse<Marker[]>(this.handle.markers(device));
+    // a leak keeper's notice: its sentence is the label, its JSON the detail (Note [Leak keeper])
+    return parse<Marker[]>(this.handle.markers(device)).map(splitKeeperNotice);
   }
   ooms(): OomInfo[] {
     return parse<OomInfo[]>(this.handle.ooms());

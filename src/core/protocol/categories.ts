@@ -36,8 +36,21 @@ export interface LeakView {
   toStep: number;
   bytesAtLastEnd: number;
   category?: Category;
-  /** the finding in one sentence, as the summary words it */
+  /** the finding in one sentence, as the summary words it (with its keeper, when there is one) */
   sentence: string;
+  /** the line that keeps the memory alive (Note [Leak keeper]); the sentence's words about it start at `keeperText` */
+  keeper?: {
+    file: string;
+    displayFile: string;
+    line: number;
+    container: string;
+    tensors: number;
+    bytes: number;
+    /** 'largest': not tied by address, the views say "probably" */
+    match: 'address' | 'largest';
+    /** the keeper's part of the sentence ("kept alive by history (…), stored at train.py:42: …") */
+    text: string;
+  };
 }
 
 export interface CategoriesView {

@@ -43,7 +43,8 @@ export interface LiveCategories {
   moduleNote: string;
   /** detected step ends (Note [Steps]), numbered as everywhere */
   steps: { index: number; endS: number }[];
-  leaks: { file: string; line: number; growthPerStepBytes: number; category?: Category; sentence: string }[];
+  /** keeper: the line that keeps the memory alive, where the workload found one (Note [Leak keeper]) */
+  leaks: { file: string; line: number; growthPerStepBytes: number; category?: Category; sentence: string; keeper?: { file: string; line: number; container: string } }[];
 }
 
 /** One chart: a device of one workload process (a torchrun rank is a process). */

@@ -257,6 +257,49 @@ export interface AdviceView {
   advice: Advice;
 }
 
+/**
+ * A session folder's ranks side by side (issue 16, Note [Ranks side by side] in src/core/ranks/session.ts): the
+ * per-rank table (`gpumem summary DIR…`'s rows) and each rank's timeline on one time axis (the same µs since the
+ * epoch for every rank), min/max buckets as the timeline tab's (Note [Only what is drawn]).
+ */
+export interface RankRowView {
+  /** index into the session's captures, what `openRank` names */
+  index: number;
+  fileName: string;
+  host: string | null;
+  rank: number | null;
+  worldSize: number | null;
+  pid: number | null;
+  device: number | null;
+  deviceName: string | null;
+  peakAllocatedBytes: number;
+  peakReservedBytes: number;
+  ooms: number;
+  topLine: { file: string; displayFile: string; line: number; bytesAtPeak: number } | null;
+  /** Note [Rank outliers] */
+  flag: 'high' | 'low' | null;
+  problems: string[];
+  /** the rank's own first and last event on the shared axis (0, 0 when the capture has none) */
+  t0Us: number;
+  t1Us: number;
+  /** the rank's device at the shared buckets, 0 in buckets wholly outside its own range; empty without events */
+  allocatedMax: number[];
+  reservedMax: number[];
+}
+
+export interface RanksView {
+  /** the folder(s) opened, as shown in the header */
+  title: string;
+  medianPeakAllocatedBytes: number;
+  /** the shared time axis: every rank's first to last event */
+  t0Us: number;
+  t1Us: number;
+  buckets: number;
+  ranks: RankRowView[];
+  /** the rank table's sentences (outliers, OOMs), as `gpumem summary DIR` prints them */
+  sentences: string[];
+}
+
 // The snapshot panel's messages, one declaration per direction (Note [Message schemas] in schema.ts): the
 // message types and the validators their receivers run are both derived from these tables.
 
@@ -284,6 +327,8 @@ export const snapshotHostMessages = protocol('snapshot panel, host → webview',
   requestFailed: obj({ requestId, message: str(Infinity) }),
   /** a short status line, e.g. "Saved memory.png" */
   notice: obj({ message: str(Infinity) }),
+  /** the panel was opened on a session folder: its ranks side by side instead of one file's tabs */
+  ranks: obj({ view: view<RanksView>({ title: str(Infinity), buckets: int, ranks: list() }) }),
 });
 export type SnapshotHostMessage = MessageIn<typeof snapshotHostMessages>;
 
@@ -325,6 +370,8 @@ export const snapshotWebviewMessages = protocol('snapshot panel, webview → hos
   openDroppedUri: obj({ uri: str() }),
   /** a dropped file without a path (from a browser-side File): its bytes */
   openDroppedBytes: obj({ name: str(255), bytes }),
+  /** the ranks view: open this rank's capture (RankRowView.index) in its own snapshot panel */
+  openRank: obj({ index: refine(int, (i) => i >= 0, 'must not be negative') }),
 });
 export type SnapshotWebviewMessage = MessageIn<typeof snapshotWebviewMessages>;
 

@@ -65,6 +65,13 @@ export function liveCategories(model: Model, device: number, t0Us: number, t1Us:
     hasPhases: report.hasPhases,
     moduleNote: moduleNote(report),
     steps: r.steps.steps.map((s) => ({ index: s.index, endS: s.endUs / 1e6 })),
-    leaks: leaks.map((l) => ({ file: l.file, line: l.line, growthPerStepBytes: l.growth_per_step_bytes, category: l.category, sentence: leakSentence(l) })),
+    leaks: leaks.map((l) => ({
+      file: l.file,
+      line: l.line,
+      growthPerStepBytes: l.growth_per_step_bytes,
+      category: l.category,
+      sentence: leakSentence(l),
+      ...(l.keeper ? { keeper: { file: l.keeper.file, line: l.keeper.line, container: l.keeper.container } } : {}),
+    })),
   };
 }

@@ -6,7 +6,7 @@ import type { CategoryMoment, Model } from '../model/types';
 import type { CategoriesView, CategoryMomentView } from '../protocol/categories';
 import { END_OF_TRACE } from '../protocol/snapshot';
 import { stepReport } from '../steps';
-import { leakSentence, SOURCE_TEXT, toJson } from '../summary/steps';
+import { keeperSentence, leakSentence, SOURCE_TEXT, toJson } from '../summary/steps';
 import type { TimeBase } from '../summary/timebase';
 
 /** Activations by module listed per moment (the rest are in the activation total). */
@@ -69,7 +69,21 @@ export function categoriesView(
       toStep: l.to_step,
       bytesAtLastEnd: l.bytes_at_last_end,
       category: l.category,
-      sentence: leakSentence(l, display(l.file)),
+      sentence: leakSentence(l, display(l.file), l.keeper ? display(l.keeper.file) : undefined),
+      ...(l.keeper
+        ? {
+            keeper: {
+              file: l.keeper.file,
+              displayFile: display(l.keeper.file),
+              line: l.keeper.line,
+              container: l.keeper.container,
+              tensors: l.keeper.tensors,
+              bytes: l.keeper.bytes,
+              match: l.keeper.match,
+              text: keeperSentence(l.keeper, display(l.keeper.file)),
+            },
+          }
+        : {}),
     })),
   };
 }

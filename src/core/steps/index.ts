@@ -1,15 +1,18 @@
 // Steps and leaks of one device of a model: the figures `gpumem summary`, the panels and the hover share.
 import type { Model, StepTable } from '../model/types';
 import type { Steps } from './detect';
-import { findLeaks, type LeakFinding } from './leaks';
+import { attachKeepers, type KeptLeak } from './keeper';
+import { findLeaks } from './leaks';
 
 export { detectSteps, stepAt, type Step, type Steps, type StepSource } from './detect';
 export { findLeaks, MIN_GROWING_STEPS, type LeakFinding } from './leaks';
+export { attachKeepers, keepers, type Keeper, type KeptLeak } from './keeper';
 
 export interface StepReport {
   steps: Steps;
   table: StepTable;
-  leaks: LeakFinding[];
+  /** findings with the line that keeps their memory alive, where the workload found one (Note [Leak keeper]) */
+  leaks: KeptLeak[];
 }
 
 /**
@@ -18,5 +21,5 @@ export interface StepReport {
  */
 export function stepReport(model: Model, device: number, steps: Steps): StepReport {
   const table = model.stepTable(device, steps.steps.map((s) => s.endUs));
-  return { steps, table, leaks: findLeaks(table) };
+  return { steps, table, leaks: attachKeepers(model, device, findLeaks(table)) };
 }

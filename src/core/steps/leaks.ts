@@ -7,15 +7,9 @@
 // its length, so a line that grows by the same tensor every step reports that tensor's size. Only the latest
 // qualifying run of each line is reported: it is the one still going on.
 //
-// Note [Leak keeper]: the finding names the line that *allocated* the growing memory (for history.append(loss):
-// the forward line that made the loss). Naming the line that *keeps* it (the append) is not done yet. What is
-// feasible, decided but not built: the bootstrap already sees each step end (the optimizer post hook), so when
-// allocated-at-step-end has grown for 3 steps in a row it could, once, scan gc.get_objects() for CUDA tensors
-// with a grad_fn that outlived the previous step end, follow gc.get_referrers() to the container holding them
-// and to the frame or module global that names it, and write that frame's file:line (or `module.name`) as a
-// notice beside the finding. Cost: one gc scan (tens to hundreds of ms on a large program) per suspected leak,
-// nothing per step. What it cannot see: memory kept by C++ (a graph retained by retain_graph=True inside a
-// library), or a container reachable only through another process. The allocation line stays the finding.
+// The line that *keeps* a finding's memory alive (history.append(loss)) is found by the workload and tied to the
+// finding in ./keeper.ts (Note [Leak keeper] there; the search itself: Note [Leak keeper search] in
+// native/python/gpumem/_keeper.py). The allocation line stays the finding.
 import type { StepTable } from '../model/types';
 
 export const MIN_GROWING_STEPS = 3;

@@ -2,7 +2,7 @@
 import { CATEGORIES, CATEGORY_HEADERS, categoryView, dominantCategory, lineCategories, type CategoryView } from '../categories';
 import { formatBytes } from '../format/bytes';
 import type { Category, CategoryBytes, Model } from '../model/types';
-import { stepReport, type StepReport, type Steps } from '../steps';
+import { stepReport, type KeptLeak, type StepReport, type Steps } from '../steps';
 
 export interface StepsJson {
   device: number;
@@ -26,7 +26,49 @@ export interface StepsJson {
     bytes_at_last_end: number;
     /** what most of the line's bytes at the last step end are */
     category?: Category;
+    /** the line that keeps the memory alive, as the workload found it (Note [Leak keeper]) */
+    keeper?: KeeperJson;
   }[];
+}
+
+export interface KeeperJson {
+  file: string;
+  line: number;
+  /** 'stores': a history.append(…)-like line; 'assigns': the line that assigns the name; '' unknown */
+  how: string;
+  code: string;
+  container: string;
+  container_type: string;
+  scope: string;
+  tensors: number;
+  bytes: number;
+  /** false: the graph walk hit its bound, bytes are a lower bound */
+  complete: boolean;
+  /** the workload's step count when it confirmed the keeper, and the time of its notice */
+  step: number;
+  time_us: number;
+  /** 'address': the kept blocks were allocated on the finding's line; 'largest': none was, given to the largest finding */
+  match: 'address' | 'largest';
+}
+
+function keeperJson(l: KeptLeak): KeeperJson | undefined {
+  const k = l.keeper;
+  if (!k) return undefined;
+  return {
+    file: k.file,
+    line: k.line,
+    how: k.how,
+    code: k.code,
+    container: k.container,
+    container_type: k.containerType,
+    scope: k.scope,
+    tensors: k.tensors,
+    bytes: k.bytes,
+    complete: k.complete,
+    step: k.step,
+    time_us: k.timeUs,
+    match: l.keeperMatch ?? 'address',
+  };
 }
 
 export interface StepsWithCategories {
@@ -65,6 +107,7 @@ export function toJson(device: number, r: StepReport, view: CategoryView): Steps
       growing_steps: l.growingSteps,
       bytes_at_last_end: l.bytesAtLastEnd,
       category: dominantCategory(lineCategories(lastEnd, l.file, l.line)),
+      ...(l.keeper ? { keeper: keeperJson(l) } : {}),
     })),
   };
 }
@@ -123,11 +166,23 @@ export function stepsText(all: readonly StepsJson[], maxRows = 12): string[] {
   return out;
 }
 
-/** One leak finding in words (the summary's line; the panels' finding), `file` as the caller wants it shown. */
-export function leakSentence(l: StepsJson['leaks'][number], file = l.file): string {
+/**
+ * One leak finding in words (the summary's line; the panels' finding), `file` (and the keeper's `keeperFile`) as the
+ * caller wants it shown.
+ */
+export function leakSentence(l: StepsJson['leaks'][number], file = l.file, keeperFile = l.keeper?.file ?? ''): string {
   return (
     `${file}:${l.line} keeps ${formatBytes(l.growth_per_step_bytes)} more at each step end ` +
     `(steps ${l.from_step}–${l.to_step}, ${formatBytes(l.bytes_at_last_end)} at the last step end` +
-    `${l.category ? `, ${CATEGORY_TEXT[l.category]}` : ''})`
+    `${l.category ? `, ${CATEGORY_TEXT[l.category]}` : ''})` +
+    (l.keeper ? `; ${keeperSentence(l.keeper, keeperFile)}` : '')
   );
+}
+
+/** "kept alive by history (a list: 4 tensors with autograd graphs, 2.0 KiB), stored at train.py:42: history.append(loss)" */
+export function keeperSentence(k: KeeperJson, file = k.file): string {
+  const what = `${k.tensors} tensor${k.tensors === 1 ? '' : 's'} with autograd graphs, ${k.complete ? '' : 'at least '}${formatBytes(k.bytes)}`;
+  const name = k.container ? `${k.container} (a ${k.container_type}: ${what})` : `a ${k.container_type} (${what})`;
+  const where = k.line ? `, ${k.how === 'assigns' ? 'assigned' : 'stored'} at ${file}:${k.line}${k.code ? `: ${k.code}` : ''}` : '';
+  return `${k.match === 'largest' ? 'probably ' : ''}kept alive by ${name}${where}`;
 }

@@ -6,6 +6,7 @@ import type { Model } from '../../core/model/types';
 import { SnapshotDocument } from './document';
 import { SnapshotPanelHost } from './panelHost';
 import { maybeAskPickleDefault } from './pickleDefault';
+import { openRanksPanel } from './ranksPanel';
 
 export const CAPTURE_EDITOR = 'gpuMemoryLens.captureEditor';
 export const SNAPSHOT_EDITOR = 'gpuMemoryLens.snapshotEditor';
@@ -44,6 +45,20 @@ export function registerSnapshotFeatures(context: vscode.ExtensionContext, optio
       if (!target) return;
       await openFile(target);
       if (viewTypeFor(target) === SNAPSHOT_EDITOR) void maybeAskPickleDefault(context);
+    }),
+    // A session folder (or several: a multi-node job's folders) with one capture per rank, side by side (issue 16).
+    vscode.commands.registerCommand('gpuMemoryLens.openRanks', async (uri?: unknown, selected?: unknown) => {
+      const picked = Array.isArray(selected) && selected.every((u) => u instanceof vscode.Uri) ? (selected as vscode.Uri[]) : uri instanceof vscode.Uri ? [uri] : undefined;
+      const folders =
+        picked ??
+        (await vscode.window.showOpenDialog({
+          canSelectFiles: false,
+          canSelectFolders: true,
+          canSelectMany: true,
+          openLabel: 'Open Ranks',
+          title: 'Open the session folder(s) of a multi-rank run (one capture per rank)',
+        }));
+      if (folders?.length) openRanksPanel(context.extensionUri, folders, openFile);
     }),
   );
 }

@@ -143,7 +143,7 @@ export class Workbench {
   /**
    * The content frame of a webview panel (two iframes deep: iframe.webview → #active-frame).
    * `titleOrSelector`: the panel's tab title (its tab is clicked, so its webview is the visible one), or
-   * a CSS selector for the outer iframe. With several panels open, only the active one's iframe is visible.
+   * a CSS selector for the outer iframe. With a title, the iframe is the one shown in that tab's editor group.
    */
   async webviewFrame(titleOrSelector, { timeout = 30_000 } = {}) {
     const { page } = this;
@@ -154,10 +154,39 @@ export class Workbench {
       const tab = page.locator('.tabs-container .tab', { has: page.locator('.label-name', { hasText: titleOrSelector }) }).first();
       await tab.waitFor({ state: 'visible', timeout });
       await tab.click();
-      outer = page.locator('iframe.webview.ready:visible');
+      outer = await this.webviewInGroupOf(tab, timeout);
     }
     await outer.first().waitFor({ state: 'attached', timeout });
     return outer.first().contentFrame().locator('#active-frame').contentFrame();
+  }
+
+  /**
+   * The outer iframe of the webview shown in the editor group that holds `tab`. Webview iframes are not
+   * inside their group's DOM (VS Code overlays them), and with the live panel open beside a snapshot two
+   * are visible at once, so "the first visible one" could be the other panel's: pick the one whose centre
+   * lies in this group's box, and name it by its unique src so later lookups cannot drift to another.
+   */
+  async webviewInGroupOf(tab, timeout) {
+    const group = tab.locator('xpath=ancestor::div[contains(concat(" ", normalize-space(@class), " "), " editor-group-container ")][1]');
+    const deadline = Date.now() + timeout;
+    let last = null;
+    for (;;) {
+      const box = await group.boundingBox();
+      const src = box && await this.page.evaluate((b) => {
+        for (const f of document.querySelectorAll('iframe.webview.ready')) {
+          const r = f.getBoundingClientRect();
+          if (!r.width || !r.height || getComputedStyle(f).visibility === 'hidden') continue;
+          const cx = r.left + r.width / 2, cy = r.top + r.height / 2;
+          if (cx >= b.x && cx <= b.x + b.width && cy >= b.y && cy <= b.y + b.height) return f.getAttribute('src');
+        }
+        return null;
+      }, box);
+      // the same one twice, 250 ms apart: just after a tab click the group's previous webview may still show
+      if (src && src === last) return this.page.locator(`iframe.webview.ready[src="${src.replace(/["\\]/g, '\\$&')}"]`);
+      last = src;
+      if (Date.now() > deadline) throw new Error(`no visible webview in the editor group of tab "${await tab.textContent()}" within ${timeout} ms`);
+      await this.page.waitForTimeout(250);
+    }
   }
 
   /** Waits for a notification toast containing `substr`; returns its full text. */

@@ -5,6 +5,7 @@ under `gpumem run`) and the forward line's number, so the check can compare the 
     python3 leak_history.py [--steps N]
 """
 import argparse
+import gc
 import inspect
 import json
 
@@ -32,7 +33,19 @@ def main():
         opt.step()
         torch.cuda.synchronize()
         at_end.append(torch.cuda.memory_allocated())
-    print("RESULT " + json.dumps({"forward_line": forward_line, "allocated_at_step_end": at_end, "steps": a.steps}), flush=True)
+    # the line the bootstrap's leak keeper must name (Note [Leak keeper search]): where history is appended to
+    keeper_line = next(i for i, l in enumerate(inspect.getsource(inspect.getmodule(main)).splitlines(), 1)
+                       if l.strip().startswith("history.append(loss)"))
+    print("RESULT " + json.dumps({"forward_line": forward_line, "keeper_line": keeper_line, "allocated_at_step_end": at_end,
+                                  "steps": a.steps, "kept": len(history)}), flush=True)
+    try:  # under `gpumem run`: what the keeper search's passes took (arm, confirm), in ms
+        from gpumem import _keeper
+    except ImportError:
+        return
+    w = _keeper._WATCH
+    if w is not None:
+        print("KEEPER " + json.dumps({"passes_ms": [round(s * 1000, 3) for s in w.seconds], "found": len(w.results),
+                                      "gc_objects": len(gc.get_objects())}), flush=True)
 
 
 if __name__ == "__main__":

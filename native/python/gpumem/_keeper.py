@@ -1,0 +1,525 @@
+"""The leak keeper (issue 17): when allocated memory at step end grows step after step, name the Python container
+that keeps tensors with autograd graphs alive, and the user's line that stores them there.
+
+Note [Leak keeper search]: the reader finds leaks (Note [Leak rule] in src/core/steps/leaks.ts) and names the
+line that *allocated* the growing memory; only the workload can see what *keeps* it. The bootstrap sees each
+step end (Optimizer.step()'s global post hook, or gpumem.step()), so:
+- Every step end costs one read of allocated memory and a comparison (no gc work).
+- When allocated-at-step-end has grown at GROWING (3) step ends in a row, the watch *arms*: one pass over
+  gc.get_objects() keeps weak references to the CUDA tensors that have a grad_fn at that moment.
+- At the next step end, if memory still grew, the armed tensors that are still alive *outlived a step end*: a
+  training loop's own loss/outputs are replaced in the next iteration, kept ones are not. One
+  gc.get_referrers() over them gives their containers (a list, dict, deque, an object's attribute or a frame
+  variable; a tensor inside a dict inside a list climbs to the list); the container holding most of them is the
+  keeper. It is named from the Python stack at the step end (a frame variable `history`, an attribute
+  `self.history`, a module global), and the keeping line is found in that scope's source (its AST): the
+  `history.append(…)`/`extend`/`insert`/`add`/`update`/`setdefault`/`appendleft`, `history += …`,
+  `history[k] = …` of that name, else the line that assigns it (`prev = loss`).
+- What it holds: the kept tensors, their count, and the bytes of their storages plus the tensors their graphs
+  still save (a bounded walk of grad_fn.next_functions; a graph that backward() already freed saves nothing).
+  The largest storages' addresses go along so the reader can tie the keeper to its finding (the line that
+  allocated those blocks).
+- The result is one NOTICE record (no format change): a sentence for people, then a line
+  `gpumem-keeper {json}` that the reader parses (src/core/steps/keeper.ts). Nothing is written when no kept
+  tensor is found (a loop that keeps loss.item() has no keeper).
+- Bounds: a search (arm + confirm) starts at most once per COOLDOWN (200) step ends and MAX_SEARCHES (3) times
+  per run; the arm pass's scan stops after GPUMEM_KEEPER_MS (default 200 ms) and is skipped when listing the heap
+  alone took that long; the confirm pass's gc.get_referrers() is one traversal of the heap (not interruptible),
+  its graph walk stops at the budget or 20 000 nodes (the bytes are then marked incomplete). GPUMEM_KEEPER=0
+  turns the watch off; any exception turns it off and is reported once, as a notice. Every other step end
+  costs one allocated-bytes read and a comparison. Measured by test/bench/keeper/keeper_cost.py on the 2-core CI
+  VM under load (load average 12, Python 3.11): the watch's own step end 0.2–0.5 µs; a heap of 0.68 M gc objects
+  (a PyTorch + transformers process has 0.5–1 M): arm 0.21 s, confirm 0.04 s; 2.0 M objects: arm 0.26 s (the scan
+  stopped at its budget), confirm 0.14 s; 1 004 kept dicts in a list: confirm 0.15 s (the referrers of a sample of
+  SAMPLE (64) survivors are looked up, then the container is counted). Once per suspected leak, not per step.
+  The GPU leaks stage prints the passes' times in the real workload (KEEPER line, steps_check.json keeper_cost).
+- Of several store sites of the name (a warm-up append and the loop's), the one inside the innermost loop running
+  the frame's current line is named: the training loop's.
+What it cannot see: memory kept by C++ (retain_graph inside a library), tensors without a grad_fn kept in a list
+(they are found as the leak's line, with no keeper), containers reachable only through C extension objects.
+"""
+import ast
+import gc
+import json
+import linecache
+import os
+import sys
+import time
+import types
+import weakref
+
+GROWING = 3
+COOLDOWN = 200
+SAMPLE = 64  # survivors whose referrers are looked up
+MAX_SEARCHES = 3  # per run: a leak that goes on is named once; another growth much later gets its own search
+PREFIX = "gpumem-keeper "
+MUTATORS = ("append", "extend", "insert", "add", "update", "setdefault", "appendleft", "extendleft", "put")
+_CONTAINERS = (list, tuple, dict, set, frozenset)
+_OURS = os.path.dirname(os.path.abspath(__file__))
+
+
+def _env_ms():
+    try:
+        return max(1.0, float(os.environ.get("GPUMEM_KEEPER_MS", "200")))
+    except ValueError:
+        return 200.0
+
+
+def format_bytes(n):
+    """Note [Byte formatting] (src/core/format/bytes.ts): three significant digits, binary units."""
+    v = float(abs(n))
+    if v < 1024:
+        return "%d B" % round(v)
+    units = ("B", "KiB", "MiB", "GiB", "TiB", "PiB")
+    u = 0
+    while v >= 1024 and u < len(units) - 1:
+        v /= 1024.0
+        u += 1
+    text = "%.0f" % v if v >= 100 else ("%.1f" % v if v >= 10 else "%.2f" % v)
+    if float(text) >= 1024 and u < len(units) - 1:
+        u += 1
+        text = "%.2f" % (v / 1024)
+    return ("-" if n < 0 else "") + text + " " + units[u]
+
+
+class _Budget:
+    def __init__(self, ms):
+        self.end = time.perf_counter() + ms / 1000.0
+        self.hit = False
+
+    def over(self):
+        if time.perf_counter() > self.end:
+            self.hit = True
+        return self.hit
+
+
+def _tensor_type():
+    torch = sys.modules.get("torch")
+    return getattr(torch, "Tensor", None)
+
+
+def _device(t):
+    try:
+        return t.get_device()
+    except Exception:
+        return -1
+
+
+def _storage(t):
+    """(base address, bytes) of a tensor's storage, the bytes as the allocator counts them: rounded up to 512 B
+    (both the lens allocator's and PyTorch's rounding), so a kept fp32 loss counts 512 B, not 4."""
+    try:
+        s = t.untyped_storage()
+        base, n = s.data_ptr(), s.nbytes()
+    except Exception:
+        base, n = t.data_ptr(), t.numel() * t.element_size()
+    return base, (n + 511) // 512 * 512
+
+
+class KeeperWatch:
+    """One per process. step_end(allocated) at every step end; writes the keeper through notice(text)."""
+
+    def __init__(self, notice, growing=GROWING, cooldown=COOLDOWN, budget_ms=None):
+        self._notice = notice
+        self.growing = growing
+        self.cooldown = cooldown
+        self.budget_ms = budget_ms if budget_ms is not None else _env_ms()
+        self.steps = 0
+        self._last = None
+        self._streak = 0
+        self._armed = None       # weak references to tensors with a grad_fn at the arming step end
+        self._next_search = 0    # step number before which no search starts
+        self.searches = 0
+        self.off = False
+        self.results = []        # keepers written (dicts), for tests and the bench
+        self.seconds = []        # wall time of each pass (arm, confirm)
+
+    # -- per step ------------------------------------------------------------------------------
+    def step_end(self, allocated, frame=None):
+        if self.off:
+            return
+        self.steps += 1
+        grew = self._last is not None and allocated > self._last
+        self._last = allocated
+        self._streak = self._streak + 1 if grew else 0
+        if not grew:
+            self._armed = None
+            return
+        try:
+            if self._armed is not None:
+                armed, self._armed = self._armed, None
+                self._next_search = self.steps + self.cooldown
+                t0 = time.perf_counter()
+                found = self.confirm(armed, frame or sys._getframe(1))
+                self.seconds.append(time.perf_counter() - t0)
+                if found:
+                    self.results.append(found)
+                    self._notice(sentence(found) + "\n" + PREFIX + json.dumps(found, sort_keys=True))
+            elif self._streak >= self.growing and self.steps >= self._next_search and self.searches < MAX_SEARCHES:
+                self.searches += 1
+                t0 = time.perf_counter()
+                self._armed = self.arm()
+                self.seconds.append(time.perf_counter() - t0)
+        except Exception as e:  # the workload must never see our failure
+            self.off = True
+            self._armed = None
+            try:
+                self._notice("gpumem: the leak keeper search is off for this run (%s: %s); leak findings still name "
+                             "the allocating line" % (type(e).__name__, e))
+            except Exception:
+                pass
+
+    # -- arm: the CUDA tensors with a graph now ------------------------------------------------
+    def arm(self):
+        T = _tensor_type()
+        if T is None:
+            return []
+        budget = _Budget(self.budget_ms)
+        out = []
+        objs = gc.get_objects()
+        if budget.over():  # the heap alone took the budget: no scan, no keeper (the finding stays)
+            return None
+        try:
+            for i, o in enumerate(objs):
+                try:  # a proxy whose __class__ or a tensor subclass whose grad_fn raises is not a candidate
+                    if isinstance(o, T) and getattr(o, "grad_fn", None) is not None and _device(o) >= 0:
+                        out.append(weakref.ref(o))
+                except Exception:
+                    pass
+                if i & 4095 == 4095 and budget.over():
+                    break
+        finally:
+            del objs
+        return out
+
+    # -- confirm: those still alive outlived a step end; who holds them -------------------------
+    def confirm(self, armed, frame):
+        alive = [t for t in (r() for r in armed) if t is not None and getattr(t, "grad_fn", None) is not None]
+        if not alive:
+            return None
+        budget = _Budget(self.budget_ms)
+        # gc.get_referrers compares every reference in the heap with each argument: a sample of the oldest and the
+        # newest survivors finds the container; then the container itself says how many it holds.
+        sample = alive if len(alive) <= SAMPLE else alive[:SAMPLE // 2] + alive[-(SAMPLE // 2):]
+        holders = _holders(sample, budget, ours=(alive,))
+        if not holders:
+            return None
+        container, held = max(holders.values(), key=lambda h: len(h[1]))
+        if len(sample) < len(alive):
+            held = _members(container, {id(t): t for t in alive}) or held
+        named = _name(container, frame, budget)
+        found = {"v": 1, "step": self.steps, "container_type": type(container).__name__,
+                 "tensors": len(held)}
+        found.update(named)
+        bytes_, addrs, complete = _held_bytes(held, budget)
+        found.update({"bytes": bytes_, "addrs": addrs, "complete": complete and not budget.hit,
+                      "device": _device(held[0])})
+        return found
+
+
+def sentence(k):
+    where = ("%s:%d" % (os.path.basename(k["file"]), k["line"])) if k.get("line") else "an unknown line"
+    what = "stores them" if k.get("how") == "stores" else "assigns it"
+    return ("gpumem: %s (a %s) keeps %d tensor%s with autograd graphs alive across steps (%s); %s at %s%s" % (
+        k.get("container") or "a container", k["container_type"], k["tensors"], "" if k["tensors"] == 1 else "s",
+        format_bytes(k["bytes"]), what, where, (": " + k["code"]) if k.get("code") else ""))
+
+
+def _members(container, ids, limit=1 << 20):
+    """The kept tensors (ids: id → tensor) a container holds, directly or one level down (a dict/tuple/list per
+    step); at most `limit` members are looked at."""
+    if isinstance(container, types.FrameType):
+        values = list(container.f_locals.values())
+    elif isinstance(container, dict):
+        values = container.values()
+    elif isinstance(container, _CONTAINERS) or type(container).__name__ == "deque":
+        values = container
+    else:
+        values = list(getattr(container, "__dict__", {}).values())
+    out = []
+    for i, v in enumerate(values):
+        if i >= limit:
+            break
+        if id(v) in ids:
+            out.append(v)
+        elif isinstance(v, (dict, tuple, list)):
+            for x in (v.values() if isinstance(v, dict) else v):
+                if id(x) in ids:
+                    out.append(x)
+    return out
+
+
+def _holders(alive, budget, ours=()):
+    """id(container) → (container, [kept tensors]) over the direct referrers of the kept tensors, a tensor held
+    in a small dict/tuple (history.append({"loss": loss})) counted for the container that holds that."""
+    ids = {id(t): t for t in alive}
+    me = sys._getframe()
+    skip = {id(alive), id(ids), id(me)} | {id(o) for o in ours}
+    out = {}
+
+    def add(container, tensors):
+        entry = out.setdefault(id(container), (container, []))
+        have = {id(t) for t in entry[1]}
+        entry[1].extend(t for t in tensors if id(t) not in have)
+
+    refs = gc.get_referrers(*alive)
+    try:
+        for r in refs:
+            if id(r) in skip or r is refs:
+                continue
+            if isinstance(r, types.FrameType):
+                if r.f_globals.get("__name__", "").startswith("gpumem"):
+                    continue
+                add(r, [v for v in r.f_locals.values() if id(v) in ids])
+                continue
+            if isinstance(r, dict):
+                members = [v for v in r.values() if id(v) in ids]
+            elif isinstance(r, _CONTAINERS) or hasattr(r, "__iter__") and type(r).__name__ == "deque":
+                members = [v for v in r if id(v) in ids]
+            else:
+                members = [v for v in getattr(r, "__dict__", {}).values() if id(v) in ids]
+            if not members:
+                continue
+            add(r, members)
+    finally:
+        del refs
+    # A small dict/tuple per kept tensor (history.append({"loss": loss})) climbs to the list, dict, set or deque
+    # that holds two or more of those.
+    small = [(k, c, ts) for k, (c, ts) in out.items() if isinstance(c, (dict, tuple)) and len(ts) == 1]
+    if len(small) >= 2:  # one traversal, whatever the budget says: without it the container is unnamed
+        uppers = {}
+        by_id = {id(c): key for key, c, _ in small}
+        refs = gc.get_referrers(*[c for _, c, _ in small])  # one heap traversal for all of them
+        try:
+            for r in refs:
+                if id(r) in skip or r is out or r is small or r is refs or isinstance(r, (tuple, types.FrameType)):
+                    continue
+                if isinstance(r, dict) and "__builtins__" in r:
+                    continue  # a module's globals: the name is found from the stack
+                if isinstance(r, dict):
+                    members = r.values()
+                elif isinstance(r, (list, set)) or type(r).__name__ == "deque":
+                    members = r
+                else:
+                    continue
+                keys = [by_id[id(v)] for v in members if id(v) in by_id]
+                if keys:
+                    uppers[id(r)] = (r, keys)
+        finally:
+            del refs
+        for r, keys in uppers.values():
+            if len(keys) >= 2:
+                for key in keys:
+                    if key in out:
+                        add(r, out.pop(key)[1])
+    return out
+
+
+def _scope_lines(code):
+    lines = [l for _, _, l in code.co_lines() if l is not None] if hasattr(code, "co_lines") else []
+    return (min(lines), max(lines)) if lines else (code.co_firstlineno, 1 << 30)
+
+
+def _user_frames(frame):
+    f = frame
+    while f is not None:
+        fn = f.f_code.co_filename
+        if not os.path.abspath(fn).startswith(_OURS):
+            yield f
+        f = f.f_back
+
+
+def _name(container, frame, budget):
+    """{"container": "history", "file", "line", "code", "how", "scope"} from the stack at the step end, or from
+    the module globals, or the container's type alone."""
+    if isinstance(container, types.FrameType):  # a frame variable keeps a tensor itself (prev = loss)
+        T = _tensor_type()
+        names = [n for n, v in list(container.f_locals.items())
+                 if T is not None and isinstance(v, T) and getattr(v, "grad_fn", None) is not None]
+        return _site(container, names[0] if names else "", container.f_globals is container.f_locals)
+    for f in _user_frames(frame):
+        local = f.f_locals
+        module_level = f.f_globals is local
+        for name, v in list(local.items()):
+            if v is container:
+                return _site(f, name, module_level)
+            d = getattr(v, "__dict__", None)
+            if isinstance(d, dict) and not isinstance(v, (types.ModuleType, type)):
+                for attr, av in list(d.items()):
+                    if av is container:
+                        return _site(f, "%s.%s" % (name, attr), module_level)
+        if not module_level:
+            for name, v in list(f.f_globals.items()):
+                if v is container:
+                    return _site(f, name, True)
+        if budget.over():
+            break
+    for mod in list(sys.modules.values()):
+        d = getattr(mod, "__dict__", None)
+        if not isinstance(d, dict):
+            continue
+        for name, v in list(d.items()):
+            if v is container:
+                path = getattr(mod, "__file__", None) or ""
+                out = {"container": name, "file": path, "line": 0, "how": "", "code": "", "scope": mod.__name__}
+                out.update(_find_site(path, None, name) or {})
+                return out
+    return {"container": "", "file": "", "line": 0, "how": "", "code": "", "scope": ""}
+
+
+def _site(frame, name, module_level):
+    code = frame.f_code
+    path = code.co_filename
+    out = {"container": name, "file": path, "line": 0, "how": "", "code": "",
+           "scope": "<module>" if module_level else code.co_name}
+    site = _find_site(path, None if module_level else _scope_lines(code), name, frame.f_lineno)
+    if site is None and not module_level:
+        site = _find_site(path, None, name)  # e.g. self.history.append in another method of the class
+    if site:
+        out.update(site)
+    return out
+
+
+def _expr(node):
+    if isinstance(node, ast.Name):
+        return node.id
+    if isinstance(node, ast.Attribute):
+        inner = _expr(node.value)
+        return inner + "." + node.attr if inner else None
+    return None
+
+
+def _matches(node, name):
+    e = _expr(node)
+    if e is None or not name:
+        return False
+    if e == name:
+        return True
+    # self.history named from the loop as trainer.history: the attribute path's last part decides
+    return "." in name and "." in e and e.split(".", 1)[1] == name.split(".", 1)[1]
+
+
+def _find_site(path, span, name, current=None):
+    """The line in `path` (within span=(first, last) lines when given) that stores into `name`: a mutator call,
+    `name += …`, `name[k] = …`; else a plain `name = …`. Of several, one inside the innermost loop running the
+    frame's `current` line (the training loop), else the first."""
+    lines = linecache.getlines(path)
+    if not lines or not name:
+        return None
+    source = "".join(lines)
+    try:
+        tree = ast.parse(source)
+    except (SyntaxError, ValueError):
+        return None
+    stores, assigns, loops = [], [], []
+    for node in ast.walk(tree):
+        if current and isinstance(node, (ast.For, ast.While, ast.AsyncFor)) and \
+                node.lineno <= current <= getattr(node, "end_lineno", node.lineno):
+            loops.append((node.end_lineno - node.lineno, node.lineno, node.end_lineno))
+        ln = getattr(node, "lineno", None)
+        if ln is None or (span and not span[0] <= ln <= span[1]):
+            continue
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in MUTATORS \
+                and _matches(node.func.value, name):
+            stores.append((ln, node))
+        elif isinstance(node, ast.AugAssign) and _matches(node.target, name):
+            stores.append((ln, node))
+        elif isinstance(node, (ast.Assign, ast.AnnAssign)):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            for t in targets:
+                if isinstance(t, ast.Subscript) and _matches(t.value, name):
+                    stores.append((ln, node))
+                elif _matches(t, name):
+                    assigns.append((ln, node))
+    found, how = (stores, "stores") if stores else (assigns, "assigns")
+    if not found:
+        return None
+    if loops:
+        _, first, last = min(loops)
+        found = [f for f in found if first <= f[0] <= last] or found
+    line, node = min(found, key=lambda x: (x[0], getattr(x[1], "col_offset", 0)))
+    # the statement's own text (no comment), its first line, at most 160 characters
+    code = (ast.get_source_segment(source, node) or lines[line - 1]).strip().splitlines()[0][:160]
+    return {"line": line, "how": how, "code": code}
+
+
+def _held_bytes(held, budget, max_nodes=20000, max_addrs=16):
+    """Bytes of the kept tensors' storages and of the tensors their graphs still save (parameters excluded),
+    each storage once; the largest storages' base addresses."""
+    T = _tensor_type()
+    storages = {}
+    params = set()
+    saved_names = {}
+    seen = set()
+    stack = []
+    for t in held:
+        base, n = _storage(t)
+        if base:
+            storages[base] = max(n, storages.get(base, 0))
+        if getattr(t, "grad_fn", None) is not None:
+            stack.append(t.grad_fn)
+    complete = True
+    saved = {}
+    while stack:
+        node = stack.pop()
+        if id(node) in seen:
+            continue
+        seen.add(id(node))
+        if len(seen) > max_nodes or (len(seen) & 255 == 0 and budget.over()):
+            complete = False
+            break
+        var = getattr(node, "variable", None)  # AccumulateGrad: a parameter
+        if var is not None and T is not None and isinstance(var, T):
+            params.add(_storage(var)[0])
+        names = saved_names.get(type(node))
+        if names is None:
+            names = saved_names[type(node)] = [a for a in dir(node) if a.startswith("_saved_")]
+        for a in names:
+            try:
+                v = getattr(node, a)
+            except Exception:  # freed by backward()
+                continue
+            for x in (v if isinstance(v, (tuple, list)) else (v,)):
+                if T is not None and isinstance(x, T) and _device(x) >= 0 and not (
+                        getattr(x, "grad_fn", None) is None and getattr(x, "requires_grad", False)):  # a leaf: a parameter
+                    base, n = _storage(x)
+                    if base:
+                        saved[base] = max(n, saved.get(base, 0))
+        for nxt in getattr(node, "next_functions", ()) or ():
+            if nxt and nxt[0] is not None:
+                stack.append(nxt[0])
+    for base, n in saved.items():
+        if base not in params:
+            storages[base] = max(n, storages.get(base, 0))
+    top = sorted(storages.items(), key=lambda kv: -kv[1])[:max_addrs]
+    return sum(storages.values()), [a for a, _ in top], complete
+
+
+_WATCH = None
+
+
+def watch():
+    """The process's watch (None when GPUMEM_KEEPER=0)."""
+    global _WATCH
+    if _WATCH is None and os.environ.get("GPUMEM_KEEPER", "1") not in ("0", "false", "no", "off"):
+        from ._state import STATE
+
+        _WATCH = KeeperWatch(lambda text: STATE.native.notice(text, 0) if STATE.configured else None)
+    return _WATCH
+
+
+def step_end(source):
+    """Called at every step end the bootstrap sees ("optimizer" or "user"); once gpumem.step() has been called,
+    only those count (Note [Steps])."""
+    try:
+        w = watch()
+        if w is None or w.off:
+            return
+        if source == "user":
+            w.user_steps = True
+        elif getattr(w, "user_steps", False):
+            return
+        allocated = int(sys.modules["torch"].cuda.memory_allocated())
+        w.step_end(allocated, sys._getframe(1))
+    except Exception:  # reading allocated memory failed: no keeper, never an error in the workload
+        return

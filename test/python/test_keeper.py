@@ -1,0 +1,209 @@
+"""The leak keeper (Note [Leak keeper search] in gpumem/_keeper.py): a training loop run under the bootstrap with the
+stand-in torch, whose step ends come from Optimizer.step()'s global post hook. The keeper notice names the
+container and the line that stores the kept tensors; loops that keep no graph get no keeper."""
+import json
+import unittest
+
+import support
+
+PREFIX = "gpumem-keeper "
+
+# One parameter with Adam-like lazily made state; each step's loss is 512 bytes and its node saves an 8 KiB
+# activation that backward() frees (like PyTorch's), so what is kept per step is the loss itself.
+HEAD = """
+    import json, sys, gpumem, torch
+    from torch.optim.optimizer import Optimizer
+    w = torch.empty(4096, device="cuda")
+    w.requires_grad = True
+    opt = Optimizer([w])
+"""
+
+
+def keepers(run):
+    return [json.loads(l[len(PREFIX):]) for l in run.log() if l.startswith(PREFIX)]
+
+
+def notices(run):
+    return [l for l in run.log() if l.startswith("notice ")]
+
+
+class KeeperTest(unittest.TestCase):
+    def test_losses_kept_with_their_graphs_name_the_append_line(self):
+        run = support.run_script(HEAD + """
+    def train(steps):
+        history = []
+        for step in range(steps):
+            loss = torch._fake_op(512, w, saved_bytes=8192)  # FORWARD
+            history.append(loss)  # KEEP
+            loss.backward()
+            opt.step()
+        return history
+
+    kept = train(12)
+    print(json.dumps([t.data_ptr() for t in kept]))
+        """)
+        self.assertEqual(run.code, 0, run.err)
+        ptrs = json.loads(run.out.splitlines()[-1])
+        [k] = keepers(run)  # one search per COOLDOWN step ends, however long the growth goes on
+        self.assertEqual((k["container"], k["container_type"], k["scope"]), ("history", "list", "train"))
+        self.assertEqual((k["file"], k["line"], k["how"]), (run.script, support.line_of(run.script, "# KEEP"), "stores"))
+        self.assertEqual(k["code"], "history.append(loss)", "the statement, not its comment")
+        # Armed at the 3rd growing step end (step 4: step 1 has no predecessor), confirmed at the next one: the
+        # losses of steps 1-4 outlived a step end. Their activations were freed by backward(): 512 B each.
+        self.assertEqual((k["step"], k["tensors"], k["bytes"], k["complete"], k["device"]), (5, 4, 4 * 512, True, 0))
+        self.assertEqual(sorted(k["addrs"]), sorted(ptrs[:4]))
+        # The notice's first line is the sentence people read.
+        [text] = [n for n in notices(run) if "keeps" in n]
+        self.assertEqual(text, "notice 0 gpumem: history (a list) keeps 4 tensors with autograd graphs alive across "
+                               "steps (2.00 KiB); stores them at script.py:%d: history.append(loss)"
+                         % support.line_of(run.script, "# KEEP"))
+
+    def test_graphs_kept_without_backward_count_their_saved_activations(self):
+        # An evaluation loop that keeps outputs with graphs: the activations stay saved, and count.
+        run = support.run_script(HEAD + """
+    outputs = {}
+    for step in range(8):
+        out = torch._fake_op(1024, w, saved_bytes=8192)
+        outputs[step] = out  # KEEP
+        opt.step()
+        """)
+        self.assertEqual(run.code, 0, run.err)
+        [k] = keepers(run)
+        self.assertEqual((k["container"], k["container_type"], k["scope"], k["how"]), ("outputs", "dict", "<module>", "stores"))
+        self.assertEqual(k["line"], support.line_of(run.script, "# KEEP"))
+        # four outputs (1 KiB) and the activation each one's node saves (8 KiB); the parameter w is an input the
+        # nodes save too, and is not counted (it is no leak)
+        self.assertEqual((k["tensors"], k["bytes"]), (4, 4 * (1024 + 8192)))
+        self.assertEqual(len(k["addrs"]), 8)
+
+    def test_dicts_in_a_list_on_an_object_climb_to_the_list_attribute(self):
+        run = support.run_script(HEAD + """
+    class Trainer:
+        def __init__(self):
+            self.log = []
+
+        def step(self):
+            loss = torch._fake_op(512, w)
+            self.log.append({"loss": loss, "lr": 0.1})  # KEEP
+            opt.step()
+
+    t = Trainer()
+    for _ in range(7):
+        t.step()
+        """)
+        self.assertEqual(run.code, 0, run.err)
+        [k] = keepers(run)
+        self.assertEqual((k["container"], k["container_type"], k["scope"]), ("self.log", "list", "step"))
+        self.assertEqual((k["line"], k["how"], k["tensors"]), (support.line_of(run.script, "# KEEP"), "stores", 4))
+
+    def test_more_kept_tensors_than_the_sample_are_all_counted(self):
+        # 100 kept in a warm-up with no optimizer step, then the loop: the referrer lookup samples 64 of the 104
+        # survivors (gpumem/_keeper.py SAMPLE); the container found counts all of them.
+        run = support.run_script(HEAD + """
+    history = []
+    for _ in range(100):
+        history.append({"loss": torch._fake_op(512, w)})
+    for step in range(6):
+        history.append({"loss": torch._fake_op(512, w)})  # KEEP
+        opt.step()
+        """)
+        self.assertEqual(run.code, 0, run.err)
+        [k] = keepers(run)
+        self.assertEqual((k["container"], k["line"], k["tensors"], k["bytes"]),
+                         ("history", support.line_of(run.script, "# KEEP"), 104, 104 * 512))
+        self.assertEqual(k["code"], 'history.append({"loss": torch._fake_op(512, w)})')
+
+    def test_a_loop_that_keeps_loss_item_has_no_keeper_even_while_memory_grows(self):
+        # Memory grows (a cache of plain tensors), so the watch arms; no tensor with a graph outlives a step end.
+        run = support.run_script(HEAD + """
+    history, cache = [], []
+    for step in range(12):
+        loss = torch._fake_op(512, w, saved_bytes=8192)
+        history.append(loss.item())
+        cache.append(torch.empty(2048, device="cuda"))
+        loss.backward()
+        opt.step()
+    from gpumem import _keeper
+    print(json.dumps({"passes": len(_keeper._WATCH.seconds), "results": _keeper._WATCH.results}))
+        """)
+        self.assertEqual(run.code, 0, run.err)
+        self.assertEqual(keepers(run), [])
+        self.assertEqual(notices(run), [])
+        self.assertEqual(json.loads(run.out.splitlines()[-1]), {"passes": 2, "results": []})
+
+    def test_a_failing_search_is_reported_once_and_training_goes_on(self):
+        run = support.run_script(HEAD + """
+    import gc
+    def broken():
+        raise MemoryError("no room for the object list")
+    gc.get_objects = broken
+    history = []
+    for step in range(10):
+        loss = torch._fake_op(512, w)
+        history.append(loss)
+        opt.step()
+    print("done", len(history))
+        """)
+        self.assertEqual(run.code, 0, run.err)
+        self.assertEqual(run.out.split(), ["done", "10"])
+        self.assertEqual(notices(run), ["notice 0 gpumem: the leak keeper search is off for this run (MemoryError: no room "
+                                        "for the object list); leak findings still name the allocating line"])
+        self.assertEqual(keepers(run), [])
+
+    def test_gpumem_step_marks_are_the_steps_once_used_and_keeper_can_be_turned_off(self):
+        body = """
+    history = []
+    for step in range(12):
+        loss = torch._fake_op(512, w)
+        history.append(loss)  # KEEP
+        opt.step()
+        if step % 2:
+            gpumem.step()
+    from gpumem import _keeper
+    print(_keeper._WATCH.steps if _keeper._WATCH else "off")
+        """
+        run = support.run_script(HEAD + body)
+        self.assertEqual(run.code, 0, run.err)
+        # optimizer steps count until the first gpumem.step() (loop steps 0 and 1), then only the user marks
+        # (loop steps 1, 3, …, 11: 6)
+        self.assertEqual(run.out.split(), ["8"])
+        [k] = keepers(run)
+        self.assertEqual(k["line"], support.line_of(run.script, "# KEEP"))
+        off = support.run_script(HEAD + body, env={"GPUMEM_KEEPER": "0"})
+        self.assertEqual(off.code, 0, off.err)
+        self.assertEqual((off.out.split(), keepers(off)), (["off"], []))
+
+
+class BoundsTest(unittest.TestCase):
+    def test_searches_start_after_three_growths_then_once_per_cooldown_at_most_three_times(self):
+        import sys
+        sys.path.insert(0, str(support.PY_DIR))
+        from gpumem._keeper import KeeperWatch
+
+        w = KeeperWatch(lambda text: None)
+        arms, confirms = [], []
+        w.arm = lambda: arms.append(w.steps) or []
+        w.confirm = lambda armed, frame: confirms.append(w.steps)
+        allocated = 1000
+        for step in range(1, 1001):
+            # flat at steps 100-101 (a streak restarts), growing everywhere else
+            allocated += 0 if step in (100, 101) else 512
+            w.step_end(allocated)
+        # step 1 has no predecessor: growths at 2, 3, 4 arm at 4; confirmed at 5; the next search waits 200 step ends
+        # (the streak broken at 100-101 has long recovered), and there are 3 at most
+        self.assertEqual((arms, confirms), ([4, 205, 406], [5, 206, 407]))
+
+
+class FormatTest(unittest.TestCase):
+    def test_bytes_read_like_the_extension_three_significant_digits(self):
+        import sys
+        sys.path.insert(0, str(support.PY_DIR))
+        from gpumem._keeper import format_bytes
+
+        cases = {1023: "1023 B", 1024: "1.00 KiB", 20 * 1024: "20.0 KiB", 312 << 20: "312 MiB", 1536 << 20: "1.50 GiB",
+                 (1 << 20) - 1: "1.00 MiB"}
+        self.assertEqual({n: format_bytes(n) for n in cases}, cases)
+
+
+if __name__ == "__main__":
+    unittest.main()

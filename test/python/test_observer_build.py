@@ -1,0 +1,141 @@
+"""The observer's build watchdog (Note [Observer build watchdog] in gpumem/_observe.py): the tracker is built in
+a child Python under a time limit, so a hanging compiler or a lock file left by a killed build can never stall
+the workload at its first CUDA use. A tiny stand-in torch.utils.cpp_extension plays the compiler: it hangs,
+fails, or builds (writes the .so) and says in which process it ran."""
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+import unittest
+
+import support
+
+# A stand-in torch package with only what build_tracker touches. load_inline honours the lock file the way
+# torch's FileBaton does (waits while it exists), so a stale lock really would hang without the watchdog.
+CPP_EXTENSION = r'''
+import os, sys, time
+def load_inline(name, cpp_sources, functions, with_cuda, build_directory, verbose):
+    lock = os.path.join(build_directory, "lock")
+    while os.path.exists(lock):
+        time.sleep(0.05)
+    behaviour = os.environ.get("FAKE_BUILD", "ok")
+    built = os.path.join(build_directory, name + ".so")
+    with open(os.path.join(build_directory, "calls.log"), "a") as f:
+        f.write("%d %s\n" % (os.getpid(), "import" if os.path.exists(built) else "build"))
+    if not os.path.exists(built):
+        if behaviour == "hang":
+            time.sleep(3600)
+        if behaviour == "fail":
+            sys.stderr.write("x.cpp:1: error: something the compiler said\n")
+            raise RuntimeError("Error building extension '%s'" % name)
+        with open(built, "w") as f:
+            f.write("so")
+    class Module:
+        source = cpp_sources[0]
+    return Module
+'''
+
+# Runs build_tracker in a fresh process (its own stand-in torch), prints what came back.
+DRIVER = r'''
+import json, os, sys, time
+import torch
+from gpumem import _observe
+t0 = time.monotonic()
+mod, why = _observe.build_tracker(torch)
+folder, name = _observe._build_dir(torch)
+calls = open(os.path.join(folder, "calls.log")).read().split() if os.path.exists(os.path.join(folder, "calls.log")) else []
+print(json.dumps({"built": mod is not None, "why": why, "secs": time.monotonic() - t0, "pid": os.getpid(),
+                  "calls": [[int(calls[i]), calls[i + 1]] for i in range(0, len(calls), 2)],
+                  "source_is_tracker": mod is not None and mod.source == _observe.TRACKER_SRC,
+                  "lock_left": os.path.exists(os.path.join(folder, "lock")), "folder": folder}))
+'''
+
+
+class ObserverBuildWatchdog(unittest.TestCase):
+    def setUp(self):
+        self.tmp = tempfile.mkdtemp(prefix="gpumem-obsbuild-")
+        pkg = os.path.join(self.tmp, "pkgs", "torch")
+        os.makedirs(os.path.join(pkg, "utils"))
+        with open(os.path.join(pkg, "__init__.py"), "w") as f:
+            f.write('__version__ = "9.9.9+standin"\n')
+        open(os.path.join(pkg, "utils", "__init__.py"), "w").close()
+        with open(os.path.join(pkg, "utils", "cpp_extension.py"), "w") as f:
+            f.write(CPP_EXTENSION)
+
+    def run_driver(self, behaviour, timeout_s, prepare=None):
+        env = dict(os.environ, XDG_CACHE_HOME=os.path.join(self.tmp, "cache"), FAKE_BUILD=behaviour,
+                   GPUMEM_OBSERVER_BUILD_TIMEOUT=str(timeout_s), GPUMEM_SESSION_DIR=os.path.join(self.tmp, "session"),
+                   PYTHONPATH=os.pathsep.join([os.path.join(self.tmp, "pkgs"), str(support.PY_DIR)]))
+        env.pop("GPUMEM_RESULTS", None)
+        if prepare:
+            prepare(env)
+        p = subprocess.run([sys.executable, "-S", "-c", DRIVER], env=env, capture_output=True, text=True, timeout=60)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        return json.loads(p.stdout), p.stderr
+
+    def folder(self, env):
+        # _build_dir's folder for the stand-in torch (same key as the driver computes).
+        out = subprocess.run([sys.executable, "-S", "-c", "import torch; from gpumem import _observe; print(_observe._build_dir(torch)[0])"],
+                             env=env, capture_output=True, text=True, check=True)
+        return out.stdout.strip()
+
+    def test_a_hanging_compiler_falls_back_within_the_limit(self):
+        r, err = self.run_driver("hang", 2)
+        self.assertFalse(r["built"])
+        self.assertEqual(r["why"], "building the observer took longer than 2 s (GPUMEM_OBSERVER_BUILD_TIMEOUT)")
+        self.assertLess(r["secs"], 10)
+        # the compiler ran in a child, never in the workload's process
+        self.assertEqual([c[1] for c in r["calls"]], ["build"])
+        self.assertNotEqual(r["calls"][0][0], r["pid"])
+        self.assertIn("gpumem: building the observer, first run only", err)
+
+    def test_a_failed_build_says_the_compilers_last_line(self):
+        r, _ = self.run_driver("fail", 30)
+        self.assertFalse(r["built"])
+        self.assertTrue(r["why"].startswith("building the observer failed: RuntimeError: Error building extension 'gpumem_observer_"), r["why"])
+
+    def test_a_finished_build_is_imported_and_the_next_run_does_not_build(self):
+        r, _ = self.run_driver("ok", 30)
+        self.assertTrue(r["built"], r["why"])
+        self.assertTrue(r["source_is_tracker"])
+        self.assertEqual([c[1] for c in r["calls"]], ["build", "import"])
+        self.assertNotEqual(r["calls"][0][0], r["pid"])  # built in the child
+        self.assertEqual(r["calls"][1][0], r["pid"])  # imported here
+        r2, err2 = self.run_driver("ok", 30)
+        self.assertTrue(r2["built"])
+        self.assertEqual([c[1] for c in r2["calls"]][2:], ["import"])
+        self.assertNotIn("building the observer", err2)
+
+    def test_a_lock_left_by_a_killed_build_is_removed_once_older_than_the_limit(self):
+        def stale_lock(env):
+            folder = self.folder(env)
+            os.makedirs(folder, exist_ok=True)
+            lock = os.path.join(folder, "lock")
+            open(lock, "w").close()
+            old = time.time() - 600
+            os.utime(lock, (old, old))
+
+        r, err = self.run_driver("ok", 30, prepare=stale_lock)
+        self.assertTrue(r["built"], r["why"])
+        self.assertFalse(r["lock_left"])
+        self.assertRegex(err, r"gpumem: removed a stale observer build lock \(6\d\d s old")
+
+    def test_a_fresh_lock_is_another_build_in_progress_and_is_kept(self):
+        # A lock younger than the limit belongs to a build that may still finish: kept, and this run waits
+        # for it no longer than the limit, then falls back.
+        def fresh_lock(env):
+            folder = self.folder(env)
+            os.makedirs(folder, exist_ok=True)
+            open(os.path.join(folder, "lock"), "w").close()
+
+        r, err = self.run_driver("ok", 2, prepare=fresh_lock)
+        self.assertFalse(r["built"])
+        self.assertTrue(r["lock_left"])
+        self.assertIn("took longer than 2 s", r["why"])
+        self.assertNotIn("stale", err)
+
+
+if __name__ == "__main__":
+    unittest.main()

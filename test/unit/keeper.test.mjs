@@ -1,0 +1,101 @@
+// The leak keeper on the reader's side (Note [Leak keeper]): a capture written by the real allocator (simulated
+// device) for a loop that keeps one tensor per step in `history`, with the keeper notice the bootstrap writes,
+// made by the bootstrap's own functions (sim_training.py --keeper, Note [Leak keeper search]).
+import assert from 'node:assert/strict';
+import path from 'node:path';
+import { test } from 'node:test';
+import { needsAllocator, openModel, simTraining, withModel } from './reader-support.mjs';
+
+const { stepReport, keepers } = await import('../../src/core/steps/index.ts');
+const { summarizeFile } = await import('../../src/core/summary/index.ts');
+const { timeBaseOf } = await import('../../src/core/summary/timebase.ts');
+const { categoriesView } = await import('../../src/core/snapshot/categoriesView.ts');
+
+const skip = needsAllocator;
+const KiB = 1024;
+const LEAK = 64 * KiB;
+const STEPS = 8;
+
+test('the keeper notice: its sentence is the marker, its JSON the keeper, on the device of the kept tensors', { skip }, () => {
+  const { cap, info } = simTraining(STEPS, ['--leak', String(LEAK), '--keeper']);
+  withModel(cap, (m) => {
+    const notices = m.markers(0).filter((x) => x.kind === 'notice');
+    assert.equal(notices.length, 1);
+    assert.equal(
+      notices[0].label,
+      `gpumem: history (a list) keeps 4 tensors with autograd graphs alive across steps (256 KiB); stores them at sim_training.py:${info.lines.keeper}: history.append(kept)`,
+    );
+    const [k] = keepers(m, 0);
+    assert.deepEqual(
+      [k.container, k.containerType, k.scope, k.how, path.basename(k.file), k.line, k.tensors, k.bytes, k.complete, k.step],
+      ['history', 'list', 'main', 'stores', 'sim_training.py', info.lines.keeper, 4, 4 * LEAK, true, 5],
+    );
+    assert.equal(k.timeUs, notices[0].timeUs);
+    assert.equal(k.addrs.length, 4);
+    assert.deepEqual(keepers(m, 1), [], 'no keeper names another device');
+  });
+});
+
+test('a leak finding carries the keeper tied by the kept blocks\' allocating line, in the summary text and --json', { skip }, () => {
+  const { cap, info } = simTraining(STEPS, ['--leak', String(LEAK), '--keeper']);
+  assert.notEqual(info.lines.keeper, info.lines.leak, 'the keeping line is not the allocating line');
+  withModel(cap, (m) => {
+    const r = stepReport(m, 0, timeBaseOf(m).steps);
+    assert.equal(r.leaks.length, 1);
+    const [leak] = r.leaks;
+    assert.equal(leak.line, info.lines.leak, 'the finding stays on the allocating line');
+    assert.equal(leak.keeperMatch, 'address');
+    assert.equal(leak.keeper.line, info.lines.keeper);
+    // each kept address lies in a block allocated on the finding's line (the allocator state, an independent path)
+    const blocks = m.stateAt(0, leak.keeper.timeUs).segments.flatMap((s) => s.blocks);
+    for (const a of leak.keeper.addrs) {
+      const b = blocks.find((x) => a >= x.address && a < x.address + x.size);
+      assert.equal(m.stack(b.stackId).frames.find((f) => f.user).line, info.lines.leak);
+    }
+  });
+  const s = summarizeFile(cap);
+  const [dev] = s.summary.steps;
+  const [j] = dev.leaks;
+  assert.deepEqual(
+    [j.line, j.keeper.line, j.keeper.container, j.keeper.container_type, j.keeper.tensors, j.keeper.bytes, j.keeper.how, j.keeper.match, j.keeper.step],
+    [info.lines.leak, info.lines.keeper, 'history', 'list', 4, 4 * LEAK, 'stores', 'address', 5],
+  );
+  assert.match(
+    s.text,
+    new RegExp(
+      `Leak: \\S*sim_training\\.py:${info.lines.leak} keeps 64\\.0 KiB more at each step end \\(steps 1–${STEPS}, [^)]*\\); ` +
+        `kept alive by history \\(a list: 4 tensors with autograd graphs, 256 KiB\\), stored at \\S*sim_training\\.py:${info.lines.keeper}: history\\.append\\(kept\\)`,
+    ),
+  );
+});
+
+test('the snapshot panel\'s leak view names the keeper line apart from the sentence, for its link', { skip }, () => {
+  const { cap, info } = simTraining(STEPS, ['--leak', String(LEAK), '--keeper']);
+  withModel(cap, (m) => {
+    const v = categoriesView(m, 0, timeBaseOf(m), 1, undefined, (f) => path.basename(f));
+    const [l] = v.leaks;
+    assert.deepEqual([l.keeper.displayFile, l.keeper.line, l.keeper.container, l.keeper.tensors, l.keeper.match], ['sim_training.py', info.lines.keeper, 'history', 4, 'address']);
+    assert.ok(l.sentence.endsWith(`; ${l.keeper.text}`), l.sentence);
+    assert.ok(l.keeper.text.includes(`sim_training.py:${info.lines.keeper}: history.append(kept)`), l.keeper.text);
+  });
+});
+
+test('a keeper whose addresses match no finding goes to the largest finding as "probably"; none without a keeper', { skip }, () => {
+  const { cap, info } = simTraining(STEPS, ['--leak', String(LEAK), '--keeper']);
+  const m = openModel(cap);
+  try {
+    // the same capture read through a model whose keeper lists no address (a pickle-less search, say)
+    const noAddrs = Object.create(m);
+    noAddrs.markers = (d) =>
+      m.markers(d).map((x) => (x.detail?.keeper ? { ...x, detail: { ...x.detail, keeper: JSON.stringify({ ...JSON.parse(x.detail.keeper), addrs: [] }) } } : x));
+    const [leak] = stepReport(noAddrs, 0, timeBaseOf(m).steps).leaks;
+    assert.deepEqual([leak.line, leak.keeperMatch, leak.keeper.line], [info.lines.leak, 'largest', info.lines.keeper]);
+  } finally {
+    m.close();
+  }
+  const plain = simTraining(STEPS, ['--leak', String(LEAK)]);
+  withModel(plain.cap, (m2) => {
+    const [leak] = stepReport(m2, 0, timeBaseOf(m2).steps).leaks;
+    assert.deepEqual([leak.line, leak.keeper, leak.keeperMatch], [plain.info.lines.leak, undefined, undefined]);
+  });
+});
