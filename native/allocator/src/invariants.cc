@@ -22,7 +22,6 @@ std::string DeviceAllocator::check_invariants() {
       return err.str();
     }
     uint64_t covered = 0, mapped_bytes = 0;
-    bool in_run = false;
     for (Block* b = seg->head; b; b = b->next) {
       if (b->segment != seg.get() || b->pool != seg->pool || b->stream != seg->stream) {
         err << "block " << b->addr << ": segment/pool/stream differ from its segment's";
@@ -67,7 +66,6 @@ std::string DeviceAllocator::check_invariants() {
           }
         }
         if (b->mapped) mapped_bytes += b->size;
-        in_run = b->mapped;
       }
       if (b->is_free() && b->mapped) free_mapped++;
       if (b->allocated) {
