@@ -6,10 +6,12 @@
 // with a Problem naming the offset; everything before it stays in the model.
 #pragma once
 #include <algorithm>
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <stdexcept>
 #include <string>
+#include <thread>
 #include <unordered_map>
 #include <vector>
 
@@ -24,6 +26,10 @@ class CaptureError : public std::runtime_error {
 
 class CaptureDecoder {
  public:
+  CaptureDecoder() = default;
+  CaptureDecoder(const CaptureDecoder&) = delete;
+  CaptureDecoder& operator=(const CaptureDecoder&) = delete;
+  ~CaptureDecoder() { stop_prefault(); }
   // Returns bytes consumed from `data` (which starts at offset()). Throws CaptureError for a foreign
   // file or a newer major version (nothing usable), never for damage after the header.
   size_t feed(Model& m, const uint8_t* data, size_t len);
@@ -39,6 +45,7 @@ class CaptureDecoder {
 
  private:
   size_t feed_header(Model& m, const uint8_t* data, size_t len);
+  size_t feed_records(Model& m, const uint8_t* data, size_t len);
   // Returns false on damage (problem recorded).
   bool record(Model& m, uint8_t type, uint8_t device, uint16_t flags, const uint8_t* p, uint32_t n, uint64_t at);
   int64_t to_us(uint64_t t_ns) const;
@@ -59,8 +66,11 @@ class CaptureDecoder {
       d->start_empty = true;
       // Most of a capture is block events (56 bytes with their header): size the columns once.
       if (size_hint_) {
-        d->reserve(std::min<uint64_t>(size_hint_ / 56 + 16, 1u << 30));
+        size_t n = std::min<uint64_t>(size_hint_ / 56 + 16, 1u << 30);
+        d->reserve(n);
         d->advise_huge_columns();  // Note [Huge columns]
+        // A big first read maps them ahead of the decoder (Note [Prefault helper] in capture_decoder.cpp).
+        if (size_hint_ >= kPrefaultMin && !prefault_.joinable() && fresh_read_) start_prefault(*d);
       }
     }
     return *d;
@@ -94,6 +104,16 @@ class CaptureDecoder {
   IdMap strings_, frames_, stacks_;
   DeviceData* devs_[256] = {};
   uint64_t size_hint_ = 0;
+
+  static constexpr uint64_t kPrefaultMin = 32u << 20;
+  void start_prefault(DeviceData& d);
+  void stop_prefault();
+  std::thread prefault_;
+  std::atomic<bool> prefaulting_{false};
+  std::atomic<size_t> progress_{0};  // events of prefault_dev_ decoded so far (published every 64 k records)
+  DeviceData* prefault_dev_ = nullptr;
+  size_t published_ = 0;
+  bool fresh_read_ = false;  // this feed() started at the file's first byte
 };
 
 }  // namespace gpumem
