@@ -29,6 +29,7 @@ export async function openSnapshotPanel(modelOrOpening, o) {
     state: o.state,
     viewport: o.viewport ?? { width: 1300, height: 900 },
     theme: o.theme ?? 'dark',
+    browser: o.browser,
   });
   /** messages for the editor (goToSource, exports…) that the session does not answer */
   const forEditor = [];

@@ -50,8 +50,15 @@ function stubVsCodeApi(initialState) {
   };
 }
 
+/** A headless Chromium as the harness runs it. */
+export function launchChromium() {
+  if (!fs.existsSync(CHROMIUM)) throw new Error(`Chromium not found at ${CHROMIUM} — apt-get install chromium (see .dev/setup-code-server.sh)`);
+  return chromium.launch({ executablePath: CHROMIUM, args: ['--headless', '--no-sandbox', '--disable-gpu', '--no-first-run'] });
+}
+
 /**
  * @param {object} o
+ * @param {import('playwright-core').Browser} [o.browser]  a running Chromium to open the page in (kept on close)
  * @param {string | ((origin: string) => string)} [o.html]  page HTML (or a function of the origin)
  * @param {string} [o.htmlFile]   alternatively, an HTML file (repo-relative or absolute)
  * @param {string} [o.bundle]     a script served at /<basename> and, if the HTML has no <script src> for it, appended
@@ -90,9 +97,11 @@ export async function openWebview(o) {
     html = html.includes('</body>') ? html.replace('</body>', `${tag}</body>`) : html + tag;
   }
 
-  if (!fs.existsSync(CHROMIUM)) throw new Error(`Chromium not found at ${CHROMIUM} — apt-get install chromium (see .dev/setup-code-server.sh)`);
-  const browser = await chromium.launch({ executablePath: CHROMIUM, args: ['--headless', '--no-sandbox', '--disable-gpu', '--no-first-run'] });
-  const page = await browser.newPage({ viewport: o.viewport ?? { width: 1200, height: 800 } });
+  // o.browser: a Chromium already running (a benchmark timing the panel, not Chromium's start, as in VS Code
+  // where the webview process runs before a panel opens); it stays open on close().
+  const browser = o.browser ?? (await launchChromium());
+  const context = await browser.newContext({ viewport: o.viewport ?? { width: 1200, height: 800 } });
+  const page = await context.newPage();
   const errors = [];
   const warnings = [];
   page.on('pageerror', (e) => errors.push(String(e)));
@@ -137,7 +146,8 @@ export async function openWebview(o) {
       return file;
     },
     async close() {
-      await browser.close();
+      if (o.browser) await context.close();
+      else await browser.close();
       await new Promise((r) => server.close(r));
     },
   };
