@@ -272,6 +272,39 @@ describe('a capture that grows while the panel is open', () => {
   });
 });
 
+describe('a capture opened before its first device record', () => {
+  test('says it holds no GPU memory yet, then builds its tabs when the device arrives, on the tab asked for meanwhile', async () => {
+    const dir = path.join(ROOT, '.test-output/webview/growing-empty');
+    const full = path.join(dir, 'full.gpumem');
+    const twin = path.join(dir, 'full-twin.pickle');
+    const growing = path.join(dir, 'growing.gpumem');
+    fs.mkdirSync(dir, { recursive: true });
+    execFileSync('python3', [path.join(ROOT, 'test/unit/reference/make_capture.py'), full, twin, '--events', '3000', '--seed', '11']);
+    const ref = references(twin);
+    const bytes = fs.readFileSync(full);
+    fs.writeFileSync(growing, bytes.subarray(0, 512)); // the header only: no device record yet
+    const model = openModel(growing);
+    const wv = await openSnapshotPanel(model, { fileName: 'growing.gpumem' });
+    try {
+      const { page } = wv;
+      await page.waitForSelector('[data-testid=no-devices]', { timeout: 20_000 });
+      assert.equal(await page.locator('[data-testid=tab-advice]').count(), 0);
+      // Open Advice asked for "What to do" while the page had no tabs (panelHost posts showTab after `ready`).
+      await wv.send({ type: 'showTab', tab: 'advice' });
+      fs.appendFileSync(growing, bytes.subarray(512));
+      assert.ok(model.poll() > 0);
+      await wv.send({ type: 'grew', info: wv.session.opened(), ended: model.ended() });
+      await page.locator('[data-testid=tab-advice][aria-selected=true]').waitFor({ timeout: 20_000 });
+      assert.equal(await page.locator('[data-testid=no-devices]').count(), 0);
+      await page.waitForFunction((n) => Number(document.querySelector('[data-figure=events]')?.getAttribute('data-count')) === n, ref.device.events, { timeout: 20_000 });
+      assert.equal((await figure(page, 'peakAllocated')).bytes, ref.device.peak_allocated_bytes);
+    } finally {
+      await wv.close();
+      model.close();
+    }
+  });
+});
+
 describe('snapshots without history', () => {
   const dir = path.join(ROOT, '.test-output/webview/no-history');
   const stateOnly = path.join(dir, 'state-only.pickle');

@@ -213,6 +213,14 @@ class App {
   /** A growing capture was appended to: keep the UI, refresh what is shown. */
   private grew(info: OpenedInfo): void {
     if (!this.info) return;
+    if (this.info.devices.length === 0 && info.devices.length > 0) {
+      // Opened before the workload's first device record reached the file (the OOM notification's Open Advice
+      // on a busy machine): the page said "holds no GPU memory" and had no tabs. Build them now, on the tab
+      // asked for meanwhile (showTab keeps it in the state), and ask for the device's views.
+      this.opened(info);
+      send({ type: 'selectDevice', device: this.device() });
+      return;
+    }
     const previousEnd = this.range().t1Us;
     this.info = info;
     send({ type: 'selectDevice', device: this.device() });
