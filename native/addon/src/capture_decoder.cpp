@@ -162,20 +162,7 @@ void CaptureDecoder::start_prefault(DeviceData& d) {
     std::vector<std::pair<void*, size_t>> cols = d.spare_columns();
     cols.resize(8);  // the event columns (spare_columns lists them first)
     prefault_ = std::thread([this, cols = std::move(cols), capacity = d.t.capacity()] {
-      constexpr size_t kAhead = 1u << 18;
-      size_t done = 0;
-      while (prefaulting_.load(std::memory_order_relaxed)) {
-        size_t want = std::min(progress_.load(std::memory_order_relaxed) + kAhead, capacity);
-        if (want > done) {
-          for (const auto& [p, bytes] : cols) {
-            size_t per = bytes / std::max<size_t>(capacity, 1);
-            size_t from = std::min(done * per, bytes), to = std::min(want * per, bytes);
-            if (to > from) prefault_spare(static_cast<char*>(p) + from, to - from);
-          }
-          done = want;
-        }
-        std::this_thread::sleep_for(std::chrono::microseconds(300));
-      }
+      prefault_columns_ahead(cols, capacity, progress_, prefaulting_);
     });
   } catch (const std::system_error&) {
     prefaulting_.store(false);

@@ -3,7 +3,9 @@
 #include <sys/mman.h>
 #include <unistd.h>
 #include <algorithm>
+#include <chrono>
 #include <cstring>
+#include <thread>
 
 #include "torch_snapshot.h"
 
@@ -63,6 +65,23 @@ void prefault_spare(void* begin, size_t bytes) {
 #else
   (void)begin, (void)bytes;
 #endif
+}
+
+void prefault_columns_ahead(const std::vector<std::pair<void*, size_t>>& cols, size_t capacity,
+                            const std::atomic<size_t>& progress, const std::atomic<bool>& running, size_t ahead) {
+  size_t done = 0;
+  while (running.load(std::memory_order_relaxed)) {
+    size_t want = progress.load(std::memory_order_relaxed) + ahead;
+    if (want > done) {
+      for (const auto& [p, bytes] : cols) {
+        size_t per = bytes / std::max<size_t>(capacity, 1);
+        size_t from = std::min(done * per, bytes), to = std::min(want * per, bytes);
+        if (to > from) prefault_spare(static_cast<char*>(p) + from, to - from);
+      }
+      done = want;
+    }
+    std::this_thread::sleep_for(std::chrono::microseconds(300));
+  }
 }
 
 void advise_huge(void* begin, size_t bytes) {

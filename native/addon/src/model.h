@@ -1,6 +1,7 @@
 // The native model: one per opened file (capture or PyTorch snapshot pickle), one event stream per
 // device. Columns are stored struct-of-arrays so 10 M events stay compact and scans stay cache-friendly.
 #pragma once
+#include <atomic>
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -124,6 +125,13 @@ struct Pyramid {
 // Done inline it cost about what the faults it saved did; done by a helper thread while the pickle
 // import runs (snapshot_import.cpp), it took derive() from 115–640 ms to 40 ms on a 10 M-event pickle.
 void prefault_spare(void* begin, size_t bytes);
+
+// The loop of both readers' prefault helper threads (snapshot_import.cpp, Note [Prefault helper] in
+// capture_decoder.cpp): until `running` turns false, maps each column's pages up to `ahead` rows past the rows
+// decoded so far (`progress`), a column's bytes per row being its reservation over `capacity` rows.
+void prefault_columns_ahead(const std::vector<std::pair<void*, size_t>>& cols, size_t capacity,
+                            const std::atomic<size_t>& progress, const std::atomic<bool>& running,
+                            size_t ahead = size_t(1) << 18);
 
 // Note [Huge columns]: a capture's columns are reserved once from its size (CaptureDecoder::size_hint), and
 // filling 290 MB of them (a 256 MiB budgeted capture, 4.6 M events) took ~70 k page faults of 4 KiB, a third of

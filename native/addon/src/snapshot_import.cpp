@@ -379,20 +379,7 @@ struct Importer final : EntryDecoder {
     try {
       // Taken before any row: the whole reservation of each column.
       helpers.emplace_back([this, cols = rows.spare_columns(), capacity = rows.t.capacity()] {
-        constexpr size_t kAheadRows = 1u << 18;
-        size_t done = 0;
-        while (parsing.load(std::memory_order_relaxed)) {
-          size_t want = rows_published.load(std::memory_order_relaxed) + kAheadRows;
-          if (want > done) {
-            for (auto& [p, bytes] : cols) {
-              size_t per = bytes / std::max<size_t>(capacity, 1);
-              size_t from = std::min(done * per, bytes), to = std::min(want * per, bytes);
-              if (to > from) prefault_spare(static_cast<char*>(p) + from, to - from);
-            }
-            done = want;
-          }
-          std::this_thread::sleep_for(std::chrono::microseconds(300));
-        }
+        prefault_columns_ahead(cols, capacity, rows_published, parsing);
       });
     } catch (const std::system_error&) {
       parsing.store(false);
