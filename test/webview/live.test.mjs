@@ -133,7 +133,10 @@ test('buttons post actions; busy disables; a finished session disables both', as
 
 test('a host message outside the contract is dropped with its reason on the console, and draws nothing', async () => {
   await wv.send({ type: 'update', session: viewAt(2) });
-  await wv.page.waitForFunction(() => document.querySelectorAll('.track').length === 2);
+  // Rendering runs on the next animation frame: wait for step 2 itself on screen (the previous test left two
+  // tracks of step 3, so counting tracks passed before this update drew, and its late draw counted below).
+  await wv.page.waitForFunction(() => document.querySelectorAll('.track').length === 2 && document.querySelector('.track')?.getAttribute('data-points') === '3');
+  await wv.page.evaluate(() => new Promise((r) => requestAnimationFrame(() => r(undefined))));
   const before = wv.warnings.length;
   await wv.page.evaluate(() => (document.body.dataset.updates = '0'));
   await wv.send({ type: 'update', session: { ...viewAt(4), tracks: 'all of them' } });
