@@ -105,6 +105,21 @@ def run_script(source, args=(), env=None, so=None, extra_paths=(), cwd=None, std
     return Run(proc, session, script)
 
 
+def start_workload(source, so, args=(), env=None, cwd_is_work=False):
+    """A workload script in a fresh folder, started under the bootstrap with a fresh private session folder
+    (pipes on stdin/stdout/stderr, so the test can talk to it while it runs); `args` may be a function of the
+    work folder. Returns (proc, work, session); the script is work/train.py."""
+    work = new_dir("w")
+    script = os.path.join(work, "train.py")
+    with open(script, "w") as f:
+        f.write(source)
+    session = new_dir("s")
+    os.chmod(session, 0o700)
+    proc = subprocess.Popen([sys.executable, script, *(args(work) if callable(args) else args)], env=workload_env(session, so, env=env), cwd=work if cwd_is_work else None,
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    return proc, work, session
+
+
 def line_of(path, marker):
     """1-based line number of the line containing `marker` (so tests never hard-code line numbers)."""
     with open(path) as f:

@@ -4,7 +4,6 @@ no torch.utils.cpp_extension), states from PyTorch's _snapshot(), the control ch
 torch.cuda.empty_cache(), and the lens allocator never being swapped in."""
 import json
 import os
-import subprocess
 import sys
 import unittest
 
@@ -57,15 +56,8 @@ class ObserveModeTest(unittest.TestCase):
         self.so = support.real_so_or_skip(self)
 
     def test_auto_observes_pytorchs_allocator_into_the_same_capture_format(self):
-        work = support.new_dir("w")
-        script = os.path.join(work, "train.py")
-        with open(script, "w") as f:
-            f.write(WORKLOAD)
-        session = support.new_dir("s")
-        os.chmod(session, 0o700)
-        env = support.workload_env(session, self.so, env={"GPUMEM_ALLOCATOR": "auto", "GPUMEM_SAMPLE_MS": "50"})
-        proc = subprocess.Popen([sys.executable, script], env=env, cwd=work, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                stderr=subprocess.PIPE, text=True)
+        proc, work, session = support.start_workload(WORKLOAD, self.so, env={"GPUMEM_ALLOCATOR": "auto", "GPUMEM_SAMPLE_MS": "50"},
+                                                     cwd_is_work=True)
         try:
             first = json.loads(proc.stdout.readline() or "{}")
             self.assertEqual((first.get("mode"), first.get("source"), first.get("swapped")), ("pytorch", "history", False))

@@ -3,7 +3,6 @@ control server over a real socket, from the Python client."""
 import json
 import os
 import pickle
-import subprocess
 import sys
 import time
 import unittest
@@ -39,16 +38,9 @@ class RealAllocatorTest(unittest.TestCase):
         self.so = support.real_so_or_skip(self)
 
     def test_workload_under_the_real_allocator_and_its_control_channel(self):
-        work = support.new_dir("w")
-        script = os.path.join(work, "train.py")
-        with open(script, "w") as f:
-            f.write(WORKLOAD)
-        session = support.new_dir("s")
-        os.chmod(session, 0o700)
-        flag = os.path.join(work, "go")
-        env = support.workload_env(session, self.so, env={"GPUMEM_BACKEND": "sim", "RANK": "0", "WORLD_SIZE": "1"})
-        proc = subprocess.Popen([sys.executable, script, flag, "3"], env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                stderr=subprocess.PIPE, text=True)
+        proc, work, session = support.start_workload(WORKLOAD, self.so, args=lambda work: (os.path.join(work, "go"), "3"),
+                                                     env={"GPUMEM_BACKEND": "sim", "RANK": "0", "WORLD_SIZE": "1"})
+        script, flag = os.path.join(work, "train.py"), os.path.join(work, "go")
         try:
             first = json.loads(proc.stdout.readline())
             self.assertEqual(first["allocated"], 3072)  # 3000 B rounded to 512 B
