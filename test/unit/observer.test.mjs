@@ -18,6 +18,33 @@ function py(...args) {
   return JSON.parse(r.stdout);
 }
 
+/**
+ * Feeds `traceSource` (Python defining `trace`, a list of PyTorch trace entries) through the observer's
+ * feed_trace into `capture`; {recorded, dropped, info} as the observer reports them.
+ */
+function feedTrace(traceSource, capture) {
+  const r = spawnSync(
+    'python3',
+    [
+      '-c',
+      `import sys, json
+sys.path.insert(0, ${JSON.stringify(path.join(root, 'native/python'))})
+from gpumem import _native, _observe
+n = _native.Allocator(sys.argv[1]); n.configure({"capture_path": sys.argv[2], "sample_interval_ms": 0})
+o = _observe.Observer(n); o.start(None, None)
+${traceSource}
+rec, dropped, _ = _observe.feed_trace(o, trace)
+info = o.info(); n.shutdown(0)
+print(json.dumps({"recorded": rec, "dropped": dropped, "info": info}))`,
+      ALLOCATOR_LIB,
+      capture,
+    ],
+    { encoding: 'utf8' },
+  );
+  assert.equal(r.status, 0, r.stderr);
+  return JSON.parse(r.stdout);
+}
+
 for (const pickle of FIXTURES) {
   const name = path.basename(pickle, '.pickle');
   test(`observed ${name}: peak and per-line bytes at the peak equal the pickle's own trace`, { skip: needsAllocator }, () => {
@@ -41,30 +68,14 @@ for (const pickle of FIXTURES) {
 test('a free the observer never saw handed out is dropped and counted, not turned into a made-up allocation', { skip: needsAllocator }, () => {
   const dir = tmpDir();
   const capture = path.join(dir, 'unpaired.gpumem');
-  const r = spawnSync(
-    'python3',
-    [
-      '-c',
-      `import sys, json
-sys.path.insert(0, ${JSON.stringify(path.join(root, 'native/python'))})
-from gpumem import _native, _observe
-n = _native.Allocator(sys.argv[1]); n.configure({"capture_path": sys.argv[2], "sample_interval_ms": 0})
-o = _observe.Observer(n); o.start(None, None)
-trace = [{"action": "free_requested", "addr": 4096, "size": 512, "frames": []},
+  const out = feedTrace(
+    `trace = [{"action": "free_requested", "addr": 4096, "size": 512, "frames": []},
          {"action": "alloc", "addr": 8192, "size": 1024, "frames": [{"filename": "/w/a.py", "name": "f", "line": 3}]},
          {"action": "free_completed", "addr": 8192, "size": 1024, "frames": []},
          {"action": "free_requested", "addr": 8192, "size": 1024, "frames": []},
-         {"action": "free_completed", "addr": 8192, "size": 1024, "frames": []}]
-rec, dropped, _ = _observe.feed_trace(o, trace)
-info = o.info(); n.shutdown(0)
-print(json.dumps({"recorded": rec, "dropped": dropped, "info": info}))`,
-      ALLOCATOR_LIB,
-      capture,
-    ],
-    { encoding: 'utf8' },
+         {"action": "free_completed", "addr": 8192, "size": 1024, "frames": []}]`,
+    capture,
   );
-  assert.equal(r.status, 0, r.stderr);
-  const out = JSON.parse(r.stdout);
   // The first free (unknown block) and the completion before the request are dropped; alloc, request and
   // completion of the known block are recorded.
   assert.deepEqual([out.recorded, out.dropped, out.info.dropped_frees], [3, 2, 2]);
@@ -92,29 +103,13 @@ test('`gpumem summary` of an observed capture names the allocator and why; a pic
 
 test('an address handed out again without its free closes the old block first: never counted twice', { skip: needsAllocator }, () => {
   const capture = path.join(tmpDir(), 'again.gpumem');
-  const r = spawnSync(
-    'python3',
-    [
-      '-c',
-      `import sys, json
-sys.path.insert(0, ${JSON.stringify(path.join(root, 'native/python'))})
-from gpumem import _native, _observe
-n = _native.Allocator(sys.argv[1]); n.configure({"capture_path": sys.argv[2], "sample_interval_ms": 0})
-o = _observe.Observer(n); o.start(None, None)
-f = lambda line: [{"filename": "/w/g.py", "name": "f", "line": line}]
+  const out = feedTrace(
+    `f = lambda line: [{"filename": "/w/g.py", "name": "f", "line": line}]
 trace = [{"action": "alloc", "addr": 4096, "size": 2048, "frames": f(1)},
          {"action": "alloc", "addr": 4096, "size": 1024, "frames": f(2)},
-         {"action": "alloc", "addr": 8192, "size": 512, "frames": f(3)}]
-rec, dropped, _ = _observe.feed_trace(o, trace)
-info = o.info(); n.shutdown(0)
-print(json.dumps({"recorded": rec, "dropped": dropped, "info": info}))`,
-      ALLOCATOR_LIB,
-      capture,
-    ],
-    { encoding: 'utf8' },
+         {"action": "alloc", "addr": 8192, "size": 512, "frames": f(3)}]`,
+    capture,
   );
-  assert.equal(r.status, 0, r.stderr);
-  const out = JSON.parse(r.stdout);
   assert.deepEqual([out.recorded, out.dropped], [3, 0]);
   // 2048 live, then replaced by 1024 (not 3072), then +512.
   assert.deepEqual([out.info.allocated, out.info.peak_allocated], [1536, 2048]);
