@@ -63,11 +63,7 @@ test('the live panel stacks categories and names the leak of the kept tensors', 
 test('the snapshot panel\'s Categories tab shows the categories at the peak, the step table and the leak', { skip: needsAllocator }, async () => {
   const frame = await step('open', async () => {
     await vsc.runCommand('GPU Memory: Open Snapshot…');
-    const input = vsc.page.locator('.quick-input-widget .quick-input-box input');
-    await input.waitFor({ state: 'visible', timeout: 15_000 });
-    await input.fill(capture);
-    await vsc.page.waitForTimeout(300);
-    await input.press('Enter');
+    await vsc.acceptFileDialog(capture);
     return vsc.webviewFrame('train.gpumem');
   });
   await step('categories', async () => {

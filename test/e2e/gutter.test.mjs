@@ -92,11 +92,7 @@ function themeColour(id) {
 test('the sample\'s annotated lines show the heat bar at their start and the text at their end', async (t) => {
   await step('open', async () => {
     await vsc.runCommand('GPU Memory: Open Snapshot…');
-    const input = vsc.page.locator('.quick-input-widget .quick-input-box input');
-    await input.waitFor({ state: 'visible', timeout: 15_000 });
-    await input.fill(path.join(vsc.workspaceDir, PICKLE));
-    await vsc.page.waitForTimeout(300);
-    await input.press('Enter');
+    await vsc.acceptFileDialog(path.join(vsc.workspaceDir, PICKLE));
     const frame = await vsc.webviewFrame(PICKLE);
     await frame.locator('[data-testid=verdict]').waitFor({ timeout: 30_000 });
     await vsc.openFile(SCRIPT);

@@ -20,11 +20,7 @@ const step = vsCodeSuite('snapshot', {}, (v) => (vsc = v));
 test('Open Snapshot… opens the pickle in the snapshot panel with python\'s figures', async () => {
   const frame = await step('open', async () => {
     await vsc.runCommand('GPU Memory: Open Snapshot…');
-    const input = vsc.page.locator('.quick-input-widget .quick-input-box input');
-    await input.waitFor({ state: 'visible', timeout: 15_000 });
-    await input.fill(path.join(vsc.workspaceDir, PICKLE));
-    await vsc.page.waitForTimeout(300);
-    await input.press('Enter');
+    await vsc.acceptFileDialog(path.join(vsc.workspaceDir, PICKLE));
     return vsc.webviewFrame(PICKLE);
   });
   await step('summary', async () => {
@@ -70,25 +66,8 @@ test('Export pickle… writes a PyTorch snapshot that python3 loads with the sam
   await step('export', async () => {
     await frame.locator('[data-testid=tab-summary]').click();
     await frame.locator('[data-testid=export-pickle]').click();
-    // code-server's save dialog is a quick input that fills in the suggested path a moment after it
-    // shows: typing before that lands gets overwritten (the old flake). Wait for the suggestion, then
-    // replace it and check the replacement stuck before pressing Enter.
-    const input = vsc.page.locator('.quick-input-widget .quick-input-box input');
-    await input.waitFor({ state: 'visible', timeout: 15_000 });
-    const until = async (ok, ms, what) => {
-      const deadline = Date.now() + ms;
-      while (!(await ok())) {
-        if (Date.now() > deadline) throw new Error(`save dialog: ${what} within ${ms} ms`);
-        await vsc.page.waitForTimeout(100);
-      }
-    };
-    await until(async () => (await input.inputValue()).endsWith('.pickle'), 10_000, 'no suggested path');
-    await until(async () => {
-      await input.fill(out);
-      await vsc.page.waitForTimeout(250);
-      return (await input.inputValue()) === out;
-    }, 10_000, 'typed path did not stay');
-    await input.press('Enter');
+    // code-server's save dialog fills in the suggested path a moment after it shows (Note [File dialog input]).
+    await vsc.acceptFileDialog(out, { starting: (v) => v.endsWith('.pickle') });
     await frame.locator('[data-testid=notice]', { hasText: 'Exported mlp-expandable-export.pickle' }).waitFor({ timeout: 20_000 });
   });
   await step('exported', async () => {

@@ -103,6 +103,44 @@ export class Workbench {
     }
   }
 
+  /**
+   * Types `fullPath` into code-server's open/save file dialog (a quick input) and accepts it.
+   * Note [File dialog input]: the dialog fills in its own starting value (the folder, or the suggested
+   * file) a moment after it shows; on a slow machine that lands after a quick `fill` and overwrites it, and
+   * Enter then only opens the folder (the CI flake where "Open Snapshot…" opened no tab). So: wait for the
+   * dialog's own value, replace it until the replacement stays, press Enter, and check the dialog closed;
+   * if it did not (the value was replaced after all), do it again. `starting`: what the dialog's own value
+   * looks like once it has landed (a save dialog's suggested file name).
+   */
+  async acceptFileDialog(fullPath, { starting = (v) => v.length > 0, tries = 3, timeout = 15_000 } = {}) {
+    const { page } = this;
+    const widget = page.locator('.quick-input-widget');
+    const input = page.locator('.quick-input-widget .quick-input-box input');
+    const until = async (ok, ms, what) => {
+      const deadline = Date.now() + ms;
+      while (!(await ok())) {
+        if (Date.now() > deadline) throw new Error(`file dialog: ${what} within ${ms} ms (it shows "${await input.inputValue().catch(() => '?')}")`);
+        await page.waitForTimeout(100);
+      }
+    };
+    await input.waitFor({ state: 'visible', timeout });
+    await until(async () => starting(await input.inputValue()), timeout, 'no starting value');
+    for (let i = 1; ; i++) {
+      await until(async () => {
+        await input.fill(fullPath);
+        await page.waitForTimeout(250);
+        return (await input.inputValue()) === fullPath;
+      }, timeout, `"${fullPath}" did not stay typed`);
+      await input.press('Enter');
+      try {
+        await widget.waitFor({ state: 'hidden', timeout: 8_000 });
+        return;
+      } catch (err) {
+        if (i === tries) throw new Error(`file dialog: still open after Enter on "${fullPath}", ${tries} tries (it shows "${await input.inputValue().catch(() => '?')}")`);
+      }
+    }
+  }
+
   /** Opens a workspace file from the Explorer (by its name in the tree) and waits for its text. */
   async openFile(name) {
     const { page } = this;
