@@ -98,3 +98,16 @@ export function makeCapture(dir, name, ...flags) {
   if (r.status !== 0) throw new Error(`make_capture.py failed:\n${r.stderr}`);
   return { cap, twin };
 }
+
+/** Record boundaries of a capture: [{offset, type, end}] after the 16-byte header and its JSON (FORMAT.md). */
+export function captureRecords(buf) {
+  const out = [];
+  let pos = 16 + buf.readUInt32LE(12);
+  while (pos + 8 <= buf.length) {
+    const end = pos + 8 + buf.readUInt32LE(pos + 4);
+    if (end > buf.length) break;
+    out.push({ offset: pos, type: buf[pos], end });
+    pos = end;
+  }
+  return out;
+}

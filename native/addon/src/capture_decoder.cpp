@@ -192,6 +192,7 @@ size_t CaptureDecoder::feed_records(Model& m, const uint8_t* data, size_t len) {
       pending_ = len;
       return 0;
     }
+    records_++;
     offset_ += pos;
   }
   while (true) {
@@ -218,6 +219,7 @@ size_t CaptureDecoder::feed_records(Model& m, const uint8_t* data, size_t len) {
       progress_.store(prefault_dev_->count(), std::memory_order_relaxed);
     pos += sizeof h + h.payload_bytes;
     offset_ += sizeof h + h.payload_bytes;
+    records_++;
   }
   pending_ = len - pos;
   return pos;

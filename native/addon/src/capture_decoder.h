@@ -38,6 +38,9 @@ class CaptureDecoder {
   // Bytes of an incomplete record at the end (after the last feed).
   size_t pending_bytes() const { return pending_; }
   size_t events_decoded() const { return events_; }
+  // Records consumed so far, the file header counted as one: any change a viewer may show (an event, a
+  // marker, a notice, a sample). Model.poll answers the growth of this count (Note [Poll counts records]).
+  size_t records_decoded() const { return records_; }
 
   static bool looks_like_capture(const uint8_t* data, size_t len);
   // The file's current size, so the first device's columns are allocated once instead of grown.
@@ -58,6 +61,7 @@ class CaptureDecoder {
   uint16_t minor_ = 0;  // the capture's format minor (Note [Strict about our own writer])
   size_t pending_ = 0;
   size_t events_ = 0;
+  size_t records_ = 0;
   int64_t mono_anchor_ns_ = 0, wall_anchor_ns_ = 0;
   DeviceData& dev(Model& m, uint8_t device) {
     DeviceData*& d = devs_[device];  // std::map nodes never move, so the pointer stays valid

@@ -2,8 +2,11 @@
 //
 // Note [Live categories]: categories cost a pass over the trace (Note [Categories]) and the step table another,
 // so the live panel does not recompute them with every update (10 a second): a track's categories are
-// recomputed when its capture grew and at least `minIntervalMs` (2 s) passed since the last computation; in
-// between the last answer is sent again. They are sampled at `points` moments evenly spread over the trace
+// recomputed when its capture grew (its `generation`, the records read so far, moved) and at least
+// `minIntervalMs` (2 s) passed since the last computation; in between the last answer is sent again. That answer
+// can be stale at the run's end: the last records (the leak keeper's notice, written after the last event) arrive
+// inside the interval and nothing arrives after them. `owes()` says when a track's answer is stale and due, and
+// the session counts that as a change, so one more update goes out and recomputes (the trailing edge). They are sampled at `points` moments evenly spread over the trace
 // (each the bytes live right after the moment, the same rule as everywhere), enough for a stacked chart the
 // width of the panel; the exact figures are in the snapshot panel. A capture still in its first forward has
 // no phase facts yet: everything is "other" until a backward runs (the chart says so through `hasPhases`).
@@ -15,7 +18,7 @@ import { leakSentence, toJson } from '../summary/steps';
 import { timeBaseOf } from '../summary/timebase';
 
 interface Entry {
-  t1Us: number;
+  generation: number;
   at: number;
   value: LiveCategories;
 }
@@ -30,14 +33,15 @@ export class LiveCategoriesCache {
     private readonly now: () => number = Date.now,
   ) {}
 
-  get(model: Model, device: number): LiveCategories | undefined {
+  /** `generation`: how much of the capture was read (it moves whenever a record arrives) */
+  get(model: Model, device: number, generation: number): LiveCategories | undefined {
     const { t0Us, t1Us } = model.timeRange(device);
     if (!(t1Us > t0Us) || !Number.isFinite(t0Us)) return undefined;
     let perDevice = this.entries.get(model);
     if (!perDevice) this.entries.set(model, (perDevice = new Map()));
     const e = perDevice.get(device);
     const t = this.now();
-    if (e && (e.t1Us === t1Us || t - e.at < this.minIntervalMs)) return e.value;
+    if (e && (e.generation === generation || t - e.at < this.minIntervalMs)) return e.value;
     this.computed++;
     let value: LiveCategories;
     try {
@@ -45,8 +49,14 @@ export class LiveCategoriesCache {
     } catch {
       return e?.value; // a reader without categories (or a damaged tail mid-read): the chart keeps its last answer
     }
-    perDevice.set(device, { t1Us, at: t, value });
+    perDevice.set(device, { generation, at: t, value });
     return value;
+  }
+
+  /** true when the answer last given for this track is older than what was read, and a recomputation is due */
+  owes(model: Model, device: number, generation: number): boolean {
+    const e = this.entries.get(model)?.get(device);
+    return !!e && e.generation !== generation && this.now() - e.at >= this.minIntervalMs;
   }
 }
 

@@ -16,6 +16,8 @@ export interface SessionProcess {
   /** why the capture could not be opened yet (shown in the panel when it persists) */
   openError?: string;
   oomsSeen: number;
+  /** records read from its capture so far (the sum of Model.poll's answers, Note [Poll counts records]) */
+  records?: number;
   /** its capture's writer failure was reported (Note [Writer failure] in native/allocator/src/writer.cc) */
   writerFailureSeen?: boolean;
 }
@@ -101,10 +103,14 @@ export class LiveSession {
         }
       }
       try {
-        if (p.model.poll() > 0) result.changed = true;
+        const added = p.model.poll();
+        if (added > 0) result.changed = true;
+        p.records = (p.records ?? 0) + added;
       } catch (e) {
         p.openError = e instanceof Error ? e.message : String(e);
       }
+      // Note [Live categories]: a track whose categories answer is stale gets one more update when it is due
+      for (const d of p.model.devices()) if (this.categories.owes(p.model, d, p.records ?? 0)) result.changed = true;
       const ooms = p.model.ooms();
       for (let i = p.oomsSeen; i < ooms.length; i++) result.newOoms.push({ process: p, oom: ooms[i] });
       p.oomsSeen = ooms.length;
@@ -165,7 +171,7 @@ export class LiveSession {
       const running = this.running && !p.model.ended();
       for (const d of p.model.devices()) {
         const track = trackOf(p.model, d, { pid: p.entry.pid, rank: p.entry.rank, running }, buckets);
-        const categories = this.categories.get(p.model, d);
+        const categories = this.categories.get(p.model, d, p.records ?? 0);
         if (categories) track.categories = categories;
         tracks.push(track);
       }
