@@ -21,7 +21,6 @@ import { advise } from '../advice';
 import { breakdownFromSegments } from './breakdown';
 import { categoriesView } from './categoriesView';
 import { buildMarkers, buildSummary } from './summaryView';
-import { numberSteps } from './stepMarkers';
 import { allocatorLine, identityOf, processLine } from '../summary/identity';
 import { integrityOf, isIntegrityProblem } from '../summary/integrity';
 import { oomRows } from '../summary/ooms';
@@ -41,6 +40,8 @@ const MAX_BUCKETS = 8192;
 const MAX_SPANS = 20000;
 const MAX_SITES = 2000;
 const MAX_DIFF_ROWS = 1000;
+// markers in the first answer (step ends numbered, then thinned: Note [Query limits] for markers, buildMarkers)
+const MAX_MARKERS = 5000;
 
 export class SnapshotSession {
   private readonly display: (file: string) => string;
@@ -97,9 +98,7 @@ export class SnapshotSession {
 
   /** Everything a freshly loaded (or restored) webview needs for one device: summary, markers, sites. */
   deviceMessages(device: number): SnapshotHostMessage[] {
-    const built = buildMarkers(this.model, device);
-    const markers = numberSteps(built.markers, this.time.steps);
-    const truncated = built.truncated;
+    const { markers, truncated } = buildMarkers(this.model, device, MAX_MARKERS, this.time.steps);
     return [
       { type: 'summary', summary: buildSummary(this.model, device), markers, markersTruncated: truncated },
       { type: 'sites', device, rows: this.sites(device) },

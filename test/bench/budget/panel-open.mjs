@@ -11,7 +11,7 @@
 // its data (the page's marks). Time is from the start of the open to that paint, with Chromium already running (as
 // VS Code's webview process is when a panel opens; each open gets a fresh browser context and page, so the page's
 // load, scripts and toolkit are inside the time). `--cold 1` launches Chromium inside each timed open instead (an
-// upper bound). Budgeted and baseline alternate, so load drifts on the shared machine hit both; the ratio is per pair.
+// upper bound). `--marks 1` prints the page's marks of each open (ms from its start). Budgeted and baseline alternate, so load drifts on the shared machine hit both; the ratio is per pair.
 import { spawnSync } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
@@ -31,6 +31,7 @@ const arg = (name, dflt) => {
 const budgeted = arg('budgeted', path.join(os.tmpdir(), 'gpumem-budget-100000000', 'budgeted.gpumem'));
 const runs = Number(arg('runs', 3));
 const cold = arg('cold', '0') === '1';
+const showMarks = arg('marks', '0') === '1';
 const browser = cold ? undefined : await launchChromium();
 if (!fs.existsSync(budgeted)) {
   throw new Error(`${budgeted} is missing: make it with test/bench/budget/run.mjs --events 100000000 (or pass --budgeted PATH)`);
@@ -65,7 +66,12 @@ async function openOnce(file) {
   const events = model.summary().devices.reduce((s, d) => s + d.events, 0);
   model.close();
   const at = (ms) => Math.round(marks.nav + ms - t0);
-  return { openMs: openedAt - t0, hostCpuMs: Math.round((cpu.user + cpu.system) / 1000), summaryMs: at(marks.summary), firstCompleteMs: Math.max(at(marks.summary), at(marks.timelinePainted)), events, integrity };
+  // where the time went: each page mark (a message received, the summary shown, the timeline asked and painted), ms from the open's start
+  const steps = Object.entries(marks)
+    .filter(([k, v]) => k !== 'nav' && v > 0)
+    .map(([k, v]) => [k, at(v)])
+    .sort((a, b) => a[1] - b[1]);
+  return { openMs: openedAt - t0, hostCpuMs: Math.round((cpu.user + cpu.system) / 1000), summaryMs: at(marks.summary), firstCompleteMs: Math.max(at(marks.summary), at(marks.timelinePainted)), events, integrity, steps };
 }
 
 const rows = [];
@@ -79,6 +85,7 @@ for (let r = 1; r <= runs; r++) {
     `run ${r}: budgeted (${bud.events.toLocaleString('en-US')} events held) read ${bud.openMs} ms, first complete state ${bud.firstCompleteMs} ms (host CPU ${bud.hostCpuMs} ms); ` +
       `baseline (${base.events.toLocaleString('en-US')} events) read ${base.openMs} ms, first complete state ${base.firstCompleteMs} ms (host CPU ${base.hostCpuMs} ms); ratio ×${row.ratio.toFixed(2)}`,
   );
+  if (showMarks) for (const [name, o] of [['budgeted', bud], ['baseline', base]]) console.log(`  ${name} marks: ${o.steps.map(([k, v]) => `${k} ${v}`).join(', ')}`);
 }
 const worst = Math.max(...rows.map((x) => x.budgeted.firstCompleteMs));
 console.log(`${worst <= 3000 ? 'PASS' : 'FAIL'} budgeted capture's first complete state ≤ 3 s in every run (worst ${worst} ms, Chromium ${cold ? 'launched inside each open' : 'already running'}); load ${os.loadavg().map((x) => x.toFixed(1)).join(' ')}`);
