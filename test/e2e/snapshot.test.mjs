@@ -5,6 +5,7 @@
 import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
 import fs from 'node:fs';
+import os from 'node:os';
 import path from 'node:path';
 import { test } from 'node:test';
 import { vsCodeSuite } from './harness/suite.mjs';
@@ -104,4 +105,32 @@ test('answering "Always for *.pickle" makes the explorer open pickles in the sna
     assert.equal(Number(await frame.locator('[data-figure=segments]').getAttribute('data-count')), reference.devices[0].segments);
     await vsc.screenshot('snapshot-pickle-default');
   });
+});
+
+test('Open Ranks Side by Side… shows a session folder\'s ranks, one row each, and a click opens a rank', async () => {
+  // two ranks of a torchrun job (the sim fixtures: rank 1 peaks higher), in one session folder outside the workspace
+  const job = fs.mkdtempSync(path.join(os.tmpdir(), 'gpumem-ranks-e2e-'));
+  for (const f of ['rank0.capture', 'rank1.capture']) fs.copyFileSync(path.join(ROOT, 'test/fixtures/sim-captures', f), path.join(job, f));
+  try {
+    const frame = await step('ranks', async () => {
+      await vsc.runCommand('GPU Memory: Open Ranks Side by Side…');
+      await vsc.acceptFileDialog(job);
+      return vsc.webviewFrame(`Ranks: ${path.basename(job)}`);
+    });
+    await step('rows', async () => {
+      const rows = frame.locator('[data-testid=rank-row]');
+      await rows.first().waitFor({ timeout: 30_000 });
+      assert.deepEqual(await rows.evaluateAll((rs) => rs.map((r) => r.getAttribute('data-rank'))), ['0', '1'], 'one row per rank, in rank order');
+      await vsc.screenshot('snapshot-ranks');
+      const peak = Number(await rows.nth(1).locator('[data-figure=peakAllocated]').getAttribute('data-bytes'));
+      await rows.nth(1).click();
+      // the rank's own snapshot panel, with the same peak as its row
+      const rank = await vsc.webviewFrame('rank1.capture');
+      await rank.locator('[data-testid=verdict]').waitFor({ timeout: 30_000 });
+      assert.equal(Number(await rank.locator('[data-figure=peakAllocated]').getAttribute('data-bytes')), peak);
+      assert.ok(peak > 0);
+    });
+  } finally {
+    fs.rmSync(job, { recursive: true, force: true });
+  }
 });

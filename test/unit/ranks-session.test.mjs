@@ -8,14 +8,19 @@ import { openModel, root, tmpDir } from './reader-support.mjs';
 const { RanksSession } = await import('../../src/core/ranks/session.ts');
 const sim = path.join(root, 'test/fixtures/sim-captures');
 
-test('a folder without captures is an actionable error, not an empty view', () => {
+test('a folder without captures is an actionable error, not an empty view', async () => {
   const dir = tmpDir();
-  assert.throws(() => new RanksSession([], { title: path.basename(dir) }), /no captures \(\*\.gpumem\) in it: open a session folder that gpumem run wrote/);
+  await assert.rejects(RanksSession.open([], { title: path.basename(dir) }), /no captures \(\*\.gpumem\) in it: open a session folder that gpumem run wrote/);
 });
 
-test('rows and series per rank on one axis: the axis spans every capture, each series peaks at its capture\'s peak', () => {
+test('rows and series per rank on one axis: the axis spans every capture, each series peaks at its capture\'s peak', async () => {
   const files = ['rank0.capture', 'rank1.capture', 'oom.capture'].map((f) => path.join(sim, f));
-  const s = new RanksSession(files, { title: 'sim', buckets: 64, displayPath: (f) => `shown/${path.basename(f)}` });
+  // Note [Ranks off the host thread]: the event loop turns while the captures are read (a timer ticks in between)
+  let ticks = 0;
+  const timer = setInterval(() => ticks++, 0);
+  const opening = RanksSession.open(files, { title: 'sim', buckets: 64, displayPath: (f) => `shown/${path.basename(f)}` });
+  const s = await opening.finally(() => clearInterval(timer));
+  assert.ok(ticks >= 1, `the event loop ran during the reads (${ticks} timer ticks)`);
   const v = s.view();
   assert.equal(s.view(), v, 'built once');
   assert.equal(v.buckets, 64);

@@ -48,7 +48,7 @@ describe('a 2-rank session folder, side by side', { skip: needsAllocator }, () =
       });
     }
     files = captureFiles([dir]);
-    const session = new RanksSession(files, { title: path.basename(dir) });
+    const session = await RanksSession.open(files, { title: path.basename(dir) });
     wv = await openSnapshotPanel(null, { fileName: path.basename(dir), session });
     await wv.page.waitForSelector('[data-testid=rank-row]', { timeout: 20_000 });
   });

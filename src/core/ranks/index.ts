@@ -9,6 +9,7 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import { openModel } from '../model/open';
+import type { Model } from '../model/types';
 
 export const OUTLIER_SHARE = 0.1;
 export const OUTLIER_MIN_BYTES = 64 * 1024 * 1024;
@@ -58,39 +59,49 @@ export function captureFiles(args: readonly string[]): string[] {
 export function rankRow(file: string): RankRow {
   const model = openModel(file);
   try {
-    const h = model.header();
-    const summary = model.summary();
-    const top = summary.devices.filter((d) => d.events > 0).sort((a, b) => b.peak_allocated_bytes - a.peak_allocated_bytes)[0];
-    let reserved = 0;
-    for (const d of summary.devices) {
-      if (d.events === 0) continue;
-      const { t0Us, t1Us } = model.timeRange(d.device);
-      const tl = model.timeline(d.device, t0Us, t1Us, 1);
-      reserved = Math.max(reserved, tl.reservedMax[0] ?? 0);
-    }
-    const line = summary.top_lines[0];
-    return {
-      file,
-      host: h.host ?? null,
-      rank: h.rank ?? null,
-      world_size: h.worldSize ?? null,
-      pid: h.pid ?? null,
-      device: top?.device ?? null,
-      device_name: (top && h.devices.find((d) => d.index === top.device)?.name) ?? null,
-      peak_allocated_bytes: top?.peak_allocated_bytes ?? 0,
-      peak_reserved_bytes: reserved,
-      ooms: model.ooms().length,
-      top_line: line ? { file: line.file, line: line.line, bytes_at_peak: line.bytes_at_peak } : null,
-      flag: null,
-      problems: model.problems().map((p) => p.message),
-    };
+    return rankRowOf(file, model);
   } finally {
     model.close();
   }
 }
 
+/** A rank's row from its open model (the panel reads captures on the reader's worker thread, then calls this). */
+export function rankRowOf(file: string, model: Model): RankRow {
+  const h = model.header();
+  const summary = model.summary();
+  const top = summary.devices.filter((d) => d.events > 0).sort((a, b) => b.peak_allocated_bytes - a.peak_allocated_bytes)[0];
+  let reserved = 0;
+  for (const d of summary.devices) {
+    if (d.events === 0) continue;
+    const { t0Us, t1Us } = model.timeRange(d.device);
+    const tl = model.timeline(d.device, t0Us, t1Us, 1);
+    reserved = Math.max(reserved, tl.reservedMax[0] ?? 0);
+  }
+  const line = summary.top_lines[0];
+  return {
+    file,
+    host: h.host ?? null,
+    rank: h.rank ?? null,
+    world_size: h.worldSize ?? null,
+    pid: h.pid ?? null,
+    device: top?.device ?? null,
+    device_name: (top && h.devices.find((d) => d.index === top.device)?.name) ?? null,
+    peak_allocated_bytes: top?.peak_allocated_bytes ?? 0,
+    peak_reserved_bytes: reserved,
+    ooms: model.ooms().length,
+    top_line: line ? { file: line.file, line: line.line, bytes_at_peak: line.bytes_at_peak } : null,
+    flag: null,
+    problems: model.problems().map((p) => p.message),
+  };
+}
+
 export function rankTable(files: readonly string[]): RankTable {
-  const ranks = files.map(rankRow).sort((a, b) => (a.rank ?? Infinity) - (b.rank ?? Infinity) || a.file.localeCompare(b.file));
+  return tableOf(files.map(rankRow));
+}
+
+/** The rows in rank order, with the outliers flagged (Note [Rank outliers]). */
+export function tableOf(rows: readonly RankRow[]): RankTable {
+  const ranks = [...rows].sort((a, b) => (a.rank ?? Infinity) - (b.rank ?? Infinity) || a.file.localeCompare(b.file));
   const peaks = ranks.map((r) => r.peak_allocated_bytes).sort((a, b) => a - b);
   const median = peaks.length === 0 ? 0 : peaks.length % 2 ? peaks[(peaks.length - 1) / 2] : (peaks[peaks.length / 2 - 1] + peaks[peaks.length / 2]) / 2;
   if (ranks.length > 1) {

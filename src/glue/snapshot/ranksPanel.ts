@@ -17,21 +17,29 @@ export function openRanksPanel(extensionUri: vscode.Uri, folders: vscode.Uri[], 
   const panel = vscode.window.createWebviewPanel(RANKS_VIEW, `Ranks: ${title}`, vscode.ViewColumn.Active, webviewOptions(extensionUri));
   panel.webview.html = snapshotHtml(panel.webview, extensionUri, `Ranks: ${title}`);
   let session: RanksSession | undefined;
-  const post = (messages: SnapshotHostMessage[]) => messages.forEach((m) => void panel.webview.postMessage(m));
+  let opening: Promise<RanksSession> | undefined;
+  let disposed = false;
+  const post = (messages: SnapshotHostMessage[]) => {
+    if (!disposed) messages.forEach((m) => void panel.webview.postMessage(m));
+  };
+  const failed = (err: unknown) => post([{ type: 'loadFailed', fileName: title, message: err instanceof Error ? err.message : String(err) }]);
   const sub = receiveMessages(panel.webview, snapshotWebviewMessages, (msg) => {
-    try {
-      if (msg.type === 'ready') {
-        post([{ type: 'loading', fileName: title }]);
-        session ??= new RanksSession(captureFiles(folders.map((f) => f.fsPath)), { title, displayPath: (f) => vscode.workspace.asRelativePath(f, false) });
-        post(session.handle(msg) ?? []);
-      } else if (msg.type === 'openRank') {
-        const file = session?.file(msg.index);
-        if (file) void openFile(vscode.Uri.file(file));
-      }
-    } catch (err) {
-      post([{ type: 'loadFailed', fileName: title, message: err instanceof Error ? err.message : String(err) }]);
+    if (msg.type === 'ready') {
+      post([{ type: 'loading', fileName: title }]);
+      // Read on the reader's worker thread, rank by rank (Note [Ranks off the host thread]); a page shown again asks again.
+      opening ??= (async () => RanksSession.open(captureFiles(folders.map((f) => f.fsPath)), { title, displayPath: (f: string) => vscode.workspace.asRelativePath(f, false) }))();
+      opening.then((s) => {
+        session = s;
+        post(s.handle(msg) ?? []);
+      }, failed);
+    } else if (msg.type === 'openRank') {
+      const file = session?.file(msg.index);
+      if (file) void openFile(vscode.Uri.file(file));
     }
   });
-  panel.onDidDispose(() => sub.dispose());
+  panel.onDidDispose(() => {
+    disposed = true;
+    sub.dispose();
+  });
   return panel;
 }
