@@ -126,6 +126,7 @@ test('live: a keeper notice that arrives alone, inside the 2 s categories interv
     assert.equal(cache.get(m, 0, generation).leaks[0].keeper, undefined, 'inside the interval the last answer is sent again');
     now = 2500;
     assert.equal(cache.owes(m, 0, generation), true, 'stale and due: the session pushes one more update');
+    assert.equal(cache.owes(m, 0, generation), false, 'said once: a hidden panel asks for no view, and no refresh after it is a change');
     const after = cache.get(m, 0, generation);
     assert.deepEqual(after.leaks[0].keeper, { file: after.leaks[0].keeper.file, line: info.lines.keeper, container: 'history' });
     assert.equal(path.basename(after.leaks[0].keeper.file), 'sim_training.py');

@@ -100,7 +100,8 @@ size_t poll_capture(Opened& o) {
   // Note [Poll counts records]: poll answers how many records arrived, not only allocator events. Its callers
   // (the live session, a growing capture's panel) push an update only when it is > 0, and a notice or marker
   // can arrive alone: the leak keeper's notice written after a run's last event was never shown (CI flake of
-  // the categories E2E test, 2026-11-26).
+  // the categories E2E test, 2026-11-26). Device samples count too (one per 200 ms while the workload runs): the
+  // device-used line moves when other processes use the GPU, also while this workload's allocator is idle.
   size_t before = c.records_decoded();
   auto t0 = std::chrono::steady_clock::now();
   int64_t c0 = thread_cpu_ns();

@@ -5,11 +5,12 @@
 // recomputed when its capture grew (its `generation`, the records read so far, moved) and at least
 // `minIntervalMs` (2 s) passed since the last computation; in between the last answer is sent again. That answer
 // can be stale at the run's end: the last records (the leak keeper's notice, written after the last event) arrive
-// inside the interval and nothing arrives after them. `owes()` says when a track's answer is stale and due, and
-// the session counts that as a change, so one more update goes out and recomputes (the trailing edge). They are sampled at `points` moments evenly spread over the trace
-// (each the bytes live right after the moment, the same rule as everywhere), enough for a stacked chart the
-// width of the panel; the exact figures are in the snapshot panel. A capture still in its first forward has
-// no phase facts yet: everything is "other" until a backward runs (the chart says so through `hasPhases`).
+// inside the interval and nothing arrives after them. `owes()` says, once per generation, when a track's answer is
+// stale and due; the session counts that as a change, so one more update goes out and recomputes (the trailing
+// edge). They are sampled at `points` moments evenly spread over the trace (each the bytes live right after the
+// moment, the same rule as everywhere), enough for a stacked chart the width of the panel; the exact figures are
+// in the snapshot panel. A capture still in its first forward has no phase facts yet: everything is "other" until
+// a backward runs (the chart says so through `hasPhases`).
 import { CATEGORIES, categoryView, moduleNote } from '../categories';
 import type { Category, Model } from '../model/types';
 import type { LiveCategories } from '../protocol/live';
@@ -19,6 +20,8 @@ import { timeBaseOf } from '../summary/timebase';
 
 interface Entry {
   generation: number;
+  /** the generation owes() last reported as stale */
+  owed?: number;
   at: number;
   value: LiveCategories;
 }
@@ -53,10 +56,15 @@ export class LiveCategoriesCache {
     return value;
   }
 
-  /** true when the answer last given for this track is older than what was read, and a recomputation is due */
+  /**
+   * true when the answer last given for this track is older than what was read and a recomputation is due; said
+   * once per generation, so a hidden panel (which asks for no view) does not make every later refresh a change
+   */
   owes(model: Model, device: number, generation: number): boolean {
     const e = this.entries.get(model)?.get(device);
-    return !!e && e.generation !== generation && this.now() - e.at >= this.minIntervalMs;
+    if (!e || e.generation === generation || e.owed === generation || this.now() - e.at < this.minIntervalMs) return false;
+    e.owed = generation;
+    return true;
   }
 }
 
