@@ -5,7 +5,7 @@ import assert from 'node:assert/strict';
 import fs from 'node:fs';
 import path from 'node:path';
 import { test } from 'node:test';
-import { captureRecords as records, makeCapture, openModel, python, tmpDir } from './reader-support.mjs';
+import { captureRecords as records, makeCapture, openModel, python, root, tmpDir } from './reader-support.mjs';
 
 const EVENT_TYPES = new Set([10, 11, 12, 13, 14, 15, 16, 21]);
 // One past the format minor this reader knows (gpumem_format.h's kMinor): a capture from a newer writer.
@@ -87,16 +87,18 @@ test('live tail: a record cut in half waits for the next poll; only new bytes ar
   fs.appendFileSync(growing, full.subarray(10, cut));
   const first = m.poll();
   assert.equal(m.header().pid, 4242, 'the header arrived with the second write');
-  // poll counts records, the header as one (Note [Poll counts records]); the cut record is not one yet
+  // poll counts records, the header as one, not device samples and stats (Note [Poll counts records]); the cut
+  // record is not one yet
+  const counted = (rs) => rs.filter((r) => r.type !== 40 && r.type !== 43).length; // REC_DEVICE_SAMPLE, REC_STATS
   const whole = recs.indexOf(mid);
-  assert.equal(first, 1 + whole);
+  assert.equal(first, 1 + counted(recs.slice(0, whole)));
   assert.equal(events(m), eventsBefore(recs, cut));
   assert.match(m.problems().at(-1).message, new RegExp(`incomplete record at byte ${mid.offset} \\(5 bytes\\)`));
   assert.equal(m.ended(), false);
   assert.equal(m.poll(), 0, 'nothing new');
   fs.appendFileSync(growing, full.subarray(cut));
   const second = m.poll();
-  assert.equal(second, recs.length - whole);
+  assert.equal(second, counted(recs.slice(whole)));
   assert.equal(events(m), recs.filter((r) => EVENT_TYPES.has(r.type)).length);
   assert.equal(m.ended(), true);
   assert.deepEqual(m.problems(), []);
@@ -134,6 +136,26 @@ test('live tail: markers read before a poll are read again after it (Note [Marke
   after.push({ ...all[0], label: 'added by a caller' });
   assert.deepEqual(m.markers(0), all, 'a caller changing its markers changes no one else’s');
   m.close();
+});
+
+test('live tail: a device sample or stats record alone is not a change; the next allocator record is (Note [Poll counts records])', () => {
+  // the sim fixture's rank 0: real allocator records with device samples (40) and stats (43) between them
+  const cap = path.join(root, 'test/fixtures/sim-captures/rank0.capture');
+  const full = fs.readFileSync(cap);
+  const recs = records(full);
+  const i = recs.findIndex((r, k) => k > 0 && (r.type === 40 || r.type === 43) && recs[k + 1] && recs[k + 1].type !== 40 && recs[k + 1].type !== 43);
+  assert.ok(i > 0, 'the fixture has a sample or stats record followed by an allocator record');
+  const growing = path.join(tmpDir(), 'growing-samples.gpumem');
+  fs.writeFileSync(growing, full.subarray(0, recs[i].offset));
+  const m = openModel(growing);
+  try {
+    fs.appendFileSync(growing, full.subarray(recs[i].offset, recs[i].end));
+    assert.equal(m.poll(), 0, `a record of type ${recs[i].type} alone`);
+    fs.appendFileSync(growing, full.subarray(recs[i + 1].offset, recs[i + 1].end));
+    assert.equal(m.poll(), 1, `the record of type ${recs[i + 1].type} after it`);
+  } finally {
+    m.close();
+  }
 });
 
 test('a damaged record stops decoding with its offset; every event before it is kept', () => {

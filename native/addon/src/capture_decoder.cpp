@@ -219,7 +219,7 @@ size_t CaptureDecoder::feed_records(Model& m, const uint8_t* data, size_t len) {
       progress_.store(prefault_dev_->count(), std::memory_order_relaxed);
     pos += sizeof h + h.payload_bytes;
     offset_ += sizeof h + h.payload_bytes;
-    records_++;
+    if (h.type != f::REC_DEVICE_SAMPLE && h.type != f::REC_STATS) records_++;  // Note [Poll counts records]
   }
   pending_ = len - pos;
   return pos;

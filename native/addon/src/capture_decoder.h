@@ -38,8 +38,9 @@ class CaptureDecoder {
   // Bytes of an incomplete record at the end (after the last feed).
   size_t pending_bytes() const { return pending_; }
   size_t events_decoded() const { return events_; }
-  // Records consumed so far, the file header counted as one: any change a viewer may show (an event, a
-  // marker, a notice, a sample). Model.poll answers the growth of this count (Note [Poll counts records]).
+  // Records consumed so far, the file header counted as one: what the workload's allocator recorded (an event,
+  // a marker, a notice, a state), not the periodic device samples and stats. Model.poll answers the growth of
+  // this count (Note [Poll counts records]).
   size_t records_decoded() const { return records_; }
 
   static bool looks_like_capture(const uint8_t* data, size_t len);

@@ -363,8 +363,9 @@ export interface Model {
   /** damage found so far (truncated tail, unknown record…); empty for a clean file */
   problems(): ReadProblem[];
   /**
-   * Live tail: decode bytes appended since the last call. Returns the number of new records (events, markers,
-   * notices, samples; the file header counts as one): 0 means nothing a view shows changed (Note [Poll counts records]).
+   * Live tail: decode bytes appended since the last call. Returns the number of new records the allocator wrote
+   * (events, markers, notices, states; the file header counts as one; not the periodic device samples and stats):
+   * 0 means nothing the allocator recorded changed (Note [Poll counts records]).
    */
   poll(): number;
   /** true once the capture's REC_END was read (the workload exited cleanly) */
