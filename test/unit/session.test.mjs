@@ -1,7 +1,7 @@
 // The session model (src/core/session): discovering processes in a session folder laid out per the
 // contract in native/python/README.md, opening and tailing their captures, and the figures views get.
-// The Model is a small scripted stand-in here (the real reader is tested by its own layer; the E2E test
-// runs this code against real captures).
+// The Model is a small scripted stand-in here, but for one test on a real capture (the real reader is tested by
+// its own layer; the E2E test runs this code against real captures).
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import fs from 'node:fs';
@@ -186,4 +186,33 @@ test('markers: OOMs of the device join the model markers once, in time order', a
   // a reader that already reports the OOM as a marker does not get it twice
   m.markers = () => [{ device: 0, timeUs: 1_000_200, kind: 'oom', label: 'oom' }];
   assert.deepEqual(markersOf(m, 0).map((x) => x.label), ['oom', 'OOM']);
+});
+
+test('refresh on a real capture: a device sample alone is a change for the charts but not a new record (Note [Poll counts records])', async () => {
+  const { captureRecords, openModel, root } = await import('./reader-support.mjs');
+  const full = fs.readFileSync(path.join(root, 'test/fixtures/sim-captures/rank0.capture'));
+  const recs = captureRecords(full);
+  const periodic = (r) => r.type === 40 || r.type === 43; // REC_DEVICE_SAMPLE, REC_STATS
+  const i = recs.findIndex((r, k) => k > 0 && r.type === 40 && recs.slice(k + 1).some((x) => !periodic(x)));
+  assert.ok(i > 0, 'the fixture has a device sample with an allocator record after it');
+  const j = recs.findIndex((r, k) => k > i && !periodic(r)); // the samples and stats i..j-1, then an allocator record
+  const dir = tmpSession();
+  const capture = path.join(dir, 'capture-9.gpumem');
+  fs.writeFileSync(capture, full.subarray(0, recs[i].offset));
+  const session = new LiveSession(dir, openModel);
+  try {
+    session.refresh(); // the process appears and its capture opens
+    const p = session.processes[0];
+    assert.equal(session.refresh().changed, false, 'nothing appended');
+    const records = p.records;
+    fs.appendFileSync(capture, full.subarray(recs[i].offset, recs[j].offset));
+    assert.equal(session.refresh().changed, true, 'the sample moves the device-used line');
+    assert.equal(p.records, records, 'and is no allocator record: the categories are not recomputed for it');
+    assert.equal(session.refresh().changed, false);
+    fs.appendFileSync(capture, full.subarray(recs[j].offset, recs[j].end));
+    assert.equal(session.refresh().changed, true);
+    assert.equal(p.records, records + 1);
+  } finally {
+    session.close();
+  }
 });

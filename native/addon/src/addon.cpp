@@ -102,7 +102,8 @@ size_t poll_capture(Opened& o) {
   // can arrive alone: the leak keeper's notice written after a run's last event was never shown (CI flake of
   // the categories E2E test, 2026-11-26). Device samples and the allocator's stats are left out: they arrive
   // every 200 ms even while the workload is idle, and each would recompute the live views (the categories are a
-  // pass over the trace) with nothing new from the allocator.
+  // pass over the trace) with nothing new from the allocator. The live session sees a sample by the capture's
+  // latest record time instead (fileInfo().lastUs, src/core/session/session.ts) and redraws the charts only.
   size_t before = c.records_decoded();
   auto t0 = std::chrono::steady_clock::now();
   int64_t c0 = thread_cpu_ns();

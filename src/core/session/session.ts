@@ -18,6 +18,8 @@ export interface SessionProcess {
   oomsSeen: number;
   /** records read from its capture so far (the sum of Model.poll's answers, Note [Poll counts records]) */
   records?: number;
+  /** the capture's latest record time at the last refresh: device samples move it, and the device-used line with it */
+  lastUs?: number | null;
   /** its capture's writer failure was reported (Note [Writer failure] in native/allocator/src/writer.cc) */
   writerFailureSeen?: boolean;
 }
@@ -104,8 +106,12 @@ export class LiveSession {
       }
       try {
         const added = p.model.poll();
-        if (added > 0) result.changed = true;
+        // A device sample alone is no allocator record (poll leaves it out) but moves the device-used line: a
+        // change for the charts, while the categories' generation (records) stays put (Note [Live categories]).
+        const lastUs = p.model.fileInfo().lastUs;
+        if (added > 0 || lastUs !== p.lastUs) result.changed = true;
         p.records = (p.records ?? 0) + added;
+        p.lastUs = lastUs;
       } catch (e) {
         p.openError = e instanceof Error ? e.message : String(e);
       }
