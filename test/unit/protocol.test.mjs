@@ -112,8 +112,16 @@ test('snapshot host → webview: every message the session sends passes; views p
   assert.equal(snapshotHostMessages.parse({ type: 'opened', info: { ...info, devices: [0, '1'] } }), undefined);
   assert.equal(snapshotHostMessages.parse({ type: 'sites', device: 0, rows: {} }), undefined);
   assert.equal(snapshotHostMessages.parse({ type: 'summary', summary: { device: 0 }, markers: [] }), undefined, 'markersTruncated missing');
-  assert.deepEqual([...snapshotHostMessages.types].sort(), ['advice', 'categories', 'diff', 'grew', 'loadFailed', 'loading', 'notice', 'opened', 'ranks', 'replay', 'requestFailed', 'segments', 'showTab', 'sites', 'stack', 'summary', 'timeline']);
+  assert.deepEqual([...snapshotHostMessages.types].sort(), ['advice', 'categories', 'diff', 'grew', 'loadFailed', 'loading', 'markers', 'notice', 'opened', 'ranks', 'replay', 'requestFailed', 'segments', 'showTab', 'sites', 'stack', 'summary', 'timeline']);
   assert.equal(snapshotHostMessages.parse({ type: 'categories', view: { requestId: 1, device: 0, steps: {}, leaks: [] } }), undefined, 'steps must be a list');
+  assert.equal(snapshotHostMessages.parse({ type: 'markers', view: { requestId: 1, device: 0, markers: 'all' } }), undefined, 'markers must be a list');
+});
+
+test('requestMarkers (Note [Markers by range]): a window of the run; an empty or reversed one is dropped', () => {
+  const parse = snapshotWebviewMessages.parse;
+  assert.deepEqual(parse({ type: 'requestMarkers', requestId: 4, device: 0, t0Us: 10, t1Us: 20 }), { type: 'requestMarkers', requestId: 4, device: 0, t0Us: 10, t1Us: 20 });
+  assert.equal(parse({ type: 'requestMarkers', requestId: 4, device: 0, t0Us: 20, t1Us: 20 }), undefined);
+  assert.equal(parse({ type: 'requestMarkers', requestId: 4, device: 0, t0Us: 0, t1Us: Infinity }), undefined);
 });
 
 test('advice (the What to do tab): showTab names a real tab, requestAdvice a device that is not negative', () => {

@@ -33,6 +33,7 @@ class App {
   private info: OpenedInfo | undefined;
   private summary: SummaryView | undefined;
   private markers: MarkerView[] = [];
+  private markersTruncated = false;
   private readonly views = new Map<SnapshotTab, HTMLElement>();
   private readonly status: HTMLElement;
   private readonly body: HTMLElement;
@@ -105,6 +106,7 @@ class App {
       case 'summary':
         this.summary = msg.summary;
         this.markers = msg.markers;
+        this.markersTruncated = msg.markersTruncated;
         this.noteMissingTrace(msg.summary.events === 0);
         renderSummary(this.views.get('summary') as HTMLElement, msg.summary, this.origin(), () => this.gotoPeak(), {
           ooms: this.info?.ooms ?? [],
@@ -123,6 +125,9 @@ class App {
       case 'timeline':
         this.marks.timelineRequested ??= this.timeline?.requestedAt ?? 0;
         this.timeline?.onData(msg.view);
+        return;
+      case 'markers':
+        this.timeline?.onMarkers(msg.view);
         return;
       case 'segments':
         if (msg.view.requestId === this.segmentsRequest) this.segments?.onData(msg.view);
@@ -261,6 +266,7 @@ class App {
       range,
       peak: () => (this.summary ? { timeUs: this.summary.peakAtTimeUs, reservedBytes: this.summary.peakReservedBytes } : undefined),
       markers: () => this.markers,
+      markersTruncated: () => this.markersTruncated,
       momentUs: () => getState().momentUs,
       onMoment: (t) => this.setMoment(t),
       originUs: () => this.origin(),

@@ -8,7 +8,7 @@
 // totals (Note [Owner bands] in native/addon/src/aggregate.cpp). Bands and totals are sampled at the same
 // time per column (its bucket's centre), so a column's coloured height is allocated memory at that time.
 import { formatBytes } from '../../src/core/format/bytes';
-import type { MarkerView, TimelineView } from '../../src/core/protocol/snapshot';
+import type { MarkersView, MarkerView, TimelineView } from '../../src/core/protocol/snapshot';
 import { getState, newRequestId, send, updateState } from './api';
 import { clear, h, themeColor } from './dom';
 import { colorIndex, ownerCss, ownerRaster, PALETTE32 } from './palette';
@@ -33,6 +33,8 @@ export interface TimelineHost {
   range(): { t0Us: number; t1Us: number };
   peak(): { timeUs: number; reservedBytes: number } | undefined;
   markers(): readonly MarkerView[];
+  /** the summary's markers were thinned: a zoomed view asks for its window's own (Note [Markers by range]) */
+  markersTruncated(): boolean;
   momentUs(): number | undefined;
   onMoment(timeUs: number): void;
   /** Note [Time origin]: the axis counts seconds from this (the first allocator event); default: range start */
@@ -45,6 +47,10 @@ export class TimelinePanel {
   private readonly status: HTMLElement;
   private data: TimelineView | undefined;
   private pendingRequest = 0;
+  /** the markers of the last fetched window when the summary's were thinned (Note [Markers by range]) */
+  private windowMarkers: (MarkersView & { generation: number }) | undefined;
+  private markersRequest = 0;
+  private markersKey = '';
   /** what the pending request asked, '' once answered; generation: bumped when the trace or device changes */
   private pendingKey = '';
   private generation = 0;
@@ -252,6 +258,32 @@ export class TimelinePanel {
     this.pendingRequest = newRequestId();
     this.requestedAt = performance.now();
     send({ type: 'requestTimeline', requestId: this.pendingRequest, device: this.host.device(), t0Us: a, t1Us: b, buckets, maxSpans: MAX_SPANS, owner: this.ownerFilter });
+    this.fetchMarkers(a, b);
+  }
+
+  /** Note [Markers by range]: a window narrower than the run, when the summary's markers were thinned. */
+  private fetchMarkers(a: number, b: number): void {
+    const { t0Us, t1Us } = this.host.range();
+    if (!this.host.markersTruncated() || (a <= t0Us && b >= t1Us)) return;
+    const key = `${this.generation}|${this.host.device()}|${a}|${b}`;
+    if (key === this.markersKey) return;
+    this.markersKey = key;
+    this.markersRequest = newRequestId();
+    send({ type: 'requestMarkers', requestId: this.markersRequest, device: this.host.device(), t0Us: a, t1Us: b });
+  }
+
+  /** The host's answer to requestMarkers (a stale one, for an earlier window, is dropped). */
+  onMarkers(view: MarkersView): void {
+    if (view.requestId !== this.markersRequest) return;
+    this.windowMarkers = { ...view, generation: this.generation };
+    this.invalidate(false);
+  }
+
+  /** The markers to draw over [v0, v1]: the window's own when they cover it, else the summary's (thinned). */
+  private markersOver(v0: number, v1: number): readonly MarkerView[] {
+    const w = this.windowMarkers;
+    if (w && w.generation === this.generation && w.device === this.host.device() && w.t0Us <= v0 && w.t1Us >= v1) return w.markers;
+    return this.host.markers();
   }
 
   private draw(): void {
@@ -393,10 +425,12 @@ export class TimelinePanel {
     // Markers and the selected moment.
     const xOf = (t: number) => left + ((t - v0) / (v1 - v0)) * pw;
     // User ranges denser than one per 4 px would only grey the plot out: then only key markers are drawn.
-    const markers = this.host.markers().filter((m) => m.timeUs >= v0 && m.timeUs <= v1);
+    const markers = this.markersOver(v0, v1).filter((m) => m.timeUs >= v0 && m.timeUs <= v1);
     const userDense = markers.filter((m) => isUserMarker(m.kind)).length > pw / (4 * dpr);
+    let markersDrawn = 0;
     for (const m of markers) {
       if (userDense && isUserMarker(m.kind)) continue;
+      markersDrawn++;
       ctx.strokeStyle = m.kind === 'oom' ? themeColor('--vscode-errorForeground', '#f48771') : m.kind === 'empty_cache' ? themeColor('--vscode-charts-green', '#89d185') : muted;
       ctx.globalAlpha = isUserMarker(m.kind) ? 0.35 : 0.9;
       ctx.beginPath();
@@ -405,6 +439,7 @@ export class TimelinePanel {
       ctx.stroke();
     }
     ctx.globalAlpha = 1;
+    this.canvas.dataset.markers = String(markersDrawn);
     const moment = this.host.momentUs();
     if (moment !== undefined && moment >= v0 && moment <= v1) {
       ctx.strokeStyle = themeColor('--vscode-focusBorder', '#007fd4');

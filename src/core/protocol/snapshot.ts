@@ -30,6 +30,19 @@ export interface MarkerView {
   label: string;
 }
 
+/**
+ * The markers of a window of the run (Note [Markers by range]): what the zoomed timeline draws when the first
+ * answer's markers were thinned. truncated: the window itself held more than the limit.
+ */
+export interface MarkersView {
+  requestId: number;
+  device: number;
+  t0Us: number;
+  t1Us: number;
+  markers: MarkerView[];
+  truncated: boolean;
+}
+
 /** Reserved − requested, split into where the bytes are (Note [Breakdown] in src/core/snapshot/breakdown.ts). */
 export interface BreakdownView {
   reservedBytes: number;
@@ -315,6 +328,7 @@ export const snapshotHostMessages = protocol('snapshot panel, host → webview',
   grew: obj({ info: view<OpenedInfo>({ fileName: str(Infinity), devices: arrayOf(int), timeRanges: list() }), ended: bool }),
   summary: obj({ summary: view<SummaryView>({ device }), markers: list<MarkerView>(), markersTruncated: bool }),
   timeline: obj({ view: view<TimelineView>({ requestId, device }) }),
+  markers: obj({ view: view<MarkersView>({ requestId, device, markers: list() }) }),
   segments: obj({ view: view<SegmentMapView>({ requestId, device, segments: list() }) }),
   sites: obj({ device, rows: list<SiteRow>() }),
   stack: obj({ view: view<StackView>({ requestId, stackId: int, frames: list() }) }),
@@ -348,6 +362,8 @@ export const snapshotWebviewMessages = protocol('snapshot panel, webview → hos
     (m) => m.t1Us > m.t0Us,
     't1Us must be after t0Us',
   ),
+  /** the markers of [t0Us, t1Us] when the summary's were thinned (Note [Markers by range]) */
+  requestMarkers: refine(obj({ requestId, device, t0Us: num, t1Us: num }), (m) => m.t1Us > m.t0Us, 't1Us must be after t0Us'),
   requestSegments: obj({ requestId, device, timeUs: num }),
   requestStack: obj({ requestId, stackId: int }),
   /** replay the device's allocation stream under every allocator policy (on demand: it can take seconds) */

@@ -3,6 +3,7 @@
 import type { Model } from '../model/types';
 import type {
   DiffView,
+  MarkersView,
   OpenedInfo,
   ReplayView,
   SegmentMapView,
@@ -32,6 +33,8 @@ export interface SessionOptions {
   fileName: string;
   /** how a recorded path is shown (the glue makes it workspace-relative); identity by default */
   displayPath?: (file: string) => string;
+  /** markers per answer (Note [Markers by range]); 5,000 by default, less in tests */
+  maxMarkers?: number;
 }
 
 // Note [Query limits]: one timeline answer is bounded whatever the capture size: ≤ 8192 buckets (one per
@@ -40,7 +43,11 @@ const MAX_BUCKETS = 8192;
 const MAX_SPANS = 20000;
 const MAX_SITES = 2000;
 const MAX_DIFF_ROWS = 1000;
-// markers in the first answer (step ends numbered, then thinned: Note [Query limits] for markers, buildMarkers)
+// Note [Markers by range]: an hour's run holds tens of thousands of markers (a step fact per step). The first
+// answer carries at most MAX_MARKERS of them over the whole run (step ends numbered, then thinned: buildMarkers),
+// enough for the whole-run timeline, where they are denser than pixels anyway. When that list was thinned, the
+// zoomed timeline asks for the markers of its window (requestMarkers), numbered over the whole run and thinned to
+// the same limit within the window, so every step end shows once the view is narrow enough to tell them apart.
 const MAX_MARKERS = 5000;
 
 export class SnapshotSession {
@@ -98,11 +105,17 @@ export class SnapshotSession {
 
   /** Everything a freshly loaded (or restored) webview needs for one device: summary, markers, sites. */
   deviceMessages(device: number): SnapshotHostMessage[] {
-    const { markers, truncated } = buildMarkers(this.model, device, MAX_MARKERS, this.time.steps);
+    const { markers, truncated } = buildMarkers(this.model, device, this.options.maxMarkers ?? MAX_MARKERS, this.time.steps);
     return [
       { type: 'summary', summary: buildSummary(this.model, device), markers, markersTruncated: truncated },
       { type: 'sites', device, rows: this.sites(device) },
     ];
+  }
+
+  /** The markers of [t0Us, t1Us] (Note [Markers by range]). */
+  markersIn(requestId: number, device: number, t0Us: number, t1Us: number): MarkersView {
+    const { markers, truncated } = buildMarkers(this.model, device, this.options.maxMarkers ?? MAX_MARKERS, this.time.steps, { t0Us, t1Us });
+    return { requestId, device, t0Us, t1Us, markers, truncated };
   }
 
   timeline(requestId: number, device: number, t0Us: number, t1Us: number, buckets: number, maxSpans: number, owner?: number): TimelineView {
@@ -265,6 +278,8 @@ export class SnapshotSession {
           return this.deviceMessages(msg.device);
         case 'requestTimeline':
           return [{ type: 'timeline', view: this.timeline(msg.requestId, msg.device, msg.t0Us, msg.t1Us, msg.buckets, msg.maxSpans, msg.owner) }];
+        case 'requestMarkers':
+          return [{ type: 'markers', view: this.markersIn(msg.requestId, msg.device, msg.t0Us, msg.t1Us) }];
         case 'requestSegments':
           return [{ type: 'segments', view: this.segments(msg.requestId, msg.device, msg.timeUs) }];
         case 'requestStack':

@@ -49,11 +49,19 @@ export function buildSummary(model: Model, device: number): SummaryView {
  * always kept. With `steps`, step ends are numbered first (numberSteps) and thinned with the rest: numbering after
  * thinning gave back a marker for every step (23 k for an hour's capture, 1.5 MB in the panel's first answer).
  */
-export function buildMarkers(model: Model, device: number, limit = 5000, steps?: Steps): { markers: MarkerView[]; truncated: boolean } {
+export function buildMarkers(
+  model: Model,
+  device: number,
+  limit = 5000,
+  steps?: Steps,
+  range?: { t0Us: number; t1Us: number },
+): { markers: MarkerView[]; truncated: boolean } {
   const sorted = withOomDetail(model, device, [...model.markers(device), ...processWideMarkers(model, device)])
     .sort((a, b) => a.timeUs - b.timeUs)
     .map((m): MarkerView => ({ timeUs: m.timeUs, kind: m.kind, label: m.label }));
-  const all = steps ? numberSteps(sorted, steps) : sorted;
+  const numbered = steps ? numberSteps(sorted, steps) : sorted;
+  // a window of the run (the zoomed timeline asks for its own, Note [Markers by range]): numbered over the whole run first
+  const all = range ? numbered.filter((m) => m.timeUs >= range.t0Us && m.timeUs <= range.t1Us) : numbered;
   let pick = all;
   if (all.length > limit) {
     const isKey = (k: string) => k === 'oom' || k === 'empty_cache' || k === 'snapshot';
