@@ -2,11 +2,14 @@
 // markers to the answer's limit (buildMarkers). Numbering after thinning gave a marker back for every step: an
 // hour's budgeted capture sent 23,006 markers (1.5 MB) in the panel's first answer instead of 5,000.
 import assert from 'node:assert/strict';
+import fs from 'node:fs';
+import path from 'node:path';
 import { test } from 'node:test';
-import { needsAllocator, simTraining, withModel } from './reader-support.mjs';
+import { captureRecords, needsAllocator, openModel, simTraining, withModel } from './reader-support.mjs';
 
 const { buildMarkers } = await import('../../src/core/snapshot/summaryView.ts');
 const { timeBaseOf } = await import('../../src/core/summary/timebase.ts');
+const { SnapshotSession } = await import('../../src/core/snapshot/session.ts');
 
 const STEPS = 40;
 
@@ -33,4 +36,26 @@ test('step ends are numbered, then thinned with the rest to the limit; key marke
     for (const k of keys) assert.ok(thin.markers.some((t) => t.kind === 'empty_cache' && t.timeUs === k.timeUs), 'key markers stay');
     assert.deepEqual(thin.markers.map((k) => k.timeUs), [...thin.markers.map((k) => k.timeUs)].sort((a, b) => a - b), 'in time order');
   });
+});
+
+test('a growing capture: the snapshot session numbers the steps that arrived after the open once it polls', { skip: needsAllocator }, () => {
+  const { cap } = simTraining(STEPS);
+  const full = fs.readFileSync(cap);
+  const recs = captureRecords(full);
+  const half = recs[Math.floor(recs.length / 2)].offset;
+  const growing = path.join(path.dirname(cap), 'growing.gpumem');
+  fs.writeFileSync(growing, full.subarray(0, half));
+  const m = openModel(growing);
+  try {
+    const session = new SnapshotSession(m, { fileName: 'growing.gpumem' });
+    const before = session.time.steps.steps.length;
+    assert.ok(before > 0 && before < STEPS, `${before} steps in the first half`);
+    fs.appendFileSync(growing, full.subarray(half));
+    assert.ok(session.poll() > 0);
+    assert.equal(session.time.steps.steps.length, STEPS, 'every step, after the poll');
+    const labels = session.deviceMessages(0)[0].markers.filter((k) => /^step \d+/.test(k.label));
+    assert.equal(labels.length, STEPS, 'and the panel\'s markers number them all');
+  } finally {
+    m.close();
+  }
 });

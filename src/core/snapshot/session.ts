@@ -61,10 +61,20 @@ export class SnapshotSession {
     this.display = options.displayPath ?? ((f) => f);
   }
 
-  /** The file's time base (origin and steps), built once: markers and step detection are not redone per label. */
+  /** The file's time base (origin and steps), built once per read: markers and step detection are not redone per label. */
   get time(): TimeBase {
     this.timeBase ??= timeBaseOf(this.model);
     return this.timeBase;
+  }
+
+  /**
+   * Reads what a growing capture appended (Note [Growing captures] in src/glue/snapshot/panelHost.ts); returns
+   * Model.poll's count. The time base is rebuilt on its next use: new steps are numbered and labelled.
+   */
+  poll(): number {
+    const added = this.model.poll();
+    if (added > 0) this.timeBase = undefined;
+    return added;
   }
 
   /** "12.345 s" (with the step when markers give one) since the time origin (Note [Time origin]), or "the end". */

@@ -82,7 +82,7 @@ export class SnapshotPanelHost implements vscode.Disposable {
   private followGrowth(session: SnapshotSession): void {
     const timer = setInterval(() => {
       try {
-        const added = session.model.poll();
+        const added = session.poll();
         const ended = session.model.ended();
         if (added > 0 || ended) this.post([{ type: 'grew', info: session.opened(), ended }]);
         if (ended) clearInterval(timer);
