@@ -51,6 +51,8 @@ export class TimelinePanel {
   private windowMarkers: (MarkersView & { generation: number }) | undefined;
   private markersRequest = 0;
   private markersKey = '';
+  /** the window of the last timeline request (with its margins) */
+  private fetched: { a: number; b: number } | undefined;
   /** what the pending request asked, '' once answered; generation: bumped when the trace or device changes */
   private pendingKey = '';
   private generation = 0;
@@ -163,8 +165,13 @@ export class TimelinePanel {
     this.invalidate(false);
   }
 
-  /** Called when the tab becomes visible (a hidden canvas has no size). */
+  /**
+   * Called when the tab becomes visible (a hidden canvas has no size), and when the summary (with its markers)
+   * arrived: the first timeline request usually goes out before it, when it was not yet known whether the
+   * markers were thinned, so the window's markers are asked for now (Note [Markers by range]).
+   */
   show(): void {
+    if (this.fetched) this.fetchMarkers(this.fetched.a, this.fetched.b);
     this.invalidate();
   }
 
@@ -258,6 +265,7 @@ export class TimelinePanel {
     this.pendingRequest = newRequestId();
     this.requestedAt = performance.now();
     send({ type: 'requestTimeline', requestId: this.pendingRequest, device: this.host.device(), t0Us: a, t1Us: b, buckets, maxSpans: MAX_SPANS, owner: this.ownerFilter });
+    this.fetched = { a, b };
     this.fetchMarkers(a, b);
   }
 
