@@ -275,7 +275,6 @@ bool CaptureDecoder::record(Model& m, uint8_t type, uint8_t device, uint16_t fla
       DeviceData& d = dev(m, device);
       if (flags & f::kRestated) d.restated.push_back((uint32_t)d.count());
       d.push_event(to_us(e.t_ns), act, e.addr, e.size, e.requested, e.stream, stack(e.stack), pool_of(flags));
-      events_++;
       return true;
     }
     case f::REC_AGGREGATED: {
@@ -325,7 +324,6 @@ bool CaptureDecoder::record(Model& m, uint8_t type, uint8_t device, uint16_t fla
                     : type == f::REC_SEGMENT_MAP  ? ACT_SEGMENT_MAP
                                                   : ACT_SEGMENT_UNMAP;
       d.push_event(to_us(e.t_ns), act, e.addr, e.size, 0, e.stream, stack(e.stack), pool_of(flags));
-      events_++;
       return true;
     }
     case f::REC_EMPTY_CACHE: {
@@ -346,7 +344,6 @@ bool CaptureDecoder::record(Model& m, uint8_t type, uint8_t device, uint16_t fla
                 r.allocated,   r.largest_free, stack(r.stack), true,           (uint32_t)d.count()};
       d.ooms.push_back(o);
       d.push_event(o.t_us, ACT_OOM, r.device_free, r.requested, 0, r.stream, o.stack, POOL_LARGE);
-      events_++;
       json::Writer detail;
       detail.open('{').kvu("requestedBytes", r.requested).close('}');
       d.markers.push_back(MarkerData{o.t_us, 5, m.intern("out of memory"), detail.s});
@@ -385,7 +382,6 @@ bool CaptureDecoder::record(Model& m, uint8_t type, uint8_t device, uint16_t fla
             if (b.state == ST_ALLOCATED) allocated += b.size;
         int64_t t_us = to_us(r.t_ns);
         d.push_event(t_us, ACT_SNAPSHOT, 0, allocated, 0, 0, 0, POOL_LARGE);
-        events_++;
         d.final_after = d.count();
         d.checkpoints.back().first = d.count();
         d.markers.push_back(MarkerData{t_us, 4, m.intern("snapshot"), ""});

@@ -37,7 +37,6 @@ class CaptureDecoder {
   bool damaged() const { return damaged_; }
   // Bytes of an incomplete record at the end (after the last feed).
   size_t pending_bytes() const { return pending_; }
-  size_t events_decoded() const { return events_; }
   // Records consumed so far, the file header counted as one: what the workload's allocator recorded (an event,
   // a marker, a notice, a state), not the periodic device samples and stats. Model.poll answers the growth of
   // this count (Note [Poll counts records]).
@@ -61,7 +60,6 @@ class CaptureDecoder {
   bool damaged_ = false;
   uint16_t minor_ = 0;  // the capture's format minor (Note [Strict about our own writer])
   size_t pending_ = 0;
-  size_t events_ = 0;
   size_t records_ = 0;
   int64_t mono_anchor_ns_ = 0, wall_anchor_ns_ = 0;
   DeviceData& dev(Model& m, uint8_t device) {
