@@ -57,14 +57,18 @@ export class LiveCategoriesCache {
   }
 
   /**
-   * true when the answer last given for this track is older than what was read and a recomputation is due; said
-   * once per generation, so a hidden panel (which asks for no view) does not make every later refresh a change
+   * true when an answer last given for one of the model's tracks is older than what was read and a recomputation
+   * is due; said once per generation, so a hidden panel (which asks for no view) does not make every later
+   * refresh a change. Only tracks that were answered can owe: their entries are the ones looked at.
    */
-  owes(model: Model, device: number, generation: number): boolean {
-    const e = this.entries.get(model)?.get(device);
-    if (!e || e.generation === generation || e.owed === generation || this.now() - e.at < this.minIntervalMs) return false;
-    e.owed = generation;
-    return true;
+  owes(model: Model, generation: number): boolean {
+    let owed = false;
+    for (const e of this.entries.get(model)?.values() ?? []) {
+      if (e.generation === generation || e.owed === generation || this.now() - e.at < this.minIntervalMs) continue;
+      e.owed = generation;
+      owed = true;
+    }
+    return owed;
   }
 }
 

@@ -17,7 +17,7 @@ export interface SessionProcess {
   openError?: string;
   oomsSeen: number;
   /** records read from its capture so far (the sum of Model.poll's answers, Note [Poll counts records]) */
-  records?: number;
+  records: number;
   /** the capture's latest record time at the last refresh: device samples move it, and the device-used line with it */
   lastUs?: number | null;
   /** its capture's writer failure was reported (Note [Writer failure] in native/allocator/src/writer.cc) */
@@ -86,7 +86,7 @@ export class LiveSession {
     for (const entry of scanSessionFolder(this.dir)) {
       const known = this.procs.get(entry.pid);
       if (!known) {
-        this.procs.set(entry.pid, { entry, oomsSeen: 0 });
+        this.procs.set(entry.pid, { entry, oomsSeen: 0, records: 0 });
         result.changed = true;
       } else if (entry.socket && !known.entry.socket) {
         known.entry = entry; // the proc file arrived after the capture
@@ -110,13 +110,13 @@ export class LiveSession {
         // change for the charts, while the categories' generation (records) stays put (Note [Live categories]).
         const lastUs = p.model.fileInfo().lastUs;
         if (added > 0 || lastUs !== p.lastUs) result.changed = true;
-        p.records = (p.records ?? 0) + added;
+        p.records += added;
         p.lastUs = lastUs;
       } catch (e) {
         p.openError = e instanceof Error ? e.message : String(e);
       }
       // Note [Live categories]: a track whose categories answer is stale gets one more update when it is due
-      for (const d of p.model.devices()) if (this.categories.owes(p.model, d, p.records ?? 0)) result.changed = true;
+      if (this.categories.owes(p.model, p.records)) result.changed = true;
       const ooms = p.model.ooms();
       for (let i = p.oomsSeen; i < ooms.length; i++) result.newOoms.push({ process: p, oom: ooms[i] });
       p.oomsSeen = ooms.length;
@@ -177,7 +177,7 @@ export class LiveSession {
       const running = this.running && !p.model.ended();
       for (const d of p.model.devices()) {
         const track = trackOf(p.model, d, { pid: p.entry.pid, rank: p.entry.rank, running }, buckets);
-        const categories = this.categories.get(p.model, d, p.records ?? 0);
+        const categories = this.categories.get(p.model, d, p.records);
         if (categories) track.categories = categories;
         tracks.push(track);
       }
