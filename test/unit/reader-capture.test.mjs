@@ -5,7 +5,7 @@ import assert from 'node:assert/strict';
 import fs from 'node:fs';
 import path from 'node:path';
 import { test } from 'node:test';
-import { captureRecords as records, makeCapture, openModel, python, root, tmpDir } from './reader-support.mjs';
+import { captureRecords as records, isPeriodicRecord, makeCapture, openModel, python, root, tmpDir } from './reader-support.mjs';
 
 const EVENT_TYPES = new Set([10, 11, 12, 13, 14, 15, 16, 21]);
 // One past the format minor this reader knows (gpumem_format.h's kMinor): a capture from a newer writer.
@@ -89,7 +89,7 @@ test('live tail: a record cut in half waits for the next poll; only new bytes ar
   assert.equal(m.header().pid, 4242, 'the header arrived with the second write');
   // poll counts records, the header as one, not device samples and stats (Note [Poll counts records]); the cut
   // record is not one yet
-  const counted = (rs) => rs.filter((r) => r.type !== 40 && r.type !== 43).length; // REC_DEVICE_SAMPLE, REC_STATS
+  const counted = (rs) => rs.filter((r) => !isPeriodicRecord(r)).length;
   const whole = recs.indexOf(mid);
   assert.equal(first, 1 + counted(recs.slice(0, whole)));
   assert.equal(events(m), eventsBefore(recs, cut));
@@ -143,7 +143,7 @@ test('live tail: a device sample or stats record alone is not a change; the next
   const cap = path.join(root, 'test/fixtures/sim-captures/rank0.capture');
   const full = fs.readFileSync(cap);
   const recs = records(full);
-  const i = recs.findIndex((r, k) => k > 0 && (r.type === 40 || r.type === 43) && recs[k + 1] && recs[k + 1].type !== 40 && recs[k + 1].type !== 43);
+  const i = recs.findIndex((r, k) => k > 0 && isPeriodicRecord(r) && recs[k + 1] && !isPeriodicRecord(recs[k + 1]));
   assert.ok(i > 0, 'the fixture has a sample or stats record followed by an allocator record');
   const growing = path.join(tmpDir(), 'growing-samples.gpumem');
   fs.writeFileSync(growing, full.subarray(0, recs[i].offset));

@@ -111,3 +111,6 @@ export function captureRecords(buf) {
   }
   return out;
 }
+
+/** A device sample (REC_DEVICE_SAMPLE 40) or the allocator's stats (REC_STATS 43): the records poll does not count (Note [Poll counts records]). */
+export const isPeriodicRecord = (r) => r.type === 40 || r.type === 43;

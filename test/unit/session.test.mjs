@@ -189,11 +189,10 @@ test('markers: OOMs of the device join the model markers once, in time order', a
 });
 
 test('refresh on a real capture: a device sample alone is a change for the charts but not a new record (Note [Poll counts records])', async () => {
-  const { captureRecords, openModel, root } = await import('./reader-support.mjs');
+  const { captureRecords, isPeriodicRecord: periodic, openModel, root } = await import('./reader-support.mjs');
   const full = fs.readFileSync(path.join(root, 'test/fixtures/sim-captures/rank0.capture'));
   const recs = captureRecords(full);
-  const periodic = (r) => r.type === 40 || r.type === 43; // REC_DEVICE_SAMPLE, REC_STATS
-  const i = recs.findIndex((r, k) => k > 0 && r.type === 40 && recs.slice(k + 1).some((x) => !periodic(x)));
+  const i = recs.findIndex((r, k) => k > 0 && r.type === 40 /* REC_DEVICE_SAMPLE */ && recs.slice(k + 1).some((x) => !periodic(x)));
   assert.ok(i > 0, 'the fixture has a device sample with an allocator record after it');
   const j = recs.findIndex((r, k) => k > i && !periodic(r)); // the samples and stats i..j-1, then an allocator record
   const dir = tmpSession();
