@@ -290,7 +290,8 @@ export class TimelinePanel {
   /** The markers to draw over [v0, v1]: the window's own when they cover it, else the summary's (thinned). */
   private markersOver(v0: number, v1: number): readonly MarkerView[] {
     const w = this.windowMarkers;
-    if (w && w.generation === this.generation && w.device === this.host.device() && w.t0Us <= v0 && w.t1Us >= v1) return w.markers;
+    // a device switch or a grown trace bumps the generation: an answer from before it is not used
+    if (w && w.generation === this.generation && w.t0Us <= v0 && w.t1Us >= v1) return w.markers;
     return this.host.markers();
   }
 
