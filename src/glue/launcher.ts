@@ -62,7 +62,7 @@ function recordingSettings(): Partial<RecordingSettings> {
     stacks: c.get<boolean>('captureStacks', true),
     sampleMs: Math.round(c.get<number>('deviceSampleIntervalMs', 200)),
     budgetBytes: captureBudget(c.get<string>('captureBudget', '1GiB')),
-    allocator: c.get<'auto' | 'lens' | 'pytorch'>('allocator', 'lens'),
+    allocator: c.get<'auto' | 'lens' | 'pytorch'>('allocator', 'auto'),
   };
 }
 

@@ -69,7 +69,7 @@ test('buildWorkloadEnv defaults and rejects what the bootstrap would reject', ()
   assert.equal(env.GPUMEM_TRIM, '1');
   assert.equal(env.GPUMEM_SAMPLE_MS, '200');
   assert.equal(env.GPUMEM_BACKEND, 'cuda');
-  assert.equal(env.GPUMEM_ALLOCATOR, 'lens'); // Note [Default allocator mode]: auto stays opt-in until the observer passes its GPU stage
+  assert.equal(env.GPUMEM_ALLOCATOR, 'auto'); // Note [Default allocator mode]
   assert.equal(env.PYTHONPATH, '/p');
   assert.throws(() => buildWorkloadEnv({ sessionDir: '/s', allocatorSo: '/a.so', pythonPathPrefix: '/p', settings: { allocator: 'rmm' } }),
     /Unknown allocator mode "rmm": use "auto", "lens" or "pytorch"/);

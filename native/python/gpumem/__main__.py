@@ -20,7 +20,7 @@ def _fmt(n):
 
 
 def _run(argv):
-    p = argparse.ArgumentParser(prog="python3 -m gpumem run", description="Run a workload under the lens allocator.")
+    p = argparse.ArgumentParser(prog="python3 -m gpumem run", description="Run a workload with GPU memory tracking.")
     p.add_argument("--out", default=".gpumem", help="folder for session folders (default .gpumem)")
     p.add_argument("--python", default=None, help="interpreter for script.py / -m (default: this one)")
     p.add_argument("--segments", choices=("expandable", "fixed"), default="expandable")
@@ -29,9 +29,11 @@ def _run(argv):
     p.add_argument("--no-stacks", action="store_true", help="do not record Python stacks")
     p.add_argument("--sample-ms", type=int, default=200)
     p.add_argument("--backend", choices=("cuda", "sim"), default="cuda")
-    p.add_argument("--allocator", default="lens", choices=("auto", "lens", "pytorch"),
-                   help="which allocator tracks the run: auto (default: PyTorch's own when the script needs it, "
-                        "else the lens), lens, or pytorch (PyTorch's allocator, observed)")
+    p.add_argument("--allocator", default="auto", choices=("auto", "lens", "pytorch"),
+                   help="which allocator tracks the run (default: auto). auto: PyTorch's own allocator, observed, "
+                        "whenever its observer can be built here (else the lens, said in one line); lens: ours "
+                        "(less fragmentation; cudnn.benchmark kept off, CUDA-graph compiles fall back); pytorch: "
+                        "PyTorch's own, observed (Note [Choosing the mode])")
     p.add_argument("--allocator-so", default=None, help="path of libgpumem_allocator.so (default: the built one)")
     # Our options end at `--`, `-m` or the first word that is not one of ours: everything after belongs
     # to the workload (`run train.py --out x` passes --out to train.py).

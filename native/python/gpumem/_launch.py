@@ -56,7 +56,7 @@ USER_ENV_SWITCHES = ("GPUMEM_STRICT_COMPILE", "GPUMEM_GIL_FREE_WALK")
 
 
 def workload_env(session_dir, allocator_so, segments="expandable", stacks=True, sample_ms=200,
-                 backend="cuda", user_roots=None, base=None, trim=True, allocator_mode="lens"):
+                 backend="cuda", user_roots=None, base=None, trim=True, allocator_mode="auto"):
     env = {k: v for k, v in (os.environ if base is None else base).items()
            if not k.startswith("GPUMEM_") or k in USER_ENV_SWITCHES}
     env.update({
@@ -77,7 +77,7 @@ def workload_env(session_dir, allocator_so, segments="expandable", stacks=True, 
 
 
 def run(argv, out_dir, python=None, segments="expandable", stacks=True, sample_ms=200, backend="cuda",
-        allocator_so=None, quiet=False, trim=True, allocator_mode="lens"):
+        allocator_so=None, quiet=False, trim=True, allocator_mode="auto"):
     """Run `argv` (script + args, or ['-m', mod, …], or a full command when argv[0] is not a .py and
     not -m) under the lens; returns the workload's exit status as a shell would report it."""
     allocator_so = os.path.abspath(allocator_so or default_allocator_so())

@@ -45,7 +45,7 @@ class Settings:
         self.strict_compile = env.get("GPUMEM_STRICT_COMPILE", "0") not in ("0", "", "false", "no")
         # Note [Choosing the mode] in _mode.py; the first tracked process resolves `auto` and exports
         # the answer, so its children (ranks, workers) never decide differently.
-        self.allocator_mode = env.get("GPUMEM_ALLOCATOR", "lens") or "lens"  # Note [Default allocator mode]
+        self.allocator_mode = env.get("GPUMEM_ALLOCATOR", "auto") or "auto"  # Note [Default allocator mode]
         if self.allocator_mode not in ("auto", "lens", "pytorch"):
             raise SettingsError("GPUMEM_ALLOCATOR must be 'auto', 'lens' or 'pytorch', got %r" % self.allocator_mode)
 

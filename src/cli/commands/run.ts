@@ -66,7 +66,7 @@ export async function run(argv: string[], deps: RunDeps = {}): Promise<number> {
     allocatorSo: allocatorSo !== undefined ? path.resolve(allocatorSo) : install.allocatorSo,
     pythonPathPrefix: install.pythonDir,
     settings: {
-      allocator: (str(p, 'allocator') as AllocatorMode | undefined) ?? 'lens',
+      allocator: (str(p, 'allocator') as AllocatorMode | undefined) ?? 'auto',
       segments: (str(p, 'segments') as 'expandable' | 'fixed' | undefined) ?? 'expandable',
       stacks: !p.options.has('no-stacks'),
       sampleMs: sampleMs ?? 200,

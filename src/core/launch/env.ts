@@ -102,7 +102,7 @@ export function buildWorkloadEnv(opts: WorkloadEnvOptions): Record<string, strin
   env.GPUMEM_SAMPLE_MS = String(settings.sampleMs);
   env.GPUMEM_BACKEND = settings.backend ?? 'cuda';
   env.GPUMEM_BUDGET = String(settings.budgetBytes ?? DEFAULT_BUDGET_BYTES);
-  env.GPUMEM_ALLOCATOR = settings.allocator ?? 'lens'; // Note [Default allocator mode] in native/python/README.md
+  env.GPUMEM_ALLOCATOR = settings.allocator ?? 'auto'; // Note [Default allocator mode] in native/python/README.md
   if (settings.simCapacity !== undefined) env.GPUMEM_SIM_CAPACITY = String(settings.simCapacity);
   if (opts.userRoots && opts.userRoots.length > 0) env.GPUMEM_USER_ROOTS = opts.userRoots.join(path.delimiter);
   env.PYTHONPATH = prependPath(opts.pythonPathPrefix, env.PYTHONPATH);
