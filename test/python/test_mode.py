@@ -11,6 +11,10 @@ import support
 sys.path.insert(0, str(support.PY_DIR))
 from gpumem import _mode  # noqa: E402
 
+# The table is about what needs PyTorch's allocator: with the observer unavailable, `auto` takes the lens
+# unless a feature needs PyTorch's; with it available, `auto` always keeps PyTorch's (ObserverTest).
+NO_OBSERVER = (False, "no C++ compiler (c++) to build the observer of PyTorch's allocator")
+
 # (name, script text, expected mode, expected line of the reason or None). Snippets are the shapes
 # found in torchvision's/timm's references, the PyTorch docs and common training scripts.
 CASES = [
@@ -125,7 +129,7 @@ class TableTest(unittest.TestCase):
             with self.subTest(name), tempfile.TemporaryDirectory() as d:
                 # Line 1 is the empty line after the opening quotes, so the numbers above count as printed.
                 script = write(d, "train.py", text)
-                choice = _mode.decide("auto", script, env={}, roots=[d])
+                choice = _mode.decide("auto", script, env={}, roots=[d], observer=NO_OBSERVER)
                 self.assertEqual(choice.mode, mode, "%s: %r" % (name, choice))
                 if line is None:
                     self.assertIsNone(choice.where)
@@ -141,7 +145,7 @@ class LocalModulesTest(unittest.TestCase):
             write(d, "utils/setup.py", "import torch\n\ndef prepare():\n    torch.backends.cudnn.benchmark = True\n")
             write(d, "models/__init__.py", "from .net import Net\n")
             write(d, "models/net.py", "import torch\nclass Net(torch.nn.Module):\n    pass\n")
-            c = _mode.decide("auto", script, env={}, roots=[d])
+            c = _mode.decide("auto", script, env={}, roots=[d], observer=NO_OBSERVER)
             self.assertEqual((c.mode, c.where), ("pytorch", os.path.join("utils", "setup.py") + ":4"))
 
     def test_relative_import_inside_a_package(self):
@@ -150,14 +154,14 @@ class LocalModulesTest(unittest.TestCase):
             write(d, "pkg/__init__.py", "")
             write(d, "pkg/main.py", "from . import graphs\n\ndef go():\n    graphs.build()\n")
             write(d, "pkg/graphs.py", "import torch\n\ndef build():\n    return torch.cuda.CUDAGraph()\n")
-            c = _mode.decide("auto", script, env={}, roots=[d])
+            c = _mode.decide("auto", script, env={}, roots=[d], observer=NO_OBSERVER)
             self.assertEqual((c.mode, c.where), ("pytorch", os.path.join("pkg", "graphs.py") + ":4"))
 
     def test_a_same_named_module_outside_the_roots_is_not_read(self):
         with tempfile.TemporaryDirectory() as d, tempfile.TemporaryDirectory() as other:
             script = write(d, "train.py", "import helpers\n")
             write(other, "helpers.py", "import torch\ntorch.backends.cudnn.benchmark = True\n")
-            self.assertEqual(_mode.decide("auto", script, env={}, roots=[d]).mode, "lens")
+            self.assertEqual(_mode.decide("auto", script, env={}, roots=[d], observer=NO_OBSERVER).mode, "lens")
 
 
 class EnvironmentAndRequestTest(unittest.TestCase):
@@ -167,11 +171,11 @@ class EnvironmentAndRequestTest(unittest.TestCase):
             for var, value in (("PYTORCH_CUDA_ALLOC_CONF", "backend:cudaMallocAsync"),
                                ("PYTORCH_CUDA_ALLOC_CONF", "expandable_segments:True"),
                                ("PYTORCH_ALLOC_CONF", "max_split_size_mb:128")):
-                c = _mode.decide("auto", script, env={var: value}, roots=[d])
+                c = _mode.decide("auto", script, env={var: value}, roots=[d], observer=NO_OBSERVER)
                 self.assertEqual(c.mode, "pytorch")
                 self.assertIn("%s=%s" % (var, value), c.reason)
                 self.assertIn(value, c.line())
-            self.assertEqual(_mode.decide("auto", script, env={"PYTORCH_CUDA_ALLOC_CONF": "  "}, roots=[d]).mode, "lens")
+            self.assertEqual(_mode.decide("auto", script, env={"PYTORCH_CUDA_ALLOC_CONF": "  "}, roots=[d], observer=NO_OBSERVER).mode, "lens")
 
     def test_explicit_modes_win(self):
         with tempfile.TemporaryDirectory() as d:
@@ -184,10 +188,23 @@ class EnvironmentAndRequestTest(unittest.TestCase):
     def test_the_line_names_mode_and_place(self):
         with tempfile.TemporaryDirectory() as d:
             script = write(d, "train.py", "import torch\ntorch.backends.cudnn.benchmark = True\n")
-            line = _mode.decide("auto", script, env={}, roots=[d]).line()
+            line = _mode.decide("auto", script, env={}, roots=[d], observer=NO_OBSERVER).line()
             self.assertRegex(line, r"^gpumem: allocator mode pytorch .*cudnn\.benchmark.* at train\.py:2$")
-            line = _mode.decide("auto", write(d, "plain.py", "import torch\n"), env={}, roots=[d]).line()
-            self.assertRegex(line, r"^gpumem: allocator mode lens .*plain\.py")
+            line = _mode.decide("auto", write(d, "plain.py", "import torch\n"), env={}, roots=[d], observer=NO_OBSERVER).line()
+            self.assertRegex(line, r"^gpumem: allocator mode lens \(the lens allocator\): no C\+\+ compiler .*plain\.py")
+
+    def test_auto_keeps_pytorchs_allocator_when_the_observer_can_run(self):
+        with tempfile.TemporaryDirectory() as d:
+            plain = write(d, "plain.py", "import torch\nx = torch.ones(3, device='cuda')\n")
+            c = _mode.decide("auto", plain, env={}, roots=[d], observer=(True, None))
+            self.assertEqual((c.mode, c.reason, c.where), ("pytorch", _mode.KEEPS, None))
+            self.assertEqual(c.line(), "gpumem: allocator mode pytorch (PyTorch's own allocator, observed): " + _mode.KEEPS)
+            # A feature that needs PyTorch's allocator is named even when the observer cannot be built.
+            pool = write(d, "pool.py", "import torch\npool = torch.cuda.MemPool()\n")
+            c = _mode.decide("auto", pool, env={}, roots=[d], observer=NO_OBSERVER)
+            self.assertEqual((c.mode, c.where), ("pytorch", "pool.py:2"))
+            meta = write(d, "meta.py", "import torch\ntorch.cuda.memory._set_memory_metadata('x')\n")
+            self.assertEqual(_mode.decide("auto", meta, env={}, roots=[d], observer=NO_OBSERVER).where, "meta.py:2")
 
     def test_entry_script_from_argv(self):
         with tempfile.TemporaryDirectory() as d:

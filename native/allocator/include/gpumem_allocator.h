@@ -98,6 +98,12 @@ void gpumem_observe_figures(int device, uint64_t allocated, uint64_t reserved, u
                             uint64_t peak_reserved, uint64_t num_ooms);
 // The calling thread's stack id without ever taking the GIL (0 / the backward() stack when it is not held).
 uint32_t gpumem_observe_stack(void);
+// From PyTorch's context recorder (malloc, before the allocator lock): takes the calling thread's stack,
+// the GIL if needed, and keeps it for the thread's next trace entries (Note [Observer stacks]).
+uint32_t gpumem_observe_gather(void);
+// From the trace tracker (under the allocator lock; never takes the GIL): the stack for an entry of
+// `action` on this thread, the gathered one if any (ALLOC and OOM consume it).
+uint32_t gpumem_observe_take_stack(int action);
 // Interns a stack from JSON [[file, function, line], …] innermost first (e.g. a snapshot's frames).
 uint32_t gpumem_observe_frames(const char* frames_json, uint32_t flags);
 // A REC_STATE of `device` from PyTorch snapshot segments as JSON; returns its offset or -1.

@@ -276,6 +276,12 @@ GPUMEM_API void gpumem_observe_figures(int device, uint64_t allocated, uint64_t 
 
 GPUMEM_API uint32_t gpumem_observe_stack(void) { return rec::recording() ? rec::stacks::capture_if_gil_held() : 0; }
 
+GPUMEM_API uint32_t gpumem_observe_gather(void) { return rec::recording() ? rec::observer::gather() : 0; }
+
+GPUMEM_API uint32_t gpumem_observe_take_stack(int action) {
+  return rec::recording() ? rec::observer::take_stack(action) : 0;
+}
+
 GPUMEM_API uint32_t gpumem_observe_frames(const char* frames_json, uint32_t flags) {
   json::Value v;
   std::string err;

@@ -10,6 +10,7 @@
 #include "../../format/gpumem_format.h"
 #include "../../format/json.h"
 #include "recorder.h"
+#include "stack_capture.h"
 #include "writer.h"
 
 namespace gpumem::rec::observer {
@@ -188,6 +189,27 @@ core::Figures figures(int device) {
     f.num_ooms += d.num_ooms;
   }
   return f;
+}
+
+namespace {
+// The stack gathered for this thread's malloc in progress (Note [Observer stacks]).
+thread_local uint32_t t_gathered = 0;
+thread_local bool t_have_gathered = false;
+}  // namespace
+
+uint32_t gather() {
+  t_gathered = stacks::capture();
+  t_have_gathered = true;
+  return t_gathered;
+}
+
+uint32_t take_stack(int action) {
+  if (t_have_gathered) {
+    const uint32_t id = t_gathered;
+    if (action == ALLOC || action == OOM) t_have_gathered = false;  // the malloc it was gathered for ends here
+    return id;
+  }
+  return stacks::capture_if_gil_held();
 }
 
 uint32_t stack_of(int device, uint64_t addr) {

@@ -18,10 +18,20 @@
 // pool ids and expandable segments), through the Host callbacks.
 //
 // Note [Observer stacks]: on_event runs under PyTorch's allocator lock; another thread may hold the
-// GIL while it waits for that lock, so nothing here may take the GIL. The tracker passes
-// stacks::capture_if_gil_held(): threads holding the GIL get their frames (the lens allocator's own
-// capture, cached and mostly GIL-free), autograd threads get the open backward() bracket's stack,
-// exactly as in lens mode.
+// GIL while it waits for that lock, so nothing there may take the GIL. The stack is therefore taken
+// where PyTorch takes its own history's stacks: in the context recorder that
+// CUDACachingAllocator::recordHistory installs, which malloc calls on the allocating thread BEFORE it
+// takes the allocator lock ("Must be called outside of `mutex` or deadlocks are possible with
+// Python", CUDACachingAllocator.cpp). The tracker extension's recorder calls gather() (the lens
+// allocator's own capture: cached, mostly GIL-free, the GIL taken only for a new call site; autograd
+// threads get the open backward() bracket's stack, exactly as in lens mode) and returns no context,
+// so PyTorch stores nothing. The stack waits in a thread-local until the same thread's trace entries
+// come: take_stack() hands it to the malloc's segment entries and consumes it at its ALLOC or OOM.
+// An entry with no gathered stack (a CUDA-graph tree restoring a pool's checkpoint, or a torch whose
+// allocator never calls the recorder) falls back to stacks::capture_if_gil_held(), which never takes
+// the GIL. Probed on an H100 with torch 2.11 (test/gpu/probes/context_recorder.py): the recorder ran
+// for every ALLOC entry, on the main thread, autograd threads, user threads and under cudnn.benchmark,
+// and never with the GIL held.
 #pragma once
 #include <cstdint>
 #include <string>
@@ -73,6 +83,14 @@ uint64_t dropped_frees();
 // 1 + the highest device index seen in an event or noted with note_device (0 before any).
 int device_count();
 void note_device(int device);
+// The calling thread's stack, taken by PyTorch's context recorder before the allocator lock (may take
+// the GIL; never call it under a lock another thread could hold while waiting for the GIL). It waits
+// for this thread's next trace entries (Note [Observer stacks]); returns its id.
+uint32_t gather();
+// The stack for a trace entry of `action` on the calling thread: the gathered one (consumed by ALLOC
+// and OOM), else whatever can be had without the GIL. Safe under PyTorch's allocator lock.
+uint32_t take_stack(int action);
+
 // The stack of the live block at addr (0 if unknown), for state records.
 uint32_t stack_of(int device, uint64_t addr);
 

@@ -22,11 +22,11 @@ def arm():
     except _settings.SettingsError as exc:
         warn("memory tracking is off: %s" % exc)
         return
-    from . import _install
+    from . import _startup
 
     # torch.cuda first (it is imported inside torch/__init__): from then on we can name the line
-    # that initialises CUDA, even if that happens before torch finishes importing.
-    HOOK.watch("torch.cuda", _guarded(_install.trace_cuda_init))
-    # If torch was imported before us (a .pth file), watch() installs at once and _install reports
+    # that initialises CUDA, even if that happens before torch finishes importing (Note [Start-up]).
+    HOOK.watch("torch.cuda", _guarded(_startup.on_torch_cuda))
+    # If torch was imported before us (a .pth file), watch() arms at once and the lens mode reports
     # when that is too late.
-    HOOK.watch("torch", _guarded(_install.install))
+    HOOK.watch("torch", _guarded(_startup.on_torch))

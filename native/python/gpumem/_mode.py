@@ -1,9 +1,14 @@
 """Which allocator tracks the run: `lens` (ours, swapped in) or `pytorch` (PyTorch's own, observed).
 
-Note [Choosing the mode]: `auto` (the default) takes the PyTorch-allocator mode when the lens
-allocator would change the run, and the lens otherwise (less fragmentation, its control channel).
-The lens allocator changes the run when the entry script or one of its LOCAL modules (imports that
-resolve to files next to the script or under the user roots, followed statically; nothing is executed)
+Note [Choosing the mode]: `auto` (the default) keeps the run as it is natively: it takes the
+PyTorch-allocator mode (PyTorch's own caching allocator, observed, every line attributed as under the
+lens: Note [Observer stacks] in native/allocator/src/observer.h) whenever the observer can run here,
+i.e. its small extension is already built for this torch or can be built (a C++ compiler, ninja and
+Python's headers; _observe.availability). Where it cannot, the lens allocator records every line at a
+lower cost than PyTorch's history (the observer's fallback), unless the run needs PyTorch's allocator:
+then it stays, observed through that history. The lens allocator would change the run when the entry
+script or one of its LOCAL modules (imports that resolve to files next to the script or under the user
+roots, followed statically; nothing is executed)
 - turns on `cudnn.benchmark` (cuDNN's workspace sizing needs `cacheInfo`, which no pluggable allocator
   has: the lens keeps benchmark off);
 - compiles with `mode="reduce-overhead"` or `"max-autotune"` (CUDA-graph trees need pool checkpoints;
@@ -11,11 +16,15 @@ resolve to files next to the script or under the user roots, followed statically
 - captures CUDA graphs itself (`torch.cuda.graph`, `CUDAGraph`, `make_graphed_callables`);
 - uses `torch.multiprocessing` (sharing CUDA tensors needs PyTorch's IPC handles);
 - sets PYTORCH_CUDA_ALLOC_CONF / PYTORCH_ALLOC_CONF itself, or calls `_set_allocator_settings`;
+- uses a private pool (`torch.cuda.MemPool`, `use_mem_pool`), labels memory (`_set_memory_metadata`) or
+  attaches an out-of-memory observer (`_cuda_attach_out_of_memory_observer`): PyTorch offers none of
+  them to a pluggable allocator;
 or when the environment's PYTORCH_CUDA_ALLOC_CONF (or PYTORCH_ALLOC_CONF) names any setting: a backend
 (`backend:cudaMallocAsync`), `expandable_segments`, `max_split_size_mb`, … The lens allocator honours
 none of them, and the user chose them on purpose; their run keeps its allocator.
 The analysis reads Python's own syntax tree, so comments, strings and docstrings never trigger it;
-`cudnn.benchmark = False` does not either. The first reason found (file:line) is the one reported.
+`cudnn.benchmark = False` does not either. The first reason found (file:line) is the one reported: it
+says why the run must keep PyTorch's allocator even where the observer cannot be built.
 """
 import ast
 import os
@@ -44,9 +53,13 @@ class Choice:
         return "Choice(%r, %r, %r)" % (self.mode, self.reason, self.where)
 
 
-def decide(requested, entry, env=None, roots=None):
+KEEPS = "keeps the run as it is natively (PyTorch's own allocator, observed)"
+
+
+def decide(requested, entry, env=None, roots=None, observer=None):
     """The mode for a run. `requested`: auto|lens|pytorch; `entry`: the entry script's path (or None);
-    `roots`: folders whose modules are local (the script's folder is always one)."""
+    `roots`: folders whose modules are local (the script's folder is always one); `observer`: (can the
+    observer of PyTorch's allocator run here, why not), from _observe.availability; None = it can."""
     env = os.environ if env is None else env
     if requested not in MODES:
         raise ValueError("allocator mode must be one of auto, lens, pytorch; got %r" % (requested,))
@@ -62,8 +75,11 @@ def decide(requested, entry, env=None, roots=None):
         found = scan(entry, roots or [])
         if found:
             return Choice("pytorch", found[1], found[0])
-    return Choice("lens", "no feature that needs PyTorch's allocator was found in %s or its local modules" % (
-        os.path.basename(entry) if entry else "the command"))
+    available, why = observer if observer is not None else (True, None)
+    if available:
+        return Choice("pytorch", KEEPS)
+    return Choice("lens", "%s; nothing in %s or its local modules needs PyTorch's allocator" % (
+        why, os.path.basename(entry) if entry else "the command"))
 
 
 def entry_script(argv, cwd=None):
@@ -209,6 +225,12 @@ def _visit(tree):
                 hit(node, "sets %s itself (only PyTorch's allocator honours it)" % _str(node.args[0]))
             elif last == "_set_allocator_settings":
                 hit(node, "changes PyTorch's allocator settings (%s)" % fn)
+            elif last in ("MemPool", "use_mem_pool"):
+                hit(node, "uses a private memory pool (%s; PyTorch offers pools to its own allocator only)" % fn)
+            elif last == "_set_memory_metadata":
+                hit(node, "labels memory with %s (only PyTorch's allocator keeps the labels)" % fn)
+            elif last == "_cuda_attach_out_of_memory_observer":
+                hit(node, "attaches an out-of-memory observer (only PyTorch's allocator calls it)")
         elif isinstance(node, ast.Attribute):
             fn = _dotted(node) or ""
             if fn == "torch.multiprocessing" or fn.startswith("torch.multiprocessing."):

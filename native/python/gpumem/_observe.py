@@ -5,8 +5,8 @@ Note [Observing PyTorch's allocator] in native/python/README.md).
 Sources:
 - a trace tracker (c10::cuda::CUDACachingAllocator::attachAllocatorTraceTracker) in a tiny extension
   built at first use with torch.utils.cpp_extension.load_inline against the user's torch (cached per
-  torch version); it hands each TraceEntry to gpumem_observe_event with the stack from
-  gpumem_observe_stack (never takes the GIL: it runs under PyTorch's allocator lock);
+  torch version); it hands each TraceEntry to gpumem_observe_event with the stack that PyTorch's context
+  recorder gathered for the same malloc before the allocator lock (Note [Observer stacks]);
 - torch._C._cuda_attach_out_of_memory_observer: a state record (and the verdict's data) after an OOM;
 - torch.cuda.memory._snapshot(): state records (snapshots, OOM, exit) and the control channel's pickle;
 - torch.cuda.empty_cache() for the control channel's Empty Cache.
@@ -14,6 +14,7 @@ Without a compiler (or if the build fails) the fallback is PyTorch's history: _r
 (stacks="python") drained into the capture by feed_trace every second and at snapshots, OOM and exit.
 """
 import ctypes
+import functools
 import hashlib
 import json
 import os
@@ -28,12 +29,21 @@ from ._where import warn
 # PyTorch's TraceEntry action names, in its enum order (the codes gpumem_observe_event takes).
 ACTIONS = {"alloc": 0, "free_requested": 1, "free_completed": 2, "segment_alloc": 3, "segment_free": 4,
            "segment_map": 5, "segment_unmap": 6, "snapshot": 7, "oom": 8, "user_defined": 9}
-OBSERVER_VERSION = 1
+OBSERVER_VERSION = 2
 
+# Note [Observer stacks] (native/allocator/src/observer.h): the tracker hands each TraceEntry to
+# gpumem_observe_event under PyTorch's allocator lock, where the GIL must never be taken; the stack comes
+# from PyTorch's context recorder, which malloc calls on the allocating thread before it takes that lock.
+# record() installs our recorder through CUDACachingAllocator::recordHistory, chained with PyTorch's own
+# Python/C++ traceback when the user asked _record_memory_history for stacks (so their snapshot keeps its
+# frames), and with the user's trace size, context level and skipped actions.
 TRACKER_SRC = r"""
 #include <torch/extension.h>
 #include <c10/cuda/CUDACachingAllocator.h>
+#include <torch/csrc/profiler/combined_traceback.h>
 #include <cstdint>
+#include <string>
+#include <vector>
 namespace CCA = c10::cuda::CUDACachingAllocator;
 // Per-version layout check: the action codes gpumem_observe_event expects (native/allocator/src/observer.h).
 static_assert(CCA::TraceEntry::ALLOC == 0 && CCA::TraceEntry::FREE_REQUESTED == 1 &&
@@ -42,21 +52,54 @@ static_assert(CCA::TraceEntry::ALLOC == 0 && CCA::TraceEntry::FREE_REQUESTED == 
               CCA::TraceEntry::SEGMENT_UNMAP == 6 && CCA::TraceEntry::SNAPSHOT == 7 && CCA::TraceEntry::OOM == 8,
               "TraceEntry::Action changed: gpumem's observer does not know this PyTorch");
 typedef int (*EventFn)(int, int, uint64_t, uint64_t, uint64_t, uint32_t, uint64_t);
-typedef uint32_t (*StackFn)();
+typedef uint32_t (*TakeFn)(int);
+typedef uint32_t (*GatherFn)();
 static EventFn g_event = nullptr;
-static StackFn g_stack = nullptr;
+static TakeFn g_take = nullptr;
+static GatherFn g_gather = nullptr;
 // Runs under PyTorch's allocator lock: no GIL, no I/O (gpumem_observe_event only appends to a buffer).
-void attach(int64_t event_fn, int64_t stack_fn) {
+void attach(int64_t event_fn, int64_t take_fn, int64_t gather_fn) {
   g_event = reinterpret_cast<EventFn>(event_fn);
-  g_stack = reinterpret_cast<StackFn>(stack_fn);
+  g_take = reinterpret_cast<TakeFn>(take_fn);
+  g_gather = reinterpret_cast<GatherFn>(gather_fn);
+  py::gil_scoped_release no_gil;  // attaching takes each device's allocator lock
   CCA::attachAllocatorTraceTracker([](const CCA::TraceEntry& te) {
     const int a = static_cast<int>(te.action_);
     if (a > CCA::TraceEntry::OOM) return;
     const bool who = a == CCA::TraceEntry::ALLOC || a == CCA::TraceEntry::SEGMENT_ALLOC ||
                      a == CCA::TraceEntry::SEGMENT_MAP || a == CCA::TraceEntry::OOM;
     g_event(static_cast<int>(te.device_), a, static_cast<uint64_t>(te.addr_), static_cast<uint64_t>(te.size_),
-            static_cast<uint64_t>(reinterpret_cast<uintptr_t>(te.stream_)), who ? g_stack() : 0u, 0);
+            static_cast<uint64_t>(reinterpret_cast<uintptr_t>(te.stream_)), who ? g_take(a) : 0u, 0);
   });
+}
+// Context recorders: malloc calls one before it takes the allocator lock, on the allocating thread.
+static std::shared_ptr<c10::GatheredContext> ours() { g_gather(); return nullptr; }
+static std::shared_ptr<c10::GatheredContext> ours_and_python() { g_gather(); return torch::CapturedTraceback::gather(true, true, false); }
+static std::shared_ptr<c10::GatheredContext> ours_and_cpp() { g_gather(); return torch::CapturedTraceback::gather(true, true, true); }
+static std::shared_ptr<c10::GatheredContext> theirs_python() { return torch::CapturedTraceback::gather(true, true, false); }
+static std::shared_ptr<c10::GatheredContext> theirs_cpp() { return torch::CapturedTraceback::gather(true, true, true); }
+// recordHistory's signature grew over the versions (4 arguments, + clearHistory, + skip_actions in 2.11).
+template <class F> auto rh(bool on, F f, size_t n, CCA::RecordContext w, const std::vector<std::string>& skip, int)
+    -> decltype(CCA::recordHistory(on, f, n, w, false, skip), std::string()) {
+  CCA::recordHistory(on, f, n, w, false, skip); return "6";
+}
+template <class F> auto rh(bool on, F f, size_t n, CCA::RecordContext w, const std::vector<std::string>&, long)
+    -> decltype(CCA::recordHistory(on, f, n, w, false), std::string()) {
+  CCA::recordHistory(on, f, n, w, false); return "5";
+}
+template <class F> std::string rh(bool on, F f, size_t n, CCA::RecordContext w, const std::vector<std::string>&, ...) {
+  CCA::recordHistory(on, f, n, w); return "4";
+}
+// ours_on: our stacks wanted (GPUMEM_STACKS); user_stacks: 0 none, 1 Python, 2 Python and C++ (the user's
+// own _record_memory_history, if on); when: RecordContext (0 never … 3 all), at least STATE (1) while
+// ours_on, since malloc gathers at STATE; max_entries: PyTorch's trace ring (1 when the user keeps none).
+std::string record(bool ours_on, int64_t user_stacks, int64_t max_entries, int64_t when, std::vector<std::string> skip) {
+  py::gil_scoped_release no_gil;  // recordHistory takes each device's allocator lock
+  CCA::CreateContextFn f = ours_on ? (user_stacks == 2 ? ours_and_cpp : user_stacks == 1 ? ours_and_python : ours)
+                                   : (user_stacks == 2 ? theirs_cpp : theirs_python);
+  const bool on = ours_on || user_stacks > 0 || max_entries > 1;
+  if (ours_on && when < 1) when = 1;
+  return rh(on, f, size_t(max_entries < 1 ? 1 : max_entries), static_cast<CCA::RecordContext>(when), skip, 0);
 }
 """
 
@@ -74,6 +117,8 @@ class Observer:
             "gpumem_observe_start": (c.c_int, [self.EMPTY, self.STATE]),
             "gpumem_observe_event": (c.c_int, [c.c_int, c.c_int, c.c_uint64, c.c_uint64, c.c_uint64, c.c_uint32, c.c_uint64]),
             "gpumem_observe_stack": (c.c_uint32, []),
+            "gpumem_observe_gather": (c.c_uint32, []),
+            "gpumem_observe_take_stack": (c.c_uint32, [c.c_int]),
             "gpumem_observe_frames": (c.c_uint32, [c.c_char_p, c.c_uint32]),
             "gpumem_observe_state": (c.c_int64, [c.c_int, c.c_uint32, c.c_char_p]),
             "gpumem_observe_device": (c.c_int, [c.c_int, c.c_char_p, c.c_uint64, c.c_char_p]),
@@ -169,7 +214,7 @@ _BUILD_CHILD = r"""
 import sys
 from torch.utils.cpp_extension import load_inline
 src, folder, name = open(sys.argv[1]).read(), sys.argv[2], sys.argv[3]
-load_inline(name=name, cpp_sources=[src], functions=["attach"], with_cuda=True, build_directory=folder, verbose=False)
+load_inline(name=name, cpp_sources=[src], functions=["attach", "record"], with_cuda=True, build_directory=folder, verbose=False)
 """
 
 
@@ -234,12 +279,19 @@ def build_tracker(torch):
         from torch.utils.cpp_extension import load_inline
 
         # Built: this only checks the sources' hash and imports the module.
-        mod = load_inline(name=name, cpp_sources=[TRACKER_SRC], functions=["attach"], with_cuda=True,
+        mod = load_inline(name=name, cpp_sources=[TRACKER_SRC], functions=["attach", "record"], with_cuda=True,
                           build_directory=folder, verbose=False)
         return mod, None
     except Exception as exc:  # no compiler, no ninja, no headers, a layout change
         text = str(exc).strip().splitlines()
         return None, "%s: %s" % (type(exc).__name__, text[-1] if text else "")
+
+
+def _raw_snapshot(torch):
+    """PyTorch's own _snapshot(), whatever the user's history view shows (Note [User history in the
+    PyTorch-allocator mode])."""
+    snapshot = _history_view.raw_snapshot or torch.cuda.memory._snapshot
+    return snapshot()
 
 
 def _segments_of(snap):
@@ -253,7 +305,7 @@ def _segments_of(snap):
 def _write_states(torch, device, reason, pickle_path):
     """REC_STATE from PyTorch's own snapshot (and its pickle, byte for byte what _dump_snapshot writes)."""
     try:
-        snap = torch.cuda.memory._snapshot()
+        snap = _raw_snapshot(torch)
     except Exception:  # backends without snapshots (cudaMallocAsync): no state, not an error
         if STATE.observer_source == "stats":
             return -1
@@ -309,7 +361,7 @@ def _announce_devices(torch):
 def _seed(torch):
     """What PyTorch's allocator already holds (normally nothing at first CUDA use): segments and live
     blocks as events, so later frees pair up."""
-    snap = torch.cuda.memory._snapshot()
+    snap = _raw_snapshot(torch)
     for s in snap.get("segments", []):
         d = s.get("device", 0)
         _obs.event(d, ACTIONS["segment_alloc"], s["address"], s["total_size"], s.get("stream", 0) or 0)
@@ -353,13 +405,17 @@ class _HistoryDrain:
         self.since = {}
         self.stacks = {}
         self.lock = threading.Lock()
-        torch.cuda.memory._record_memory_history(enabled="all", context="alloc", stacks="python", max_entries=1_000_000)
+        self.enable()
         t = threading.Thread(target=self._loop, name="gpumem-history-drain", daemon=True)
         t.start()
 
+    def enable(self):
+        record = _history_view.raw_record or self.torch.cuda.memory._record_memory_history
+        record(enabled="all", context="alloc", stacks="python", max_entries=1_000_000)
+
     def drain(self, snap=None):
         with self.lock:
-            snap = snap or self.torch.cuda.memory._snapshot()
+            snap = snap or _raw_snapshot(self.torch)
             for d, trace in enumerate(snap.get("device_traces", [])):
                 _, _, last = feed_trace(_obs, trace, d, self.stacks, self.since.get(d))
                 self.since[d] = last
@@ -377,7 +433,7 @@ class _HistoryDrain:
 
 def _start_source(torch):
     """Tracker, else history, else stats (each tried in turn); (name, one line to say, or None)."""
-    global _fallback
+    global _fallback, _tracker
     backend = ""
     try:
         backend = torch.cuda.memory.get_allocator_backend()
@@ -391,10 +447,14 @@ def _start_source(torch):
     mod, why = build_tracker(torch)
     if mod is not None:
         try:
-            mod.attach(_obs.address("gpumem_observe_event"), _obs.address("gpumem_observe_stack"))
+            mod.attach(_obs.address("gpumem_observe_event"), _obs.address("gpumem_observe_take_stack"),
+                       _obs.address("gpumem_observe_gather"))
+            _tracker = mod
+            _history_view.apply_ours()
             _seed(torch)
             return "tracker", None
         except Exception as exc:
+            _tracker = None
             why = "%s: %s" % (type(exc).__name__, str(exc).splitlines()[0] if str(exc) else "")
     try:
         _fallback = _HistoryDrain(torch)
@@ -407,22 +467,20 @@ def _start_source(torch):
                          "allocated/reserved figures only, no per-line data" % (why, type(exc).__name__, str(exc).splitlines()[0] if str(exc) else ""))
 
 
-def after_cuda_init(torch):
-    """At the first CUDA use (after PyTorch initialised its allocator): capture, observer, tracker."""
+def start(torch):
+    """At the first CUDA use, PyTorch's allocator initialised and the capture configured (_startup.py):
+    the observer, its source, the OOM observer and the markers. True when observing."""
     global _obs
     with _lock:
-        if _obs is not None or STATE.configure_tried:
-            return
-        STATE.configure_tried = True
-        from . import _install, _markers
+        if _obs is not None:
+            return True
+        from . import _markers
 
-        _install.configure(mode="pytorch")
-        if not STATE.configured:
-            return
         _obs = Observer(STATE.native)
         empty_cache, state = _host_callbacks(torch)
         _obs.start(empty_cache, state)
         _announce_devices(torch)
+        _history_view.install(torch)
         source, line = _start_source(torch)
         STATE.observer_source = source
         if line:
@@ -430,6 +488,7 @@ def after_cuda_init(torch):
             STATE.native.notice(line, _native.NOTICE_WARNING)
         _attach_oom_observer(torch)
         _markers.apply(torch)
+        return True
 
 
 def _attach_oom_observer(torch):
@@ -449,3 +508,126 @@ def _attach_oom_observer(torch):
         attach(on_oom)
     except Exception:  # backends without OOM observers (cudaMallocAsync)
         pass
+
+
+# ---- the user's own _record_memory_history ----------------------------------------------------------------
+_CONTEXT_LEVEL = {None: 0, "state": 1, "alloc": 2, "all": 3}
+
+
+class _HistoryView:
+    """Note [User history in the PyTorch-allocator mode]: the observer's stacks come from a context recorder
+    installed through PyTorch's recordHistory (Note [Observer stacks]), and the history fallback is PyTorch's
+    history itself; a user's own _record_memory_history would replace either, and their snapshots would show
+    the observer's trace. So _record_memory_history is wrapped: PyTorch's own runs first (it validates the
+    arguments and sets compile contexts and annotations exactly as natively), then the observer's recorder is
+    put back, chained with PyTorch's traceback gatherer when the user asked for stacks ("python", or "all" with
+    C++ frames), with the user's trace size, context level and skipped actions. _snapshot() (and so
+    _dump_snapshot() and memory_snapshot()) shows no trace entries while the user's history is off, as
+    natively. What differs from a native run: with the user's history off, or at context "state"/None, trace
+    entries are still gathered at malloc (the observer's recorder runs at context level "state" at least)."""
+
+    def __init__(self):
+        self.on = False           # the user's history is on
+        self.user_stacks = 0      # 0 none, 1 python, 2 all
+        self.max_entries = 1
+        self.when = 0
+        self.skip = []
+        self.raw_snapshot = None  # PyTorch's own _snapshot and _record_memory_history
+        self.raw_record = None
+
+    def install(self, torch):
+        memory = torch.cuda.memory
+        original = getattr(memory, "_record_memory_history", None)
+        snapshot = getattr(memory, "_snapshot", None)
+        if original is None or snapshot is None or getattr(original, "_gpumem", False):
+            return
+        self.raw_snapshot = snapshot
+        self.raw_record = original
+        view = self
+
+        @functools.wraps(original)
+        def _record_memory_history(*args, **kwargs):
+            result = original(*args, **kwargs)
+            try:
+                view.remember(original, args, kwargs)
+                view.apply_ours()
+            except Exception as exc:  # never fail the user's call for our bookkeeping
+                warn("after _record_memory_history: %s: %s" % (type(exc).__name__, exc))
+            return result
+
+        @functools.wraps(snapshot)
+        def _snapshot(*args, **kwargs):
+            snap = snapshot(*args, **kwargs)
+            if not view.on and isinstance(snap, dict) and isinstance(snap.get("device_traces"), list):
+                snap["device_traces"] = [[] for _ in snap["device_traces"]]
+            return snap
+
+        _record_memory_history._gpumem = True
+        memory._record_memory_history = _record_memory_history
+        memory._snapshot = _snapshot
+        if getattr(torch.cuda, "_record_memory_history", None) is original:
+            torch.cuda._record_memory_history = _record_memory_history
+
+    def remember(self, original, args, kwargs):
+        import inspect
+
+        try:
+            bound = inspect.signature(original).bind(*args, **kwargs)
+            bound.apply_defaults()
+            a = bound.arguments
+        except (TypeError, ValueError):
+            a = dict(kwargs)
+        enabled = a.get("enabled", "all")
+        if isinstance(enabled, bool):  # the pre-2.1 signature: (enabled, record_context, trace_alloc_max_entries, …)
+            self.on = enabled
+            self.user_stacks = 1 if enabled else 0
+            self.max_entries = int(a.get("trace_alloc_max_entries", 1) or 1) if enabled else 1
+            self.when = (2 if a.get("trace_alloc_record_context") else 1) if enabled else 0
+            self.skip = []
+            return
+        self.on = enabled is not None
+        context = a.get("context", "all") if self.on else None
+        stacks = a.get("stacks", "all")
+        self.when = _CONTEXT_LEVEL.get(context, 0)
+        self.user_stacks = 0 if not self.on or context is None else (2 if stacks == "all" else 1)
+        self.max_entries = int(a.get("max_entries") or 1) if self.on and enabled == "all" else 1
+        self.skip = list(a.get("skip_actions") or [])
+
+    def apply_ours(self):
+        """Puts the observer's recorder (or the fallback's history) back after the user's settings."""
+        stacks = bool(STATE.settings.stacks) if STATE.settings is not None else True
+        if _tracker is not None:
+            _tracker.record(stacks, self.user_stacks, min(self.max_entries, 2 ** 62), self.when, self.skip)
+        elif _fallback is not None:
+            _fallback.enable()
+
+
+_history_view = _HistoryView()
+_tracker = None
+
+
+# ---- whether the observer can run here (for `auto`, Note [Choosing the mode]) -----------------------------
+def availability(torch):
+    """(True, None) when the tracker is built for this torch or can be built here (a C++ compiler, ninja and
+    Python's headers), else (False, why). Cheap: looks at files and the PATH, imports nothing."""
+    import shutil
+    import sysconfig
+
+    try:
+        folder, _name = _build_dir(torch)
+        if os.path.isdir(folder) and any(f.endswith(".so") for f in os.listdir(folder)):
+            return True, None
+    except Exception:
+        pass
+    cxx = os.environ.get("CXX") or "c++"
+    if not shutil.which(cxx.split()[0]) and not shutil.which("g++"):
+        return False, "no C++ compiler (%s) to build the observer of PyTorch's allocator" % cxx
+    if not shutil.which("ninja"):
+        try:
+            import ninja  # noqa: F401  (the pip package puts its binary next to it)
+        except ImportError:
+            return False, "no ninja to build the observer of PyTorch's allocator"
+    include = sysconfig.get_paths().get("include") or ""
+    if not os.path.isfile(os.path.join(include, "Python.h")):
+        return False, "no Python headers (%s/Python.h) to build the observer of PyTorch's allocator" % include
+    return True, None

@@ -7,7 +7,6 @@ class State:
         self.native = None          # _native.Allocator once the .so is loaded
         self.swapped = False        # change_current_allocator succeeded
         self.configured = False     # gpumem_configure succeeded (capture + socket exist)
-        self.configure_tried = False
         self.owner_pid = None       # the process that configured (forked children do not own it)
         self.first_cuda_init = None  # "file:line in func" of the first torch.cuda._lazy_init caller
         self.capture = None

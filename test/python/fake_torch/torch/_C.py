@@ -44,12 +44,16 @@ def _cuda_changeCurrentAllocator(allocator):
     global current_allocator
     import torch.cuda
 
-    if torch.cuda._initialized:
+    if torch.cuda._initialized or _cuda_initialized[0]:
         raise RuntimeError("Can't swap an already initialized allocator")
     current_allocator = allocator
 
 
+_cuda_initialized = [False]  # the C++ side's state: set by _cuda_init, before Python's _initialized
+
+
 def _cuda_init():
+    _cuda_initialized[0] = True
     if current_allocator is not None and "set_init_fn" in current_allocator.hooks:
         _INIT(current_allocator.hooks["set_init_fn"])(1)
 
