@@ -18,13 +18,21 @@ test/gpu/workloads/pytorch_mode/):
  7 oom            an OOM writes REC_OOM followed by a state record (reason OOM)
  8 overhead       GPT-2 small and ResNet-50 step ratios vs native and vs history-only (PyTorch's
                   _record_memory_history(stacks="python")); target: observed ≤ history + 1 %
-Prints PASS/FAIL/SKIP per item; JSON in $OUT/pytorch-mode/result.json.
+ 9 attribution    issue 25: the leaky convnet, the cudnn.benchmark ResNet-18 and the reduce-overhead MLP under
+                  `--allocator pytorch` and `--allocator lens`; `gpumem summary --json` of each: top lines at the
+                  peak compared line by line (within 1 % of the peak), `<no user frame>` ≤ 1 % of the peak in the
+                  PyTorch-allocator mode, no inductor-generated file as a line, the leak finding and its keeper
+                  equal. The lens runs the compiled MLP without CUDA graphs (by design), so there only the lines
+                  are compared, not their bytes.
+Prints PASS/FAIL/SKIP per item; JSON in $OUT/pytorch-mode/result.json. A watchdog (faulthandler) ends the
+script with every thread's stack before the stage's limit.
 
 Rule of `exact`: PyTorch's frames for autograd-thread allocations are empty; the lens attributes them to
 the line that called backward() (DESIGN §3). So: every line equal except the backward() line, whose
 capture bytes equal the pickle's bytes at that line plus the pickle's frameless bytes; peaks equal.
 """
 import argparse
+import faulthandler
 import glob
 import json
 import os
@@ -315,6 +323,102 @@ def check_async(out):
          summary_opens=opens, summary=text[:600], stderr_tail=t.stderr.strip().splitlines()[-3:])
 
 
+def summary_json(capture):
+    node = os.environ.get("GPUMEM_NODE") or "node"
+    p = subprocess.run([node, os.path.join(ROOT, "dist", "cli.js"), "summary", capture, "--json"], capture_output=True,
+                       text=True, timeout=180)
+    if p.returncode != 0:
+        raise AssertionError("gpumem summary failed: %s" % (p.stderr or p.stdout)[-1500:])
+    return json.loads(p.stdout)
+
+
+def lines_at_peak(summary):
+    """{'file:line': bytes} at device 0's peak, '<no user frame>' included; and the peak."""
+    d0 = summary["devices"][0]
+    lines = {}
+    for l in summary.get("top_lines", []):
+        key = "%s:%d" % (os.path.basename(l["file"]), l["line"]) if l["file"] != "<no user frame>" else "<no user frame>"
+        if "torchinductor_" in l["file"]:
+            key = "torchinductor_:" + key  # a generated file shown as a user's line (must not happen)
+        lines[key] = lines.get(key, 0) + l["bytes_at_peak"]
+    return lines, d0["peak_allocated_bytes"]
+
+
+def leaks_of(summary):
+    out = []
+    for s in summary.get("steps") or []:
+        for l in s.get("leaks", []):
+            k = l.get("keeper") or {}
+            out.append({"line": "%s:%d" % (os.path.basename(l["file"]), l["line"]) if l["file"] != "<no user frame>" else "<no user frame>",
+                        "growth": l["growth_per_step_bytes"],
+                        "keeper": "%s:%d" % (os.path.basename(k["file"]), k["line"]) if k else None})
+    return sorted(out, key=lambda x: -x["growth"])
+
+
+ATTRIBUTION_WORKLOADS = (
+    ("leaky-convnet", ["leaky_convnet.py", "--steps", "8"], True),
+    ("benchmark-resnet18", ["resnet_benchmark.py", "10"], True),
+    ("reduce-overhead-mlp", ["compiled.py", "OUTFILE"], False),  # lens: no CUDA graphs, bytes differ by design
+)
+
+
+def check_attribution(out, only=None):
+    rows, ok_all = {}, True
+    for name, argv, same_run in ATTRIBUTION_WORKLOADS:
+        if only and name not in only:
+            continue
+        per = {}
+        for mode in ("pytorch", "lens"):
+            d = os.path.join(out, "attr-%s-%s" % (name, mode))
+            args = [a if a != "OUTFILE" else os.path.join(out, "%s-%s.pt" % (name, mode)) for a in argv]
+            t0 = time.time()
+            p = tracked(d, args, allocator=mode, timeout=300)
+            if p.returncode != 0:
+                raise AssertionError("%s under %s failed (rc %d): %s" % (name, mode, p.returncode, p.stderr[-2500:]))
+            summ = summary_json(capture_in(d))
+            lines, peak = lines_at_peak(summ)
+            per[mode] = {"lines": lines, "peak": peak, "leaks": leaks_of(summ), "seconds": round(time.time() - t0, 1),
+                         "stderr": [l for l in p.stderr.splitlines() if l.startswith("gpumem:")][:6]}
+        pt, ln = per["pytorch"], per["lens"]
+        peak = max(pt["peak"], ln["peak"])
+        table, bad = [], []
+        for key in sorted(set(pt["lines"]) | set(ln["lines"]), key=lambda k: -max(pt["lines"].get(k, 0), ln["lines"].get(k, 0))):
+            a, b = pt["lines"].get(key, 0), ln["lines"].get(key, 0)
+            if max(a, b) < 0.001 * peak:
+                continue
+            diff = abs(a - b) / peak
+            row = {"line": key, "pytorch_mode": a, "lens_mode": b, "diff_of_peak": round(diff, 5)}
+            table.append(row)
+            if same_run and diff > 0.01:
+                bad.append("%s differs by %.2f %% of the peak" % (key, 100 * diff))
+            if not same_run and (a == 0) != (b == 0) and max(a, b) >= 0.01 * peak:
+                bad.append("%s is a line in one mode only" % key)
+        none_share = pt["lines"].get("<no user frame>", 0) / max(1, pt["peak"])
+        if none_share > 0.01:
+            bad.append("<no user frame> holds %.2f %% of the peak in the PyTorch-allocator mode" % (100 * none_share))
+        generated = [l for l in pt["lines"] if "torchinductor_" in l]
+        if generated:
+            bad.append("generated files shown as lines: %s" % generated)
+        leak_pt = [(x["line"], x["keeper"]) for x in pt["leaks"]]
+        leak_ln = [(x["line"], x["keeper"]) for x in ln["leaks"]]
+        if leak_pt != leak_ln:
+            bad.append("leak findings differ: pytorch %s, lens %s" % (leak_pt, leak_ln))
+        for x, y in zip(pt["leaks"], ln["leaks"]):
+            if abs(x["growth"] - y["growth"]) > 0.01 * max(x["growth"], y["growth"]):
+                bad.append("leak growth on %s differs: %d vs %d" % (x["line"], x["growth"], y["growth"]))
+        ok = not bad
+        ok_all = ok_all and ok
+        rows[name] = {"status": "PASS" if ok else "FAIL", "problems": bad, "peak_pytorch": pt["peak"], "peak_lens": ln["peak"],
+                      "no_user_frame_share": round(none_share, 5), "lines": table[:12], "leaks_pytorch": pt["leaks"][:4],
+                      "leaks_lens": ln["leaks"][:4], "seconds": {m: per[m]["seconds"] for m in per},
+                      "gpumem_lines": {m: per[m]["stderr"] for m in per}}
+        print("  %s %s: peak %d (pytorch) / %d (lens), no user frame %.3f %%%s" % (
+            rows[name]["status"], name, pt["peak"], ln["peak"], 100 * none_share, ("; " + "; ".join(bad)) if bad else ""), flush=True)
+        for r in table[:8]:
+            print("     %-28s %14d %14d  %.4f" % (r["line"], r["pytorch_mode"], r["lens_mode"], r["diff_of_peak"]), flush=True)
+    emit("attribution", "PASS" if ok_all else "FAIL", **rows)
+
+
 def check_overhead(out, rounds):
     per = {"native": [], "history": [], "observed": []}
     for r in range(rounds):
@@ -337,11 +441,16 @@ def main():
     ap.add_argument("--out", default=os.path.join(os.environ.get("OUT", "/tmp"), "pytorch-mode"))
     ap.add_argument("--rounds", type=int, default=2)
     ap.add_argument("--only", nargs="*")
+    ap.add_argument("--workloads", nargs="*", help="attribution: only these workloads")
+    ap.add_argument("--watchdog", type=int, default=int(os.environ.get("GPUMEM_WATCHDOG_S", "400")),
+                    help="seconds before every thread's stack is dumped and the check ends (below the stage's limit)")
     a = ap.parse_args()
     os.makedirs(a.out, exist_ok=True)
     if not os.path.exists(SO):
         subprocess.run(["make", "-C", os.path.join(ROOT, "native", "allocator"), "-j4"], check=True)
+    faulthandler.dump_traceback_later(a.watchdog, exit=True)
     items = [("graphs", lambda: check_graphs(a.out)),  # first: builds the observer once (its 25 s are not timed)
+             ("attribution", lambda: check_attribution(a.out, a.workloads)),
              ("expandable", lambda: check_expandable_exact_empty_oom(a.out)),
              ("async", lambda: check_async(a.out)),
              ("benchmark", lambda: check_benchmark(a.out, a.rounds)),

@@ -143,6 +143,12 @@ size_t CaptureDecoder::feed_header(Model& m, const uint8_t* data, size_t len) {
     while (bootstrap.size() > 1 && bootstrap.back() == '/') bootstrap.pop_back();
     m.non_user_dirs.push_back(bootstrap);
   }
+  // Where torch.compile wrote its generated code when the run moved inductor's cache (TORCHINDUCTOR_CACHE_DIR):
+  // not the user's lines either (Note [User frames]; the default cache's torchinductor_* name is in the rule).
+  const json::Value* generated = h.find("generated_code_dirs");
+  if (generated && generated->is_array())
+    for (const json::Value& d : generated->items())
+      if (d.is_string() && d.as_string().size() > 1) m.non_user_dirs.push_back(d.as_string());
   header_done_ = true;
   return sizeof fh + fh.json_bytes;
 }

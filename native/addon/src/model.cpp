@@ -144,6 +144,7 @@ bool is_user_path(std::string_view path, const std::vector<std::string>& interna
     std::string_view dir(p.data() + start, slash - start);
     if (dir == "site-packages" || dir == "dist-packages") return false;
     if ((prev == "lib" || prev == "lib64") && is_python_version_dir(dir)) return false;
+    if (dir.substr(0, 14) == "torchinductor_") return false;  // torch.compile's generated code
     prev = dir;
   }
   return true;

@@ -40,6 +40,9 @@ def _header(torch):
         # Frames under this folder are the bootstrap's own (e.g. the backward() bracket, which is the
         # innermost frame of backward-attributed stacks): readers drop them when naming user lines.
         "bootstrap_dir": os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+        # Where torch.compile writes the code it generates, when moved from inductor's default cache (whose
+        # torchinductor_* folder name the user-frame rule knows): readers do not name those lines as the user's.
+        "generated_code_dirs": [os.path.abspath(d) for d in (os.environ.get("TORCHINDUCTOR_CACHE_DIR"),) if d],
     }
     # The allocator policy that makes the capture's numbers (readers ask it what-if questions,
     # Note [Policy of the data] in native/addon/src/policy_replay.cpp).

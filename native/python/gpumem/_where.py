@@ -29,8 +29,8 @@ def is_user_file(path, internal_dirs=()):
     """Note [User frames] (native/format/README.md): the one rule, also the reader's (model.cpp is_user_path);
     both pass native/format/user_frames_cases.json. A frame is the user's code unless its file name is empty
     or a pseudo-file ('<string>', '<frozen runpy>'), or a directory of its path is site-packages or
-    dist-packages, or lib/pythonX[.Y][t] (or lib64/...: the standard library), or it lies in one of
-    internal_dirs (the tool's own). Backslashes count as slashes."""
+    dist-packages, or lib/pythonX[.Y][t] (or lib64/...: the standard library), or torchinductor_* (the code
+    torch.compile generates), or it lies in one of internal_dirs (the tool's own). Backslashes count as slashes."""
     if not path or path.startswith("<"):
         return False
     p = path.replace("\\", "/")
@@ -42,7 +42,7 @@ def is_user_file(path, internal_dirs=()):
             return False
     dirs = p.split("/")[:-1]  # the last component is the file itself
     for i, d in enumerate(dirs):
-        if d in ("site-packages", "dist-packages"):
+        if d in ("site-packages", "dist-packages") or d.startswith("torchinductor_"):
             return False
         if i > 0 and dirs[i - 1] in ("lib", "lib64") and _is_python_version_dir(d):
             return False

@@ -1,8 +1,11 @@
 """Issue 15 workload: a model compiled with mode="reduce-overhead" (CUDA-graph trees and their private
 pools). Saves its outputs to argv[1]; under the lens tool it also records a state (a snapshot) while the
 graph pool is alive. Prints one RESULT line."""
-import json
+import faulthandler
 import os
+
+faulthandler.dump_traceback_later(int(os.environ.get("GPUMEM_WATCHDOG_S", "240")), exit=True)
+import json
 import sys
 
 import torch

@@ -1,8 +1,11 @@
 """Issue 15 workload: median step times of GPT-2 small and ResNet-50 (test/gpu/bench_allocator.py's
 steps) with optional PyTorch history (--history: _record_memory_history(stacks="python")). The
 PyTorch-allocator mode is this same script under `gpumem run --allocator pytorch`. One RESULT line."""
-import json
+import faulthandler
 import os
+
+faulthandler.dump_traceback_later(int(os.environ.get("GPUMEM_WATCHDOG_S", "240")), exit=True)
+import json
 import statistics
 import sys
 import time

@@ -1,7 +1,10 @@
 """Issue 15 workload: a ResNet-18 training loop that turns on cudnn.benchmark, as torchvision's and timm's
 training references do. Prints one RESULT line (median step ms, whether benchmark mode is still on)."""
-import json
+import faulthandler
 import os
+
+faulthandler.dump_traceback_later(int(os.environ.get("GPUMEM_WATCHDOG_S", "240")), exit=True)
+import json
 import statistics
 import sys
 import time
@@ -13,7 +16,10 @@ torch.backends.cudnn.benchmark = True
 
 
 def main():
-    steps = int(sys.argv[1]) if len(sys.argv) > 1 else 60
+    steps = int(sys.argv[1]) if len(sys.argv) > 1 and sys.argv[1].isdigit() else 60
+    if "--history" in sys.argv:  # PyTorch's own history with Python stacks (the observer's cost yardstick)
+        torch.cuda.init()
+        torch.cuda.memory._record_memory_history(enabled="all", context="all", stacks="python")
     model = torchvision.models.resnet18().cuda()
     opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
     x = torch.randn(64, 3, 224, 224, device="cuda")

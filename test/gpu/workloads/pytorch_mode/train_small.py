@@ -4,9 +4,12 @@
 training (the same run the lens records). --handshake: writes DIR/ready, waits for DIR/done (the check
 runs Empty Cache through the control channel meanwhile), then reports what torch.cuda.empty_cache() still
 releases. --oom: one allocation larger than the device, caught. Prints one RESULT line."""
+import faulthandler
+import os
+
+faulthandler.dump_traceback_later(int(os.environ.get("GPUMEM_WATCHDOG_S", "240")), exit=True)
 import argparse
 import json
-import os
 import time
 
 import torch
