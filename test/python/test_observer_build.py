@@ -137,5 +137,38 @@ class ObserverBuildWatchdog(unittest.TestCase):
         self.assertNotIn("stale", err)
 
 
+    def test_build_observer_ahead_builds_once_then_says_it_is_built(self):
+        # Note [Observer build ahead]: what VS Code and the launchers run beside (or before) a workload.
+        env = dict(os.environ, XDG_CACHE_HOME=os.path.join(self.tmp, "cache"), FAKE_BUILD="ok",
+                   PYTHONPATH=os.pathsep.join([str(support.PY_DIR), os.path.join(self.tmp, "pkgs")]))
+        env.pop("GPUMEM_SESSION_DIR", None)
+        first = subprocess.run([sys.executable, "-m", "gpumem", "build-observer", "--json"], env=env, capture_output=True,
+                               text=True, timeout=60)
+        self.assertEqual(first.returncode, 0, first.stderr)
+        r = json.loads(first.stdout)
+        self.assertEqual((r["built"], r["already"], r["torch"]), (True, False, "9.9.9+standin"))
+        self.assertEqual(r["folder"], self.folder(env))
+        with open(os.path.join(r["folder"], "calls.log")) as f:
+            self.assertEqual([line.split()[1] for line in f], ["build"])  # built in its child, not imported here
+        again = subprocess.run([sys.executable, "-m", "gpumem", "build-observer"], env=env, capture_output=True, text=True,
+                               timeout=60)
+        self.assertEqual(again.returncode, 0, again.stderr)
+        self.assertEqual(again.stdout.strip(), "gpumem: the observer is built for torch 9.9.9+standin (%s)" % r["folder"])
+        # A workload started now imports what was built ahead and never compiles.
+        w, err = self.run_driver("fail", 30)
+        self.assertTrue(w["built"], w["why"])
+        self.assertEqual([c[1] for c in w["calls"]], ["build", "import"])
+        self.assertNotIn("building the observer", err)
+
+    def test_build_observer_without_a_compiler_says_why_in_one_line(self):
+        env = dict(os.environ, XDG_CACHE_HOME=os.path.join(self.tmp, "cache"), CXX="no-such-compiler-xyz",
+                   PATH=os.path.dirname(sys.executable), PYTHONPATH=os.pathsep.join([str(support.PY_DIR), os.path.join(self.tmp, "pkgs")]))
+        env.pop("GPUMEM_SESSION_DIR", None)
+        p = subprocess.run([sys.executable, "-m", "gpumem", "build-observer"], env=env, capture_output=True, text=True, timeout=60)
+        self.assertEqual(p.returncode, 1)
+        self.assertEqual(p.stdout.strip(), "gpumem: the observer cannot be built here: no C++ compiler (no-such-compiler-xyz) to "
+                                           "build the observer of PyTorch's allocator; runs record from PyTorch's history instead")
+
+
 if __name__ == "__main__":
     unittest.main()

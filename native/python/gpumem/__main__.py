@@ -1,8 +1,9 @@
-"""`python3 -m gpumem run|ping|empty-cache|snapshot` — the CLI for machines without Node.js.
+"""`python3 -m gpumem run|ping|empty-cache|snapshot|build-observer` — the CLI for machines without Node.js.
 
-    python3 -m gpumem run [--out DIR] [--python PATH] [--segments expandable|fixed] [--no-trim] [--no-stacks]
-                          [--backend cuda|sim] [--] script.py|-m module|command [args…]
+    python3 -m gpumem run [--out DIR] [--python PATH] [--allocator auto|lens|pytorch] [--segments expandable|fixed]
+                          [--no-trim] [--no-stacks] [--backend cuda|sim] [--] script.py|-m module|command [args…]
     python3 -m gpumem ping|empty-cache|snapshot --session DIR [--pid N]
+    python3 -m gpumem build-observer [--json]   # the PyTorch-allocator mode's observer, built ahead (once per torch)
 """
 import argparse
 import json
@@ -95,6 +96,33 @@ def _control_cmd(name, argv):
     return status
 
 
+def _build_observer(argv):
+    """Builds the observer of PyTorch's allocator for this interpreter's torch, if it is not built yet
+    (Note [Observer build ahead] in gpumem/_observe.py). One line, or one JSON object with --json."""
+    p = argparse.ArgumentParser(prog="python3 -m gpumem build-observer")
+    p.add_argument("--json", action="store_true", help="print the result as one JSON object")
+    p.add_argument("--quiet", action="store_true", help="print nothing (exit status only)")
+    args = p.parse_args(argv)
+    try:
+        import torch
+    except ImportError as exc:
+        result = {"built": False, "already": False, "why": "this Python has no torch (%s)" % exc}
+    else:
+        from . import _observe
+
+        result = _observe.prebuild(torch)
+    if args.json:
+        print(json.dumps(result))
+    elif not args.quiet:
+        if result.get("already"):
+            print("gpumem: the observer is built for torch %s (%s)" % (result["torch"], result["folder"]))
+        elif result["built"]:
+            print("gpumem: built the observer for torch %s in %.0f s (%s)" % (result["torch"], result["seconds"], result["folder"]))
+        else:
+            print("gpumem: the observer cannot be built here: %s; runs record from PyTorch's history instead" % result["why"])
+    return 0 if result["built"] else 1
+
+
 def main(argv=None):
     argv = sys.argv[1:] if argv is None else argv
     if not argv or argv[0] in ("-h", "--help", "help"):
@@ -105,6 +133,8 @@ def main(argv=None):
         return _run(rest)
     if sub in ("ping", "empty-cache", "snapshot"):
         return _control_cmd(sub, rest)
+    if sub == "build-observer":
+        return _build_observer(rest)
     sys.stderr.write("gpumem: unknown command %r; use run, ping, empty-cache or snapshot (see --help)\n" % sub)
     return 2
 

@@ -83,6 +83,9 @@ def configure(mode="lens"):
     if mode == "pytorch":
         for key in ("backend", "segments", "trim_on_growth"):
             config.pop(key)
+        # Snapshots come from PyTorch's own _snapshot() in this mode (Note [Recorder sources]): the lens's
+        # snapshot ring would only cost a lock and a copy per event.
+        config["trace_entries"] = 0
     if settings.sim_capacity and mode != "pytorch":
         config["sim_capacity"] = settings.sim_capacity
     if settings.budget:

@@ -97,6 +97,8 @@ def run(argv, out_dir, python=None, segments="expandable", stacks=True, sample_m
                        allocator_mode=allocator_mode)
     if not quiet:
         sys.stderr.write("gpumem: session %s\n" % session)
+    if allocator_mode in ("auto", "pytorch") and backend == "cuda":
+        build_observer_ahead(python, env)
     proc = subprocess.Popen(command, env=env)
     # In a terminal, Ctrl-C reaches the whole foreground process group, the workload included: a
     # forwarded copy would interrupt its KeyboardInterrupt handling. Forward only signals the terminal
@@ -126,6 +128,18 @@ def run(argv, out_dir, python=None, segments="expandable", stacks=True, sample_m
         else:
             sys.stderr.write("gpumem: no capture was written (the workload never used CUDA, or tracking was off; see above)\n")
     return (128 - code) if code < 0 else code, session
+
+
+def build_observer_ahead(python, workload_env_):
+    """Starts `python -m gpumem build-observer` beside the workload (Note [Observer build ahead] in
+    gpumem/_observe.py): it returns at once when the observer is built; otherwise its build overlaps the
+    workload's start. Detached and silent; the workload never waits for this process itself."""
+    env = {k: v for k, v in workload_env_.items() if not k.startswith("GPUMEM_")}
+    try:
+        subprocess.Popen([python, "-m", "gpumem", "build-observer", "--quiet"], env=env, stdin=subprocess.DEVNULL,
+                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    except OSError:
+        pass  # the workload builds it itself at its first CUDA use
 
 
 def _foreground_of_terminal():

@@ -263,6 +263,31 @@ def _build_in_child(folder, name, timeout):
     return None
 
 
+def prebuild(torch):
+    """Note [Observer build ahead]: the tracker's first build takes ~25 s (one per torch version and
+    OBSERVER_VERSION). A run must not wait for it where it can be done ahead: VS Code builds it in the
+    background when the Python environment changes (with a progress notification), and both `gpumem run`
+    launchers start this build beside the workload, so it overlaps the workload's own start (importing torch,
+    building the model); a workload that reaches its first CUDA use first waits for that same build
+    (torch.utils.cpp_extension's lock on the build folder) instead of compiling twice. Returns what happened."""
+    import time
+
+    folder, name = _build_dir(torch)
+    if os.path.isdir(folder) and any(f.endswith(".so") for f in os.listdir(folder)):
+        return {"built": True, "already": True, "folder": folder, "torch": torch.__version__}
+    available, why = availability(torch)
+    if not available:
+        return {"built": False, "already": False, "folder": folder, "torch": torch.__version__, "why": why}
+    try:
+        os.makedirs(folder, exist_ok=True)
+    except OSError as exc:
+        return {"built": False, "already": False, "folder": folder, "torch": torch.__version__, "why": str(exc)}
+    t0 = time.time()
+    why = _build_in_child(folder, name, _build_timeout())
+    return {"built": why is None, "already": False, "folder": folder, "torch": torch.__version__, "why": why,
+            "seconds": round(time.time() - t0, 1)}
+
+
 def build_tracker(torch):
     """The tracker extension, built once per torch version; (module, None) or (None, why not)."""
     folder, name = _build_dir(torch)
@@ -512,6 +537,9 @@ def _attach_oom_observer(torch):
 
 # ---- the user's own _record_memory_history ----------------------------------------------------------------
 _CONTEXT_LEVEL = {None: 0, "state": 1, "alloc": 2, "all": 3}
+# The trace actions skip_actions accepts (torch 2.11 refuses "user_defined").
+RING_ACTIONS = ("alloc", "free_requested", "free_completed", "segment_alloc", "segment_free", "segment_map",
+                "segment_unmap", "snapshot", "oom")
 
 
 class _HistoryView:
@@ -597,7 +625,11 @@ class _HistoryView:
         """Puts the observer's recorder (or the fallback's history) back after the user's settings."""
         stacks = bool(STATE.settings.stacks) if STATE.settings is not None else True
         if _tracker is not None:
-            _tracker.record(stacks, self.user_stacks, min(self.max_entries, 2 ** 62), self.when, self.skip)
+            # With the user's history off, PyTorch's trace ring is kept empty (every action skipped): the
+            # tracker still sees every entry (probed on torch 2.11: skip_actions gates the ring only), and
+            # no entry is copied into a ring nobody reads.
+            skip = self.skip if self.on else list(RING_ACTIONS)
+            _tracker.record(stacks, self.user_stacks, min(self.max_entries, 2 ** 62), self.when, skip)
         elif _fallback is not None:
             _fallback.enable()
 

@@ -1,0 +1,106 @@
+#!/usr/bin/env python3
+"""Probe for issue 25 (not a test): the PyTorch-allocator mode's step-time cost split into its parts, in ONE
+process, so the cuDNN algorithms cudnn.benchmark picked and the machine's minute stay the same across parts.
+
+    python3 -m gpumem run --allocator pytorch -- python3 test/gpu/probes/observer_parts.py [--model resnet18|gpt2]
+
+Blocks of steps alternate between configurations of the running instrumentation (interleaved, repeated):
+  all           everything the mode does
+  -modules      the global module hooks taken off (Note [Module paths])
+  -tags         the optimizer's tag walk skipped (Note [Categories])
+  -stacks       the context recorder off (no stack per allocation; the tracker stays)
+  -python       modules, tags and stacks all off: the tracker's per-event cost alone
+Prints the median step ms of each and its ratio to `all`; RESULT line with the table.
+"""
+import argparse
+import faulthandler
+import json
+import os
+import statistics
+import sys
+import time
+
+faulthandler.dump_traceback_later(int(os.environ.get("GPUMEM_WATCHDOG_S", "200")), exit=True)
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+
+import torch  # noqa: E402
+
+
+def resnet18_step():
+    import torchvision
+
+    torch.backends.cudnn.benchmark = True
+    model = torchvision.models.resnet18().cuda()
+    opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
+    x = torch.randn(64, 3, 224, 224, device="cuda")
+    y = torch.randint(0, 1000, (64,), device="cuda")
+
+    def step():
+        with torch.autocast("cuda", dtype=torch.bfloat16):
+            loss = torch.nn.functional.cross_entropy(model(x), y)
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        opt.step()
+    return step
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--model", default="resnet18")
+    ap.add_argument("--block", type=int, default=15)
+    ap.add_argument("--repeats", type=int, default=5)
+    a = ap.parse_args()
+    if a.model == "resnet18":
+        step = resnet18_step()
+    else:
+        from bench_allocator import step_fn
+
+        step = step_fn(a.model)
+    for _ in range(20):
+        step()
+    torch.cuda.synchronize()
+    from gpumem import _markers, _observe
+
+    mm = torch.nn.modules.module
+    hooks = (dict(mm._global_forward_pre_hooks), dict(mm._global_forward_hooks),
+             dict(getattr(mm, "_global_forward_hooks_always_called", {})))
+    tracker = _observe._tracker
+
+    def configure(name):
+        off = {"all": (), "-modules": ("modules",), "-tags": ("tags",), "-stacks": ("stacks",),
+               "-python": ("modules", "tags", "stacks")}[name]
+        mm._global_forward_pre_hooks.clear()
+        mm._global_forward_hooks.clear()
+        if "modules" not in off:
+            mm._global_forward_pre_hooks.update(hooks[0])
+            mm._global_forward_hooks.update(hooks[1])
+        _markers._walk_failed = "tags" in off
+        if tracker is not None:
+            tracker.record("stacks" not in off, 0, 1, 1, [])
+
+    names = ["all", "-modules", "-tags", "-stacks", "-python"]
+    times = {n: [] for n in names}
+    for r in range(a.repeats):
+        for n in (names[r % len(names):] + names[:r % len(names)]):
+            configure(n)
+            for _ in range(3):
+                step()
+            torch.cuda.synchronize()
+            ts = []
+            for _ in range(a.block):
+                t0 = time.perf_counter()
+                step()
+                torch.cuda.synchronize()
+                ts.append((time.perf_counter() - t0) * 1e3)
+            times[n].append(statistics.median(ts))
+    configure("all")
+    base = statistics.median(times["all"])
+    table = {n: {"ms": round(statistics.median(v), 3), "vs_all": round(statistics.median(v) / base, 4), "blocks": [round(x, 3) for x in v]}
+             for n, v in times.items()}
+    for n, t in table.items():
+        print("%-10s %.3f ms  ×%.4f of all   %s" % (n, t["ms"], t["vs_all"], t["blocks"]), flush=True)
+    print("RESULT " + json.dumps({"model": a.model, "tracker": tracker is not None, "parts": table}), flush=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,83 @@
+"""Issue 25 probe workload (test/gpu/probes/observer_cost.py, part `micro`): the CPU cost of one CUDA
+allocation + free (µs per pair, median of blocks) as this process is configured, and how many allocations
+one cudnn.benchmark ResNet-18 step makes. Under `gpumem run --allocator pytorch` it also A/B-tests, in this
+same process, the observer's own switches: PyTorch's trace ring kept empty through skip_actions, and the
+context recorder off. One RESULT line."""
+import faulthandler
+import json
+import os
+import statistics
+import time
+
+faulthandler.dump_traceback_later(int(os.environ.get("GPUMEM_WATCHDOG_S", "240")), exit=True)
+
+import torch  # noqa: E402
+
+ALL_ACTIONS = ["alloc", "free_requested", "free_completed", "segment_alloc", "segment_free", "segment_map",
+               "segment_unmap", "snapshot", "oom"]
+
+
+def pair_us(blocks=7, n=5000):
+    out = []
+    for _ in range(blocks):
+        t0 = time.perf_counter()
+        for _ in range(n):
+            x = torch.empty(1024, device="cuda")
+            del x
+        out.append((time.perf_counter() - t0) / n * 1e6)
+    return statistics.median(out)
+
+
+def allocs_per_step():
+    import torchvision
+
+    torch.backends.cudnn.benchmark = True
+    model = torchvision.models.resnet18().cuda()
+    opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
+    x = torch.randn(64, 3, 224, 224, device="cuda")
+    y = torch.randint(0, 1000, (64,), device="cuda")
+
+    def step():
+        with torch.autocast("cuda", dtype=torch.bfloat16):
+            loss = torch.nn.functional.cross_entropy(model(x), y)
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        opt.step()
+
+    for _ in range(5):
+        step()
+    torch.cuda.synchronize()
+    before = torch.cuda.memory_stats().get("allocation.all.allocated", 0)
+    step()
+    torch.cuda.synchronize()
+    return torch.cuda.memory_stats().get("allocation.all.allocated", 0) - before
+
+
+def main():
+    torch.cuda.init()
+    for _ in range(2000):
+        torch.empty(1024, device="cuda")
+    out = {"pair_us": pair_us()}
+    try:
+        from gpumem import _observe
+    except ImportError:
+        _observe = None
+    tracker = getattr(_observe, "_tracker", None) if _observe else None
+    if tracker is not None:
+        info0 = _observe._obs.info()["peak_allocated"]
+        tracker.record(True, 0, 1, 1, ALL_ACTIONS)
+        out["pair_us_ring_skipped"] = pair_us()
+        x = torch.empty(64 << 20, device="cuda")
+        out["tracker_sees_with_ring_skipped"] = float(_observe._obs.info()["peak_allocated"] > info0)
+        del x
+        out["ring_entries_with_skip"] = float(len(_observe._raw_snapshot(torch)["device_traces"][0]))
+        tracker.record(False, 0, 1, 0, [])
+        out["pair_us_no_recorder"] = pair_us()
+        tracker.record(True, 0, 1, 1, [])
+        out["pair_us_again"] = pair_us()
+    out["allocs_per_step"] = float(allocs_per_step())
+    print("RESULT " + json.dumps(out), flush=True)
+
+
+if __name__ == "__main__":
+    main()
