@@ -18,10 +18,13 @@ prediction (target: within 10 %).
 Prints one PASS/FAIL line per check and writes advice_check.json (and the advice JSON) under --out. Exits 1
 on any FAIL; an advice item missing where the check expects one is a FAIL (the tool did not see what it
 should), stated with the advice's notOffered reasons."""
+import faulthandler
+import os
+
+faulthandler.dump_traceback_later(int(os.environ.get("GPUMEM_WATCHDOG_S", "540")), exit=True)  # a stall comes back as a stack (below the stage's limit)
 import argparse
 import glob
 import json
-import os
 import subprocess
 import sys
 

@@ -382,4 +382,7 @@ def main():
 
 
 if __name__ == "__main__":
+    import faulthandler
+
+    faulthandler.dump_traceback_later(int(os.environ.get("GPUMEM_WATCHDOG_S", "400")), exit=True)  # a stall comes back as a stack (below the stage's limit)
     sys.exit(main())

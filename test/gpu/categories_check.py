@@ -20,10 +20,13 @@ PASS when, for each model:
   resolution cannot say whether before or after it): its bytes are printed as "same µs" and the check allows
   the tool anywhere between the two readings.
 Prints a table per model; writes categories_check.json and the summaries under --out; exits 1 on any failure."""
+import faulthandler
+import os
+
+faulthandler.dump_traceback_later(int(os.environ.get("GPUMEM_WATCHDOG_S", "540")), exit=True)  # a stall comes back as a stack (below the stage's limit)
 import argparse
 import glob
 import json
-import os
 import subprocess
 import sys
 

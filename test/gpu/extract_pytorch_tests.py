@@ -23,9 +23,12 @@ The only changes to PyTorch's code:
 
 The file must be named test_cuda.py: test_memory_snapshot looks for "test_cuda.py" in the frames.
 """
+import faulthandler
+import os
+
+faulthandler.dump_traceback_later(int(os.environ.get("GPUMEM_WATCHDOG_S", "120")), exit=True)  # a stall comes back as a stack (below the stage's limit)
 import argparse
 import ast
-import os
 import sys
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
@@ -69,7 +72,6 @@ import contextlib
 import functools
 import gc
 import json
-import os
 import platform
 import random
 import subprocess

@@ -14,9 +14,12 @@ Prints the capture size, the median step time of every minute (lens) against nat
     number (the peak's allocations with their source lines), and the same for `LONG_RUN_LINE`'s line.
 Writes OUT/result.json. Total time ≈ minutes + native minutes + 1.5 min (model setup, summary).
 """
+import faulthandler
+import os
+
+faulthandler.dump_traceback_later(int(os.environ.get("GPUMEM_WATCHDOG_S", "730")), exit=True)  # a stall comes back as a stack (below the stage's limit)
 import argparse
 import json
-import os
 import re
 import subprocess
 import sys

@@ -16,9 +16,12 @@ Prints one line per test with every mode's outcome, then `PASS` or `FAIL`: FAIL 
 the native mode and fails under the lens, unless KNOWN_EXCEPTIONS gives a reason. Writes
 DIR/pytorch-tests/<mode>.json (per-test outcomes), <mode>.log and summary.json.
 """
+import faulthandler
+import os
+
+faulthandler.dump_traceback_later(int(os.environ.get("GPUMEM_WATCHDOG_S", "270")), exit=True)  # a stall comes back as a stack (below the stage's limit)
 import argparse
 import json
-import os
 import subprocess
 import sys
 import tempfile

@@ -7,10 +7,13 @@ pytorch_memory_tests.py, natively and under `gpumem run`).
 OUT.json: {"torch": version, "tests": {"Class.test": {"outcome": "pass|fail|error|skip", "detail": "…"}}}.
 Exit status 0 whatever the outcomes (they are the data); non-zero only if the file cannot be loaded.
 """
+import faulthandler
+import os
+
+faulthandler.dump_traceback_later(int(os.environ.get("GPUMEM_WATCHDOG_S", "270")), exit=True)  # a stall comes back as a stack (below the stage's limit)
 import argparse
 import importlib.util
 import json
-import os
 import sys
 import time
 import traceback

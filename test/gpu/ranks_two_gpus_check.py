@@ -13,10 +13,13 @@ Expectations (PASS/FAIL lines, exit 1 on any FAIL; JSON result in OUT/ranks-2gpu
     (Note [Rank outliers]); the text shows "0/2" and "1/2" and the ▲ sentence;
   - the top line at rank 1's peak is the extra tensor's line (# EXTRA_LINE in the workload).
 """
+import faulthandler
+import os
+
+faulthandler.dump_traceback_later(int(os.environ.get("GPUMEM_WATCHDOG_S", "460")), exit=True)  # a stall comes back as a stack (below the stage's limit)
 import argparse
 import glob
 import json
-import os
 import subprocess
 import sys
 import tempfile

@@ -8,9 +8,12 @@
 predict the peak reserved of the same script run natively (OUT/varlen/native.txt), and `--policy
 pytorch-expandable` that of the native run with expandable_segments:True (native-expandable.txt), each within
 3 %. Prints one PASS/FAIL line per policy with predicted and measured bytes; exits 1 on any failure."""
+import faulthandler
+import os
+
+faulthandler.dump_traceback_later(int(os.environ.get("GPUMEM_WATCHDOG_S", "200")), exit=True)  # a stall comes back as a stack (below the stage's limit)
 import glob
 import json
-import os
 import subprocess
 import sys
 

@@ -7,11 +7,14 @@ from `make -C native/allocator`.
 
     python3 test/gpu/stack_equivalence.py [--out DIR]
 """
+import faulthandler
+import os
+
+faulthandler.dump_traceback_later(int(os.environ.get("GPUMEM_WATCHDOG_S", "280")), exit=True)  # a stall comes back as a stack (below the stage's limit)
 import argparse
 import collections
 import glob
 import json
-import os
 import subprocess
 import sys
 import tempfile

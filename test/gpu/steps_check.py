@@ -11,10 +11,13 @@ step end in the summary equals the workload's own figure; the finding carries th
 [Leak keeper]): the container `history`, the `history.append(loss)` line, tied to the finding by address, with as many
 tensors as were kept when the search armed (≥ 3) and their bytes (≥ 512 B each). Writes steps_check.json; exits 1 on
 any failure."""
+import faulthandler
+import os
+
+faulthandler.dump_traceback_later(int(os.environ.get("GPUMEM_WATCHDOG_S", "160")), exit=True)  # a stall comes back as a stack (below the stage's limit)
 import argparse
 import glob
 import json
-import os
 import statistics
 import subprocess
 import sys

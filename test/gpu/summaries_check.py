@@ -212,4 +212,7 @@ def main():
 
 
 if __name__ == "__main__":
+    import faulthandler
+
+    faulthandler.dump_traceback_later(int(os.environ.get("GPUMEM_WATCHDOG_S", "540")), exit=True)  # a stall comes back as a stack (below the stage's limit)
     main()

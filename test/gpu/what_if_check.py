@@ -10,10 +10,13 @@ Two runs of test/gpu/workloads/what_if_state.py under `gpumem run` (the lens all
  2. largest request: the same summary's largest request served without the device growing; the workload
     allocates exactly that: the device's free memory (cudaMemGetInfo) and reserved memory do not change.
 Prints PASS/FAIL lines and a JSON summary; exits 1 on any failure."""
+import faulthandler
+import os
+
+faulthandler.dump_traceback_later(int(os.environ.get("GPUMEM_WATCHDOG_S", "220")), exit=True)  # a stall comes back as a stack (below the stage's limit)
 import argparse
 import glob
 import json
-import os
 import subprocess
 import sys
 import time

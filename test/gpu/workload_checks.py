@@ -19,10 +19,13 @@ Prints one JSON line per check and exits non-zero if any check fails:
                 empty_cache behave like PyTorch
 Budget: about 2-4 minutes on one H100/H200 (+ DDP on two).
 """
+import faulthandler
+import os
+
+faulthandler.dump_traceback_later(int(os.environ.get("GPUMEM_WATCHDOG_S", "280")), exit=True)  # a stall comes back as a stack (below the stage's limit)
 import argparse
 import glob
 import json
-import os
 import pickle
 import shutil
 import subprocess

@@ -20,10 +20,13 @@ Sources measured, each alone and all together, on PyTorch's own allocator (the c
 Configurations are interleaved within one process per model (Note [Interleaved rounds] of
 bench_allocator.py): per round each configuration runs warm-up then timed steps.
 """
+import faulthandler
+import os
+
+faulthandler.dump_traceback_later(int(os.environ.get("GPUMEM_WATCHDOG_S", "400")), exit=True)  # a stall comes back as a stack (below the stage's limit)
 import argparse
 import ctypes
 import json
-import os
 import statistics
 import sys
 import time

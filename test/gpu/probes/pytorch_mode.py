@@ -12,9 +12,12 @@ PyTorch's allocator] in native/python/README.md). Needs a GPU and torch; transfo
    Python stacks; tracker only; history + tracker.
 3. The OOM observer's arguments; the cost of polling _snapshot() with a full ring.
 """
+import faulthandler
+import os
+
+faulthandler.dump_traceback_later(int(os.environ.get("GPUMEM_WATCHDOG_S", "400")), exit=True)  # a stall comes back as a stack (below the stage's limit)
 import argparse
 import json
-import os
 import shutil
 import statistics
 import subprocess

@@ -11,9 +11,12 @@ profiler sees, for Note [ResNet-50 overhead] in native/allocator/README.md.
 2. One profiled run each of native and gpumem-run over steps 5–20 (torch.profiler, CPU + CUDA runtime): the CUDA
    runtime/driver calls by count and total host time, and the top CPU operators, to name where the time goes.
 """
+import faulthandler
+import os
+
+faulthandler.dump_traceback_later(int(os.environ.get("GPUMEM_WATCHDOG_S", "400")), exit=True)  # a stall comes back as a stack (below the stage's limit)
 import argparse
 import json
-import os
 import statistics
 import subprocess
 import sys

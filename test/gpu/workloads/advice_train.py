@@ -9,6 +9,10 @@ its peaks the way training loops log them.
 --capacity BYTES    torch.cuda.set_per_process_memory_fraction(BYTES / device total): the device is that big
 --keep-grads        zero_grad(set_to_none=False): gradients stay allocated between steps
 """
+import faulthandler
+import os
+
+faulthandler.dump_traceback_later(int(os.environ.get("GPUMEM_WATCHDOG_S", "240")), exit=True)  # a stall comes back as a stack (below the stage's limit)
 import argparse
 import json
 

@@ -1,6 +1,10 @@
 """PyTorch APIs a pluggable allocator breaks, used the way user code uses them (check (e)):
 cudnn benchmark mode, torch.compile(mode="reduce-overhead"), snapshots, history, peak reset,
 memory fraction, empty_cache. Prints one RESULT line."""
+import faulthandler
+import os
+
+faulthandler.dump_traceback_later(int(os.environ.get("GPUMEM_WATCHDOG_S", "240")), exit=True)  # a stall comes back as a stack (below the stage's limit)
 import json
 import pickle
 import sys

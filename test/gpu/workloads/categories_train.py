@@ -17,9 +17,12 @@ It measures the reference figures the check compares with, from PyTorch objects 
   Which of them are still alive at the tool's peak is decided by the check from the capture's allocation and
   free events (test/gpu/saved_alive.mjs).
 Prints one line `RESULT {json}`."""
+import faulthandler
+import os
+
+faulthandler.dump_traceback_later(int(os.environ.get("GPUMEM_WATCHDOG_S", "240")), exit=True)  # a stall comes back as a stack (below the stage's limit)
 import argparse
 import json
-import os
 import sys
 
 import torch

@@ -1,7 +1,10 @@
 """Deterministic 2-rank DDP training (check (b)): writes each rank's losses, as float.hex, to
 <out>/losses-rank<R>.json so runs with and without the lens can be compared bit for bit."""
-import json
+import faulthandler
 import os
+
+faulthandler.dump_traceback_later(int(os.environ.get("GPUMEM_WATCHDOG_S", "240")), exit=True)  # a stall comes back as a stack (below the stage's limit)
+import json
 import sys
 
 os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")

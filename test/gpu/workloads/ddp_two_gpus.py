@@ -6,8 +6,11 @@ Every rank trains the same MLP; rank 1 also keeps one extra 512 MiB tensor alive
 so the rank table must show rank 1 higher by that much and flag it. Each rank writes OUT_DIR/rank<R>.json with what
 it measured itself: its device, torch.cuda.max_memory_allocated() and the extra bytes.
 """
-import json
+import faulthandler
 import os
+
+faulthandler.dump_traceback_later(int(os.environ.get("GPUMEM_WATCHDOG_S", "240")), exit=True)  # a stall comes back as a stack (below the stage's limit)
+import json
 import sys
 
 import torch

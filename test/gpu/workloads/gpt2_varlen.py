@@ -6,6 +6,10 @@ PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True, and under `gpumem run`; the ca
 
     python3 test/gpu/workloads/gpt2_varlen.py [--steps 40] [--batch-tokens 8192]
 """
+import faulthandler
+import os
+
+faulthandler.dump_traceback_later(int(os.environ.get("GPUMEM_WATCHDOG_S", "240")), exit=True)  # a stall comes back as a stack (below the stage's limit)
 import argparse
 import json
 import random

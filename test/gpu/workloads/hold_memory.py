@@ -1,7 +1,10 @@
 """Holds cached memory while computing (check (c)): a control client empties the cache and takes a
 snapshot while this runs. argv[1] is a flag file whose appearance ends the run."""
-import json
+import faulthandler
 import os
+
+faulthandler.dump_traceback_later(int(os.environ.get("GPUMEM_WATCHDOG_S", "240")), exit=True)  # a stall comes back as a stack (below the stage's limit)
+import json
 import sys
 import time
 

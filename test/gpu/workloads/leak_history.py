@@ -4,6 +4,10 @@ under `gpumem run`) and the forward line's number, so the check can compare the 
 
     python3 leak_history.py [--steps N]
 """
+import faulthandler
+import os
+
+faulthandler.dump_traceback_later(int(os.environ.get("GPUMEM_WATCHDOG_S", "240")), exit=True)  # a stall comes back as a stack (below the stage's limit)
 import argparse
 import gc
 import inspect

@@ -7,6 +7,10 @@ time; every 16th step keeps its logits' argmax in a list (a slow leak), and one 
 the run is the late peak. Prints one line per minute, `MINUTE k median_ms=… steps=…` (median step time of that
 minute, synchronized), then `DONE steps=N`.
 """
+import faulthandler
+import os
+
+faulthandler.dump_traceback_later(int(os.environ.get("GPUMEM_WATCHDOG_S", "720")), exit=True)  # a stall comes back as a stack (below the stage's limit)
 import statistics
 import sys
 import time

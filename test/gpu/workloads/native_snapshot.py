@@ -1,4 +1,8 @@
 """PyTorch's own snapshot (no lens) as the schema reference for check (c): argv[1] = output pickle."""
+import faulthandler
+import os
+
+faulthandler.dump_traceback_later(int(os.environ.get("GPUMEM_WATCHDOG_S", "240")), exit=True)  # a stall comes back as a stack (below the stage's limit)
 import sys
 
 import torch

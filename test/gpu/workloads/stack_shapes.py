@@ -2,6 +2,10 @@
 wrong — nn.Module nesting, a custom autograd Function (Python code on the autograd thread), activation
 checkpointing (forward recomputed during backward), a generator, a comprehension, an exception handler
 — for a few steps. Prints how the lens captured stacks as its last line ("STACK_INFO {json}")."""
+import faulthandler
+import os
+
+faulthandler.dump_traceback_later(int(os.environ.get("GPUMEM_WATCHDOG_S", "240")), exit=True)  # a stall comes back as a stack (below the stage's limit)
 import json
 import sys
 

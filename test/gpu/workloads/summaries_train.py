@@ -7,7 +7,10 @@
 
 Every optimizer.step() is a record_function range PyTorch itself opens: the summaries' steps come from it.
 """
+import faulthandler
 import os
+
+faulthandler.dump_traceback_later(int(os.environ.get("GPUMEM_WATCHDOG_S", "240")), exit=True)  # a stall comes back as a stack (below the stage's limit)
 import sys
 
 import torch

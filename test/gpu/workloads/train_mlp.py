@@ -1,5 +1,9 @@
 """An ordinary training script that knows nothing about GPU Memory Lens: it logs peak memory and
 the allocator summary the way training loops commonly do (check (a) of workload_checks.py)."""
+import faulthandler
+import os
+
+faulthandler.dump_traceback_later(int(os.environ.get("GPUMEM_WATCHDOG_S", "240")), exit=True)  # a stall comes back as a stack (below the stage's limit)
 import json
 
 import torch

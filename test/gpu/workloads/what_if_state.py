@@ -5,6 +5,10 @@ prints READY, then obeys lines on stdin:
 The state: 24 tensors of 30 MiB with every other one freed (free 30 MiB runs between live tensors, so an
 expandable segment holds both tensors and whole free pages), small-pool tensors with gaps, and a phase that
 raised the reserved peak and gave it back (so trim on growth has a peak to defend, or not: --at-peak)."""
+import faulthandler
+import os
+
+faulthandler.dump_traceback_later(int(os.environ.get("GPUMEM_WATCHDOG_S", "240")), exit=True)  # a stall comes back as a stack (below the stage's limit)
 import json
 import sys
 
