@@ -15,7 +15,8 @@ namespace gpumem {
 
 // Note [Categories]: every allocation gets one category for its whole life, decided by the reader from facts
 // the workload writes cheaply (measured on an H100 by test/gpu/probes/categories_cost.py: global module hooks
-// cost ×1.02 per step and broke 50 of 62 torch.compile graphs, so there are no per-module Python hooks):
+// cost ×1.02 per step and broke 50 of 62 torch.compile graphs, so there are no per-module Python hooks; module
+// paths come from the frames the stack capture walks, Note [Module paths from frames] in module_marks.h):
 //   1. tags (REC_TAG, Note [Tags]): at each optimizer step the bootstrap names the parameters, their .grad and
 //      the optimizer's state tensors by data pointer. The allocation live at that address (the block containing
 //      it) is that category from its allocation to its free, also before the tag: a parameter moved to the

@@ -73,6 +73,14 @@ int gpumem_notice(const char* text, uint32_t level);
 // calling thread; allocations made meanwhile on threads with no Python frames (autograd workers) get
 // this thread's stack, flagged kStackBackward. Nestable (a counter), one per process.
 void gpumem_backward_begin(void);
+// Module paths from frames (src/module_marks.h, Note [Module paths from frames]): calibrate from a Python
+// function whose first argument is `expected` (1: verified); enable on the calling thread with the
+// workload's resolver, which calls gpumem_modules_learn(self, path or NULL) for each module `self` it is
+// given (outermost first); forget a module that was collected.
+int gpumem_modules_calibrate(const void* expected);
+void gpumem_modules_enable(int (*resolve)(const void* const* selves, int n));
+void gpumem_modules_learn(const void* self, const char* path);
+void gpumem_modules_forget(const void* self);
 void gpumem_backward_end(void);
 // How Python stacks are being captured, as JSON (same length rule as gpumem_stats_json):
 // {"python": bool, "gil_free_walk": bool, "not_gil_free_because": "...", "gil_free_answers": N,

@@ -12,6 +12,7 @@
 #include "../include/gpumem_allocator.h"
 #include "allocator.h"
 #include "control_commands.h"
+#include "module_marks.h"
 #include "observer.h"
 #include "recorder.h"
 #include "snapshot_pickle.h"
@@ -248,7 +249,25 @@ GPUMEM_API size_t gpumem_stack_info(char* buf, size_t cap) {
   return j.size();
 }
 
-GPUMEM_API void gpumem_backward_begin(void) { rec::stacks::backward_begin(rec::recording()); }
+GPUMEM_API void gpumem_backward_begin(void) {
+  rec::modules::close_all();  // no forward runs while autograd's threads allocate (module_marks.h)
+  rec::stacks::backward_begin(rec::recording());
+}
+
+// ---- Module paths from frames (Note [Module paths from frames] in src/module_marks.h) ---------------
+
+GPUMEM_API int gpumem_modules_calibrate(const void* expected) {
+  std::string why;
+  if (rec::stacks::calibrate_first_local(expected, &why)) return 1;
+  set_last_error("gpumem_modules_calibrate: " + why);
+  return 0;
+}
+
+GPUMEM_API void gpumem_modules_enable(int (*resolve)(const void* const*, int)) { rec::modules::enable(resolve); }
+
+GPUMEM_API void gpumem_modules_learn(const void* self, const char* path) { rec::modules::learn(self, path); }
+
+GPUMEM_API void gpumem_modules_forget(const void* self) { rec::modules::forget(self); }
 GPUMEM_API void gpumem_backward_end(void) { rec::stacks::backward_end(); }
 
 GPUMEM_API void gpumem_shutdown(int exit_code) { rec::shutdown(exit_code); }

@@ -26,6 +26,9 @@ constexpr Layout kLayouts[] = {
     {12, 0, 48, 8, 56, 70, 3, 0},
     {13, 0, 48, 8, 56, 70, 3, -1},
 };
+// _PyInterpreterFrame.localsplus: after owner, pointer-aligned — 72 in 3.11, 3.12 and 3.13 (Note [First local]).
+constexpr int kLocalsplus = 72;
+std::atomic<bool> g_first_local_ready{false};
 // PyFrameObject: PyObject_HEAD (refcount, type) then f_back, then f_frame — the same in 3.11–3.13.
 constexpr int kFrameObjType = 8, kFrameObjIFrame = 24;
 // PyThreadState words scanned for the frame pointer field (offset 56 in 3.11 and 3.12, a little further
@@ -93,7 +96,7 @@ int key_of(const void* code, const void* instr) {
 }
 
 // Walks from interpreter frame `f` with the current layout (which must be set).
-int walk_from(const void* f, const void** codes, int* keys, int max, bool keys_valid) {
+int walk_from(const void* f, const void** codes, int* keys, int max, bool keys_valid, const void** frames = nullptr) {
   const Layout& L = *g_layout;
   int n = 0, steps = 0;
   // `steps` bounds the loop even through skipped frames (a chain is never cyclic, but this code must
@@ -102,6 +105,7 @@ int walk_from(const void* f, const void** codes, int* keys, int max, bool keys_v
     if (L.cstack_owner >= 0 && at<char>(f, L.owner) == char(L.cstack_owner)) continue;
     codes[n] = at<const void*>(f, L.code);
     keys[n] = keys_valid ? key_of(codes[n], at<const void*>(f, L.instr)) : 0;
+    if (frames) frames[n] = f;
     n++;
   }
   return n;
@@ -179,12 +183,29 @@ bool calibrate(void* tstate, void* frame, const void* frame_type, unsigned long 
   return true;
 }
 
-int walk(void* tstate, const void** codes, int* keys, int max) {
+int walk(void* tstate, const void** codes, int* keys, int max, const void** frames) {
   if (!ready() || !tstate) return -1;
   bool ok = false;
   const void* top = current_frame(tstate, &ok);
   if (!ok) return -1;
-  return walk_from(top, codes, keys, max, true);
+  return walk_from(top, codes, keys, max, true, frames);
 }
+
+bool calibrate_first_local(void* tstate, const void* expected, const char** why) {
+  if (g_first_local_ready.load(std::memory_order_acquire)) return true;
+  if (!ready()) return *why = "the GIL-free walk is not calibrated", false;
+  if (!tstate || !expected) return *why = "no thread state or object", false;
+  bool ok = false;
+  const void* top = current_frame(tstate, &ok);
+  if (!ok || !top) return *why = "no Python frame to calibrate on", false;
+  if (at<const void*>(top, kLocalsplus) != expected)
+    return *why = "the first local is not where it was expected", false;
+  g_first_local_ready.store(true, std::memory_order_release);
+  return true;
+}
+
+bool first_local_ready() { return g_first_local_ready.load(std::memory_order_acquire); }
+
+const void* first_local(const void* frame) { return at<const void*>(frame, kLocalsplus); }
 
 }  // namespace gpumem::rec::stacks::fast

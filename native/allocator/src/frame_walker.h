@@ -41,7 +41,16 @@ bool ready();
 
 // The calling thread's frames, innermost first, as (code object, PyFrame_GetLasti-equivalent key),
 // without the GIL. Returns the number of frames (0: no frames), or -1 if this thread's state cannot be
-// read safely right now (use the public API).
-int walk(void* tstate, const void** codes, int* keys, int max);
+// read safely right now (use the public API). `frames` (optional) receives each interpreter frame.
+int walk(void* tstate, const void** codes, int* keys, int max, const void** frames = nullptr);
+
+// Note [First local]: a frame's first local variable (`self` in a method: the module whose forward runs, for
+// module paths, Note [Module paths from frames] in module_marks.h) is localsplus[0] of its interpreter
+// frame, at the same offset in 3.11–3.13. Verified once, like the walk: calibrate_first_local runs on a
+// thread holding the GIL whose innermost frame's first argument is `expected`.
+bool calibrate_first_local(void* tstate, const void* expected, const char** why);
+bool first_local_ready();
+// The first local of an interpreter frame that walk() returned (borrowed; alive while the frame runs).
+const void* first_local(const void* frame);
 
 }  // namespace gpumem::rec::stacks::fast

@@ -198,7 +198,7 @@ thread_local bool t_have_gathered = false;
 }  // namespace
 
 uint32_t gather() {
-  t_gathered = stacks::capture();
+  t_gathered = capture_stack();  // with the module marks of the module thread (module_marks.h)
   t_have_gathered = true;
   return t_gathered;
 }

@@ -18,6 +18,7 @@
 #include "../../format/json.h"
 #include "allocator_api.h"
 #include "device_sampler.h"
+#include "module_marks.h"
 #include "process_hooks.h"
 #include "snapshot_pickle.h"
 #include "stack_capture.h"
@@ -180,7 +181,14 @@ bool get_uint(const json::Value& cfg, const char* key, uint64_t* out, std::strin
 // ---- recorder.h ---------------------------------------------------------------------------------
 bool recording() { return active(); }
 
-uint32_t capture_stack() { return active() ? stacks::capture() : 0; }
+uint32_t capture_stack() {
+  if (!active()) return 0;
+  if (!modules::wanted()) return stacks::capture();
+  stacks::ModuleChain chain;  // Note [Module paths from frames] in module_marks.h
+  const uint32_t id = stacks::capture(&chain);
+  modules::on_allocation(chain);
+  return id;
+}
 
 core::EventSink& sink() { return recorder_sink(); }
 

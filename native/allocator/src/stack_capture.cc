@@ -41,6 +41,10 @@ struct Py {
   int (*GILState_Check)();                 // 3.4+; capture_if_gil_held() only
   const unsigned long* Version;            // Py_Version (3.11+)
   const void* FrameType;                   // &PyFrame_Type
+  const void* CellType;                    // &PyCell_Type (a `self` captured by a closure lives in a cell)
+  long (*Long_AsLong)(PyObj*);
+  long (*Tuple_Size)(PyObj*);
+  PyObj* (*Tuple_GetItem)(PyObj*, long);  // borrowed
   bool ok = false;
 };
 
@@ -69,6 +73,10 @@ Py load_python() {
   GPUMEM_PY(GILState_Check, "PyGILState_Check");
   GPUMEM_PY(Version, "Py_Version");
   GPUMEM_PY(FrameType, "PyFrame_Type");
+  GPUMEM_PY(CellType, "PyCell_Type");
+  GPUMEM_PY(Long_AsLong, "PyLong_AsLong");
+  GPUMEM_PY(Tuple_Size, "PyTuple_Size");
+  GPUMEM_PY(Tuple_GetItem, "PyTuple_GetItem");
 #undef GPUMEM_PY
   p.ok = p.IsInitialized && p.IsFinalizing && p.GILState_Ensure && p.GILState_Release && p.ThreadState_Get &&
          p.ThreadState_GetFrame && p.Frame_GetBack && p.Frame_GetCode && p.Frame_GetLineNumber &&
@@ -108,7 +116,11 @@ struct Tables {
   std::unordered_multimap<uint64_t, uint32_t> stack_ids;                    // hash of (flags, frame ids) → candidates
   std::vector<std::pair<uint32_t, std::vector<uint32_t>>> stacks{{0, {}}};  // (flags, frames)
   std::unordered_map<CodeKey, uint32_t, CodeKeyHash> code_frames;
+  // Note [Module paths from frames]: per code object (pinned by code_frames), whether its frames are a
+  // module forward's: kNoForward, kSelfLocal (`self` is localsplus[0]) or kSelfCell (a closure captured it).
+  std::unordered_map<const void*, uint8_t> code_kinds;
 };
+constexpr uint8_t kNoForward = 0, kSelfLocal = 1, kSelfCell = 2;
 Tables& T() {
   static Tables* t = new Tables();  // leaked: used from atexit and other threads until the end
   return *t;
@@ -187,6 +199,35 @@ std::string code_attr(PyObj* code, const char* name) {
   return out;
 }
 
+// Whether a code object is a module forward (a method named `forward` whose first argument is `self`), and
+// where its `self` lives. Caller holds the GIL; once per code object.
+uint8_t code_kind(PyObj* code) {
+  const Py& p = py();
+  if (!p.CellType || !p.Long_AsLong || !p.Tuple_Size || !p.Tuple_GetItem) return kNoForward;
+  if (code_attr(code, "co_name") != "forward") return kNoForward;
+  PyObj* argc = p.Object_GetAttrString(code, "co_argcount");
+  long n = argc ? p.Long_AsLong(argc) : 0;
+  if (argc) p.DecRef(argc);
+  p.Err_Clear();
+  if (n < 1) return kNoForward;
+  auto tuple_has_self = [&](const char* attr, bool first_only) {
+    PyObj* t = p.Object_GetAttrString(code, attr);
+    bool found = false;
+    if (t) {
+      long size = p.Tuple_Size(t);
+      for (long i = 0; i < size && (!first_only || i < 1) && !found; i++) {
+        const char* s = p.Unicode_AsUTF8(p.Tuple_GetItem(t, i));
+        found = s && std::strcmp(s, "self") == 0;
+      }
+      p.DecRef(t);
+    }
+    p.Err_Clear();
+    return found;
+  };
+  if (!tuple_has_self("co_varnames", true)) return kNoForward;
+  return tuple_has_self("co_cellvars", false) ? kSelfCell : kSelfLocal;
+}
+
 // ---- Backward bracket ---------------------------------------------------------------------------
 std::mutex g_bw_mu;
 std::vector<uint32_t> g_bw_stacks;      // innermost bracket last
@@ -215,6 +256,7 @@ struct SeqEntry {
   uint32_t id, flags;
   std::vector<const void*> codes;
   std::vector<int> keys;
+  std::vector<uint32_t> forwards;  // module forward frames, innermost first: index << 2 | kind
 };
 struct SeqCache {
   std::unordered_map<uint64_t, SeqEntry> map;
@@ -254,24 +296,47 @@ SeqCache& seq_cache() {
   return c;
 }
 
-bool seq_lookup(uint32_t flags, const void* const* codes, const int* keys, int n, uint32_t* id) {
+const SeqEntry* seq_lookup(uint32_t flags, const void* const* codes, const int* keys, int n) {
   SeqCache& c = seq_cache();
   auto it = c.map.find(seq_hash(flags, codes, keys, n));
-  if (it == c.map.end()) return false;
+  if (it == c.map.end()) return nullptr;
   const SeqEntry& e = it->second;
   if (e.flags != flags || int(e.codes.size()) != n ||
       std::memcmp(e.codes.data(), codes, sizeof(void*) * size_t(n)) != 0 ||
       std::memcmp(e.keys.data(), keys, sizeof(int) * size_t(n)) != 0)
-    return false;  // a hash collision: the slow path answers
-  *id = e.id;
-  return true;
+    return nullptr;  // a hash collision: the slow path answers
+  return &e;
 }
 
-void seq_insert(uint32_t flags, const void* const* codes, const int* keys, int n, uint32_t id) {
+const SeqEntry* seq_insert(uint32_t flags, const void* const* codes, const int* keys, int n, uint32_t id,
+                           std::vector<uint32_t> forwards) {
   SeqCache& c = seq_cache();
   if (c.map.size() >= kMaxCachedStacks) c.map.clear();
-  c.map.emplace(seq_hash(flags, codes, keys, n),
-                SeqEntry{id, flags, std::vector<const void*>(codes, codes + n), std::vector<int>(keys, keys + n)});
+  auto it = c.map.insert_or_assign(seq_hash(flags, codes, keys, n),
+                                   SeqEntry{id, flags, std::vector<const void*>(codes, codes + n),
+                                            std::vector<int>(keys, keys + n), std::move(forwards)});
+  return &it.first->second;
+}
+
+// The module chain of a walked sequence: `frames` from the GIL-free walk that produced `e`'s keys.
+void fill_chain(const SeqEntry& e, const void* const* frames, ModuleChain* out) {
+  out->n = 0;
+  out->read = true;
+  const Py& p = py();
+  for (size_t i = e.forwards.size(); i-- > 0 && out->n < ModuleChain::kMax;) {  // outermost first
+    const uint32_t idx = e.forwards[i] >> 2, kind = e.forwards[i] & 3;
+    const void* self = fast::first_local(frames[idx]);
+    if (self && kind == kSelfCell) {  // PyCellObject: PyObject_HEAD (refcount, type), then ob_ref
+      const void* type;
+      std::memcpy(&type, static_cast<const char*>(self) + 8, sizeof type);
+      if (type != p.CellType) continue;  // MAKE_CELL has not run yet: no module known here
+      std::memcpy(&self, static_cast<const char*>(self) + 16, sizeof self);
+    }
+    if (!self) continue;
+    out->selves[out->n] = self;
+    out->codes[out->n] = e.codes[idx];
+    out->n++;
+  }
 }
 
 struct FastFrames {
@@ -282,8 +347,9 @@ struct FastFrames {
 
 // Walks the calling thread's frames with the public API and interns the stack. Caller holds the GIL.
 // Returns false if the thread has no frames. `fast` (optional): the GIL-free walk of the same moment;
-// when it equals the public walk, its key sequence is cached for GIL-free answers from then on.
-bool walk(uint32_t flags, uint32_t* stack_id, const FastFrames* fast) {
+// when it equals the public walk, its key sequence is cached for GIL-free answers from then on, and
+// *cached receives that cache entry (its module forwards included).
+bool walk(uint32_t flags, uint32_t* stack_id, const FastFrames* fast, const SeqEntry** cached = nullptr) {
   const Py& p = py();
   void* tstate = p.ThreadState_Get();
   PyObj* f = p.ThreadState_GetFrame(tstate);
@@ -360,9 +426,20 @@ bool walk(uint32_t flags, uint32_t* stack_id, const FastFrames* fast) {
   if (fast) {
     // Cached only when equal: every code object in it is now pinned by the tables above.
     if (fast->n == n && std::memcmp(fast->codes, raw, sizeof(void*) * size_t(n)) == 0 &&
-        std::memcmp(fast->keys, keys, sizeof(int) * size_t(n)) == 0)
-      seq_insert(flags, fast->codes, fast->keys, n, *stack_id);
-    else if (g_mismatches.fetch_add(1) + 1 >= 1000)
+        std::memcmp(fast->keys, keys, sizeof(int) * size_t(n)) == 0) {
+      std::vector<uint32_t> forwards;
+      {
+        Tables& t = T();
+        std::lock_guard<std::mutex> lk(t.mu);
+        for (int i = 0; i < n; i++) {
+          auto k = t.code_kinds.find(codes[i]);
+          uint8_t kind = k != t.code_kinds.end() ? k->second : (t.code_kinds[codes[i]] = code_kind(codes[i]));
+          if (kind != kNoForward) forwards.push_back(uint32_t(i) << 2 | kind);
+        }
+      }
+      const SeqEntry* e = seq_insert(flags, fast->codes, fast->keys, n, *stack_id, std::move(forwards));
+      if (cached) *cached = e;
+    } else if (g_mismatches.fetch_add(1) + 1 >= 1000)
       g_fast_off.store(true);  // a layout surprise: stop paying for two walks
   }
   for (int i = 0; i < n; i++) p.DecRef(codes[i]);
@@ -372,8 +449,9 @@ bool walk(uint32_t flags, uint32_t* stack_id, const FastFrames* fast) {
 // Capture with flags; `frameless` receives whether the thread had no Python frames. With
 // `only_if_gil_held`, a thread that does not hold the GIL gets only what the GIL-free cache answers
 // (Note [Observer stacks] in observer.h).
-uint32_t capture_flags(uint32_t flags, bool* frameless, bool only_if_gil_held = false) {
+uint32_t capture_flags(uint32_t flags, bool* frameless, bool only_if_gil_held = false, ModuleChain* modules = nullptr) {
   *frameless = false;
+  if (modules) modules->read = false;
   if (!g_enabled.load(std::memory_order_relaxed)) return 0;
   const Py& p = py();
   if (!p.ok) return 0;
@@ -381,23 +459,27 @@ uint32_t capture_flags(uint32_t flags, bool* frameless, bool only_if_gil_held = 
   // hang or be terminated inside PyGILState_Ensure).
   if (!p.IsInitialized() || p.IsFinalizing()) return 0;
   const void* fcodes[kMaxFrames];
+  const void* fframes[kMaxFrames];
   int fkeys[kMaxFrames];
   int fn = -1;
+  const bool want_modules = modules && fast::first_local_ready();
   if (fast::ready() && !g_fast_off.load(std::memory_order_relaxed)) {
     void* ts = p.GILState_GetThisThreadState();
     if (!ts) {  // a thread Python never saw (a driver or library thread): no frames, no GIL needed
       *frameless = true;
       return 0;
     }
-    fn = fast::walk(ts, fcodes, fkeys, kMaxFrames);
+    fn = fast::walk(ts, fcodes, fkeys, kMaxFrames, want_modules ? fframes : nullptr);
     if (fn == 0) {  // autograd's engine threads: frameless, answered without the GIL
       *frameless = true;
       return 0;
     }
-    uint32_t id = 0;
-    if (fn > 0 && seq_lookup(flags, fcodes, fkeys, fn, &id)) {
-      g_fast_hits.fetch_add(1, std::memory_order_relaxed);
-      return id;
+    if (fn > 0) {
+      if (const SeqEntry* e = seq_lookup(flags, fcodes, fkeys, fn)) {
+        g_fast_hits.fetch_add(1, std::memory_order_relaxed);
+        if (want_modules) fill_chain(*e, fframes, modules);
+        return e->id;
+      }
     }
   }
   if (only_if_gil_held && !(p.GILState_Check && p.GILState_Check())) {
@@ -408,7 +490,10 @@ uint32_t capture_flags(uint32_t flags, bool* frameless, bool only_if_gil_held = 
   FastFrames ff{fcodes, fkeys, fn};
   int st = p.GILState_Ensure();
   uint32_t id = 0;
-  bool have = walk(flags, &id, fn > 0 ? &ff : nullptr);
+  const SeqEntry* cached = nullptr;
+  bool have = walk(flags, &id, fn > 0 ? &ff : nullptr, &cached);
+  // The frames walked GIL-free above are still this thread's (it has run no Python code since).
+  if (want_modules && cached) fill_chain(*cached, fframes, modules);
   p.GILState_Release(st);
   *frameless = !have;
   return id;
@@ -420,11 +505,30 @@ bool available() { return py().ok; }
 void set_enabled(bool on) { g_enabled.store(on); }
 bool enabled() { return g_enabled.load() && py().ok; }
 
-uint32_t capture() {
+uint32_t capture(ModuleChain* modules) {
   bool frameless = false;
-  uint32_t id = capture_flags(0, &frameless);
+  uint32_t id = capture_flags(0, &frameless, false, modules);
   if (frameless) return g_bw_current.load(std::memory_order_relaxed);
   return id;
+}
+
+void not_a_module_forward(const void* code) {
+  {
+    Tables& t = T();
+    std::lock_guard<std::mutex> lk(t.mu);
+    t.code_kinds[code] = kNoForward;
+  }
+  g_epoch.fetch_add(1);  // every thread's cached sequences are rebuilt without it
+}
+
+bool calibrate_first_local(const void* expected, std::string* why) {
+  const Py& p = py();
+  if (!fast::ready()) capture();  // the first capture calibrates the GIL-free walk (on this very stack)
+  const char* w = "Python's thread-state functions are missing";
+  bool ok = p.ok && p.GILState_GetThisThreadState &&
+            fast::calibrate_first_local(p.GILState_GetThisThreadState(), expected, &w);
+  if (!ok && why) *why = w;
+  return ok;
 }
 
 uint32_t capture_if_gil_held() {

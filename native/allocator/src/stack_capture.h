@@ -25,10 +25,27 @@ bool available();
 void set_enabled(bool on);
 bool enabled();
 
+// The `self` of every module forward running on the calling thread, outermost first (Note [Module paths
+// from frames] in module_marks.h): the first local of each frame whose code is a method named forward.
+struct ModuleChain {
+  static constexpr int kMax = 32;
+  const void* selves[kMax];
+  const void* codes[kMax];  // the forward's code object, for not_a_module_forward
+  int n = 0;
+  bool read = false;  // false: the frames could not be read GIL-free this time (no chain to compare)
+};
+
 // The calling thread's Python stack as an interned stack id (0 = no frames / capture off). Takes the
 // GIL: never call it while holding an allocator lock. Threads without Python frames get the stack of
-// the thread in backward() (flagged kStackBackward) while a backward bracket is open.
-uint32_t capture();
+// the thread in backward() (flagged kStackBackward) while a backward bracket is open. With `modules`,
+// also the module forwards running, where the first local can be read (fast::first_local_ready()).
+uint32_t capture(ModuleChain* modules = nullptr);
+
+// A code object whose `self` turned out not to be a module: its frames are no longer read for modules.
+void not_a_module_forward(const void* code);
+// Verifies the first-local layout on the calling thread (which holds the GIL; its innermost Python
+// frame's first argument is `expected`). Note [First local] in frame_walker.h.
+bool calibrate_first_local(const void* expected, std::string* why);
 
 // The same, for callers that may hold a foreign lock another thread could hold while waiting for the
 // GIL (PyTorch's allocator lock, in a trace tracker): never takes the GIL. A thread that does not hold

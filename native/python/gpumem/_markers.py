@@ -8,8 +8,8 @@ decides which of them end a training step; the workload only states facts, one C
 Categories (Note [Categories] in native/addon/src/categories.cpp): a MARK_PHASE "backward" before each
 backward() and "optimizer" before each Optimizer.step() begin the phases the step facts end, and at each step
 end the optimizer's parameters, gradients and state are tagged by data pointer (_tags.TagWalk). Module paths
-of activations come from global module hooks that write MARK_MODULE_* marks (Note [Module paths] in _modules.py;
-GPUMEM_MODULE_PATHS=0 turns them off).
+of activations: the allocator writes MARK_MODULE_* marks from the frames it walks, with the paths _modules.py
+gives it (Note [Module paths]; GPUMEM_MODULE_PATHS=0 turns them off).
 
 Leak keepers (Note [Leak keeper search] in _keeper.py): each step end also feeds the keeper watch, which names
 the container that keeps tensors with autograd graphs alive when allocated memory keeps growing."""
@@ -82,19 +82,24 @@ def apply(torch):
     _hook_modules(torch)
 
 
-def _mark_module(path, kind):
-    if STATE.configured:
-        STATE.native.lib.gpumem_mark(path, kind)
-
-
 def _hook_modules(torch):
+    """Module paths from the frames the allocator walks (Note [Module paths]); no hook in the user's forward."""
     if os.environ.get("GPUMEM_MODULE_PATHS", "1") in ("0", "false", "no", "off"):
         return
     from . import _modules
 
-    if not getattr(torch, "_gpumem_module_paths", False):
-        _modules.install(torch, _mark_module)
-        torch._gpumem_module_paths = True
+    if getattr(torch, "_gpumem_module_paths", False) or STATE.native is None:
+        return
+    torch._gpumem_module_paths = True
+    if STATE.settings is not None and not STATE.settings.stacks:
+        return  # module paths come with the stacks (--no-stacks: classes from forward frames, as before)
+    if _modules.install(torch, STATE.native.lib) is False:
+        text = ("gpumem: activations are grouped by module class, not module path: this Python's frames cannot be "
+                "read without the GIL (Note [Module paths])")
+        if STATE.configured:
+            STATE.native.notice(text, _native.NOTICE_INFO)
+        else:
+            STATE.pending_notices.append((text, _native.NOTICE_INFO))
 
 
 def _tag(addr, nbytes, category, device):

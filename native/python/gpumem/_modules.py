@@ -1,28 +1,25 @@
-"""Module paths for activations (issue 17): global module forward hooks write a MARK_MODULE_BEGIN/END pair,
-named by the module's path, around every module forward on the main thread.
+"""Module paths for activations (issues 17 and 26), with nothing running per module call.
 
 Note [Module paths]: the reader gives each activation the innermost module whose forward was running when it was
-allocated (native/addon/src/categories.cpp), so "activations of transformer.h.3.mlp" needs only the begin and
-end of each forward, in order with the allocations: two C calls per module call, nothing per allocation.
-- A path is the module's name under the root module that was called with no other module running (its
-  named_modules()), the root itself by its class name ("GPT2LMHeadModel"). Each path is computed once per
-  module object (a weak reference checks the id was not reused) and kept as bytes for the C call. A module
-  that is not a registered child of the running one is named under it by its attribute name or class name.
+allocated (native/addon/src/categories.cpp), from MARK_MODULE_BEGIN/END records named by the module's path. The
+allocator writes them itself from the frames its stack capture already walks (Note [Module paths from frames] in
+native/allocator/src/module_marks.h): the `self` of each running forward, outermost first, mapped to a path
+through a table this module fills, once per module object, when the allocator meets a module it does not know
+(the resolver below, called with the GIL on the allocating thread).
+- A path is the module's name under the root module, the outermost forward running (its named_modules()), the
+  root itself by its class name ("GPT2LMHeadModel"). A root's whole tree is named at once; a module that is not a
+  registered child of the forward around it is named under it by its attribute name or class name.
 - torch.compile: `_orig_mod` is dropped from paths (a compiled model and its original have the same paths).
-  Inside a compiled region the hooks return at once when Dynamo traces them (torch.compiler.is_compiling()),
-  so they add no graph breaks; the compiled region runs no hooks, and its activations count under the
-  compiled module: coarser, and the UI says so.
-- Only the thread that installed the hooks writes marks (the begins and ends of one thread nest; forwards on
-  other threads, e.g. nn.DataParallel replicas, keep the coarser class names by stack frame).
-- The forward hook is registered with always_call=True where PyTorch has it, so a forward that raises still
-  ends; the reader also closes inner begins left open when an outer end arrives.
-- Capture size: one marker record (16 bytes and its header) per begin and end (the path is an interned string), ≈ 8 KiB per
-  GPT-2 step, against ≈ 100 KiB of allocation events per step.
-- Cost, measured by test/gpu/probes/categories_cost.py ("module-hooks+ctypes"): about ×1.02 per step on GPT-2
-  and ResNet-50 (≈ 2 × 160 hook calls per step); GPUMEM_MODULE_PATHS=0 turns it off (activations then fall
-  back to module classes from forward frames).
+  Inside a compiled region the inner modules' forwards are not frames of their own, so its activations count
+  under the compiled module: coarser, and the UI says so.
+- Only the thread that enabled it (the bootstrap's) writes marks, as the hooks before it did.
+- Each table entry goes when its module is collected (weakref.finalize), before CPython can reuse its address.
+- Replaces global module forward hooks (two Python calls per module call, ≈ ×1.02–1.05 per step, a second
+  firing of every hook and a UserWarning under torch.compile). GPUMEM_MODULE_PATHS=0 turns it off; so does a
+  Python whose frames the allocator cannot read (3.10, free-threaded builds): activations then fall back to
+  module classes from forward frames, and one notice says so.
 """
-import threading
+import ctypes
 import weakref
 
 MARK_MODULE_BEGIN, MARK_MODULE_END = 6, 7
@@ -36,83 +33,106 @@ def _root_label(module):
     return type(getattr(module, "_orig_mod", module)).__name__
 
 
-class ModulePaths:
-    def __init__(self, mark, is_compiling=lambda: False):
-        # mark(path_bytes, kind) writes one marker record
-        self._mark = mark
-        self._compiling = is_compiling
-        self._main = threading.get_ident()
-        self._open = []   # (module, path bytes) of the forwards running now, outermost first
-        self._paths = {}  # id(module) → (weak reference to it, path bytes)
-        self.marks = 0    # records written, for tests and the probe
+class PathTable:
+    """Paths of module objects. learn(obj, path bytes or None) tells the allocator; forget(address) takes an
+    entry back when its module is collected; is_module(obj) says what counts as a module."""
+
+    def __init__(self, learn, forget, is_module):
+        self._learn = learn
+        self._forget = forget
+        self._is_module = is_module
+        self._paths = {}  # id(module) → (weak reference, path bytes)
+        self.learned = 0  # modules named, for tests and the probe
+
+    def path(self, module):
+        entry = self._paths.get(id(module))
+        return entry[1] if entry is not None and entry[0]() is module else None
+
+    def resolve(self, chain):
+        """`chain`: the objects whose forwards run, outermost first. Names every module in it (and the tree of a
+        new root); says which are not modules."""
+        parent, parent_path = None, None
+        for obj in chain:
+            if not self._is_module(obj):
+                self._learn(obj, None)
+                continue
+            path = self.path(obj)
+            if path is None:
+                if parent is None:
+                    self._index(obj, None)
+                else:
+                    name = next((n for n, m in getattr(parent, "_modules", {}).items() if m is obj), None)
+                    self._index(obj, parent_path.decode("utf-8", "replace") + "." + (name or type(obj).__name__))
+                path = self.path(obj) or _root_label(obj).encode()
+            parent, parent_path = obj, path
+
+    def _index(self, module, prefix):
+        # module and everything under it; prefix is the module's own path (str), None for a root
+        for name, sub in module.named_modules():
+            if self.path(sub) is not None:
+                continue
+            rel = _clean(name)
+            full = prefix if not rel else (rel if prefix is None else prefix + "." + rel)
+            self._remember(sub, (full if full else _root_label(module)).encode("utf-8", "replace"))
 
     def _remember(self, module, path):
         key = id(module)
         try:
-            ref = weakref.ref(module, lambda _, k=key, paths=self._paths: paths.pop(k, None))
+            ref = weakref.ref(module)
+            weakref.finalize(module, self._gone, key)
         except TypeError:
-            return
+            return  # not weak-referenceable: never cached, named again each time
         self._paths[key] = (ref, path)
+        self._learn(module, path)
+        self.learned += 1
 
-    def _index(self, module, prefix):
-        # module and everything under it; prefix is the module's own path (str)
-        for name, sub in module.named_modules():
-            if id(sub) in self._paths and self._paths[id(sub)][0]() is sub:
-                continue
-            path = _clean(name)
-            full = prefix if not path else (path if prefix is None else prefix + "." + path)
-            self._remember(sub, (full if full else _root_label(module)).encode("utf-8", "replace"))
+    def _gone(self, key):
+        self._paths.pop(key, None)
+        try:
+            self._forget(key)
+        except Exception:  # interpreter shutdown: the library may be gone already
+            pass
 
-    def path_of(self, module):
-        entry = self._paths.get(id(module))
-        if entry is not None and entry[0]() is module:
-            return entry[1]
-        if not self._open:
-            self._index(module, None)
-        else:
-            parent, parent_path = self._open[-1]
-            name = next((n for n, m in getattr(parent, "_modules", {}).items() if m is module), None)
-            self._index(module, parent_path.decode("utf-8", "replace") + "." + (name or type(module).__name__))
-        entry = self._paths.get(id(module))
-        return entry[1] if entry is not None else _root_label(module).encode()
 
-    def pre(self, module, args):
-        if self._compiling() or threading.get_ident() != self._main:
+_RESOLVER = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.POINTER(ctypes.c_void_p), ctypes.c_int)
+_keep = []  # the ctypes callback must outlive every allocation
+
+
+def _calibrate(obj, lib):
+    # `obj` is this frame's first local: the allocator checks it finds it there (Note [First local]).
+    return lib.gpumem_modules_calibrate(id(obj))
+
+
+def install(torch, lib):
+    """Enables module marks on this thread (Note [Module paths from frames]). Returns the PathTable; None when the
+    library or torch offers no module paths (a stand-in library, a torch without nn); False when this Python's
+    frames cannot be read without the GIL."""
+    c = ctypes
+    for name, res, args in (("gpumem_modules_calibrate", c.c_int, [c.c_void_p]),
+                            ("gpumem_modules_enable", None, [_RESOLVER]),
+                            ("gpumem_modules_learn", None, [c.c_void_p, c.c_char_p]),
+                            ("gpumem_modules_forget", None, [c.c_void_p])):
+        fn = getattr(lib, name, None)
+        if fn is None:
             return None
-        path = self.path_of(module)
-        self._open.append((module, path))
-        self._mark(path, MARK_MODULE_BEGIN)
-        self.marks += 1
+        fn.restype, fn.argtypes = res, args
+    module_type = getattr(getattr(torch, "nn", None), "Module", None)
+    if module_type is None:
         return None
+    if not _calibrate(object(), lib):
+        return False
+    table = PathTable(lambda obj, path: lib.gpumem_modules_learn(id(obj), path),
+                      lambda key: lib.gpumem_modules_forget(key),
+                      lambda obj: isinstance(obj, module_type))
 
-    def post(self, module, args, output):
-        # returns None: a forward hook's return value would replace the module's output
-        if self._compiling() or threading.get_ident() != self._main:
-            return None
-        # pop back to this module (a forward that raised inside may have left inner ones open)
-        while self._open:
-            m, path = self._open.pop()
-            if m is module:
-                self._mark(path, MARK_MODULE_END)
-                self.marks += 1
-                break
-        return None
+    def resolve(selves, n):
+        try:
+            table.resolve([c.cast(selves[i], c.py_object).value for i in range(n)])
+        except Exception:  # never disturb the allocation; the chain is simply not named
+            pass
+        return 0
 
-
-def install(torch, mark):
-    """Registers the global hooks; returns the ModulePaths, or None where PyTorch has no global module hooks."""
-    mm = getattr(getattr(torch, "nn", None), "modules", None)
-    mm = getattr(mm, "module", None)
-    pre = getattr(mm, "register_module_forward_pre_hook", None)
-    post = getattr(mm, "register_module_forward_hook", None)
-    if not callable(pre) or not callable(post):
-        return None
-    compiler = getattr(torch, "compiler", None)
-    is_compiling = getattr(compiler, "is_compiling", None) or (lambda: False)
-    paths = ModulePaths(mark, is_compiling)
-    paths.handles = [pre(paths.pre)]  # RemovableHandles (the probe takes them off again)
-    try:
-        paths.handles.append(post(paths.post, always_call=True))
-    except TypeError:  # PyTorch before always_call
-        paths.handles.append(post(paths.post))
-    return paths
+    callback = _RESOLVER(resolve)
+    _keep.append(callback)
+    lib.gpumem_modules_enable(callback)
+    return table

@@ -6,7 +6,7 @@ process, so the cuDNN algorithms cudnn.benchmark picked and the machine's minute
 
 Blocks of steps alternate between configurations of the running instrumentation (interleaved, repeated):
   all           everything the mode does
-  -modules      the global module hooks taken off (Note [Module paths])
+  -modules      module marks off (Note [Module paths from frames])
   -tags         the optimizer's tag walk skipped (Note [Categories])
   -stacks       the context recorder off (no stack per allocation; the tracker stays)
   -python       modules, tags and stacks all off: the tracker's per-event cost alone
@@ -49,6 +49,7 @@ def main():
     ap.add_argument("--model", default="resnet18")
     ap.add_argument("--block", type=int, default=15)
     ap.add_argument("--repeats", type=int, default=5)
+    ap.add_argument("--blocks-only", action="store_true", help="also print p10 and min per configuration")
     a = ap.parse_args()
     if a.model == "resnet18":
         step = resnet18_step()
@@ -59,27 +60,25 @@ def main():
     for _ in range(20):
         step()
     torch.cuda.synchronize()
-    from gpumem import _markers, _observe
+    from gpumem import _markers, _modules, _observe
+    from gpumem._state import STATE
 
-    mm = torch.nn.modules.module
-    hooks = (dict(mm._global_forward_pre_hooks), dict(mm._global_forward_hooks),
-             dict(getattr(mm, "_global_forward_hooks_always_called", {})))
+    lib = STATE.native.lib
+    resolver = _modules._keep[0] if _modules._keep else None
     tracker = _observe._tracker
 
     def configure(name):
         off = {"all": (), "-modules": ("modules",), "-tags": ("tags",), "-stacks": ("stacks",),
                "-python": ("modules", "tags", "stacks")}[name]
-        mm._global_forward_pre_hooks.clear()
-        mm._global_forward_hooks.clear()
-        if "modules" not in off:
-            mm._global_forward_pre_hooks.update(hooks[0])
-            mm._global_forward_hooks.update(hooks[1])
+        if resolver is not None:
+            lib.gpumem_modules_enable(_modules._RESOLVER() if "modules" in off else resolver)
         _markers._walk_failed = "tags" in off
         if tracker is not None:
             tracker.record("stacks" not in off, 0, 1, 1, [])
 
     names = ["all", "-modules", "-tags", "-stacks", "-python"]
     times = {n: [] for n in names}
+    every = {n: [] for n in names}
     for r in range(a.repeats):
         for n in (names[r % len(names):] + names[:r % len(names)]):
             configure(n)
@@ -93,12 +92,15 @@ def main():
                 torch.cuda.synchronize()
                 ts.append((time.perf_counter() - t0) * 1e3)
             times[n].append(statistics.median(ts))
+            every[n].extend(ts)
     configure("all")
     base = statistics.median(times["all"])
-    table = {n: {"ms": round(statistics.median(v), 3), "vs_all": round(statistics.median(v) / base, 4), "blocks": [round(x, 3) for x in v]}
+    p10 = {n: sorted(v)[len(v) // 10] for n, v in every.items()}
+    table = {n: {"ms": round(statistics.median(v), 3), "vs_all": round(statistics.median(v) / base, 4),
+                 "p10_ms": round(p10[n], 3), "p10_vs_all": round(p10[n] / p10["all"], 4), "blocks": [round(x, 3) for x in v]}
              for n, v in times.items()}
     for n, t in table.items():
-        print("%-10s %.3f ms  ×%.4f of all   %s" % (n, t["ms"], t["vs_all"], t["blocks"]), flush=True)
+        print("%-10s median %.3f ms ×%.4f of all; p10 %.3f ms ×%.4f   %s" % (n, t["ms"], t["vs_all"], t["p10_ms"], t["p10_vs_all"], t["blocks"]), flush=True)
     print("RESULT " + json.dumps({"model": a.model, "tracker": tracker is not None, "parts": table}), flush=True)
 
 

@@ -8,6 +8,7 @@ from . import cuda  # noqa: E402
 from . import autograd  # noqa: E402
 from . import backends  # noqa: E402
 from . import profiler  # noqa: E402
+from . import nn  # noqa: E402
 
 if _os.environ.get("FAKE_TORCH_ACCELERATOR") != "none":  # torch.accelerator came with 2.6, its memory APIs with 2.8
     from . import accelerator  # noqa: E402,F401

@@ -1,0 +1,104 @@
+"""Module paths from frames (Note [Module paths from frames] in native/allocator/src/module_marks.h, Note [Module
+paths] in gpumem/_modules.py), end to end on the CPU: the real allocator (sim backend) under the bootstrap, a
+nested model of the stand-in torch.nn whose forwards allocate. The capture must hold, before each allocation,
+the MARK_MODULE_* marks that nest like the forwards around it, named by path; nothing is called per module call
+(no global hook is registered)."""
+import json
+import os
+import struct
+import sys
+import unittest
+
+import support
+
+sys.path.insert(0, str(support.PY_DIR))
+from gpumem import _format as F  # noqa: E402
+
+WORKLOAD = r"""
+import json, sys, torch
+from torch import nn
+
+class Attn(nn.Module):
+    def forward(self, n):
+        return torch.empty(n, device="cuda")                     # ATTN
+
+class MLP(nn.Module):
+    def forward(self, n):
+        helper = lambda: self                                    # `self` captured by a closure: a cell
+        return torch.empty(2 * n, device="cuda")                 # MLP
+
+class Block(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.attn = Attn()
+        self.mlp = MLP()
+    def forward(self, n):
+        return [self.attn(n), self.mlp(n)]
+
+class Head:                                                      # a forward(self) that is no module
+    def forward(self, n):
+        return torch.empty(n, device="cuda")                     # HEAD
+
+class GPT(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.h = nn.ModuleList([Block(), Block()])
+    def forward(self, n):
+        out = [b(n) for b in self.h]
+        loose = Attn()                                           # not registered under GPT
+        out.append(loose(n))
+        out.append(Head().forward(n))
+        return out
+
+model = GPT()
+keep = []
+for step in range(2):
+    keep.append(model(1 << 12))
+    keep.append(torch.empty(3 << 12, device="cuda"))             # LOSS: outside every module
+from gpumem._state import STATE
+print(json.dumps({"stacks": STATE.native.stack_info()}))
+"""
+
+
+class ModulePathsFromFramesTest(unittest.TestCase):
+    def test_marks_nest_like_the_forwards_around_each_allocation(self):
+        so = support.real_so_or_skip(self)
+        run = support.run_script(WORKLOAD, so=so, env={"GPUMEM_BACKEND": "sim"})
+        self.assertEqual(run.code, 0, run.err)
+        header, recs = support.read_capture(run.capture())
+        strings, events = {}, []
+        for t, p in recs:
+            if t == F.REC_STRING:
+                sid, n = struct.unpack_from("<II", p)
+                strings[sid] = p[8:8 + n].decode()
+            elif t == F.REC_MARKER:
+                _t, name, kind = struct.unpack_from("<QII", p)
+                if kind in (F.MARK_MODULE_BEGIN, F.MARK_MODULE_END):
+                    events.append(("B" if kind == F.MARK_MODULE_BEGIN else "E", strings[name]))
+            elif t == F.REC_ALLOC:
+                events.append(("alloc", F.BlockEvent.unpack_dict(p)["size"]))
+        # Each allocation with the modules open around it, as the marks before it leave them.
+        opened, seen = [], []
+        for e in events:
+            if e[0] == "B":
+                opened.append(e[1])
+            elif e[0] == "E":
+                self.assertEqual(opened[-1], e[1], "ends nest like calls: %r" % events)
+                opened.pop()
+            else:
+                seen.append((e[1], tuple(opened)))
+        n = 1 << 12
+        attn, mlp, loss = n, 2 * n, 3 * n  # the stand-in's torch.empty(n) takes n bytes
+        # ModuleList is iterated, never called: `h` has no forward of its own, so no mark; the loose Attn is named
+        # under its caller; Head.forward is no module's (its allocation counts under GPT).
+        one_step = [(attn, ("GPT", "h.0", "h.0.attn")), (mlp, ("GPT", "h.0", "h.0.mlp")),
+                    (attn, ("GPT", "h.1", "h.1.attn")), (mlp, ("GPT", "h.1", "h.1.mlp")),
+                    (attn, ("GPT", "GPT.Attn")), (attn, ("GPT",)), (loss, ())]
+        self.assertEqual(seen, one_step * 2)
+        self.assertEqual(opened, [])  # the loss allocation closed every module
+        stacks = json.loads(run.out.strip().splitlines()[-1])["stacks"]
+        self.assertEqual(stacks["mismatches"], 0)
+
+
+if __name__ == "__main__":
+    unittest.main()
