@@ -3,7 +3,7 @@
 autocast; ResNet-50 with SGD+momentum and bf16 autocast; 10 steps each) under `gpumem run`, then
 `gpumem summary --json` of each capture, compared with what the workload measured from PyTorch objects.
 
-    python3 test/gpu/categories_check.py [--node PATH] [--out DIR] [--models gpt2 resnet50] [--steps 10]
+    python3 test/gpu/categories_check.py [--node PATH] [--out DIR] [--models gpt2 resnet50] [--steps 10] [--allocator lens|pytorch]
 
 PASS when, for each model:
 - at every step end: parameters, gradients and optimizer state equal the workload's Σ round512(numel·element_size)
@@ -38,7 +38,7 @@ MiB = 1 << 20
 def run_model(a, model):
     env = dict(os.environ, PYTHONPATH=os.path.join(ROOT, "native", "python"), PYTHONUNBUFFERED="1")
     session_root = os.path.join(a.out, model)
-    run = subprocess.run([sys.executable, "-m", "gpumem", "run", "--allocator", "lens", "--allocator-so", os.path.join(ROOT, "dist", "native", "libgpumem_allocator.so"),
+    run = subprocess.run([sys.executable, "-m", "gpumem", "run", "--allocator", a.allocator, "--allocator-so", os.path.join(ROOT, "dist", "native", "libgpumem_allocator.so"),
                           "--out", session_root, "--", sys.executable, os.path.join(ROOT, "test", "gpu", "workloads", "categories_train.py"),
                           "--model", model, "--steps", str(a.steps)], capture_output=True, text=True, env=env)
     if run.returncode != 0:
@@ -146,6 +146,8 @@ def main():
     ap.add_argument("--out", default=os.environ.get("OUT", "/tmp/gpumem-categories"))
     ap.add_argument("--models", nargs="+", default=["gpt2", "resnet50"])
     ap.add_argument("--steps", type=int, default=10)
+    ap.add_argument("--allocator", default="lens", choices=("lens", "pytorch"),
+                    help="which allocator tracks the workload (issue 25: the PyTorch-allocator mode must give the same)")
     a = ap.parse_args()
     os.makedirs(a.out, exist_ok=True)
     report, all_ok = {}, True

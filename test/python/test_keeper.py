@@ -58,6 +58,28 @@ class KeeperTest(unittest.TestCase):
                                "steps (2.00 KiB); stores them at script.py:%d: history.append(loss)"
                          % support.line_of(run.script, "# KEEP"))
 
+    def test_the_heap_scan_wakes_no_deprecated_attribute(self):
+        # A library object whose __class__ lookup warns (torch.distributed.reduce_op in torch 2.11 did, on the
+        # user's stderr, during the keeper's scan of the heap): the scan must read types, not attributes.
+        run = support.run_script(HEAD + """
+    import warnings
+    class Deprecated:
+        def __getattribute__(self, name):
+            if name == "__class__":
+                warnings.warn("reduce_op is deprecated", FutureWarning)
+            return object.__getattribute__(self, name)
+    old = Deprecated()
+    history = []
+    for step in range(8):
+        loss = torch._fake_op(512, w, saved_bytes=8192)
+        history.append(loss)
+        loss.backward()
+        opt.step()
+        """)
+        self.assertEqual(run.code, 0, run.err)
+        self.assertEqual(len(keepers(run)), 1, run.err)  # the scan ran
+        self.assertNotIn("deprecated", run.err)
+
     def test_graphs_kept_without_backward_count_their_saved_activations(self):
         # An evaluation loop that keeps outputs with graphs: the activations stay saved, and count.
         run = support.run_script(HEAD + """

@@ -58,6 +58,13 @@ _CONTAINERS = (list, tuple, dict, set, frozenset)
 _OURS = os.path.dirname(os.path.abspath(__file__))
 
 
+
+def _is(obj, types_):
+    """isinstance by the object's real type. isinstance reads obj.__class__ when the type differs, and the heap
+    holds library objects whose attribute lookups warn (torch.distributed.reduce_op in torch 2.11 did, on the
+    user's stderr): the keeper's scans must not wake them."""
+    return issubclass(type(obj), types_)
+
 def _env_ms():
     try:
         return max(1.0, float(os.environ.get("GPUMEM_KEEPER_MS", "200")))
@@ -182,7 +189,7 @@ class KeeperWatch:
         try:
             for i, o in enumerate(objs):
                 try:  # a proxy whose __class__ or a tensor subclass whose grad_fn raises is not a candidate
-                    if isinstance(o, T) and getattr(o, "grad_fn", None) is not None and _device(o) >= 0:
+                    if _is(o, T) and getattr(o, "grad_fn", None) is not None and _device(o) >= 0:
                         out.append(weakref.ref(o))
                 except Exception:
                     pass
@@ -228,11 +235,11 @@ def sentence(k):
 def _members(container, ids, limit=1 << 20):
     """The kept tensors (ids: id → tensor) a container holds, directly or one level down (a dict/tuple/list per
     step); at most `limit` members are looked at."""
-    if isinstance(container, types.FrameType):
+    if _is(container, types.FrameType):
         values = list(container.f_locals.values())
-    elif isinstance(container, dict):
+    elif _is(container, dict):
         values = container.values()
-    elif isinstance(container, _CONTAINERS) or type(container).__name__ == "deque":
+    elif _is(container, _CONTAINERS) or type(container).__name__ == "deque":
         values = container
     else:
         values = list(getattr(container, "__dict__", {}).values())
@@ -242,8 +249,8 @@ def _members(container, ids, limit=1 << 20):
             break
         if id(v) in ids:
             out.append(v)
-        elif isinstance(v, (dict, tuple, list)):
-            for x in (v.values() if isinstance(v, dict) else v):
+        elif _is(v, (dict, tuple, list)):
+            for x in (v.values() if _is(v, dict) else v):
                 if id(x) in ids:
                     out.append(x)
     return out
@@ -267,14 +274,14 @@ def _holders(alive, budget, ours=()):
         for r in refs:
             if id(r) in skip or r is refs:
                 continue
-            if isinstance(r, types.FrameType):
+            if _is(r, types.FrameType):
                 if r.f_globals.get("__name__", "").startswith("gpumem"):
                     continue
                 add(r, [v for v in r.f_locals.values() if id(v) in ids])
                 continue
-            if isinstance(r, dict):
+            if _is(r, dict):
                 members = [v for v in r.values() if id(v) in ids]
-            elif isinstance(r, _CONTAINERS) or hasattr(r, "__iter__") and type(r).__name__ == "deque":
+            elif _is(r, _CONTAINERS) or type(r).__name__ == "deque" and hasattr(r, "__iter__"):
                 members = [v for v in r if id(v) in ids]
             else:
                 members = [v for v in getattr(r, "__dict__", {}).values() if id(v) in ids]
@@ -285,20 +292,20 @@ def _holders(alive, budget, ours=()):
         del refs
     # A small dict/tuple per kept tensor (history.append({"loss": loss})) climbs to the list, dict, set or deque
     # that holds two or more of those.
-    small = [(k, c, ts) for k, (c, ts) in out.items() if isinstance(c, (dict, tuple)) and len(ts) == 1]
+    small = [(k, c, ts) for k, (c, ts) in out.items() if _is(c, (dict, tuple)) and len(ts) == 1]
     if len(small) >= 2:  # one traversal, whatever the budget says: without it the container is unnamed
         uppers = {}
         by_id = {id(c): key for key, c, _ in small}
         refs = gc.get_referrers(*[c for _, c, _ in small])  # one heap traversal for all of them
         try:
             for r in refs:
-                if id(r) in skip or r is out or r is small or r is refs or isinstance(r, (tuple, types.FrameType)):
+                if id(r) in skip or r is out or r is small or r is refs or _is(r, (tuple, types.FrameType)):
                     continue
-                if isinstance(r, dict) and "__builtins__" in r:
+                if _is(r, dict) and "__builtins__" in r:
                     continue  # a module's globals: the name is found from the stack
-                if isinstance(r, dict):
+                if _is(r, dict):
                     members = r.values()
-                elif isinstance(r, (list, set)) or type(r).__name__ == "deque":
+                elif _is(r, (list, set)) or type(r).__name__ == "deque":
                     members = r
                 else:
                     continue
@@ -332,10 +339,10 @@ def _user_frames(frame):
 def _name(container, frame, budget):
     """{"container": "history", "file", "line", "code", "how", "scope"} from the stack at the step end, or from
     the module globals, or the container's type alone."""
-    if isinstance(container, types.FrameType):  # a frame variable keeps a tensor itself (prev = loss)
+    if _is(container, types.FrameType):  # a frame variable keeps a tensor itself (prev = loss)
         T = _tensor_type()
         names = [n for n, v in list(container.f_locals.items())
-                 if T is not None and isinstance(v, T) and getattr(v, "grad_fn", None) is not None]
+                 if T is not None and _is(v, T) and getattr(v, "grad_fn", None) is not None]
         return _site(container, names[0] if names else "", container.f_globals is container.f_locals)
     for f in _user_frames(frame):
         local = f.f_locals
@@ -344,7 +351,7 @@ def _name(container, frame, budget):
             if v is container:
                 return _site(f, name, module_level)
             d = getattr(v, "__dict__", None)
-            if isinstance(d, dict) and not isinstance(v, (types.ModuleType, type)):
+            if _is(d, dict) and not _is(v, (types.ModuleType, type)):
                 for attr, av in list(d.items()):
                     if av is container:
                         return _site(f, "%s.%s" % (name, attr), module_level)
@@ -356,7 +363,7 @@ def _name(container, frame, budget):
             break
     for mod in list(sys.modules.values()):
         d = getattr(mod, "__dict__", None)
-        if not isinstance(d, dict):
+        if not _is(d, dict):
             continue
         for name, v in list(d.items()):
             if v is container:
@@ -381,9 +388,9 @@ def _site(frame, name, module_level):
 
 
 def _expr(node):
-    if isinstance(node, ast.Name):
+    if _is(node, ast.Name):
         return node.id
-    if isinstance(node, ast.Attribute):
+    if _is(node, ast.Attribute):
         inner = _expr(node.value)
         return inner + "." + node.attr if inner else None
     return None
@@ -413,21 +420,21 @@ def _find_site(path, span, name, current=None):
         return None
     stores, assigns, loops = [], [], []
     for node in ast.walk(tree):
-        if current and isinstance(node, (ast.For, ast.While, ast.AsyncFor)) and \
+        if current and _is(node, (ast.For, ast.While, ast.AsyncFor)) and \
                 node.lineno <= current <= getattr(node, "end_lineno", node.lineno):
             loops.append((node.end_lineno - node.lineno, node.lineno, node.end_lineno))
         ln = getattr(node, "lineno", None)
         if ln is None or (span and not span[0] <= ln <= span[1]):
             continue
-        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in MUTATORS \
+        if _is(node, ast.Call) and _is(node.func, ast.Attribute) and node.func.attr in MUTATORS \
                 and _matches(node.func.value, name):
             stores.append((ln, node))
-        elif isinstance(node, ast.AugAssign) and _matches(node.target, name):
+        elif _is(node, ast.AugAssign) and _matches(node.target, name):
             stores.append((ln, node))
-        elif isinstance(node, (ast.Assign, ast.AnnAssign)):
-            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+        elif _is(node, (ast.Assign, ast.AnnAssign)):
+            targets = node.targets if _is(node, ast.Assign) else [node.target]
             for t in targets:
-                if isinstance(t, ast.Subscript) and _matches(t.value, name):
+                if _is(t, ast.Subscript) and _matches(t.value, name):
                     stores.append((ln, node))
                 elif _matches(t, name):
                     assigns.append((ln, node))
@@ -469,7 +476,7 @@ def _held_bytes(held, budget, max_nodes=20000, max_addrs=16):
             complete = False
             break
         var = getattr(node, "variable", None)  # AccumulateGrad: a parameter
-        if var is not None and T is not None and isinstance(var, T):
+        if var is not None and T is not None and _is(var, T):
             params.add(_storage(var)[0])
         names = saved_names.get(type(node))
         if names is None:
@@ -479,8 +486,8 @@ def _held_bytes(held, budget, max_nodes=20000, max_addrs=16):
                 v = getattr(node, a)
             except Exception:  # freed by backward()
                 continue
-            for x in (v if isinstance(v, (tuple, list)) else (v,)):
-                if T is not None and isinstance(x, T) and _device(x) >= 0 and not (
+            for x in (v if _is(v, (tuple, list)) else (v,)):
+                if T is not None and _is(x, T) and _device(x) >= 0 and not (
                         getattr(x, "grad_fn", None) is None and getattr(x, "requires_grad", False)):  # a leaf: a parameter
                     base, n = _storage(x)
                     if base:
