@@ -64,9 +64,8 @@ class KeeperTest(unittest.TestCase):
         run = support.run_script(HEAD + """
     import warnings
     class Deprecated:
-        def __getattribute__(self, name):
-            if name == "__class__":
-                warnings.warn("reduce_op is deprecated", FutureWarning)
+        def __getattribute__(self, name):  # like torch.distributed.reduce_op: every attribute warns
+            warnings.warn("reduce_op is deprecated", FutureWarning)
             return object.__getattribute__(self, name)
     old = Deprecated()
     history = []

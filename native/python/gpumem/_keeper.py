@@ -65,6 +65,14 @@ def _is(obj, types_):
     user's stderr): the keeper's scans must not wake them."""
     return issubclass(type(obj), types_)
 
+
+def _dict_of(obj):
+    """obj.__dict__ without the object's own attribute hooks (the same reason as _is)."""
+    try:
+        return object.__getattribute__(obj, "__dict__")
+    except Exception:
+        return None
+
 def _env_ms():
     try:
         return max(1.0, float(os.environ.get("GPUMEM_KEEPER_MS", "200")))
@@ -284,7 +292,7 @@ def _holders(alive, budget, ours=()):
             elif _is(r, _CONTAINERS) or type(r).__name__ == "deque" and hasattr(r, "__iter__"):
                 members = [v for v in r if id(v) in ids]
             else:
-                members = [v for v in getattr(r, "__dict__", {}).values() if id(v) in ids]
+                members = [v for v in (_dict_of(r) or {}).values() if id(v) in ids]
             if not members:
                 continue
             add(r, members)
@@ -350,8 +358,8 @@ def _name(container, frame, budget):
         for name, v in list(local.items()):
             if v is container:
                 return _site(f, name, module_level)
-            d = getattr(v, "__dict__", None)
-            if _is(d, dict) and not _is(v, (types.ModuleType, type)):
+            d = None if _is(v, (types.ModuleType, type)) else _dict_of(v)
+            if _is(d, dict):
                 for attr, av in list(d.items()):
                     if av is container:
                         return _site(f, "%s.%s" % (name, attr), module_level)
