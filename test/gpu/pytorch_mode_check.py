@@ -18,6 +18,12 @@ test/gpu/workloads/pytorch_mode/):
  7 oom            an OOM writes REC_OOM followed by a state record (reason OOM)
  8 overhead       GPT-2 small and ResNet-50 step ratios vs native and vs history-only (PyTorch's
                   _record_memory_history(stacks="python")); target: observed ≤ history + 1 %
+10 features       issue 25: under the default `gpumem run` (auto), a MemPool, _set_memory_metadata with the user's
+                  own history, an out-of-memory observer and memory_stats() (Lightning's DeviceStatsMonitor) give
+                  the same facts as natively
+11 compile-stderr issue 25/26: a torch.compile script (default and reduce-overhead, a module with its own hook)
+                  natively and under the default `gpumem run`: stderr equal line by line besides gpumem's own
+                  lines, outputs identical, the user's hook called as often
  9 attribution    issue 25: the leaky convnet, the cudnn.benchmark ResNet-18 and the reduce-overhead MLP under
                   `--allocator pytorch` and `--allocator lens`; `gpumem summary --json` of each: top lines at the
                   peak compared line by line (within 1 % of the peak), `<no user frame>` ≤ 1 % of the peak in the
@@ -236,19 +242,28 @@ def check_graphs(out):
 
 
 def check_benchmark(out, rounds):
-    ratios, nat, trk, last = [], [], [], None
+    """Target (issue 25): ×1.05 of native. The lent machines' minute-to-minute noise is ±15 % on these 13 ms steps,
+    so each round runs native and tracked back to back (order alternating) and the ratio is taken per round, of
+    medians and of 10th percentiles (steps without interference); the verdict is on the p10 ratio's median."""
+    ratios, p10s, nat, trk, last = [], [], [], [], None
     for r in range(rounds):
-        n = result_of(native(["resnet_benchmark.py", "60"]))
-        t = tracked(os.path.join(out, "bench-%d" % r), ["resnet_benchmark.py", "60"])
-        last = t
-        rt = result_of(t)
-        nat.append(n["median_ms"])
-        trk.append(rt["median_ms"])
+        pair = {}
+        for which in (("native", "tracked") if r % 2 == 0 else ("tracked", "native")):
+            if which == "native":
+                pair[which] = result_of(native(["resnet_benchmark.py", "60"]))
+            else:
+                last = tracked(os.path.join(out, "bench-%d" % r), ["resnet_benchmark.py", "60"])
+                pair[which] = result_of(last)
+        n, rt = pair["native"], pair["tracked"]
+        nat.append([round(n["median_ms"], 3), round(n["p10_ms"], 3)])
+        trk.append([round(rt["median_ms"], 3), round(rt["p10_ms"], 3)])
         ratios.append(rt["median_ms"] / n["median_ms"])
-    ratio = statistics.median(ratios)
-    ok = rt["benchmark"] is True and rt["mode"] == "pytorch" and ratio <= 1.02
+        p10s.append(rt["p10_ms"] / n["p10_ms"])
+    ratio, ratio_p10 = statistics.median(ratios), statistics.median(p10s)
+    ok = rt["benchmark"] is True and rt["mode"] == "pytorch" and ratio_p10 <= 1.05
     emit("benchmark", "PASS" if ok else "FAIL", benchmark_on=rt["benchmark"], mode_line=mode_line(last.stderr),
-         native_ms=nat, tracked_ms=trk, ratio_median=round(ratio, 4))
+         native_ms_median_p10=nat, tracked_ms_median_p10=trk, ratio_median=round(ratio, 4), ratio_p10=round(ratio_p10, 4),
+         ratios=[round(x, 4) for x in ratios], ratios_p10=[round(x, 4) for x in p10s])
 
 
 def check_expandable_exact_empty_oom(out):
@@ -422,6 +437,48 @@ def check_attribution(out, only=None):
     emit("attribution", "PASS" if ok_all else "FAIL", **rows)
 
 
+def check_features(out):
+    rn = result_of(native(["pytorch_features.py"]))
+    t = tracked(os.path.join(out, "features"), ["pytorch_features.py"])
+    rt = result_of(t)
+    differ = {k: [rn.get(k), rt.get(k)] for k in set(rn) | set(rt) if k != "mode" and rn.get(k) != rt.get(k)}
+    ok = not differ and rt["mode"] == "pytorch" and rn.get("oom_observer_calls", 0) >= 1 and rn["pool_segments"] >= 1
+    emit("features", "PASS" if ok else "FAIL", native=rn, tracked=rt, differ=differ, mode_line=mode_line(t.stderr))
+
+
+def _user_lines(stderr):
+    return [l for l in stderr.splitlines() if not l.startswith("gpumem:")]
+
+
+def check_compile_stderr(out):
+    import torch
+
+    ref, mine = os.path.join(out, "cs-native.pt"), os.path.join(out, "cs-tracked.pt")
+
+    def fresh_caches(name):
+        # Each run compiles from nothing: with inductor's and Triton's caches warm from the other run, the second
+        # one skips compile_fx (no TF32 warning, no autotuning allocations) and the diff would compare two runs
+        # that did different work.
+        d = os.path.join(out, "inductor-cache-" + name)
+        return {"TORCHINDUCTOR_CACHE_DIR": d, "TRITON_CACHE_DIR": os.path.join(d, "triton")}
+
+    n = native(["compile_stderr.py", ref], env=fresh_caches("native"), timeout=400)
+    t = tracked(os.path.join(out, "cs"), ["compile_stderr.py", mine], env=fresh_caches("tracked"), timeout=400)
+    rn, rt = result_of(n), result_of(t)
+    a, b = torch.load(ref), torch.load(mine)
+    identical = len(a) == len(b) and all(torch.equal(x, y) for x, y in zip(a, b))
+    en, et = _user_lines(n.stderr), _user_lines(t.stderr)
+    import difflib
+
+    diff = list(difflib.unified_diff(en, et, "native", "gpumem run", lineterm="", n=0))
+    ok = identical and not diff and rn["hook_calls"] == rt["hook_calls"] and rt["mode"] == "pytorch" and \
+        rn["max_allocated"] == rt["max_allocated"]
+    emit("compile-stderr", "PASS" if ok else "FAIL", outputs_identical=identical, stderr_diff=diff[:40],
+         max_allocated=[rn["max_allocated"], rt["max_allocated"]], facts_native=rn, facts_tracked=rt,
+         native_stderr_lines=len(en), tracked_stderr_lines=len(et), hook_calls=[rn["hook_calls"], rt["hook_calls"]],
+         gpumem_lines=[l for l in t.stderr.splitlines() if l.startswith("gpumem:")][:6])
+
+
 def check_overhead(out, rounds):
     per = {"native": [], "history": [], "observed": []}
     for r in range(rounds):
@@ -454,6 +511,8 @@ def main():
     faulthandler.dump_traceback_later(a.watchdog, exit=True)
     items = [("graphs", lambda: check_graphs(a.out)),  # first: builds the observer once (its 25 s are not timed)
              ("attribution", lambda: check_attribution(a.out, a.workloads)),
+             ("features", lambda: check_features(a.out)),
+             ("compile-stderr", lambda: check_compile_stderr(a.out)),
              ("expandable", lambda: check_expandable_exact_empty_oom(a.out)),
              ("async", lambda: check_async(a.out)),
              ("benchmark", lambda: check_benchmark(a.out, a.rounds)),

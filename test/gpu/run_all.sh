@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Every GPU check in one device call (device time is scarce). Build here first, then carry dist/native:
 #   make -C native/allocator && <device run, carry dist/native> bash test/gpu/run_all.sh [stage…]
-# Stages: env allocator workload sanitizer stacks micro steps frag probes varlen leaks pytorch-tests summaries categories what-if resnet-overhead long-run advice pytorch-mode ranks-2gpu (default: env allocator stacks workload sanitizer).
+# Stages: env allocator workload sanitizer stacks micro steps frag probes varlen leaks pytorch-tests summaries categories what-if resnet-overhead long-run advice pytorch-mode pytorch-mode-cost ranks-2gpu (default: env allocator stacks workload sanitizer).
 # Each of micro, steps and frag is one part of test/gpu/bench_allocator.py; "bench" runs all three.
 # Results land under $OUT (logs + JSON), one file per stage, so they come back with the call.
 set -u
@@ -82,9 +82,15 @@ for s in "${stages[@]}"; do
     # Issue 18: gpumem advise's checkpoint, batch-size and allocator-policy advice applied natively; measured
     # peaks against the predictions (10 %). Needs dist/cli.js and Node (GPUMEM_NODE). Ends with PASS advice.
     advice) run_stage advice 560 python3 test/gpu/advice_check.py --out "$OUT/advice" ;;
-    # Issue 15: the PyTorch-allocator mode under `gpumem run` (auto) against native runs; needs g++ for the
-    # observer's first build, and Node + dist/cli.js (GPUMEM_NODE) for the summaries. JSON: $OUT/pytorch-mode/.
-    pytorch-mode) run_stage pytorch-mode 420 python3 test/gpu/pytorch_mode_check.py --out "$OUT/pytorch-mode" ;;
+    # Issues 15 and 25: the PyTorch-allocator mode under `gpumem run` (auto) against native runs and against the lens
+    # mode (attribution line by line); needs g++ for the observer's first build, and Node + dist/cli.js
+    # (GPUMEM_NODE) for the summaries. JSON: $OUT/pytorch-mode/. Its cost is the next stage (one call each).
+    pytorch-mode) run_stage pytorch-mode 580 python3 test/gpu/pytorch_mode_check.py --out "$OUT/pytorch-mode" --watchdog 560 \
+        --only graphs attribution features compile-stderr expandable async ;;
+    # Issue 25: the mode's step time: cudnn.benchmark ResNet-18 vs native (target ×1.05), GPT-2 small and ResNet-50
+    # vs PyTorch's own history (target history + 1 %); interleaved rounds. JSON: $OUT/pytorch-mode-cost/.
+    pytorch-mode-cost) run_stage pytorch-mode-cost 580 python3 test/gpu/pytorch_mode_check.py --out "$OUT/pytorch-mode-cost" \
+        --watchdog 560 --only benchmark overhead --rounds ${ROUNDS:-4} ;;
     # Issue 16 on the 2-GPU machine (nvidia-h100-x2): torchrun DDP (NCCL, a rank per GPU) under gpumem run; gpumem
     # summary of the session folder shows both ranks, each peak equal to the rank's own max_memory_allocated, rank
     # 1's extra 512 MiB flagged. Needs dist/cli.js and Node (GPUMEM_NODE). Ends with SUMMARY {"failed": []}.
