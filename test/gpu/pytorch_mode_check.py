@@ -102,10 +102,13 @@ def mode_line(stderr):
 
 
 def capture_in(out):
-    caps = sorted(glob.glob(os.path.join(out, "*", "capture-*.gpumem")))
+    """The workload's own capture: under torch.compile, inductor's compile workers initialise CUDA too and leave a
+    capture of a header and a device each, so the largest capture of the latest session is the workload's."""
+    sessions = sorted(glob.glob(os.path.join(out, "*")))
+    caps = glob.glob(os.path.join(sessions[-1], "capture-*.gpumem")) if sessions else []
     if not caps:
         raise AssertionError("no capture under %s" % out)
-    return caps[-1]
+    return max(caps, key=os.path.getsize)
 
 
 # ---- reading a capture (the format's own Python mirror, independent of the addon) -------------------------

@@ -39,7 +39,8 @@ class Opt:
 class TagWalkTest(unittest.TestCase):
     def setUp(self):
         self.calls = []
-        self.walk = TagWalk(lambda addr, nbytes, cat, dev: self.calls.append((cat, addr, nbytes, dev)))
+        # Every walk a full one here; LightWalkTest covers the walks that look at gradients only.
+        self.walk = TagWalk(lambda addr, nbytes, cat, dev: self.calls.append((cat, addr, nbytes, dev)), full_every=1)
 
     def take(self):
         out, self.calls = self.calls, []
@@ -76,6 +77,27 @@ class TagWalkTest(unittest.TestCase):
         self.assertIsNone(gone(), "a gradient the user dropped is not kept by the walk")
         self.assertEqual(len(self.walk._seen), 1, "only the live parameter is remembered")
         self.assertEqual(self.walk.tagged, 51)
+
+
+
+class LightWalkTest(unittest.TestCase):
+    def test_gradients_every_walk_parameters_and_state_at_full_walks(self):
+        calls = []
+        walk = TagWalk(lambda addr, nbytes, cat, dev: calls.append((cat, addr)), full_every=4)
+        w = T(0x1000, 256)
+        opt = Opt([w])
+        opt.state[w] = {"exp_avg": T(0x5000, 256)}
+        grads = []
+        for step in range(12):
+            w.grad = T(0x3000 + step, 256)  # a new gradient each step
+            grads.append(w.grad)
+            if step == 5:
+                w.ptr = 0x7000  # the parameter moves (p.data = ...) between full walks
+            walk.walk(opt)
+        got = [(c, a) for c, a in calls if c != TAG_GRADIENT]
+        # Walks 0-2 are full (FULL_FIRST), then every 4th: 4 and 8. The moved parameter is tagged at walk 8.
+        self.assertEqual(got, [(TAG_PARAMETER, 0x1000), (TAG_OPTIMIZER_STATE, 0x5000), (TAG_PARAMETER, 0x7000)])
+        self.assertEqual([a for c, a in calls if c == TAG_GRADIENT], [0x3000 + i for i in range(12)])
 
 
 if __name__ == "__main__":

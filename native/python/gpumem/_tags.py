@@ -17,14 +17,35 @@ from ._format import TAG_GRADIENT, TAG_OPTIMIZER_STATE, TAG_PARAMETER
 
 
 class TagWalk:
-    def __init__(self, tag):
+    """Note [Light walks]: parameters and optimizer state keep their storages from step to step (they are updated in
+    place); gradients are new allocations at every step under zero_grad(set_to_none=True). So every walk looks at
+    the gradients, and the parameters and state only at the first FULL_FIRST walks of an optimizer and every
+    full_every-th after: a tag applies to its allocation for its whole life, before the tag too, so a parameter
+    that moves to a new storage (`p.data = …`) is still categorised, unless that storage is freed again before the
+    next full walk. On GPT-2 small with AdamW this checks 148 tensors a step instead of 592 (≈ 0.3 ms of a 69 ms
+    step, on an H100)."""
+
+    FULL_FIRST = 3
+
+    def __init__(self, tag, full_every=16):
         # tag(addr, nbytes, category, device) writes the record; returns nothing
         self._tag = tag
         self._seen = {}  # id(tensor) → (weakref to it, data_ptr when tagged)
+        self._walks = {}  # id(optimizer) → walks so far (a dead optimizer's id may be reused: a full walk then)
+        self.full_every = max(1, int(full_every))
         self.tagged = 0  # records written, for tests and the probe
 
     def walk(self, optimizer):
         see = self._see
+        n = self._walks.get(id(optimizer), 0)
+        self._walks[id(optimizer)] = n + 1
+        if n >= self.FULL_FIRST and n % self.full_every:
+            for group in optimizer.param_groups:
+                for p in group["params"]:
+                    g = p.grad
+                    if g is not None:
+                        see(g, TAG_GRADIENT)
+            return
         for group in optimizer.param_groups:
             for p in group["params"]:
                 see(p, TAG_PARAMETER)
