@@ -145,7 +145,9 @@ class ObserverBuildWatchdog(unittest.TestCase):
         first = subprocess.run([sys.executable, "-m", "gpumem", "build-observer", "--json"], env=env, capture_output=True,
                                text=True, timeout=60)
         self.assertEqual(first.returncode, 0, first.stderr)
-        r = json.loads(first.stdout)
+        start, end = [json.loads(line) for line in first.stdout.splitlines()]
+        self.assertEqual((start["building"], start["torch"]), (True, "9.9.9+standin"))  # said before the build
+        r = end
         self.assertEqual((r["built"], r["already"], r["torch"]), (True, False, "9.9.9+standin"))
         self.assertEqual(r["folder"], self.folder(env))
         with open(os.path.join(r["folder"], "calls.log")) as f:

@@ -98,9 +98,10 @@ def _control_cmd(name, argv):
 
 def _build_observer(argv):
     """Builds the observer of PyTorch's allocator for this interpreter's torch, if it is not built yet
-    (Note [Observer build ahead] in gpumem/_observe.py). One line, or one JSON object with --json."""
+    (Note [Observer build ahead] in gpumem/_observe.py). One line, or with --json one JSON object per line:
+    {"building": true, …} when a build starts (so a caller can show progress only then), then the result."""
     p = argparse.ArgumentParser(prog="python3 -m gpumem build-observer")
-    p.add_argument("--json", action="store_true", help="print the result as one JSON object")
+    p.add_argument("--json", action="store_true", help="print JSON lines: a build's start, then the result")
     p.add_argument("--quiet", action="store_true", help="print nothing (exit status only)")
     args = p.parse_args(argv)
     try:
@@ -110,7 +111,14 @@ def _build_observer(argv):
     else:
         from . import _observe
 
-        result = _observe.prebuild(torch)
+        def started(event):
+            if args.json:
+                print(json.dumps(event), flush=True)
+            elif not args.quiet:
+                print("gpumem: building the observer for torch %s (once per torch version, about 30 s)" % event["torch"],
+                      flush=True)
+
+        result = _observe.prebuild(torch, started)
     if args.json:
         print(json.dumps(result))
     elif not args.quiet:

@@ -263,7 +263,7 @@ def _build_in_child(folder, name, timeout):
     return None
 
 
-def prebuild(torch):
+def prebuild(torch, on_start=None):
     """Note [Observer build ahead]: the tracker's first build takes ~25 s (one per torch version and
     OBSERVER_VERSION). A run must not wait for it where it can be done ahead: VS Code builds it in the
     background when the Python environment changes (with a progress notification), and both `gpumem run`
@@ -282,6 +282,8 @@ def prebuild(torch):
         os.makedirs(folder, exist_ok=True)
     except OSError as exc:
         return {"built": False, "already": False, "folder": folder, "torch": torch.__version__, "why": str(exc)}
+    if on_start is not None:
+        on_start({"building": True, "folder": folder, "torch": torch.__version__})
     t0 = time.time()
     why = _build_in_child(folder, name, _build_timeout())
     return {"built": why is None, "already": False, "folder": folder, "torch": torch.__version__, "why": why,
