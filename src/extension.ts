@@ -4,17 +4,17 @@
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import * as vscode from 'vscode';
-import { openModel } from './core/model/open';
-import type { LiveAction } from './core/protocol';
-import { WorkloadActions } from './glue/actions';
+import { openModel } from './core/base/model/open';
+import type { LiveAction } from './core/base/protocol';
+import { WorkloadActions } from './glue/runs/actions';
 import { AnnotationController, type AnnotationSource } from './glue/annotations/controller';
 import { registerOpenFrame } from './glue/annotations/openFrame';
-import { Launcher } from './glue/launcher';
+import { Launcher } from './glue/runs/launcher';
 import { LivePanel } from './glue/live/panel';
-import { notifyOom } from './glue/oom';
-import { notifyWriterFailure } from './glue/writerFailure';
-import { SessionManager, type OomEvent } from './glue/sessions';
-import { MemoryStatusBar } from './glue/statusBar';
+import { notifyOom } from './glue/runs/oom';
+import { notifyWriterFailure } from './glue/runs/writerFailure';
+import { SessionManager, type OomEvent } from './glue/runs/liveRuns';
+import { MemoryStatusBar } from './glue/runs/statusBar';
 import { registerSnapshotFeatures } from './glue/snapshot';
 
 export function activate(context: vscode.ExtensionContext): void {

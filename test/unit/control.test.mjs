@@ -1,4 +1,4 @@
-// src/core/control: the client against real Unix sockets (a scripted server here; the allocator's own
+// src/core/base/control: the client against real Unix sockets (a scripted server here; the allocator's own
 // server is exercised by control-allocator.test.mjs), and process discovery from proc files.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
@@ -6,7 +6,7 @@ import fs from 'node:fs';
 import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
-import { sendRequest, ping, emptyCache, snapshot, mark, ControlError, listProcesses, liveProcesses, isAlive, listSessions } from '../../src/core/control/index.ts';
+import { sendRequest, ping, emptyCache, snapshot, mark, ControlError, listProcesses, liveProcesses, isAlive, listSessions } from '../../src/core/base/control/index.ts';
 
 const tmp = (p) => fs.mkdtempSync(path.join(os.tmpdir(), p));
 

@@ -6,9 +6,9 @@ import assert from 'node:assert/strict';
 import path from 'node:path';
 import { test } from 'node:test';
 import { openModel, python, root } from './reader-support.mjs';
-import { formatBytes } from '../../src/core/format/bytes.ts';
-import { summaryDocument, summarizeFile } from '../../src/core/summary/index.ts';
-import { SnapshotSession } from '../../src/core/snapshot/session.ts';
+import { formatBytes } from '../../src/core/base/units/bytes.ts';
+import { summaryDocument, summarizeFile } from '../../src/core/analyses/summary/index.ts';
+import { SnapshotSession } from '../../src/core/views/snapshot/openedCapture.ts';
 
 const H200 = path.join(root, 'test/fixtures/h200-e2e-train.capture');
 const facts = python('capture_facts.py', H200);

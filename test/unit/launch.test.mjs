@@ -1,4 +1,4 @@
-// src/core/launch: session folders, the workload environment, command lines, interpreter lookup —
+// src/core/base/launch: session folders, the workload environment, command lines, interpreter lookup —
 // and that the environment it builds really switches the Python bootstrap on (a real python3 run).
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
@@ -10,7 +10,7 @@ import { fileURLToPath } from 'node:url';
 import {
   createSession, sessionSlug, buildWorkloadEnv, prependPath, buildCommand, expandLaunchTemplate,
   splitShellWords, shellQuote, toShellLine, findPython, installPaths,
-} from '../../src/core/launch/index.ts';
+} from '../../src/core/base/launch/index.ts';
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
 const tmp = (p) => fs.mkdtempSync(path.join(os.tmpdir(), p));

@@ -1,7 +1,7 @@
 // The live panel's message contract: the host acts only on well-formed webview messages.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { parseLiveHostMessage, parseLiveWebviewMessage } from '../../src/core/protocol/index.ts';
+import { parseLiveHostMessage, parseLiveWebviewMessage } from '../../src/core/base/protocol/index.ts';
 
 test('webview → host: accepted messages', () => {
   assert.deepEqual(parseLiveWebviewMessage({ type: 'ready', widthPx: 640.4 }), { type: 'ready', widthPx: 640 });
@@ -39,9 +39,9 @@ test('host → webview', () => {
   assert.equal(parseLiveHostMessage({ type: 'update' }), undefined);
 });
 
-// ---- one declaration per message: the schema tables (src/core/protocol/schema.ts, Note [Message schemas]) ----
+// ---- one declaration per message: the schema tables (src/core/base/protocol/schema.ts, Note [Message schemas]) ----
 
-import { liveHostMessages, liveWebviewMessages, parseSnapshotWebviewMessage, snapshotHostMessages, snapshotWebviewMessages } from '../../src/core/protocol/index.ts';
+import { liveHostMessages, liveWebviewMessages, parseSnapshotWebviewMessage, snapshotHostMessages, snapshotWebviewMessages } from '../../src/core/base/protocol/index.ts';
 import { receiveMessages } from '../../src/glue/webview/receive.ts';
 
 test('rejections name the panel, the direction, the message type and the field', () => {

@@ -5,7 +5,7 @@ import path from 'node:path';
 import { test } from 'node:test';
 import { openModel, root, tmpDir } from './reader-support.mjs';
 
-const { RanksSession } = await import('../../src/core/ranks/session.ts');
+const { RanksSession } = await import('../../src/core/views/ranks/rankSet.ts');
 const sim = path.join(root, 'test/fixtures/sim-captures');
 
 test('a folder without captures is an actionable error, not an empty view', async () => {

@@ -9,7 +9,7 @@ import path from 'node:path';
 import { test } from 'node:test';
 import { openModel, root, tmpDir } from './reader-support.mjs';
 
-const { LiveSession } = await import('../../src/core/session/index.ts');
+const { LiveSession } = await import('../../src/core/views/live/index.ts');
 
 const LIB = path.join(root, 'dist/native/libgpumem_allocator.so');
 const skip = fs.existsSync(LIB) ? false : `needs ${LIB} (make -C native/allocator)`;

@@ -1,16 +1,16 @@
-// The OOM notification's sentence (src/core/session/oom.ts), from a real OOM: PyTorch 2.11's
+// The OOM notification's sentence (src/core/views/live/oom.ts), from a real OOM: PyTorch 2.11's
 // mlp-oom.pickle read by the real reader; expected numbers decoded from the pickle by python3.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { formatBytes } from '../../src/core/format/bytes.ts';
-import { oomMessage } from '../../src/core/session/index.ts';
+import { formatBytes } from '../../src/core/base/units/bytes.ts';
+import { oomMessage } from '../../src/core/views/live/index.ts';
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
 process.env.GPUMEM_ADDON ||= path.join(ROOT, 'dist/native/gpumem_addon.node');
-const { openModel } = await import('../../src/core/model/open.ts');
+const { openModel } = await import('../../src/core/base/model/open.ts');
 const fixture = path.join(ROOT, 'test/fixtures/pytorch-snapshots/mlp-oom.pickle');
 
 test('a real OOM names the line, the request and the verdict with its numbers', () => {
@@ -51,7 +51,7 @@ test('fragmentation: the sentence gives the unallocated bytes and the largest fr
 
 test('the line named is the innermost user frame, not library code', async () => {
   // `user` as the reader marks frames (Note [User frames]; user-frames.test.mjs checks the reader's marks).
-  const { userFrame } = await import('../../src/core/session/index.ts');
+  const { userFrame } = await import('../../src/core/views/live/index.ts');
   const lib = { file: '/venv/lib/python3.11/site-packages/torch/nn/modules/linear.py', line: 125, name: 'forward', user: false };
   const std = { file: '/usr/lib/python3.11/contextlib.py', line: 81, name: 'inner', user: false };
   const user = { file: '/w/model.py', line: 12, name: 'forward', user: true };

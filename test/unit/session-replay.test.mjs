@@ -1,6 +1,6 @@
 // The session model following a live workload for real: the replay workload (test/e2e/replay) streams a
 // stand-in capture into a session folder, LiveSession tails it through the real reader, and the control
-// client (src/core/control) talks to the replay's socket. Expected numbers come from
+// client (src/core/base/control) talks to the replay's socket. Expected numbers come from
 // test/e2e/replay/expected_lines.py, which decodes the capture on its own.
 import { test, after } from 'node:test';
 import assert from 'node:assert/strict';
@@ -9,12 +9,12 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { LiveSession } from '../../src/core/session/index.ts';
-import { emptyCache, mark, ping, snapshot } from '../../src/core/control/index.ts';
+import { LiveSession } from '../../src/core/views/live/index.ts';
+import { emptyCache, mark, ping, snapshot } from '../../src/core/base/control/index.ts';
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
 process.env.GPUMEM_ADDON ||= path.join(ROOT, 'dist/native/gpumem_addon.node');
-const { openModel } = await import('../../src/core/model/open.ts');
+const { openModel } = await import('../../src/core/base/model/open.ts');
 const REPLAY = path.join(ROOT, 'test/e2e/replay');
 
 const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'gml-'));

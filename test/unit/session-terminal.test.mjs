@@ -1,10 +1,10 @@
-// The terminal wrapper (src/core/session/terminal.ts, Note [Terminal]) run for real in /bin/sh: the
+// The terminal wrapper (src/core/base/launch/terminal.ts, Note [Terminal]) run for real in /bin/sh: the
 // workload's exit code survives, Ctrl-C reaches the workload (Python raises KeyboardInterrupt) but not
 // the wrapper, which waits for Enter before closing with the workload's code.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
-import { EXIT_NOTE, terminalEnv, terminalShellLine } from '../../src/core/session/index.ts';
+import { EXIT_NOTE, terminalEnv, terminalShellLine } from '../../src/core/views/live/index.ts';
 
 /** Runs the wrapper in its own process group (like a terminal's foreground job). */
 function runWrapped(cmd) {

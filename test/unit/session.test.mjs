@@ -1,4 +1,4 @@
-// The session model (src/core/session): discovering processes in a session folder laid out per the
+// The session model (src/core/views/live): discovering processes in a session folder laid out per the
 // contract in native/python/README.md, opening and tailing their captures, and the figures views get.
 // The Model is a small scripted stand-in here, but for one test on a real capture (the real reader is tested by
 // its own layer; the E2E test runs this code against real captures).
@@ -7,7 +7,7 @@ import assert from 'node:assert/strict';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { LiveSession, scanSessionFolder, figuresOf, seriesOf } from '../../src/core/session/index.ts';
+import { LiveSession, scanSessionFolder, figuresOf, seriesOf } from '../../src/core/views/live/index.ts';
 
 const MiB = 1024 * 1024;
 
@@ -175,7 +175,7 @@ test('view: the chart origin is the earliest first event over every process and 
 });
 
 test('markers: OOMs of the device join the model markers once, in time order', async () => {
-  const { markersOf } = await import('../../src/core/session/index.ts');
+  const { markersOf } = await import('../../src/core/views/live/index.ts');
   const oom = (device, timeUs) => ({ device, timeUs, requestedBytes: 1, deviceFreeBytes: 0, deviceTotalBytes: 0, reservedBytes: 0, allocatedBytes: 0, largestFreeBlockBytes: 0, verdict: 'shortage', stackId: 0 });
   const m = new FakeModel('/x', [{ allocated: 0, reserved: 0, ooms: [oom(0, 1_000_200), oom(1, 1_000_300), oom(0, 1_000_900)] }]);
   assert.deepEqual(markersOf(m, 0), [

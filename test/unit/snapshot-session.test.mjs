@@ -6,13 +6,13 @@ import { execFileSync } from 'node:child_process';
 import path from 'node:path';
 import { after, before, test } from 'node:test';
 import { fileURLToPath } from 'node:url';
-import { END_OF_TRACE } from '../../src/core/protocol/snapshot.ts';
-import { SnapshotSession } from '../../src/core/snapshot/session.ts';
+import { END_OF_TRACE } from '../../src/core/base/protocol/snapshot.ts';
+import { SnapshotSession } from '../../src/core/views/snapshot/openedCapture.ts';
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
 const FILE = path.join(ROOT, 'test/fixtures/pytorch-snapshots/resnet50-bf16-train-python-stacks.pickle');
 process.env.GPUMEM_ADDON ||= path.join(ROOT, 'dist/native/gpumem_addon.node');
-const { openModel } = await import('../../src/core/model/open.ts');
+const { openModel } = await import('../../src/core/base/model/open.ts');
 
 // Allocation lifetimes from the trace (alloc → free_requested), as memory_viz draws them.
 const py = JSON.parse(
@@ -140,7 +140,7 @@ test('compare with another file: each side at its end, by line', () => {
 });
 
 test('every answer the session gives to the page passes the host → webview protocol the page checks', async () => {
-  const { snapshotHostMessages, snapshotWebviewMessages } = await import('../../src/core/protocol/snapshot.ts');
+  const { snapshotHostMessages, snapshotWebviewMessages } = await import('../../src/core/base/protocol/snapshot.ts');
   const asks = [
     { type: 'ready' },
     { type: 'selectDevice', device: 0 },

@@ -7,9 +7,9 @@ import path from 'node:path';
 import { test } from 'node:test';
 import { captureRecords, needsAllocator, openModel, simTraining, withModel } from './reader-support.mjs';
 
-const { buildMarkers } = await import('../../src/core/snapshot/summaryView.ts');
-const { timeBaseOf } = await import('../../src/core/summary/timebase.ts');
-const { SnapshotSession } = await import('../../src/core/snapshot/session.ts');
+const { buildMarkers } = await import('../../src/core/views/snapshot/summaryView.ts');
+const { timeBaseOf } = await import('../../src/core/analyses/steps/timebase.ts');
+const { SnapshotSession } = await import('../../src/core/views/snapshot/openedCapture.ts');
 
 const STEPS = 40;
 

@@ -7,12 +7,12 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { test } from 'node:test';
 import { makeCapture, openModel, python, pythonInline, root, tmpDir } from './reader-support.mjs';
-import { formatBytes } from '../../src/core/format/bytes.ts';
-import { summaryDocument, summarizeFile } from '../../src/core/summary/index.ts';
-import { makeTimeBase } from '../../src/core/summary/timebase.ts';
-import { verdictOf } from '../../src/core/oom/verdictOf.ts';
-import { buildMarkers } from '../../src/core/snapshot/summaryView.ts';
-import { SnapshotSession } from '../../src/core/snapshot/session.ts';
+import { formatBytes } from '../../src/core/base/units/bytes.ts';
+import { summaryDocument, summarizeFile } from '../../src/core/analyses/summary/index.ts';
+import { makeTimeBase } from '../../src/core/analyses/steps/timebase.ts';
+import { verdictOf } from '../../src/core/analyses/verdicts/verdictOf.ts';
+import { buildMarkers } from '../../src/core/views/snapshot/summaryView.ts';
+import { SnapshotSession } from '../../src/core/views/snapshot/openedCapture.ts';
 
 const SIM = path.join(root, 'test/fixtures/sim-captures');
 const fixture = (name) => path.join(SIM, `${name}.capture`);

@@ -6,7 +6,7 @@ import { execFileSync } from 'node:child_process';
 import path from 'node:path';
 import { test } from 'node:test';
 import { FIXTURES, openModel, root } from './reader-support.mjs';
-import { SnapshotSession } from '../../src/core/snapshot/session.ts';
+import { SnapshotSession } from '../../src/core/views/snapshot/openedCapture.ts';
 
 const ownersAt = (file, times) =>
   JSON.parse(execFileSync('python3', [path.join(root, 'test/unit/reference/owners_at.py'), file, JSON.stringify(times)], { encoding: 'utf8', maxBuffer: 64 << 20 }));

@@ -8,9 +8,9 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { after, before, describe, test } from 'node:test';
-import { formatBytes } from '../../src/core/format/bytes.ts';
+import { formatBytes } from '../../src/core/base/units/bytes.ts';
 import { liveHtmlTemplate } from '../../src/glue/live/template.ts';
-import { LiveSession } from '../../src/core/session/index.ts';
+import { LiveSession } from '../../src/core/views/live/index.ts';
 import { needsAllocator, openModel, simTraining } from '../unit/reader-support.mjs';
 import { openWebview } from './harness/index.mjs';
 

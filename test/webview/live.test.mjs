@@ -10,9 +10,9 @@ import { fileURLToPath } from 'node:url';
 import { after, before, test } from 'node:test';
 import { openWebview } from './harness/index.mjs';
 import { liveHtmlTemplate } from '../../src/glue/live/template.ts';
-import { formatBytes } from '../../src/core/format/bytes.ts';
-import { liveWebviewMessages } from '../../src/core/protocol/live.ts';
-import { LiveSession } from '../../src/core/session/index.ts';
+import { formatBytes } from '../../src/core/base/units/bytes.ts';
+import { liveWebviewMessages } from '../../src/core/base/protocol/live.ts';
+import { LiveSession } from '../../src/core/views/live/index.ts';
 
 const MiB = 1024 * 1024;
 const FILES = {
@@ -187,7 +187,7 @@ test('a reloaded panel draws its saved view before the host says anything', asyn
 // Device used checkbox exists for (Note [Device used toggle]).
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
 process.env.GPUMEM_ADDON ||= path.join(ROOT, 'dist/native/gpumem_addon.node');
-const { openModel } = await import('../../src/core/model/open.ts');
+const { openModel } = await import('../../src/core/base/model/open.ts');
 const CAPTURE = path.join(ROOT, 'test/fixtures/h200-e2e-train.capture');
 // python's own decode of the capture, for the run's length
 const durationS = JSON.parse(execFileSync('python3', [path.join(ROOT, 'test/e2e/replay/expected_lines.py'), CAPTURE], { encoding: 'utf8' })).duration_s;

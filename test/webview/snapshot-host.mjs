@@ -1,13 +1,13 @@
 // Drives the snapshot webview in Chromium as the extension host would: serves the real page
-// (src/core/snapshot/page.ts) and bundle, and answers every query the page posts with SnapshotSession over
+// (src/core/views/snapshot/page.ts) and bundle, and answers every query the page posts with SnapshotSession over
 // a real Model — the same code path as src/glue/snapshot/panelHost.ts minus the editor.
-import { snapshotWebviewMessages } from '../../src/core/protocol/snapshot.ts';
-import { snapshotPageHtml } from '../../src/core/snapshot/page.ts';
-import { SnapshotSession } from '../../src/core/snapshot/session.ts';
+import { snapshotWebviewMessages } from '../../src/core/base/protocol/snapshot.ts';
+import { snapshotPageHtml } from '../../src/core/views/snapshot/page.ts';
+import { SnapshotSession } from '../../src/core/views/snapshot/openedCapture.ts';
 import { openWebview } from './harness/index.mjs';
 
 /**
- * @param {import('../../src/core/model/types.ts').Model | Promise<import('../../src/core/model/types.ts').Model>} modelOrOpening
+ * @param {import('../../src/core/base/model/types.ts').Model | Promise<import('../../src/core/base/model/types.ts').Model>} modelOrOpening
  *   a Model, or the promise of one (openModelAsync): then, as src/glue/snapshot/panelHost.ts does since the
  *   open became asynchronous, the page's first message gets `loading` until the model is there.
  * @param {{ fileName: string, state?: unknown, viewport?: {width:number,height:number}, theme?: 'dark'|'light', session?: { handle(m: unknown): unknown[] | undefined } }} o

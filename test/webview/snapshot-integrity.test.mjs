@@ -7,12 +7,12 @@ import { execFileSync } from 'node:child_process';
 import path from 'node:path';
 import { describe, test } from 'node:test';
 import { fileURLToPath } from 'node:url';
-import { formatBytes } from '../../src/core/format/bytes.ts';
+import { formatBytes } from '../../src/core/base/units/bytes.ts';
 import { openSnapshotPanel } from './snapshot-host.mjs';
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
 process.env.GPUMEM_ADDON ||= path.join(ROOT, 'dist/native/gpumem_addon.node');
-const { openModel } = await import('../../src/core/model/open.ts');
+const { openModel } = await import('../../src/core/base/model/open.ts');
 const fixture = (name) => path.join(ROOT, 'test/fixtures/sim-captures', `${name}.capture`);
 const facts = (name) => JSON.parse(execFileSync('python3', [path.join(ROOT, 'test/unit/reference/capture_facts.py'), fixture(name)], { encoding: 'utf8' }));
 

@@ -8,12 +8,12 @@ import assert from 'node:assert/strict';
 import fs from 'node:fs';
 import path from 'node:path';
 import { after, before, describe, test } from 'node:test';
-import { formatBytes } from '../../src/core/format/bytes.ts';
+import { formatBytes } from '../../src/core/base/units/bytes.ts';
 import { needsAllocator, openModel, simTraining, tmpDir } from '../unit/reader-support.mjs';
 import { openSnapshotPanel } from './snapshot-host.mjs';
 
-const { captureFiles } = await import('../../src/core/ranks/index.ts');
-const { RanksSession, RANK_BUCKETS } = await import('../../src/core/ranks/session.ts');
+const { captureFiles } = await import('../../src/core/analyses/ranks/index.ts');
+const { RanksSession, RANK_BUCKETS } = await import('../../src/core/views/ranks/rankSet.ts');
 
 const MiB = 1024 * 1024;
 const STEPS = 3;

@@ -15,8 +15,8 @@
 // the panel, stays in step with a click on the legend (uPlot's own series toggle), and is hidden when no
 // track has device samples.
 import uPlot from 'uplot';
-import { formatBytes } from '../../src/core/format/bytes';
-import { liveHostMessages, type LiveAction, type LiveSessionView, type LiveTrack, type LiveWebviewMessage } from '../../src/core/protocol/live';
+import { formatBytes } from '../../src/core/base/units/bytes';
+import { liveHostMessages, type LiveAction, type LiveSessionView, type LiveTrack, type LiveWebviewMessage } from '../../src/core/base/protocol/live';
 import { onHostMessage, panelApi } from '../common/api';
 import { themeColor } from '../common/theme';
 import { renderCategories } from './categories';

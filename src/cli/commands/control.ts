@@ -1,8 +1,8 @@
 // `gpumem ping | empty-cache | snapshot`: talk to running workloads through their control sockets.
 import * as path from 'node:path';
-import { emptyCache, listProcesses, listSessions, liveProcesses, ping, snapshot, ControlError, type ProcInfo } from '../../core/control';
-import { formatBytes } from '../../core/format/bytes';
-import { int, parseArgs, str, UsageError } from '../args';
+import { emptyCache, listProcesses, listSessions, liveProcesses, ping, snapshot, ControlError, type ProcInfo } from '../../core/base/control';
+import { formatBytes } from '../../core/base/units/bytes';
+import { int, parseArgs, str, UsageError } from './args';
 
 const SPEC = {
   session: { value: true },

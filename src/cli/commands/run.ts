@@ -3,9 +3,9 @@ import { spawn } from 'node:child_process';
 import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
-import { buildCommand, buildWorkloadEnv, createSession, findPython, locateInstall, type Command, type InstallPaths } from '../../core/launch';
-import type { AllocatorMode } from '../../core/launch/env';
-import { bytesOption, int, parseArgs, str, UsageError } from '../args';
+import { buildCommand, buildWorkloadEnv, createSession, findPython, locateInstall, type Command, type InstallPaths } from '../../core/base/launch';
+import type { AllocatorMode } from '../../core/base/launch/env';
+import { bytesOption, int, parseArgs, str, UsageError } from './args';
 
 const SPEC = {
   out: { value: true },

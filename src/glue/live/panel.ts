@@ -2,8 +2,8 @@
 // second, each already reduced to one bucket per chart pixel (Note [Live update shape]); restores
 // after a reload through a serializer (the webview keeps its last view in getState).
 import * as vscode from 'vscode';
-import { liveWebviewMessages, type LiveAction, type LiveHostMessage, type LiveWebviewMessage } from '../../core/protocol';
-import type { SessionManager } from '../sessions';
+import { liveWebviewMessages, type LiveAction, type LiveHostMessage, type LiveWebviewMessage } from '../../core/base/protocol';
+import type { SessionManager } from '../runs/liveRuns';
 import { Throttle } from '../throttle';
 import { panelWebviewOptions } from '../webview/page';
 import { receiveMessages } from '../webview/receive';

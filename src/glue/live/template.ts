@@ -1,7 +1,7 @@
 // The live panel's HTML, as a pure function (no vscode import) so the webview test serves exactly what
-// the extension does: the shared page builder (src/core/webview/page.ts, Note [Webview CSP]) with the live
+// the extension does: the shared page builder (src/core/views/page/page.ts, Note [Webview CSP]) with the live
 // panel's stylesheets, bundle and static markup.
-import { type PageContext, webviewPage } from '../../core/webview/page';
+import { type PageContext, webviewPage } from '../../core/views/page/page';
 
 export type LiveHtmlOptions = PageContext;
 

@@ -2,9 +2,9 @@
 // what needs the editor (go to source, pickers, saving files, opening dropped files).
 import * as path from 'node:path';
 import * as vscode from 'vscode';
-import type { Model } from '../../core/model/types';
-import { END_OF_TRACE, snapshotWebviewMessages, type SnapshotHostMessage, type SnapshotWebviewMessage } from '../../core/protocol/snapshot';
-import { SnapshotSession } from '../../core/snapshot/session';
+import type { Model } from '../../core/base/model/types';
+import { END_OF_TRACE, snapshotWebviewMessages, type SnapshotHostMessage, type SnapshotWebviewMessage } from '../../core/base/protocol/snapshot';
+import { SnapshotSession } from '../../core/views/snapshot/openedCapture';
 import { resolveFrameFile } from '../annotations/openFrame';
 import { receiveMessages } from '../webview/receive';
 import { loadModel, type SnapshotDocument } from './document';

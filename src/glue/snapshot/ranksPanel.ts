@@ -1,11 +1,11 @@
 // The snapshot panel on a session folder (or several): its ranks side by side (Note [Ranks side by side] in
-// src/core/ranks/session.ts). A plain webview panel (a folder is no custom-editor document) with the snapshot
+// src/core/views/ranks/rankSet.ts). A plain webview panel (a folder is no custom-editor document) with the snapshot
 // page; RanksSession answers the page, and a click on a rank opens that capture in its own snapshot editor.
 import * as path from 'node:path';
 import * as vscode from 'vscode';
-import { snapshotWebviewMessages, type SnapshotHostMessage } from '../../core/protocol/snapshot';
-import { captureFiles } from '../../core/ranks/index';
-import { RanksSession } from '../../core/ranks/session';
+import { snapshotWebviewMessages, type SnapshotHostMessage } from '../../core/base/protocol/snapshot';
+import { captureFiles } from '../../core/analyses/ranks/index';
+import { RanksSession } from '../../core/views/ranks/rankSet';
 import { receiveMessages } from '../webview/receive';
 import { snapshotHtml, webviewOptions } from './html';
 

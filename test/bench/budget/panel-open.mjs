@@ -22,7 +22,7 @@ import { launchChromium } from '../../webview/harness/index.mjs';
 
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../../..');
 process.env.GPUMEM_ADDON ||= path.join(root, 'dist/native/gpumem_addon.node');
-const { openModelAsync } = await import('../../../src/core/model/open.ts');
+const { openModelAsync } = await import('../../../src/core/base/model/open.ts');
 
 const arg = (name, dflt) => {
   const i = process.argv.indexOf(`--${name}`);

@@ -11,9 +11,9 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../../..');
-const { captureFiles, rankTable } = await import('../../../src/core/ranks/index.ts');
-const { summarizeFile } = await import('../../../src/core/summary/index.ts');
-const { RanksSession } = await import('../../../src/core/ranks/session.ts');
+const { captureFiles, rankTable } = await import('../../../src/core/analyses/ranks/index.ts');
+const { summarizeFile } = await import('../../../src/core/analyses/summary/index.ts');
+const { RanksSession } = await import('../../../src/core/views/ranks/rankSet.ts');
 
 const arg = (name, dflt) => {
   const i = process.argv.indexOf(`--${name}`);

@@ -9,8 +9,8 @@ import { fileURLToPath } from 'node:url';
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../../..');
 process.env.GPUMEM_ADDON ||= path.join(ROOT, 'dist/native/gpumem_addon.node');
-const { openModelAsync } = await import('../../../src/core/model/open.ts');
-const { SnapshotSession } = await import('../../../src/core/snapshot/session.ts');
+const { openModelAsync } = await import('../../../src/core/base/model/open.ts');
+const { SnapshotSession } = await import('../../../src/core/views/snapshot/openedCapture.ts');
 
 const file = process.argv[2];
 const t0 = performance.now();

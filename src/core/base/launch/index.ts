@@ -1,0 +1,11 @@
+// Launching workloads under the lens allocator (no vscode import): session folders, the workload's
+// environment and command line, interpreter fallback. Used by the extension's launcher and the CLI.
+export { createSession, sessionSlug, capturePath } from '../sessionFolder/create';
+export type { Session, SessionInfo } from '../sessionFolder/create';
+export { buildWorkloadEnv, prependPath, validateSettings, DEFAULT_SETTINGS } from './env';
+export type { RecordingSettings, SegmentStrategy, Backend, WorkloadEnvOptions } from './env';
+export { buildCommand, expandLaunchTemplate, splitShellWords, shellQuote, toShellLine } from './command';
+export type { Command, Target } from './command';
+export { findPython, which } from './interpreter';
+export { installPaths, locateInstall } from './install';
+export type { InstallPaths } from './install';
