@@ -8,7 +8,8 @@ import { test } from 'node:test';
 import { needsAllocator, openModel, root, simTraining } from './reader-support.mjs';
 
 const { stepReport } = await import('../../src/core/analyses/steps/index.ts');
-const { categoryView, dominantCategory, lineCategories, CATEGORIES } = await import('../../src/core/analyses/categories/index.ts');
+const { categoryView, dominantCategory, lineCategories } = await import('../../src/core/analyses/categories/index.ts');
+const { CATEGORIES } = await import('../../src/core/base/protocol/categories.ts');
 const { summarizeFile } = await import('../../src/core/analyses/summary/index.ts');
 const { timeBaseOf } = await import('../../src/core/analyses/steps/timebase.ts');
 

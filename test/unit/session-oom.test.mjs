@@ -51,7 +51,7 @@ test('fragmentation: the sentence gives the unallocated bytes and the largest fr
 
 test('the line named is the innermost user frame, not library code', async () => {
   // `user` as the reader marks frames (Note [User frames]; user-frames.test.mjs checks the reader's marks).
-  const { userFrame } = await import('../../src/core/views/live/index.ts');
+  const { userFrame } = await import('../../src/core/base/model/frames.ts');
   const lib = { file: '/venv/lib/python3.11/site-packages/torch/nn/modules/linear.py', line: 125, name: 'forward', user: false };
   const std = { file: '/usr/lib/python3.11/contextlib.py', line: 81, name: 'inner', user: false };
   const user = { file: '/w/model.py', line: 12, name: 'forward', user: true };

@@ -4,7 +4,7 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
-import { EXIT_NOTE, terminalEnv, terminalShellLine } from '../../src/core/views/live/index.ts';
+import { EXIT_NOTE, terminalEnv, terminalShellLine } from '../../src/core/base/launch/terminal.ts';
 
 /** Runs the wrapper in its own process group (like a terminal's foreground job). */
 function runWrapped(cmd) {

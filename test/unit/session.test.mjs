@@ -7,7 +7,8 @@ import assert from 'node:assert/strict';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { LiveSession, scanSessionFolder, figuresOf, seriesOf } from '../../src/core/views/live/index.ts';
+import { LiveSession, figuresOf, seriesOf } from '../../src/core/views/live/index.ts';
+import { scanSessionFolder } from '../../src/core/base/sessionFolder/processes.ts';
 
 const MiB = 1024 * 1024;
 

@@ -2,9 +2,8 @@
 // activations, temporaries and other under each track's chart, step ends numbered along it, and the leak
 // findings named as they appear (Note [Live categories] in src/core/views/live/categoriesTrack.ts). Drawn on a
 // canvas with theme-independent category colours (the same as the snapshot panel's Categories tab).
-import { CATEGORIES, CATEGORY_LABELS } from '../../src/core/analyses/categories';
+import { CATEGORIES, CATEGORY_LABELS, type Category } from '../../src/core/base/protocol/categories';
 import { formatBytes } from '../../src/core/base/units/bytes';
-import type { Category } from '../../src/core/base/model/types';
 import type { LiveCategories } from '../../src/core/base/protocol/live';
 
 const COLOURS: Record<Category, string> = {

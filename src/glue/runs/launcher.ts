@@ -5,8 +5,7 @@ import * as fs from 'node:fs';
 import * as path from 'node:path';
 import * as vscode from 'vscode';
 import { parseBytes } from '../../core/base/units/parseBytes';
-import { buildCommand, buildWorkloadEnv, createSession, expandLaunchTemplate, findPython, locateInstall } from '../../core/base/launch';
-import { terminalEnv, terminalShellLine } from '../../core/views/live';
+import { buildCommand, buildWorkloadEnv, createSession, expandLaunchTemplate, findPython, locateInstall, terminalEnv, terminalShellLine } from '../../core/base/launch';
 import type { RecordingSettings } from '../../core/base/launch';
 import type { SessionManager, TrackedSession } from './liveRuns';
 

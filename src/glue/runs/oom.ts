@@ -2,7 +2,8 @@
 // up (fragmentation) or did not exist (shortage); actions to open a snapshot of that moment and go to
 // the line, and "Open Advice": the capture in the snapshot panel on its "What to do" tab (issue 18).
 import * as vscode from 'vscode';
-import { oomMessage, userFrame } from '../../core/views/live';
+import { userFrame } from '../../core/base/model/frames';
+import { oomMessage } from '../../core/views/live';
 import { OPEN_FRAME_COMMAND } from '../../core/views/annotations';
 import type { OomEvent } from './liveRuns';
 import { openSnapshot } from './actions';

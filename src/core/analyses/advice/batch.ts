@@ -16,38 +16,10 @@
 // of the sequence length, so the two runs must use the same sequence length (the advice says so).
 import { formatBytes } from '../../base/units/bytes';
 import type { Model } from '../../base/model/types';
+import type { BatchFit, BatchRun } from '../../base/protocol/advice';
 
 export const MARGIN = 0.03;
 export const ASSUMED_OUTSIDE_BYTES = 1024 ** 3;
-
-export interface BatchRun {
-  file: string;
-  batch: number;
-  peakAllocatedBytes: number;
-  peakReservedBytes: number;
-  /** NVML device used − reserved at the peak, when sampled */
-  outsideBytes?: number;
-  deviceTotalBytes?: number;
-}
-
-export interface BatchFit {
-  runs: [BatchRun, BatchRun];
-  perSampleAllocatedBytes: number;
-  fixedAllocatedBytes: number;
-  perSampleReservedBytes: number;
-  fixedReservedBytes: number;
-  capacityBytes: number;
-  capacitySource: string;
-  outsideBytes: number;
-  outsideSource: string;
-  usableBytes: number;
-  /** the largest batch that fits; null when per-sample memory does not grow */
-  maxBatch: number | null;
-  predictedPeakAllocatedBytes: number | null;
-  predictedPeakReservedBytes: number | null;
-  /** the larger peak reserved / peak allocated of the two runs: reserved is predicted at least allocated × it */
-  reservedRatio: number;
-}
 
 const BATCH_FLAG = /^--?(?:batch(?:[-_]?size)?|bs|b)(?:=(\d+))?$/i;
 

@@ -13,66 +13,12 @@
 // when the peak is in backward, empty_cache, leaks) state their evidence and no predicted peak.
 import { formatBytes } from '../../base/units/bytes';
 import type { Model } from '../../base/model/types';
-import type { BatchFit } from './batch';
+import type { Advice, AdviceItem, Predicted } from '../../base/protocol/advice';
+import type { AdviseOptions } from './options';
 import { trainingAdvice } from './training';
-import type { Policy, PolicySource, ReplayResult } from '../../base/model/whatIf';
+import type { Policy, ReplayResult } from '../../base/model/whatIf';
 import { POLICIES, POLICY_LABELS, POLICY_SOURCE_WORDS } from '../../base/model/whatIf';
 import { replayPolicies } from '../replay';
-
-export type Confidence = 'high' | 'medium' | 'low';
-
-export interface AdviceItem {
-  kind: AdviceKind;
-  title: string;
-  /** what to change, concretely */
-  action: string;
-  evidence: string[];
-  /** the predicted peaks after the change, and the same figures before it (each pair when predicted) */
-  predicted: Predicted | null;
-  confidence: Confidence;
-  assumptions: string[];
-  /** what to change, machine-readably (the GPU check applies it) */
-  apply?: { policy?: Policy; env?: string; checkpointModule?: string; batch?: number; setToNone?: boolean; file?: string; line?: number };
-}
-
-export type AdviceKind =
-  | 'allocator-policy'
-  | 'avoid-oom'
-  | 'empty-cache-at-marker'
-  | 'checkpoint'
-  | 'batch-size'
-  | 'measure-batch'
-  | 'set-to-none'
-  | 'leak';
-
-export interface Predicted {
-  peakReservedBytes?: number;
-  currentPeakReservedBytes?: number;
-  peakAllocatedBytes?: number;
-  currentPeakAllocatedBytes?: number;
-}
-
-/** A second run of the same script at another batch size (`gpumem advise A B`), and the batches of both. */
-export interface AdviseOptions {
-  capacityBytes?: number;
-  /** this file's name and batch (default: from its command line) */
-  file?: string;
-  batch?: number;
-  other?: { model: Model; file: string; batch?: number };
-}
-
-export interface Advice {
-  device: number;
-  ownPolicy: Policy;
-  ownPolicySource: PolicySource;
-  recordedPeakReservedBytes: number;
-  capacityBytes: number | null;
-  recordedPeakAllocatedBytes: number;
-  items: AdviceItem[];
-  notOffered: string[];
-  /** the batch line when two runs were given (Note [Batch prediction]) */
-  batchFit?: BatchFit;
-}
 
 /** A policy is advised only when it saves at least this share of the peak and this many bytes. */
 const MIN_GAIN_SHARE = 0.05;

@@ -1,13 +1,14 @@
 // The training advice of `gpumem advise` (issue 18): checkpointing, batch size, zero_grad(set_to_none=True)
 // and leaks, from the capture's categories, steps and stacks (the allocator-policy items are in ./index.ts).
-import { CATEGORY_LABELS } from '../categories';
+import { CATEGORY_LABELS } from '../../base/protocol/categories';
 import { formatBytes } from '../../base/units/bytes';
 import type { CategoryMoment, Model } from '../../base/model/types';
 import { stepReport, type Steps } from '../steps';
 import { timeBaseOf, type TimeBase } from '../steps/timebase';
-import { batchFromArgv, batchRun, describeFit, fitBatch, MARGIN, type BatchFit } from './batch';
+import type { AdviceItem, BatchFit } from '../../base/protocol/advice';
+import { batchFromArgv, batchRun, describeFit, fitBatch, MARGIN } from './batch';
 import { moduleCalls } from './checkpoint';
-import type { AdviceItem, AdviseOptions } from './index';
+import type { AdviseOptions } from './options';
 
 /** A training change is advised when it lowers the peak by this share of it (and at least MIN_BYTES). */
 export const MIN_SHARE = 0.05;

@@ -1,28 +1,8 @@
 // Categories of one device (Note [Categories] in native/addon/src/categories.cpp): at the peak, at every step
 // end, per line, and what lies beyond allocated. Shared by `gpumem summary`, the hover and the snapshot panel.
 import type { Category, CategoryBytes, CategoryMoment, CategoryReport, Fragmentation, Model } from '../../base/model/types';
+import { CATEGORIES, type BeyondAllocated } from '../../base/protocol/categories';
 import type { Steps } from '../steps';
-
-export const CATEGORIES: readonly Category[] = ['parameter', 'gradient', 'optimizer_state', 'activation', 'temporary', 'other'];
-
-export const CATEGORY_LABELS: Record<Category, string> = {
-  parameter: 'parameters',
-  gradient: 'gradients',
-  optimizer_state: 'optimizer state',
-  activation: 'activations',
-  temporary: 'temporaries',
-  other: 'other',
-};
-
-/** Short column headings (tables) */
-export const CATEGORY_HEADERS: Record<Category, string> = {
-  parameter: 'params',
-  gradient: 'grads',
-  optimizer_state: 'optimizer',
-  activation: 'activations',
-  temporary: 'temporary',
-  other: 'other',
-};
 
 /** What the UI says about how precise the categories are (Note [Categories]: module classes, not paths). */
 export const MODULES_ARE_CLASSES =
@@ -55,19 +35,6 @@ export function dominantCategory(bytes: Partial<CategoryBytes> | undefined): Cat
   let best: Category | undefined;
   for (const c of CATEGORIES) if ((bytes?.[c] ?? 0) > (best ? (bytes?.[best] ?? 0) : 0)) best = c;
   return best;
-}
-
-/** Everything the device holds beyond allocated, split by cause: the allocator's cache and what is not its. */
-export interface BeyondAllocated {
-  /** reserved − allocated */
-  cacheBytes: number;
-  /** of the cache: free segments (empty_cache() releases them), split remainders, frees awaiting streams */
-  cachedFreeBytes?: number;
-  splitRemainderBytes?: number;
-  pendingFreeBytes?: number;
-  /** device used − reserved (CUDA context, cuBLAS/cuDNN workspaces, NCCL, other processes) */
-  notFromAllocatorBytes?: number;
-  deviceUsedBytes?: number;
 }
 
 export function beyondAllocated(m: CategoryMoment, f?: Fragmentation): BeyondAllocated {

@@ -1,14 +1,13 @@
 // The leak keeper (issue 17): the line that keeps a leak's memory alive, as the workload found it.
 //
 // The bootstrap writes it as one notice (Note [Leak keeper search] in native/python/gpumem/_keeper.py): a sentence,
-// then a line `gpumem-keeper {json}`. The model splits that line off (splitKeeperNotice, in open.ts's markers()),
+// then a line `gpumem-keeper {json}`. The model splits that line off (splitKeeperNotice in
+// src/core/base/model/keeperNotice.ts, called by open.ts's markers()),
 // so every view that lists notices shows the sentence, and keepers() reads the JSON back from the marker's detail.
 // attachKeepers() ties each keeper to the finding it explains by address (Note [Leak keeper]).
 import type { Marker, Model } from '../../base/model/types';
-import { userFrame } from '../../views/live/oom';
+import { userFrame } from '../../base/model/frames';
 import type { LeakFinding } from './leaks';
-
-export const KEEPER_PREFIX = 'gpumem-keeper ';
 
 export interface Keeper {
   /** the notice's time (the step end the search confirmed the keeper at) */
@@ -35,14 +34,6 @@ export interface Keeper {
   complete: boolean;
   /** base addresses of the largest storages held */
   addrs: number[];
-}
-
-/** A notice marker's text: the sentence and the keeper's JSON split apart (the JSON goes into detail.keeper). */
-export function splitKeeperNotice(m: Marker): Marker {
-  if (m.kind !== 'notice') return m;
-  const at = m.label.indexOf('\n' + KEEPER_PREFIX);
-  if (at < 0) return m;
-  return { ...m, label: m.label.slice(0, at), detail: { ...(m.detail ?? {}), keeper: m.label.slice(at + 1 + KEEPER_PREFIX.length) } };
 }
 
 function num(v: unknown, fallback = 0): number {

@@ -1,6 +1,7 @@
 // The categories part of `gpumem summary`: what the memory at the peak is (Note [Categories]), and what the
 // device holds beyond it, in text and in --json.
-import { beyondAllocated, CATEGORIES, CATEGORY_LABELS, MODULES_ARE_CLASSES, MODULES_ARE_PATHS, type BeyondAllocated, type CategoryView } from '../categories';
+import { beyondAllocated, MODULES_ARE_CLASSES, MODULES_ARE_PATHS, type CategoryView } from '../categories';
+import { CATEGORIES, CATEGORY_LABELS, type BeyondAllocated } from '../../base/protocol/categories';
 import { formatBytes } from '../../base/units/bytes';
 import type { CategoryBytes, Model } from '../../base/model/types';
 

@@ -2,71 +2,23 @@
 // and how complete (issue 13), render it.
 import path from 'node:path';
 import { openModel } from '../../base/model/open';
-import type { AllocatorState, DeviceSummary, Model, SnapshotSummary } from '../../base/model/types';
-import { identityOf, type Identity } from './identity';
-import { integrityOf, isIntegrityProblem, type Integrity } from './integrity';
-import { oomRows, type OomRow } from './ooms';
+import type { AllocatorState } from '../../base/model/types';
+import { summaryDocument, type SummaryDocument } from './document';
+import { isIntegrityProblem } from './integrity';
 import { summaryReport } from './report';
 import { categoriesJson, categoriesText, type CategoriesJson } from './categories';
 import { stepsText, stepsWithCategories, type StepsJson } from './steps';
-import { jsonSeconds, timeBaseOf, type StepSource, type TimeBase } from '../steps/timebase';
+import { timeBaseOf } from '../steps/timebase';
 import { addWhatIf, whatIfText } from './whatIf';
 
 export { summaryReport } from './report';
-
-/** A device of `gpumem summary --json`: issue #4's figures, its name, and the peak's time in seconds/steps. */
-export interface SummaryDevice extends DeviceSummary {
-  name?: string;
-  total_bytes?: number;
-  pci_bus_id?: string;
-  /** seconds since the time origin (Note [Time origin]); null when the device has no trace */
-  peak_t_s: number | null;
-  /** the step at the peak (Note [Steps]), null when no marker gives one */
-  peak_step: number | null;
-}
-
-/** `gpumem summary FILE --json`: issue #4's document with identity, time, integrity and OOMs added. */
-export interface SummaryDocument extends SnapshotSummary {
-  devices: SummaryDevice[];
-  identity: Identity;
-  time: { origin_time_us: number | null; unit: 's since the first allocator event'; step_source: StepSource | null };
-  integrity: Integrity;
-  ooms: OomRow[];
-}
+export { summaryDocument, type SummaryDevice, type SummaryDocument } from './document';
 
 export interface FileSummary {
   /** `steps`: only devices where steps were found; `categories`: every device (Note [Categories]) */
   summary: SummaryDocument & { steps?: StepsJson[]; categories: CategoriesJson[] };
   text: string;
   problems: string[];
-}
-
-export function summaryDocument(model: Model, time: TimeBase = timeBaseOf(model)): SummaryDocument {
-  const base = model.summary();
-  const identity = identityOf(model);
-  const info = model.fileInfo();
-  const devices = base.devices.map((d): SummaryDevice => {
-    const id = identity.devices.find((x) => x.index === d.device);
-    const out: SummaryDevice = { ...d, peak_t_s: null, peak_step: null };
-    if (id) {
-      out.name = id.name;
-      out.total_bytes = id.total_bytes;
-      if (id.pci_bus_id) out.pci_bus_id = id.pci_bus_id;
-    }
-    if (d.events > 0) {
-      out.peak_t_s = jsonSeconds(time.seconds(d.peak_at_time_us));
-      out.peak_step = time.stepAt(d.peak_at_time_us) ?? null;
-    }
-    return out;
-  });
-  return {
-    ...base,
-    devices,
-    identity,
-    time: { origin_time_us: info.originUs, unit: 's since the first allocator event', step_source: time.stepSource ?? null },
-    integrity: integrityOf(model, time),
-    ooms: oomRows(model, time),
-  };
 }
 
 export function summarizeFile(file: string, topLines = 10): FileSummary {

@@ -6,7 +6,7 @@
 import { formatBytes } from '../../base/units/bytes';
 import type { AllocatorState } from '../../base/model/types';
 import { allocatorLine, deviceLine, processLine } from './identity';
-import type { SummaryDocument } from './index';
+import type { SummaryDocument } from './document';
 import { oomWhere } from './ooms';
 import { formatSeconds } from '../steps/timebase';
 import { breakdownFromSegments } from '../breakdown/breakdown';

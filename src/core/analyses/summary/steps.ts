@@ -1,5 +1,6 @@
 // The steps part of `gpumem summary`: per-step figures and leak findings, in text and in --json.
-import { CATEGORIES, CATEGORY_HEADERS, categoryView, dominantCategory, lineCategories, type CategoryView } from '../categories';
+import { categoryView, dominantCategory, lineCategories, type CategoryView } from '../categories';
+import { CATEGORIES, CATEGORY_HEADERS } from '../../base/protocol/categories';
 import { formatBytes } from '../../base/units/bytes';
 import type { Category, CategoryBytes, Model } from '../../base/model/types';
 import { stepReport, type KeptLeak, type StepReport, type Steps } from '../steps';

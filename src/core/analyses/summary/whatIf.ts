@@ -4,17 +4,8 @@
 // them against the real allocator: empty_cache() releases `empty_cache_releases_bytes`, and a request of
 // `largest_without_growth_bytes` maps no new device memory.
 import { formatBytes } from '../../base/units/bytes';
-import type { Model, SnapshotSummary } from '../../base/model/types';
-import type { Policy, PolicySource } from '../../base/model/whatIf';
+import type { Model, SnapshotSummary, SummaryWhatIf } from '../../base/model/types';
 import { POLICY_LABELS, POLICY_SOURCE_WORDS, WhatIfUnavailable } from '../../base/model/whatIf';
-
-export interface SummaryWhatIf {
-  policy: Policy;
-  policy_source: PolicySource;
-  reserved_bytes: number;
-  empty_cache_releases_bytes: number;
-  largest_without_growth_bytes: number;
-}
 
 export function summaryWhatIf(model: Model, device: number): SummaryWhatIf | undefined {
   try {

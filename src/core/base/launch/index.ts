@@ -7,5 +7,6 @@ export type { RecordingSettings, SegmentStrategy, Backend, WorkloadEnvOptions } 
 export { buildCommand, expandLaunchTemplate, splitShellWords, shellQuote, toShellLine } from './command';
 export type { Command, Target } from './command';
 export { findPython, which } from './interpreter';
+export { EXIT_NOTE, terminalEnv, terminalShellLine } from './terminal';
 export { installPaths, locateInstall } from './install';
 export type { InstallPaths } from './install';

@@ -23,7 +23,7 @@ import type {
   Stack,
   TimelineBuckets,
 } from './types';
-import { splitKeeperNotice } from '../../analyses/steps/keeper';
+import { splitKeeperNotice } from './keeperNotice';
 import { headerInfoFromJson } from './header';
 import type { Policy, ReplayResult, WhatIfAnswer, WhatIfHandle, WhatIfQuery } from './whatIf';
 import { askReplay, askWhatIf } from './whatIf';

@@ -5,8 +5,7 @@
 // Units: bytes are numbers (exact up to 2^53, i.e. 8 PiB); times are microseconds since the Unix epoch
 // (`timeUs`), matching PyTorch's `time_us`, so captures and pickles share one axis.
 
-import type { Policy, ReplayResult, WhatIfAnswer, WhatIfQuery } from './whatIf';
-import type { SummaryWhatIf } from '../../analyses/summary/whatIf';
+import type { Policy, PolicySource, ReplayResult, WhatIfAnswer, WhatIfQuery } from './whatIf';
 
 export type SourceFormat = 'gpumem-capture' | 'pytorch-pickle';
 
@@ -147,6 +146,18 @@ export interface LineStat {
   topStacks: { stackId: number; bytesAtPeak: number; count: number }[];
   /** its owner group on the timeline (TimelineOwners): < lines.length its own, lines.length "other lines"; −1 owns nothing */
   ownerGroup: number;
+}
+
+/**
+ * `gpumem summary --json`'s per-device `what_if` (src/core/analyses/summary/whatIf.ts computes it): what the
+ * allocator that made the data would do at the end, by its own policy on the simulated device.
+ */
+export interface SummaryWhatIf {
+  policy: Policy;
+  policy_source: PolicySource;
+  reserved_bytes: number;
+  empty_cache_releases_bytes: number;
+  largest_without_growth_bytes: number;
 }
 
 export interface DeviceSummary {

@@ -1,7 +1,43 @@
-// The snapshot panel's Categories tab (issue 17): what the memory is at the peak and at a chosen moment, the
-// per-step table and the leak findings. Part of the snapshot contract (./snapshot.ts); types only.
-import type { BeyondAllocated } from '../../analyses/categories';
+// What memory is, in the words host and page share (issue 17): the categories in their order with their labels,
+// and the snapshot panel's Categories tab: the peak and a chosen moment, the per-step table and the leak findings.
+// Part of the snapshot contract (./snapshot.ts); the live panel's categories use the same words (./live.ts).
 import type { Category, CategoryBytes } from '../model/types';
+
+export type { Category, CategoryBytes } from '../model/types';
+
+export const CATEGORIES: readonly Category[] = ['parameter', 'gradient', 'optimizer_state', 'activation', 'temporary', 'other'];
+
+export const CATEGORY_LABELS: Record<Category, string> = {
+  parameter: 'parameters',
+  gradient: 'gradients',
+  optimizer_state: 'optimizer state',
+  activation: 'activations',
+  temporary: 'temporaries',
+  other: 'other',
+};
+
+/** Short column headings (tables) */
+export const CATEGORY_HEADERS: Record<Category, string> = {
+  parameter: 'params',
+  gradient: 'grads',
+  optimizer_state: 'optimizer',
+  activation: 'activations',
+  temporary: 'temporary',
+  other: 'other',
+};
+
+/** Everything the device holds beyond allocated, split by cause: the allocator's cache and what is not its. */
+export interface BeyondAllocated {
+  /** reserved − allocated */
+  cacheBytes: number;
+  /** of the cache: free segments (empty_cache() releases them), split remainders, frees awaiting streams */
+  cachedFreeBytes?: number;
+  splitRemainderBytes?: number;
+  pendingFreeBytes?: number;
+  /** device used − reserved (CUDA context, cuBLAS/cuDNN workspaces, NCCL, other processes) */
+  notFromAllocatorBytes?: number;
+  deviceUsedBytes?: number;
+}
 
 export interface CategoryMomentView {
   /** "peak", "step 3 end", "12.345 s (step 4)" */

@@ -9,12 +9,10 @@
 import type { Category, CurrentFigures, MarkerKind } from '../model/types';
 import { bool, list, map, type MessageIn, num, obj, oneOf, protocol, refine, str, view } from './schema';
 
-export type LiveMarkerKind = MarkerKind;
-
 export interface LiveMarker {
   /** seconds since the Unix epoch (uPlot's time axis unit) */
   t: number;
-  kind: LiveMarkerKind;
+  kind: MarkerKind;
   label: string;
 }
 

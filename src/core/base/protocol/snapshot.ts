@@ -10,13 +10,13 @@
 // at its current pixel width: min/max buckets, at most `maxSpans` allocation bands (largest first), the
 // segments of one moment, and the line table.
 
-import type { BlockState, LineStat, SourceFormat, TimelineOwners } from '../model/types';
+import type { BlockState, LineStat, MarkerKind, SourceFormat, TimelineBuckets, TimelineOwners } from '../model/types';
 import type { Policy } from '../model/whatIf';
 import { arrayOf, bool, bytes, int, list, type MessageIn, num, obj, oneOf, optional, protocol, refine, str, view } from './schema';
 import type { CategoriesView } from './categories';
 
 export type { CategoriesView, CategoryMomentView, LeakView, StepRowView } from './categories';
-import type { Advice } from '../../analyses/advice';
+import type { Advice } from './advice';
 
 export const END_OF_TRACE = -1;
 
@@ -26,7 +26,7 @@ export type SnapshotTab = (typeof SNAPSHOT_TABS)[number];
 
 export interface MarkerView {
   timeUs: number;
-  kind: 'user' | 'range_begin' | 'range_end' | 'empty_cache' | 'snapshot' | 'oom' | 'notice' | 'step';
+  kind: MarkerKind;
   label: string;
 }
 
@@ -150,16 +150,13 @@ export interface SpanColumns {
   owner: number[];
 }
 
-export interface TimelineView {
+/**
+ * The timeline tab's answer: the model's min/max buckets (TimelineBuckets, one declaration of a timeline) as the
+ * page draws them — allocated as a band (its floor and envelope, for oscillation at coarse zoom), reserved as
+ * its envelope — with the allocation bands of the window.
+ */
+export interface TimelineView extends Pick<TimelineBuckets, 'device' | 't0Us' | 't1Us' | 'buckets' | 'allocatedMin' | 'allocatedMax' | 'reservedMax'> {
   requestId: number;
-  device: number;
-  t0Us: number;
-  t1Us: number;
-  buckets: number;
-  /** allocated bytes per bucket: the band envelope (max) and its floor (min), for oscillation at coarse zoom */
-  allocatedMin: number[];
-  allocatedMax: number[];
-  reservedMax: number[];
   spans: SpanColumns;
   /** true when more allocations overlapped the window than were sent (the rest is drawn by owner group) */
   spansTruncated: boolean;

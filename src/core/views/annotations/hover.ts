@@ -2,7 +2,7 @@
 // through the line, whose frames are links that open file:line. Markdown text only (no vscode import);
 // the glue wraps it in a MarkdownString trusted for exactly one command (OPEN_FRAME_COMMAND).
 import type { CategoryBytes, LineStat, Stack } from '../../base/model/types';
-import { CATEGORIES, CATEGORY_LABELS } from '../../analyses/categories';
+import { CATEGORIES, CATEGORY_LABELS } from '../../base/protocol/categories';
 import { formatBytes } from '../../base/units/bytes';
 
 export const OPEN_FRAME_COMMAND = 'gpuMemoryLens.openFrame';

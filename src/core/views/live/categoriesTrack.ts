@@ -11,7 +11,8 @@
 // moment, the same rule as everywhere), enough for a stacked chart the width of the panel; the exact figures are
 // in the snapshot panel. A capture still in its first forward has no phase facts yet: everything is "other" until
 // a backward runs (the chart says so through `hasPhases`).
-import { CATEGORIES, categoryView, moduleNote } from '../../analyses/categories';
+import { categoryView, moduleNote } from '../../analyses/categories';
+import { CATEGORIES } from '../../base/protocol/categories';
 import type { Category, Model } from '../../base/model/types';
 import type { LiveCategories } from '../../base/protocol/live';
 import { stepReport } from '../../analyses/steps';

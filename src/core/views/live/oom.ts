@@ -21,11 +21,3 @@ export function oomMessage(o: OomInfo, frame: Frame | undefined): string {
       : `shortage: ${formatBytes(o.deviceFreeBytes)} free on the device (of ${formatBytes(o.deviceTotalBytes)}) and ${formatBytes(unallocated)} cached`;
   return `CUDA out of memory at ${where} on cuda:${o.device}: requested ${formatBytes(o.requestedBytes)} — ${why}.`;
 }
-
-/**
- * The innermost frame in user code, else the innermost frame (DESIGN §3 line attribution). Which frames
- * are the user's is the reader's one rule (Note [User frames]): each frame arrives with `user` set.
- */
-export function userFrame(frames: readonly Frame[]): Frame | undefined {
-  return frames.find((f) => f.user) ?? frames[0];
-}
