@@ -1,4 +1,25 @@
 // Help texts, one per command (`gpumem <command> --help`).
+import { cliHelp, cliMetavar } from '../core/base/settings/parse';
+import { SETTINGS } from '../core/base/settings/table';
+
+/** `gpumem run`'s setting options, from the settings table (Note [Same options] in ./commands/run.ts). */
+function settingOptions(): string {
+  const lines: string[] = [];
+  for (const d of SETTINGS) {
+    if (!d.cli) continue;
+    const head = `  ${d.cli}${cliMetavar(d) ? ' ' + cliMetavar(d) : ''}`;
+    let line = head.length < 29 ? head.padEnd(29) : head + ' ';
+    for (const word of cliHelp(d).split(' ')) {
+      if (line.length + word.length > 110 && line.trim() !== '') {
+        lines.push(line.trimEnd());
+        line = ' '.repeat(29);
+      }
+      line += word + ' ';
+    }
+    lines.push(line.trimEnd());
+  }
+  return lines.join('\n');
+}
 
 export const HELP: Record<string, string> = {
   main: `gpumem — run PyTorch workloads under the GPU Memory Lens allocator
@@ -27,16 +48,7 @@ installed in every Python process it starts, and prints where the captures are.
 Options (before the script; everything after it goes to the workload):
   --out DIR                  folder for session folders (default: .gpumem)
   --python PATH              interpreter for script.py / -m (default: python3 on PATH)
-  --segments expandable|fixed  how device memory is reserved (default: expandable)
-  --no-stacks                do not record Python stacks (no line attribution)
-  --sample-ms N              device-memory sampling period in ms, 0 = off (default: 200)
-  --budget SIZE              disk budget of each capture (1GiB, 256MiB; 0 = none; default: 1GiB): the
-                             recent minutes in full, the peaks, OOMs and markers of the whole run
-  --backend cuda|sim         sim: a simulated device in host memory (testing without a GPU)
-  --allocator auto|lens|pytorch  which allocator tracks the run (default: lens; auto and pytorch are a preview). lens: the lens allocator;
-                             pytorch: PyTorch's own allocator, observed (keeps cudnn.benchmark, CUDA graphs,
-                             PYTORCH_CUDA_ALLOC_CONF); auto: pytorch when the script or its local modules
-                             need it, else lens. One line says which and why.
+${settingOptions()}
   --allocator-so PATH        the lens library (default: the built dist/native/libgpumem_allocator.so)
   -h, --help                 this help`,
 

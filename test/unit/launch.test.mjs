@@ -72,16 +72,16 @@ test('buildWorkloadEnv defaults and rejects what the bootstrap would reject', ()
   assert.equal(env.GPUMEM_ALLOCATOR, 'auto'); // Note [Default allocator mode]
   assert.equal(env.PYTHONPATH, '/p');
   assert.throws(() => buildWorkloadEnv({ sessionDir: '/s', allocatorSo: '/a.so', pythonPathPrefix: '/p', settings: { allocator: 'rmm' } }),
-    /Unknown allocator mode "rmm": use "auto", "lens" or "pytorch"/);
+    { message: "GPUMEM_ALLOCATOR must be 'auto', 'lens' or 'pytorch', got 'rmm'" });
   assert.throws(() => buildWorkloadEnv({ sessionDir: '/s', allocatorSo: '/a.so', pythonPathPrefix: '/p', settings: { segments: 'huge' } }),
-    /Unknown segment strategy "huge": use "expandable" or "fixed"/);
+    { message: "GPUMEM_SEGMENTS must be 'expandable' or 'fixed', got 'huge'" });
   assert.throws(() => buildWorkloadEnv({ sessionDir: '/s', allocatorSo: '/a.so', pythonPathPrefix: '/p', settings: { sampleMs: -1 } }),
-    /Invalid sampling period -1 ms/);
+    { message: 'GPUMEM_SAMPLE_MS must be a non-negative whole number (0 = off), got -1' });
   // Note [Capture budget]: 0 is unbounded; anything under 1 MiB cannot hold a window and is refused.
   const budget = (budgetBytes) => buildWorkloadEnv({ sessionDir: '/s', allocatorSo: '/a.so', pythonPathPrefix: '/p', baseEnv: {}, settings: { budgetBytes } });
   assert.equal(budget(256 * 2 ** 20).GPUMEM_BUDGET, String(256 * 2 ** 20));
   assert.equal(budget(0).GPUMEM_BUDGET, '0');
-  assert.throws(() => budget(4096), /Invalid capture budget 4096 bytes: use 0 \(unbounded\) or at least 1 MiB/);
+  assert.throws(() => budget(4096), { message: 'GPUMEM_BUDGET must be 0 (unbounded) or at least 1048576 bytes (1 MiB), got 4096' });
   assert.throws(() => buildWorkloadEnv({ sessionDir: 'rel', allocatorSo: '/a.so', pythonPathPrefix: '/p' }), /session folder path must be absolute/);
   assert.equal(prependPath('/p', `${path.delimiter}/a`), `/p${path.delimiter}${path.delimiter}/a`); // the user's empty entry stays
 });

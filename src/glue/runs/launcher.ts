@@ -4,7 +4,8 @@
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import * as vscode from 'vscode';
-import { parseBytes } from '../../core/base/units/parseBytes';
+import { readValue, type SettingValue } from '../../core/base/settings/parse';
+import { SETTINGS, type SettingDecl } from '../../core/base/settings/table';
 import { buildCommand, buildWorkloadEnv, createSession, expandLaunchTemplate, findPython, locateInstall, terminalEnv, terminalShellLine } from '../../core/base/launch';
 import type { RecordingSettings } from '../../core/base/launch';
 import type { SessionManager, TrackedSession } from './liveRuns';
@@ -53,26 +54,18 @@ function ignoreInGit(root: string): void {
   }
 }
 
+/**
+ * The recording settings as the user set them in VS Code: each read and checked by the settings table (Note
+ * [Settings table]), so a wrong value is refused here with the message the CLIs and the bootstrap give.
+ */
 function recordingSettings(): Partial<RecordingSettings> {
-  const c = vscode.workspace.getConfiguration('gpuMemoryLens');
-  return {
-    segments: c.get<'expandable' | 'fixed'>('segmentStrategy', 'expandable'),
-    trimOnGrowth: c.get<boolean>('trimOnGrowth', true),
-    stacks: c.get<boolean>('captureStacks', true),
-    sampleMs: Math.round(c.get<number>('deviceSampleIntervalMs', 200)),
-    budgetBytes: captureBudget(c.get<string>('captureBudget', '1GiB')),
-    allocator: c.get<'auto' | 'lens' | 'pytorch'>('allocator', 'auto'),
-  };
-}
-
-/** The `gpuMemoryLens.captureBudget` setting in bytes (Note [Capture budget]); "0"/"none" = unbounded. */
-function captureBudget(text: string): number {
-  if (/^\s*(0|none)\s*$/i.test(text)) return 0;
-  try {
-    return parseBytes(text);
-  } catch (e) {
-    throw new Error(`gpuMemoryLens.captureBudget: ${(e as Error).message}, or 0 for no budget`);
+  const c = vscode.workspace.getConfiguration();
+  const out: Partial<Record<SettingDecl['key'], SettingValue>> = {};
+  for (const d of SETTINGS) {
+    const raw = d.vscode === undefined ? undefined : c.get<unknown>(d.vscode);
+    if (raw !== undefined && d.vscode !== undefined) out[d.key] = readValue(d, raw, d.vscode);
   }
+  return out as Partial<RecordingSettings>;
 }
 
 export class Launcher {

@@ -1,6 +1,8 @@
 // The workload's environment: how the launcher tells the bootstrap (native/python/sitecustomize.py)
 // where to write and how to record. Variable names are the contract in native/python/README.md.
 import * as path from 'node:path';
+import { checkValue, toEnv } from '../settings/parse';
+import { SETTINGS, USER_ENV_SWITCHES } from '../settings/table';
 
 export type SegmentStrategy = 'expandable' | 'fixed';
 export type Backend = 'cuda' | 'sim';
@@ -10,32 +12,24 @@ export type Backend = 'cuda' | 'sim';
  * environment and say why in one line.
  */
 export type AllocatorMode = 'auto' | 'lens' | 'pytorch';
-export const ALLOCATOR_MODES: readonly AllocatorMode[] = ['auto', 'lens', 'pytorch'];
 
+/**
+ * The recording settings, by their keys in the settings table (src/core/base/settings/table.ts: what each one
+ * means, its default and bounds, Note [Settings table]).
+ */
 export interface RecordingSettings {
   segments: SegmentStrategy;
-  /**
-   * Expandable segments give free pages back before raising the reserved peak (least memory; stream
-   * synchronizations while a workload's layout settles). Off: PyTorch's expandable behaviour.
-   */
   trimOnGrowth: boolean;
-  /** Record the Python stack of every allocation. */
   stacks: boolean;
-  /** Device-memory sampling period in ms; 0 = off. */
+  /** ms; 0 = off */
   sampleMs: number;
-  /** `sim` runs the allocator on a simulated device (tests, no GPU). */
   backend?: Backend;
+  /** bytes; 0 = the simulator's default */
   simCapacity?: number;
-  /** Disk budget of each capture in bytes, 0 = unbounded (Note [Capture budget], FORMAT.md §5). */
+  /** bytes; 0 = unbounded (Note [Capture budget], FORMAT.md §5) */
   budgetBytes?: number;
-  /** Default `auto`. */
   allocator?: AllocatorMode;
 }
-
-/** The capture budget when none is set: 1 GiB (issue 16). */
-export const DEFAULT_BUDGET_BYTES = 2 ** 30;
-
-export const DEFAULT_SETTINGS: RecordingSettings = { segments: 'expandable', trimOnGrowth: true, stacks: true, sampleMs: 200 };
 
 export interface WorkloadEnvOptions {
   sessionDir: string;
@@ -50,38 +44,23 @@ export interface WorkloadEnvOptions {
   baseEnv?: NodeJS.ProcessEnv;
 }
 
-/** Throws with an actionable message when a setting has a value the bootstrap would reject. */
-export function validateSettings(s: RecordingSettings): void {
-  if (s.segments !== 'expandable' && s.segments !== 'fixed') {
-    throw new Error(`Unknown segment strategy "${String(s.segments)}": use "expandable" or "fixed".`);
-  }
-  if (!Number.isInteger(s.sampleMs) || s.sampleMs < 0) {
-    throw new Error(`Invalid sampling period ${String(s.sampleMs)} ms: use a whole number ≥ 0 (0 turns sampling off).`);
-  }
-  if (s.budgetBytes !== undefined && (!Number.isSafeInteger(s.budgetBytes) || s.budgetBytes < 0 || (s.budgetBytes > 0 && s.budgetBytes < 2 ** 20))) {
-    throw new Error(`Invalid capture budget ${String(s.budgetBytes)} bytes: use 0 (unbounded) or at least 1 MiB, e.g. 1GiB.`);
-  }
-  if (s.allocator !== undefined && !ALLOCATOR_MODES.includes(s.allocator)) {
-    throw new Error(`Unknown allocator mode "${String(s.allocator)}": use "auto", "lens" or "pytorch".`);
-  }
-  if (s.backend !== undefined && s.backend !== 'cuda' && s.backend !== 'sim') {
-    throw new Error(`Unknown backend "${String(s.backend)}": use "cuda" or "sim".`);
+/**
+ * Throws the table's message (Note [Settings table]) when a setting has a value the bootstrap would reject; the
+ * value is named by the variable it is about to be written to.
+ */
+export function validateSettings(s: Partial<RecordingSettings>): void {
+  for (const d of SETTINGS) {
+    const v = s[d.key];
+    if (v !== undefined) checkValue(d, v, d.env);
   }
 }
-
-/**
- * GPUMEM_* variables a user sets on purpose (native/python/README.md): they pass through to the
- * workload. Every other GPUMEM_* is session plumbing, and a stale one from an outer tracked run must
- * not leak into this one.
- */
-export const USER_ENV_SWITCHES: readonly string[] = ['GPUMEM_STRICT_COMPILE', 'GPUMEM_GIL_FREE_WALK'];
 
 /**
  * The full environment for the workload: the base environment plus GPUMEM_* and PYTHONPATH with our
  * bootstrap folder first (so our sitecustomize runs; it chains any other one it finds later on the path).
  */
 export function buildWorkloadEnv(opts: WorkloadEnvOptions): Record<string, string> {
-  const settings: RecordingSettings = { ...DEFAULT_SETTINGS, ...(opts.settings ?? {}) };
+  const settings: Partial<RecordingSettings> = opts.settings ?? {};
   validateSettings(settings);
   for (const [what, p] of [
     ['session folder', opts.sessionDir],
@@ -96,14 +75,11 @@ export function buildWorkloadEnv(opts: WorkloadEnvOptions): Record<string, strin
   }
   env.GPUMEM_SESSION_DIR = opts.sessionDir;
   env.GPUMEM_ALLOCATOR_SO = opts.allocatorSo;
-  env.GPUMEM_SEGMENTS = settings.segments;
-  env.GPUMEM_TRIM = settings.trimOnGrowth ? '1' : '0';
-  env.GPUMEM_STACKS = settings.stacks ? '1' : '0';
-  env.GPUMEM_SAMPLE_MS = String(settings.sampleMs);
-  env.GPUMEM_BACKEND = settings.backend ?? 'cuda';
-  env.GPUMEM_BUDGET = String(settings.budgetBytes ?? DEFAULT_BUDGET_BYTES);
-  env.GPUMEM_ALLOCATOR = settings.allocator ?? 'auto'; // Note [Default allocator mode] in native/python/README.md
-  if (settings.simCapacity !== undefined) env.GPUMEM_SIM_CAPACITY = String(settings.simCapacity);
+  for (const d of SETTINGS) {
+    const v = settings[d.key] ?? d.default;
+    // a default that means none (the simulator's own capacity) needs no variable: absent is the default
+    if (!(v === 0 && d.default === 0 && d.zero)) env[d.env] = toEnv(d, v);
+  }
   if (opts.userRoots && opts.userRoots.length > 0) env.GPUMEM_USER_ROOTS = opts.userRoots.join(path.delimiter);
   env.PYTHONPATH = prependPath(opts.pythonPathPrefix, env.PYTHONPATH);
   return env;

@@ -2,7 +2,7 @@
 // environment and command line, interpreter fallback. Used by the extension's launcher and the CLI.
 export { createSession, sessionSlug, capturePath } from '../sessionFolder/create';
 export type { Session, SessionInfo } from '../sessionFolder/create';
-export { buildWorkloadEnv, prependPath, validateSettings, DEFAULT_SETTINGS } from './env';
+export { buildWorkloadEnv, prependPath, validateSettings } from './env';
 export type { RecordingSettings, SegmentStrategy, Backend, WorkloadEnvOptions } from './env';
 export { buildCommand, expandLaunchTemplate, splitShellWords, shellQuote, toShellLine } from './command';
 export type { Command, Target } from './command';
