@@ -28,7 +28,7 @@ Usage: gpumem <command> [options]
 
 Commands:
   run           run a script or module with memory tracking, leaving a capture per process
-  ping          show running workloads of a session (allocated / reserved now)
+  ping          show running workloads of a session folder (allocated / reserved now)
   empty-cache   release a running workload's cached memory (prints reserved before/after)
   snapshot      write a PyTorch snapshot pickle of a running workload
   summary       summarise a capture (.gpumem) or a PyTorch snapshot pickle
@@ -54,21 +54,21 @@ ${settingOptions()}
 
   ping: `Usage: gpumem ping [--session DIR | --pid N] [--out DIR] [--json]
 
-Asks each running process of a session for its pid, rank and current allocated/reserved memory.
-Without --session, the newest session under --out (default .gpumem) with a running process is used;
---pid N picks the process with that pid from any session under --out.`,
+Asks each running process of a session folder for its pid, rank and current allocated/reserved memory.
+Without --session, the newest session folder under --out (default .gpumem) with a running process is used;
+--pid N picks the process with that pid from any session folder under --out.`,
 
   'empty-cache': `Usage: gpumem empty-cache [--session DIR | --pid N] [--out DIR] [--json]
 
 Releases every fully free cached segment of the running workload(s) back to the driver, like
 torch.cuda.empty_cache() would, and prints reserved memory before and after.
-Session selection as for \`gpumem ping\`.`,
+Session folder selection as for \`gpumem ping\`.`,
 
   snapshot: `Usage: gpumem snapshot [--session DIR | --pid N] [--out DIR] [--json]
 
 Writes a PyTorch snapshot pickle (the format torch.cuda.memory._dump_snapshot writes; open it at
 pytorch.org/memory_viz or in VS Code) of each running process and prints its path.
-Session selection as for \`gpumem ping\`.`,
+Session folder selection as for \`gpumem ping\`.`,
 
   summary: `Usage: gpumem summary FILE [--json] [--top N]
        gpumem summary DIR… | CAPTURE CAPTURE… [--json]

@@ -214,12 +214,12 @@ test('the hover\'s categories at the peak are computed once per peak, then at mo
 });
 
 test('the snapshot timeline numbers the steps: the fact that ends each step carries its number', { skip }, async () => {
-  const { SnapshotSession } = await import('../../src/core/views/snapshot/openedCapture.ts');
+  const { OpenedCapture } = await import('../../src/core/views/snapshot/openedCapture.ts');
   // 2 backward() per optimizer step: the optimizer.step facts end the steps, the backward facts stay plain
   const { cap } = train(3, '--accumulate', '2');
   const m = openModel(cap);
   try {
-    const session = new SnapshotSession(m, { fileName: 'train.gpumem' });
+    const session = new OpenedCapture(m, { fileName: 'train.gpumem' });
     const summary = session.handle({ type: 'ready' }).find((x) => x.type === 'summary');
     const steps = summary.markers.filter((x) => x.kind === 'step');
     assert.deepEqual(

@@ -104,7 +104,7 @@ test('run: the workload gets its argv, stdin and stdout; the CLI returns its exi
   const dir = path.join(out, session);
   const captures = fs.readdirSync(dir).filter((f) => f.endsWith('.gpumem'));
   assert.equal(captures.length, 1);
-  assert.match(r.stderr, new RegExp(`^gpumem: session ${dir}\n`));
+  assert.match(r.stderr, new RegExp(`^gpumem: session folder ${dir}\n`));
   assert.ok(r.stderr.endsWith(`gpumem: capture ${path.join(dir, captures[0])}\n`), r.stderr);
   const config = JSON.parse(fs.readFileSync(path.join(dir, captures[0]), 'utf8').split('\n')[0].slice('configure '.length));
   assert.equal(config.segments, 'fixed');

@@ -8,20 +8,20 @@ import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import {
-  createSession, sessionSlug, buildWorkloadEnv, prependPath, buildCommand, expandLaunchTemplate,
-  splitShellWords, shellQuote, toShellLine, findPython, installPaths,
+  buildWorkloadEnv, prependPath, buildCommand, expandLaunchTemplate, splitShellWords, shellQuote, toShellLine, findPython, installPaths,
 } from '../../src/core/base/launch/index.ts';
+import { createSessionFolder, sessionSlug } from '../../src/core/base/sessionFolder/index.ts';
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
 const tmp = (p) => fs.mkdtempSync(path.join(os.tmpdir(), p));
 
-test('createSession makes a private, timestamped folder and never reuses one', () => {
+test('createSessionFolder makes a private, timestamped folder and never reuses one', () => {
   const root = path.join(tmp('gpumem-root-'), 'nested', 'root');
   const old = process.umask(0o022);
   try {
     const when = new Date(2026, 10, 21, 23, 5, 9);
-    const a = createSession(root, 'src/my train!.py', { command: ['python3', 'my train!.py'], cwd: '/w' }, when);
-    const b = createSession(root, 'src/my train!.py', undefined, when);
+    const a = createSessionFolder(root, 'src/my train!.py', { command: ['python3', 'my train!.py'], cwd: '/w' }, when);
+    const b = createSessionFolder(root, 'src/my train!.py', undefined, when);
     assert.equal(path.basename(a.dir), '20261121-230509-my-train');
     assert.equal(path.basename(b.dir), '20261121-230509-my-train-2');
     assert.equal(fs.statSync(a.dir).mode & 0o777, 0o700);
@@ -132,7 +132,7 @@ test('the environment switches the real Python bootstrap on (stub allocator, sta
   const dir = tmp('gpumem-launch-');
   const so = path.join(dir, 'libstub.so');
   execFileSync(cc, ['-shared', '-fPIC', '-o', so, path.join(ROOT, 'test/python/stub_allocator.c'), '-lpthread']);
-  const session = createSession(path.join(dir, 'sessions'), 'probe.py');
+  const session = createSessionFolder(path.join(dir, 'sessions'), 'probe.py');
   const script = path.join(dir, 'probe.py');
   fs.writeFileSync(script, 'import sys, torch\nx = torch.empty(2048, device="cuda")\nprint(torch.cuda.memory_allocated())\nsys.exit(3)\n');
   const env = buildWorkloadEnv({

@@ -30,12 +30,12 @@ test('webview → host: anything else is dropped', () => {
 });
 
 test('host → webview', () => {
-  const session = { name: 's', running: true, tracks: [], problems: [] };
-  assert.deepEqual(parseLiveHostMessage({ type: 'update', session }), { type: 'update', session });
-  assert.deepEqual(parseLiveHostMessage({ type: 'noSession' }), { type: 'noSession' });
+  const run = { name: 's', running: true, tracks: [], problems: [] };
+  assert.deepEqual(parseLiveHostMessage({ type: 'update', run }), { type: 'update', run });
+  assert.deepEqual(parseLiveHostMessage({ type: 'noRun' }), { type: 'noRun' });
   assert.deepEqual(parseLiveHostMessage({ type: 'busy', action: 'emptyCache', busy: true }), { type: 'busy', action: 'emptyCache', busy: true });
   assert.equal(parseLiveHostMessage({ type: 'busy', action: 'emptyCache' }), undefined);
-  assert.equal(parseLiveHostMessage({ type: 'update', session: { name: 1, tracks: [] } }), undefined);
+  assert.equal(parseLiveHostMessage({ type: 'update', run: { name: 1, tracks: [] } }), undefined);
   assert.equal(parseLiveHostMessage({ type: 'update' }), undefined);
 });
 
@@ -102,7 +102,7 @@ test('snapshot webview → host: anything else is dropped', () => {
   }
 });
 
-test('snapshot host → webview: every message the session sends passes; views pass through whole', () => {
+test('snapshot host → webview: every message the opened capture sends passes; views pass through whole', () => {
   const info = { fileName: 'a.pickle', format: 'pytorch-pickle', devices: [0, 1], timeRanges: [{ t0Us: 0, t1Us: 1 }], problems: [], originUs: 0, deviceNames: {}, integrity: { ended: 'clean', lostEvents: 0, lostFromS: null, message: null, sentences: [] }, ooms: [] };
   const c = snapshotHostMessages.check({ type: 'opened', info });
   assert.equal(c.ok, true);

@@ -12,7 +12,7 @@ import { summaryDocument, summarizeFile } from '../../src/core/analyses/summary/
 import { makeTimeBase } from '../../src/core/analyses/steps/timebase.ts';
 import { verdictOf } from '../../src/core/analyses/verdicts/verdictOf.ts';
 import { buildMarkers } from '../../src/core/views/snapshot/summaryView.ts';
-import { SnapshotSession } from '../../src/core/views/snapshot/openedCapture.ts';
+import { OpenedCapture } from '../../src/core/views/snapshot/openedCapture.ts';
 
 const SIM = path.join(root, 'test/fixtures/sim-captures');
 const fixture = (name) => path.join(SIM, `${name}.capture`);
@@ -262,7 +262,7 @@ test('the snapshot panel gets identity, integrity and the OOM list, with times f
   const f = facts('writer-failure');
   const m = openModel(fixture('writer-failure'));
   try {
-    const s = new SnapshotSession(m, { fileName: 'writer-failure.capture' });
+    const s = new OpenedCapture(m, { fileName: 'writer-failure.capture' });
     const info = s.opened();
     assert.equal(info.originUs, f.origin_us);
     assert.equal(info.identity, `pid ${f.pid} on sim-host`);

@@ -1,5 +1,5 @@
 // Issue 13 in the snapshot panel (Chromium): the integrity banner, the OOM list with a link that opens the
-// line, the device's name and the process identity. Fed by SnapshotSession over the real native Model of the
+// line, the device's name and the process identity. Fed by OpenedCapture over the real native Model of the
 // sim-backend fixtures (test/fixtures/sim-captures/); expected values come from the same bytes through the
 // spec-only reader (test/unit/reference/capture_facts.py).
 import assert from 'node:assert/strict';

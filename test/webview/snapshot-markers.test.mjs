@@ -8,7 +8,7 @@ import { after, before, describe, test } from 'node:test';
 import { needsAllocator, openModel, simTraining } from '../unit/reader-support.mjs';
 import { openSnapshotPanel } from './snapshot-host.mjs';
 
-const { SnapshotSession } = await import('../../src/core/views/snapshot/openedCapture.ts');
+const { OpenedCapture } = await import('../../src/core/views/snapshot/openedCapture.ts');
 const { buildMarkers } = await import('../../src/core/views/snapshot/summaryView.ts');
 const { timeBaseOf } = await import('../../src/core/analyses/steps/timebase.ts');
 
@@ -36,7 +36,7 @@ describe('snapshot timeline markers by range', { skip: needsAllocator }, () => {
    * device's messages with the first timeline answer.
    */
   const open = async (window, { late = false } = {}) => {
-    const real = new SnapshotSession(model, { fileName: 'train.gpumem', maxMarkers: LIMIT });
+    const real = new OpenedCapture(model, { fileName: 'train.gpumem', maxMarkers: LIMIT });
     let held = late;
     const session = {
       handle(msg) {

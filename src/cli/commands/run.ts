@@ -1,9 +1,10 @@
-// `gpumem run`: create a session, run the workload unchanged under the lens, report the captures.
+// `gpumem run`: create a session folder, run the workload unchanged under the lens, report the captures.
 import { spawn } from 'node:child_process';
 import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
-import { buildCommand, buildWorkloadEnv, createSession, findPython, locateInstall, type Command, type InstallPaths } from '../../core/base/launch';
+import { buildCommand, buildWorkloadEnv, findPython, locateInstall, type Command, type InstallPaths } from '../../core/base/launch';
+import { createSessionFolder } from '../../core/base/sessionFolder';
 import type { RecordingSettings } from '../../core/base/launch/env';
 import { parseText, type SettingValue } from '../../core/base/settings/parse';
 import { SETTINGS, type SettingDecl } from '../../core/base/settings/table';
@@ -90,17 +91,17 @@ export async function run(argv: string[], deps: RunDeps = {}): Promise<number> {
     throw new UsageError(`--allocator-so: no such file: ${allocatorSo} (build it with make -C native/allocator)`, 'run');
   }
   const cwd = process.cwd();
-  const session = createSession(str(p, 'out') ?? path.join(cwd, '.gpumem'), name, { command: [command.file, ...command.args], cwd });
+  const folder = createSessionFolder(str(p, 'out') ?? path.join(cwd, '.gpumem'), name, { command: [command.file, ...command.args], cwd });
   const env = buildWorkloadEnv({
-    sessionDir: session.dir,
+    sessionDir: folder.dir,
     allocatorSo: allocatorSo !== undefined ? path.resolve(allocatorSo) : install.allocatorSo,
     pythonPathPrefix: install.pythonDir,
     settings,
     userRoots: [cwd],
   });
-  err(`gpumem: session ${session.dir}\n`);
+  err(`gpumem: session folder ${folder.dir}\n`);
   const code = await spawnWorkload(command, env, err);
-  reportCaptures(session.dir, err);
+  reportCaptures(folder.dir, err);
   return code;
 }
 

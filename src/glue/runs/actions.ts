@@ -1,37 +1,37 @@
-// Empty Cache and Capture Snapshot, sent over the control socket to the focused session's processes.
+// Empty Cache and Capture Snapshot, sent over the control socket to the focused run's processes.
 import * as vscode from 'vscode';
 import { emptyCache, snapshot } from '../../core/base/control';
 import { formatBytes } from '../../core/base/units/bytes';
-import type { SessionProcess } from '../../core/views/live';
-import { pickSession } from './launcher';
-import type { SessionManager, TrackedSession } from './liveRuns';
+import type { RunProcess } from '../../core/views/live';
+import { pickRun } from './launcher';
+import type { LiveRuns, TrackedRun } from './liveRuns';
 
-function describe(p: SessionProcess): string {
+function describe(p: RunProcess): string {
   return p.entry.rank !== undefined ? `rank ${p.entry.rank} (pid ${p.entry.pid})` : `pid ${p.entry.pid}`;
 }
 
 export class WorkloadActions {
-  constructor(private readonly sessions: SessionManager) {}
+  constructor(private readonly runs: LiveRuns) {}
 
-  /** The focused session if it is running, else ask among the running ones. */
-  private async target(title: string): Promise<TrackedSession | undefined> {
-    const focused = this.sessions.focused;
-    if (focused?.session.isLive() && focused.session.controllable().length > 0) return focused;
-    const running = this.sessions.running().filter((s) => s.session.controllable().length > 0);
+  /** The focused run if it is running, else ask among the running ones. */
+  private async target(title: string): Promise<TrackedRun | undefined> {
+    const focused = this.runs.focused;
+    if (focused?.run.isLive() && focused.run.controllable().length > 0) return focused;
+    const running = this.runs.running().filter((s) => s.run.controllable().length > 0);
     if (running.length === 0) {
       void vscode.window.showWarningMessage(
         'GPU Memory Lens: no running workload to talk to. Start one with "GPU Memory: Run Python File with Memory Tracking" (it must have initialised CUDA).',
       );
       return undefined;
     }
-    return running.length === 1 ? running[0] : pickSession(running, title);
+    return running.length === 1 ? running[0] : pickRun(running, title);
   }
 
-  /** Returns the bytes released (summed over the session's processes), or undefined if nothing was sent. */
+  /** Returns the bytes released (summed over the run's processes), or undefined if nothing was sent. */
   async emptyCache(): Promise<number | undefined> {
     const tracked = await this.target('Empty the cache of which workload?');
     if (!tracked) return undefined;
-    const procs = tracked.session.controllable();
+    const procs = tracked.run.controllable();
     const results = await Promise.allSettled(procs.map((p) => emptyCache(p.entry.socket!)));
     let before = 0;
     let after = 0;
@@ -55,11 +55,11 @@ export class WorkloadActions {
     return released;
   }
 
-  /** Asks each process of the session for a snapshot pickle and opens the first in the snapshot panel. */
+  /** Asks each process of the run for a snapshot pickle and opens the first in the snapshot panel. */
   async captureSnapshot(): Promise<vscode.Uri[]> {
     const tracked = await this.target('Snapshot which workload?');
     if (!tracked) return [];
-    const procs = tracked.session.controllable();
+    const procs = tracked.run.controllable();
     const results = await Promise.allSettled(procs.map((p) => snapshot(p.entry.socket!)));
     const uris: vscode.Uri[] = [];
     const failures: string[] = [];

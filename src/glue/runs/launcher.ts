@@ -6,9 +6,10 @@ import * as path from 'node:path';
 import * as vscode from 'vscode';
 import { readValue, type SettingValue } from '../../core/base/settings/parse';
 import { SETTINGS, type SettingDecl } from '../../core/base/settings/table';
-import { buildCommand, buildWorkloadEnv, createSession, expandLaunchTemplate, findPython, locateInstall, terminalEnv, terminalShellLine } from '../../core/base/launch';
+import { buildCommand, buildWorkloadEnv, expandLaunchTemplate, findPython, locateInstall, terminalEnv, terminalShellLine } from '../../core/base/launch';
+import { createSessionFolder } from '../../core/base/sessionFolder';
 import type { RecordingSettings } from '../../core/base/launch';
-import type { SessionManager, TrackedSession } from './liveRuns';
+import type { LiveRuns, TrackedRun } from './liveRuns';
 
 async function interpreterFromPythonExtension(resource: vscode.Uri | undefined): Promise<string | undefined> {
   if (!vscode.extensions.getExtension('ms-python.python')) return undefined;
@@ -50,7 +51,7 @@ function ignoreInGit(root: string): void {
     const file = path.join(root, '.gitignore');
     if (!fs.existsSync(file)) fs.writeFileSync(file, '# GPU Memory Lens session folders (captures, sockets, snapshots)\n*\n');
   } catch {
-    // not fatal: createSession reports an unwritable root with a clear message
+    // not fatal: createSessionFolder reports an unwritable root with a clear message
   }
 }
 
@@ -71,11 +72,11 @@ function recordingSettings(): Partial<RecordingSettings> {
 export class Launcher {
   constructor(
     private readonly extensionRoot: string,
-    private readonly sessions: SessionManager,
+    private readonly runs: LiveRuns,
   ) {}
 
-  /** Launches `file` (or the active Python editor's file). Returns the session, or undefined if cancelled. */
-  async run(fileArg?: vscode.Uri): Promise<TrackedSession | undefined> {
+  /** Launches `file` (or the active Python editor's file). Returns the run, or undefined if cancelled. */
+  async run(fileArg?: vscode.Uri): Promise<TrackedRun | undefined> {
     if (!vscode.workspace.isTrusted) {
       void vscode.window.showErrorMessage(
         'GPU Memory Lens: running a workload executes code from this folder, which is in Restricted Mode. Trust the workspace (Manage Workspace Trust) to run it.',
@@ -98,9 +99,9 @@ export class Launcher {
     const cwd = folder?.uri.fsPath ?? (filePath ? path.dirname(filePath) : process.cwd());
     const install = locateInstall(path.join(this.extensionRoot, 'dist'));
     const label = filePath ? path.basename(filePath) : cmd.file;
-    const session = createSession(sessionRoot(file), label, { command: [cmd.file, ...cmd.args], cwd });
+    const sessionFolder = createSessionFolder(sessionRoot(file), label, { command: [cmd.file, ...cmd.args], cwd });
     const env = buildWorkloadEnv({
-      sessionDir: session.dir,
+      sessionDir: sessionFolder.dir,
       allocatorSo: install.allocatorSo,
       pythonPathPrefix: install.pythonDir,
       settings: recordingSettings(),
@@ -115,25 +116,25 @@ export class Launcher {
       iconPath: new vscode.ThemeIcon('pulse'),
     });
     terminal.show(true);
-    return this.sessions.add(session.dir, label, terminal);
+    return this.runs.add(sessionFolder.dir, label, terminal);
   }
 
   /** Stop Workload: Ctrl-C to the workload's terminal (clean exit, capture closed); pick one if several. */
   async stop(): Promise<void> {
-    const running = this.sessions.running().filter((s) => s.terminal);
+    const running = this.runs.running().filter((s) => s.terminal);
     if (running.length === 0) {
       void vscode.window.showInformationMessage('GPU Memory Lens: no workload is running.');
       return;
     }
-    const target = running.length === 1 ? running[0] : await pickSession(running, 'Stop which workload?');
+    const target = running.length === 1 ? running[0] : await pickRun(running, 'Stop which workload?');
     if (!target?.terminal) return;
     target.terminal.sendText('\u0003', false);
   }
 }
 
-export async function pickSession(list: readonly TrackedSession[], title: string): Promise<TrackedSession | undefined> {
+export async function pickRun(list: readonly TrackedRun[], title: string): Promise<TrackedRun | undefined> {
   const pick = await vscode.window.showQuickPick(
-    list.map((s) => ({ label: s.label, description: s.session.name, detail: s.session.dir, tracked: s })),
+    list.map((s) => ({ label: s.label, description: s.run.name, detail: s.run.dir, tracked: s })),
     { title, placeHolder: title },
   );
   return pick?.tracked;

@@ -1,24 +1,24 @@
-// The running (and recently finished) sessions of this window: one LiveSession per launch, each tied to
+// The running (and recently finished) runs of this window: one LiveRun per launch, each tied to
 // its terminal. Polls captures on a timer and tells listeners when something changed; the listeners
 // (panel, status bar, annotations) throttle themselves.
 import * as vscode from 'vscode';
 import type { OomInfo } from '../../core/base/model/types';
-import { LiveSession, type OpenModel, type SessionProcess, type WriterFailure } from '../../core/views/live';
+import { LiveRun, type OpenModel, type RunProcess, type WriterFailure } from '../../core/views/live';
 
-export interface TrackedSession {
-  session: LiveSession;
+export interface TrackedRun {
+  run: LiveRun;
   terminal?: vscode.Terminal;
   /** what the user launched, for pickers: "train.py" */
   label: string;
 }
 
 export interface WriterFailureEvent extends WriterFailure {
-  tracked: TrackedSession;
+  tracked: TrackedRun;
 }
 
 export interface OomEvent {
-  tracked: TrackedSession;
-  process: SessionProcess;
+  tracked: TrackedRun;
+  process: RunProcess;
   oom: OomInfo;
 }
 
@@ -26,9 +26,9 @@ export interface OomEvent {
 // while costing one read() per capture when nothing was appended. Views throttle on top of it.
 const POLL_MS = 100;
 
-export class SessionManager implements vscode.Disposable {
-  private readonly sessions: TrackedSession[] = [];
-  private focusedSession: TrackedSession | undefined;
+export class LiveRuns implements vscode.Disposable {
+  private readonly runs: TrackedRun[] = [];
+  private focusedRun: TrackedRun | undefined;
   private readonly timer: ReturnType<typeof setInterval>;
   private readonly changed = new vscode.EventEmitter<void>();
   private readonly oom = new vscode.EventEmitter<OomEvent>();
@@ -46,56 +46,56 @@ export class SessionManager implements vscode.Disposable {
       this.oom,
       this.writerFailure,
       vscode.window.onDidCloseTerminal((t) => {
-        const tracked = this.sessions.find((s) => s.terminal === t);
+        const tracked = this.runs.find((s) => s.terminal === t);
         if (!tracked) return;
         tracked.terminal = undefined;
-        tracked.session.running = false;
+        tracked.run.running = false;
         this.tick(); // read the tail the workload wrote while exiting
         this.changed.fire();
       }),
-      // Several sessions: the one whose terminal the user looks at is the one the panel and status bar follow.
+      // Several runs: the one whose terminal the user looks at is the one the panel and status bar follow.
       vscode.window.onDidChangeActiveTerminal((t) => {
-        const tracked = t && this.sessions.find((s) => s.terminal === t);
-        if (tracked && tracked !== this.focusedSession) this.focus(tracked);
+        const tracked = t && this.runs.find((s) => s.terminal === t);
+        if (tracked && tracked !== this.focusedRun) this.focus(tracked);
       }),
     );
   }
 
-  get all(): readonly TrackedSession[] {
-    return this.sessions;
+  get all(): readonly TrackedRun[] {
+    return this.runs;
   }
 
-  /** The session the status bar and the live panel follow: the latest launched, or the one picked. */
-  get focused(): TrackedSession | undefined {
-    return this.focusedSession;
+  /** The run the status bar and the live panel follow: the latest launched, or the one picked. */
+  get focused(): TrackedRun | undefined {
+    return this.focusedRun;
   }
 
-  focus(tracked: TrackedSession): void {
-    this.focusedSession = tracked;
+  focus(tracked: TrackedRun): void {
+    this.focusedRun = tracked;
     this.changed.fire();
   }
 
-  add(dir: string, label: string, terminal?: vscode.Terminal): TrackedSession {
-    const tracked: TrackedSession = { session: new LiveSession(dir, this.openModel), terminal, label };
-    if (!terminal) tracked.session.running = false;
-    this.sessions.push(tracked);
-    this.focusedSession = tracked;
+  add(dir: string, label: string, terminal?: vscode.Terminal): TrackedRun {
+    const tracked: TrackedRun = { run: new LiveRun(dir, this.openModel), terminal, label };
+    if (!terminal) tracked.run.running = false;
+    this.runs.push(tracked);
+    this.focusedRun = tracked;
     this.tick();
     this.changed.fire();
     return tracked;
   }
 
-  running(): TrackedSession[] {
-    return this.sessions.filter((s) => s.session.isLive());
+  running(): TrackedRun[] {
+    return this.runs.filter((s) => s.run.isLive());
   }
 
   private tick(): void {
     let any = false;
-    for (const tracked of this.sessions) {
-      // Every capture of a finished session read to its REC_END: nothing more can arrive.
-      const procs = tracked.session.processes;
-      if (!tracked.session.running && procs.length > 0 && procs.every((p) => p.model?.ended())) continue;
-      const r = tracked.session.refresh();
+    for (const tracked of this.runs) {
+      // Every capture of a finished run read to its REC_END: nothing more can arrive.
+      const procs = tracked.run.processes;
+      if (!tracked.run.running && procs.length > 0 && procs.every((p) => p.model?.ended())) continue;
+      const r = tracked.run.refresh();
       any ||= r.changed;
       for (const { process, oom } of r.newOoms) this.oom.fire({ tracked, process, oom });
       for (const f of r.newWriterFailures) this.writerFailure.fire({ tracked, ...f });
@@ -105,7 +105,7 @@ export class SessionManager implements vscode.Disposable {
 
   dispose(): void {
     clearInterval(this.timer);
-    for (const s of this.sessions) s.session.close();
+    for (const s of this.runs) s.run.close();
     for (const d of this.disposables) d.dispose();
   }
 }

@@ -1,8 +1,8 @@
-// One status bar item: the focused session's allocated / reserved (summed over its processes and
-// devices); click opens the live panel. Hidden when no session exists.
+// One status bar item: the focused run's allocated / reserved (summed over its processes and
+// devices); click opens the live panel. Hidden when no run exists.
 import * as vscode from 'vscode';
 import { formatBytes } from '../../core/base/units/bytes';
-import type { SessionManager } from './liveRuns';
+import type { LiveRuns } from './liveRuns';
 import { Throttle } from '../throttle';
 
 export class MemoryStatusBar implements vscode.Disposable {
@@ -10,23 +10,23 @@ export class MemoryStatusBar implements vscode.Disposable {
   private readonly throttle = new Throttle(250, () => this.update());
   private readonly sub: vscode.Disposable;
 
-  constructor(private readonly sessions: SessionManager) {
+  constructor(private readonly runs: LiveRuns) {
     this.item.name = 'GPU Memory';
     this.item.command = 'gpuMemoryLens.showLivePanel';
-    this.sub = sessions.onDidChange(() => this.throttle.trigger());
+    this.sub = runs.onDidChange(() => this.throttle.trigger());
   }
 
   private update(): void {
-    const focused = this.sessions.focused;
+    const focused = this.runs.focused;
     if (!focused) {
       this.item.hide();
       return;
     }
-    const t = focused.session.totals();
-    const live = focused.session.isLive();
+    const t = focused.run.totals();
+    const live = focused.run.isLive();
     const icon = live ? '$(pulse)' : '$(history)';
     // The allocator mode is said only when PyTorch's own allocator was observed (the lens is the default).
-    const modes = focused.session.allocatorModes();
+    const modes = focused.run.allocatorModes();
     const mode = modes.includes('pytorch') ? ' · pytorch allocator' : '';
     this.item.text = `${icon} ${formatBytes(t.allocatedBytes)} / ${formatBytes(t.reservedBytes)}${mode}`;
     const modeLine = modes.length

@@ -1,7 +1,6 @@
-// Launching workloads under the lens allocator (no vscode import): session folders, the workload's
-// environment and command line, interpreter fallback. Used by the extension's launcher and the CLI.
-export { createSession, sessionSlug, capturePath } from '../sessionFolder/create';
-export type { Session, SessionInfo } from '../sessionFolder/create';
+// Launching workloads under the lens allocator (no vscode import): the workload's environment and command
+// line, interpreter fallback, the terminal wrapper. Used by the extension's launcher and the CLI; the session
+// folder a launch creates is ../sessionFolder's.
 export { buildWorkloadEnv, prependPath, validateSettings } from './env';
 export type { RecordingSettings, SegmentStrategy, Backend, WorkloadEnvOptions } from './env';
 export { buildCommand, expandLaunchTemplate, splitShellWords, shellQuote, toShellLine } from './command';

@@ -62,11 +62,11 @@ export interface LiveTrack {
   categories?: LiveCategories;
 }
 
-export interface LiveSessionView {
+export interface LiveRunView {
   /** session folder name, shown as the panel's subtitle */
   name: string;
   /**
-   * The chart's 0 s, in seconds since the epoch: the session's first event (the first CUDA allocation of
+   * The chart's 0 s, in seconds since the epoch: the run's first event (the first CUDA allocation of
    * its first process), shared by every track so ranks line up. Absent before any capture has an event.
    * Charts show seconds elapsed since it (Note [Elapsed time axis] in webview/live/timeAxis.ts).
    */
@@ -91,8 +91,8 @@ const widthPx = map(
 
 /** Host → webview (checked by webview/live). */
 export const liveHostMessages = protocol('live panel, host → webview', {
-  update: obj({ session: view<LiveSessionView>({ name: str(Infinity), tracks: list<LiveTrack>(), running: bool, problems: list<string>() }) }),
-  noSession: obj({}),
+  update: obj({ run: view<LiveRunView>({ name: str(Infinity), tracks: list<LiveTrack>(), running: bool, problems: list<string>() }) }),
+  noRun: obj({}),
   busy: obj({ action: oneOf(ACTIONS), busy: bool }),
 });
 export type LiveHostMessage = MessageIn<typeof liveHostMessages>;

@@ -273,7 +273,7 @@ export interface AdviceView {
  * epoch for every rank), min/max buckets as the timeline tab's (Note [Only what is drawn]).
  */
 export interface RankRowView {
-  /** index into the session's captures, what `openRank` names */
+  /** index into the rank set's captures, what `openRank` names */
   index: number;
   fileName: string;
   host: string | null;

@@ -3,7 +3,7 @@
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 
-export interface Session {
+export interface SessionFolder {
   /** Absolute path of the session folder (mode 0700). */
   dir: string;
   /** Sanitised name used in the folder name. */
@@ -11,7 +11,7 @@ export interface Session {
   created: Date;
 }
 
-export interface SessionInfo {
+export interface SessionFolderInfo {
   command: string[];
   cwd: string;
 }
@@ -35,8 +35,8 @@ function stamp(d: Date): string {
  * empty a workload's cache, so nobody else may reach them). Two launches in the same second get
  * `-2`, `-3`… suffixes instead of sharing a folder.
  */
-export function createSession(root: string, name: string, info?: SessionInfo, now: Date = new Date()): Session {
-  if (!root) throw new Error('createSession: no session root given (set gpuMemoryLens.sessionRoot or pass --out DIR).');
+export function createSessionFolder(root: string, name: string, info?: SessionFolderInfo, now: Date = new Date()): SessionFolder {
+  if (!root) throw new Error('createSessionFolder: no session root given (set gpuMemoryLens.sessionRoot or pass --out DIR).');
   const absRoot = path.resolve(root);
   try {
     fs.mkdirSync(absRoot, { recursive: true });
@@ -54,13 +54,13 @@ export function createSession(root: string, name: string, info?: SessionInfo, no
       throw new Error(`Cannot create the session folder ${dir}: ${(e as Error).message}.`);
     }
     fs.chmodSync(dir, 0o700); // mkdir's mode is filtered by the umask
-    if (info) writeSessionInfo(dir, slug, now, info);
+    if (info) writeSessionFolderInfo(dir, slug, now, info);
     return { dir, name: slug, created: now };
   }
-  throw new Error(`Too many sessions named ${base} in ${absRoot}; remove old ones.`);
+  throw new Error(`Too many session folders named ${base} in ${absRoot}; remove old ones.`);
 }
 
-function writeSessionInfo(dir: string, name: string, created: Date, info: SessionInfo): void {
+function writeSessionFolderInfo(dir: string, name: string, created: Date, info: SessionFolderInfo): void {
   const doc = { version: 1, name, created: created.toISOString(), command: info.command, cwd: info.cwd };
   fs.writeFileSync(path.join(dir, 'session.json'), JSON.stringify(doc, null, 2) + '\n', { mode: 0o600 });
 }

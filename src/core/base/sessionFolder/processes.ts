@@ -40,14 +40,18 @@ function parseProcFile(dir: string, file: string, pidFromName: number): ProcessE
   return entry;
 }
 
-/** Processes of a session folder, sorted by rank then pid. A missing folder has none. */
-export function scanSessionFolder(dir: string): ProcessEntry[] {
-  let names: string[];
+/** The names in a folder; none when it cannot be read (missing, or removed while a run ends). */
+export function folderNames(dir: string): string[] {
   try {
-    names = fs.readdirSync(dir);
+    return fs.readdirSync(dir);
   } catch {
     return [];
   }
+}
+
+/** Processes of a session folder, sorted by rank then pid. A missing folder has none. */
+export function scanSessionFolder(dir: string): ProcessEntry[] {
+  const names = folderNames(dir);
   const byPid = new Map<number, ProcessEntry>();
   for (const n of names) {
     const m = PROC_RE.exec(n);

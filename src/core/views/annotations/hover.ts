@@ -10,7 +10,7 @@ export const OPEN_FRAME_COMMAND = 'gpuMemoryLens.openFrame';
 export interface HoverContext {
   /** the device's peak allocated bytes */
   peakBytes: number;
-  /** "rank 0 · cuda:0" when the session has several processes/devices, else "" */
+  /** "rank 0 · cuda:0" when the run has several processes/devices, else "" */
   where: string;
   stack(id: number): Stack | undefined;
   /** how many stacks to list (default 3) and frames per stack (default 8) */

@@ -6,7 +6,7 @@
 // `minIntervalMs` (2 s) passed since the last computation; in between the last answer is sent again. That answer
 // can be stale at the run's end: the last records (the leak keeper's notice, written after the last event) arrive
 // inside the interval and nothing arrives after them. `owes()` says, once per generation, when a track's answer is
-// stale and due; the session counts that as a change, so one more update goes out and recomputes (the trailing
+// stale and due; the live run counts that as a change, so one more update goes out and recomputes (the trailing
 // edge). They are sampled at `points` moments evenly spread over the trace (each the bytes live right after the
 // moment, the same rule as everywhere), enough for a stacked chart the width of the panel; the exact figures are
 // in the snapshot panel. A capture still in its first forward has no phase facts yet: everything is "other" until

@@ -1,8 +1,10 @@
-// One session folder followed live: discovers its processes, opens a Model per capture, tails them, and
-// reports what changed. No vscode import; the glue (src/glue/runs/liveRuns) drives refresh() from a timer.
+// LiveRun: one run followed live through its session folder — discovers its processes, opens a Model per
+// capture, tails them, and reports what changed. No vscode import; the glue (src/glue/runs/liveRuns.ts) drives
+// refresh() from a timer. (A capture opened in the snapshot panel is an OpenedCapture, src/core/views/snapshot;
+// a session folder's ranks side by side are a RankSet, src/core/views/ranks.)
 import * as path from 'node:path';
 import { END_WRITER_FAILURE, type Model, type OomInfo } from '../../base/model/types';
-import type { LiveSessionView } from '../../base/protocol/live';
+import type { LiveRunView } from '../../base/protocol/live';
 import { scanSessionFolder, type ProcessEntry } from '../../base/sessionFolder/processes';
 import { LiveCategoriesCache } from './categoriesTrack';
 import { figuresOf, trackOf } from './view';
@@ -10,7 +12,7 @@ import { budgetOf, budgetSentence } from '../../analyses/summary/budget';
 
 export type OpenModel = (capturePath: string) => Model;
 
-export interface SessionProcess {
+export interface RunProcess {
   entry: ProcessEntry;
   model?: Model;
   /** why the capture could not be opened yet (shown in the panel when it persists) */
@@ -26,7 +28,7 @@ export interface SessionProcess {
 
 /** A capture the workload's writer had to stop (disk full, file size limit, folder removed). */
 export interface WriterFailure {
-  process: SessionProcess;
+  process: RunProcess;
   /** the writer's own words: the path, the error and how much was written */
   message: string;
 }
@@ -40,22 +42,22 @@ export interface RefreshResult {
   /** new events were read or processes appeared */
   changed: boolean;
   /** OOMs read for the first time in this refresh */
-  newOoms: { process: SessionProcess; oom: OomInfo }[];
+  newOoms: { process: RunProcess; oom: OomInfo }[];
   /** captures whose end record (reason 1: the writer could not write) was read in this refresh */
   newWriterFailures: WriterFailure[];
 }
 
-export interface SessionTotals {
+export interface RunTotals {
   allocatedBytes: number;
   reservedBytes: number;
   processes: number;
 }
 
-export class LiveSession {
+export class LiveRun {
   readonly name: string;
   /** false once the workload's terminal closed (set by the glue) */
   running = true;
-  private readonly procs = new Map<number, SessionProcess>();
+  private readonly procs = new Map<number, RunProcess>();
   /** Note [Live categories] */
   private readonly categories = new LiveCategoriesCache();
 
@@ -76,7 +78,7 @@ export class LiveSession {
     return procs.length === 0 || procs.some((p) => !(p.model?.ended() ?? false));
   }
 
-  get processes(): SessionProcess[] {
+  get processes(): RunProcess[] {
     return [...this.procs.values()];
   }
 
@@ -131,8 +133,8 @@ export class LiveSession {
   }
 
   /** Sum over every process and device: what the status bar shows. */
-  totals(): SessionTotals {
-    const t: SessionTotals = { allocatedBytes: 0, reservedBytes: 0, processes: 0 };
+  totals(): RunTotals {
+    const t: RunTotals = { allocatedBytes: 0, reservedBytes: 0, processes: 0 };
     for (const p of this.procs.values()) {
       if (!p.model) continue;
       t.processes++;
@@ -146,7 +148,7 @@ export class LiveSession {
   }
 
   /**
-   * Which allocators made this session's numbers (from the capture headers, issue 15): `pytorch` when
+   * Which allocators made this run's numbers (from the capture headers, issue 15): `pytorch` when
    * PyTorch's own allocator was observed, `lens` for ours; empty until a header says (or for old captures).
    */
   allocatorModes(): ('lens' | 'pytorch')[] {
@@ -159,7 +161,7 @@ export class LiveSession {
   }
 
   /** The live panel's view at `buckets` points per chart. */
-  view(buckets: number): LiveSessionView {
+  view(buckets: number): LiveRunView {
     const tracks = [];
     const problems: string[] = [];
     for (const p of this.processes) {
@@ -182,7 +184,7 @@ export class LiveSession {
         tracks.push(track);
       }
     }
-    const view: LiveSessionView = { name: this.name, running: this.running && tracks.some((t) => t.running), tracks, problems };
+    const view: LiveRunView = { name: this.name, running: this.running && tracks.some((t) => t.running), tracks, problems };
     const origin = this.originUs();
     if (origin !== undefined) view.originS = origin / 1e6;
     return view;
@@ -203,7 +205,7 @@ export class LiveSession {
   }
 
   /** Processes that can take control commands (a socket is known and the capture has not ended). */
-  controllable(): SessionProcess[] {
+  controllable(): RunProcess[] {
     return this.processes.filter((p) => p.entry.socket && !(p.model?.ended() ?? false));
   }
 
@@ -220,7 +222,7 @@ export class LiveSession {
 }
 
 /** The writer failure a process's capture ended with, if it did. */
-function writerFailureOf(p: SessionProcess): WriterFailure | undefined {
+function writerFailureOf(p: RunProcess): WriterFailure | undefined {
   const end = p.model?.endRecord();
   return end && end.reason === END_WRITER_FAILURE ? { process: p, message: end.message } : undefined;
 }

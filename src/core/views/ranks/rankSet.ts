@@ -1,4 +1,5 @@
-// Answers the snapshot webview when the panel is opened on a session folder (or several): the ranks side by side.
+// RankSet: the captures of a session folder (or several) as the snapshot panel shows them, the ranks side by
+// side; answers the webview when the panel is opened on a folder.
 //
 // Note [Ranks side by side]: a torchrun/SLURM job leaves one capture per rank (issue 16). The panel shows them as
 // one view: the rank table of `gpumem summary DIR…` (the same rows and flags as rankTable(): rankRowOf and
@@ -21,14 +22,14 @@ import { rankTableText } from '../../analyses/ranks/report';
 /** One rank's series per pixel column of the panel: the page is ~1,000 px wide, so 600 buckets is plenty. */
 export const RANK_BUCKETS = 600;
 
-export interface RanksSessionOptions {
+export interface RankSetOptions {
   title: string;
   /** how a recorded path is shown (the glue makes it workspace-relative); identity by default */
   displayPath?: (file: string) => string;
   buckets?: number;
 }
 
-export class RanksSession {
+export class RankSet {
   private constructor(
     readonly table: RankTable,
     private readonly built: RanksView,
@@ -40,7 +41,7 @@ export class RanksSession {
    * rank's series on the shared axis), so the extension host answers other work between ranks instead of stalling
    * for the whole folder (64 large ranks took seconds of synchronous reads). One model is open at a time.
    */
-  static async open(files: readonly string[], options: RanksSessionOptions): Promise<RanksSession> {
+  static async open(files: readonly string[], options: RankSetOptions): Promise<RankSet> {
     if (files.length === 0) throw new Error(`${options.title}: no captures (*.gpumem) in it: open a session folder that gpumem run wrote`);
     const display = options.displayPath ?? ((f: string) => f);
     const buckets = options.buckets ?? RANK_BUCKETS;
@@ -108,7 +109,7 @@ export class RanksSession {
     const text = rankTableText(table).split('\n');
     const sentences = text.slice(2 + table.ranks.length).filter((l) => !l.startsWith('note: '));
     const view: RanksView = { title: options.title, medianPeakAllocatedBytes: table.median_peak_allocated_bytes, t0Us, t1Us, buckets, ranks, sentences };
-    return new RanksSession(table, view);
+    return new RankSet(table, view);
   }
 
   /** The capture the rank row `index` came from (for the glue's openRank). */

@@ -1,5 +1,6 @@
-// Answers the snapshot webview's queries from one Model (no vscode: the glue forwards messages here and
-// handles only what needs the editor — go to source, file pickers, saving).
+// OpenedCapture: a capture or snapshot pickle opened in the snapshot panel; answers the webview's queries from its
+// one Model (no vscode: the glue forwards messages here and handles only what needs the editor — go to source,
+// file pickers, saving).
 import type { Model } from '../../base/model/types';
 import type {
   DiffView,
@@ -28,7 +29,7 @@ import { oomRows } from '../../analyses/summary/ooms';
 import { timeBaseOf, type TimeBase } from '../../analyses/steps/timebase';
 import { verdictAt } from '../../analyses/verdicts/verdict';
 
-export interface SessionOptions {
+export interface OpenedCaptureOptions {
   /** file name shown in the header */
   fileName: string;
   /** how a recorded path is shown (the glue makes it workspace-relative); identity by default */
@@ -50,13 +51,13 @@ const MAX_DIFF_ROWS = 1000;
 // the same limit within the window, so every step end shows once the view is narrow enough to tell them apart.
 const MAX_MARKERS = 5000;
 
-export class SnapshotSession {
+export class OpenedCapture {
   private readonly display: (file: string) => string;
   private timeBase: TimeBase | undefined;
 
   constructor(
     readonly model: Model,
-    private readonly options: SessionOptions,
+    private readonly options: OpenedCaptureOptions,
   ) {
     this.display = options.displayPath ?? ((f) => f);
   }

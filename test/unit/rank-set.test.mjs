@@ -1,16 +1,16 @@
-// RanksSession (Note [Ranks side by side]): the ranks view of session folders, from real captures (the sim
+// RankSet (Note [Ranks side by side]): the ranks view of session folders, from real captures (the sim
 // fixtures' two ranks and an OOM capture). The Chromium side is test/webview/snapshot-ranks.test.mjs.
 import assert from 'node:assert/strict';
 import path from 'node:path';
 import { test } from 'node:test';
 import { openModel, root, tmpDir } from './reader-support.mjs';
 
-const { RanksSession } = await import('../../src/core/views/ranks/rankSet.ts');
+const { RankSet } = await import('../../src/core/views/ranks/rankSet.ts');
 const sim = path.join(root, 'test/fixtures/sim-captures');
 
 test('a folder without captures is an actionable error, not an empty view', async () => {
   const dir = tmpDir();
-  await assert.rejects(RanksSession.open([], { title: path.basename(dir) }), /no captures \(\*\.gpumem\) in it: open a session folder that gpumem run wrote/);
+  await assert.rejects(RankSet.open([], { title: path.basename(dir) }), /no captures \(\*\.gpumem\) in it: open a session folder that gpumem run wrote/);
 });
 
 test('rows and series per rank on one axis: the axis spans every capture, each series peaks at its capture\'s peak', async () => {
@@ -18,7 +18,7 @@ test('rows and series per rank on one axis: the axis spans every capture, each s
   // Note [Ranks off the host thread]: the event loop turns while the captures are read (a timer ticks in between)
   let ticks = 0;
   const timer = setInterval(() => ticks++, 0);
-  const opening = RanksSession.open(files, { title: 'sim', buckets: 64, displayPath: (f) => `shown/${path.basename(f)}` });
+  const opening = RankSet.open(files, { title: 'sim', buckets: 64, displayPath: (f) => `shown/${path.basename(f)}` });
   const s = await opening.finally(() => clearInterval(timer));
   assert.ok(ticks >= 1, `the event loop ran during the reads (${ticks} timer ticks)`);
   const v = s.view();

@@ -1,4 +1,4 @@
-// The session model (src/core/views/live): discovering processes in a session folder laid out per the
+// The live run (src/core/views/live, LiveRun): discovering processes in a session folder laid out per the
 // contract in native/python/README.md, opening and tailing their captures, and the figures views get.
 // The Model is a small scripted stand-in here, but for one test on a real capture (the real reader is tested by
 // its own layer; the E2E test runs this code against real captures).
@@ -7,7 +7,7 @@ import assert from 'node:assert/strict';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { LiveSession, figuresOf, seriesOf } from '../../src/core/views/live/index.ts';
+import { LiveRun, figuresOf, seriesOf } from '../../src/core/views/live/index.ts';
 import { scanSessionFolder } from '../../src/core/base/sessionFolder/processes.ts';
 
 const MiB = 1024 * 1024;
@@ -86,30 +86,30 @@ test('refresh: retries opening until the capture is readable, then tails it and 
     { allocated: 0, reserved: 0, ooms: [oom], ended: true },
   ]);
   let opens = 0;
-  const session = new LiveSession(dir, (p) => {
+  const run = new LiveRun(dir, (p) => {
     opens++;
     if (opens === 1) throw new Error('capture header not written yet');
     assert.equal(p, capture);
     return model;
   });
-  let r = session.refresh();
+  let r = run.refresh();
   assert.equal(r.changed, true); // the process appeared
-  assert.equal(session.processes[0].openError, 'capture header not written yet');
-  assert.match(session.view(10).problems[0], /pid 7: capture header not written yet/);
-  r = session.refresh(); // opens, polls step 1
+  assert.equal(run.processes[0].openError, 'capture header not written yet');
+  assert.match(run.view(10).problems[0], /pid 7: capture header not written yet/);
+  r = run.refresh(); // opens, polls step 1
   assert.equal(r.changed, true);
-  assert.deepEqual(session.totals(), { allocatedBytes: 10 * MiB, reservedBytes: 20 * MiB, processes: 1 });
+  assert.deepEqual(run.totals(), { allocatedBytes: 10 * MiB, reservedBytes: 20 * MiB, processes: 1 });
   assert.equal(r.newOoms.length, 0);
-  r = session.refresh();
+  r = run.refresh();
   assert.equal(r.newOoms.length, 1);
   assert.equal(r.newOoms[0].oom.requestedBytes, 64 * MiB);
   assert.equal(r.newOoms[0].process.entry.pid, 7);
-  r = session.refresh();
+  r = run.refresh();
   assert.equal(r.newOoms.length, 0, 'an OOM is reported once');
-  assert.equal(session.controllable().length, 0, 'an ended capture takes no commands');
-  r = session.refresh();
+  assert.equal(run.controllable().length, 0, 'an ended capture takes no commands');
+  r = run.refresh();
   assert.equal(r.changed, false, 'nothing appended, nothing changed');
-  session.close();
+  run.close();
   assert.equal(model.closed, true);
 });
 
@@ -139,9 +139,9 @@ test('view: one track per (process, device) with label, figures and markers in s
   for (const [pid, rank] of [[11, 0], [12, 1]]) {
     fs.writeFileSync(path.join(dir, `proc-${pid}.json`), JSON.stringify({ pid, rank, capture: path.join(dir, `capture-${pid}.gpumem`), socket: path.join(dir, `ctl-${pid}.sock`) }));
   }
-  const session = new LiveSession(dir, (p) => new FakeModel(p, [{ allocated: MiB, reserved: 2 * MiB }]));
-  session.refresh();
-  const v = session.view(3);
+  const run = new LiveRun(dir, (p) => new FakeModel(p, [{ allocated: MiB, reserved: 2 * MiB }]));
+  run.refresh();
+  const v = run.view(3);
   assert.equal(v.name, path.basename(dir));
   assert.deepEqual(v.tracks.map((t) => [t.key, t.label]), [
     ['11/0', 'rank 0 · cuda:0 Sim GPU · pid 11'],
@@ -150,9 +150,9 @@ test('view: one track per (process, device) with label, figures and markers in s
   assert.deepEqual(v.tracks[0].markers, [{ t: 1.0005, kind: 'empty_cache', label: 'empty_cache' }]);
   assert.equal(v.tracks[0].series.t.length, 3);
   assert.equal(v.running, true);
-  session.running = false;
-  assert.equal(session.view(3).running, false);
-  assert.equal(session.view(3).tracks[0].running, false);
+  run.running = false;
+  assert.equal(run.view(3).running, false);
+  assert.equal(run.view(3).tracks[0].running, false);
 });
 
 test('view: the chart origin is the earliest first event over every process and device; none before any event', () => {
@@ -162,17 +162,17 @@ test('view: the chart origin is the earliest first event over every process and 
     fs.writeFileSync(path.join(dir, `proc-${pid}.json`), JSON.stringify({ pid, rank, capture: path.join(dir, `capture-${pid}.gpumem`), socket: null }));
   }
   let empty = true;
-  const session = new LiveSession(dir, (p) => {
+  const run = new LiveRun(dir, (p) => {
     const m = new FakeModel(p, [{ allocated: MiB, reserved: 2 * MiB }]);
     const t0 = starts[Number(/capture-(\d+)/.exec(p)[1])];
     // the reader answers 0..0 for a device with no event yet
     m.timeRange = () => (empty ? { t0Us: 0, t1Us: 0 } : { t0Us: t0, t1Us: t0 + 2_000_000 });
     return m;
   });
-  session.refresh();
-  assert.equal(session.view(3).originS, undefined);
+  run.refresh();
+  assert.equal(run.view(3).originS, undefined);
   empty = false;
-  assert.equal(session.view(3).originS, 7.0);
+  assert.equal(run.view(3).originS, 7.0);
 });
 
 test('markers: OOMs of the device join the model markers once, in time order', async () => {
@@ -199,20 +199,20 @@ test('refresh on a real capture: a device sample alone is a change for the chart
   const dir = tmpSession();
   const capture = path.join(dir, 'capture-9.gpumem');
   fs.writeFileSync(capture, full.subarray(0, recs[i].offset));
-  const session = new LiveSession(dir, openModel);
+  const run = new LiveRun(dir, openModel);
   try {
-    session.refresh(); // the process appears and its capture opens
-    const p = session.processes[0];
-    assert.equal(session.refresh().changed, false, 'nothing appended');
+    run.refresh(); // the process appears and its capture opens
+    const p = run.processes[0];
+    assert.equal(run.refresh().changed, false, 'nothing appended');
     const records = p.records;
     fs.appendFileSync(capture, full.subarray(recs[i].offset, recs[j].offset));
-    assert.equal(session.refresh().changed, true, 'the sample moves the device-used line');
+    assert.equal(run.refresh().changed, true, 'the sample moves the device-used line');
     assert.equal(p.records, records, 'and is no allocator record: the categories are not recomputed for it');
-    assert.equal(session.refresh().changed, false);
+    assert.equal(run.refresh().changed, false);
     fs.appendFileSync(capture, full.subarray(recs[j].offset, recs[j].end));
-    assert.equal(session.refresh().changed, true);
+    assert.equal(run.refresh().changed, true);
     assert.equal(p.records, records + 1);
   } finally {
-    session.close();
+    run.close();
   }
 });

@@ -1,4 +1,5 @@
-"""Session-folder layout inside a workload process: capture, proc file and control-socket paths."""
+"""The session folder inside a workload process: capture, proc file and control-socket paths (the contract in
+README.md, "Session folder contract"; the extension's side is src/core/base/sessionFolder)."""
 import datetime
 import hashlib
 import json

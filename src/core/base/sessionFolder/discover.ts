@@ -1,7 +1,9 @@
-// Finding the workload processes of a session: each process that initialised CUDA writes
-// proc-<pid>.json into the session folder (contract: native/python/README.md).
+// Finding the running workload processes of a session folder and their control sockets: each process that
+// initialised CUDA writes proc-<pid>.json into it (contract: native/python/README.md). Strict, for the control
+// commands (a proc file they cannot read whole is skipped); ./processes.ts lists captures for viewing.
 import * as fs from 'node:fs';
 import * as path from 'node:path';
+import { folderNames } from './processes';
 
 export interface ProcInfo {
   pid: number;
@@ -76,14 +78,8 @@ export function liveProcesses(sessionDir: string): ProcInfo[] {
 }
 
 /** Session folders under `root`, newest first (folder names start with a sortable timestamp). */
-export function listSessions(root: string): string[] {
-  let names: string[];
-  try {
-    names = fs.readdirSync(root);
-  } catch {
-    return [];
-  }
-  return names
+export function listSessionFolders(root: string): string[] {
+  return folderNames(root)
     .filter((n) => /^\d{8}-\d{6}-/.test(n))
     .map((n) => path.join(root, n))
     .filter((d) => {

@@ -1,5 +1,5 @@
-// The session model following a live workload for real: the replay workload (test/e2e/replay) streams a
-// stand-in capture into a session folder, LiveSession tails it through the real reader, and the control
+// LiveRun following a live workload for real: the replay workload (test/e2e/replay) streams a
+// stand-in capture into a session folder, LiveRun tails it through the real reader, and the control
 // client (src/core/base/control) talks to the replay's socket. Expected numbers come from
 // test/e2e/replay/expected_lines.py, which decodes the capture on its own.
 import { test, after } from 'node:test';
@@ -9,7 +9,7 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { LiveSession } from '../../src/core/views/live/index.ts';
+import { LiveRun } from '../../src/core/views/live/index.ts';
 import { emptyCache, mark, ping, snapshot } from '../../src/core/base/control/index.ts';
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
@@ -44,24 +44,24 @@ async function until(what, cond, ms = 15000) {
   }
 }
 
-const session = new LiveSession(sessionDir, openModel);
+const run = new LiveRun(sessionDir, openModel);
 
-test('the session finds the process, tails its capture while it streams, and ends at the capture’s final state', async () => {
+test('the live run finds the process, tails its capture while it streams, and ends at the capture’s final state', async () => {
   const seen = new Set();
   await until('the end of the stream', () => {
-    session.refresh();
-    const t = session.totals();
+    run.refresh();
+    const t = run.totals();
     if (t.processes) seen.add(t.allocatedBytes);
     return out.includes('done streaming');
   });
-  session.refresh();
-  const [proc] = session.processes;
+  run.refresh();
+  const [proc] = run.processes;
   assert.equal(proc.entry.pid, child.pid);
   assert.equal(proc.entry.rank, 0);
   assert.ok(proc.entry.socket, 'the proc file gives the control socket');
   assert.ok(seen.size > 2, `the figures moved while streaming (${seen.size} distinct values)`);
-  assert.deepEqual(session.totals(), { allocatedBytes: expected.end_allocated, reservedBytes: expected.end_reserved, processes: 1 });
-  const track = session.view(200).tracks[0];
+  assert.deepEqual(run.totals(), { allocatedBytes: expected.end_allocated, reservedBytes: expected.end_reserved, processes: 1 });
+  const track = run.view(200).tracks[0];
   assert.equal(track.figures.peakAllocatedBytes, expected.peak_allocated);
   assert.equal(track.figures.unattributedBytes, track.figures.deviceUsedBytes - track.figures.reservedBytes);
   assert.equal(track.running, true);
@@ -70,7 +70,7 @@ test('the session finds the process, tails its capture while it streams, and end
 });
 
 test('control: ping, empty_cache (the capture shows reserved dropping), mark and snapshot', async () => {
-  const socket = session.processes[0].entry.socket;
+  const socket = run.processes[0].entry.socket;
   const p = await ping(socket);
   assert.deepEqual(p.devices, [{ index: 0, allocated: expected.end_allocated, reserved: expected.end_reserved }]);
 
@@ -78,19 +78,19 @@ test('control: ping, empty_cache (the capture shows reserved dropping), mark and
   assert.equal(r.reserved_before, expected.end_reserved);
   assert.equal(r.reserved_after, expected.end_reserved_busy);
   await until('the empty-cache records', () => {
-    session.refresh();
-    return session.totals().reservedBytes === expected.end_reserved_busy;
+    run.refresh();
+    return run.totals().reservedBytes === expected.end_reserved_busy;
   });
-  const markers = () => session.view(10).tracks[0].markers;
+  const markers = () => run.view(10).tracks[0].markers;
   const ec = markers().find((m) => m.kind === 'empty_cache');
   assert.ok(ec, `an empty_cache marker: ${JSON.stringify(markers())}`);
-  assert.equal(session.totals().allocatedBytes, expected.end_allocated);
+  assert.equal(run.totals().allocatedBytes, expected.end_allocated);
 
   await mark(socket, 'after-empty-cache');
   const snap = await snapshot(socket);
   assert.ok(snap.pickle.startsWith(sessionDir) && fs.existsSync(snap.pickle));
   await until('the user and snapshot markers', () => {
-    session.refresh();
+    run.refresh();
     return markers().some((m) => m.kind === 'user' && m.label === 'after-empty-cache') && markers().some((m) => m.kind === 'snapshot');
   });
   // The pickle is a PyTorch snapshot of the replayed state: every segment left holds an allocated block.
@@ -103,12 +103,12 @@ test('control: ping, empty_cache (the capture shows reserved dropping), mark and
 test('Ctrl-C ends the workload cleanly: exit 130, REC_END read, no more commands', async () => {
   child.kill('SIGINT');
   assert.equal(await exited, 130);
-  session.refresh();
-  assert.equal(session.processes[0].model.ended(), true);
-  assert.deepEqual(session.controllable(), []);
-  session.running = false;
-  assert.equal(session.view(10).running, false);
-  session.close();
+  run.refresh();
+  assert.equal(run.processes[0].model.ended(), true);
+  assert.deepEqual(run.controllable(), []);
+  run.running = false;
+  assert.equal(run.view(10).running, false);
+  run.close();
 });
 
 test('a capture written by the real allocator (sim backend, expandable segments) replays with the same figures; empty_cache unmaps its free pages', async (t) => {
@@ -127,7 +127,7 @@ test('a capture written by the real allocator (sim backend, expandable segments)
   let said = '';
   proc.stdout.on('data', (d) => (said += d));
   const done = new Promise((r) => proc.on('exit', r));
-  const s = new LiveSession(dir, openModel);
+  const s = new LiveRun(dir, openModel);
   try {
     await until('the real capture to stream', () => said.includes('done streaming'));
     await until('the capture to be read', () => {

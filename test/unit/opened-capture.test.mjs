@@ -1,4 +1,4 @@
-// SnapshotSession (the panel host's answers) over the real native Model of the ResNet-50 fixture, checked
+// OpenedCapture (the panel host's answers) over the real native Model of the ResNet-50 fixture, checked
 // against python3 reading the same pickle: time range, level of detail of the timeline bands, the segment
 // map, the source frame of the top site, and the diff between the peak and the end.
 import assert from 'node:assert/strict';
@@ -7,7 +7,7 @@ import path from 'node:path';
 import { after, before, test } from 'node:test';
 import { fileURLToPath } from 'node:url';
 import { END_OF_TRACE } from '../../src/core/base/protocol/snapshot.ts';
-import { SnapshotSession } from '../../src/core/views/snapshot/openedCapture.ts';
+import { OpenedCapture } from '../../src/core/views/snapshot/openedCapture.ts';
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
 const FILE = path.join(ROOT, 'test/fixtures/pytorch-snapshots/resnet50-bf16-train-python-stacks.pickle');
@@ -38,15 +38,15 @@ print(json.dumps({'t0': min(times), 't1': max(times), 'sizes': sorted((s for s, 
 const summary = JSON.parse(execFileSync('python3', [path.join(ROOT, 'test/unit/reference/snapshot_summary.py'), FILE], { encoding: 'utf8' }));
 
 let model;
-let session;
+let capture;
 before(() => {
   model = openModel(FILE);
-  session = new SnapshotSession(model, { fileName: 'resnet.pickle', displayPath: (f) => path.basename(f) });
+  capture = new OpenedCapture(model, { fileName: 'resnet.pickle', displayPath: (f) => path.basename(f) });
 });
 after(() => model?.close());
 
 test('opened: one device whose time range spans the trace', () => {
-  const [opened] = session.handle({ type: 'ready' });
+  const [opened] = capture.handle({ type: 'ready' });
   assert.equal(opened.type, 'opened');
   assert.deepEqual(opened.info.devices, [0]);
   assert.deepEqual(opened.info.timeRanges, [{ t0Us: py.t0, t1Us: py.t1 }]);
@@ -54,7 +54,7 @@ test('opened: one device whose time range spans the trace', () => {
 });
 
 test('the timeline sends the largest bands first, sorted by start, and says when there were more', () => {
-  const view = session.timeline(7, 0, py.t0, py.t1, 800, 3000);
+  const view = capture.timeline(7, 0, py.t0, py.t1, 800, 3000);
   assert.equal(view.requestId, 7);
   assert.equal(view.buckets, 800);
   assert.equal(view.allocatedMax.length, 800);
@@ -71,14 +71,14 @@ test('the timeline sends the largest bands first, sorted by start, and says when
   }
   // The allocated envelope peaks at python's peak.
   assert.equal(Math.max(...view.allocatedMax), summary.devices[0].peak_allocated_bytes);
-  const all = session.timeline(8, 0, py.t0, py.t1, 10, 100000);
+  const all = capture.timeline(8, 0, py.t0, py.t1, 10, 100000);
   assert.equal(all.spans.startUs.length, py.sizes.length, 'below the cap every allocation is sent');
   assert.equal(all.spansTruncated, false);
   assert.equal(all.spans.liveAtEnd.filter(Boolean).length, py.liveAtEnd);
 });
 
 test('the segment map at the end is the snapshot\'s segments, blocks as offsets that tile each segment', () => {
-  const [msg] = session.handle({ type: 'requestSegments', requestId: 3, device: 0, timeUs: END_OF_TRACE });
+  const [msg] = capture.handle({ type: 'requestSegments', requestId: 3, device: 0, timeUs: END_OF_TRACE });
   assert.equal(msg.type, 'segments');
   assert.equal(msg.view.segments.length, summary.devices[0].segments);
   assert.equal(msg.view.segments.reduce((n, s) => n + s.blocks.length, 0), summary.devices[0].blocks);
@@ -94,13 +94,13 @@ test('the segment map at the end is the snapshot\'s segments, blocks as offsets 
 });
 
 test('a site\'s stack leads to its line: the innermost user frame of the top stack is python\'s top line', () => {
-  const [sites] = session.deviceMessages(0).filter((m) => m.type === 'sites');
+  const [sites] = capture.deviceMessages(0).filter((m) => m.type === 'sites');
   const top = summary.top_lines[0];
   assert.equal(sites.rows[0].file, top.file);
   assert.equal(sites.rows[0].line, top.line);
   assert.equal(sites.rows[0].selfBytesAtPeak, top.bytes_at_peak);
   assert.equal(sites.rows[0].displayFile, path.basename(top.file));
-  const [stack] = session.handle({ type: 'requestStack', requestId: 4, stackId: sites.rows[0].topStackId });
+  const [stack] = capture.handle({ type: 'requestStack', requestId: 4, stackId: sites.rows[0].topStackId });
   const user = stack.view.frames.find((f) => f.user);
   assert.deepEqual([user.file, user.line], [top.file, top.line]);
   assert.ok(stack.view.frames.some((f) => !f.user && f.file.includes('site-packages')), 'library frames are marked as not user code');
@@ -108,7 +108,7 @@ test('a site\'s stack leads to its line: the innermost user frame of the top sta
 
 test('compare peak → end: every line shrank back to what the end holds, and the totals add up', () => {
   const peak = summary.devices[0].peak_at_time_us;
-  const [msg] = session.handle({ type: 'compareMoments', requestId: 5, device: 0, aUs: peak, bUs: END_OF_TRACE });
+  const [msg] = capture.handle({ type: 'compareMoments', requestId: 5, device: 0, aUs: peak, bUs: END_OF_TRACE });
   assert.equal(msg.type, 'diff');
   const { rows, grewBytes, shrankBytes } = msg.view;
   assert.ok(rows.length > 0);
@@ -121,16 +121,16 @@ test('compare peak → end: every line shrank back to what the end holds, and th
 });
 
 test('a failing query answers requestFailed for that request', () => {
-  const broken = new SnapshotSession({ ...model, stateAt: () => { throw new Error('boom'); }, timeRange: (d) => model.timeRange(d) }, { fileName: 'x' });
+  const broken = new OpenedCapture({ ...model, stateAt: () => { throw new Error('boom'); }, timeRange: (d) => model.timeRange(d) }, { fileName: 'x' });
   assert.deepEqual(broken.handle({ type: 'requestSegments', requestId: 9, device: 0, timeUs: 1 }), [{ type: 'requestFailed', requestId: 9, message: 'boom' }]);
 });
 
 test('compare with another file: each side at its end, by line', () => {
   const other = openModel(path.join(ROOT, 'test/fixtures/pytorch-snapshots/mlp-expandable.pickle'));
   try {
-    const same = session.diff(1, 0, END_OF_TRACE, END_OF_TRACE, ['a', 'b'], model);
+    const same = capture.diff(1, 0, END_OF_TRACE, END_OF_TRACE, ['a', 'b'], model);
     assert.deepEqual([same.rows.length, same.grewBytes, same.shrankBytes], [0, 0, 0], 'a file compared with itself has no changes');
-    const view = session.diff(2, 0, END_OF_TRACE, END_OF_TRACE, ['resnet at the end', 'mlp at the end'], other);
+    const view = capture.diff(2, 0, END_OF_TRACE, END_OF_TRACE, ['resnet at the end', 'mlp at the end'], other);
     assert.deepEqual([view.beforeLabel, view.afterLabel], ['resnet at the end', 'mlp at the end']);
     assert.ok(view.rows.some((r) => r.file.endsWith('train_small.py') && r.afterBytes > 0 && r.beforeBytes === 0), 'lines only the other file has appear as grown');
     for (const r of view.rows) assert.equal(r.afterBytes - r.beforeBytes, r.deltaBytes);
@@ -139,7 +139,7 @@ test('compare with another file: each side at its end, by line', () => {
   }
 });
 
-test('every answer the session gives to the page passes the host → webview protocol the page checks', async () => {
+test('every answer the opened capture gives to the page passes the host → webview protocol the page checks', async () => {
   const { snapshotHostMessages, snapshotWebviewMessages } = await import('../../src/core/base/protocol/snapshot.ts');
   const asks = [
     { type: 'ready' },
@@ -153,10 +153,10 @@ test('every answer the session gives to the page passes the host → webview pro
   ];
   const seen = new Set();
   for (const ask of asks) {
-    // what SnapshotPanelHost hands the session: the checked message
+    // what SnapshotPanelHost hands the opened capture: the checked message
     const checked = snapshotWebviewMessages.check(JSON.parse(JSON.stringify(ask)));
     assert.equal(checked.ok, true, checked.reason);
-    for (const answer of session.handle(checked.message) ?? []) {
+    for (const answer of capture.handle(checked.message) ?? []) {
       // what the page receives: the JSON-cloned message, checked by webview/common/api.ts onHostMessage
       const c = snapshotHostMessages.check(JSON.parse(JSON.stringify(answer)));
       assert.equal(c.ok, true, `${answer.type}: ${c.reason}`);
