@@ -42,8 +42,9 @@ Run \`gpumem <command> --help\` for a command's options.`,
        gpumem run [options] [--] -m module [args…]
        gpumem run [options] -- command [args…]      e.g. -- torchrun --nproc_per_node=2 train.py
 
-Runs the workload unchanged (same argv, cwd, stdin/stdout/stderr, exit code) with the lens allocator
-installed in every Python process it starts, and prints where the captures are.
+Runs the workload unchanged (same argv, cwd, stdin/stdout/stderr, exit code) with memory tracking
+installed in every Python process it starts (the allocator mode: --allocator), and prints where the captures are.
+\`python3 -m gpumem run\` takes the same options.
 
 Options (before the script; everything after it goes to the workload):
   --out DIR                  folder for session folders (default: .gpumem)
