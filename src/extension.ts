@@ -4,35 +4,35 @@
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import * as vscode from 'vscode';
-import { openModel } from './core/model/open';
-import type { LiveAction } from './core/protocol';
-import { WorkloadActions } from './glue/actions';
+import { openModel } from './core/base/model/open';
+import type { LiveAction } from './core/base/protocol';
+import { WorkloadActions } from './glue/runs/actions';
 import { AnnotationController, type AnnotationSource } from './glue/annotations/controller';
 import { registerOpenFrame } from './glue/annotations/openFrame';
-import { Launcher } from './glue/launcher';
+import { Launcher } from './glue/runs/launcher';
 import { LivePanel } from './glue/live/panel';
-import { notifyOom } from './glue/oom';
-import { notifyWriterFailure } from './glue/writerFailure';
-import { SessionManager, type OomEvent } from './glue/sessions';
-import { MemoryStatusBar } from './glue/statusBar';
+import { notifyOom } from './glue/runs/oom';
+import { notifyWriterFailure } from './glue/runs/writerFailure';
+import { LiveRuns, type OomEvent } from './glue/runs/liveRuns';
+import { MemoryStatusBar } from './glue/runs/statusBar';
 import { registerSnapshotFeatures } from './glue/snapshot';
 
 export function activate(context: vscode.ExtensionContext): void {
-  const sessions = new SessionManager(openModel);
-  const actions = new WorkloadActions(sessions);
-  const launcher = new Launcher(context.extensionUri.fsPath, sessions);
-  const livePanel = new LivePanel(context.extensionUri, sessions, {
+  const runs = new LiveRuns(openModel);
+  const actions = new WorkloadActions(runs);
+  const launcher = new Launcher(context.extensionUri.fsPath, runs);
+  const livePanel = new LivePanel(context.extensionUri, runs, {
     run: (action: LiveAction) => (action === 'emptyCache' ? actions.emptyCache() : actions.captureSnapshot()),
   });
-  const annotations = new AnnotationController(() => liveAnnotationSources(sessions));
+  const annotations = new AnnotationController(() => liveAnnotationSources(runs));
   context.subscriptions.push(
-    sessions,
+    runs,
     livePanel,
     annotations,
-    new MemoryStatusBar(sessions),
-    sessions.onDidChange(() => annotations.refresh()),
-    sessions.onDidOom((e) => void notifyOom(e, () => Promise.resolve(snapshotAtOom(e)))),
-    sessions.onDidWriterFailure((e) => void notifyWriterFailure(e, () => livePanel.show())),
+    new MemoryStatusBar(runs),
+    runs.onDidChange(() => annotations.refresh()),
+    runs.onDidOom((e) => void notifyOom(e, () => Promise.resolve(snapshotAtOom(e)))),
+    runs.onDidWriterFailure((e) => void notifyWriterFailure(e, () => livePanel.show())),
     registerOpenFrame(),
     vscode.commands.registerCommand('gpuMemoryLens.run', async (uri?: vscode.Uri) => {
       try {
@@ -54,11 +54,11 @@ export function activate(context: vscode.ExtensionContext): void {
   registerSnapshotFeatures(context, { showModelAnnotations: (model, where) => annotations.showModel(model, where) });
 }
 
-/** The focused session's captures feed the annotations (the one the user is looking at). */
-function liveAnnotationSources(sessions: SessionManager): AnnotationSource[] {
-  const focused = sessions.focused;
+/** The focused run's captures feed the annotations (the one the user is looking at). */
+function liveAnnotationSources(runs: LiveRuns): AnnotationSource[] {
+  const focused = runs.focused;
   if (!focused) return [];
-  const procs = focused.session.processes.filter((p) => p.model);
+  const procs = focused.run.processes.filter((p) => p.model);
   return procs.map((p) => ({
     model: p.model!,
     where: procs.length > 1 ? (p.entry.rank !== undefined ? `rank ${p.entry.rank}` : `pid ${p.entry.pid}`) : '',

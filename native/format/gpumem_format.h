@@ -201,7 +201,7 @@ enum MarkerKind : uint32_t {
   MARK_BEGIN = 1,     // record_function enter
   MARK_END = 2,       // record_function exit
   MARK_SNAPSHOT = 3,  // a snapshot was taken (name = pickle path)
-  // MARK_STEP: a training-step fact (Note [Steps] in src/core/steps): "optimizer.step", "backward" or
+  // MARK_STEP: a training-step fact (Note [Steps] in src/core/analyses/steps): "optimizer.step", "backward" or
   // gpumem.step(name).
   MARK_STEP = 4,
   // MARK_PHASE: a phase begins (minor 3): "backward" or "optimizer"; it ends at the next MARK_STEP fact of the same

@@ -1,4 +1,25 @@
 // Help texts, one per command (`gpumem <command> --help`).
+import { cliHelp, cliMetavar } from '../core/base/settings/parse';
+import { SETTINGS } from '../core/base/settings/table';
+
+/** `gpumem run`'s setting options, from the settings table (Note [Same options] in ./commands/run.ts). */
+function settingOptions(): string {
+  const lines: string[] = [];
+  for (const d of SETTINGS) {
+    if (!d.cli) continue;
+    const head = `  ${d.cli}${cliMetavar(d) ? ' ' + cliMetavar(d) : ''}`;
+    let line = head.length < 29 ? head.padEnd(29) : head + ' ';
+    for (const word of cliHelp(d).split(' ')) {
+      if (line.length + word.length > 110 && line.trim() !== '') {
+        lines.push(line.trimEnd());
+        line = ' '.repeat(29);
+      }
+      line += word + ' ';
+    }
+    lines.push(line.trimEnd());
+  }
+  return lines.join('\n');
+}
 
 export const HELP: Record<string, string> = {
   main: `gpumem — run PyTorch workloads under the GPU Memory Lens allocator
@@ -7,7 +28,7 @@ Usage: gpumem <command> [options]
 
 Commands:
   run           run a script or module with memory tracking, leaving a capture per process
-  ping          show running workloads of a session (allocated / reserved now)
+  ping          show running workloads of a session folder (allocated / reserved now)
   empty-cache   release a running workload's cached memory (prints reserved before/after)
   snapshot      write a PyTorch snapshot pickle of a running workload
   summary       summarise a capture (.gpumem) or a PyTorch snapshot pickle
@@ -21,42 +42,34 @@ Run \`gpumem <command> --help\` for a command's options.`,
        gpumem run [options] [--] -m module [args…]
        gpumem run [options] -- command [args…]      e.g. -- torchrun --nproc_per_node=2 train.py
 
-Runs the workload unchanged (same argv, cwd, stdin/stdout/stderr, exit code) with the lens allocator
-installed in every Python process it starts, and prints where the captures are.
+Runs the workload unchanged (same argv, cwd, stdin/stdout/stderr, exit code) with memory tracking
+installed in every Python process it starts (the allocator mode: --allocator), and prints where the captures are.
+\`python3 -m gpumem run\` takes the same options.
 
 Options (before the script; everything after it goes to the workload):
   --out DIR                  folder for session folders (default: .gpumem)
   --python PATH              interpreter for script.py / -m (default: python3 on PATH)
-  --segments expandable|fixed  how device memory is reserved (default: expandable)
-  --no-stacks                do not record Python stacks (no line attribution)
-  --sample-ms N              device-memory sampling period in ms, 0 = off (default: 200)
-  --budget SIZE              disk budget of each capture (1GiB, 256MiB; 0 = none; default: 1GiB): the
-                             recent minutes in full, the peaks, OOMs and markers of the whole run
-  --backend cuda|sim         sim: a simulated device in host memory (testing without a GPU)
-  --allocator auto|lens|pytorch  which allocator tracks the run (default: lens; auto and pytorch are a preview). lens: the lens allocator;
-                             pytorch: PyTorch's own allocator, observed (keeps cudnn.benchmark, CUDA graphs,
-                             PYTORCH_CUDA_ALLOC_CONF); auto: pytorch when the script or its local modules
-                             need it, else lens. One line says which and why.
+${settingOptions()}
   --allocator-so PATH        the lens library (default: the built dist/native/libgpumem_allocator.so)
   -h, --help                 this help`,
 
   ping: `Usage: gpumem ping [--session DIR | --pid N] [--out DIR] [--json]
 
-Asks each running process of a session for its pid, rank and current allocated/reserved memory.
-Without --session, the newest session under --out (default .gpumem) with a running process is used;
---pid N picks the process with that pid from any session under --out.`,
+Asks each running process of a session folder for its pid, rank and current allocated/reserved memory.
+Without --session, the newest session folder under --out (default .gpumem) with a running process is used;
+--pid N picks the process with that pid from any session folder under --out.`,
 
   'empty-cache': `Usage: gpumem empty-cache [--session DIR | --pid N] [--out DIR] [--json]
 
 Releases every fully free cached segment of the running workload(s) back to the driver, like
 torch.cuda.empty_cache() would, and prints reserved memory before and after.
-Session selection as for \`gpumem ping\`.`,
+Session folder selection as for \`gpumem ping\`.`,
 
   snapshot: `Usage: gpumem snapshot [--session DIR | --pid N] [--out DIR] [--json]
 
 Writes a PyTorch snapshot pickle (the format torch.cuda.memory._dump_snapshot writes; open it at
 pytorch.org/memory_viz or in VS Code) of each running process and prints its path.
-Session selection as for \`gpumem ping\`.`,
+Session folder selection as for \`gpumem ping\`.`,
 
   summary: `Usage: gpumem summary FILE [--json] [--top N]
        gpumem summary DIR… | CAPTURE CAPTURE… [--json]

@@ -1,6 +1,6 @@
 // The `gpumem` CLI (bundled to dist/cli.js). Each command returns its exit code; usage errors exit 2
 // with the command's usage line, so scripts can tell "you called me wrong" from "it failed".
-import { UsageError } from './args';
+import { UsageError } from './commands/args';
 import { runControl } from './commands/control';
 import { run as runWorkload } from './commands/run';
 import { HELP } from './help';

@@ -13,8 +13,8 @@ import path from 'node:path';
 import { test } from 'node:test';
 import { vsCodeSuite } from './harness/suite.mjs';
 import { ROOT, SAMPLE_WORKSPACE } from './harness/paths.mjs';
-import { formatBytes } from '../../src/core/format/bytes.ts';
-import { BAR_STEP_CH, GUTTER_CH } from '../../src/core/annotations/heatBar.ts';
+import { formatBytes } from '../../src/core/base/units/bytes.ts';
+import { BAR_STEP_CH, GUTTER_CH } from '../../src/core/views/annotations/heatBar.ts';
 
 const PICKLE = 'mlp-expandable.pickle';
 const SCRIPT = 'train_small.py'; // the script that wrote the pickle (its frames say /home/user/project/train_small.py)

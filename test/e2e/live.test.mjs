@@ -15,7 +15,7 @@ import path from 'node:path';
 import { test } from 'node:test';
 import { vsCodeSuite } from './harness/suite.mjs';
 import { ROOT } from './harness/paths.mjs';
-import { formatBytes } from '../../src/core/format/bytes.ts';
+import { formatBytes } from '../../src/core/base/units/bytes.ts';
 
 const REPLAY = path.join(ROOT, 'test/e2e/replay');
 const WORKSPACE = path.join(ROOT, 'test/e2e/workspace');
@@ -91,7 +91,7 @@ test('Run Python File with Memory Tracking opens the live panel and its figures 
       await vsc.page.waitForTimeout(250);
     }
     t.diagnostic(`allocated over ${(reads.length * 0.25).toFixed(1)} s: ${[...new Set(reads.map((r) => formatBytes(r.allocated)))].join(' → ')}`);
-    assert.equal(await panel.locator('#session-state').textContent(), 'running');
+    assert.equal(await panel.locator('#run-state').textContent(), 'running');
     assert.ok(reads.at(-1).t1 > reads[0].t1, 'the timeline grows while the workload runs');
     assert.ok(new Set(reads.map((r) => r.allocated)).size > 1, 'allocated changes as events stream in');
     assert.ok(reads.every((r) => r.reserved >= r.allocated), 'reserved ≥ allocated at every read');
@@ -228,7 +228,7 @@ test('Stop Workload ends the run with Ctrl-C; the panel says finished', async ()
   await step('stop', async () => {
     await vsc.runCommand('GPU Memory: Stop Workload');
     panel = await vsc.webviewFrame('GPU Memory — Live');
-    await panel.locator('#session-state', { hasText: 'finished' }).waitFor({ timeout: 20_000 });
+    await panel.locator('#run-state', { hasText: 'finished' }).waitFor({ timeout: 20_000 });
     assert.match(await panel.locator('.track-label').first().textContent(), /\(exited\)$/);
     assert.equal(await panel.locator('#btn-empty-cache').getAttribute('disabled'), '');
     const terminal = vsc.page.locator('.terminal-wrapper, .xterm', { hasText: 'the workload exited with code 130' }).first();
@@ -263,8 +263,8 @@ test('an OOM in a second run: the notification names the line, the request and t
     const dirs = fs.readdirSync(path.join(vsc.workspaceDir, '.gpumem'), { withFileTypes: true }).filter((d) => d.isDirectory()).map((d) => d.name).sort();
     assert.equal(dirs.length, 2);
     panel = await vsc.webviewFrame('GPU Memory — Live');
-    await panel.locator('#session-name', { hasText: dirs[1] }).waitFor({ timeout: 10_000 });
-    await panel.locator('#session-state', { hasText: 'finished' }).waitFor({ timeout: 10_000 });
+    await panel.locator('#run-name', { hasText: dirs[1] }).waitFor({ timeout: 10_000 });
+    await panel.locator('#run-state', { hasText: 'finished' }).waitFor({ timeout: 10_000 });
     await vsc.screenshot('live-8-second-session');
   });
 });

@@ -10,7 +10,7 @@ import path from 'node:path';
 import { test } from 'node:test';
 import { vsCodeSuite } from './harness/suite.mjs';
 import { ROOT } from './harness/paths.mjs';
-import { formatBytes } from '../../src/core/format/bytes.ts';
+import { formatBytes } from '../../src/core/base/units/bytes.ts';
 
 const REPLAY = path.join(ROOT, 'test/e2e/replay');
 const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'gpumem-mode-e2e-'));

@@ -18,7 +18,7 @@ async function expectShowLivePanelOutcome(vsc) {
   const frame = await vsc.webviewFrame('GPU Memory — Live');
   const empty = (await frame.locator('#empty').textContent({ timeout: 20_000 })).replace(/\s+/g, ' ').trim();
   assert.match(empty, /Run a Python file with GPU Memory: Run Python File with Memory Tracking/);
-  assert.equal((await frame.locator('#session-name').textContent()).trim(), 'No session');
+  assert.equal((await frame.locator('#run-name').textContent()).trim(), 'No run');
 }
 
 let vsc;

@@ -177,7 +177,7 @@ class ChainTest(unittest.TestCase):
 class SessionPathTest(unittest.TestCase):
     def setUp(self):
         sys.path.insert(0, str(support.PY_DIR))
-        from gpumem import _session
+        from gpumem import _session_folder as _session
         self.session = _session
 
     def tearDown(self):

@@ -1,5 +1,5 @@
 // Lets unit tests import TypeScript sources directly: `node --import ./test/tools/ts-loader.mjs --test …`,
-// then `import { formatBytes } from '../../src/core/format/bytes.ts'` inside a *.test.mjs.
+// then `import { formatBytes } from '../../src/core/base/units/bytes.ts'` inside a *.test.mjs.
 //
 // Note [Unit tests run the sources]: unit tests compile src/ on the fly (esbuild transform, per file)
 // instead of importing dist/, so a failing test points at a source line and needs no build first. The

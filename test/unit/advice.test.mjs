@@ -6,10 +6,10 @@ import path from 'node:path';
 import { test } from 'node:test';
 import { captureStdout, needsAllocator, openModel, root, simTraining, tmpDir } from './reader-support.mjs';
 
-const { advise, adviceText } = await import('../../src/core/advice/index.ts');
-const { batchFromArgv, fitBatch } = await import('../../src/core/advice/batch.ts');
+const { advise, adviceText } = await import('../../src/core/analyses/advice/index.ts');
+const { batchFromArgv, fitBatch } = await import('../../src/core/analyses/advice/batch.ts');
 const { run: adviseCli } = await import('../../src/cli/commands/advise.ts');
-const { formatBytes } = await import('../../src/core/format/bytes.ts');
+const { formatBytes } = await import('../../src/core/base/units/bytes.ts');
 const esc = (s) => s.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
 
 const skip = needsAllocator;

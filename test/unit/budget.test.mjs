@@ -9,7 +9,7 @@ import path from 'node:path';
 import { test } from 'node:test';
 import { ALLOCATOR_LIB, needsAllocator, openModel, root, tmpDir } from './reader-support.mjs';
 
-const { summarizeFile } = await import('../../src/core/summary/index.ts');
+const { summarizeFile } = await import('../../src/core/analyses/summary/index.ts');
 
 const BUDGET = 2 * 1024 * 1024;
 const skip = needsAllocator || (spawnSync('g++', ['--version']).status === 0 ? false : 'needs g++ for rebudget.cc');

@@ -7,10 +7,11 @@ import path from 'node:path';
 import { test } from 'node:test';
 import { needsAllocator, openModel, root, simTraining } from './reader-support.mjs';
 
-const { stepReport } = await import('../../src/core/steps/index.ts');
-const { categoryView, dominantCategory, lineCategories, CATEGORIES } = await import('../../src/core/categories/index.ts');
-const { summarizeFile } = await import('../../src/core/summary/index.ts');
-const { timeBaseOf } = await import('../../src/core/summary/timebase.ts');
+const { stepReport } = await import('../../src/core/analyses/steps/index.ts');
+const { categoryView, dominantCategory, lineCategories } = await import('../../src/core/analyses/categories/index.ts');
+const { CATEGORIES } = await import('../../src/core/base/protocol/categories.ts');
+const { summarizeFile } = await import('../../src/core/analyses/summary/index.ts');
+const { timeBaseOf } = await import('../../src/core/analyses/steps/timebase.ts');
 
 const skip = needsAllocator;
 const KiB = 1024;
@@ -164,7 +165,7 @@ test('gpumem summary: categories at the peak, per step end, and the leak\'s cate
 });
 
 test('the hover of an annotated line gives its bytes at the peak by category', { skip }, async () => {
-  const { hoverMarkdown } = await import('../../src/core/annotations/index.ts');
+  const { hoverMarkdown } = await import('../../src/core/views/annotations/index.ts');
   const { cap, info } = train(3);
   const m = openModel(cap);
   try {
@@ -183,7 +184,7 @@ test('the hover of an annotated line gives its bytes at the peak by category', {
 });
 
 test('the hover\'s categories at the peak are computed once per peak, then at most every 5 s (Note [Hover categories while growing])', { skip }, async () => {
-  const { PeakCategoriesCache } = await import('../../src/core/categories/peakCache.ts');
+  const { PeakCategoriesCache } = await import('../../src/core/analyses/categories/peakCache.ts');
   const { cap } = train(3);
   const m = openModel(cap);
   try {
@@ -213,12 +214,12 @@ test('the hover\'s categories at the peak are computed once per peak, then at mo
 });
 
 test('the snapshot timeline numbers the steps: the fact that ends each step carries its number', { skip }, async () => {
-  const { SnapshotSession } = await import('../../src/core/snapshot/session.ts');
+  const { OpenedCapture } = await import('../../src/core/views/snapshot/openedCapture.ts');
   // 2 backward() per optimizer step: the optimizer.step facts end the steps, the backward facts stay plain
   const { cap } = train(3, '--accumulate', '2');
   const m = openModel(cap);
   try {
-    const session = new SnapshotSession(m, { fileName: 'train.gpumem' });
+    const session = new OpenedCapture(m, { fileName: 'train.gpumem' });
     const summary = session.handle({ type: 'ready' }).find((x) => x.type === 'summary');
     const steps = summary.markers.filter((x) => x.kind === 'step');
     assert.deepEqual(

@@ -11,7 +11,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import * as esbuild from 'esbuild';
-import { formatBytes } from '../../src/core/format/bytes.ts';
+import { formatBytes } from '../../src/core/base/units/bytes.ts';
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
 const tmp = (p) => fs.mkdtempSync(path.join(os.tmpdir(), p));
@@ -70,14 +70,15 @@ test('every command has --help', () => {
 test('run: usage errors exit 2 and say what to do', () => {
   const cases = [
     [['run'], 'gpumem run: nothing to run: give a script (gpumem run train.py) or -m module'],
-    [['run', '--segments', 'huge', 'x.py'], 'gpumem run: --segments must be one of expandable, fixed (got "huge")'],
-    [['run', '--sample-ms', 'often', 'x.py'], 'gpumem run: --sample-ms must be a whole number (got "often")'],
+    [['run', '--segments', 'huge', 'x.py'], "gpumem run: --segments must be 'expandable' or 'fixed', got 'huge'"],
+    [['run', '--sample-ms', 'often', 'x.py'], "gpumem run: --sample-ms must be a non-negative whole number (0 = off), got 'often'"],
+    [['run', '--budget', '1GB', 'x.py'], "gpumem run: --budget must be 0 (unbounded) or at least 1048576 bytes (1 MiB), got '1GB' (GB is decimal; write GiB)"],
     [['run', '--out'], 'gpumem run: --out needs a value'],
     [['run', '--frobnicate', 'x.py'], 'gpumem run: unknown option --frobnicate'],
     [['run', '-m'], 'gpumem run: -m needs a module name, e.g. gpumem run -m mypkg.train'],
     [['run', 'missing.py'], 'gpumem run: no such script: missing.py'],
     // Issue 15: --allocator is the mode; the library's path has its own flag.
-    [['run', '--allocator', '/x/libgpumem_allocator.so', 'x.py'], 'gpumem run: --allocator must be one of auto, lens, pytorch (got "/x/libgpumem_allocator.so")'],
+    [['run', '--allocator', '/x/libgpumem_allocator.so', 'x.py'], "gpumem run: --allocator must be 'auto', 'lens' or 'pytorch', got '/x/libgpumem_allocator.so'"],
     [['run', '--allocator-so', '/no/lib.so', script('print(1)\n')], 'gpumem run: --allocator-so: no such file: /no/lib.so (build it with make -C native/allocator)'],
   ];
   for (const [args, message] of cases) {
@@ -103,7 +104,7 @@ test('run: the workload gets its argv, stdin and stdout; the CLI returns its exi
   const dir = path.join(out, session);
   const captures = fs.readdirSync(dir).filter((f) => f.endsWith('.gpumem'));
   assert.equal(captures.length, 1);
-  assert.match(r.stderr, new RegExp(`^gpumem: session ${dir}\n`));
+  assert.match(r.stderr, new RegExp(`^gpumem: session folder ${dir}\n`));
   assert.ok(r.stderr.endsWith(`gpumem: capture ${path.join(dir, captures[0])}\n`), r.stderr);
   const config = JSON.parse(fs.readFileSync(path.join(dir, captures[0]), 'utf8').split('\n')[0].slice('configure '.length));
   assert.equal(config.segments, 'fixed');

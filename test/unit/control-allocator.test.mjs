@@ -1,5 +1,5 @@
 // The Node control client against the allocator's real control server: a Python workload (stand-in
-// torch, real libgpumem_allocator.so on its simulated device) launched with src/core/launch's env.
+// torch, real libgpumem_allocator.so on its simulated device) launched with src/core/base/launch's env.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
@@ -7,8 +7,9 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { createSession, buildWorkloadEnv, installPaths } from '../../src/core/launch/index.ts';
-import { liveProcesses, ping, emptyCache, snapshot, mark, sendRequest } from '../../src/core/control/index.ts';
+import { buildWorkloadEnv, installPaths } from '../../src/core/base/launch/index.ts';
+import { createSessionFolder, liveProcesses } from '../../src/core/base/sessionFolder/index.ts';
+import { ping, emptyCache, snapshot, mark, sendRequest } from '../../src/core/base/control/index.ts';
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
 const SO = path.join(ROOT, 'dist/native/libgpumem_allocator.so');
@@ -37,7 +38,7 @@ test('ping, empty_cache, snapshot and mark against the real server', async (t) =
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'gpumem-ctl-real-'));
   const script = path.join(dir, 'train.py');
   fs.writeFileSync(script, WORKLOAD);
-  const session = createSession(path.join(dir, 'sessions'), 'train.py');
+  const session = createSessionFolder(path.join(dir, 'sessions'), 'train.py');
   const env = buildWorkloadEnv({
     sessionDir: session.dir, allocatorSo: SO, pythonPathPrefix: installPaths(ROOT).pythonDir,
     settings: { backend: 'sim', sampleMs: 0 },

@@ -1,4 +1,4 @@
-// src/core/control: the client against real Unix sockets (a scripted server here; the allocator's own
+// src/core/base/control: the client against real Unix sockets (a scripted server here; the allocator's own
 // server is exercised by control-allocator.test.mjs), and process discovery from proc files.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
@@ -6,7 +6,8 @@ import fs from 'node:fs';
 import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
-import { sendRequest, ping, emptyCache, snapshot, mark, ControlError, listProcesses, liveProcesses, isAlive, listSessions } from '../../src/core/control/index.ts';
+import { sendRequest, ping, emptyCache, snapshot, mark, ControlError } from '../../src/core/base/control/index.ts';
+import { listProcesses, liveProcesses, isAlive, listSessionFolders } from '../../src/core/base/sessionFolder/index.ts';
 
 const tmp = (p) => fs.mkdtempSync(path.join(os.tmpdir(), p));
 
@@ -120,10 +121,10 @@ test('liveProcesses keeps running processes with a socket', () => {
   assert.deepEqual(liveProcesses(dir).map((p) => p.pid), [process.pid]);
 });
 
-test('listSessions returns session folders newest first', () => {
+test('listSessionFolders returns session folders newest first', () => {
   const root = tmp('gpumem-root-');
   for (const n of ['20261121-230000-a', '20261122-010000-b', 'notes', '20261121-235959-c']) fs.mkdirSync(path.join(root, n));
   fs.writeFileSync(path.join(root, '20261123-000000-file'), '');
-  assert.deepEqual(listSessions(root).map((d) => path.basename(d)), ['20261122-010000-b', '20261121-235959-c', '20261121-230000-a']);
-  assert.deepEqual(listSessions(path.join(root, 'missing')), []);
+  assert.deepEqual(listSessionFolders(root).map((d) => path.basename(d)), ['20261122-010000-b', '20261121-235959-c', '20261121-230000-a']);
+  assert.deepEqual(listSessionFolders(path.join(root, 'missing')), []);
 });

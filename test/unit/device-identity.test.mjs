@@ -6,9 +6,9 @@ import assert from 'node:assert/strict';
 import path from 'node:path';
 import { test } from 'node:test';
 import { openModel, python, root } from './reader-support.mjs';
-import { formatBytes } from '../../src/core/format/bytes.ts';
-import { summaryDocument, summarizeFile } from '../../src/core/summary/index.ts';
-import { SnapshotSession } from '../../src/core/snapshot/session.ts';
+import { formatBytes } from '../../src/core/base/units/bytes.ts';
+import { summaryDocument, summarizeFile } from '../../src/core/analyses/summary/index.ts';
+import { OpenedCapture } from '../../src/core/views/snapshot/openedCapture.ts';
 
 const H200 = path.join(root, 'test/fixtures/h200-e2e-train.capture');
 const facts = python('capture_facts.py', H200);
@@ -36,7 +36,7 @@ test('the reader, the summary and its text name the GPU the capture was recorded
 test('the snapshot panel is told the GPU name per device', () => {
   const m = openModel(H200);
   try {
-    const session = new SnapshotSession(m, { fileName: 'h200-e2e-train.capture', displayPath: (f) => path.basename(f) });
+    const session = new OpenedCapture(m, { fileName: 'h200-e2e-train.capture', displayPath: (f) => path.basename(f) });
     const [opened] = session.handle({ type: 'ready' });
     assert.equal(opened.type, 'opened');
     assert.deepEqual(opened.info.deviceNames, { 0: 'NVIDIA H200' });

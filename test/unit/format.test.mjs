@@ -1,9 +1,9 @@
-// formatBytes against its specification (src/core/format/bytes.ts, Note [Byte formatting]): binary units
+// formatBytes against its specification (src/core/base/units/bytes.ts, Note [Byte formatting]): binary units
 // like PyTorch's memory_summary (1 KiB = 1024 B), three significant digits, plain bytes below 1 KiB.
 // Expected strings are derived from the spec by hand arithmetic in each case's comment, not copied from output.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { formatBytes, formatBytesDelta } from '../../src/core/format/bytes.ts';
+import { formatBytes, formatBytesDelta } from '../../src/core/base/units/bytes.ts';
 
 const KiB = 1024;
 const MiB = 1024 * KiB;

@@ -7,11 +7,11 @@ import path from 'node:path';
 import { test } from 'node:test';
 import { captureRecords, needsAllocator, openModel, simTraining, withModel } from './reader-support.mjs';
 
-const { stepReport, keepers } = await import('../../src/core/steps/index.ts');
-const { summarizeFile } = await import('../../src/core/summary/index.ts');
-const { timeBaseOf } = await import('../../src/core/summary/timebase.ts');
-const { categoriesView } = await import('../../src/core/snapshot/categoriesView.ts');
-const { LiveCategoriesCache } = await import('../../src/core/session/categoriesTrack.ts');
+const { stepReport, keepers } = await import('../../src/core/analyses/steps/index.ts');
+const { summarizeFile } = await import('../../src/core/analyses/summary/index.ts');
+const { timeBaseOf } = await import('../../src/core/analyses/steps/timebase.ts');
+const { categoriesView } = await import('../../src/core/views/snapshot/categoriesView.ts');
+const { LiveCategoriesCache } = await import('../../src/core/views/live/categoriesTrack.ts');
 
 const skip = needsAllocator;
 const KiB = 1024;

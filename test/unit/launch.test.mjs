@@ -1,4 +1,4 @@
-// src/core/launch: session folders, the workload environment, command lines, interpreter lookup —
+// src/core/base/launch: session folders, the workload environment, command lines, interpreter lookup —
 // and that the environment it builds really switches the Python bootstrap on (a real python3 run).
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
@@ -8,20 +8,20 @@ import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import {
-  createSession, sessionSlug, buildWorkloadEnv, prependPath, buildCommand, expandLaunchTemplate,
-  splitShellWords, shellQuote, toShellLine, findPython, installPaths,
-} from '../../src/core/launch/index.ts';
+  buildWorkloadEnv, prependPath, buildCommand, expandLaunchTemplate, splitShellWords, shellQuote, toShellLine, findPython, installPaths,
+} from '../../src/core/base/launch/index.ts';
+import { createSessionFolder, sessionSlug } from '../../src/core/base/sessionFolder/index.ts';
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
 const tmp = (p) => fs.mkdtempSync(path.join(os.tmpdir(), p));
 
-test('createSession makes a private, timestamped folder and never reuses one', () => {
+test('createSessionFolder makes a private, timestamped folder and never reuses one', () => {
   const root = path.join(tmp('gpumem-root-'), 'nested', 'root');
   const old = process.umask(0o022);
   try {
     const when = new Date(2026, 10, 21, 23, 5, 9);
-    const a = createSession(root, 'src/my train!.py', { command: ['python3', 'my train!.py'], cwd: '/w' }, when);
-    const b = createSession(root, 'src/my train!.py', undefined, when);
+    const a = createSessionFolder(root, 'src/my train!.py', { command: ['python3', 'my train!.py'], cwd: '/w' }, when);
+    const b = createSessionFolder(root, 'src/my train!.py', undefined, when);
     assert.equal(path.basename(a.dir), '20261121-230509-my-train');
     assert.equal(path.basename(b.dir), '20261121-230509-my-train-2');
     assert.equal(fs.statSync(a.dir).mode & 0o777, 0o700);
@@ -72,16 +72,16 @@ test('buildWorkloadEnv defaults and rejects what the bootstrap would reject', ()
   assert.equal(env.GPUMEM_ALLOCATOR, 'auto'); // Note [Default allocator mode]
   assert.equal(env.PYTHONPATH, '/p');
   assert.throws(() => buildWorkloadEnv({ sessionDir: '/s', allocatorSo: '/a.so', pythonPathPrefix: '/p', settings: { allocator: 'rmm' } }),
-    /Unknown allocator mode "rmm": use "auto", "lens" or "pytorch"/);
+    { message: "GPUMEM_ALLOCATOR must be 'auto', 'lens' or 'pytorch', got 'rmm'" });
   assert.throws(() => buildWorkloadEnv({ sessionDir: '/s', allocatorSo: '/a.so', pythonPathPrefix: '/p', settings: { segments: 'huge' } }),
-    /Unknown segment strategy "huge": use "expandable" or "fixed"/);
+    { message: "GPUMEM_SEGMENTS must be 'expandable' or 'fixed', got 'huge'" });
   assert.throws(() => buildWorkloadEnv({ sessionDir: '/s', allocatorSo: '/a.so', pythonPathPrefix: '/p', settings: { sampleMs: -1 } }),
-    /Invalid sampling period -1 ms/);
+    { message: 'GPUMEM_SAMPLE_MS must be a non-negative whole number (0 = off), got -1' });
   // Note [Capture budget]: 0 is unbounded; anything under 1 MiB cannot hold a window and is refused.
   const budget = (budgetBytes) => buildWorkloadEnv({ sessionDir: '/s', allocatorSo: '/a.so', pythonPathPrefix: '/p', baseEnv: {}, settings: { budgetBytes } });
   assert.equal(budget(256 * 2 ** 20).GPUMEM_BUDGET, String(256 * 2 ** 20));
   assert.equal(budget(0).GPUMEM_BUDGET, '0');
-  assert.throws(() => budget(4096), /Invalid capture budget 4096 bytes: use 0 \(unbounded\) or at least 1 MiB/);
+  assert.throws(() => budget(4096), { message: 'GPUMEM_BUDGET must be 0 (unbounded) or at least 1048576 bytes (1 MiB), got 4096' });
   assert.throws(() => buildWorkloadEnv({ sessionDir: 'rel', allocatorSo: '/a.so', pythonPathPrefix: '/p' }), /session folder path must be absolute/);
   assert.equal(prependPath('/p', `${path.delimiter}/a`), `/p${path.delimiter}${path.delimiter}/a`); // the user's empty entry stays
 });
@@ -132,7 +132,7 @@ test('the environment switches the real Python bootstrap on (stub allocator, sta
   const dir = tmp('gpumem-launch-');
   const so = path.join(dir, 'libstub.so');
   execFileSync(cc, ['-shared', '-fPIC', '-o', so, path.join(ROOT, 'test/python/stub_allocator.c'), '-lpthread']);
-  const session = createSession(path.join(dir, 'sessions'), 'probe.py');
+  const session = createSessionFolder(path.join(dir, 'sessions'), 'probe.py');
   const script = path.join(dir, 'probe.py');
   fs.writeFileSync(script, 'import sys, torch\nx = torch.empty(2048, device="cuda")\nprint(torch.cuda.memory_allocated())\nsys.exit(3)\n');
   const env = buildWorkloadEnv({

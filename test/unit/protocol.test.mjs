@@ -1,7 +1,7 @@
 // The live panel's message contract: the host acts only on well-formed webview messages.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { parseLiveHostMessage, parseLiveWebviewMessage } from '../../src/core/protocol/index.ts';
+import { parseLiveHostMessage, parseLiveWebviewMessage } from '../../src/core/base/protocol/index.ts';
 
 test('webview → host: accepted messages', () => {
   assert.deepEqual(parseLiveWebviewMessage({ type: 'ready', widthPx: 640.4 }), { type: 'ready', widthPx: 640 });
@@ -30,18 +30,18 @@ test('webview → host: anything else is dropped', () => {
 });
 
 test('host → webview', () => {
-  const session = { name: 's', running: true, tracks: [], problems: [] };
-  assert.deepEqual(parseLiveHostMessage({ type: 'update', session }), { type: 'update', session });
-  assert.deepEqual(parseLiveHostMessage({ type: 'noSession' }), { type: 'noSession' });
+  const run = { name: 's', running: true, tracks: [], problems: [] };
+  assert.deepEqual(parseLiveHostMessage({ type: 'update', run }), { type: 'update', run });
+  assert.deepEqual(parseLiveHostMessage({ type: 'noRun' }), { type: 'noRun' });
   assert.deepEqual(parseLiveHostMessage({ type: 'busy', action: 'emptyCache', busy: true }), { type: 'busy', action: 'emptyCache', busy: true });
   assert.equal(parseLiveHostMessage({ type: 'busy', action: 'emptyCache' }), undefined);
-  assert.equal(parseLiveHostMessage({ type: 'update', session: { name: 1, tracks: [] } }), undefined);
+  assert.equal(parseLiveHostMessage({ type: 'update', run: { name: 1, tracks: [] } }), undefined);
   assert.equal(parseLiveHostMessage({ type: 'update' }), undefined);
 });
 
-// ---- one declaration per message: the schema tables (src/core/protocol/schema.ts, Note [Message schemas]) ----
+// ---- one declaration per message: the schema tables (src/core/base/protocol/schema.ts, Note [Message schemas]) ----
 
-import { liveHostMessages, liveWebviewMessages, parseSnapshotWebviewMessage, snapshotHostMessages, snapshotWebviewMessages } from '../../src/core/protocol/index.ts';
+import { liveHostMessages, liveWebviewMessages, parseSnapshotWebviewMessage, snapshotHostMessages, snapshotWebviewMessages } from '../../src/core/base/protocol/index.ts';
 import { receiveMessages } from '../../src/glue/webview/receive.ts';
 
 test('rejections name the panel, the direction, the message type and the field', () => {
@@ -102,7 +102,7 @@ test('snapshot webview → host: anything else is dropped', () => {
   }
 });
 
-test('snapshot host → webview: every message the session sends passes; views pass through whole', () => {
+test('snapshot host → webview: every message the opened capture sends passes; views pass through whole', () => {
   const info = { fileName: 'a.pickle', format: 'pytorch-pickle', devices: [0, 1], timeRanges: [{ t0Us: 0, t1Us: 1 }], problems: [], originUs: 0, deviceNames: {}, integrity: { ended: 'clean', lostEvents: 0, lostFromS: null, message: null, sentences: [] }, ooms: [] };
   const c = snapshotHostMessages.check({ type: 'opened', info });
   assert.equal(c.ok, true);

@@ -6,8 +6,8 @@ import path from 'node:path';
 import { test } from 'node:test';
 import { needsAllocator, openModel, root, simTraining, tmpDir } from './reader-support.mjs';
 
-const { captureFiles, rankTable } = await import('../../src/core/ranks/index.ts');
-const { rankTableText } = await import('../../src/core/ranks/report.ts');
+const { captureFiles, rankTable } = await import('../../src/core/analyses/ranks/index.ts');
+const { rankTableText } = await import('../../src/core/analyses/ranks/report.ts');
 
 const skip = needsAllocator;
 const MiB = 1024 * 1024;

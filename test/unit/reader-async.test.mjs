@@ -8,7 +8,7 @@ import path from 'node:path';
 import { test } from 'node:test';
 import { FIXTURES, openModel, root } from './reader-support.mjs';
 
-const { openModelAsync } = await import('../../src/core/model/open.ts');
+const { openModelAsync } = await import('../../src/core/base/model/open.ts');
 const CAPTURE = path.join(root, 'test/fixtures/h200-e2e-train.capture');
 
 function views(model) {

@@ -15,7 +15,7 @@ if (!fs.existsSync(process.env.GPUMEM_ADDON)) {
   throw new Error(`the reader's tests need the built addon at ${process.env.GPUMEM_ADDON}: run \`npm run build\` first`);
 }
 
-export const { openModel } = await import('../../src/core/model/open.ts');
+export const { openModel } = await import('../../src/core/base/model/open.ts');
 
 /** Opens a model, runs fn, closes the model (whatever fn does). */
 export function withModel(file, fn) {

@@ -1,6 +1,6 @@
 // A capture cut short by its writer (FORMAT.md minor 2, Note [Writer failure] in native/allocator/src/writer.cc):
 // written by the real lens allocator under a file size limit, read by the real reader, and followed by a
-// LiveSession as the live panel does. The reader exposes the end record's reason and message; the session
+// LiveRun as the live panel does. The reader exposes the end record's reason and message; the live run
 // reports the failure once and lists it under the panel's problems.
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
@@ -9,7 +9,7 @@ import path from 'node:path';
 import { test } from 'node:test';
 import { openModel, root, tmpDir } from './reader-support.mjs';
 
-const { LiveSession } = await import('../../src/core/session/index.ts');
+const { LiveRun } = await import('../../src/core/views/live/index.ts');
 
 const LIB = path.join(root, 'dist/native/libgpumem_allocator.so');
 const skip = fs.existsSync(LIB) ? false : `needs ${LIB} (make -C native/allocator)`;
@@ -59,17 +59,17 @@ lib = common.load(sys.argv[2]); common.configure(lib, capture_path=sys.argv[3]);
   }
 });
 
-test('the live session reports a writer failure once and keeps it among the panel\'s problems', { skip }, () => {
+test('the live run reports a writer failure once and keeps it among the panel\'s problems', { skip }, () => {
   const { dir, line } = failedCapture();
-  const session = new LiveSession(dir, (p) => openModel(p));
+  const run = new LiveRun(dir, (p) => openModel(p));
   try {
-    const first = session.refresh();
+    const first = run.refresh();
     assert.equal(first.newWriterFailures.length, 1);
     assert.equal(first.newWriterFailures[0].process.entry.pid, 4242);
     assert.equal(`gpumem: ${first.newWriterFailures[0].message}`, line);
-    assert.equal(session.refresh().newWriterFailures.length, 0, 'told once');
-    assert.deepEqual(session.view(10).problems, [`pid 4242: ${line.slice('gpumem: '.length)}`]);
+    assert.equal(run.refresh().newWriterFailures.length, 0, 'told once');
+    assert.deepEqual(run.view(10).problems, [`pid 4242: ${line.slice('gpumem: '.length)}`]);
   } finally {
-    session.close();
+    run.close();
   }
 });

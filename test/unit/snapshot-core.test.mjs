@@ -6,10 +6,10 @@ import { execFileSync } from 'node:child_process';
 import path from 'node:path';
 import { test } from 'node:test';
 import { fileURLToPath } from 'node:url';
-import { formatBytes } from '../../src/core/format/bytes.ts';
-import { parseSnapshotWebviewMessage } from '../../src/core/protocol/snapshot.ts';
-import { breakdownFromSegments, releasableBytes, unallocatedBytes, wholePageBytes } from '../../src/core/snapshot/breakdown.ts';
-import { failingRequestSize, probeRequestSize, verdictSentence } from '../../src/core/snapshot/verdict.ts';
+import { formatBytes } from '../../src/core/base/units/bytes.ts';
+import { parseSnapshotWebviewMessage } from '../../src/core/base/protocol/snapshot.ts';
+import { breakdownFromSegments, releasableBytes, unallocatedBytes, wholePageBytes } from '../../src/core/analyses/breakdown/breakdown.ts';
+import { failingRequestSize, probeRequestSize, verdictSentence } from '../../src/core/analyses/verdicts/verdict.ts';
 import { bandAt, sweepColumns } from '../../webview/snapshot/stacking.ts';
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');

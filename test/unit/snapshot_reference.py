@@ -4,7 +4,7 @@
     python3 test/unit/snapshot_reference.py FILE.pickle  ->  JSON on stdout
 
 Independent of the TypeScript and native code under test: the definitions are written out here from
-Note [Breakdown] (src/core/snapshot/breakdown.ts) and issue 4 (summary figures), using only the pickle.
+Note [Breakdown] (src/core/analyses/breakdown/breakdown.ts) and issue 4 (summary figures), using only the pickle.
 """
 import json
 import pickle

@@ -7,9 +7,9 @@ import path from 'node:path';
 import { test } from 'node:test';
 import { captureRecords, needsAllocator, openModel, simTraining, withModel } from './reader-support.mjs';
 
-const { buildMarkers } = await import('../../src/core/snapshot/summaryView.ts');
-const { timeBaseOf } = await import('../../src/core/summary/timebase.ts');
-const { SnapshotSession } = await import('../../src/core/snapshot/session.ts');
+const { buildMarkers } = await import('../../src/core/views/snapshot/summaryView.ts');
+const { timeBaseOf } = await import('../../src/core/analyses/steps/timebase.ts');
+const { OpenedCapture } = await import('../../src/core/views/snapshot/openedCapture.ts');
 
 const STEPS = 40;
 
@@ -47,7 +47,7 @@ test('a growing capture: the snapshot session numbers the steps that arrived aft
   fs.writeFileSync(growing, full.subarray(0, half));
   const m = openModel(growing);
   try {
-    const session = new SnapshotSession(m, { fileName: 'growing.gpumem' });
+    const session = new OpenedCapture(m, { fileName: 'growing.gpumem' });
     const before = session.time.steps.steps.length;
     assert.ok(before > 0 && before < STEPS, `${before} steps in the first half`);
     fs.appendFileSync(growing, full.subarray(half));

@@ -4,9 +4,9 @@ import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { needsAllocator, openModel, simTraining } from './reader-support.mjs';
 
-const { detectSteps, stepAt, findLeaks, stepReport } = await import('../../src/core/steps/index.ts');
-const { summarizeFile } = await import('../../src/core/summary/index.ts');
-const { timeBaseOf } = await import('../../src/core/summary/timebase.ts');
+const { detectSteps, stepAt, findLeaks, stepReport } = await import('../../src/core/analyses/steps/index.ts');
+const { summarizeFile } = await import('../../src/core/analyses/summary/index.ts');
+const { timeBaseOf } = await import('../../src/core/analyses/steps/timebase.ts');
 
 const skip = needsAllocator;
 const KiB = 1024;

@@ -7,12 +7,12 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { test } from 'node:test';
 import { makeCapture, openModel, python, pythonInline, root, tmpDir } from './reader-support.mjs';
-import { formatBytes } from '../../src/core/format/bytes.ts';
-import { summaryDocument, summarizeFile } from '../../src/core/summary/index.ts';
-import { makeTimeBase } from '../../src/core/summary/timebase.ts';
-import { verdictOf } from '../../src/core/oom/verdictOf.ts';
-import { buildMarkers } from '../../src/core/snapshot/summaryView.ts';
-import { SnapshotSession } from '../../src/core/snapshot/session.ts';
+import { formatBytes } from '../../src/core/base/units/bytes.ts';
+import { summaryDocument, summarizeFile } from '../../src/core/analyses/summary/index.ts';
+import { makeTimeBase } from '../../src/core/analyses/steps/timebase.ts';
+import { verdictOf } from '../../src/core/analyses/verdicts/verdictOf.ts';
+import { buildMarkers } from '../../src/core/views/snapshot/summaryView.ts';
+import { OpenedCapture } from '../../src/core/views/snapshot/openedCapture.ts';
 
 const SIM = path.join(root, 'test/fixtures/sim-captures');
 const fixture = (name) => path.join(SIM, `${name}.capture`);
@@ -262,7 +262,7 @@ test('the snapshot panel gets identity, integrity and the OOM list, with times f
   const f = facts('writer-failure');
   const m = openModel(fixture('writer-failure'));
   try {
-    const s = new SnapshotSession(m, { fileName: 'writer-failure.capture' });
+    const s = new OpenedCapture(m, { fileName: 'writer-failure.capture' });
     const info = s.opened();
     assert.equal(info.originUs, f.origin_us);
     assert.equal(info.identity, `pid ${f.pid} on sim-host`);

@@ -5,7 +5,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { test } from 'node:test';
 import { captureStdout, escape, FIXTURES, makeCapture, openModel, python, pythonInline, root, tmpDir } from './reader-support.mjs';
-import { formatBytes } from '../../src/core/format/bytes.ts';
+import { formatBytes } from '../../src/core/base/units/bytes.ts';
 import { run as summaryCommand } from '../../src/cli/commands/summary.ts';
 import { run as exportCommand } from '../../src/cli/commands/export.ts';
 

@@ -6,7 +6,7 @@ import { execFileSync } from 'node:child_process';
 import path from 'node:path';
 import { test } from 'node:test';
 import { FIXTURES, openModel, root } from './reader-support.mjs';
-import { SnapshotSession } from '../../src/core/snapshot/session.ts';
+import { OpenedCapture } from '../../src/core/views/snapshot/openedCapture.ts';
 
 const ownersAt = (file, times) =>
   JSON.parse(execFileSync('python3', [path.join(root, 'test/unit/reference/owners_at.py'), file, JSON.stringify(times)], { encoding: 'utf8', maxBuffer: 64 << 20 }));
@@ -54,7 +54,7 @@ test("filtering the timeline to an owner sends that owner's largest allocations 
   const file = FIXTURES.find((f) => f.includes('resnet50'));
   const m = openModel(file);
   try {
-    const session = new SnapshotSession(m, { fileName: 'r' });
+    const session = new OpenedCapture(m, { fileName: 'r' });
     const { t0Us, t1Us } = m.timeRange(0);
     const all = session.timeline(1, 0, t0Us, t1Us, 200, 100000);
     assert.equal(all.spansTruncated, false);

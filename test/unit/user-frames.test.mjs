@@ -67,7 +67,7 @@ test('every case of the user-frame table reaches TypeScript as the reader classi
 });
 
 test("userFrame picks the innermost frame the reader marks as the user's (<string> and the tool's own are not)", async () => {
-  const { userFrame } = await import('../../src/core/session/index.ts');
+  const { userFrame } = await import('../../src/core/base/model/frames.ts');
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'gpumem-user-frames-'));
   const file = path.join(dir, 'stack.gpumem');
   const inner = [

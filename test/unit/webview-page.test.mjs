@@ -1,11 +1,11 @@
-// The one page builder every panel uses (src/core/webview/page.ts, Note [Webview CSP]): GIVEN a panel's
+// The one page builder every panel uses (src/core/views/page/page.ts, Note [Webview CSP]): GIVEN a panel's
 // resources, THEN its CSP allows scripts only with this load's nonce, names no source but the webview's own
 // origin (no http(s) host, nothing remote), and every interpolated value is escaped.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { webviewCsp, webviewPage } from '../../src/core/webview/page.ts';
-import { escapeHtml } from '../../src/core/webview/escape.ts';
-import { snapshotPageHtml } from '../../src/core/snapshot/page.ts';
+import { webviewCsp, webviewPage } from '../../src/core/views/page/page.ts';
+import { escapeHtml } from '../../src/core/base/protocol/escape.ts';
+import { snapshotPageHtml } from '../../src/core/views/snapshot/page.ts';
 import { liveHtmlTemplate } from '../../src/glue/live/template.ts';
 
 // What VS Code 1.100's webview.cspSource is: a source list, not one origin.

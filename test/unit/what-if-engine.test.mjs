@@ -7,12 +7,12 @@ import { spawnSync } from 'node:child_process';
 import path from 'node:path';
 import { test } from 'node:test';
 import { ALLOCATOR_LIB, captureStdout, escape, FIXTURES, root, tmpDir, withModel } from './reader-support.mjs';
-import { formatBytes } from '../../src/core/format/bytes.ts';
-import { POLICIES } from '../../src/core/model/whatIf.ts';
+import { formatBytes } from '../../src/core/base/units/bytes.ts';
+import { POLICIES } from '../../src/core/base/model/whatIf.ts';
 import { run as replayCommand } from '../../src/cli/commands/replay.ts';
-import { summarizeFile } from '../../src/core/summary/index.ts';
-import { breakdownFromSegments, releasableBytes } from '../../src/core/snapshot/breakdown.ts';
-import { probeRequestSize, verdictSentence } from '../../src/core/snapshot/verdict.ts';
+import { summarizeFile } from '../../src/core/analyses/summary/index.ts';
+import { breakdownFromSegments, releasableBytes } from '../../src/core/analyses/breakdown/breakdown.ts';
+import { probeRequestSize, verdictSentence } from '../../src/core/analyses/verdicts/verdict.ts';
 
 const CAPTURE = path.join(root, 'test/fixtures/h200-e2e-train.capture');
 const RESNET = FIXTURES.find((f) => f.includes('resnet50'));
@@ -179,7 +179,7 @@ test('`gpumem replay --json` prints the engine\'s replays; the text names every 
 
 
 test('advise: every item carries evidence, a confidence and assumptions; a policy is advised only with the replay\'s lower peak', async () => {
-  const { advise } = await import('../../src/core/advice/index.ts');
+  const { advise } = await import('../../src/core/analyses/advice/index.ts');
   for (const file of [CAPTURE, RESNET]) {
     withModel(file, (m) => {
       const a = advise(m, 0);

@@ -5,9 +5,9 @@ import { execFileSync } from 'node:child_process';
 import path from 'node:path';
 import { test } from 'node:test';
 import { FIXTURES, openModel, root, tmpDir } from './reader-support.mjs';
-import { parseBytes } from '../../src/core/format/parseBytes.ts';
-import { parseSnapshotWebviewMessage } from '../../src/core/protocol/snapshot.ts';
-import { breakdownFromSegments } from '../../src/core/snapshot/breakdown.ts';
+import { parseBytes } from '../../src/core/base/units/parseBytes.ts';
+import { parseSnapshotWebviewMessage } from '../../src/core/base/protocol/snapshot.ts';
+import { breakdownFromSegments } from '../../src/core/analyses/breakdown/breakdown.ts';
 
 const CAPTURE = path.join(root, 'test/fixtures/h200-e2e-train.capture');
 const ALL = [CAPTURE, ...FIXTURES];

@@ -1,5 +1,5 @@
 // The live panel's categories over time and its leak finding (issue 17, Note [Live categories]): a real
-// LiveSession over a session folder holding a capture the real allocator wrote on the simulated device for a
+// LiveRun over a session folder holding a capture the real allocator wrote on the simulated device for a
 // training loop that keeps one 64 KiB tensor per step (test/unit/reference/sim_training.py --leak), fed to the
 // panel's page in Chromium as the host feeds it. At the end of that loop what is live is known by construction:
 // 3 × 4 MiB parameters, 3 × 4 MiB gradients, 3 × 8 MiB optimizer state and the kept tensors.
@@ -8,9 +8,9 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { after, before, describe, test } from 'node:test';
-import { formatBytes } from '../../src/core/format/bytes.ts';
+import { formatBytes } from '../../src/core/base/units/bytes.ts';
 import { liveHtmlTemplate } from '../../src/glue/live/template.ts';
-import { LiveSession } from '../../src/core/session/index.ts';
+import { LiveRun } from '../../src/core/views/live/index.ts';
 import { needsAllocator, openModel, simTraining } from '../unit/reader-support.mjs';
 import { openWebview } from './harness/index.mjs';
 
@@ -34,17 +34,17 @@ describe('live panel: categories over time and the leak finding', { skip: needsA
     const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'gpumem-live-categories-'));
     const t = simTraining(STEPS, ['--leak', String(LEAK)], { capture: path.join(dir, 'capture-4242.gpumem') });
     info = t.info;
-    const session = new LiveSession(dir, openModel);
+    const run = new LiveRun(dir, openModel);
     try {
-      session.refresh();
-      session.running = false;
-      view = session.view(600);
+      run.refresh();
+      run.running = false;
+      view = run.view(600);
     } finally {
-      session.close();
+      run.close();
     }
     wv = await openWebview({ html, files: FILES, theme: 'dark' });
     await wv.waitForMessage((m) => m.type === 'ready');
-    await wv.send({ type: 'update', session: view });
+    await wv.send({ type: 'update', run: view });
     await wv.page.waitForSelector('[data-testid=live-categories]', { timeout: 20_000 });
   });
   after(() => wv?.close());

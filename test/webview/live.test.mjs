@@ -10,9 +10,9 @@ import { fileURLToPath } from 'node:url';
 import { after, before, test } from 'node:test';
 import { openWebview } from './harness/index.mjs';
 import { liveHtmlTemplate } from '../../src/glue/live/template.ts';
-import { formatBytes } from '../../src/core/format/bytes.ts';
-import { liveWebviewMessages } from '../../src/core/protocol/live.ts';
-import { LiveSession } from '../../src/core/session/index.ts';
+import { formatBytes } from '../../src/core/base/units/bytes.ts';
+import { liveWebviewMessages } from '../../src/core/base/protocol/live.ts';
+import { LiveRun } from '../../src/core/views/live/index.ts';
 
 const MiB = 1024 * 1024;
 const FILES = {
@@ -23,7 +23,7 @@ const FILES = {
 };
 const html = (origin) => liveHtmlTemplate({ cspSource: origin, nonce: 'test-nonce', resource: (...p) => `${origin}/${p.join('/')}` });
 
-/** A session view at step k of a run that grows by 8 MiB per step (what LiveSession.view produces). */
+/** A live run's view at step k of a run that grows by 8 MiB per step (what LiveRun.view produces). */
 function viewAt(k, { running = true, ranks = 2 } = {}) {
   const tracks = [];
   for (let rank = 0; rank < ranks; rank++) {
@@ -94,7 +94,7 @@ test('the panel announces its chart width and shows the empty state first', asyn
 test('a stream of updates: figures equal the last update, charts drawn, frames coalesced', async () => {
   const STEPS = 60;
   await wv.page.evaluate(() => (document.body.dataset.updates = '0'));
-  for (let k = 0; k < STEPS; k++) await wv.send({ type: 'update', session: viewAt(k) });
+  for (let k = 0; k < STEPS; k++) await wv.send({ type: 'update', run: viewAt(k) });
   const last = viewAt(STEPS - 1);
   await wv.page.waitForFunction((n) => document.querySelector('.track[data-key="100/0"]')?.dataset.points === String(n), STEPS);
   for (const track of last.tracks) {
@@ -109,7 +109,7 @@ test('a stream of updates: figures equal the last update, charts drawn, frames c
   }
   assert.equal(await wv.page.locator('.track').count(), 2);
   assert.equal(await wv.page.locator('.track-label').first().textContent(), 'rank 0 · cuda:0 NVIDIA H200 · pid 100');
-  assert.equal(await wv.page.locator('#session-state').textContent(), 'running');
+  assert.equal(await wv.page.locator('#run-state').textContent(), 'running');
   assert.ok((await inkedPixels(wv.page, '100/0')) > 500, 'the chart canvas has drawn lines');
   const renders = Number(await wv.page.evaluate(() => document.body.dataset.updates));
   assert.ok(renders >= 1 && renders < STEPS, `${STEPS} messages were drawn in ${renders} frames`);
@@ -118,35 +118,35 @@ test('a stream of updates: figures equal the last update, charts drawn, frames c
   assert.deepEqual(pageErrors(wv), [], 'no page errors (a CSP violation would be one)');
 });
 
-test('buttons post actions; busy disables; a finished session disables both', async () => {
+test('buttons post actions; busy disables; a finished run disables both', async () => {
   await wv.page.locator('#btn-empty-cache').click();
   assert.deepEqual(await wv.waitForMessage((m) => m.type === 'action'), { type: 'action', action: 'emptyCache' });
   await wv.send({ type: 'busy', action: 'captureSnapshot', busy: true });
   assert.equal(await wv.page.locator('#btn-snapshot').getAttribute('disabled'), '');
   await wv.send({ type: 'busy', action: 'captureSnapshot', busy: false });
   assert.equal(await wv.page.locator('#btn-snapshot').getAttribute('disabled'), null);
-  await wv.send({ type: 'update', session: viewAt(3, { running: false }) });
-  await wv.page.waitForFunction(() => document.querySelector('#session-state')?.textContent === 'finished');
+  await wv.send({ type: 'update', run: viewAt(3, { running: false }) });
+  await wv.page.waitForFunction(() => document.querySelector('#run-state')?.textContent === 'finished');
   assert.equal(await wv.page.locator('#btn-empty-cache').getAttribute('disabled'), '');
   assert.match(await wv.page.locator('.track-label').first().textContent(), /\(exited\)$/);
 });
 
 test('a host message outside the contract is dropped with its reason on the console, and draws nothing', async () => {
-  await wv.send({ type: 'update', session: viewAt(2) });
+  await wv.send({ type: 'update', run: viewAt(2) });
   // Rendering runs on the next animation frame: wait for step 2 itself on screen (the previous test left two
   // tracks of step 3, so counting tracks passed before this update drew, and its late draw counted below).
   await wv.page.waitForFunction(() => document.querySelectorAll('.track').length === 2 && document.querySelector('.track')?.getAttribute('data-points') === '3');
   await wv.page.evaluate(() => new Promise((r) => requestAnimationFrame(() => r(undefined))));
   const before = wv.warnings.length;
   await wv.page.evaluate(() => (document.body.dataset.updates = '0'));
-  await wv.send({ type: 'update', session: { ...viewAt(4), tracks: 'all of them' } });
+  await wv.send({ type: 'update', run: { ...viewAt(4), tracks: 'all of them' } });
   await wv.send({ type: 'busy', action: 'rebootHost', busy: true });
   await wv.send({ type: 'reload', url: 'https://example.com/' });
   await wv.page.waitForFunction((n) => n, true); // one round trip: the listeners above have run
   assert.deepEqual(wv.warnings.slice(before), [
-    'GPU Memory Lens: dropped a message: live panel, host → webview: update.session.tracks must be an array, got "all of them"',
+    'GPU Memory Lens: dropped a message: live panel, host → webview: update.run.tracks must be an array, got "all of them"',
     'GPU Memory Lens: dropped a message: live panel, host → webview: busy.action must be one of "emptyCache", "captureSnapshot", got "rebootHost"',
-    'GPU Memory Lens: dropped a message: live panel, host → webview: unknown message type "reload" (expected one of update, noSession, busy)',
+    'GPU Memory Lens: dropped a message: live panel, host → webview: unknown message type "reload" (expected one of update, noRun, busy)',
   ]);
   assert.equal(await wv.page.evaluate(() => document.body.dataset.updates), '0', 'nothing was rendered');
   assert.equal(await wv.page.locator('.track').first().getAttribute('data-points'), '3', 'the last valid update (step 2) is still shown');
@@ -155,11 +155,11 @@ test('a host message outside the contract is dropped with its reason on the cons
   for (const m of await wv.posted()) assert.equal(liveWebviewMessages.check(m).ok, true, JSON.stringify(m));
 });
 
-test('ill-formed messages are ignored; noSession clears the tracks', async () => {
-  await wv.send({ type: 'update', session: { name: 42 } });
+test('ill-formed messages are ignored; noRun clears the tracks', async () => {
+  await wv.send({ type: 'update', run: { name: 42 } });
   await wv.send({ type: 'bogus' });
   assert.equal(await wv.page.locator('.track').count(), 2);
-  await wv.send({ type: 'noSession' });
+  await wv.send({ type: 'noRun' });
   await wv.page.waitForFunction(() => document.querySelectorAll('.track').length === 0);
   assert.equal(await wv.page.locator('#empty').isVisible(), true);
   assert.deepEqual(pageErrors(wv), []);
@@ -181,13 +181,13 @@ test('a reloaded panel draws its saved view before the host says anything', asyn
   }
 });
 
-// ---- the chart's axes, from a real session: the capture our allocator recorded on an H200 ----------------
-// (test/fixtures/h200-e2e-train.capture) read by the real reader through LiveSession, as the host does.
+// ---- the chart's axes, from a real run: the capture our allocator recorded on an H200 ----------------
+// (test/fixtures/h200-e2e-train.capture) read by the real reader through LiveRun, as the host does.
 // Its device used (1.45 GiB: CUDA context, cuBLAS) dwarfs reserved (144 MiB at the peak): the case the
 // Device used checkbox exists for (Note [Device used toggle]).
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
 process.env.GPUMEM_ADDON ||= path.join(ROOT, 'dist/native/gpumem_addon.node');
-const { openModel } = await import('../../src/core/model/open.ts');
+const { openModel } = await import('../../src/core/base/model/open.ts');
 const CAPTURE = path.join(ROOT, 'test/fixtures/h200-e2e-train.capture');
 // python's own decode of the capture, for the run's length
 const durationS = JSON.parse(execFileSync('python3', [path.join(ROOT, 'test/e2e/replay/expected_lines.py'), CAPTURE], { encoding: 'utf8' })).duration_s;
@@ -195,13 +195,13 @@ const durationS = JSON.parse(execFileSync('python3', [path.join(ROOT, 'test/e2e/
 function realView() {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'gpumem-live-webview-'));
   fs.copyFileSync(CAPTURE, path.join(dir, 'capture-531.gpumem'));
-  const session = new LiveSession(dir, openModel);
+  const run = new LiveRun(dir, openModel);
   try {
-    session.refresh();
-    session.running = false;
-    return session.view(600);
+    run.refresh();
+    run.running = false;
+    return run.view(600);
   } finally {
-    session.close();
+    run.close();
     fs.rmSync(dir, { recursive: true, force: true });
   }
 }
@@ -215,7 +215,7 @@ async function axes(page) {
 
 const maxOf = (a) => Math.max(...a.filter((v) => v != null));
 
-test('a real session: the x-axis is seconds since its first event, not dates; Device used off fits y to allocated and reserved', async (t) => {
+test('a real run: the x-axis is seconds since its first event, not dates; Device used off fits y to allocated and reserved', async (t) => {
   const view = realView();
   const [track] = view.tracks;
   assert.equal(view.originS, track.series.t[0], 'one process: the origin is its first event');
@@ -226,7 +226,7 @@ test('a real session: the x-axis is seconds since its first event, not dates; De
 
   const w = await openWebview({ html, files: FILES, theme: 'dark' });
   try {
-    await w.send({ type: 'update', session: view });
+    await w.send({ type: 'update', run: view });
     await w.page.waitForFunction(() => document.querySelector('.track')?.dataset.xTicks);
     const toggle = w.page.locator('#toggle-device-used');
     await toggle.waitFor({ state: 'visible' });
@@ -238,7 +238,7 @@ test('a real session: the x-axis is seconds since its first event, not dates; De
     assert.ok(shown.x.length >= 3, `${shown.x.length} x ticks`);
     for (const label of shown.x) assert.match(label, /^\d+(\.\d+)? s$/, 'seconds, no calendar date or clock time');
     const xs = shown.x.map((l) => Number(l.slice(0, -2)));
-    assert.equal(xs[0], 0, 'the axis starts at the session\'s first event');
+    assert.equal(xs[0], 0, 'the axis starts at the run\'s first event');
     const stepS = xs[1] - xs[0];
     for (let i = 1; i < xs.length; i++) assert.ok(Math.abs(xs[i] - xs[i - 1] - stepS) < 1e-9, `evenly spaced: ${shown.x}`);
     assert.ok(xs.at(-1) <= durationS + 1e-6 && xs.at(-1) + stepS > durationS - 0.05, `the ticks reach the run's end (${durationS.toFixed(3)} s by python)`);
@@ -291,14 +291,14 @@ test('a real session: the x-axis is seconds since its first event, not dates; De
   }
 });
 
-test('a session without device samples has no Device used checkbox; its x-axis starts at 0 s', async () => {
+test('a run without device samples has no Device used checkbox; its x-axis starts at 0 s', async () => {
   const v = viewAt(30, { ranks: 1 });
   for (const tr of v.tracks) {
     delete tr.figures.deviceUsedBytes;
     delete tr.figures.unattributedBytes;
     tr.series.deviceUsed = tr.series.t.map(() => null);
   }
-  await wv.send({ type: 'update', session: v });
+  await wv.send({ type: 'update', run: v });
   await wv.page.waitForFunction(() => document.querySelectorAll('.track').length === 1 && document.querySelector('.track').dataset.points === '31');
   assert.equal(await wv.page.locator('#toggle-device-used').isVisible(), false);
   const a = await axes(wv.page);

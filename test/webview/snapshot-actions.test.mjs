@@ -5,13 +5,13 @@ import { execFileSync } from 'node:child_process';
 import path from 'node:path';
 import { after, before, test } from 'node:test';
 import { fileURLToPath } from 'node:url';
-import { formatBytes, formatBytesDelta } from '../../src/core/format/bytes.ts';
+import { formatBytes, formatBytesDelta } from '../../src/core/base/units/bytes.ts';
 import { openSnapshotPanel } from './snapshot-host.mjs';
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
 const FILE = path.join(ROOT, 'test/fixtures/pytorch-snapshots/resnet50-bf16-train-python-stacks.pickle');
 process.env.GPUMEM_ADDON ||= path.join(ROOT, 'dist/native/gpumem_addon.node');
-const { openModel } = await import('../../src/core/model/open.ts');
+const { openModel } = await import('../../src/core/base/model/open.ts');
 const summary = JSON.parse(execFileSync('python3', [path.join(ROOT, 'test/unit/reference/snapshot_summary.py'), FILE], { encoding: 'utf8' }));
 // Bytes allocated in the trace and never freed, by innermost user line (issue 4's attribution rule).
 const liveAtEnd = JSON.parse(

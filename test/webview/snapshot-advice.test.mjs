@@ -7,14 +7,14 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { fileURLToPath } from 'node:url';
-import { formatBytes } from '../../src/core/format/bytes.ts';
-import { parseSnapshotWebviewMessage } from '../../src/core/protocol/snapshot.ts';
+import { formatBytes } from '../../src/core/base/units/bytes.ts';
+import { parseSnapshotWebviewMessage } from '../../src/core/base/protocol/snapshot.ts';
 import { openSnapshotPanel } from './snapshot-host.mjs';
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
 process.env.GPUMEM_ADDON ||= path.join(ROOT, 'dist/native/gpumem_addon.node');
 const { openModel, simTraining, needsAllocator, fixturesDir } = await import('../unit/reader-support.mjs');
-const { advise } = await import('../../src/core/advice/index.ts');
+const { advise } = await import('../../src/core/analyses/advice/index.ts');
 
 describe('What to do: a training capture with a repeated block and a leak', { skip: needsAllocator }, () => {
   let model;

@@ -10,8 +10,8 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { fileURLToPath } from 'node:url';
-import { formatBytes } from '../../src/core/format/bytes.ts';
-import { parseSnapshotWebviewMessage } from '../../src/core/protocol/snapshot.ts';
+import { formatBytes } from '../../src/core/base/units/bytes.ts';
+import { parseSnapshotWebviewMessage } from '../../src/core/base/protocol/snapshot.ts';
 import { needsAllocator, openModel, simTraining } from '../unit/reader-support.mjs';
 import { openSnapshotPanel } from './snapshot-host.mjs';
 

@@ -1,21 +1,21 @@
 // Drives the snapshot webview in Chromium as the extension host would: serves the real page
-// (src/core/snapshot/page.ts) and bundle, and answers every query the page posts with SnapshotSession over
+// (src/core/views/snapshot/page.ts) and bundle, and answers every query the page posts with OpenedCapture over
 // a real Model — the same code path as src/glue/snapshot/panelHost.ts minus the editor.
-import { snapshotWebviewMessages } from '../../src/core/protocol/snapshot.ts';
-import { snapshotPageHtml } from '../../src/core/snapshot/page.ts';
-import { SnapshotSession } from '../../src/core/snapshot/session.ts';
+import { snapshotWebviewMessages } from '../../src/core/base/protocol/snapshot.ts';
+import { snapshotPageHtml } from '../../src/core/views/snapshot/page.ts';
+import { OpenedCapture } from '../../src/core/views/snapshot/openedCapture.ts';
 import { openWebview } from './harness/index.mjs';
 
 /**
- * @param {import('../../src/core/model/types.ts').Model | Promise<import('../../src/core/model/types.ts').Model>} modelOrOpening
+ * @param {import('../../src/core/base/model/types.ts').Model | Promise<import('../../src/core/base/model/types.ts').Model>} modelOrOpening
  *   a Model, or the promise of one (openModelAsync): then, as src/glue/snapshot/panelHost.ts does since the
  *   open became asynchronous, the page's first message gets `loading` until the model is there.
  * @param {{ fileName: string, state?: unknown, viewport?: {width:number,height:number}, theme?: 'dark'|'light', session?: { handle(m: unknown): unknown[] | undefined } }} o
- *   session: answer with this instead of a SnapshotSession over the model (the ranks view: RanksSession, model null)
+ *   session: answer with this instead of a OpenedCapture over the model (the ranks view: RankSet, model null)
  */
 export async function openSnapshotPanel(modelOrOpening, o) {
   let session;
-  const ready = (model) => (session = o.session ?? new SnapshotSession(model, { fileName: o.fileName }));
+  const ready = (model) => (session = o.session ?? new OpenedCapture(model, { fileName: o.fileName }));
   if (typeof modelOrOpening?.then === 'function') void modelOrOpening.then(ready);
   else ready(modelOrOpening);
   const wv = await openWebview({
@@ -43,7 +43,7 @@ export async function openSnapshotPanel(modelOrOpening, o) {
     while (!stopped) {
       const posted = await wv.page.evaluate(() => window.__posted).catch(() => []);
       if (posted.length > seen && !session && !toldLoading) {
-        toldLoading = true; // what SnapshotPanelHost.createSession posts first
+        toldLoading = true; // what SnapshotPanelHost.createSessionFolder posts first
         await wv.send({ type: 'loading', fileName: o.fileName });
       }
       for (; session && seen < posted.length; seen++) {

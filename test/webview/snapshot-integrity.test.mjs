@@ -1,5 +1,5 @@
 // Issue 13 in the snapshot panel (Chromium): the integrity banner, the OOM list with a link that opens the
-// line, the device's name and the process identity. Fed by SnapshotSession over the real native Model of the
+// line, the device's name and the process identity. Fed by OpenedCapture over the real native Model of the
 // sim-backend fixtures (test/fixtures/sim-captures/); expected values come from the same bytes through the
 // spec-only reader (test/unit/reference/capture_facts.py).
 import assert from 'node:assert/strict';
@@ -7,12 +7,12 @@ import { execFileSync } from 'node:child_process';
 import path from 'node:path';
 import { describe, test } from 'node:test';
 import { fileURLToPath } from 'node:url';
-import { formatBytes } from '../../src/core/format/bytes.ts';
+import { formatBytes } from '../../src/core/base/units/bytes.ts';
 import { openSnapshotPanel } from './snapshot-host.mjs';
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
 process.env.GPUMEM_ADDON ||= path.join(ROOT, 'dist/native/gpumem_addon.node');
-const { openModel } = await import('../../src/core/model/open.ts');
+const { openModel } = await import('../../src/core/base/model/open.ts');
 const fixture = (name) => path.join(ROOT, 'test/fixtures/sim-captures', `${name}.capture`);
 const facts = (name) => JSON.parse(execFileSync('python3', [path.join(ROOT, 'test/unit/reference/capture_facts.py'), fixture(name)], { encoding: 'utf8' }));
 

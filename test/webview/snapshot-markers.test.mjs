@@ -1,4 +1,4 @@
-// Markers by range (Note [Markers by range] in src/core/snapshot/session.ts), issue 16: an hour's run holds tens of
+// Markers by range (Note [Markers by range] in src/core/views/snapshot/openedCapture.ts), issue 16: an hour's run holds tens of
 // thousands of step markers, the first answer carries a thinned set, and the zoomed timeline asks for its window's
 // own. The real page in Chromium over a real capture (the lens allocator on the simulated device, 40 training
 // steps: 80 step markers) with the session's limit set to 30, so the first answer is thinned; the expected counts
@@ -8,9 +8,9 @@ import { after, before, describe, test } from 'node:test';
 import { needsAllocator, openModel, simTraining } from '../unit/reader-support.mjs';
 import { openSnapshotPanel } from './snapshot-host.mjs';
 
-const { SnapshotSession } = await import('../../src/core/snapshot/session.ts');
-const { buildMarkers } = await import('../../src/core/snapshot/summaryView.ts');
-const { timeBaseOf } = await import('../../src/core/summary/timebase.ts');
+const { OpenedCapture } = await import('../../src/core/views/snapshot/openedCapture.ts');
+const { buildMarkers } = await import('../../src/core/views/snapshot/summaryView.ts');
+const { timeBaseOf } = await import('../../src/core/analyses/steps/timebase.ts');
 
 const STEPS = 40;
 const LIMIT = 30;
@@ -36,7 +36,7 @@ describe('snapshot timeline markers by range', { skip: needsAllocator }, () => {
    * device's messages with the first timeline answer.
    */
   const open = async (window, { late = false } = {}) => {
-    const real = new SnapshotSession(model, { fileName: 'train.gpumem', maxMarkers: LIMIT });
+    const real = new OpenedCapture(model, { fileName: 'train.gpumem', maxMarkers: LIMIT });
     let held = late;
     const session = {
       handle(msg) {

@@ -1,4 +1,4 @@
-// The snapshot panel in Chromium, fed exactly what the extension host would send: SnapshotSession over the
+// The snapshot panel in Chromium, fed exactly what the extension host would send: OpenedCapture over the
 // real native Model of the PyTorch 2.11 fixtures (dist/native/gpumem_addon.node). Every expected value is
 // computed by python3 from the same pickle (test/unit/reference/snapshot_summary.py for issue 4's figures,
 // test/unit/snapshot_reference.py for the breakdown). Screenshots land in .test-output/webview/.
@@ -8,13 +8,13 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { fileURLToPath } from 'node:url';
-import { formatBytes } from '../../src/core/format/bytes.ts';
+import { formatBytes } from '../../src/core/base/units/bytes.ts';
 import { openSnapshotPanel } from './snapshot-host.mjs';
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
 const FIXTURES = path.join(ROOT, 'test/fixtures/pytorch-snapshots');
 process.env.GPUMEM_ADDON ||= path.join(ROOT, 'dist/native/gpumem_addon.node');
-const { openModel } = await import('../../src/core/model/open.ts');
+const { openModel } = await import('../../src/core/base/model/open.ts');
 
 function python(script, file) {
   return JSON.parse(execFileSync('python3', [path.join(ROOT, script), file], { encoding: 'utf8', maxBuffer: 256 << 20 }));

@@ -1,6 +1,6 @@
 // The snapshot panel opened on a session folder shows its ranks side by side (issue 16, Note [Ranks side by
 // side]): two ranks' captures written by the lens allocator on the simulated device (sim_training.py with RANK=0/1,
-// as torchrun under `gpumem run` leaves them, rank 1 keeping 96 MiB more per step), served by RanksSession in
+// as torchrun under `gpumem run` leaves them, rank 1 keeping 96 MiB more per step), served by RankSet in
 // Chromium. Each rank's figures are checked against what its own capture says (the reader's summary of that file
 // alone) and against what the workload did (rank 1 − rank 0 = 3 steps × 96 MiB at the peak); the lanes share one
 // time axis, and a click posts openRank for that rank.
@@ -8,12 +8,12 @@ import assert from 'node:assert/strict';
 import fs from 'node:fs';
 import path from 'node:path';
 import { after, before, describe, test } from 'node:test';
-import { formatBytes } from '../../src/core/format/bytes.ts';
+import { formatBytes } from '../../src/core/base/units/bytes.ts';
 import { needsAllocator, openModel, simTraining, tmpDir } from '../unit/reader-support.mjs';
 import { openSnapshotPanel } from './snapshot-host.mjs';
 
-const { captureFiles } = await import('../../src/core/ranks/index.ts');
-const { RanksSession, RANK_BUCKETS } = await import('../../src/core/ranks/session.ts');
+const { captureFiles } = await import('../../src/core/analyses/ranks/index.ts');
+const { RankSet, RANK_BUCKETS } = await import('../../src/core/views/ranks/rankSet.ts');
 
 const MiB = 1024 * 1024;
 const STEPS = 3;
@@ -48,7 +48,7 @@ describe('a 2-rank session folder, side by side', { skip: needsAllocator }, () =
       });
     }
     files = captureFiles([dir]);
-    const session = await RanksSession.open(files, { title: path.basename(dir) });
+    const session = await RankSet.open(files, { title: path.basename(dir) });
     wv = await openSnapshotPanel(null, { fileName: path.basename(dir), session });
     await wv.page.waitForSelector('[data-testid=rank-row]', { timeout: 20_000 });
   });

@@ -8,15 +8,15 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { fileURLToPath } from 'node:url';
-import { formatBytes } from '../../src/core/format/bytes.ts';
-import { parseSnapshotWebviewMessage } from '../../src/core/protocol/snapshot.ts';
+import { formatBytes } from '../../src/core/base/units/bytes.ts';
+import { parseSnapshotWebviewMessage } from '../../src/core/base/protocol/snapshot.ts';
 import { openSnapshotPanel } from './snapshot-host.mjs';
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
 process.env.GPUMEM_ADDON ||= path.join(ROOT, 'dist/native/gpumem_addon.node');
-const { openModel } = await import('../../src/core/model/open.ts');
-const { POLICIES } = await import('../../src/core/model/whatIf.ts');
-const { deviceCapacity } = await import('../../src/core/replay/index.ts');
+const { openModel } = await import('../../src/core/base/model/open.ts');
+const { POLICIES } = await import('../../src/core/base/model/whatIf.ts');
+const { deviceCapacity } = await import('../../src/core/analyses/replay/index.ts');
 
 const CAPTURE = path.join(ROOT, 'test/fixtures/h200-e2e-train.capture');
 

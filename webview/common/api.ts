@@ -1,8 +1,8 @@
 // The webview side of a panel's message contract, shared by every panel: the page's one
 // acquireVsCodeApi(), a send typed by the panel's webview → host messages, persisted state, and a
 // listener that checks each host message against the panel's protocol before the panel sees it
-// (Note [Message schemas] in src/core/protocol/schema.ts).
-import type { Protocol } from '../../src/core/protocol/schema';
+// (Note [Message schemas] in src/core/base/protocol/schema.ts).
+import type { Protocol } from '../../src/core/base/protocol/schema';
 
 interface VsCodeApi {
   postMessage(message: unknown): void;

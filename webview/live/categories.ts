@@ -1,11 +1,10 @@
 // The live panel's categories over time (issue 17): a stacked area of parameters, gradients, optimizer state,
 // activations, temporaries and other under each track's chart, step ends numbered along it, and the leak
-// findings named as they appear (Note [Live categories] in src/core/session/categoriesTrack.ts). Drawn on a
+// findings named as they appear (Note [Live categories] in src/core/views/live/categoriesTrack.ts). Drawn on a
 // canvas with theme-independent category colours (the same as the snapshot panel's Categories tab).
-import { CATEGORIES, CATEGORY_LABELS } from '../../src/core/categories';
-import { formatBytes } from '../../src/core/format/bytes';
-import type { Category } from '../../src/core/model/types';
-import type { LiveCategories } from '../../src/core/protocol/live';
+import { CATEGORIES, CATEGORY_LABELS, type Category } from '../../src/core/base/protocol/categories';
+import { formatBytes } from '../../src/core/base/units/bytes';
+import type { LiveCategories } from '../../src/core/base/protocol/live';
 
 const COLOURS: Record<Category, string> = {
   parameter: '#4e79a7',

@@ -1,6 +1,6 @@
 // The figures shown above each chart, in reading order. Pure (no DOM) so the webview test can compare
 // against it and the wording stays in one place.
-import type { LiveFigures } from '../../src/core/protocol/live';
+import type { LiveFigures } from '../../src/core/base/protocol/live';
 
 export interface FigureRow {
   key: 'allocated' | 'reserved' | 'device-used' | 'unattributed' | 'peak-allocated' | 'peak-reserved';

@@ -15,8 +15,8 @@
 // the panel, stays in step with a click on the legend (uPlot's own series toggle), and is hidden when no
 // track has device samples.
 import uPlot from 'uplot';
-import { formatBytes } from '../../src/core/format/bytes';
-import { liveHostMessages, type LiveAction, type LiveSessionView, type LiveTrack, type LiveWebviewMessage } from '../../src/core/protocol/live';
+import { formatBytes } from '../../src/core/base/units/bytes';
+import { liveHostMessages, type LiveAction, type LiveRunView, type LiveTrack, type LiveWebviewMessage } from '../../src/core/base/protocol/live';
 import { onHostMessage, panelApi } from '../common/api';
 import { themeColor } from '../common/theme';
 import { renderCategories } from './categories';
@@ -24,7 +24,7 @@ import { figureRows } from './figures';
 import { ELAPSED_INCRS, elapsedText, elapsedTickLabels } from './timeAxis';
 
 interface SavedState {
-  view?: LiveSessionView;
+  view?: LiveRunView;
   /** the Device used checkbox (Note [Device used toggle]); absent = shown */
   showDeviceUsed?: boolean;
 }
@@ -36,8 +36,8 @@ const api = panelApi<LiveWebviewMessage, SavedState>();
 const tracksEl = document.getElementById('tracks')!;
 const emptyEl = document.getElementById('empty')!;
 const problemsEl = document.getElementById('problems')!;
-const nameEl = document.getElementById('session-name')!;
-const stateEl = document.getElementById('session-state')!;
+const nameEl = document.getElementById('run-name')!;
+const stateEl = document.getElementById('run-state')!;
 const deviceUsedToggle = document.getElementById('toggle-device-used')!;
 const buttons: Record<LiveAction, HTMLElement> = {
   emptyCache: document.getElementById('btn-empty-cache')!,
@@ -52,11 +52,11 @@ interface TrackUi {
   markers: LiveTrack['markers'];
 }
 const trackUis = new Map<string, TrackUi>();
-let pending: LiveSessionView | null | undefined; // undefined: nothing to draw; null: no session
+let pending: LiveRunView | null | undefined; // undefined: nothing to draw; null: no session
 let frameRequested = false;
-let lastView: LiveSessionView | undefined;
+let lastView: LiveRunView | undefined;
 let showDeviceUsed = api.savedState()?.showDeviceUsed ?? true;
-/** the chart's 0 s in epoch seconds (LiveSessionView.originS) */
+/** the chart's 0 s in epoch seconds (LiveRunView.originS) */
 let originS = 0;
 
 function chartWidth(): number {
@@ -65,7 +65,7 @@ function chartWidth(): number {
 
 // ---- rendering -------------------------------------------------------------------------------------
 
-function schedule(view: LiveSessionView | null): void {
+function schedule(view: LiveRunView | null): void {
   pending = view;
   if (frameRequested) return;
   frameRequested = true;
@@ -77,10 +77,10 @@ function schedule(view: LiveSessionView | null): void {
   });
 }
 
-function render(view: LiveSessionView | null): void {
+function render(view: LiveRunView | null): void {
   document.body.dataset.updates = String(Number(document.body.dataset.updates ?? '0') + 1);
   if (!view) {
-    nameEl.textContent = 'No session';
+    nameEl.textContent = 'No run';
     stateEl.textContent = '';
     emptyEl.hidden = false;
     for (const ui of trackUis.values()) destroyTrack(ui);
@@ -95,7 +95,7 @@ function render(view: LiveSessionView | null): void {
   stateEl.textContent = view.running ? 'running' : 'finished';
   stateEl.className = `state ${view.running ? 'running' : 'finished'}`;
   emptyEl.hidden = view.tracks.length > 0;
-  if (view.tracks.length === 0) emptyEl.textContent = view.running ? 'Waiting for the workload to initialise CUDA…' : 'This session recorded no device memory.';
+  if (view.tracks.length === 0) emptyEl.textContent = view.running ? 'Waiting for the workload to initialise CUDA…' : 'This run recorded no device memory.';
   problemsEl.hidden = view.problems.length === 0;
   problemsEl.textContent = view.problems.join('\n');
   for (const action of Object.keys(buttons) as LiveAction[]) {
@@ -315,11 +315,11 @@ for (const [action, el] of Object.entries(buttons) as [LiveAction, HTMLElement][
 onHostMessage(liveHostMessages, (msg) => {
   switch (msg.type) {
     case 'update':
-      lastView = msg.session;
+      lastView = msg.run;
       saveState();
-      schedule(msg.session);
+      schedule(msg.run);
       break;
-    case 'noSession':
+    case 'noRun':
       lastView = undefined;
       saveState();
       schedule(null);

@@ -1,4 +1,4 @@
-// The live chart's time axis: seconds elapsed since the session's origin (LiveSessionView.originS), never
+// The live chart's time axis: seconds elapsed since the session's origin (LiveRunView.originS), never
 // calendar dates. Pure (no DOM, no uPlot) so unit tests check the labels.
 //
 // Note [Elapsed time axis]: a run lasts seconds to hours, and a user asks "how far into the run", not "at

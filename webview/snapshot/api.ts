@@ -1,6 +1,6 @@
 // The snapshot panel's side of the message contract: typed send and persisted state, over the shared
 // webview/common/api.ts (one acquireVsCodeApi() per page); host messages are checked in main.ts.
-import type { SnapshotTab, SnapshotWebviewMessage } from '../../src/core/protocol/snapshot';
+import type { SnapshotTab, SnapshotWebviewMessage } from '../../src/core/base/protocol/snapshot';
 import { panelApi } from '../common/api';
 
 /** What survives the panel being hidden (retainContextWhenHidden is off) or VS Code restarting. */

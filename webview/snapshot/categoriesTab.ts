@@ -2,10 +2,9 @@
 // temporaries, other — plus the allocator's cache by cause and what is not from the allocator, so every byte the
 // device shows is accounted; at the peak and at the chosen moment (the timeline's / segment map's moment, or a
 // step end picked in the step table). Then the per-step table and the leak findings (Note [Categories]).
-import { CATEGORIES, CATEGORY_LABELS } from '../../src/core/categories';
-import { formatBytes } from '../../src/core/format/bytes';
-import type { Category } from '../../src/core/model/types';
-import type { CategoriesView, CategoryMomentView } from '../../src/core/protocol/snapshot';
+import { CATEGORIES, CATEGORY_LABELS, type Category } from '../../src/core/base/protocol/categories';
+import { formatBytes } from '../../src/core/base/units/bytes';
+import type { CategoriesView, CategoryMomentView } from '../../src/core/base/protocol/snapshot';
 import { newRequestId, send } from './api';
 import { clear, h } from './dom';
 import { PALETTE_CSS } from './palette';

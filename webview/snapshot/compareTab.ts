@@ -1,7 +1,7 @@
 // Compare: what grew and what shrank, by line, between two moments of this file or against another file.
-import { formatBytes, formatBytesDelta } from '../../src/core/format/bytes';
-import type { DiffRow, DiffView } from '../../src/core/protocol/snapshot';
-import { END_OF_TRACE } from '../../src/core/protocol/snapshot';
+import { formatBytes, formatBytesDelta } from '../../src/core/base/units/bytes';
+import type { DiffRow, DiffView } from '../../src/core/base/protocol/snapshot';
+import { END_OF_TRACE } from '../../src/core/base/protocol/snapshot';
 import { getState, newRequestId, send, updateState } from './api';
 import { clear, h } from './dom';
 import { renderGrid, type Column } from './grid';

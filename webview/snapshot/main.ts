@@ -1,8 +1,8 @@
 // Snapshot panel (browser bundle → dist/webview/snapshot.js): tabs for the summary, the active memory
 // timeline, the segment map, top allocation sites and compare; export and drag-and-drop in the header.
-// Everything drawn comes from host messages (src/core/protocol/snapshot.ts); state survives hiding.
-import type { MarkerView, OpenedInfo, SiteRow, SnapshotHostMessage, SnapshotTab, SummaryView } from '../../src/core/protocol/snapshot';
-import { END_OF_TRACE, snapshotHostMessages } from '../../src/core/protocol/snapshot';
+// Everything drawn comes from host messages (src/core/base/protocol/snapshot.ts); state survives hiding.
+import type { MarkerView, OpenedInfo, SiteRow, SnapshotHostMessage, SnapshotTab, SummaryView } from '../../src/core/base/protocol/snapshot';
+import { END_OF_TRACE, snapshotHostMessages } from '../../src/core/base/protocol/snapshot';
 import { onHostMessage } from '../common/api';
 import { getState, newRequestId, send, updateState } from './api';
 import { CategoriesPanel } from './categoriesTab';

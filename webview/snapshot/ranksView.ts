@@ -1,9 +1,9 @@
 // The snapshot panel opened on a session folder: its ranks side by side (Note [Ranks side by side] in
-// src/core/ranks/session.ts). A table with one row per rank (the figures of `gpumem summary DIR…`) and, under
+// src/core/views/ranks/rankSet.ts). A table with one row per rank (the figures of `gpumem summary DIR…`) and, under
 // it, each rank's allocated (filled) and reserved (line) memory on one shared time axis and one shared byte
 // scale, so a rank that peaks later or higher stands out by eye. Clicking a row or its timeline opens the rank.
-import { formatBytes } from '../../src/core/format/bytes';
-import type { RankRowView, RanksView } from '../../src/core/protocol/snapshot';
+import { formatBytes } from '../../src/core/base/units/bytes';
+import type { RankRowView, RanksView } from '../../src/core/base/protocol/snapshot';
 import { send } from './api';
 import { clear, h, themeColor } from './dom';
 

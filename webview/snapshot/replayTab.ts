@@ -1,7 +1,7 @@
 // What-if replay: the device's allocation stream replayed on a simulated device under each allocator policy
 // (issue 18), one row per policy. Computed on demand: the host replays the whole trace four times.
-import { formatBytes } from '../../src/core/format/bytes';
-import type { ReplayView } from '../../src/core/protocol/snapshot';
+import { formatBytes } from '../../src/core/base/units/bytes';
+import type { ReplayView } from '../../src/core/base/protocol/snapshot';
 import { newRequestId, send } from './api';
 import { clear, h } from './dom';
 

@@ -1,7 +1,7 @@
 // Segment map at one moment: one row per segment (largest first), blocks coloured by state, so
 // fragmentation is visible at a glance. Rows are virtualised on one canvas: only visible rows are drawn.
-import { formatBytes } from '../../src/core/format/bytes';
-import type { BlockView, SegmentMapView, SegmentView } from '../../src/core/protocol/snapshot';
+import { formatBytes } from '../../src/core/base/units/bytes';
+import type { BlockView, SegmentMapView, SegmentView } from '../../src/core/base/protocol/snapshot';
 import { send } from './api';
 import { clear, h, themeColor } from './dom';
 import { atTime } from './timelineTab';

@@ -1,6 +1,6 @@
 // Top allocation sites: the Model's line statistics, the same numbers as the editor annotations.
-import { formatBytes } from '../../src/core/format/bytes';
-import type { SiteRow } from '../../src/core/protocol/snapshot';
+import { formatBytes } from '../../src/core/base/units/bytes';
+import type { SiteRow } from '../../src/core/base/protocol/snapshot';
 import { getState, send, updateState } from './api';
 import { clear, h } from './dom';
 import { ownerCss } from './palette';

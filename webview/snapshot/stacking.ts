@@ -5,7 +5,7 @@
 // its cost grows with events × live allocations and reaches 379 M characters of SVG at 4 M events), the view
 // is sampled once per pixel column: a sweep over bands sorted by start keeps the live list in allocation
 // order, so a frame costs O(columns × live bands) plus one pass over the pixels, whatever the trace length.
-import type { SpanColumns } from '../../src/core/protocol/snapshot';
+import type { SpanColumns } from '../../src/core/base/protocol/snapshot';
 
 /** Called per column with the bands live at that column's time, bottom to top. */
 export type ColumnVisitor = (column: number, live: readonly number[]) => void;

@@ -1,5 +1,5 @@
 // Call stacks fetched from the host on demand (hover, click) and cached for the panel's lifetime.
-import type { StackView } from '../../src/core/protocol/snapshot';
+import type { StackView } from '../../src/core/base/protocol/snapshot';
 import { newRequestId, send } from './api';
 
 const cache = new Map<number, StackView>();

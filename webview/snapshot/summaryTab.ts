@@ -1,6 +1,6 @@
 // Summary tab: memory_summary()'s figures, where reserved − requested went, and the verdict sentence.
-import { formatBytes } from '../../src/core/format/bytes';
-import type { BreakdownView, IntegrityView, OomView, SummaryView } from '../../src/core/protocol/snapshot';
+import { formatBytes } from '../../src/core/base/units/bytes';
+import type { BreakdownView, IntegrityView, OomView, SummaryView } from '../../src/core/base/protocol/snapshot';
 import { clear, h } from './dom';
 
 /** What the summary shows besides the device's figures: the file's OOMs and how to open their lines. */

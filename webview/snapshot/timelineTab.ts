@@ -7,8 +7,8 @@
 // small or short to draw alone — is one lighter band per owner on top, from the host's per-bucket owner
 // totals (Note [Owner bands] in native/addon/src/aggregate.cpp). Bands and totals are sampled at the same
 // time per column (its bucket's centre), so a column's coloured height is allocated memory at that time.
-import { formatBytes } from '../../src/core/format/bytes';
-import type { MarkersView, MarkerView, TimelineView } from '../../src/core/protocol/snapshot';
+import { formatBytes } from '../../src/core/base/units/bytes';
+import type { MarkersView, MarkerView, TimelineView } from '../../src/core/base/protocol/snapshot';
 import { getState, newRequestId, send, updateState } from './api';
 import { clear, h, themeColor } from './dom';
 import { colorIndex, ownerCss, ownerRaster, PALETTE32 } from './palette';

@@ -1,5 +1,5 @@
 // N-API surface of the reader: `open(path)` returns a handle whose methods answer the Model queries of
-// src/core/model/types.ts, each as one JSON string (parsed once on the JS side). Errors are thrown as JS
+// src/core/base/model/types.ts, each as one JSON string (parsed once on the JS side). Errors are thrown as JS
 // Errors whose message says what to do next.
 #include <napi.h>
 
@@ -103,7 +103,7 @@ size_t poll_capture(Opened& o) {
   // the categories E2E test, 2026-11-26). Device samples and the allocator's stats are left out: they arrive
   // every 200 ms even while the workload is idle, and each would recompute the live views (the categories are a
   // pass over the trace) with nothing new from the allocator. The live session sees a sample by the capture's
-  // latest record time instead (fileInfo().lastUs, src/core/session/session.ts) and redraws the charts only.
+  // latest record time instead (fileInfo().lastUs, src/core/views/live/liveRun.ts) and redraws the charts only.
   size_t before = c.records_decoded();
   auto t0 = std::chrono::steady_clock::now();
   int64_t c0 = thread_cpu_ns();

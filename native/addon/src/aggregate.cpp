@@ -775,7 +775,7 @@ std::string timeline_json(Model& m, int index, double t0, double t1, int buckets
 namespace gpumem {
 
 // Note [Step table]: one pass over the device's events answers every per-step question the steps view and the
-// leak finder ask (src/core/steps): the peak of allocated inside each step, allocated and reserved at its end,
+// leak finder ask (src/core/analyses/steps): the peak of allocated inside each step, allocated and reserved at its end,
 // and the bytes each line (innermost user frame) holds live at each step end. diff_json per pair of step ends
 // would rescan the trace once per step (O(steps × events)); this is O(events + steps × live lines).
 // Blocks allocated before the trace began (a free with no alloc) are not attributed, as in diff_json.

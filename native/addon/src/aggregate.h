@@ -1,5 +1,5 @@
 // Queries answered natively over a Model, each returned as one JSON document shaped like the
-// TypeScript types in src/core/model/types.ts.
+// TypeScript types in src/core/base/model/types.ts.
 #pragma once
 #include <string>
 #include <vector>

@@ -1,5 +1,5 @@
 // What every allocated byte is (Note [Categories] in categories.cpp). JSON shape: CategoryReport in
-// src/core/model/types.ts.
+// src/core/base/model/types.ts.
 #pragma once
 #include <string>
 #include <vector>

@@ -9,13 +9,14 @@
 #include <vector>
 
 #include "cuda_backend.h"
+#include "settings.h"
 #include "sim_backend.h"
 
 namespace gpumem::core {
 namespace {
 
 struct Config {
-  std::string backend = "cuda";
+  std::string backend = settings::kBackendDefault;
   uint64_t sim_capacity = 16ull << 30;
   int sim_devices = 1;
   // Note [Default segment strategy]: expandable with trim on growth. GPT-2 small, sequence lengths
@@ -23,8 +24,8 @@ struct Config {
   // allocated ×1.459 fixed (the same bytes as PyTorch's default), ×1.115 expandable (the same as
   // PyTorch's expandable_segments), ×1.036 expandable + trim. A trim moves same-stream pages without
   // waiting for the GPU (Note [Page moves]); Note [Futile trims] bounds how often trims run.
-  bool expandable = true;
-  bool trim_on_growth = true;  // Note [Trim on growth] in device_allocator.h
+  bool expandable = std::string(settings::kSegmentsDefault) == "expandable";
+  bool trim_on_growth = settings::kTrimOnGrowthDefault;  // Note [Trim on growth] in device_allocator.h
 };
 
 struct Global {
@@ -85,45 +86,24 @@ std::vector<DeviceAllocator*> selected(int device) {
 bool configure(const json::Value& v, std::string* err) {
   Global& g = global();
   Config c = g.config;
-  bool touched = false;
-  if (const json::Value* b = v.find("backend")) {
-    if (!b->is_string() || (b->as_string() != "cuda" && b->as_string() != "sim")) {
-      *err = "\"backend\" must be \"cuda\" or \"sim\"";
-      return false;
-    }
-    c.backend = b->as_string();
-    touched = true;
-  }
-  if (const json::Value* s = v.find("sim_capacity")) {
-    if (!s->is_int() || s->as_int() <= 0) {
-      *err = "\"sim_capacity\" must be a positive integer number of bytes";
-      return false;
-    }
-    c.sim_capacity = uint64_t(s->as_int());
-    touched = true;
-  }
+  // The recording settings by the one table (settings.h); sim_devices is this library's own (tests).
+  bool touched = v.find(settings::kBackend.json) || v.find(settings::kSimCapacity.json) ||
+                 v.find(settings::kSegments.json) || v.find(settings::kTrimOnGrowth.json);
+  std::string segments = c.expandable ? "expandable" : "fixed";
+  uint64_t sim_capacity = 0;  // 0: the simulator's default
+  if (!settings::read(v, settings::kBackend, &c.backend, err) ||
+      !settings::read(v, settings::kSimCapacity, &sim_capacity, err) ||
+      !settings::read(v, settings::kSegments, &segments, err) ||
+      !settings::read(v, settings::kTrimOnGrowth, &c.trim_on_growth, err))
+    return false;
+  if (sim_capacity) c.sim_capacity = sim_capacity;
+  c.expandable = segments == "expandable";
   if (const json::Value* s = v.find("sim_devices")) {
     if (!s->is_int() || s->as_int() < 1 || s->as_int() > 64) {
       *err = "\"sim_devices\" must be an integer from 1 to 64";
       return false;
     }
     c.sim_devices = int(s->as_int());
-    touched = true;
-  }
-  if (const json::Value* s = v.find("segments")) {
-    if (!s->is_string() || (s->as_string() != "expandable" && s->as_string() != "fixed")) {
-      *err = "\"segments\" must be \"expandable\" or \"fixed\"";
-      return false;
-    }
-    c.expandable = s->as_string() == "expandable";
-    touched = true;
-  }
-  if (const json::Value* s = v.find("trim_on_growth")) {
-    if (!s->is_bool()) {
-      *err = "\"trim_on_growth\" must be true or false";
-      return false;
-    }
-    c.trim_on_growth = s->as_bool();
     touched = true;
   }
   if (!touched) return true;

@@ -20,6 +20,7 @@
 #include "device_sampler.h"
 #include "module_marks.h"
 #include "process_hooks.h"
+#include "settings.h"
 #include "snapshot_pickle.h"
 #include "stack_capture.h"
 #include "version.h"
@@ -31,7 +32,7 @@ namespace {
 struct Config {
   std::string capture_path;
   std::string control_socket;
-  uint32_t sample_interval_ms = 200;
+  uint32_t sample_interval_ms = uint32_t(settings::kSampleIntervalMsDefault);
 };
 
 std::mutex g_cfg_mu;  // configure, on_init, shutdown
@@ -217,22 +218,19 @@ bool configure(const char* text, const control::Handler& commands, std::string* 
   std::lock_guard<std::mutex> lk(g_cfg_mu);
   Config c = g_cfg;
   uint64_t sample = c.sample_interval_ms, trace_entries = 100000, limit = 64ull << 20, flush_ms = 50, budget = 0;
-  std::string segments;
+  std::string segments;  // absent (PyTorch's allocator observed): the snapshot's settings say not expandable
+  bool stacks_on = settings::kStacksDefault;
+  // The recording settings by the one table (settings.h); the rest are this library's own keys.
   if (!get_string(cfg, "capture_path", &c.capture_path, err) ||
-      !get_string(cfg, "control_socket", &c.control_socket, err) || !get_string(cfg, "segments", &segments, err) ||
-      !get_uint(cfg, "sample_interval_ms", &sample, err) || !get_uint(cfg, "trace_entries", &trace_entries, err) ||
-      !get_uint(cfg, "buffer_limit_bytes", &limit, err) || !get_uint(cfg, "flush_interval_ms", &flush_ms, err) ||
-      !get_uint(cfg, "budget_bytes", &budget, err))
+      !get_string(cfg, "control_socket", &c.control_socket, err) ||
+      !settings::read(cfg, settings::kSegments, &segments, err) ||
+      !settings::read(cfg, settings::kStacks, &stacks_on, err) ||
+      !settings::read(cfg, settings::kSampleIntervalMs, &sample, err) ||
+      !settings::read(cfg, settings::kBudgetBytes, &budget, err) ||
+      !get_uint(cfg, "trace_entries", &trace_entries, err) || !get_uint(cfg, "buffer_limit_bytes", &limit, err) ||
+      !get_uint(cfg, "flush_interval_ms", &flush_ms, err))
     return false;
-  if (budget && budget < (1ull << 20)) {
-    *err = "\"budget_bytes\" must be 0 (unbounded) or at least 1 MiB (1048576), got " + std::to_string(budget);
-    return false;
-  }
-  const json::Value* st = cfg.find("stacks");
-  if (st && !st->is_bool()) {
-    *err = "\"stacks\" must be true or false";
-    return false;
-  }
+  const json::Value* st = cfg.find(settings::kStacks.json);
   const json::Value* hdr = cfg.find("header");
   if (hdr && !hdr->is_object()) {
     *err = "\"header\" must be a JSON object";
@@ -247,7 +245,7 @@ bool configure(const char* text, const control::Handler& commands, std::string* 
     return false;
   }
   c.sample_interval_ms = uint32_t(sample);
-  if (st) stacks::set_enabled(st->as_bool());
+  if (st) stacks::set_enabled(stacks_on);
 
   static const uint64_t mono = now_ns(), wall = clock::wall_ns();  // one anchor pair per process
   snap::Settings ss;

@@ -1,7 +1,7 @@
 """`python3 -m gpumem run|ping|empty-cache|snapshot|build-observer` — the CLI for machines without Node.js.
 
-    python3 -m gpumem run [--out DIR] [--python PATH] [--allocator auto|lens|pytorch] [--segments expandable|fixed]
-                          [--no-trim] [--no-stacks] [--backend cuda|sim] [--] script.py|-m module|command [args…]
+    python3 -m gpumem run [options] [--] script.py|-m module|command [args…]
+                          (the options of `gpumem run`: python3 -m gpumem run --help)
     python3 -m gpumem ping|empty-cache|snapshot --session DIR [--pid N]
     python3 -m gpumem build-observer [--json]   # the PyTorch-allocator mode's observer, built ahead (once per torch)
 """
@@ -10,7 +10,7 @@ import json
 import os
 import sys
 
-from . import _control, _launch
+from . import _control, _launch, _settings
 
 
 def _fmt(n):
@@ -20,40 +20,50 @@ def _fmt(n):
         n /= 1024.0
 
 
-def _run(argv):
+def _run_parser():
+    """`run`'s options: --out, --python and --allocator-so, and every recording setting the table gives an option
+    (Note [Same options] in src/cli/commands/run.ts: `gpumem run` takes the same ones, with the same help)."""
     p = argparse.ArgumentParser(prog="python3 -m gpumem run", description="Run a workload with GPU memory tracking.")
-    p.add_argument("--out", default=".gpumem", help="folder for session folders (default .gpumem)")
-    p.add_argument("--python", default=None, help="interpreter for script.py / -m (default: this one)")
-    p.add_argument("--segments", choices=("expandable", "fixed"), default="expandable")
-    p.add_argument("--no-trim", action="store_true",
-                   help="expandable segments keep free pages mapped (PyTorch's behaviour): no trim synchronizations, more reserved memory")
-    p.add_argument("--no-stacks", action="store_true", help="do not record Python stacks")
-    p.add_argument("--sample-ms", type=int, default=200)
-    p.add_argument("--backend", choices=("cuda", "sim"), default="cuda")
-    p.add_argument("--allocator", default="auto", choices=("auto", "lens", "pytorch"),
-                   help="which allocator tracks the run (default: auto). auto: PyTorch's own allocator, observed, "
-                        "whenever its observer can be built here (else the lens, said in one line); lens: ours "
-                        "(less fragmentation; cudnn.benchmark kept off, CUDA-graph compiles fall back); pytorch: "
-                        "PyTorch's own, observed (Note [Choosing the mode])")
-    p.add_argument("--allocator-so", default=None, help="path of libgpumem_allocator.so (default: the built one)")
+    p.add_argument("--out", default=".gpumem", metavar="DIR", help="folder for session folders (default: .gpumem)")
+    p.add_argument("--python", default=None, metavar="PATH", help="interpreter for script.py / -m (default: this one)")
+    for decl in _settings.TABLE:
+        if not decl["cli"]:
+            continue
+        if decl["kind"] == "flag":
+            p.add_argument(decl["cli"], dest="setting_" + decl["py"], action="store_true", help=decl["help"])
+        else:
+            p.add_argument(decl["cli"], dest="setting_" + decl["py"], metavar=decl["metavar"], default=None,
+                           help=decl["help"])
+    p.add_argument("--allocator-so", default=None, metavar="PATH",
+                   help="the lens library (default: the built dist/native/libgpumem_allocator.so)")
+    return p
+
+
+def _run(argv):
+    p = _run_parser()
     # Our options end at `--`, `-m` or the first word that is not one of ours: everything after belongs
     # to the workload (`run train.py --out x` passes --out to train.py).
-    with_value = {"--out", "--python", "--segments", "--sample-ms", "--backend", "--allocator", "--allocator-so"}
+    with_value = {a.option_strings[0] for a in p._actions if a.option_strings and a.nargs is None and a.const is None}
     i = 0
     while i < len(argv):
         word = argv[i]
         if word == "--" or word == "-m" or not word.startswith("-"):
             break
         i += 2 if word in with_value else 1
-    mine = argv[:i]
-    for j, word in enumerate(mine[:-1]):
-        if word == "--allocator" and (mine[j + 1].endswith(".so") or os.sep in mine[j + 1]):
-            p.error("--allocator takes auto, lens or pytorch; give the library's path with --allocator-so %s" % mine[j + 1])
-    args = p.parse_args(mine)
+    args = p.parse_args(argv[:i])
     command = argv[i + 1:] if argv[i:i + 1] == ["--"] else argv[i:]
-    code, _session = _launch.run(command, args.out, args.python, args.segments, not args.no_stacks,
-                                 args.sample_ms, args.backend, args.allocator_so, trim=not args.no_trim,
-                                 allocator_mode=args.allocator)
+    settings = {}
+    for decl in _settings.TABLE:
+        given = getattr(args, "setting_" + decl["py"], None) if decl["cli"] else None
+        if decl["kind"] == "flag":
+            if given:
+                settings[decl["py"]] = False  # a flag's option turns it off (--no-trim, --no-stacks)
+        elif given is not None:
+            try:
+                settings[decl["py"]] = _settings.parse_text(decl, given, decl["cli"])
+            except _settings.SettingsError as exc:
+                p.error(str(exc))
+    code, _folder = _launch.run(command, args.out, args.python, args.allocator_so, **settings)
     return code
 
 

@@ -11,7 +11,7 @@ import platform
 import socket as _socket
 import sys
 
-from . import _native, _session
+from . import _native, _session_folder as _session
 from ._settings import rank_info
 from ._state import STATE
 from ._where import warn

@@ -1,4 +1,4 @@
-"""Control-socket client in Python (the Node twin is src/core/control); for `python3 -m gpumem` on
+"""Control-socket client in Python (the Node twin is src/core/base/control); for `python3 -m gpumem` on
 machines without Node.js and for tests."""
 import glob
 import json

@@ -1,7 +1,7 @@
 """The leak keeper (issue 17): when allocated memory at step end grows step after step, name the Python container
 that keeps tensors with autograd graphs alive, and the user's line that stores them there.
 
-Note [Leak keeper search]: the reader finds leaks (Note [Leak rule] in src/core/steps/leaks.ts) and names the
+Note [Leak keeper search]: the reader finds leaks (Note [Leak rule] in src/core/analyses/steps/leaks.ts) and names the
 line that *allocated* the growing memory; only the workload can see what *keeps* it. The bootstrap sees each
 step end (Optimizer.step()'s global post hook, or gpumem.step()), so:
 - Every step end costs one read of allocated memory and a comparison (no gc work).
@@ -20,7 +20,7 @@ step end (Optimizer.step()'s global post hook, or gpumem.step()), so:
   The largest storages' addresses go along so the reader can tie the keeper to its finding (the line that
   allocated those blocks).
 - The result is one NOTICE record (no format change): a sentence for people, then a line
-  `gpumem-keeper {json}` that the reader parses (src/core/steps/keeper.ts). Nothing is written when no kept
+  `gpumem-keeper {json}` that the reader parses (src/core/analyses/steps/keeper.ts). Nothing is written when no kept
   tensor is found (a loop that keeps loss.item() has no keeper).
 - Bounds: a search (arm + confirm) starts at most once per COOLDOWN (200) step ends and MAX_SEARCHES (3) times
   per run; the arm pass's scan stops after GPUMEM_KEEPER_MS (default 200 ms) and is skipped when listing the heap
@@ -81,7 +81,7 @@ def _env_ms():
 
 
 def format_bytes(n):
-    """Note [Byte formatting] (src/core/format/bytes.ts): three significant digits, binary units."""
+    """Note [Byte formatting] (src/core/base/units/bytes.ts): three significant digits, binary units."""
     v = float(abs(n))
     if v < 1024:
         return "%d B" % round(v)

@@ -1,5 +1,7 @@
-"""Pure-Python launcher: the same session/env contract as src/core/launch (see README.md), so a GPU
-machine without Node.js can run `python3 -m gpumem run -- train.py`."""
+"""Pure-Python launcher: the same session-folder and environment contract as src/core/base/launch and
+src/core/base/sessionFolder (see README.md), so a GPU machine without Node.js can run
+`python3 -m gpumem run -- train.py`. The recording settings and their variables come from the settings table
+(_settings.TABLE, Note [Settings table] in src/core/base/settings/table.ts)."""
 import datetime
 import json
 import os
@@ -7,6 +9,8 @@ import re
 import signal
 import subprocess
 import sys
+
+from . import _settings
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 PYTHON_DIR = os.path.dirname(HERE)  # native/python
@@ -25,7 +29,7 @@ def session_slug(name):
     return slug or "session"
 
 
-def create_session(root, name, command=None, now=None):
+def create_session_folder(root, name, command=None, now=None):
     """<root>/<YYYYMMDD-HHMMSS>-<name>/ with mode 0700; -2, -3… when the second is taken."""
     now = now or datetime.datetime.now()
     root = os.path.abspath(root)
@@ -49,26 +53,24 @@ def create_session(root, name, command=None, now=None):
     raise RuntimeError("too many sessions named %s in %s" % (base, root))
 
 
-# GPUMEM_* variables a user sets on purpose (README): they pass through to the workload. Every other
-# GPUMEM_* is session plumbing, and a stale one from an outer tracked run must not leak into this one.
-# The same list as USER_ENV_SWITCHES in src/core/launch/env.ts.
-USER_ENV_SWITCHES = ("GPUMEM_STRICT_COMPILE", "GPUMEM_GIL_FREE_WALK")
-
-
-def workload_env(session_dir, allocator_so, segments="expandable", stacks=True, sample_ms=200,
-                 backend="cuda", user_roots=None, base=None, trim=True, allocator_mode="auto"):
+def workload_env(session_dir, allocator_so, segments=None, stacks=None, sample_ms=None, backend=None, user_roots=None,
+                 base=None, trim=None, allocator_mode=None, budget=None, sim_capacity=None):
+    """The workload's environment: `base` (default: this one) without stale GPUMEM_* plumbing (the user's own
+    switches, _settings.USER_ENV_SWITCHES, pass through), every recording setting by the table (None: its
+    default), and our bootstrap first on PYTHONPATH. A wrong value raises SettingsError with the table's message."""
+    given = {"segments": segments, "stacks": stacks, "sample_ms": sample_ms, "backend": backend, "trim": trim,
+             "allocator_mode": allocator_mode, "budget": budget, "sim_capacity": sim_capacity}
     env = {k: v for k, v in (os.environ if base is None else base).items()
-           if not k.startswith("GPUMEM_") or k in USER_ENV_SWITCHES}
-    env.update({
-        "GPUMEM_SESSION_DIR": session_dir,
-        "GPUMEM_ALLOCATOR_SO": allocator_so,
-        "GPUMEM_SEGMENTS": segments,
-        "GPUMEM_TRIM": "1" if trim else "0",
-        "GPUMEM_STACKS": "1" if stacks else "0",
-        "GPUMEM_SAMPLE_MS": str(sample_ms),
-        "GPUMEM_BACKEND": backend,
-        "GPUMEM_ALLOCATOR": allocator_mode,
-    })
+           if not k.startswith("GPUMEM_") or k in _settings.USER_ENV_SWITCHES}
+    env.update({"GPUMEM_SESSION_DIR": session_dir, "GPUMEM_ALLOCATOR_SO": allocator_so})
+    for decl in _settings.TABLE:
+        value = given.get(decl["py"])
+        value = decl["default"] if value is None else value
+        text = _settings.to_env(decl, value)
+        _settings.parse_text(decl, text, decl["env"])  # the table's rule, as the bootstrap will read it
+        # a default that means none (the simulator's own capacity) needs no variable: absent is the default
+        if not (value == 0 and decl["default"] == 0 and decl["zero"]):
+            env[decl["env"]] = text
     if user_roots:
         env["GPUMEM_USER_ROOTS"] = os.pathsep.join(user_roots)
     rest = [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p != PYTHON_DIR] if env.get("PYTHONPATH") else []
@@ -76,10 +78,11 @@ def workload_env(session_dir, allocator_so, segments="expandable", stacks=True, 
     return env
 
 
-def run(argv, out_dir, python=None, segments="expandable", stacks=True, sample_ms=200, backend="cuda",
-        allocator_so=None, quiet=False, trim=True, allocator_mode="auto"):
+def run(argv, out_dir, python=None, allocator_so=None, quiet=False, **settings):
     """Run `argv` (script + args, or ['-m', mod, …], or a full command when argv[0] is not a .py and
-    not -m) under the lens; returns the workload's exit status as a shell would report it."""
+    not -m) under the lens; `settings`: recording settings by their _settings names (segments, trim, stacks,
+    sample_ms, backend, allocator_mode, budget). Returns the workload's exit status as a shell would report it,
+    and the session folder."""
     allocator_so = os.path.abspath(allocator_so or default_allocator_so())
     if not os.path.exists(allocator_so):
         raise SystemExit("gpumem: the lens allocator is not built: %s is missing (run `make -C native/allocator`)" % allocator_so)
@@ -92,12 +95,11 @@ def run(argv, out_dir, python=None, segments="expandable", stacks=True, sample_m
     else:
         command = list(argv)  # e.g. torchrun …: its python children inherit the environment
         name = next((a for a in argv if a.endswith(".py")), argv[0])
-    session = create_session(out_dir, name, command)
-    env = workload_env(session, allocator_so, segments, stacks, sample_ms, backend, [os.getcwd()], trim=trim,
-                       allocator_mode=allocator_mode)
+    folder = create_session_folder(out_dir, name, command)
+    env = workload_env(folder, allocator_so, user_roots=[os.getcwd()], **settings)
     if not quiet:
-        sys.stderr.write("gpumem: session %s\n" % session)
-    if allocator_mode in ("auto", "pytorch") and backend == "cuda":
+        sys.stderr.write("gpumem: session folder %s\n" % folder)
+    if settings.get("allocator_mode", "auto") in ("auto", "pytorch") and settings.get("backend", "cuda") == "cuda":
         build_observer_ahead(python, env)
     proc = subprocess.Popen(command, env=env)
     # In a terminal, Ctrl-C reaches the whole foreground process group, the workload included: a
@@ -120,14 +122,14 @@ def run(argv, out_dir, python=None, segments="expandable", stacks=True, sample_m
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)
-    captures = sorted(f for f in os.listdir(session) if f.endswith(".gpumem"))
+    captures = sorted(f for f in os.listdir(folder) if f.endswith(".gpumem"))
     if not quiet:
         if captures:
             for c in captures:
-                sys.stderr.write("gpumem: capture %s\n" % os.path.join(session, c))
+                sys.stderr.write("gpumem: capture %s\n" % os.path.join(folder, c))
         else:
             sys.stderr.write("gpumem: no capture was written (the workload never used CUDA, or tracking was off; see above)\n")
-    return (128 - code) if code < 0 else code, session
+    return (128 - code) if code < 0 else code, folder
 
 
 def build_observer_ahead(python, workload_env_):

@@ -1,7 +1,7 @@
 """record_function ranges become capture markers; backward()/grad() are bracketed so allocations on
 autograd threads are attributed to the thread (and line) that called them (DESIGN §3).
 
-Step facts (MARK_STEP, Note [Steps] in src/core/steps/detect.ts): every backward() end writes "backward" and
+Step facts (MARK_STEP, Note [Steps] in src/core/analyses/steps/detect.ts): every backward() end writes "backward" and
 every Optimizer.step() end writes "optimizer.step" (a global post hook, no per-optimizer code). The reader
 decides which of them end a training step; the workload only states facts, one C call each.
 

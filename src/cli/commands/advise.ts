@@ -2,10 +2,10 @@
 // from the run's own numbers; OTHER (a second run at another batch size) adds the batch-size prediction.
 import fs from 'node:fs';
 import path from 'node:path';
-import { bytesOption, int, parseArgs, str, UsageError } from '../args';
-import { adviceText, advise } from '../../core/advice';
-import { openModel } from '../../core/model/open';
-import type { Model } from '../../core/model/types';
+import { bytesOption, int, parseArgs, str, UsageError } from './args';
+import { adviceText, advise } from '../../core/analyses/advice';
+import { openModel } from '../../core/base/model/open';
+import type { Model } from '../../core/base/model/types';
 import { withDevice } from './deviceFile';
 
 function batches(text: string | undefined): [number, number] | undefined {

@@ -1,8 +1,9 @@
 // `gpumem ping | empty-cache | snapshot`: talk to running workloads through their control sockets.
 import * as path from 'node:path';
-import { emptyCache, listProcesses, listSessions, liveProcesses, ping, snapshot, ControlError, type ProcInfo } from '../../core/control';
-import { formatBytes } from '../../core/format/bytes';
-import { int, parseArgs, str, UsageError } from '../args';
+import { emptyCache, ping, snapshot, ControlError } from '../../core/base/control';
+import { listProcesses, listSessionFolders, liveProcesses, type ProcInfo } from '../../core/base/sessionFolder';
+import { formatBytes } from '../../core/base/units/bytes';
+import { int, parseArgs, str, UsageError } from './args';
 
 const SPEC = {
   session: { value: true },
@@ -33,7 +34,7 @@ export function selectProcesses(command: string, session: string | undefined, pi
     }
     return live;
   }
-  for (const dir of listSessions(root)) {
+  for (const dir of listSessionFolders(root)) {
     const live = liveProcesses(dir).filter((p) => pid === undefined || p.pid === pid);
     if (live.length) return live;
   }

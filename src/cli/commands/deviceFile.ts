@@ -2,9 +2,9 @@
 // (replay, advise): the file must exist, the device must be one the file records (default: the one whose
 // memory peaks highest, replay's defaultDevice). Errors go to stderr as one line and return exit code 1.
 import fs from 'node:fs';
-import { openModel } from '../../core/model/open';
-import type { Model } from '../../core/model/types';
-import { defaultDevice } from '../../core/replay';
+import { openModel } from '../../core/base/model/open';
+import type { Model } from '../../core/base/model/types';
+import { defaultDevice } from '../../core/analyses/replay';
 
 export function withDevice(command: string, file: string, deviceArg: number | undefined, fn: (model: Model, device: number) => void): number {
   if (!fs.existsSync(file)) {

@@ -2,10 +2,10 @@
 // snapshot pickle that pytorch.org/memory_viz and torch.cuda._memory_viz open.
 import fs from 'node:fs';
 import path from 'node:path';
-import { parseArgs, UsageError } from '../args';
-import { formatBytes } from '../../core/format/bytes';
-import { openModel } from '../../core/model/open';
-import { budgetOf, budgetSentence } from '../../core/summary/budget';
+import { parseArgs, UsageError } from './args';
+import { formatBytes } from '../../core/base/units/bytes';
+import { openModel } from '../../core/base/model/open';
+import { budgetOf, budgetSentence } from '../../core/analyses/summary/budget';
 
 export async function run(argv: string[]): Promise<number> {
   const { options, positionals } = parseArgs('export', argv, { pickle: { value: true }, at: { value: true } });

@@ -1,12 +1,12 @@
 // `gpumem replay FILE [--policy P|all] [--capacity SIZE] [--device N] [--json]`: issue 18's what-if replay
 // of the allocation stream under each allocator policy, on the simulated device.
 import path from 'node:path';
-import { bytesOption, int, parseArgs, str, UsageError } from '../args';
-import type { Policy } from '../../core/model/whatIf';
-import { POLICIES } from '../../core/model/whatIf';
-import { replayPolicies } from '../../core/replay';
+import { bytesOption, int, parseArgs, str, UsageError } from './args';
+import type { Policy } from '../../core/base/model/whatIf';
+import { POLICIES } from '../../core/base/model/whatIf';
+import { replayPolicies } from '../../core/analyses/replay';
 import { withDevice } from './deviceFile';
-import { replayJson, replayText } from '../../core/replay/report';
+import { replayJson, replayText } from '../../core/analyses/replay/report';
 
 export async function run(argv: string[]): Promise<number> {
   const parsed = parseArgs('replay', argv, {

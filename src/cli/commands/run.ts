@@ -1,25 +1,60 @@
-// `gpumem run`: create a session, run the workload unchanged under the lens, report the captures.
+// `gpumem run`: create a session folder, run the workload unchanged under the lens, report the captures.
 import { spawn } from 'node:child_process';
 import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
-import { buildCommand, buildWorkloadEnv, createSession, findPython, locateInstall, type Command, type InstallPaths } from '../../core/launch';
-import type { AllocatorMode } from '../../core/launch/env';
-import { bytesOption, int, parseArgs, str, UsageError } from '../args';
+import { buildCommand, buildWorkloadEnv, findPython, locateInstall, type Command, type InstallPaths } from '../../core/base/launch';
+import { createSessionFolder } from '../../core/base/sessionFolder';
+import type { RecordingSettings } from '../../core/base/launch/env';
+import { parseText, type SettingValue } from '../../core/base/settings/parse';
+import { SETTINGS, type SettingDecl } from '../../core/base/settings/table';
+import { parseArgs, str, UsageError, type OptionSpec, type Parsed } from './args';
 
-const SPEC = {
+// Note [Same options]: `gpumem run` and `python3 -m gpumem run` take the same options: the settings table's
+// (Note [Settings table]: --allocator, --segments, --no-trim, --no-stacks, --sample-ms, --budget, --backend), read
+// and refused by the table's rules, plus --out, --python and --allocator-so; test/unit/settings.test.mjs compares
+// both CLIs' options and their refusals.
+const SETTING_OPTIONS = SETTINGS.filter((d) => d.cli !== undefined);
+
+const SPEC: Record<string, OptionSpec> = {
   out: { value: true },
   python: { value: true },
-  segments: { value: true, choices: ['expandable', 'fixed'] },
-  'no-stacks': {},
-  'sample-ms': { value: true },
-  backend: { value: true, choices: ['cuda', 'sim'] },
-  budget: { value: true },
-  allocator: { value: true, choices: ['auto', 'lens', 'pytorch'] },
+  ...Object.fromEntries(SETTING_OPTIONS.map((d) => [optionName(d), d.kind === 'flag' ? {} : { value: true }])),
   'allocator-so': { value: true },
   help: {},
   h: {},
-} as const;
+};
+
+/** `gpumem run`'s options, as typed (Note [Same options]: `python3 -m gpumem run` has exactly these). */
+export function runOptions(): string[] {
+  return Object.keys(SPEC)
+    .filter((k) => k !== 'help' && k !== 'h')
+    .map((k) => `--${k}`);
+}
+
+/** `--budget` → "budget" (the parser's key). */
+function optionName(d: SettingDecl): string {
+  return (d.cli ?? '').replace(/^--/, '');
+}
+
+/** The recording settings given on the command line, each read by the table's rule (a flag's option turns it off). */
+export function settingsFromOptions(p: Parsed): Partial<RecordingSettings> {
+  const out: Partial<Record<SettingDecl['key'], SettingValue>> = {};
+  for (const d of SETTING_OPTIONS) {
+    if (d.kind === 'flag') {
+      if (p.options.has(optionName(d))) out[d.key] = false;
+      continue;
+    }
+    const text = str(p, optionName(d));
+    if (text === undefined) continue;
+    try {
+      out[d.key] = parseText(d, text, d.cli ?? d.key);
+    } catch (e) {
+      throw new UsageError((e as Error).message, 'run');
+    }
+  }
+  return out as Partial<RecordingSettings>;
+}
 
 export interface RunDeps {
   /** Where dist/ and native/python are; defaults to the bundle's location. */
@@ -48,11 +83,7 @@ export async function run(argv: string[], deps: RunDeps = {}): Promise<number> {
   const p = parseArgs('run', argv, SPEC, true);
   if (p.options.has('help') || p.options.has('h')) return -1; // main prints the help
   const err = deps.stderr ?? ((s: string) => process.stderr.write(s));
-  const sampleMs = int(p, 'sample-ms', 'run');
-  // Note [Capture budget]: 0 or "none" records without a bound.
-  const budgetText = str(p, 'budget');
-  const budgetBytes = budgetText === '0' || budgetText === 'none' ? 0 : bytesOption(p, 'budget', 'run');
-  if (budgetBytes !== undefined && budgetBytes > 0 && budgetBytes < 2 ** 20) throw new UsageError(`--budget must be at least 1MiB (or 0 for none), got ${String(budgetText)}`, 'run');
+  const settings = settingsFromOptions(p);
   const { command, name } = workloadCommand(p.positionals, () => findPython(str(p, 'python')));
   const install = (deps.install ?? (() => locateInstall(__dirname)))();
   const allocatorSo = str(p, 'allocator-so');
@@ -60,24 +91,17 @@ export async function run(argv: string[], deps: RunDeps = {}): Promise<number> {
     throw new UsageError(`--allocator-so: no such file: ${allocatorSo} (build it with make -C native/allocator)`, 'run');
   }
   const cwd = process.cwd();
-  const session = createSession(str(p, 'out') ?? path.join(cwd, '.gpumem'), name, { command: [command.file, ...command.args], cwd });
+  const folder = createSessionFolder(str(p, 'out') ?? path.join(cwd, '.gpumem'), name, { command: [command.file, ...command.args], cwd });
   const env = buildWorkloadEnv({
-    sessionDir: session.dir,
+    sessionDir: folder.dir,
     allocatorSo: allocatorSo !== undefined ? path.resolve(allocatorSo) : install.allocatorSo,
     pythonPathPrefix: install.pythonDir,
-    settings: {
-      allocator: (str(p, 'allocator') as AllocatorMode | undefined) ?? 'auto',
-      segments: (str(p, 'segments') as 'expandable' | 'fixed' | undefined) ?? 'expandable',
-      stacks: !p.options.has('no-stacks'),
-      sampleMs: sampleMs ?? 200,
-      backend: (str(p, 'backend') as 'cuda' | 'sim' | undefined) ?? 'cuda',
-      ...(budgetBytes !== undefined ? { budgetBytes } : {}),
-    },
+    settings,
     userRoots: [cwd],
   });
-  err(`gpumem: session ${session.dir}\n`);
+  err(`gpumem: session folder ${folder.dir}\n`);
   const code = await spawnWorkload(command, env, err);
-  reportCaptures(session.dir, err);
+  reportCaptures(folder.dir, err);
   return code;
 }
 

@@ -1,10 +1,10 @@
 // `gpumem summary FILE [--json] [--top N]`: issue #4's summary of a capture or a PyTorch snapshot pickle.
 // `gpumem summary DIR… | FILE FILE… [--json]`: one row per rank (Note [Rank outliers]).
 import fs from 'node:fs';
-import { parseArgs, UsageError } from '../args';
-import { captureFiles, rankTable } from '../../core/ranks';
-import { rankTableText } from '../../core/ranks/report';
-import { summarizeFile } from '../../core/summary';
+import { parseArgs, UsageError } from './args';
+import { captureFiles, rankTable } from '../../core/analyses/ranks';
+import { rankTableText } from '../../core/analyses/ranks/report';
+import { summarizeFile } from '../../core/analyses/summary';
 
 export async function run(argv: string[]): Promise<number> {
   const { options, positionals } = parseArgs('summary', argv, { json: {}, top: { value: true } });

@@ -3,9 +3,9 @@
 // kind, the spacer, the overview-ruler mark), created once and given many ranges; recomputed at most twice
 // a second while a capture grows. No gutter icons: the glyph margin stays free for breakpoints.
 import * as vscode from 'vscode';
-import type { Model } from '../../core/model/types';
-import { lineCategories } from '../../core/categories';
-import { PeakCategoriesCache } from '../../core/categories/peakCache';
+import type { Model } from '../../core/base/model/types';
+import { lineCategories } from '../../core/analyses/categories';
+import { PeakCategoriesCache } from '../../core/analyses/categories/peakCache';
 import {
   annotationStyle,
   computeAnnotations,
@@ -18,7 +18,7 @@ import {
   type AnnotationStyle,
   type AnnotationTier,
   type LineAnnotation,
-} from '../../core/annotations';
+} from '../../core/views/annotations';
 import { Throttle } from '../throttle';
 import { BAR_TYPES_OPTIONS, SPACER_OPTIONS } from './heatBarStyle';
 

@@ -1,4 +1,4 @@
-// How the heat bar (src/core/annotations/heatBar.ts) is drawn: decoration render options, one per bar kind,
+// How the heat bar (src/core/views/annotations/heatBar.ts) is drawn: decoration render options, one per bar kind,
 // plus the spacer that makes room for it.
 //
 // Note [Pseudo-gutter]: VS Code gives extensions no gutter column of their own, and a gutter icon takes the
@@ -15,7 +15,7 @@
 // it goes through `textDecoration`, whose value VS Code writes into the rule as is (austin-vscode relies
 // on the same); sizes are in ch/em, so the bar follows the editor's font.
 import * as vscode from 'vscode';
-import { BAR_LEFT_CH, BAR_STEP_CH, GUTTER_CH, HEAT_BAR_KINDS, heatBarKey, type HeatBar } from '../../core/annotations';
+import { BAR_LEFT_CH, BAR_STEP_CH, GUTTER_CH, HEAT_BAR_KINDS, heatBarKey, type HeatBar } from '../../core/views/annotations';
 
 const BAR_HEIGHT_EM = 0.4;
 /** the hollow bar (nothing live at the peak) is an outline two steps wide, enough to read as hollow */

@@ -4,7 +4,7 @@
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import * as vscode from 'vscode';
-import { matchDocument, OPEN_FRAME_COMMAND } from '../../core/annotations';
+import { matchDocument, OPEN_FRAME_COMMAND } from '../../core/views/annotations';
 
 export async function resolveFrameFile(file: string): Promise<vscode.Uri | undefined> {
   if (path.isAbsolute(file) && fs.existsSync(file)) return vscode.Uri.file(file);

@@ -1,9 +1,9 @@
-// The live panel host: one webview panel following the focused session. Sends at most ~10 updates a
+// The live panel host: one webview panel following the focused run. Sends at most ~10 updates a
 // second, each already reduced to one bucket per chart pixel (Note [Live update shape]); restores
 // after a reload through a serializer (the webview keeps its last view in getState).
 import * as vscode from 'vscode';
-import { liveWebviewMessages, type LiveAction, type LiveHostMessage, type LiveWebviewMessage } from '../../core/protocol';
-import type { SessionManager } from '../sessions';
+import { liveWebviewMessages, type LiveAction, type LiveHostMessage, type LiveWebviewMessage } from '../../core/base/protocol';
+import type { LiveRuns } from '../runs/liveRuns';
 import { Throttle } from '../throttle';
 import { panelWebviewOptions } from '../webview/page';
 import { receiveMessages } from '../webview/receive';
@@ -24,11 +24,11 @@ export class LivePanel implements vscode.Disposable {
 
   constructor(
     private readonly extensionUri: vscode.Uri,
-    private readonly sessions: SessionManager,
+    private readonly runs: LiveRuns,
     private readonly actions: LiveActions,
   ) {
     this.subs.push(
-      sessions.onDidChange(() => this.throttle.trigger()),
+      runs.onDidChange(() => this.throttle.trigger()),
       vscode.window.registerWebviewPanelSerializer(LIVE_VIEW_TYPE, {
         deserializeWebviewPanel: async (panel) => this.adopt(panel),
       }),
@@ -90,12 +90,12 @@ export class LivePanel implements vscode.Disposable {
 
   private push(): void {
     if (!this.panel?.visible) return;
-    const focused = this.sessions.focused;
+    const focused = this.runs.focused;
     if (!focused) {
-      this.post({ type: 'noSession' });
+      this.post({ type: 'noRun' });
       return;
     }
-    this.post({ type: 'update', session: focused.session.view(Math.min(this.widthPx, 2000)) });
+    this.post({ type: 'update', run: focused.run.view(Math.min(this.widthPx, 2000)) });
   }
 
   dispose(): void {

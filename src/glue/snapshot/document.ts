@@ -2,8 +2,8 @@
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import * as vscode from 'vscode';
-import { openModelAsync } from '../../core/model/open';
-import type { Model } from '../../core/model/types';
+import { openModelAsync } from '../../core/base/model/open';
+import type { Model } from '../../core/base/model/types';
 
 export class SnapshotDocument implements vscode.CustomDocument {
   private loaded: Promise<Model> | undefined;

@@ -1,6 +1,6 @@
-// The snapshot webview's options and HTML (src/core/snapshot/page.ts), with asset URIs from the extension.
+// The snapshot webview's options and HTML (src/core/views/snapshot/page.ts), with asset URIs from the extension.
 import type * as vscode from 'vscode';
-import { snapshotPageHtml } from '../../core/snapshot/page';
+import { snapshotPageHtml } from '../../core/views/snapshot/page';
 import { pageContext, panelWebviewOptions } from '../webview/page';
 
 export const webviewOptions = panelWebviewOptions;

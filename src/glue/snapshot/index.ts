@@ -2,7 +2,7 @@
 // (*.gpumem captures, *.pickle PyTorch snapshots). The composition root (src/extension.ts) calls
 // registerSnapshotFeatures once from activate(); everything created here is pushed on context.subscriptions.
 import * as vscode from 'vscode';
-import type { Model } from '../../core/model/types';
+import type { Model } from '../../core/base/model/types';
 import { SnapshotDocument } from './document';
 import { SnapshotPanelHost } from './panelHost';
 import { maybeAskPickleDefault } from './pickleDefault';

@@ -1,10 +1,10 @@
-// Connects one snapshot webview to its document's Model: forwards queries to SnapshotSession and handles
+// Connects one snapshot webview to its document's Model: forwards queries to OpenedCapture and handles
 // what needs the editor (go to source, pickers, saving files, opening dropped files).
 import * as path from 'node:path';
 import * as vscode from 'vscode';
-import type { Model } from '../../core/model/types';
-import { END_OF_TRACE, snapshotWebviewMessages, type SnapshotHostMessage, type SnapshotWebviewMessage } from '../../core/protocol/snapshot';
-import { SnapshotSession } from '../../core/snapshot/session';
+import type { Model } from '../../core/base/model/types';
+import { END_OF_TRACE, snapshotWebviewMessages, type SnapshotHostMessage, type SnapshotWebviewMessage } from '../../core/base/protocol/snapshot';
+import { OpenedCapture } from '../../core/views/snapshot/openedCapture';
 import { resolveFrameFile } from '../annotations/openFrame';
 import { receiveMessages } from '../webview/receive';
 import { loadModel, type SnapshotDocument } from './document';
@@ -23,7 +23,7 @@ export interface PanelHostDeps {
 }
 
 export class SnapshotPanelHost implements vscode.Disposable {
-  private session: SnapshotSession | undefined;
+  private session: OpenedCapture | undefined;
   private readonly disposables: vscode.Disposable[] = [];
 
   constructor(
@@ -40,7 +40,7 @@ export class SnapshotPanelHost implements vscode.Disposable {
       registerPanel(doc.uri, (m) => this.post([m])),
     );
     // Start reading now, while the page loads (the read runs on a worker thread); the first message
-    // from the page then finds the model ready or nearly so. Failures are reported by ensureSession.
+    // from the page then finds the model ready or nearly so. Failures are reported by ensureCapture.
     void doc.load().catch(() => undefined);
   }
 
@@ -48,21 +48,21 @@ export class SnapshotPanelHost implements vscode.Disposable {
     for (const m of messages) void this.panel.webview.postMessage(m);
   }
 
-  private sessionReady: Promise<SnapshotSession | undefined> | undefined;
+  private captureReady: Promise<OpenedCapture | undefined> | undefined;
   private failure: SnapshotHostMessage | undefined;
 
   /** One session per panel, created once however many messages arrive while the file is being read. */
-  private ensureSession(): Promise<SnapshotSession | undefined> {
-    this.sessionReady ??= this.createSession();
-    return this.sessionReady;
+  private ensureCapture(): Promise<OpenedCapture | undefined> {
+    this.captureReady ??= this.openCapture();
+    return this.captureReady;
   }
 
-  private async createSession(): Promise<SnapshotSession | undefined> {
+  private async openCapture(): Promise<OpenedCapture | undefined> {
     const fileName = path.posix.basename(this.doc.uri.path);
     this.post([{ type: 'loading', fileName }]);
     try {
       const model = await this.doc.load();
-      this.session = new SnapshotSession(model, { fileName, displayPath });
+      this.session = new OpenedCapture(model, { fileName, displayPath });
       // Once per document: several panels (split editors) on one file annotate its lines once.
       if (this.deps.showModelAnnotations && !this.doc.annotations) this.doc.annotations = this.deps.showModelAnnotations(model, fileName);
       if (model.format === 'gpumem-capture' && !model.ended()) this.followGrowth(this.session);
@@ -79,7 +79,7 @@ export class SnapshotPanelHost implements vscode.Disposable {
    * host reads what was appended (Model.poll reads only new bytes) and tells the page, which re-asks for
    * the views it shows. Polling stops when the capture's end record arrives or the panel closes.
    */
-  private followGrowth(session: SnapshotSession): void {
+  private followGrowth(session: OpenedCapture): void {
     const timer = setInterval(() => {
       try {
         const added = session.poll();
@@ -94,10 +94,10 @@ export class SnapshotPanelHost implements vscode.Disposable {
   }
 
   private async onMessage(msg: SnapshotWebviewMessage): Promise<void> {
-    const session = await this.ensureSession();
+    const session = await this.ensureCapture();
     if (!session) {
       // A page shown again after a failed read asks again: tell it again.
-      if (msg.type === 'ready' && this.failure && this.sessionReady) this.post([this.failure]);
+      if (msg.type === 'ready' && this.failure && this.captureReady) this.post([this.failure]);
       return;
     }
     const answer = session.handle(msg);
@@ -117,7 +117,7 @@ export class SnapshotPanelHost implements vscode.Disposable {
     }
   }
 
-  private async handleEditorMessage(session: SnapshotSession, msg: SnapshotWebviewMessage): Promise<void> {
+  private async handleEditorMessage(session: OpenedCapture, msg: SnapshotWebviewMessage): Promise<void> {
     switch (msg.type) {
       case 'goToSource':
         return revealSource(msg.file, msg.line);

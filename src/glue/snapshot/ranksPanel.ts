@@ -1,11 +1,11 @@
 // The snapshot panel on a session folder (or several): its ranks side by side (Note [Ranks side by side] in
-// src/core/ranks/session.ts). A plain webview panel (a folder is no custom-editor document) with the snapshot
-// page; RanksSession answers the page, and a click on a rank opens that capture in its own snapshot editor.
+// src/core/views/ranks/rankSet.ts). A plain webview panel (a folder is no custom-editor document) with the snapshot
+// page; RankSet answers the page, and a click on a rank opens that capture in its own snapshot editor.
 import * as path from 'node:path';
 import * as vscode from 'vscode';
-import { snapshotWebviewMessages, type SnapshotHostMessage } from '../../core/protocol/snapshot';
-import { captureFiles } from '../../core/ranks/index';
-import { RanksSession } from '../../core/ranks/session';
+import { snapshotWebviewMessages, type SnapshotHostMessage } from '../../core/base/protocol/snapshot';
+import { captureFiles } from '../../core/analyses/ranks/index';
+import { RankSet } from '../../core/views/ranks/rankSet';
 import { receiveMessages } from '../webview/receive';
 import { snapshotHtml, webviewOptions } from './html';
 
@@ -16,8 +16,8 @@ export function openRanksPanel(extensionUri: vscode.Uri, folders: vscode.Uri[], 
   const title = folders.map((f) => path.basename(f.fsPath)).join(', ');
   const panel = vscode.window.createWebviewPanel(RANKS_VIEW, `Ranks: ${title}`, vscode.ViewColumn.Active, webviewOptions(extensionUri));
   panel.webview.html = snapshotHtml(panel.webview, extensionUri, `Ranks: ${title}`);
-  let session: RanksSession | undefined;
-  let opening: Promise<RanksSession> | undefined;
+  let session: RankSet | undefined;
+  let opening: Promise<RankSet> | undefined;
   let disposed = false;
   const post = (messages: SnapshotHostMessage[]) => {
     if (!disposed) messages.forEach((m) => void panel.webview.postMessage(m));
@@ -27,7 +27,7 @@ export function openRanksPanel(extensionUri: vscode.Uri, folders: vscode.Uri[], 
     if (msg.type === 'ready') {
       post([{ type: 'loading', fileName: title }]);
       // Read on the reader's worker thread, rank by rank (Note [Ranks off the host thread]); a page shown again asks again.
-      opening ??= (async () => RanksSession.open(captureFiles(folders.map((f) => f.fsPath)), { title, displayPath: (f: string) => vscode.workspace.asRelativePath(f, false) }))();
+      opening ??= (async () => RankSet.open(captureFiles(folders.map((f) => f.fsPath)), { title, displayPath: (f: string) => vscode.workspace.asRelativePath(f, false) }))();
       opening.then((s) => {
         session = s;
         post(s.handle(msg) ?? []);

@@ -2,7 +2,7 @@
 // Advice" opens the capture on "What to do"). Panels open asynchronously (custom editors), so the wish is
 // kept per file until that file's page says it is ready; a panel already open on the file is told at once.
 import type * as vscode from 'vscode';
-import type { SnapshotHostMessage, SnapshotTab } from '../../core/protocol/snapshot';
+import type { SnapshotHostMessage, SnapshotTab } from '../../core/base/protocol/snapshot';
 
 const pending = new Map<string, SnapshotTab>();
 const open = new Map<string, Set<(m: SnapshotHostMessage) => void>>();

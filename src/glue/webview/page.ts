@@ -1,8 +1,8 @@
 // The extension side of the shared page builder: webview options and the page's resources through
-// asWebviewUri, with a fresh nonce per load (Note [Webview CSP] in src/core/webview/page.ts).
+// asWebviewUri, with a fresh nonce per load (Note [Webview CSP] in src/core/views/page/page.ts).
 import * as crypto from 'node:crypto';
 import * as vscode from 'vscode';
-import { type PageContext, WEBVIEW_RESOURCE_ROOTS } from '../../core/webview/page';
+import { type PageContext, WEBVIEW_RESOURCE_ROOTS } from '../../core/views/page/page';
 
 /** Scripts on, and only dist/webview and media/ loadable: what every panel needs. */
 export function panelWebviewOptions(extensionUri: vscode.Uri): vscode.WebviewOptions {

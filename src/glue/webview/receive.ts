@@ -1,8 +1,8 @@
 // Messages from a webview reach a panel host only through here: each is checked against the panel's
-// protocol (Note [Message schemas] in src/core/protocol/schema.ts), and one that fails is dropped with its
+// protocol (Note [Message schemas] in src/core/base/protocol/schema.ts), and one that fails is dropped with its
 // reason logged (the extension host's log), never half-handled.
 import type * as vscode from 'vscode';
-import type { Protocol } from '../../core/protocol/schema';
+import type { Protocol } from '../../core/base/protocol/schema';
 
 export type DropLog = (line: string) => void;
 

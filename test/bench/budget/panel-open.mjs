@@ -6,7 +6,7 @@
 //   $TMPDIR/gpumem-budget-100000000/budgeted.gpumem); --baseline: an unbudgeted capture to compare against in the
 //   same run (default: gen_stream.py records 1 M events of the same loop into $TMPDIR, once).
 // Each run opens the file as the panel host does (SnapshotPanelHost: openModelAsync on the reader's worker thread
-// while the real page loads in Chromium, test/webview/snapshot-host.mjs answering with SnapshotSession) on the
+// while the real page loads in Chromium, test/webview/snapshot-host.mjs answering with OpenedCapture) on the
 // Timeline tab, and waits for the panel's first complete state: the summary shown and the timeline painted with
 // its data (the page's marks). Time is from the start of the open to that paint, with Chromium already running (as
 // VS Code's webview process is when a panel opens; each open gets a fresh browser context and page, so the page's
@@ -22,7 +22,7 @@ import { launchChromium } from '../../webview/harness/index.mjs';
 
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../../..');
 process.env.GPUMEM_ADDON ||= path.join(root, 'dist/native/gpumem_addon.node');
-const { openModelAsync } = await import('../../../src/core/model/open.ts');
+const { openModelAsync } = await import('../../../src/core/base/model/open.ts');
 
 const arg = (name, dflt) => {
   const i = process.argv.indexOf(`--${name}`);
@@ -59,7 +59,7 @@ async function openOnce(file) {
   await wv.page.waitForFunction(() => window.__snapshotPanel?.marks.timelinePainted && window.__snapshotPanel?.marks.summary, null, { timeout: 300_000 });
   const marks = await wv.page.evaluate(() => ({ ...window.__snapshotPanel.marks, nav: performance.timing.navigationStart }));
   const integrity = await wv.page.locator('[data-testid=integrity-banner]').allTextContents().catch(() => []);
-  // the host side's CPU (reader worker thread + SnapshotSession's answers): what load on the machine cannot inflate
+  // the host side's CPU (reader worker thread + OpenedCapture's answers): what load on the machine cannot inflate
   const cpu = process.cpuUsage(cpu0);
   await wv.close();
   const model = await opening;

@@ -3,7 +3,7 @@
 // Makes the captures once (the lens allocator on the simulated device, test/unit/reference/sim_training.py,
 // RANK=i, rank 5 keeping 200 MiB more by its end), then times the rank table twice, against the baseline in the
 // same run: the full single-file summary (`gpumem summary FILE`) of every capture, one after the other. It also
-// times the panel's ranks view (RanksSession.open) and the longest event-loop stall while it reads.
+// times the panel's ranks view (RankSet.open) and the longest event-loop stall while it reads.
 import { spawnSync } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
@@ -11,9 +11,9 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../../..');
-const { captureFiles, rankTable } = await import('../../../src/core/ranks/index.ts');
-const { summarizeFile } = await import('../../../src/core/summary/index.ts');
-const { RanksSession } = await import('../../../src/core/ranks/session.ts');
+const { captureFiles, rankTable } = await import('../../../src/core/analyses/ranks/index.ts');
+const { summarizeFile } = await import('../../../src/core/analyses/summary/index.ts');
+const { RankSet } = await import('../../../src/core/views/ranks/rankSet.ts');
 
 const arg = (name, dflt) => {
   const i = process.argv.indexOf(`--${name}`);
@@ -52,7 +52,7 @@ for (let run = 1; run <= 2; run++) {
   const [tableS, table] = time(() => rankTable(captureFiles([dir])));
   const [fullS] = time(() => files.forEach((f) => summarizeFile(f)));
   const flagged = table.ranks.filter((r) => r.flag).map((r) => `${r.rank}:${r.flag}`);
-  // The panel's ranks view (RanksSession.open, Note [Ranks off the host thread]): its time, and the longest the
+  // The panel's ranks view (RankSet.open, Note [Ranks off the host thread]): its time, and the longest the
   // event loop went without a turn meanwhile (what the extension host would stall), from a 1 ms timer's gaps.
   let last = performance.now();
   let stallMs = 0;
@@ -62,7 +62,7 @@ for (let run = 1; run <= 2; run++) {
     last = now;
   }, 1);
   const v0 = performance.now();
-  const view = (await RanksSession.open(captureFiles([dir]), { title: 'bench' })).view();
+  const view = (await RankSet.open(captureFiles([dir]), { title: 'bench' })).view();
   const viewS = (performance.now() - v0) / 1000;
   clearInterval(tick);
   stallMs = Math.max(stallMs, performance.now() - last);

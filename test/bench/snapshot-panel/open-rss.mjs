@@ -9,15 +9,15 @@ import { fileURLToPath } from 'node:url';
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../../..');
 process.env.GPUMEM_ADDON ||= path.join(ROOT, 'dist/native/gpumem_addon.node');
-const { openModelAsync } = await import('../../../src/core/model/open.ts');
-const { SnapshotSession } = await import('../../../src/core/snapshot/session.ts');
+const { openModelAsync } = await import('../../../src/core/base/model/open.ts');
+const { OpenedCapture } = await import('../../../src/core/views/snapshot/openedCapture.ts');
 
 const file = process.argv[2];
 const t0 = performance.now();
 const model = await openModelAsync(file);
 const t1 = performance.now();
 const cpu1 = process.cpuUsage();
-const session = new SnapshotSession(model, { fileName: path.basename(file) });
+const session = new OpenedCapture(model, { fileName: path.basename(file) });
 session.deviceMessages(0);
 const { t0Us, t1Us } = model.timeRange(0);
 session.timeline(1, 0, t0Us, t1Us, 1300, 3000);

@@ -15,7 +15,7 @@ import { openSnapshotPanel } from '../../webview/snapshot-host.mjs';
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../../..');
 const OUT = path.join(ROOT, '.test-output/bench');
 process.env.GPUMEM_ADDON ||= path.join(ROOT, 'dist/native/gpumem_addon.node');
-const { openModel, openModelAsync } = await import('../../../src/core/model/open.ts');
+const { openModel, openModelAsync } = await import('../../../src/core/base/model/open.ts');
 
 const args = process.argv.slice(2);
 const opt = (name, dflt) => {

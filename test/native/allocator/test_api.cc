@@ -35,7 +35,8 @@ TEST(c_api_over_the_simulated_backend) {
   // The library attached the recorder when it was loaded; this test watches the records itself.
   CHECK(set_event_sink(fake::sink()));
   CHECK_EQ(gpumem_configure("{\"backend\": \"gpu\"}"), -1);
-  CHECK(std::string(gpumem_last_error()).find("\"backend\" must be \"cuda\" or \"sim\"") != std::string::npos);
+  // The settings table's sentence (Note [Settings table] in src/core/base/settings/table.ts).
+  CHECK(std::string(gpumem_last_error()).find("\"backend\" must be 'cuda' or 'sim', got 'gpu'") != std::string::npos);
   CHECK_EQ(gpumem_configure("{not json"), -1);
   CHECK_EQ(gpumem_configure("{\"backend\":\"sim\",\"sim_capacity\":104857600,\"sim_devices\":2,"
                             "\"segments\":\"fixed\"}"),

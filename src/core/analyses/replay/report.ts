@@ -1,0 +1,75 @@
+// `gpumem replay`'s text and JSON. Times are seconds since the device's first traced event.
+import { formatBytes } from '../../base/units/bytes';
+import type { ReplayResult } from '../../base/model/whatIf';
+import { POLICY_LABELS } from '../../base/model/whatIf';
+import type { ReplaySet } from './index';
+
+const seconds = (tUs: number, t0Us: number): string => `${((tUs - t0Us) / 1e6).toFixed(3)} s`;
+
+/** How many empty_cache() markers the text lists per policy (the JSON has all). */
+const MARKERS_SHOWN = 5;
+
+export function ratioText(r: ReplayResult): string {
+  return Number.isFinite(r.ratio) && r.ratio > 0 ? `×${r.ratio.toFixed(3)}` : '—';
+}
+
+export function oomText(r: ReplayResult, t0Us: number): string {
+  if (r.capacityBytes === null) return 'not checked';
+  return r.oom ? `yes, at ${seconds(r.oom.tUs, t0Us)}` : 'no';
+}
+
+export function replayText(fileName: string, set: ReplaySet): string {
+  const out: string[] = [];
+  const cap = set.capacity.bytes === undefined ? `capacity ${set.capacity.source}` : `capacity ${formatBytes(set.capacity.bytes)} (${set.capacity.source})`;
+  out.push(`Replay of ${fileName}, device ${set.device}, on the simulated device: ${cap}`);
+  out.push('');
+  out.push(`${'policy'.padEnd(38)}${'peak reserved'.padStart(14)}${'peak alloc.'.padStart(13)}${'ratio'.padStart(9)}  OOM at capacity`);
+  for (const r of set.results) {
+    out.push(
+      `${POLICY_LABELS[r.policy].padEnd(38)}${formatBytes(r.peakReservedBytes).padStart(14)}${formatBytes(r.peakAllocatedBytes).padStart(13)}${ratioText(r).padStart(9)}  ${oomText(r, set.t0Us)}`,
+    );
+  }
+  for (const r of set.results) {
+    const lines: string[] = [];
+    // The engine's sentence names its own time and sizes; the table row above has the time on the panel's axis.
+    if (r.oom) lines.push(`  out of memory (${r.oom.cause}): ${r.oom.sentence}`);
+    const markers = r.emptyCacheAtMarkers.filter((m) => m.releasesBytes > 0);
+    if (markers.length) {
+      const top = [...markers].sort((a, b) => b.releasesBytes - a.releasesBytes || a.tUs - b.tUs).slice(0, MARKERS_SHOWN);
+      lines.push(`  empty_cache() at markers would release (largest ${top.length} of ${markers.length}):`);
+      for (const m of top.sort((a, b) => a.tUs - b.tUs)) lines.push(`    ${formatBytes(m.releasesBytes).padStart(10)} at ${seconds(m.tUs, set.t0Us)} "${m.name}"`);
+    } else if (r.emptyCacheAtMarkers.length) {
+      lines.push(`  empty_cache() at any of the ${r.emptyCacheAtMarkers.length} markers would release nothing`);
+    }
+    if (lines.length) out.push('', `${POLICY_LABELS[r.policy]}:`, ...lines);
+  }
+  return out.join('\n');
+}
+
+export function replayJson(file: string, set: ReplaySet): object {
+  return {
+    file,
+    device: set.device,
+    capacity_bytes: set.capacity.bytes ?? null,
+    capacity_source: set.capacity.source,
+    replays: set.results.map((r) => ({
+      policy: r.policy,
+      capacity_bytes: r.capacityBytes,
+      peak_reserved_bytes: r.peakReservedBytes,
+      peak_allocated_bytes: r.peakAllocatedBytes,
+      ratio: r.ratio,
+      peak_at_time_us: r.peakAtUs,
+      peak_at_s: (r.peakAtUs - set.t0Us) / 1e6,
+      empty_cache_at_markers: r.emptyCacheAtMarkers.map((m) => ({ time_us: m.tUs, name: m.name, releases_bytes: m.releasesBytes })),
+      oom: r.oom && {
+        time_us: r.oom.tUs,
+        at_s: (r.oom.tUs - set.t0Us) / 1e6,
+        requested_bytes: r.oom.requestedBytes,
+        reserved_bytes: r.oom.reservedBytes,
+        allocated_bytes: r.oom.allocatedBytes,
+        cause: r.oom.cause,
+        sentence: r.oom.sentence,
+      },
+    })),
+  };
+}

@@ -1,0 +1,55 @@
+// `gpumem summary FILE --json`'s document: issue #4's summary of a model plus who, when and how complete (issue 13).
+// ./index.ts (summarizeFile) adds what-if, categories and steps and renders it with ./report.ts.
+import type { DeviceSummary, Model, SnapshotSummary } from '../../base/model/types';
+import { identityOf, type Identity } from './identity';
+import { integrityOf, type Integrity } from './integrity';
+import { oomRows, type OomRow } from './ooms';
+import { jsonSeconds, timeBaseOf, type StepSource, type TimeBase } from '../steps/timebase';
+
+/** A device of `gpumem summary --json`: issue #4's figures, its name, and the peak's time in seconds/steps. */
+export interface SummaryDevice extends DeviceSummary {
+  name?: string;
+  total_bytes?: number;
+  pci_bus_id?: string;
+  /** seconds since the time origin (Note [Time origin]); null when the device has no trace */
+  peak_t_s: number | null;
+  /** the step at the peak (Note [Steps]), null when no marker gives one */
+  peak_step: number | null;
+}
+
+/** `gpumem summary FILE --json`: issue #4's document with identity, time, integrity and OOMs added. */
+export interface SummaryDocument extends SnapshotSummary {
+  devices: SummaryDevice[];
+  identity: Identity;
+  time: { origin_time_us: number | null; unit: 's since the first allocator event'; step_source: StepSource | null };
+  integrity: Integrity;
+  ooms: OomRow[];
+}
+
+export function summaryDocument(model: Model, time: TimeBase = timeBaseOf(model)): SummaryDocument {
+  const base = model.summary();
+  const identity = identityOf(model);
+  const info = model.fileInfo();
+  const devices = base.devices.map((d): SummaryDevice => {
+    const id = identity.devices.find((x) => x.index === d.device);
+    const out: SummaryDevice = { ...d, peak_t_s: null, peak_step: null };
+    if (id) {
+      out.name = id.name;
+      out.total_bytes = id.total_bytes;
+      if (id.pci_bus_id) out.pci_bus_id = id.pci_bus_id;
+    }
+    if (d.events > 0) {
+      out.peak_t_s = jsonSeconds(time.seconds(d.peak_at_time_us));
+      out.peak_step = time.stepAt(d.peak_at_time_us) ?? null;
+    }
+    return out;
+  });
+  return {
+    ...base,
+    devices,
+    identity,
+    time: { origin_time_us: info.originUs, unit: 's since the first allocator event', step_source: time.stepSource ?? null },
+    integrity: integrityOf(model, time),
+    ooms: oomRows(model, time),
+  };
+}

@@ -1,0 +1,219 @@
+// openModel(path): one Model per capture or PyTorch snapshot pickle, answered by the native reader
+// (native/addon). Every query is one native call returning one JSON document (never one call per event).
+import { createRequire } from 'node:module';
+import fs from 'node:fs';
+import path from 'node:path';
+import type {
+  AllocationSpan,
+  CategoryReport,
+  AllocatorState,
+  CaptureEnd,
+  CaptureHeaderInfo,
+  CurrentFigures,
+  FileInfo,
+  LineDiff,
+  LineStat,
+  Marker,
+  Model,
+  OomInfo,
+  ReadProblem,
+  SnapshotSummary,
+  StepTable,
+  SourceFormat,
+  Stack,
+  TimelineBuckets,
+} from './types';
+import { splitKeeperNotice } from './keeperNotice';
+import { headerInfoFromJson } from './header';
+import type { Policy, ReplayResult, WhatIfAnswer, WhatIfHandle, WhatIfQuery } from './whatIf';
+import { askReplay, askWhatIf } from './whatIf';
+
+/** The native handle (native/addon/src/addon.cpp): JSON strings out, plain numbers in. */
+export interface NativeHandle extends WhatIfHandle {
+  format(): string;
+  header(): string;
+  devices(): string;
+  problems(): string;
+  fileInfo(): string;
+  poll(): number;
+  ended(): boolean;
+  endRecord(): string;
+  timeRange(device: number): string;
+  current(device: number): string;
+  timeline(device: number, t0Us: number, t1Us: number, buckets: number, owners?: boolean): string;
+  stateAt(device: number, timeUs: number): string;
+  lineStats(device: number): string;
+  stack(id: number): string;
+  markers(device: number): string;
+  ooms(): string;
+  spans(device: number, t0Us: number, t1Us: number, maxCount: number, owner?: number): string;
+  diff(device: number, aUs: number, bUs: number, other?: NativeHandle): string;
+  stepTable(device: number, endsUs: number[]): string;
+  categories(device: number, timesUs: number[], withLines: boolean): string;
+  summary(): string;
+  exportPickle(outPath: string, atUs: number): void;
+  eventCount(): number;
+  /** {decodeNs, deriveNs, decodeCpuNs, deriveCpuNs}: where opening time went (benchmarks) */
+  timings(): string;
+  close(): void;
+}
+
+interface NativeAddon {
+  ModelHandle: new (path: string) => NativeHandle;
+  /** reads the file on a worker thread (Note [Async open] in native/addon/src/addon.cpp) */
+  openAsync(path: string): Promise<NativeHandle>;
+}
+
+let addon: NativeAddon | undefined;
+
+/**
+ * Where the addon lives: dist/native/ beside the bundle (dist/extension.js and dist/cli.js have
+ * __dirname = dist/). GPUMEM_ADDON overrides it (unit tests run the TypeScript sources, which have no
+ * bundle directory; they point it at the built dist/native/gpumem_addon.node).
+ */
+export function addonPath(): string {
+  if (process.env.GPUMEM_ADDON) return process.env.GPUMEM_ADDON;
+  const here = typeof __dirname === 'string' ? __dirname : path.join(process.cwd(), 'dist');
+  return path.join(here, 'native', 'gpumem_addon.node');
+}
+
+export function loadAddon(): NativeAddon {
+  if (addon) return addon;
+  const file = addonPath();
+  if (!fs.existsSync(file)) {
+    throw new Error(`GPU Memory Lens: the native reader is missing (${file}); rebuild it with \`npm run build\` or reinstall the extension`);
+  }
+  addon = createRequire(file)(file) as NativeAddon;
+  return addon;
+}
+
+/** Opens a capture (.gpumem) or a PyTorch snapshot pickle; throws an Error that says what to do next. */
+export function openModel(file: string): Model {
+  const handle = new (loadAddon().ModelHandle)(file);
+  return new NativeModel(file, handle);
+}
+
+/**
+ * Like openModel, but the native reader parses the file on a worker thread: the caller's event loop keeps
+ * running meanwhile (the extension host stays responsive while a 10 M-event pickle is read). Rejects with
+ * the same actionable Error openModel throws.
+ */
+export async function openModelAsync(file: string): Promise<Model> {
+  const handle = await loadAddon().openAsync(file);
+  return new NativeModel(file, handle);
+}
+
+const parse = <T>(json: string): T => JSON.parse(json) as T;
+const endOrNumber = (v: number | null): number => (v === null ? Infinity : v);
+
+class NativeModel implements Model {
+  readonly format: SourceFormat;
+  private readonly stacks = new Map<number, Stack | undefined>();
+  private readonly markerCache = new Map<number, Marker[]>();
+  private headerCache: { json: string; info: CaptureHeaderInfo } | undefined;
+  private closed = false;
+
+  constructor(
+    readonly path: string,
+    readonly handle: NativeHandle,
+  ) {
+    this.format = handle.format() as SourceFormat;
+  }
+
+  header(): CaptureHeaderInfo {
+    // A live capture's header may arrive after the first poll: re-parse only when its JSON changed.
+    const json = this.handle.header();
+    const devices = this.fileInfo().devices;
+    const key = json + JSON.stringify(devices);
+    if (this.headerCache?.json !== key) this.headerCache = { json: key, info: headerInfoFromJson(json, devices) };
+    return this.headerCache.info;
+  }
+  fileInfo(): FileInfo {
+    return parse<FileInfo>(this.handle.fileInfo());
+  }
+  devices(): number[] {
+    return parse<number[]>(this.handle.devices());
+  }
+  problems(): ReadProblem[] {
+    return parse<ReadProblem[]>(this.handle.problems());
+  }
+  poll(): number {
+    this.markerCache.clear();
+    return this.handle.poll();
+  }
+  ended(): boolean {
+    return this.handle.ended();
+  }
+  endRecord(): CaptureEnd | null {
+    return parse<CaptureEnd | null>(this.handle.endRecord());
+  }
+  timeRange(device: number): { t0Us: number; t1Us: number } {
+    return parse(this.handle.timeRange(device));
+  }
+  current(device: number): CurrentFigures {
+    return parse<CurrentFigures>(this.handle.current(device));
+  }
+  timeline(device: number, t0Us: number, t1Us: number, buckets: number, owners = false): TimelineBuckets {
+    const tl = parse<TimelineBuckets & { deviceUsedMax?: (number | null)[] }>(this.handle.timeline(device, t0Us, t1Us, buckets, owners));
+    if (tl.deviceUsedMax) tl.deviceUsedMax = tl.deviceUsedMax.map((v) => (v === null ? NaN : v));
+    return tl as TimelineBuckets;
+  }
+  stateAt(device: number, timeUs: number): AllocatorState {
+    return parse<AllocatorState>(this.handle.stateAt(device, timeUs));
+  }
+  lineStats(device: number): LineStat[] {
+    return parse<LineStat[]>(this.handle.lineStats(device));
+  }
+  stack(id: number): Stack | undefined {
+    if (!this.stacks.has(id)) this.stacks.set(id, parse<Stack | null>(this.handle.stack(id)) ?? undefined);
+    return this.stacks.get(id);
+  }
+  markers(device: number): Marker[] {
+    // Note [Marker cache]: a panel's first paint asks for a device's markers twice (the time base's step
+    // detection and the timeline's markers), and a 256 MiB budgeted capture of an hour holds ~23 k step markers:
+    // 1.8 MB of JSON, ~0.1 s a read. The parsed markers are kept until the next poll() (the only way a model
+    // gains records); each caller gets its own array of its own objects, as before.
+    let cached = this.markerCache.get(device);
+    if (!cached) {
+      // a leak keeper's notice: its sentence is the label, its JSON the detail (Note [Leak keeper])
+      cached = parse<Marker[]>(this.handle.markers(device)).map(splitKeeperNotice);
+      this.markerCache.set(device, cached);
+    }
+    return cached.map((m) => ({ ...m }));
+  }
+  ooms(): OomInfo[] {
+    return parse<OomInfo[]>(this.handle.ooms());
+  }
+  spans(device: number, t0Us: number, t1Us: number, maxCount: number, owner = -1): AllocationSpan[] {
+    const spans = parse<(Omit<AllocationSpan, 'endUs'> & { endUs: number | null })[]>(this.handle.spans(device, t0Us, t1Us, maxCount, owner));
+    return spans.map((s) => ({ ...s, endUs: endOrNumber(s.endUs) }));
+  }
+  diff(device: number, aUs: number, bUs: number, other?: Model): LineDiff[] {
+    const otherHandle = other instanceof NativeModel ? other.handle : undefined;
+    if (other && !otherHandle) throw new Error('diff: the other model must come from openModel');
+    return parse<LineDiff[]>(this.handle.diff(device, aUs, bUs, otherHandle));
+  }
+  stepTable(device: number, endsUs: readonly number[]): StepTable {
+    return parse<StepTable>(this.handle.stepTable(device, [...endsUs]));
+  }
+  categories(device: number, timesUs: readonly number[], withLines = false): CategoryReport {
+    return parse<CategoryReport>(this.handle.categories(device, [...timesUs], withLines));
+  }
+  summary(): SnapshotSummary {
+    return parse<SnapshotSummary>(this.handle.summary());
+  }
+  exportPickle(outPath: string, atUs?: number): void {
+    this.handle.exportPickle(outPath, atUs ?? Infinity);
+  }
+  whatIf(device: number, timeUs: number, query?: WhatIfQuery): WhatIfAnswer {
+    return askWhatIf(this.handle, device, timeUs, query);
+  }
+  replay(device: number, policy: Policy, capacityBytes?: number): ReplayResult {
+    return askReplay(this.handle, device, policy, capacityBytes);
+  }
+  close(): void {
+    if (this.closed) return;
+    this.closed = true;
+    this.handle.close();
+  }
+}

@@ -1,0 +1,418 @@
+// The model every view is computed from: one per opened capture or PyTorch snapshot pickle.
+// Plain data only (structured-clone safe), so the same objects travel to webviews unchanged.
+// No `vscode` import anywhere under src/core.
+//
+// Units: bytes are numbers (exact up to 2^53, i.e. 8 PiB); times are microseconds since the Unix epoch
+// (`timeUs`), matching PyTorch's `time_us`, so captures and pickles share one axis.
+
+import type { Policy, PolicySource, ReplayResult, WhatIfAnswer, WhatIfQuery } from './whatIf';
+
+export type SourceFormat = 'gpumem-capture' | 'pytorch-pickle';
+
+export interface Frame {
+  file: string;
+  line: number;
+  name: string;
+  /**
+   * the user's own code, by the reader's one rule (Note [User frames], native/format/README.md): not a
+   * pseudo-file, not under site-packages/dist-packages, the standard library or the tool's own directory
+   */
+  user: boolean;
+}
+
+/** A call stack, innermost frame first. `backward`: allocated on an autograd thread. */
+export interface Stack {
+  id: number;
+  frames: Frame[];
+  backward: boolean;
+}
+
+export type BlockState = 'active_allocated' | 'active_pending_free' | 'inactive';
+
+export interface BlockInfo {
+  address: number;
+  size: number;
+  requestedSize: number;
+  state: BlockState;
+  stackId: number; // 0 = unknown
+}
+
+export interface SegmentInfo {
+  device: number;
+  address: number;
+  totalSize: number;
+  stream: number;
+  pool: 'small' | 'large' | 'private';
+  expandable: boolean;
+  /** an expandable segment's page size, where the data records it (else 2 MiB small, 20 MiB large) */
+  pageSize?: number;
+  stackId: number;
+  blocks: BlockInfo[];
+}
+
+export interface Fragmentation {
+  reservedBytes: number;
+  allocatedBytes: number;
+  /** reserved − allocated */
+  unallocatedBytes: number;
+  largestFreeBlockBytes: number;
+  freeBlocks: number;
+  /** free bytes in segments with no allocated block (released by empty_cache) */
+  cachedFreeBytes: number;
+  /** free bytes in segments that also hold allocated blocks (split remainders; not releasable) */
+  splitRemainderBytes: number;
+  /** Σ (block size − requested size) over allocated blocks */
+  roundingWasteBytes: number;
+  pendingFreeBytes: number;
+}
+
+export interface AllocatorState {
+  device: number;
+  timeUs: number;
+  segments: SegmentInfo[];
+  fragmentation: Fragmentation;
+}
+
+export type MarkerKind = 'user' | 'range_begin' | 'range_end' | 'empty_cache' | 'snapshot' | 'oom' | 'notice' | 'step';
+
+export interface Marker {
+  device: number;
+  timeUs: number;
+  kind: MarkerKind;
+  label: string;
+  /** empty_cache: reserved before/after; oom: requested bytes etc. */
+  detail?: Record<string, number | string>;
+}
+
+export interface OomInfo {
+  device: number;
+  timeUs: number;
+  requestedBytes: number;
+  deviceFreeBytes: number;
+  deviceTotalBytes: number;
+  reservedBytes: number;
+  allocatedBytes: number;
+  largestFreeBlockBytes: number;
+  /** reserved − allocated ≥ requested: the memory exists but is split up */
+  verdict: 'fragmentation' | 'shortage';
+  stackId: number;
+  /** the innermost user frame of the stack (DESIGN §3's rule); "<no user frame>" and line 0 when none */
+  file: string;
+  line: number;
+}
+
+/** Timeline with min/max per pixel bucket, for any window and width. Arrays have `buckets` entries. */
+export interface TimelineBuckets {
+  device: number;
+  t0Us: number;
+  t1Us: number;
+  buckets: number;
+  allocatedMin: number[];
+  allocatedMax: number[];
+  reservedMin: number[];
+  reservedMax: number[];
+  /** NVML device-used samples when present (NaN where a bucket has none) */
+  deviceUsedMax?: number[];
+  /** live bytes and allocations per owner group at each bucket's centre (they sum to allocated there) */
+  owners?: TimelineOwners;
+}
+
+/**
+ * Owner groups (Note [Owner bands] in native/addon/src/aggregate.cpp): group g < lines.length is that source
+ * line (innermost user frame, in the sites table's order); then "other lines", then "before the trace"
+ * (memory a snapshot shows allocated before its trace began). bytes/counts: buckets × groups, row-major.
+ */
+export interface TimelineOwners {
+  lines: { file: string; line: number }[];
+  groups: number;
+  bytes: number[];
+  counts: number[];
+}
+
+/** Per-line statistics, DESIGN §3. */
+export interface LineStat {
+  file: string;
+  line: number;
+  /** bytes live at the device's peak whose innermost user frame is this line */
+  selfBytesAtPeak: number;
+  /** bytes live at the device's peak with this line anywhere in the stack */
+  inclusiveBytesAtPeak: number;
+  totalAllocatedBytes: number;
+  allocCount: number;
+  liveNowBytes: number;
+  /** allocations counted here that came from autograd threads */
+  backwardBytesAtPeak: number;
+  /** heaviest stacks through this line, by bytes at peak */
+  topStacks: { stackId: number; bytesAtPeak: number; count: number }[];
+  /** its owner group on the timeline (TimelineOwners): < lines.length its own, lines.length "other lines"; −1 owns nothing */
+  ownerGroup: number;
+}
+
+/**
+ * `gpumem summary --json`'s per-device `what_if` (src/core/analyses/summary/whatIf.ts computes it): what the
+ * allocator that made the data would do at the end, by its own policy on the simulated device.
+ */
+export interface SummaryWhatIf {
+  policy: Policy;
+  policy_source: PolicySource;
+  reserved_bytes: number;
+  empty_cache_releases_bytes: number;
+  largest_without_growth_bytes: number;
+}
+
+export interface DeviceSummary {
+  device: number;
+  reserved_bytes: number;
+  allocated_bytes: number;
+  segments: number;
+  blocks: number;
+  allocated_blocks: number;
+  largest_free_block_bytes: number;
+  events: number;
+  peak_allocated_bytes: number;
+  peak_at_time_us: number;
+  /** what empty_cache() and a request would do at the end, by the data's own policy (src/core/analyses/summary/whatIf.ts) */
+  what_if?: SummaryWhatIf;
+}
+
+export interface TopLine {
+  file: string;
+  line: number;
+  bytes_at_peak: number;
+}
+
+/** `gpumem summary FILE --json` (issue #4 defines every field exactly). */
+export interface SnapshotSummary {
+  format: SourceFormat;
+  devices: DeviceSummary[];
+  top_lines: TopLine[];
+}
+
+/** One pass of the addon over a device's events (Note [Step table] in native/addon/src/aggregate.cpp). */
+export interface StepTable {
+  steps: { endUs: number; peakAllocatedBytes: number; peakAtUs: number; allocatedAtEndBytes: number; reservedAtEndBytes: number }[];
+  /** bytes live at each step end, per line (innermost user frame); lines never live at a step end are absent */
+  lines: { file: string; line: number; bytesAtEnds: number[] }[];
+}
+
+/** What every allocated byte is (Note [Categories] in native/addon/src/categories.cpp). */
+export type Category = 'parameter' | 'gradient' | 'optimizer_state' | 'activation' | 'temporary' | 'other';
+export type CategoryBytes = Record<Category, number>;
+
+export interface CategoryMoment {
+  timeUs: number;
+  allocatedBytes: number;
+  reservedBytes: number;
+  /** Σ bytes = allocatedBytes − untracedBytes */
+  bytes: CategoryBytes;
+  /** allocated before the trace began (a pickle's start state): no category known */
+  untracedBytes: number;
+  /** latest NVML sample at or before the moment, and what of it lies outside the allocator's reserved bytes */
+  deviceUsedBytes?: number;
+  notFromAllocatorBytes?: number;
+  /** activations by module class (the innermost `forward` of their stacks), largest first */
+  modules: { module: string; bytes: number }[];
+  /** per line (innermost user frame), at the peak and at the last asked moment when asked for */
+  lines?: { file: string; line: number; bytes: Partial<CategoryBytes> }[];
+}
+
+export interface CategoryReport {
+  /** the workload wrote parameter/gradient/optimizer tags (an optimizer stepped under the lens bootstrap) */
+  hasTags: boolean;
+  /** phase facts exist (a backward ran), so activations and temporaries are told apart */
+  hasPhases: boolean;
+  /**
+   * how activations are split by module (Note [Module paths]): "path" from the bootstrap's module marks
+   * (`transformer.h.3.mlp`), "class" from forward frames (all instances of a class in one row)
+   */
+  moduleSource: 'path' | 'class';
+  categories: Category[];
+  /** exactly after the event that reached the device's peak; null for a device with no events */
+  peak: CategoryMoment | null;
+  moments: CategoryMoment[];
+}
+
+export interface LineDiff {
+  file: string;
+  line: number;
+  beforeBytes: number;
+  afterBytes: number;
+  deltaBytes: number;
+}
+
+/** A memory event for the active-memory timeline (one band per allocation). */
+export interface AllocationSpan {
+  address: number;
+  size: number;
+  startUs: number;
+  /** end of life; Infinity if live at the end of the trace */
+  endUs: number;
+  stackId: number;
+  stream: number;
+  /** owner group (TimelineOwners) */
+  owner: number;
+}
+
+/** A device as the capture's REC_DEVICE record names it (pickles have none). */
+export interface DeviceIdentity {
+  index: number;
+  /** the driver's name ("NVIDIA H100 80GB HBM3") or "simulated device" */
+  name: string;
+  totalBytes: number;
+  /** "0000:3B:00.0" when the writer knew it */
+  pciBusId?: string;
+}
+
+export interface CaptureHeaderInfo {
+  pid?: number;
+  rank?: number;
+  localRank?: number;
+  worldSize?: number;
+  host?: string;
+  argv?: string[];
+  torchVersion?: string;
+  /**
+   * Which allocator made the numbers (issue 15): `lens` (ours) or `pytorch` (PyTorch's own, observed);
+   * absent in captures from before the modes existed (they are lens captures) and in pickles.
+   */
+  allocatorMode?: 'lens' | 'pytorch';
+  /** why that mode: "asked for …" or the auto choice's reason with file:line */
+  allocatorModeReason?: string;
+  /** from the capture's REC_DEVICE records (the header is written before CUDA exists: Note [Devices]) */
+  devices: DeviceIdentity[];
+}
+
+/** Damage found while reading: everything before `offset` was read. */
+export interface ReadProblem {
+  offset: number;
+  message: string;
+  /**
+   * damage: unreadable from offset on · lost: the recorder dropped events (REC_LOST) · incomplete: a record
+   * cut off at the end · header: the header lacks something · skipped: entries the reader did not know
+   */
+  kind?: 'damage' | 'lost' | 'incomplete' | 'header' | 'skipped';
+}
+
+/** How a capture ended: its REC_END (FORMAT.md, minor 2). */
+export interface CaptureEndInfo {
+  tUs: number;
+  exitCode: number;
+  /** 0 clean shutdown · 1 writer failure (message says where and why) · 2 stopped by the user/extension */
+  reason: number;
+  message: string;
+}
+
+/** Facts about the whole file that no single device holds. */
+export interface FileInfo {
+  /** time of the process's first allocator event on any device (the origin shown times count from) */
+  originUs: number | null;
+  /** latest time of any record read */
+  lastUs: number | null;
+  devices: DeviceIdentity[];
+  /** every device index the file has records for, including ones with markers or samples only */
+  recordDevices: number[];
+  /** null: no REC_END (the process died, was killed, or is still running); always null for pickles */
+  end: CaptureEndInfo | null;
+  lostEvents: number;
+  firstLostUs: number | null;
+  /** compacted ranges of a budgeted capture (FORMAT.md §5), in file order; empty when all is in full detail */
+  aggregated?: AggregatedRange[];
+}
+
+/** A time range whose block events a budgeted capture compacted (REC_AGGREGATED, Note [Capture budget]). */
+export interface AggregatedRange {
+  fromUs: number;
+  toUs: number;
+  /** block events compacted away, and the bytes of records that held them */
+  events: number;
+  bytes: number;
+  budgetBytes: number;
+  /** restated events written for the moments kept (peaks, OOMs, states, the range's end) */
+  restated: number;
+  peaks: number;
+}
+
+export interface CurrentFigures {
+  allocatedBytes: number;
+  reservedBytes: number;
+  peakAllocatedBytes: number;
+  peakReservedBytes: number;
+  /** last NVML sample, if any */
+  deviceUsedBytes?: number;
+  deviceTotalBytes?: number;
+  timeUs: number;
+}
+
+/**
+ * Why a capture ended (its REC_END). `reason`: 0 clean shutdown, 1 the writer could not write (disk full,
+ * file size limit, folder removed: the capture was cut at the last whole record and `message` says where
+ * and why), 2 stopped by the user or the extension. Captures of format minor <= 1 read as reason 0.
+ */
+export interface CaptureEnd {
+  reason: number;
+  /** the workload's exit code, -1 when unknown (e.g. it was still running) */
+  exitCode: number;
+  /** empty when the writer gave none */
+  message: string;
+}
+
+/** CaptureEnd.reason of a capture cut short because the writer could not write */
+export const END_WRITER_FAILURE = 1;
+
+/**
+ * One opened capture or pickle. Implemented in src/core/base/model/ on top of the native addon
+ * (native/addon); every method returns plain data computed natively and delivered in one batch.
+ */
+export interface Model {
+  readonly format: SourceFormat;
+  readonly path: string;
+  header(): CaptureHeaderInfo;
+  /** devices with memory data (events, a stated state or an OOM); devices with samples only are left out */
+  devices(): number[];
+  /** time origin, last time, device names, how the capture ended and what it lost */
+  fileInfo(): FileInfo;
+  /** damage found so far (truncated tail, unknown record…); empty for a clean file */
+  problems(): ReadProblem[];
+  /**
+   * Live tail: decode bytes appended since the last call. Returns the number of new records the allocator wrote
+   * (events, markers, notices, states; the file header counts as one; not the periodic device samples and stats):
+   * 0 means nothing the allocator recorded changed (Note [Poll counts records]).
+   */
+  poll(): number;
+  /** true once the capture's REC_END was read (the workload exited cleanly) */
+  ended(): boolean;
+  /** the REC_END's fields once it was read (null before): why the capture ended, FORMAT.md minor 2 */
+  endRecord(): CaptureEnd | null;
+  timeRange(device: number): { t0Us: number; t1Us: number };
+  current(device: number): CurrentFigures;
+  /** owners: also the owner groups per bucket (TimelineOwners; costs a pass over new events) */
+  timeline(device: number, t0Us: number, t1Us: number, buckets: number, owners?: boolean): TimelineBuckets;
+  /** allocator state at `timeUs` (Infinity = end of the capture) */
+  stateAt(device: number, timeUs: number): AllocatorState;
+  /** per-line statistics (DESIGN §3), sorted by selfBytesAtPeak descending */
+  lineStats(device: number): LineStat[];
+  stack(id: number): Stack | undefined;
+  markers(device: number): Marker[];
+  ooms(): OomInfo[];
+  /** allocation lifetimes overlapping [t0Us, t1Us]; at most maxCount, largest first (level of detail) */
+  /** owner ≥ 0: only allocations of that owner group (TimelineOwners) */
+  spans(device: number, t0Us: number, t1Us: number, maxCount: number, owner?: number): AllocationSpan[];
+  /** bytes live by line at two moments (or of two models: pass other) */
+  diff(device: number, aUs: number, bUs: number, other?: Model): LineDiff[];
+  /** per step (ends ascending): peak inside, allocated/reserved at the end, bytes live per line at each end */
+  stepTable(device: number, endsUs: readonly number[]): StepTable;
+  /** bytes per category at the peak and at each of `timesUs`; per line at the peak and the last time if withLines */
+  categories(device: number, timesUs: readonly number[], withLines?: boolean): CategoryReport;
+  summary(): SnapshotSummary;
+  /** PyTorch snapshot pickle (protocol 4) of the state at `atUs` (default: end) with the trace */
+  exportPickle(outPath: string, atUs?: number): void;
+  /**
+   * What a request and empty_cache() would do at `timeUs` (Infinity = end), answered by the allocator's
+   * policy on the simulated device (Note [What-if] in ./whatIf.ts). Throws WhatIfUnavailable when the
+   * native reader predates the engine.
+   */
+  whatIf(device: number, timeUs: number, query?: WhatIfQuery): WhatIfAnswer;
+  /** the device's allocation stream replayed under `policy` on a simulated device of `capacityBytes` */
+  replay(device: number, policy: Policy, capacityBytes?: number): ReplayResult;
+  close(): void;
+}

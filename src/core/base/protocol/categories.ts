@@ -1,0 +1,107 @@
+// What memory is, in the words host and page share (issue 17): the categories in their order with their labels,
+// and the snapshot panel's Categories tab: the peak and a chosen moment, the per-step table and the leak findings.
+// Part of the snapshot contract (./snapshot.ts); the live panel's categories use the same words (./live.ts).
+import type { Category, CategoryBytes } from '../model/types';
+
+export type { Category, CategoryBytes } from '../model/types';
+
+export const CATEGORIES: readonly Category[] = ['parameter', 'gradient', 'optimizer_state', 'activation', 'temporary', 'other'];
+
+export const CATEGORY_LABELS: Record<Category, string> = {
+  parameter: 'parameters',
+  gradient: 'gradients',
+  optimizer_state: 'optimizer state',
+  activation: 'activations',
+  temporary: 'temporaries',
+  other: 'other',
+};
+
+/** Short column headings (tables) */
+export const CATEGORY_HEADERS: Record<Category, string> = {
+  parameter: 'params',
+  gradient: 'grads',
+  optimizer_state: 'optimizer',
+  activation: 'activations',
+  temporary: 'temporary',
+  other: 'other',
+};
+
+/** Everything the device holds beyond allocated, split by cause: the allocator's cache and what is not its. */
+export interface BeyondAllocated {
+  /** reserved − allocated */
+  cacheBytes: number;
+  /** of the cache: free segments (empty_cache() releases them), split remainders, frees awaiting streams */
+  cachedFreeBytes?: number;
+  splitRemainderBytes?: number;
+  pendingFreeBytes?: number;
+  /** device used − reserved (CUDA context, cuBLAS/cuDNN workspaces, NCCL, other processes) */
+  notFromAllocatorBytes?: number;
+  deviceUsedBytes?: number;
+}
+
+export interface CategoryMomentView {
+  /** "peak", "step 3 end", "12.345 s (step 4)" */
+  label: string;
+  timeUs: number;
+  allocatedBytes: number;
+  reservedBytes: number;
+  bytes: CategoryBytes;
+  /** allocated before the trace began (a pickle's start state): no category */
+  untracedBytes: number;
+  /** activations by module path (or class, see moduleSource), largest first */
+  modules: { module: string; bytes: number }[];
+  /** cache by cause and what lies outside the allocator (device used − reserved) */
+  beyond: BeyondAllocated;
+}
+
+export interface StepRowView {
+  step: number;
+  endUs: number;
+  peakAllocatedBytes: number;
+  allocatedAtEndBytes: number;
+  reservedAtEndBytes: number;
+  categories?: CategoryBytes;
+}
+
+export interface LeakView {
+  file: string;
+  displayFile: string;
+  line: number;
+  growthPerStepBytes: number;
+  fromStep: number;
+  toStep: number;
+  bytesAtLastEnd: number;
+  category?: Category;
+  /** the finding in one sentence, as the summary words it (with its keeper, when there is one) */
+  sentence: string;
+  /** the line that keeps the memory alive (Note [Leak keeper]); the sentence's words about it start at `keeperText` */
+  keeper?: {
+    file: string;
+    displayFile: string;
+    line: number;
+    container: string;
+    tensors: number;
+    bytes: number;
+    /** 'largest': not tied by address, the views say "probably" */
+    match: 'address' | 'largest';
+    /** the keeper's part of the sentence ("kept alive by history (…), stored at train.py:42: …") */
+    text: string;
+  };
+}
+
+export interface CategoriesView {
+  requestId: number;
+  device: number;
+  hasTags: boolean;
+  hasPhases: boolean;
+  moduleSource: 'path' | 'class';
+  /** how the modules are grouped and what torch.compile does to them, in words */
+  moduleNote: string;
+  peak: CategoryMomentView | null;
+  /** the asked moment (null when none was asked) */
+  moment: CategoryMomentView | null;
+  /** how steps were found, in words ('' when none were) */
+  stepSource: string;
+  steps: StepRowView[];
+  leaks: LeakView[];
+}

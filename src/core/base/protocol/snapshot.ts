@@ -1,0 +1,392 @@
+// The snapshot panel's half of the host ⇄ webview message contract (src/core/base/protocol/index.ts re-exports it).
+// Imported by both the extension host (src/glue/snapshot/) and the browser bundle (webview/snapshot/), so it
+// holds types and tiny pure helpers only.
+//
+// Note [JSON-safe numbers]: webview messages are JSON-serialised, so Infinity and NaN do not survive. Times
+// are finite µs since the epoch; an allocation still live at the end of the trace has `liveAtEnd` set and
+// its end clamped to the end of the trace. "The end of the trace" is spelled END_OF_TRACE (−1) in requests.
+//
+// Note [Only what is drawn]: the host never sends the trace. It answers each query with what the view draws
+// at its current pixel width: min/max buckets, at most `maxSpans` allocation bands (largest first), the
+// segments of one moment, and the line table.
+
+import type { BlockState, LineStat, MarkerKind, SourceFormat, TimelineBuckets, TimelineOwners } from '../model/types';
+import type { Policy } from '../model/whatIf';
+import { arrayOf, bool, bytes, int, list, type MessageIn, num, obj, oneOf, optional, protocol, refine, str, view } from './schema';
+import type { CategoriesView } from './categories';
+
+export type { CategoriesView, CategoryMomentView, LeakView, StepRowView } from './categories';
+import type { Advice } from './advice';
+
+export const END_OF_TRACE = -1;
+
+/** Which tab the panel shows; restored from webview state. */
+export const SNAPSHOT_TABS = ['summary', 'timeline', 'segments', 'sites', 'compare', 'replay', 'categories', 'advice'] as const;
+export type SnapshotTab = (typeof SNAPSHOT_TABS)[number];
+
+export interface MarkerView {
+  timeUs: number;
+  kind: MarkerKind;
+  label: string;
+}
+
+/**
+ * The markers of a window of the run (Note [Markers by range]): what the zoomed timeline draws when the first
+ * answer's markers were thinned. truncated: the window itself held more than the limit.
+ */
+export interface MarkersView {
+  requestId: number;
+  device: number;
+  t0Us: number;
+  t1Us: number;
+  markers: MarkerView[];
+  truncated: boolean;
+}
+
+/** Reserved − requested, split into where the bytes are (Note [Breakdown] in src/core/analyses/breakdown/breakdown.ts). */
+export interface BreakdownView {
+  reservedBytes: number;
+  allocatedBytes: number;
+  requestedBytes: number;
+  /** inactive bytes in segments that hold no active block: empty_cache() would release them */
+  cachedFreeBytes: number;
+  /** whole pages inside free blocks of expandable segments that still hold tensors: empty_cache() unmaps them */
+  releasablePageBytes: number;
+  /** the parts of those free blocks smaller than a page: they stay mapped */
+  subPageRemainderBytes: number;
+  /** inactive bytes in fixed segments that also hold active blocks: split remainders, not releasable */
+  splitRemainderBytes: number;
+  /** freed by the program but still used by another stream (record_stream) */
+  pendingFreeBytes: number;
+  /** Σ (size − requested) over allocated blocks: the 512 B / size-class rounding inside allocated memory */
+  roundingWasteBytes: number;
+  freeBlocks: number;
+  largestFreeBlockBytes: number;
+  /** how many segments of each kind (the parts that apply depend on it) */
+  expandableSegments: number;
+  fixedSegments: number;
+}
+
+export interface SummaryView {
+  device: number;
+  /** figures at the end of the file (the snapshot's moment), like memory_summary() at that point */
+  allocatedBytes: number;
+  reservedBytes: number;
+  /** allocated + pending free, PyTorch's active_bytes */
+  activeBytes: number;
+  requestedBytes: number;
+  segments: number;
+  blocks: number;
+  allocatedBlocks: number;
+  peakAllocatedBytes: number;
+  peakAtTimeUs: number;
+  peakReservedBytes: number;
+  oomCount: number;
+  events: number;
+  breakdown: BreakdownView;
+  verdict: string;
+}
+
+/** One entry of `ooms` in `gpumem summary --json` (src/core/analyses/summary/ooms.ts). */
+export interface OomRow {
+  t_s: number;
+  step: number | null;
+  /** raw µs since the epoch (PyTorch's time_us), for tools that line it up with other traces */
+  time_us: number;
+  device: number;
+  requested_bytes: number;
+  device_free_bytes: number;
+  /** 0 when the file does not say (a PyTorch pickle's oom entry has no total) */
+  device_total_bytes: number;
+  /** the innermost user frame ("<no user frame>" when the stack has none) */
+  file: string;
+  line: number;
+  verdict: 'fragmentation' | 'shortage';
+  sentence: string;
+}
+
+/** One OOM of the file as the panel lists it: the summary's row with a path for display. */
+export interface OomView extends OomRow {
+  displayFile: string;
+}
+
+/** How complete the file is (src/core/analyses/summary/integrity.ts): shown as an alert banner when not clean. */
+export interface IntegrityView {
+  ended: 'clean' | 'early' | 'writer-failure' | 'stopped';
+  lostEvents: number;
+  lostFromS: number | null;
+  message: string | null;
+  sentences: string[];
+}
+
+export interface OpenedInfo {
+  fileName: string;
+  format: SourceFormat;
+  devices: number[];
+  /** per device, index-aligned with `devices` */
+  timeRanges: { t0Us: number; t1Us: number }[];
+  problems: string[];
+  host?: string;
+  torchVersion?: string;
+  /** Note [Time origin]: times are shown as seconds since this (the first allocator event) */
+  originUs: number;
+  /** "rank 1 of 2 · pid 4242 on node-a"; undefined when the file names no process (a pickle) */
+  identity?: string;
+  /** GPU names by device index, from the capture's REC_DEVICE records */
+  deviceNames: Record<number, string>;
+  integrity: IntegrityView;
+  ooms: OomView[];
+}
+
+/** Allocation bands of a time window, column-major arrays (one entry per band), sorted by start time. */
+export interface SpanColumns {
+  startUs: number[];
+  endUs: number[];
+  liveAtEnd: boolean[];
+  size: number[];
+  stackId: number[];
+  address: number[];
+  /** owner group of each band (TimelineOwners in model/types.ts) */
+  owner: number[];
+}
+
+/**
+ * The timeline tab's answer: the model's min/max buckets (TimelineBuckets, one declaration of a timeline) as the
+ * page draws them — allocated as a band (its floor and envelope, for oscillation at coarse zoom), reserved as
+ * its envelope — with the allocation bands of the window.
+ */
+export interface TimelineView extends Pick<TimelineBuckets, 'device' | 't0Us' | 't1Us' | 'buckets' | 'allocatedMin' | 'allocatedMax' | 'reservedMax'> {
+  requestId: number;
+  spans: SpanColumns;
+  /** true when more allocations overlapped the window than were sent (the rest is drawn by owner group) */
+  spansTruncated: boolean;
+  /** owner groups per bucket, sampled at bucket centres; lines carry displayFile for labels */
+  owners?: Omit<TimelineOwners, 'lines'> & { lines: { file: string; displayFile: string; line: number }[] };
+}
+
+export interface BlockView {
+  /** offset from the segment's start address */
+  offset: number;
+  size: number;
+  requestedSize: number;
+  state: BlockState;
+  stackId: number;
+}
+
+export interface SegmentView {
+  address: number;
+  totalSize: number;
+  stream: number;
+  pool: 'small' | 'large' | 'private';
+  expandable: boolean;
+  blocks: BlockView[];
+}
+
+export interface SegmentMapView {
+  requestId: number;
+  device: number;
+  timeUs: number;
+  segments: SegmentView[];
+  breakdown: BreakdownView;
+  verdict: string;
+}
+
+/** A line's statistics as the model computes them (the editor annotations' numbers), ready for the grid. */
+export interface SiteRow extends Omit<LineStat, 'topStacks'> {
+  /** path shown to the user: workspace-relative when possible, else the path as recorded */
+  displayFile: string;
+  topStackId: number;
+}
+
+export interface FrameView {
+  file: string;
+  line: number;
+  name: string;
+  /** the reader's Frame.user (Note [User frames], native/format/README.md) */
+  user: boolean;
+}
+
+export interface StackView {
+  requestId: number;
+  stackId: number;
+  backward: boolean;
+  frames: FrameView[];
+}
+
+export interface DiffRow {
+  file: string;
+  displayFile: string;
+  line: number;
+  beforeBytes: number;
+  afterBytes: number;
+  deltaBytes: number;
+}
+
+export interface DiffView {
+  requestId: number;
+  device: number;
+  /** what A and B are, in words ("12.3 s", "peak", "other.pickle at end") */
+  beforeLabel: string;
+  afterLabel: string;
+  rows: DiffRow[];
+  grewBytes: number;
+  shrankBytes: number;
+}
+
+/** One allocator policy's replay of the device's allocation stream (src/core/analyses/replay). */
+export interface ReplayRowView {
+  policy: Policy;
+  label: string;
+  peakReservedBytes: number;
+  peakAllocatedBytes: number;
+  /** peak reserved / peak allocated */
+  ratio: number;
+  peakAtUs: number;
+  /** the most empty_cache() would release at any user marker (0 when none) */
+  bestMarkerReleaseBytes: number;
+  bestMarkerName?: string;
+  /** null: the run fits the capacity (or no capacity was known) */
+  oom: { atUs: number; requestedBytes: number; cause: 'shortage' | 'fragmentation'; sentence: string } | null;
+}
+
+export interface ReplayView {
+  requestId: number;
+  device: number;
+  /** the simulated device's size; null when the data records none (no OOM check) */
+  capacityBytes: number | null;
+  capacitySource: string;
+  /** the policy the data was recorded under, when the engine can tell */
+  ownPolicy?: Policy;
+  rows: ReplayRowView[];
+}
+
+/** `gpumem advise` for one device, for the panel's "What to do" tab (issue 18); numbers are finite */
+export interface AdviceView {
+  requestId: number;
+  device: number;
+  advice: Advice;
+}
+
+/**
+ * A session folder's ranks side by side (issue 16, Note [Ranks side by side] in src/core/views/ranks/rankSet.ts): the
+ * per-rank table (`gpumem summary DIR…`'s rows) and each rank's timeline on one time axis (the same µs since the
+ * epoch for every rank), min/max buckets as the timeline tab's (Note [Only what is drawn]).
+ */
+export interface RankRowView {
+  /** index into the rank set's captures, what `openRank` names */
+  index: number;
+  fileName: string;
+  host: string | null;
+  rank: number | null;
+  worldSize: number | null;
+  pid: number | null;
+  device: number | null;
+  deviceName: string | null;
+  peakAllocatedBytes: number;
+  peakReservedBytes: number;
+  ooms: number;
+  topLine: { file: string; displayFile: string; line: number; bytesAtPeak: number } | null;
+  /** Note [Rank outliers] */
+  flag: 'high' | 'low' | null;
+  problems: string[];
+  /** the rank's own first and last event on the shared axis (0, 0 when the capture has none) */
+  t0Us: number;
+  t1Us: number;
+  /** the rank's device at the shared buckets, 0 in buckets wholly outside its own range; empty without events */
+  allocatedMax: number[];
+  reservedMax: number[];
+}
+
+export interface RanksView {
+  /** the folder(s) opened, as shown in the header */
+  title: string;
+  medianPeakAllocatedBytes: number;
+  /** the shared time axis: every rank's first to last event */
+  t0Us: number;
+  t1Us: number;
+  buckets: number;
+  ranks: RankRowView[];
+  /** the rank table's sentences (outliers, OOMs), as `gpumem summary DIR` prints them */
+  sentences: string[];
+}
+
+// The snapshot panel's messages, one declaration per direction (Note [Message schemas] in schema.ts): the
+// message types and the validators their receivers run are both derived from these tables.
+
+const requestId = int;
+const device = int;
+
+/** Host → webview (checked by webview/snapshot): the envelope and the fields the page branches on. */
+export const snapshotHostMessages = protocol('snapshot panel, host → webview', {
+  loading: obj({ fileName: str(Infinity) }),
+  loadFailed: obj({ fileName: str(Infinity), message: str(Infinity) }),
+  opened: obj({ info: view<OpenedInfo>({ fileName: str(Infinity), devices: arrayOf(int), timeRanges: list() }) }),
+  /** a capture still being written grew: new time ranges; the page re-asks for what it shows */
+  grew: obj({ info: view<OpenedInfo>({ fileName: str(Infinity), devices: arrayOf(int), timeRanges: list() }), ended: bool }),
+  summary: obj({ summary: view<SummaryView>({ device }), markers: list<MarkerView>(), markersTruncated: bool }),
+  timeline: obj({ view: view<TimelineView>({ requestId, device }) }),
+  markers: obj({ view: view<MarkersView>({ requestId, device, markers: list() }) }),
+  segments: obj({ view: view<SegmentMapView>({ requestId, device, segments: list() }) }),
+  sites: obj({ device, rows: list<SiteRow>() }),
+  stack: obj({ view: view<StackView>({ requestId, stackId: int, frames: list() }) }),
+  diff: obj({ view: view<DiffView>({ requestId, device, rows: list() }) }),
+  replay: obj({ view: view<ReplayView>({ requestId, device, rows: list() }) }),
+  categories: obj({ view: view<CategoriesView>({ requestId, device, steps: list(), leaks: list() }) }),
+  advice: obj({ view: view<AdviceView>({ requestId, device }) }),
+  /** show this tab (the OOM notification's "Open Advice" opens the panel on "What to do") */
+  showTab: obj({ tab: oneOf(SNAPSHOT_TABS) }),
+  requestFailed: obj({ requestId, message: str(Infinity) }),
+  /** a short status line, e.g. "Saved memory.png" */
+  notice: obj({ message: str(Infinity) }),
+  /** the panel was opened on a session folder: its ranks side by side instead of one file's tabs */
+  ranks: obj({ view: view<RanksView>({ title: str(Infinity), buckets: int, ranks: list() }) }),
+});
+export type SnapshotHostMessage = MessageIn<typeof snapshotHostMessages>;
+
+const PNG_PREFIX = 'data:image/png;base64,';
+
+/**
+ * Webview → host (checked by src/glue/snapshot): the page is untrusted input, so anything outside this
+ * contract (wrong type, non-finite numbers, oversized strings) is dropped instead of reaching the model or
+ * the file system.
+ */
+export const snapshotWebviewMessages = protocol('snapshot panel, webview → host', {
+  ready: obj({}),
+  selectDevice: obj({ device }),
+  /** owner: only that owner group's allocations as bands (TimelineOwners); absent: all */
+  requestTimeline: refine(
+    obj({ requestId, device, t0Us: num, t1Us: num, buckets: num, maxSpans: num, owner: optional(int) }),
+    (m) => m.t1Us > m.t0Us,
+    't1Us must be after t0Us',
+  ),
+  /** the markers of [t0Us, t1Us] when the summary's were thinned (Note [Markers by range]) */
+  requestMarkers: refine(obj({ requestId, device, t0Us: num, t1Us: num }), (m) => m.t1Us > m.t0Us, 't1Us must be after t0Us'),
+  requestSegments: obj({ requestId, device, timeUs: num }),
+  requestStack: obj({ requestId, stackId: int }),
+  /** replay the device's allocation stream under every allocator policy (on demand: it can take seconds) */
+  requestReplay: obj({ requestId, device: refine(int, (d) => d >= 0, 'must not be negative') }),
+  /** the Categories tab: the peak, and timeUs (a moment, or END_OF_TRACE) beside it when given */
+  requestCategories: obj({ requestId, device: refine(int, (d) => d >= 0, 'must not be negative'), timeUs: optional(num) }),
+  /** the advice of the device (on demand: it replays the trace under every policy) */
+  requestAdvice: obj({ requestId, device: refine(int, (d) => d >= 0, 'must not be negative') }),
+  goToSource: obj({ file: str(), line: int }),
+  /** two moments of this file (END_OF_TRACE allowed) */
+  compareMoments: obj({ requestId, device, aUs: num, bUs: num }),
+  /** this file's end against another file the host asks for with a file picker */
+  compareFile: obj({ requestId, device }),
+  exportPickle: obj({ device, atUs: num }),
+  exportPng: obj({
+    dataUrl: refine(str(64 * 1024 * 1024), (u) => u.startsWith(PNG_PREFIX), `must start with ${PNG_PREFIX}`),
+    suggestedName: str(200),
+  }),
+  /** a file dropped on the panel: a URI from VS Code's explorer or the OS (text/uri-list) */
+  openDroppedUri: obj({ uri: str() }),
+  /** a dropped file without a path (from a browser-side File): its bytes */
+  openDroppedBytes: obj({ name: str(255), bytes }),
+  /** the ranks view: open this rank's capture (RankRowView.index) in its own snapshot panel */
+  openRank: obj({ index: refine(int, (i) => i >= 0, 'must not be negative') }),
+});
+export type SnapshotWebviewMessage = MessageIn<typeof snapshotWebviewMessages>;
+
+/** Validates a message from the snapshot webview; undefined for anything outside the contract. */
+export const parseSnapshotWebviewMessage = snapshotWebviewMessages.parse;

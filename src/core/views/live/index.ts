@@ -1,0 +1,3 @@
+export * from './liveRun';
+export * from './view';
+export * from './oom';
