@@ -73,7 +73,14 @@ export const NEEDS = {
       'apt-get install -y libclang-rt-14-dev',
     ],
   ],
-  python: [['python3 with unittest and ctypes', () => ok('python3', ['-c', 'import unittest, ctypes']), 'apt-get install -y python3']],
+  python: [
+    ['python3 with unittest and ctypes', () => ok('python3', ['-c', 'import unittest, ctypes']), 'apt-get install -y python3'],
+    [
+      "Python's headers (the observer's build check)",
+      () => ok('python3', ['-c', "import os, sys, sysconfig; sys.exit(not os.path.isfile(os.path.join(sysconfig.get_paths()['include'], 'Python.h')))"]),
+      'apt-get install -y python3-dev',
+    ],
+  ],
   webview: [['Chromium', () => ok('chromium', ['--version']), 'apt-get install -y chromium']],
   e2e: [
     ['Chromium', () => ok('chromium', ['--version']), 'apt-get install -y chromium'],

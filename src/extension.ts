@@ -14,6 +14,7 @@ import { LivePanel } from './glue/live/panel';
 import { notifyOom } from './glue/runs/oom';
 import { notifyWriterFailure } from './glue/runs/writerFailure';
 import { LiveRuns, type OomEvent } from './glue/runs/liveRuns';
+import { ObserverPrebuild } from './glue/runs/observerBuild';
 import { MemoryStatusBar } from './glue/runs/statusBar';
 import { registerSnapshotFeatures } from './glue/snapshot';
 
@@ -30,6 +31,7 @@ export function activate(context: vscode.ExtensionContext): void {
     livePanel,
     annotations,
     new MemoryStatusBar(runs),
+    new ObserverPrebuild(context.extensionUri.fsPath),
     runs.onDidChange(() => annotations.refresh()),
     runs.onDidOom((e) => void notifyOom(e, () => Promise.resolve(snapshotAtOom(e)))),
     runs.onDidWriterFailure((e) => void notifyWriterFailure(e, () => livePanel.show())),

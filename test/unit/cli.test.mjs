@@ -96,7 +96,8 @@ test('run: the workload gets its argv, stdin and stdout; the CLI returns its exi
   const file = script('import sys, torch\nx = torch.empty(4096, device="cuda")\nprint(sys.argv[1:], sys.stdin.read().strip())\nsys.exit(5)\n');
   const out = tmp('gpumem-out-');
   // The script's own --help and --out must reach it, not the CLI.
-  const r = gpumem(['run', '--out', out, '--sample-ms', '0', '--segments', 'fixed', file, '--help', '--out', 'x'], { input: 'from stdin\n' });
+  // The lens allocator (the stub) records; `auto` would observe the stand-in torch's own allocator instead.
+  const r = gpumem(['run', '--out', out, '--allocator', 'lens', '--sample-ms', '0', '--segments', 'fixed', file, '--help', '--out', 'x'], { input: 'from stdin\n' });
   assert.equal(r.status, 5, r.stderr);
   assert.equal(r.stdout, "['--help', '--out', 'x'] from stdin\n");
   const [session] = fs.readdirSync(out);

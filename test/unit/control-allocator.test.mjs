@@ -41,7 +41,7 @@ test('ping, empty_cache, snapshot and mark against the real server', async (t) =
   const session = createSessionFolder(path.join(dir, 'sessions'), 'train.py');
   const env = buildWorkloadEnv({
     sessionDir: session.dir, allocatorSo: SO, pythonPathPrefix: installPaths(ROOT).pythonDir,
-    settings: { backend: 'sim', sampleMs: 0 },
+    settings: { backend: 'sim', sampleMs: 0, allocator: 'lens' }, // the real allocator on its simulated device
     baseEnv: { PATH: process.env.PATH, PYTHONPATH: path.join(ROOT, 'test/python/fake_torch') },
   });
   const child = spawn('python3', [script], { env, stdio: ['pipe', 'pipe', 'pipe'] });

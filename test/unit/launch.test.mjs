@@ -137,7 +137,7 @@ test('the environment switches the real Python bootstrap on (stub allocator, sta
   fs.writeFileSync(script, 'import sys, torch\nx = torch.empty(2048, device="cuda")\nprint(torch.cuda.memory_allocated())\nsys.exit(3)\n');
   const env = buildWorkloadEnv({
     sessionDir: session.dir, allocatorSo: so, pythonPathPrefix: installPaths(ROOT).pythonDir,
-    settings: { sampleMs: 0 }, baseEnv: { PATH: process.env.PATH, PYTHONPATH: path.join(ROOT, 'test/python/fake_torch') },
+    settings: { sampleMs: 0, allocator: 'lens' }, baseEnv: { PATH: process.env.PATH, PYTHONPATH: path.join(ROOT, 'test/python/fake_torch') },
   });
   const cmd = buildCommand('python3', { kind: 'script', path: script });
   const r = spawnSync(cmd.file, cmd.args, { env, encoding: 'utf8' });

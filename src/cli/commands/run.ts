@@ -3,7 +3,16 @@ import { spawn } from 'node:child_process';
 import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
-import { buildCommand, buildWorkloadEnv, findPython, locateInstall, type Command, type InstallPaths } from '../../core/base/launch';
+import {
+  buildCommand,
+  buildWorkloadEnv,
+  findPython,
+  locateInstall,
+  observerBuildCommand,
+  startObserverBuildAhead,
+  type Command,
+  type InstallPaths,
+} from '../../core/base/launch';
 import { createSessionFolder } from '../../core/base/sessionFolder';
 import type { RecordingSettings } from '../../core/base/launch/env';
 import { parseText, type SettingValue } from '../../core/base/settings/parse';
@@ -60,6 +69,8 @@ export interface RunDeps {
   /** Where dist/ and native/python are; defaults to the bundle's location. */
   install?: () => InstallPaths;
   stderr?: (s: string) => void;
+  /** Tests: do not start the observer's build beside the workload. */
+  noObserverBuild?: boolean;
 }
 
 /** The workload command: `script.py …` and `-m mod …` get the interpreter; anything else runs as given. */
@@ -100,6 +111,11 @@ export async function run(argv: string[], deps: RunDeps = {}): Promise<number> {
     userRoots: [cwd],
   });
   err(`gpumem: session folder ${folder.dir}\n`);
+  // Note [Observer build ahead]: the PyTorch-allocator mode's observer builds beside the workload's own start.
+  const mode = settings.allocator ?? 'auto';
+  if ((mode === 'auto' || mode === 'pytorch') && (settings.backend ?? 'cuda') === 'cuda' && !deps.noObserverBuild) {
+    startObserverBuildAhead(observerBuildCommand(findPython(str(p, 'python')), install.pythonDir, process.env));
+  }
   const code = await spawnWorkload(command, env, err);
   reportCaptures(folder.dir, err);
   return code;

@@ -9,3 +9,5 @@ export { findPython, which } from './interpreter';
 export { EXIT_NOTE, terminalEnv, terminalShellLine } from './terminal';
 export { installPaths, locateInstall } from './install';
 export type { InstallPaths } from './install';
+export { buildObserver, observerBuildCommand, parseObserverBuildLine, startObserverBuildAhead } from './observerBuild';
+export type { ObserverBuildCommand, ObserverBuildResult, ObserverBuildStart } from './observerBuild';
