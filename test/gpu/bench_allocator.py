@@ -83,10 +83,12 @@ def child_micro(args):
 def step_fn(model_name):
     import torch
 
-    if model_name == "resnet50":
+    if model_name in ("resnet50", "resnet18-benchmark"):
         import torchvision
 
-        model = torchvision.models.resnet50().cuda()
+        if model_name == "resnet18-benchmark":  # issue 25's cudnn.benchmark workload (pytorch_mode/resnet_benchmark.py)
+            torch.backends.cudnn.benchmark = True
+        model = (torchvision.models.resnet18() if model_name == "resnet18-benchmark" else torchvision.models.resnet50()).cuda()
         opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
         x = torch.randn(64, 3, 224, 224, device="cuda")
         y = torch.randint(0, 1000, (64,), device="cuda")

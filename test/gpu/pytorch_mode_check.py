@@ -374,7 +374,7 @@ def leaks_of(summary):
 
 
 ATTRIBUTION_WORKLOADS = (
-    ("leaky-convnet", ["leaky_convnet.py", "--steps", "8"], True),
+    ("leaky-convnet", [os.path.join("..", "leak_history.py"), "--model", "convnet", "--steps", "8"], True),
     ("benchmark-resnet18", ["resnet_benchmark.py", "10"], True),
     ("reduce-overhead-mlp", ["compiled.py", "OUTFILE"], False),  # lens: no CUDA graphs, bytes differ by design
 )

@@ -26,24 +26,6 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 import torch  # noqa: E402
 
 
-def resnet18_step():
-    import torchvision
-
-    torch.backends.cudnn.benchmark = True
-    model = torchvision.models.resnet18().cuda()
-    opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
-    x = torch.randn(64, 3, 224, 224, device="cuda")
-    y = torch.randint(0, 1000, (64,), device="cuda")
-
-    def step():
-        with torch.autocast("cuda", dtype=torch.bfloat16):
-            loss = torch.nn.functional.cross_entropy(model(x), y)
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        opt.step()
-    return step
-
-
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--model", default="resnet18")
@@ -51,12 +33,9 @@ def main():
     ap.add_argument("--repeats", type=int, default=5)
     ap.add_argument("--blocks-only", action="store_true", help="also print p10 and min per configuration")
     a = ap.parse_args()
-    if a.model == "resnet18":
-        step = resnet18_step()
-    else:
-        from bench_allocator import step_fn
+    from bench_allocator import step_fn
 
-        step = step_fn(a.model)
+    step = step_fn("resnet18-benchmark" if a.model == "resnet18" else a.model)
     for _ in range(20):
         step()
     torch.cuda.synchronize()

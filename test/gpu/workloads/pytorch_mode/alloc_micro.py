@@ -7,6 +7,7 @@ import faulthandler
 import json
 import os
 import statistics
+import sys
 import time
 
 faulthandler.dump_traceback_later(int(os.environ.get("GPUMEM_WATCHDOG_S", "240")), exit=True)
@@ -29,21 +30,10 @@ def pair_us(blocks=7, n=5000):
 
 
 def allocs_per_step():
-    import torchvision
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
+    from bench_allocator import step_fn
 
-    torch.backends.cudnn.benchmark = True
-    model = torchvision.models.resnet18().cuda()
-    opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
-    x = torch.randn(64, 3, 224, 224, device="cuda")
-    y = torch.randint(0, 1000, (64,), device="cuda")
-
-    def step():
-        with torch.autocast("cuda", dtype=torch.bfloat16):
-            loss = torch.nn.functional.cross_entropy(model(x), y)
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        opt.step()
-
+    step = step_fn("resnet18-benchmark")
     for _ in range(5):
         step()
     torch.cuda.synchronize()
