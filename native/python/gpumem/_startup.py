@@ -110,6 +110,15 @@ class Machine:
             self.owner = None
             self.cond.notify_all()
         self._unwrap()
+        if state in (SWAPPED, OBSERVING):
+            import atexit
+
+            atexit.register(self._done)  # runs before the capture's own end record (atexit is last in, first out)
+
+    def _done(self):
+        with self.cond:
+            if self.state in (SWAPPED, OBSERVING):
+                self._to(DONE)
 
     def _wait_configured(self):
         with self.cond:
