@@ -104,8 +104,6 @@ int gpumem_observe_event(int device, int action, uint64_t addr, uint64_t size, u
 // Figures from PyTorch's stats API (the stats-only source, when no trace tracker or history is offered).
 void gpumem_observe_figures(int device, uint64_t allocated, uint64_t reserved, uint64_t peak_allocated,
                             uint64_t peak_reserved, uint64_t num_ooms);
-// The calling thread's stack id without ever taking the GIL (0 / the backward() stack when it is not held).
-uint32_t gpumem_observe_stack(void);
 // From PyTorch's context recorder (malloc, before the allocator lock): takes the calling thread's stack,
 // the GIL if needed, and keeps it for the thread's next trace entries (Note [Observer stacks]).
 uint32_t gpumem_observe_gather(void);

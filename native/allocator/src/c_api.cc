@@ -293,8 +293,6 @@ GPUMEM_API void gpumem_observe_figures(int device, uint64_t allocated, uint64_t 
   rec::observer::set_figures(device, allocated, reserved, peak_allocated, peak_reserved, num_ooms);
 }
 
-GPUMEM_API uint32_t gpumem_observe_stack(void) { return rec::recording() ? rec::stacks::capture_if_gil_held() : 0; }
-
 GPUMEM_API uint32_t gpumem_observe_gather(void) { return rec::recording() ? rec::observer::gather() : 0; }
 
 GPUMEM_API uint32_t gpumem_observe_take_stack(int action) {

@@ -116,7 +116,6 @@ class Observer:
         sig = {
             "gpumem_observe_start": (c.c_int, [self.EMPTY, self.STATE]),
             "gpumem_observe_event": (c.c_int, [c.c_int, c.c_int, c.c_uint64, c.c_uint64, c.c_uint64, c.c_uint32, c.c_uint64]),
-            "gpumem_observe_stack": (c.c_uint32, []),
             "gpumem_observe_gather": (c.c_uint32, []),
             "gpumem_observe_take_stack": (c.c_uint32, [c.c_int]),
             "gpumem_observe_frames": (c.c_uint32, [c.c_char_p, c.c_uint32]),

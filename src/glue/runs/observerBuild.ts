@@ -54,11 +54,6 @@ export class ObserverPrebuild implements vscode.Disposable {
     });
   }
 
-  /** The latest build, for tests and diagnostics. */
-  whenIdle(): Promise<void> {
-    return this.running ?? Promise.resolve();
-  }
-
   private async buildOnce(): Promise<void> {
     if (!vscode.workspace.isTrusted) return;
     const mode = vscode.workspace.getConfiguration('gpuMemoryLens').get<string>('allocator', 'auto');
