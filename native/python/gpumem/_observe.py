@@ -262,6 +262,14 @@ def _build_in_child(folder, name, timeout):
     return None
 
 
+def _built(folder):
+    """Whether the tracker module is in its build folder (the one test of "built", for every caller)."""
+    try:
+        return any(f.endswith(".so") for f in os.listdir(folder))
+    except OSError:
+        return False
+
+
 def prebuild(torch, on_start=None):
     """Note [Observer build ahead]: the tracker's first build takes ~25 s (one per torch version and
     OBSERVER_VERSION). A run must not wait for it where it can be done ahead: VS Code builds it in the
@@ -272,7 +280,7 @@ def prebuild(torch, on_start=None):
     import time
 
     folder, name = _build_dir(torch)
-    if os.path.isdir(folder) and any(f.endswith(".so") for f in os.listdir(folder)):
+    if _built(folder):
         return {"built": True, "already": True, "folder": folder, "torch": torch.__version__}
     available, why = availability(torch)
     if not available:
@@ -296,7 +304,7 @@ def build_tracker(torch):
         os.makedirs(folder, exist_ok=True)
     except OSError as exc:
         return None, "cannot create %s (%s)" % (folder, exc)
-    if not any(f.endswith(".so") for f in os.listdir(folder)):
+    if not _built(folder):
         sys.stderr.write("gpumem: building the observer, first run only (about 30 s) in %s\n" % folder)
         why = _build_in_child(folder, name, _build_timeout())
         if why:
@@ -646,12 +654,8 @@ def availability(torch):
     import shutil
     import sysconfig
 
-    try:
-        folder, _name = _build_dir(torch)
-        if os.path.isdir(folder) and any(f.endswith(".so") for f in os.listdir(folder)):
-            return True, None
-    except Exception:
-        pass
+    if _built(_build_dir(torch)[0]):
+        return True, None
     cxx = os.environ.get("CXX") or "c++"
     if not shutil.which(cxx.split()[0]) and not shutil.which("g++"):
         return False, "no C++ compiler (%s) to build the observer of PyTorch's allocator" % cxx
