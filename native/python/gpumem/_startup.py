@@ -200,7 +200,6 @@ def on_torch(torch):
     if choice.mode == "pytorch":
         # PyTorch's allocator stays; it is observed from its first use (_observe.py).
         STATE.native = _native.Allocator(STATE.settings.allocator_so)
-        STATE.observing = True
         m._to(ARMED)
         if cuda.is_initialized():  # torch was imported and used before us: observe from now on
             if m._claim():

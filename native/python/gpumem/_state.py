@@ -14,7 +14,6 @@ class State:
         self.exit_code = 0
         self.pending_notices = []   # (text, level) raised before the capture existed
         self.fractions = {}         # device → last set_per_process_memory_fraction
-        self.observing = False      # PyTorch-allocator mode: PyTorch's allocator is observed (_observe.py)
         self.mode_choice = None     # _mode.Choice: which allocator mode and why
         self.observer_source = None  # "tracker" | "history" | "stats" (PyTorch-allocator mode)
 

@@ -69,8 +69,6 @@ export interface RunDeps {
   /** Where dist/ and native/python are; defaults to the bundle's location. */
   install?: () => InstallPaths;
   stderr?: (s: string) => void;
-  /** Tests: do not start the observer's build beside the workload. */
-  noObserverBuild?: boolean;
 }
 
 /** The workload command: `script.py …` and `-m mod …` get the interpreter; anything else runs as given. */
@@ -113,7 +111,7 @@ export async function run(argv: string[], deps: RunDeps = {}): Promise<number> {
   err(`gpumem: session folder ${folder.dir}\n`);
   // Note [Observer build ahead]: the PyTorch-allocator mode's observer builds beside the workload's own start.
   const mode = settings.allocator ?? 'auto';
-  if ((mode === 'auto' || mode === 'pytorch') && (settings.backend ?? 'cuda') === 'cuda' && !deps.noObserverBuild) {
+  if ((mode === 'auto' || mode === 'pytorch') && (settings.backend ?? 'cuda') === 'cuda') {
     startObserverBuildAhead(observerBuildCommand(findPython(str(p, 'python')), install.pythonDir, process.env));
   }
   const code = await spawnWorkload(command, env, err);
