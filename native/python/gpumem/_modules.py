@@ -22,8 +22,6 @@ through a table this module fills, once per module object, when the allocator me
 import ctypes
 import weakref
 
-MARK_MODULE_BEGIN, MARK_MODULE_END = 6, 7
-
 
 def _clean(name):
     return ".".join(part for part in name.split(".") if part != "_orig_mod")

@@ -4,7 +4,6 @@ import json
 
 # Marker kinds and tag categories are the capture format's (generated from native/format/gpumem_format.h).
 from ._format import MARK_BEGIN, MARK_END, MARK_INSTANT, MARK_PHASE, MARK_SNAPSHOT, MARK_STEP  # noqa: F401
-from ._format import MARK_MODULE_BEGIN, MARK_MODULE_END  # noqa: F401  (Note [Module paths] in _modules.py)
 from ._format import TAG_GRADIENT, TAG_OPTIMIZER_STATE, TAG_PARAMETER  # noqa: F401
 NOTICE_INFO, NOTICE_WARNING, NOTICE_ERROR = 0, 1, 2
 EMPTY_CACHE_ORIGIN_TORCH = 0
