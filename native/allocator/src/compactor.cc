@@ -21,6 +21,12 @@
 //   history a budget holds is bounded by what must stay verbatim (markers, samples, segment events), not by events;
 //   a pattern encoding would only lengthen the full-detail window (the window holds ~budget/2 of raw events), at the
 //   price of a second decoder in every reader and a step detector in the writer.
+// Note [Pending frees across a cut]: a block whose free was requested but has not completed (a record_stream
+// block, or any block when a range ends between its free_requested and its free_completed) is still in its segment
+// and not allocated. The compactor keeps it in `live` as pending, and a restate gives the reader that state too
+// (alloc + free_requested, or a lone free_requested). Dropped instead, the verbatim free_completed that opens the
+// next window would complete a block the reader never had; a reader that rebuilds a moment by undoing events from
+// a later one (replay.cpp) then sees that block pending all the way back to the peak.
 #include "compactor.h"
 
 #include <algorithm>
@@ -104,32 +110,44 @@ void Compactor::compact(const RecordSource& source, std::string* out) {
     if (it == work.end()) it = work.emplace(d, Work{devs_[d].live, {}, {}}).first;
     return it->second;
   };
-  // After it, a reader's live blocks of device d are those of the moment t.
+  // After it, a reader's live blocks of device d are those of the moment t, allocated or pending alike.
   auto restate = [&](uint8_t d, uint64_t t) {
     Dev& dev = devs_[d];
     Work& w = devWork(d);
-    std::vector<std::pair<uint64_t, Live>> frees, allocs;
+    // removed: what the reader has and must lose (pending ones need only their completion); requested: blocks that
+    // stay but whose free was requested since; added: blocks the reader must gain (pending ones then requested).
+    std::vector<std::pair<uint64_t, Live>> removed, requested, added;
     for (const auto& [addr, b] : w.emitted) {
       auto it = dev.live.find(addr);
-      if (it == dev.live.end() || !(it->second == b)) frees.push_back({addr, b});
+      if (it == dev.live.end() || !it->second.same_block(b) || (b.pending && !it->second.pending))
+        removed.push_back({addr, b});
+      else if (!b.pending && it->second.pending)
+        requested.push_back({addr, it->second});
     }
     for (const auto& [addr, b] : dev.live) {
       auto it = w.emitted.find(addr);
-      if (it == w.emitted.end() || !(it->second == b)) allocs.push_back({addr, b});
+      if (it == w.emitted.end() || !it->second.same_block(b) || (it->second.pending && !b.pending))
+        added.push_back({addr, b});
     }
     // Address order: the same moment restated twice writes the same bytes.
-    std::sort(frees.begin(), frees.end(), [](auto& a, auto& b) { return a.first < b.first; });
-    std::sort(allocs.begin(), allocs.end(), [](auto& a, auto& b) { return a.first < b.first; });
-    for (auto& [addr, b] : frees) {
+    auto by_addr = [](auto& a, auto& b) { return a.first < b.first; };
+    std::sort(removed.begin(), removed.end(), by_addr);
+    std::sort(requested.begin(), requested.end(), by_addr);
+    std::sort(added.begin(), added.end(), by_addr);
+    auto event = [&](uint8_t type, uint64_t addr, const Live& b) {
       f::BlockEvent e{t, addr, b.size, b.requested, b.stream, b.stack, b.thread};
-      put(out, f::REC_FREE_REQUESTED, d, uint16_t(b.flags | f::kRestated), &e, sizeof e);
-      put(out, f::REC_FREE_COMPLETED, d, uint16_t(b.flags | f::kRestated), &e, sizeof e);
+      put(out, type, d, uint16_t(b.flags | f::kRestated), &e, sizeof e);
+      restated++;
+    };
+    for (auto& [addr, b] : removed) {
+      if (!b.pending) event(f::REC_FREE_REQUESTED, addr, b);
+      event(f::REC_FREE_COMPLETED, addr, b);
     }
-    for (auto& [addr, b] : allocs) {
-      f::BlockEvent e{t, addr, b.size, b.requested, b.stream, b.stack, b.thread};
-      put(out, f::REC_ALLOC, d, uint16_t(b.flags | f::kRestated), &e, sizeof e);
+    for (auto& [addr, b] : requested) event(f::REC_FREE_REQUESTED, addr, b);
+    for (auto& [addr, b] : added) {
+      event(f::REC_ALLOC, addr, b);
+      if (b.pending) event(f::REC_FREE_REQUESTED, addr, b);
     }
-    restated += uint32_t(2 * frees.size() + allocs.size());
     w.emitted = dev.live;
   };
   auto sample = [&](uint8_t d, uint64_t t) {
@@ -160,8 +178,12 @@ void Compactor::compact(const RecordSource& source, std::string* out) {
           l.first++, l.second += e.size;
         }
       } else if (r.type == f::REC_FREE_REQUESTED) {
-        dev.live.erase(e.addr);
+        auto it = dev.live.find(e.addr);
+        if (it != dev.live.end()) it->second.pending = true;
         dev.allocated -= int64_t(e.size);
+      } else {
+        auto it = dev.live.find(e.addr);
+        if (it != dev.live.end() && it->second.pending) dev.live.erase(it);
       }
       events++;
       bytes += sizeof(f::RecordHeader) + r.n;

@@ -32,12 +32,17 @@ class Compactor {
     uint64_t size, requested, stream;
     uint32_t stack, thread;
     uint16_t flags;
-    bool operator==(const Live& o) const {
+    // Its free was requested and has not completed (record_stream, or a range cut between the two events):
+    // still a block of the segment, no longer allocated. Note [Pending frees across a cut] (compactor.cc).
+    bool pending = false;
+    // The same allocation (whatever its state).
+    bool same_block(const Live& o) const {
       return size == o.size && requested == o.requested && stream == o.stream && stack == o.stack && flags == o.flags;
     }
   };
   struct Dev {
-    std::unordered_map<uint64_t, Live> live;  // blocks live at the start of the next range (= what a reader has)
+    // Blocks allocated or pending at the start of the next range (= what a reader has).
+    std::unordered_map<uint64_t, Live> live;
     int64_t allocated = 0, reserved = 0;
     int64_t best = 0;  // highest allocated bytes of all compacted ranges (restated at its first moment)
   };
