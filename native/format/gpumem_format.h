@@ -267,9 +267,10 @@ struct TagRec {
 // REC_TIMELINE records per bucket min/max of allocated and reserved, REC_LINE_TOTALS the allocation count and bytes
 // per stack, and restated REC_ALLOC/REC_FREE_REQUESTED (kRestated) set the live blocks to those of the moments users
 // open: the device's new global peak of allocated bytes, every REC_OOM and REC_STATE, and the end of the range.
-// Everything else (tables, segment events, samples, markers, tags, notices, empty cache, OOM, state) stays verbatim.
-// The file is rewritten (a new file renamed over the old one) when it reaches the budget; readers that tail it
-// reopen it when its inode changes.
+// Tags follow their blocks' restated allocations. Everything else (tables, segment events, samples, markers, notices,
+// empty cache, OOM, state) stays verbatim, until the compacted ranges outgrow a quarter of the budget: then they are
+// merged into one and thinned (Note [Budget as a cap] in native/allocator/src/compactor.cc). The file is rewritten (a
+// new file renamed over the old one) when it reaches the budget; readers that tail it reopen it when its inode changes.
 struct AggregatedRec {
   uint64_t t_begin_ns;    // first record of the compacted range
   uint64_t t_end_ns;      // last record of the compacted range; the window of full detail starts after it

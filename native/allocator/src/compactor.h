@@ -3,9 +3,12 @@
 #pragma once
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <string>
 #include <unordered_map>
 #include <vector>
+
+#include "../../format/gpumem_format.h"
 
 namespace gpumem::rec::compactor {
 
@@ -25,6 +28,10 @@ class Compactor {
   // Appends to `out` the compacted form of the records `source` yields (the range right after the previous
   // one). `source` is called twice (the first pass finds each device's peak in the range).
   void compact(const RecordSource& source, std::string* out);
+  // Appends to `out` the records of `compacted` (every compacted range of a capture, from its first record on)
+  // merged into one range, thinned: Note [Budget as a cap] (compactor.cc). Uses a compactor of its own; this
+  // one's state (the blocks at the start of the window) is the same before and after.
+  static void merge(const RecordSource& compacted, uint64_t budget_bytes, std::string* out);
   uint64_t ranges() const { return ranges_; }
 
  private:
@@ -35,6 +42,9 @@ class Compactor {
     // Its free was requested and has not completed (record_stream, or a range cut between the two events):
     // still a block of the segment, no longer allocated. Note [Pending frees across a cut] (compactor.cc).
     bool pending = false;
+    // The block's category tag (REC_TAG), if one fell in it: restated with the block, Note [Tags of restated blocks].
+    fmt::TagRec tag{};
+    bool tagged = false;
     // The same allocation (whatever its state).
     bool same_block(const Live& o) const {
       return size == o.size && requested == o.requested && stream == o.stream && stack == o.stack && flags == o.flags;
@@ -42,12 +52,13 @@ class Compactor {
   };
   struct Dev {
     // Blocks allocated or pending at the start of the next range (= what a reader has).
-    std::unordered_map<uint64_t, Live> live;
+    std::map<uint64_t, Live> live;  // by address: a tag names an address inside its block
     int64_t allocated = 0, reserved = 0;
     int64_t best = 0;  // highest allocated bytes of all compacted ranges (restated at its first moment)
   };
   uint64_t budget_;
   uint64_t ranges_ = 0;
+  bool thin_ = false;  // merging compacted ranges (merge()): Note [Budget as a cap]
   std::unordered_map<uint8_t, Dev> devs_;
 };
 

@@ -53,6 +53,7 @@ struct State {
   uint64_t prefix_end = 0;  // file offset where the full-detail window starts (after the compacted ranges)
   std::unique_ptr<compactor::Compactor> compactor;
   std::atomic<uint64_t> compactions{0};
+  std::atomic<uint64_t> merges{0};  // of the compacted ranges (Note [Budget as a cap])
   Options opt;
   std::string path;
   int fd = -1;
@@ -118,12 +119,12 @@ class FailureReport {
   FailureReport(State& s, int err, uint32_t max_string_id) : s_(s), err_(err), message_id_(max_string_id + 1) {}
 
   // The file holds everything before `batch_at` and `done` bytes of `batch` (written from batch_at).
-  void cut_and_end(uint64_t batch_at, const Batch& batch, size_t done) {
+  void cut_and_end(uint64_t batch_at, const uint8_t* batch, size_t done) {
     // Record boundaries of the batch that reached the file (batch_at itself is one).
     std::vector<uint64_t> bounds{batch_at};
     for (size_t pos = 0; pos + sizeof(fmt::RecordHeader) <= done;) {
       fmt::RecordHeader h;
-      std::memcpy(&h, batch.data() + pos, sizeof h);
+      std::memcpy(&h, batch + pos, sizeof h);
       pos += sizeof h + h.payload_bytes;
       if (pos > done) break;
       bounds.push_back(batch_at + pos);
@@ -289,15 +290,31 @@ int copy_range(int from_fd, uint64_t at, uint64_t n, int to_fd) {
   return 0;
 }
 
+// Replaces the file by: its first `head` bytes · `piece` · its bytes [from, file_end). Returns false, leaving the
+// file as it was, if that fails.
+bool rewrite(State& s, uint64_t head, const std::string& piece, uint64_t from, uint64_t file_end) {
+  const std::string tmp = s.path + ".compacting";
+  int nfd = ::open(tmp.c_str(), O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+  if (nfd < 0) return false;
+  int err = copy_range(s.fd, 0, head, nfd);
+  if (!err) err = write_all(nfd, reinterpret_cast<const uint8_t*>(piece.data()), piece.size());
+  if (!err) err = copy_range(s.fd, from, file_end - from, nfd);
+  if (err || ::rename(tmp.c_str(), s.path.c_str()) != 0) {
+    ::close(nfd);
+    ::unlink(tmp.c_str());
+    return false;
+  }
+  ::close(s.fd);
+  s.fd = nfd;
+  return true;
+}
+
 // Note [Capture budget] (compactor.cc): rewrites the file as header · compacted ranges · a new compacted range ·
-// the newest part of the window, and renames it over the old one. Runs on the writer thread between batches, with
-// no lock held; `file_end` is the file's size. Returns the new size, or file_end if nothing changed (the capture
-// then just grows: a failed compaction never loses records).
-uint64_t compact_file(State& s, uint64_t file_end) {
-  const uint64_t budget = s.opt.budget_bytes;
+// the newest `keep` bytes of the window (at a record boundary), and renames it over the old one. Runs on the writer
+// thread between writes, with no lock held; `file_end` is the file's size. Returns the new size, or file_end if
+// nothing changed (the capture then just grows: a failed compaction never loses records).
+uint64_t compact_file(State& s, uint64_t file_end, uint64_t keep) {
   const uint64_t prefix = s.prefix_end;
-  uint64_t keep = budget / 2 > prefix ? budget / 2 - prefix : 0;
-  keep = std::max(keep, budget / 8);
   if (file_end <= prefix + keep) return file_end;
   const uint64_t target = file_end - keep;
   // The cut: the first record boundary at or after `target`.
@@ -314,22 +331,55 @@ uint64_t compact_file(State& s, uint64_t file_end) {
   std::string piece;
   s.compactor->compact(
       [&](const std::function<void(const compactor::RecordView&)>& fn) { scan(s.fd, prefix, cut, fn); }, &piece);
-  const std::string tmp = s.path + ".compacting";
-  int nfd = ::open(tmp.c_str(), O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-  if (nfd < 0) return file_end;
-  int err = copy_range(s.fd, 0, prefix, nfd);
-  if (!err) err = write_all(nfd, reinterpret_cast<const uint8_t*>(piece.data()), piece.size());
-  if (!err) err = copy_range(s.fd, cut, file_end - cut, nfd);
-  if (err || ::rename(tmp.c_str(), s.path.c_str()) != 0) {
-    ::close(nfd);
-    ::unlink(tmp.c_str());
-    return file_end;
-  }
-  ::close(s.fd);
-  s.fd = nfd;
+  if (!rewrite(s, prefix, piece, cut, file_end)) return file_end;
   s.prefix_end = prefix + piece.size();
   s.compactions++;
   return s.prefix_end + (file_end - cut);
+}
+
+// Note [Budget as a cap] (compactor.cc): the compacted ranges, merged into one and thinned.
+uint64_t merge_compacted(State& s, uint64_t file_end) {
+  const uint64_t first = s.data_start, prefix = s.prefix_end;
+  std::string piece;
+  compactor::Compactor::merge(
+      [&](const std::function<void(const compactor::RecordView&)>& fn) { scan(s.fd, first, prefix, fn); },
+      s.opt.budget_bytes, &piece);
+  if (piece.size() >= prefix - first || !rewrite(s, first, piece, prefix, file_end)) return file_end;
+  s.prefix_end = first + piece.size();
+  s.merges++;
+  return s.prefix_end + (file_end - prefix);
+}
+
+// Makes room for `len` more bytes under the budget, most detail kept first: the oldest part of the window is
+// compacted (the newest ~half of the budget stays in full detail); if the compacted history has outgrown a quarter
+// of the budget it is merged and thinned; then the whole window is compacted; then the history merged again.
+// Whatever is left over the budget is what no thinning removes (tables, step facts, segment events, OOMs:
+// Note [Budget as a cap]). Returns the file's new size.
+uint64_t make_room(State& s, uint64_t file_end, uint64_t len) {
+  const uint64_t budget = s.opt.budget_bytes;
+  auto fits = [&](uint64_t end) { return end + len <= budget; };
+  uint64_t end = file_end;
+  if (s.prefix_end - s.data_start > budget / 4) end = merge_compacted(s, end);
+  const uint64_t history = s.prefix_end - s.data_start;
+  uint64_t keep = budget / 2 > history ? budget / 2 - history : 0;
+  keep = std::min(std::max(keep, budget / 8), budget > history + len ? budget - history - len : 0);
+  if (!fits(end)) end = compact_file(s, end, keep);
+  if (!fits(end)) end = compact_file(s, end, 0);
+  if (!fits(end)) end = merge_compacted(s, end);
+  return end;
+}
+
+// The length of the records of `b` from `pos` that fit in `max` bytes (at least one record).
+size_t chunk_at(const Batch& b, size_t pos, uint64_t max) {
+  size_t n = 0;
+  while (pos + n + sizeof(fmt::RecordHeader) <= b.size()) {
+    fmt::RecordHeader h;
+    std::memcpy(&h, b.data() + pos + n, sizeof h);
+    const size_t rec = sizeof h + h.payload_bytes;
+    if (n && n + rec > max) break;
+    n += rec;
+  }
+  return n ? std::min(n, b.size() - pos) : b.size() - pos;
 }
 
 void run() {
@@ -361,20 +411,25 @@ void run() {
     lk.unlock();
     uint64_t bytes = 0;
     for (auto& b : todo) {
-      if (!s.write_failed) {
-        if (s.compactor && file_at + b.size() > s.opt.budget_bytes) {
-          uint64_t now = compact_file(s, file_at);
+      // A budgeted capture writes a batch in pieces of at most an eighth of the budget, making room before each:
+      // a whole batch (1 MiB, more under load) could pass a small budget by itself.
+      const uint64_t piece = s.compactor ? std::max<uint64_t>(s.opt.budget_bytes / 8, 4096) : b.size();
+      for (size_t pos = 0; pos < b.size() && !s.write_failed;) {
+        const size_t len = s.compactor ? chunk_at(b, pos, piece) : b.size();
+        if (s.compactor && file_at + len > s.opt.budget_bytes) {
+          uint64_t now = make_room(s, file_at, len);
           s.shift += file_at - now;  // read under s.mu only by this thread
           file_at = now;
         }
         size_t done = 0;
-        if (int err = write_all(s.fd, b.data(), b.size(), &done)) {
+        if (int err = write_all(s.fd, b.data() + pos, len, &done)) {
           s.write_failed = true;  // Note [Writer failure]: no further writes
           FailureReport r(s, err, max_string_id);
-          r.cut_and_end(file_at, b, done);
+          r.cut_and_end(file_at, b.data() + pos, done);
           r.say_once();
         }
-        file_at += b.size();
+        file_at += len;
+        pos += len;
       }
       bytes += b.size();
     }
@@ -464,6 +519,7 @@ bool open(const std::string& path, const std::string& header_json, const Options
 bool is_open() { return !g_forked.load(std::memory_order_relaxed) && S().open; }
 const std::string& path() { return S().path; }
 uint64_t compactions() { return S().compactions.load(); }
+uint64_t merges() { return S().merges.load(); }
 uint64_t lost_total() {
   std::lock_guard<std::mutex> lk(S().mu);
   return S().lost_total + S().lost_pending;

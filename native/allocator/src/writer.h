@@ -45,5 +45,7 @@ void forget_after_fork();
 uint64_t lost_total();
 // Compacted ranges written so far (budgeted captures).
 uint64_t compactions();
+// Merges of the compacted ranges into one thinned range so far (Note [Budget as a cap]).
+uint64_t merges();
 
 }  // namespace gpumem::rec::writer

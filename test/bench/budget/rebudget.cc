@@ -12,8 +12,8 @@
 #include <string>
 #include <vector>
 
-#include "../../../native/format/gpumem_format.h"
 #include "../../../native/allocator/src/writer.h"
+#include "../../../native/format/gpumem_format.h"
 
 namespace f = gpumem::fmt;
 namespace w = gpumem::rec::writer;
@@ -57,7 +57,8 @@ int main(int argc, char** argv) {
       std::memcpy(&e, payload.data(), std::min<size_t>(payload.size(), sizeof e));
       w::close(e.exit_code, e.t_ns);
       std::fclose(in);
-      std::printf("{\"compactions\":%llu}\n", (unsigned long long)w::compactions());
+      std::printf("{\"compactions\":%llu,\"merges\":%llu}\n", (unsigned long long)w::compactions(),
+                  (unsigned long long)w::merges());
       return 0;
     }
     w::append(h.type, h.device, h.flags, payload.data(), h.payload_bytes, nullptr, 0, true);
