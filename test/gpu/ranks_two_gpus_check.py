@@ -10,7 +10,7 @@ Expectations (PASS/FAIL lines, exit 1 on any FAIL; JSON result in OUT/ranks-2gpu
   - the rank table has rank 0 and rank 1 of 2, on cuda:0 and cuda:1, each naming its GPU;
   - each rank's peak allocated equals what that rank measured itself (torch.cuda.max_memory_allocated);
   - rank 1 peaks higher by its extra 512 MiB tensor (within 2 MiB) and is flagged "high"
-    (Note [Rank outliers]); the text shows "0/2" and "1/2" and the ▲ sentence;
+    (Note [Rank flags]); the text shows "0/2" and "1/2" and the ▲ sentence;
   - the top line at rank 1's peak is the extra tensor's line (# EXTRA_LINE in the workload).
 """
 import faulthandler

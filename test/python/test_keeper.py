@@ -97,6 +97,84 @@ class KeeperTest(unittest.TestCase):
         self.assertEqual((k["tensors"], k["bytes"]), (4, 4 * (1024 + 8192)))
         self.assertEqual(len(k["addrs"]), 8)
 
+    def test_retained_graphs_name_every_storage_they_save_not_the_shared_inputs(self):
+        # Issue 27 item 2, the leaky convnet in small: backward(retain_graph=True), then history.append(loss). Each
+        # step's graph is shaped like PyTorch's (ConvolutionBackward0._saved_input, ReluBackward0._saved_result,
+        # MeanBackward1's plain _saved_dim, AddmmBackward0._saved_mat1, LogSoftmaxBackward0._saved_result,
+        # NllLossBackward0._saved_self/_saved_target/_saved_total_weight) and keeps six storages alive: 24 for the
+        # four kept losses, more than the 16 addresses the keeper used to list, so the lines of the smaller ones
+        # (the loss line) went unnamed. The batch x and the targets y are saved by every step's graph: the loop
+        # keeps them, not history.
+        run = support.run_script(HEAD + """
+    x = torch.empty(3072, device="cuda")  # the batch, reused by every step
+    y = torch.empty(512, device="cuda")   # the targets
+    def forward():
+        a1 = torch._fake_op(40960, x, w, node="ConvolutionBackward0", saves={"input": x, "weight": w, "stride": (1, 1)})
+        r1 = torch._fake_op(40960, a1, node="ReluBackward0", saves={"result": "out"})
+        a2 = torch._fake_op(40960, r1, w, node="ConvolutionBackward0", saves={"input": r1, "weight": w, "stride": (1, 1)})
+        r2 = torch._fake_op(40960, a2, node="ReluBackward0", saves={"result": "out"})
+        m = torch._fake_op(16384, r2, node="MeanBackward1", saves={"dim": (2, 3), "self_sym_sizes": (32, 64, 8, 8)})
+        logits = torch._fake_op(1536, m, w, node="AddmmBackward0", saves={"mat1": m, "mat2": w, "alpha": 1})
+        ls = torch._fake_op(1536, logits, node="LogSoftmaxBackward0", saves={"result": "out", "dim": 1})
+        tw = torch.empty(512, device="cuda")
+        loss = torch._fake_op(512, ls, node="NllLossBackward0", saves={"self": ls, "target": y, "total_weight": tw})
+        return loss, [t.data_ptr() for t in (r1, r2, m, ls, tw, loss)]
+
+    history, held = [], []
+    for step in range(8):
+        loss, ptrs = forward()
+        history.append(loss)  # KEEP
+        held.append(ptrs)
+        loss.backward(retain_graph=True)
+        opt.step()
+    print(json.dumps(held))
+        """)
+        self.assertEqual(run.code, 0, run.err)
+        held = json.loads(run.out.splitlines()[-1])
+        [k] = keepers(run)
+        self.assertEqual((k["container"], k["line"], k["step"], k["tensors"], k["complete"]),
+                         ("history", support.line_of(run.script, "# KEEP"), 5, 4, True))
+        # the losses of steps 1-4 and what their graphs save: 2 × 40 KiB relu results, 16 KiB mean, 1.5 KiB
+        # log-softmax result, 512 B total weight, 512 B loss a step; not x, y or the parameter w
+        self.assertEqual(k["bytes"], 4 * (2 * 40960 + 16384 + 1536 + 512 + 512))
+        self.assertEqual(sorted(k["addrs"]), sorted(p for step in held[:4] for p in step))
+        self.assertEqual(len(k["addrs"]), 24)
+
+    def test_a_notice_with_more_addresses_than_fit_keeps_one_graph_whole_and_stays_readable(self):
+        # 4 kept losses whose graphs save 60 activations each: 244 addresses (≈ 4 KiB of JSON) would pass the 4096
+        # bytes at which the capture cuts a string, and a cut JSON loses the whole keeper. The notice drops
+        # addresses from the end; the first kept graph's come first, so every line it holds stays named.
+        run = support.run_script(HEAD + """
+    def forward():
+        h, ptrs = w, []
+        for _ in range(60):
+            h = torch._fake_op(1024, h, node="ReluBackward0", saves={"result": "out"})
+            ptrs.append(h.data_ptr())
+        loss = torch._fake_op(512, h, node="SumBackward0", saves={"self_sym_sizes": (256,)})
+        return loss, ptrs + [loss.data_ptr()]
+
+    history, held = [], []
+    for step in range(8):
+        loss, ptrs = forward()
+        history.append(loss)  # KEEP
+        held.append(ptrs)
+        loss.backward(retain_graph=True)
+        opt.step()
+    print(json.dumps(held))
+        """)
+        self.assertEqual(run.code, 0, run.err)
+        held = json.loads(run.out.splitlines()[-1])
+        lines = [l for l in run.log() if l.startswith(PREFIX)]
+        self.assertEqual(len(lines), 1)
+        [k] = keepers(run)  # the JSON parses: the notice was not cut
+        [text] = [n for n in notices(run) if "keeps" in n]
+        self.assertLessEqual(len((text[len("notice 0 "):] + "\n" + lines[0]).encode()), 4000)
+        self.assertEqual((k["tensors"], k["bytes"], k["complete"], k["addrs_all"]), (4, 4 * (60 * 1024 + 512), True, False))
+        self.assertLess(len(k["addrs"]), 4 * 61)
+        # the first kept graph's 61 storages first, largest first (the 60 activations, then its 512 B loss)
+        self.assertEqual(set(k["addrs"][:61]), set(held[0]))
+        self.assertEqual(k["addrs"][60], held[0][-1])
+
     def test_dicts_in_a_list_on_an_object_climb_to_the_list_attribute(self):
         run = support.run_script(HEAD + """
     class Trainer:

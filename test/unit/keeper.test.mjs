@@ -134,3 +134,58 @@ test('live: a keeper notice that arrives alone, inside the 2 s categories interv
     assert.equal(cache.computed, 2);
   });
 });
+
+// Issue 27 item 2: backward(retain_graph=True) then history.append(loss). The kept losses' graphs hold every step's
+// activations (Attention 3 × 6 MiB and MLP 6 MiB a step) past the backward that would have freed them; the
+// keeper notice lists every storage held (Note [Keeper graph walk]: 4 losses + 16 activations = 20, more than the
+// 16 it used to list), so the keeper is named on every line whose bytes it keeps, and the categories count those
+// bytes as activations kept by the container, not "other" (Note [Categories] 4).
+test('retained graphs: the keeper is named on every line they keep, and their bytes are kept activations', { skip }, () => {
+  const MiB = 1024 * KiB;
+  const { cap, info } = simTraining(STEPS, ['--retain', '--keeper']);
+  withModel(cap, (m) => {
+    const [k] = keepers(m, 0);
+    assert.equal(k.addrs.length, 20);
+    assert.equal(k.bytes, 4 * (24 * MiB + 512));
+    const r = stepReport(m, 0, timeBaseOf(m).steps);
+    assert.deepEqual(
+      r.leaks.map((l) => [l.line, l.growthPerStepBytes, l.keeper?.line, l.keeperMatch]),
+      [
+        [info.lines.act, 18 * MiB, info.lines.keeper, 'address'],
+        [info.lines.act_mlp, 6 * MiB, info.lines.keeper, 'address'],
+        [info.lines.loss, 512, info.lines.keeper, 'address'],
+      ],
+    );
+  });
+  const s = summarizeFile(cap);
+  const [dev] = s.summary.steps;
+  const last = dev.steps[dev.steps.length - 1].categories;
+  // at the last step end: 8 steps' activations and losses, all kept by history; nothing left in "other"
+  assert.equal(last.activation, STEPS * (24 * MiB + 512));
+  assert.equal(last.other, 0);
+  assert.deepEqual(
+    dev.leaks.map((l) => [l.line, l.category, l.kept_bytes]),
+    [
+      [info.lines.act, 'activation', STEPS * 18 * MiB],
+      [info.lines.act_mlp, 'activation', STEPS * 6 * MiB],
+      [info.lines.loss, 'activation', STEPS * 512],
+    ],
+  );
+  const [cats] = s.summary.categories;
+  assert.equal(cats.peak.kept_activation_bytes, STEPS * (24 * MiB + 512));
+  assert.match(
+    s.text,
+    new RegExp(
+      `Leak: \\S*sim_training\\.py:${info.lines.act} keeps 18\\.0 MiB more at each step end \\(steps 1–${STEPS}, 144 MiB at the last step end, ` +
+        `saved activations kept past their backward\\); kept alive by history \\(a list: 4 tensors with autograd graphs, 96\\.0 MiB\\), ` +
+        `stored at \\S*sim_training\\.py:${info.lines.keeper}: history\\.append\\(loss\\)`,
+    ),
+  );
+  assert.match(s.text, /\n {4}kept by a container +192 MiB +79%/);
+
+  // the same loop without a keeper notice: nothing is called kept, the bytes stay "other" as before
+  const plain = summarizeFile(simTraining(STEPS, ['--retain']).cap);
+  const [pdev] = plain.summary.steps;
+  assert.equal(pdev.steps[pdev.steps.length - 1].categories.other, STEPS * (24 * MiB + 512));
+  assert.equal(plain.summary.categories[0].peak.kept_activation_bytes, undefined);
+});

@@ -1,10 +1,11 @@
 // `gpumem summary DIR…` (issue 16): one row per rank from real captures written by the allocator (simulated
-// device), outliers by Note [Rank outliers].
+// device), outliers by Note [Rank flags].
 import assert from 'node:assert/strict';
 import fs from 'node:fs';
 import path from 'node:path';
 import { test } from 'node:test';
-import { needsAllocator, openModel, root, simTraining, tmpDir } from './reader-support.mjs';
+import { formatBytes } from '../../src/core/base/units/bytes.ts';
+import { escape, needsAllocator, openModel, root, simTraining, tmpDir } from './reader-support.mjs';
 
 const { captureFiles, rankTable } = await import('../../src/core/analyses/ranks/index.ts');
 const { rankTableText } = await import('../../src/core/analyses/ranks/report.ts');
@@ -54,6 +55,61 @@ test('a 4-rank job: one row per rank in rank order, peaks as each capture says, 
   const text = rankTableText(t);
   assert.match(text, /^4 captures; median peak allocated /);
   assert.match(text, /▲ rank 2 peaks at .*: it will run out of memory first\./);
+});
+
+/**
+ * Real captures of a job, one per rank (sim_training.py on the simulated device, 4 steps); a rank listed in `heavy`
+ * keeps one 128 MiB tensor per step, so it peaks 4 × 128 MiB = 512 MiB above the others.
+ */
+function ranksJob(world, heavy) {
+  const dir = tmpDir();
+  return Array.from({ length: world }, (_, rank) =>
+    simTraining(4, heavy.includes(rank) ? ['--leak', String(128 * MiB)] : [], {
+      capture: path.join(dir, `capture-${200 + rank}.gpumem`),
+      env: { RANK: String(rank), LOCAL_RANK: String(rank), WORLD_SIZE: String(world) },
+    }).cap,
+  );
+}
+
+// Note [Rank flags] for small N (issue 27 item 4).
+test('two ranks 512 MiB apart: only the higher one is flagged, with how far it is above the other', { skip }, () => {
+  const t = rankTable(ranksJob(2, [1]));
+  const [p0, p1] = t.ranks.map((r) => r.peak_allocated_bytes);
+  assert.equal(p1 - p0, 512 * MiB, 'what the workload did');
+  assert.deepEqual(t.ranks.map((r) => r.flag), [null, 'high']);
+  assert.deepEqual(t.ranks.map((r) => r.apart_bytes), [0, 512 * MiB]);
+  assert.equal(t.reference_peak_allocated_bytes, p0);
+  assert.equal(t.reference_rank, 0);
+  assert.equal(t.median_peak_allocated_bytes, (p0 + p1) / 2, 'the caption keeps the usual median');
+  const text = rankTableText(t);
+  const share = Math.round((512 * MiB / p0) * 100);
+  assert.match(text, new RegExp(`\\n▲ rank 1 peaks at ${escape(formatBytes(p1))}, 512 MiB \\(${share} %\\) above rank 0: it will run out of memory first\\.`));
+  assert.doesNotMatch(text, /▼/);
+});
+
+test('three ranks, one apart from the two that agree: only that rank is flagged, high or low', { skip }, () => {
+  const low = rankTable(ranksJob(3, [0, 2])); // rank 1 peaks 512 MiB below ranks 0 and 2
+  assert.deepEqual(low.ranks.map((r) => r.flag), [null, 'low', null]);
+  assert.equal(low.ranks[1].apart_bytes, -512 * MiB);
+  assert.match(rankTableText(low), /\n▼ rank 1 peaks at [^,]+, 512 MiB \(\d+ %\) below the median rank's [^:]+: uneven sharding/);
+  const high = rankTable(ranksJob(3, [2]));
+  assert.deepEqual(high.ranks.map((r) => r.flag), [null, null, 'high']);
+  assert.equal(high.ranks[2].apart_bytes, 512 * MiB);
+});
+
+test('four ranks split in two halves: the upper half is flagged, not every rank', { skip }, () => {
+  const t = rankTable(ranksJob(4, [1, 3]));
+  assert.deepEqual(t.ranks.map((r) => r.flag), [null, 'high', null, 'high']);
+  assert.equal(t.reference_peak_allocated_bytes, t.ranks[0].peak_allocated_bytes, 'the lower median: a real rank\'s peak');
+});
+
+test('ranks that peak alike: none is flagged', { skip }, () => {
+  for (const world of [2, 3]) {
+    const t = rankTable(ranksJob(world, []));
+    assert.equal(new Set(t.ranks.map((r) => r.peak_allocated_bytes)).size, 1);
+    assert.deepEqual(t.ranks.map((r) => r.flag), Array(world).fill(null));
+    assert.doesNotMatch(rankTableText(t), /▲|▼/);
+  }
 });
 
 test('outliers need both 10 % and 64 MiB; OOMs are counted per rank', () => {

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <array>
 #include <map>
+#include <set>
 #include <string_view>
 #include <unordered_map>
 
@@ -30,6 +31,15 @@ namespace gpumem {
 //        a live capture's current forward is "other" until its backward frees it).
 //      A capture with no phase facts (no backward seen, an older bootstrap) has no activations or
 //      temporaries: everything untagged is other.
+//   4. activations *kept by a container* (issue 27): a graph that outlives its backward (backward(retain_graph=True)
+//      then history.append(loss)) keeps its saved activations past the backward that would have freed them. The
+//      bootstrap's leak keeper (Note [Leak keeper search] in native/python/gpumem/_keeper.py) writes, in its notice,
+//      the address of every storage the kept tensors and their graphs hold (Note [Keeper graph walk]). The
+//      allocations live at those addresses at the notice are kept activations, and so is every untagged
+//      allocation of one of their lines (innermost user frame) with the same life: made outside backward and
+//      optimizer steps, not freed by the next backward (freed later, or never), so the steps after the notice
+//      count too. They are activations (by module as the rest), and `keptBytes` says how many of the activation
+//      bytes are kept this way, per moment and per line; without a keeper notice nothing changes.
 //   3. module of an activation, by path when the capture has module marks (Note [Module paths]): the innermost
 //      module whose forward was running when it was allocated (`transformer.h.3.mlp`; the root module by its
 //      class name). Without module marks (captures before format minor 4, GPUMEM_MODULE_PATHS=0) it falls back
@@ -70,30 +80,124 @@ Segments segments(const DeviceData& d) {
 
 bool has_phase_begins(const DeviceData& d);
 
+// One keeper notice (Note [Categories] 4): after events [0, after) of this device, the storages at `addrs` are held.
+struct KeeperSeeds {
+  size_t after;
+  std::vector<uint64_t> addrs;
+};
+
+// The unsigned integers of the JSON array that follows `"key":` in `text` (json.dumps' output: `"addrs": [1, 2]`).
+std::vector<uint64_t> json_uints(std::string_view text, std::string_view key, bool* found) {
+  std::vector<uint64_t> out;
+  const std::string quoted = "\"" + std::string(key) + "\"";
+  size_t at = text.find(quoted);
+  *found = at != std::string_view::npos;
+  if (!*found) return out;
+  at = text.find_first_not_of(" :", at + quoted.size());
+  if (at == std::string_view::npos) return out;
+  const bool array = text[at] == '[';
+  if (array) at++;
+  uint64_t v = 0;
+  bool digits = false;
+  for (; at < text.size(); at++) {
+    const char c = text[at];
+    if (c >= '0' && c <= '9') {
+      v = v * 10 + (uint64_t)(c - '0');
+      digits = true;
+      continue;
+    }
+    if (digits) out.push_back(v);
+    v = 0;
+    digits = false;
+    if (c == ']' || c == '}' || (!array && c != ' ') || c == '-') break;
+  }
+  if (digits) out.push_back(v);
+  return out;
+}
+
+// The keeper notices that name device `index` (notices are process-wide: every device's markers are read).
+std::vector<KeeperSeeds> keeper_seeds(const Model& m, const DeviceData& d) {
+  constexpr std::string_view kPrefix = "\ngpumem-keeper ";
+  std::vector<KeeperSeeds> out;
+  for (const auto& [dev, dd] : m.devices) {
+    for (const MarkerData& mk : dd.markers) {
+      if (mk.kind != 6 || mk.label >= m.strings.size()) continue;  // 6: "notice" (kMarkerKinds)
+      std::string_view text = m.strings[mk.label];
+      const size_t at = text.find(kPrefix);
+      if (at == std::string_view::npos) continue;
+      text = text.substr(at + kPrefix.size());
+      bool has_device = false, has_addrs = false;
+      const std::vector<uint64_t> device = json_uints(text, "device", &has_device);
+      if (has_device ? (device.size() != 1 || device[0] != (uint64_t)d.index) : dev != d.index) continue;
+      std::vector<uint64_t> addrs = json_uints(text, "addrs", &has_addrs);
+      if (addrs.empty()) continue;
+      out.push_back({events_up_to(d, (double)mk.t_us), std::move(addrs)});
+    }
+  }
+  std::sort(out.begin(), out.end(), [](const KeeperSeeds& a, const KeeperSeeds& b) { return a.after < b.after; });
+  return out;
+}
+
+struct Categorized {
+  std::vector<uint8_t> cat;
+  std::vector<uint8_t> kept;  // per alloc: an activation kept by a container (Note [Categories] 4)
+  bool has_keeper = false;
+};
+
 // Category per event index (meaningful for allocs only).
-std::vector<uint8_t> categorize(const DeviceData& d) {
+Categorized categorize(const Model& m, const DeviceData& d) {
   const size_t n = d.count();
   std::vector<uint8_t> tag(n, 0);  // fmt::TagCategory of allocs, 0 = untagged
   std::map<uint64_t, uint32_t> live;
   size_t k = 0;
-  auto apply = [&](const TagData& t) {
-    auto it = live.upper_bound(t.addr);
-    if (it == live.begin()) return;
+  auto containing = [&](uint64_t addr) -> uint32_t {
+    auto it = live.upper_bound(addr);
+    if (it == live.begin()) return kNone;
     --it;
-    if (t.addr - it->first < d.size[it->second]) tag[it->second] = t.category;
+    return addr - it->first < d.size[it->second] ? it->second : kNone;
+  };
+  auto apply = [&](const TagData& t) {
+    const uint32_t a = containing(t.addr);
+    if (a != kNone) tag[a] = t.category;
+  };
+  const std::vector<KeeperSeeds> keepers = keeper_seeds(m, d);
+  std::vector<uint32_t> seeds;  // allocs a keeper's notice names
+  size_t ks = 0;
+  auto seed = [&](const KeeperSeeds& s) {
+    for (uint64_t a : s.addrs)
+      if (uint32_t x = containing(a); x != kNone) seeds.push_back(x);
   };
   for (size_t i = 0; i < n; i++) {
     for (; k < d.tags.size() && d.tags[k].event_index <= i; k++) apply(d.tags[k]);
+    for (; ks < keepers.size() && keepers[ks].after <= i; ks++) seed(keepers[ks]);
     if (d.action[i] == ACT_ALLOC)
       live[d.addr[i]] = (uint32_t)i;
     else if (d.action[i] == ACT_FREE_REQUESTED)
       live.erase(d.addr[i]);
   }
   for (; k < d.tags.size(); k++) apply(d.tags[k]);
+  for (; ks < keepers.size(); ks++) seed(keepers[ks]);
 
   const Segments s = segments(d);
   const bool phases = has_phase_begins(d);
-  std::vector<uint8_t> cat(n, C_OTHER);
+  Categorized out;
+  std::vector<uint8_t>& cat = out.cat;
+  cat.assign(n, C_OTHER);
+  out.kept.assign(n, 0);
+  out.has_keeper = !keepers.empty();
+  // The lines of the allocations a keeper holds (innermost user frame; none for a stack without one).
+  std::set<std::pair<uint32_t, uint32_t>> kept_lines;
+  auto line_key = [&](uint32_t stack_id) -> std::pair<uint32_t, uint32_t> {
+    const StackData& st = m.stacks[stack_id < m.stacks.size() ? stack_id : 0];
+    if (st.user_frame == UINT32_MAX) return {kNone, 0};
+    const FrameData& fr = m.frames[st.user_frame];
+    return {fr.file, fr.line};
+  };
+  for (uint32_t a : seeds)
+    if (!tag[a]) {
+      out.kept[a] = 1;
+      if (auto key = line_key(d.stack[a]); key.first != kNone) kept_lines.insert(key);
+    }
   for (size_t i = 0; i < n; i++) {
     if (d.action[i] != ACT_ALLOC) continue;
     switch (tag[i]) {
@@ -103,14 +207,21 @@ std::vector<uint8_t> categorize(const DeviceData& d) {
       default: break;
     }
     const uint32_t f = i < d.link.size() ? d.link[i] : kNoLink;
-    if (!phases || f == kNoLink) continue;
-    const uint32_t sa = s.of(i), sf = s.of(f);
+    if (out.kept[i]) {
+      cat[i] = C_ACTIVATION;
+      continue;
+    }
+    if (!phases) continue;
+    const uint32_t sa = s.of(i), sf = f == kNoLink ? kNone : s.of(f);
     if (sa == sf)
       cat[i] = C_TEMPORARY;
-    else if (s.phase_of(sa) == PHASE_OTHER && s.next_bwd[sa] == sf)
+    else if (s.phase_of(sa) == PHASE_OTHER && s.next_bwd[sa] == sf && sf != kNone)
       cat[i] = C_ACTIVATION;
+    else if (!kept_lines.empty() && s.phase_of(sa) == PHASE_OTHER && s.next_bwd[sa] != kNone &&
+             (sf == kNone || sf > s.next_bwd[sa]) && kept_lines.count(line_key(d.stack[i])))
+      cat[i] = C_ACTIVATION, out.kept[i] = 1;  // outlived its backward, on a line a keeper holds
   }
-  return cat;
+  return out;
 }
 
 // Phase facts exist only where a phase began: the step facts that end phases are older than the begins.
@@ -162,7 +273,9 @@ std::string categories_json(const Model& m, int index, const std::vector<double>
   }
   const DeviceData& d = found->second;
   const size_t n = d.count();
-  const std::vector<uint8_t> cat = categorize(d);
+  const Categorized categorized = categorize(m, d);
+  const std::vector<uint8_t>& cat = categorized.cat;
+  const std::vector<uint8_t>& kept = categorized.kept;
   const bool by_path = !d.module_marks.empty();
   const std::vector<uint32_t> path_of = by_path ? module_paths(d) : std::vector<uint32_t>();
 
@@ -200,8 +313,10 @@ std::string categories_json(const Model& m, int index, const std::vector<double>
 
   std::vector<std::string> out(times_us.size() + 1);
   Bytes live{};
+  uint64_t kept_live = 0;
   std::map<uint32_t, uint64_t> modules;
   std::map<LineKey, Bytes> lines;
+  std::map<LineKey, uint64_t> kept_lines;
   size_t i = 0;
   for (const Moment& mo : moments) {
     for (; i < mo.after && i < n; i++) {
@@ -212,6 +327,7 @@ std::string categories_json(const Model& m, int index, const std::vector<double>
       const uint8_t c = cat[a];
       const bool add = act == ACT_ALLOC;
       live[c] = add ? live[c] + sz : live[c] - std::min(live[c], sz);
+      if (kept[a]) kept_live = add ? kept_live + sz : kept_live - std::min(kept_live, sz);
       if (c == C_ACTIVATION) {
         const uint32_t mod = by_path ? path_of[a] : module_of(d.stack[a]);
         uint64_t& b = modules[mod];
@@ -219,8 +335,13 @@ std::string categories_json(const Model& m, int index, const std::vector<double>
         if (!b) modules.erase(mod);
       }
       if (with_lines) {
-        Bytes& b = lines[line_of(d.stack[a])];
+        const LineKey key = line_of(d.stack[a]);
+        Bytes& b = lines[key];
         b[c] = add ? b[c] + sz : b[c] - std::min(b[c], sz);
+        if (kept[a]) {
+          uint64_t& kb = kept_lines[key];
+          kb = add ? kb + sz : kb - std::min(kb, sz);
+        }
       }
     }
     const bool want_lines = with_lines && (mo.slot == -1 || mo.slot + 1 == (int)times_us.size());
@@ -232,6 +353,7 @@ std::string categories_json(const Model& m, int index, const std::vector<double>
     o.kv("allocatedBytes", allocated).kv("reservedBytes", reserved).key("bytes").open('{');
     for (int c = 0; c < C_COUNT; c++) o.kvu(kCatNames[c], live[c]), sum += live[c];
     o.close('}').kv("untracedBytes", wrap_sub(allocated, sum));
+    if (categorized.has_keeper) o.kvu("keptBytes", kept_live);
     // Beyond allocated: the latest device sample at or before the moment; the allocator's reserved bytes at
     // the sample's own time are subtracted, so a stale sample still gives what lies outside the allocator.
     const SampleData* sample = nullptr;
@@ -265,7 +387,9 @@ std::string categories_json(const Model& m, int index, const std::vector<double>
         o.kv("line", k.second).key("bytes").open('{');
         for (int c = 0; c < C_COUNT; c++)
           if (b[c]) o.kvu(kCatNames[c], b[c]);
-        o.close('}').close('}');
+        o.close('}');
+        if (auto kb = kept_lines.find(k); kb != kept_lines.end() && kb->second) o.kvu("keptBytes", kb->second);
+        o.close('}');
       }
       o.close(']');
     }

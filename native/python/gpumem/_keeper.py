@@ -16,9 +16,12 @@ step end (Optimizer.step()'s global post hook, or gpumem.step()), so:
   `history.append(…)`/`extend`/`insert`/`add`/`update`/`setdefault`/`appendleft`, `history += …`,
   `history[k] = …` of that name, else the line that assigns it (`prev = loss`).
 - What it holds: the kept tensors, their count, and the bytes of their storages plus the tensors their graphs
-  still save (a bounded walk of grad_fn.next_functions; a graph that backward() already freed saves nothing).
-  The largest storages' addresses go along so the reader can tie the keeper to its finding (the line that
-  allocated those blocks).
+  still save (a bounded walk of grad_fn.next_functions; a graph that backward() already freed saves nothing;
+  Note [Keeper graph walk]). Every held storage's address goes along, those of the first kept tensor's graph
+  first (one storage on every line the keeper holds), as many as fit the notice (NOTICE_MAX bytes: a capture's
+  strings are cut at 4096), so the reader names the keeper on every line that allocated one (the loss line and the forward lines whose saved
+  activations a retained graph keeps), and counts those blocks as activations kept by the container (Note
+  [Categories] in native/addon/src/categories.cpp).
 - The result is one NOTICE record (no format change): a sentence for people, then a line
   `gpumem-keeper {json}` that the reader parses (src/core/analyses/steps/keeper.ts). Nothing is written when no kept
   tensor is found (a loop that keeps loss.item() has no keeper).
@@ -35,6 +38,28 @@ step end (Optimizer.step()'s global post hook, or gpumem.step()), so:
   The GPU leaks stage prints the passes' times in the real workload (KEEPER line, steps_check.json keeper_cost).
 - Of several store sites of the name (a warm-up append and the loop's), the one inside the innermost loop running
   the frame's current line is named: the training loop's.
+
+Note [Keeper graph walk]: what the walk reads, and what real torch (2.11) must show for it, checked on a GPU by
+test/gpu/probes/keeper_walk_probe.py on the leaky convnet (test/gpu/workloads/leak_history.py --model convnet):
+- `t.grad_fn` of a kept tensor is a node object; `node.next_functions` is a tuple of (node or None, input index)
+  pairs; an AccumulateGrad node (a leaf that requires grad: a parameter) has `.variable`, the leaf.
+- A C++ node's saved values are properties named `_saved_<name>` (torch/csrc/autograd/generated/
+  python_functions.cpp: ReluBackward0._saved_result, ConvolutionBackward0._saved_input/_saved_weight,
+  NllLossBackward0._saved_self/_saved_target/_saved_total_weight, AddmmBackward0._saved_mat1/_saved_mat2, …),
+  listed by dir(); a value is a Tensor, a tuple/list of Tensors (cat's `_saved_tensors`…), or a plain value
+  (`_saved_stride`: a tuple of ints; `_saved_dim`), which is skipped. Reading one unpacks the SavedVariable into a
+  new Tensor object on the same storage (no copy, no allocation). After backward() without retain_graph it
+  raises RuntimeError ("…after they have already been freed"): skipped. `_raw_saved_<name>` (a SavedTensor
+  handle with no data pointer) is not read.
+- A custom autograd.Function's node (a BackwardCFunction) has `saved_tensors` (ctx.save_for_backward); its
+  deprecated `saved_variables` warns and is never read.
+- A saved tensor that is a leaf with requires_grad (a parameter, `_saved_weight`) and a storage that an
+  AccumulateGrad's `.variable` uses is not counted: parameters are no leak. Nor is a storage that the graphs of two
+  different kept tensors both save (an input every step reuses: the batch `x`, the targets `y` of
+  leak_history.py): the loop keeps it, and it would otherwise make the input's line look kept by the container.
+Every attribute read is guarded: any exception skips that value, never the search. The walk is bounded (20 000
+nodes, the search's time budget) and runs only at a confirm (once per suspected leak), never per step.
+
 What it cannot see: memory kept by C++ (retain_graph inside a library), tensors without a grad_fn kept in a list
 (they are found as the leak's line, with no keeper), containers reachable only through C extension objects.
 """
@@ -168,8 +193,9 @@ class KeeperWatch:
                 found = self.confirm(armed, frame or sys._getframe(1))
                 self.seconds.append(time.perf_counter() - t0)
                 if found:
+                    text = notice_text(found)
                     self.results.append(found)
-                    self._notice(sentence(found) + "\n" + PREFIX + json.dumps(found, sort_keys=True))
+                    self._notice(text)
             elif self._streak >= self.growing and self.steps >= self._next_search and self.searches < MAX_SEARCHES:
                 self.searches += 1
                 t0 = time.perf_counter()
@@ -226,10 +252,24 @@ class KeeperWatch:
         found = {"v": 1, "step": self.steps, "container_type": type(container).__name__,
                  "tensors": len(held)}
         found.update(named)
-        bytes_, addrs, complete = _held_bytes(held, budget)
-        found.update({"bytes": bytes_, "addrs": addrs, "complete": complete and not budget.hit,
+        bytes_, addrs, complete, listed = _held_bytes(held, budget)
+        found.update({"bytes": bytes_, "addrs": addrs, "addrs_all": listed, "complete": complete and not budget.hit,
                       "device": _device(held[0])})
         return found
+
+
+def notice_text(found):
+    """The notice: the sentence, then `gpumem-keeper {json}`, at most NOTICE_MAX bytes. The addresses are listed one
+    kept graph's first (Note [Keeper graph walk]), so what a cut drops is the other steps' copies of the same lines;
+    "addrs_all" says whether every held storage is listed."""
+    found.setdefault("addrs_all", True)
+    while True:
+        text = sentence(found) + "\n" + PREFIX + json.dumps(found, sort_keys=True)
+        over = len(text.encode("utf-8")) - NOTICE_MAX
+        if over <= 0 or not found["addrs"]:
+            return text
+        found["addrs"] = found["addrs"][:-max(1, over // 8)]  # an address and its ", " take 8 to 22 bytes
+        found["addrs_all"] = False
 
 
 def sentence(k):
@@ -458,56 +498,107 @@ def _find_site(path, span, name, current=None):
     return {"line": line, "how": how, "code": code}
 
 
-def _held_bytes(held, budget, max_nodes=20000, max_addrs=16):
+MAX_ADDRS = 4096  # addresses looked at per keeper: every held storage up to this many
+# The capture cuts a string at 4096 bytes (intern_string_locked in native/allocator/src/stack_capture.cc): a keeper
+# notice longer than that would lose its JSON's end, and the reader the whole keeper. Addresses are dropped from the
+# end of the list until the notice fits (notice_text).
+NOTICE_MAX = 4000
+
+
+def _saved_tensors(node, names, T):
+    """The tensors a graph node saves for backward, read without side effects (Note [Keeper graph walk]): the
+    `_saved_<name>` properties of a C++ node (a tensor, a tuple/list of tensors, or a plain value that is skipped),
+    and a custom Function's `saved_tensors`. A property that raises (freed by backward(), or a saved value this
+    torch cannot unpack) is skipped."""
+    out = []
+    for a in names:
+        try:
+            v = getattr(node, a)
+        except Exception:  # freed by backward()
+            continue
+        for x in (v if _is(v, (tuple, list)) else (v,)):
+            if T is not None and _is(x, T):
+                out.append(x)
+    return out
+
+
+def _held_bytes(held, budget, max_nodes=20000, max_addrs=MAX_ADDRS):
     """Bytes of the kept tensors' storages and of the tensors their graphs still save (parameters excluded),
-    each storage once; the largest storages' base addresses."""
+    each storage once; the held storages' base addresses, largest first (all of them up to max_addrs: the reader
+    names the keeper on every line that allocated one, Note [Keeper graph walk])."""
     T = _tensor_type()
     storages = {}
     params = set()
     saved_names = {}
     seen = set()
     stack = []
-    for t in held:
+    first = set()  # the storages of the first kept tensor and its graph: listed first
+    for i, t in enumerate(held):
         base, n = _storage(t)
         if base:
             storages[base] = max(n, storages.get(base, 0))
+            if i == 0:
+                first.add(base)
         if getattr(t, "grad_fn", None) is not None:
-            stack.append(t.grad_fn)
+            stack.append((t.grad_fn, i))
     complete = True
-    saved = {}
+    saved = {}   # base → bytes
+    root = {}    # base → the kept tensor whose graph saved it first, or -1 once a second one's graph saves it too
     while stack:
-        node = stack.pop()
+        node, i = stack.pop()
         if id(node) in seen:
             continue
         seen.add(id(node))
         if len(seen) > max_nodes or (len(seen) & 255 == 0 and budget.over()):
             complete = False
             break
-        var = getattr(node, "variable", None)  # AccumulateGrad: a parameter
+        try:
+            var = getattr(node, "variable", None)  # AccumulateGrad: a parameter
+        except Exception:
+            var = None
         if var is not None and T is not None and _is(var, T):
             params.add(_storage(var)[0])
         names = saved_names.get(type(node))
         if names is None:
-            names = saved_names[type(node)] = [a for a in dir(node) if a.startswith("_saved_")]
-        for a in names:
+            try:  # C++ nodes: _saved_<name>; a custom autograd.Function's node: saved_tensors (never saved_variables,
+                # which warns that it is deprecated)
+                names = [a for a in dir(node) if a.startswith("_saved_") or a == "saved_tensors"]
+            except Exception:
+                names = []
+            saved_names[type(node)] = names
+        for x in _saved_tensors(node, names, T):
             try:
-                v = getattr(node, a)
-            except Exception:  # freed by backward()
-                continue
-            for x in (v if _is(v, (tuple, list)) else (v,)):
-                if T is not None and _is(x, T) and _device(x) >= 0 and not (
-                        getattr(x, "grad_fn", None) is None and getattr(x, "requires_grad", False)):  # a leaf: a parameter
+                if _device(x) >= 0 and not (getattr(x, "grad_fn", None) is None and getattr(x, "requires_grad", False)):  # a leaf: a parameter
                     base, n = _storage(x)
                     if base:
                         saved[base] = max(n, saved.get(base, 0))
-        for nxt in getattr(node, "next_functions", ()) or ():
+                        root[base] = i if root.get(base, i) == i else -1
+            except Exception:
+                continue
+        try:
+            nexts = getattr(node, "next_functions", ()) or ()
+        except Exception:
+            nexts = ()
+        for nxt in nexts:
             if nxt and nxt[0] is not None:
-                stack.append(nxt[0])
+                stack.append((nxt[0], i))
     for base, n in saved.items():
-        if base not in params:
+        # a storage that the graphs of two kept tensors both save is an input they share (the batch x reused by
+        # every step, the targets): the loop keeps it, not the container; one graph's own activations count
+        if base not in params and root.get(base) != -1:
             storages[base] = max(n, storages.get(base, 0))
-    top = sorted(storages.items(), key=lambda kv: -kv[1])[:max_addrs]
-    return sum(storages.values()), [a for a, _ in top], complete
+            if root.get(base) == 0:
+                first.add(base)
+    total, addrs, listed = listed_storages(storages, max_addrs, first)
+    return total, addrs, complete, listed
+
+
+def listed_storages(storages, max_addrs=MAX_ADDRS, first=()):
+    """(bytes, addresses, all listed) of held storages {base: bytes}: the addresses of `first` (one kept tensor and
+    its graph: a storage on every line the keeper holds), then the others, each group largest first, up to
+    max_addrs (the keeper notice's "addrs")."""
+    top = sorted(storages.items(), key=lambda kv: (kv[0] not in first, -kv[1], kv[0]))[:max_addrs]
+    return sum(storages.values()), [a for a, _ in top], len(storages) <= max_addrs
 
 
 _WATCH = None

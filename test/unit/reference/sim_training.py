@@ -78,6 +78,10 @@ def main():
     # --keeper (with --leak): the notice the bootstrap's leak keeper writes (Note [Leak keeper search]) at step 5's
     # end, naming history.append as the keeping line, made by the bootstrap's own functions
     ap.add_argument("--keeper", action="store_true")
+    # --retain: backward(retain_graph=True) then history.append(loss) (issue 27): the backward frees neither the
+    # activations nor the loss, history keeps each step's loss and, through its graph, its activations; with
+    # --keeper, the notice lists every storage held, as the bootstrap's graph walk does (Note [Keeper graph walk])
+    ap.add_argument("--retain", action="store_true")
     a = ap.parse_args()
     global BATCH
     BATCH = a.batch
@@ -128,7 +132,7 @@ def main():
 
     m = lib.gpumem_malloc
     params = [keep(m(4 * MiB, 0, None), 4 * MiB, "param") for _ in range(3)]
-    grads, state, history = [], [], []
+    grads, state, history, graphs = [], [], [], []
     attention, mlp, blocks = Attention(), MLP(), [Block() for _ in range(a.blocks)]
     for it in range(a.steps * a.accumulate):
         if a.free_grads and grads and it % a.accumulate == 0:
@@ -159,15 +163,19 @@ def main():
         if a.leak:
             kept = keep(m(a.leak, 0, None), a.leak, "leak")
             history.append(kept)  # KEEPER_LINE: what the bootstrap's keeper search names (--keeper)
+        if a.retain:
+            history.append(loss)  # RETAIN_LINE: keeps the loss, and its graph the step's activations
+            graphs.append(list(acts))
         phase(b"backward")
         lib.gpumem_backward_begin()
         tmp = keep(m(2 * MiB, 0, None), 2 * MiB, "tmp")
         if not grads:
             grads = [keep(m(4 * MiB, 0, None), 4 * MiB, "grad") for _ in range(3)]
         free(tmp)
-        for p in acts:
-            free(p)
-        free(loss)
+        if not a.retain:
+            for p in acts:
+                free(p)
+            free(loss)
         lib.gpumem_backward_end()
         mark(b"backward")
         if (it + 1) % a.accumulate == 0:
@@ -177,17 +185,41 @@ def main():
             tag_changed()
             mark(b"optimizer.step")
             if a.keeper and (it + 1) // a.accumulate == 5:
-                keeper_notice(lib, history[:4], a.leak)
+                if a.retain:
+                    retained_notice(lib, history[:4], graphs[:4], live)
+                else:
+                    keeper_notice(lib, history[:4], a.leak)
             if a.user_every and ((it + 1) // a.accumulate) % a.user_every == 0:
                 mark(b"epoch-step")
     lib.gpumem_shutdown(0)
     if a.leak:
         lines["keeper"] = keeper_line()
+    if a.retain:
+        lines["keeper"] = keeper_line("# RETAIN_LINE")
     print(json.dumps({"lines": lines, "params": len(params), "history": len(history)}))
 
 
-def keeper_line():
-    return next(i for i, l in enumerate(open(os.path.abspath(__file__)), 1) if "# KEEPER_LINE" in l and "history.append" in l)
+def keeper_line(mark="# KEEPER_LINE"):
+    return next(i for i, l in enumerate(open(os.path.abspath(__file__)), 1) if mark in l and "history.append" in l)
+
+
+def retained_notice(lib, losses, graphs, live):
+    """The notice the bootstrap writes for --retain: the kept losses and every activation their graphs save, listed
+    by the bootstrap's own listed_storages()."""
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "..", "native", "python"))
+    from gpumem import _keeper
+
+    held = {p: live[p] for p in losses}
+    held.update({p: live[p] for g in graphs for p in g})
+    nbytes, addrs, complete = _keeper.listed_storages(held, first={losses[0], *graphs[0]})
+    path = os.path.abspath(__file__)
+    found = {"v": 1, "step": 5, "container": "history", "container_type": "list", "tensors": len(losses),
+             "bytes": nbytes, "addrs": addrs, "addrs_all": complete, "complete": True, "device": 0, "file": path,
+             "scope": "main"}
+    line = keeper_line("# RETAIN_LINE")  # the script has two history.append lines: the --retain one is the keeper
+    found.update({"line": line, "how": "stores", "code": open(path).readlines()[line - 1].split("#")[0].strip()})
+    lib.gpumem_notice((_keeper.sentence(found) + "\n" + _keeper.PREFIX + json.dumps(found, sort_keys=True)).encode(), 0)
+
 
 
 def keeper_notice(lib, kept, nbytes):
@@ -199,7 +231,7 @@ def keeper_notice(lib, kept, nbytes):
              "bytes": nbytes * len(kept), "addrs": kept, "complete": True, "device": 0, "file": path, "scope": "main"}
     found.update(_keeper._find_site(path, None, "history"))  # the bootstrap's own AST search of this file
     assert found["line"] == line, (found, line)
-    lib.gpumem_notice((_keeper.sentence(found) + "\n" + _keeper.PREFIX + json.dumps(found, sort_keys=True)).encode(), 0)
+    lib.gpumem_notice(_keeper.notice_text(found).encode(), 0)
 
 
 if __name__ == "__main__":

@@ -49,6 +49,11 @@ export function beyondAllocated(m: CategoryMoment, f?: Fragmentation): BeyondAll
   return out;
 }
 
+/** Activation bytes of one line that a container keeps past their backward (Note [Categories] 4), 0 when none. */
+export function lineKeptBytes(m: CategoryMoment | null | undefined, file: string, line: number): number {
+  return m?.lines?.find((l) => l.file === file && l.line === line)?.keptBytes ?? 0;
+}
+
 /** Bytes per category of one line at a moment (a line absent from the moment holds nothing then). */
 export function lineCategories(m: CategoryMoment | null | undefined, file: string, line: number): Partial<CategoryBytes> | undefined {
   return m?.lines?.find((l) => l.file === file && l.line === line)?.bytes;

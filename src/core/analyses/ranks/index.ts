@@ -1,11 +1,22 @@
 // `gpumem summary DIR…`: one row per rank of a multi-process run (torchrun, SLURM), from the captures in one or
 // more session folders, and the ranks whose peak stands out.
 //
-// Note [Rank outliers]: ranks of one data-parallel job should peak alike. A rank is flagged when its peak
-// allocated memory is more than 10 % and at least 64 MiB away from the median of the ranks (both: 10 % of a
-// small peak is noise, and 64 MiB of a 70 GiB peak is too). High ranks are where an OOM will come first; low
-// ranks often mean uneven sharding or a rank that did less work. The median (not the mean) keeps one outlier
-// from moving the bar it is measured against.
+// Note [Rank flags]: ranks of one data-parallel job should peak alike; the table flags the ranks that do not, and
+// says how far apart they are. A rank is compared with a *reference* peak, the lower median of all the ranks'
+// peak allocated bytes (sorted ascending, the element at index ⌊(N − 1) / 2⌋), and flagged when it is more than
+// 10 % of the reference AND at least 64 MiB away from it (10 % of a small peak is noise, and 64 MiB of a 70 GiB
+// peak is too): ▲ high above it, ▼ low below it. What that gives for small N:
+// - N = 1: nothing to compare, no flag.
+// - N = 2: the reference is the lower rank, so only the higher one can be flagged, "N MiB (x %) above rank R".
+//   With two ranks neither is the odd one out, and flagging both (the midpoint as the bar) says nothing the
+//   one flag does not; the higher-peak rank is the one that runs out of memory first, which is what a user
+//   debugging DDP imbalance acts on.
+// - N = 3: the reference is the middle rank; one rank apart from two that agree is the only one flagged.
+// - N ≥ 4: the lower median. With an odd N it is the median; with an even N, the lower of the two middle peaks, so
+//   one outlier never moves the bar (it is always one real rank's peak), and a job split in two halves flags the
+//   upper half ▲, not all of it (the mean of the two middles would sit between the halves and flag every rank).
+//   A single low rank among equal ones is still flagged ▼ (uneven sharding, or a rank that did less work).
+// The caption's median stays the usual one (the mean of the two middle peaks for an even N).
 import fs from 'node:fs';
 import path from 'node:path';
 import { openModel } from '../../base/model/open';
@@ -27,14 +38,20 @@ export interface RankRow {
   peak_reserved_bytes: number;
   ooms: number;
   top_line: { file: string; line: number; bytes_at_peak: number } | null;
-  /** Note [Rank outliers] */
+  /** Note [Rank flags] */
   flag: 'high' | 'low' | null;
+  /** peak allocated minus the reference peak (Note [Rank flags]): how far apart a flagged rank is */
+  apart_bytes: number;
   problems: string[];
 }
 
 export interface RankTable {
   ranks: RankRow[];
   median_peak_allocated_bytes: number;
+  /** the peak flags are measured from (Note [Rank flags]): the lower median */
+  reference_peak_allocated_bytes: number;
+  /** the rank whose peak that is (the first in rank order with it); null when the table is empty */
+  reference_rank: number | null;
 }
 
 const CAPTURE = /\.(gpumem|capture)$/;
@@ -91,6 +108,7 @@ export function rankRowOf(file: string, model: Model): RankRow {
     ooms: model.ooms().length,
     top_line: line ? { file: line.file, line: line.line, bytes_at_peak: line.bytes_at_peak } : null,
     flag: null,
+    apart_bytes: 0,
     problems: model.problems().map((p) => p.message),
   };
 }
@@ -99,16 +117,19 @@ export function rankTable(files: readonly string[]): RankTable {
   return tableOf(files.map(rankRow));
 }
 
-/** The rows in rank order, with the outliers flagged (Note [Rank outliers]). */
+/** The rows in rank order, with the ranks that stand out flagged (Note [Rank flags]). */
 export function tableOf(rows: readonly RankRow[]): RankTable {
-  const ranks = [...rows].sort((a, b) => (a.rank ?? Infinity) - (b.rank ?? Infinity) || a.file.localeCompare(b.file));
+  const ranks = [...rows]
+    .sort((a, b) => (a.rank ?? Infinity) - (b.rank ?? Infinity) || a.file.localeCompare(b.file))
+    .map((r) => ({ ...r, flag: null, apart_bytes: 0 }) as RankRow);
   const peaks = ranks.map((r) => r.peak_allocated_bytes).sort((a, b) => a - b);
   const median = peaks.length === 0 ? 0 : peaks.length % 2 ? peaks[(peaks.length - 1) / 2] : (peaks[peaks.length / 2 - 1] + peaks[peaks.length / 2]) / 2;
-  if (ranks.length > 1) {
-    for (const r of ranks) {
-      const d = r.peak_allocated_bytes - median;
-      if (Math.abs(d) > OUTLIER_SHARE * median && Math.abs(d) >= OUTLIER_MIN_BYTES) r.flag = d > 0 ? 'high' : 'low';
-    }
+  const reference = peaks.length === 0 ? 0 : peaks[Math.floor((peaks.length - 1) / 2)];
+  for (const r of ranks) {
+    const d = r.peak_allocated_bytes - reference;
+    r.apart_bytes = d;
+    if (ranks.length > 1 && Math.abs(d) > OUTLIER_SHARE * reference && Math.abs(d) >= OUTLIER_MIN_BYTES) r.flag = d > 0 ? 'high' : 'low';
   }
-  return { ranks, median_peak_allocated_bytes: median };
+  const ref = ranks.find((r) => r.peak_allocated_bytes === reference);
+  return { ranks, median_peak_allocated_bytes: median, reference_peak_allocated_bytes: reference, reference_rank: ref?.rank ?? null };
 }

@@ -19,11 +19,15 @@ export function rankTableText(t: RankTable): string {
         formatBytes(r.peak_reserved_bytes).padStart(13), String(r.ooms).padStart(4), flag, top].join(' '),
     );
   }
+  // Note [Rank flags] (index.ts): how far each flagged rank is from the reference, named as a rank when there are two.
+  const ref = t.ranks.length === 2 ? `rank ${t.reference_rank ?? '?'}` : `the median rank's ${formatBytes(t.reference_peak_allocated_bytes)}`;
   for (const r of t.ranks.filter((x) => x.flag)) {
-    const share = t.median_peak_allocated_bytes > 0 ? ((r.peak_allocated_bytes / t.median_peak_allocated_bytes - 1) * 100).toFixed(0) : '∞';
+    const share = t.reference_peak_allocated_bytes > 0 ? `${Math.round((Math.abs(r.apart_bytes) / t.reference_peak_allocated_bytes) * 100)} %` : '∞ %';
+    const high = r.flag === 'high';
     out.push(
-      `${r.flag === 'high' ? '▲' : '▼'} rank ${r.rank ?? '?'} peaks at ${formatBytes(r.peak_allocated_bytes)}, ${share} % from the median` +
-        (r.flag === 'high' ? ': it will run out of memory first.' : ': uneven sharding, or it did less work?') + ` (${r.file})`,
+      `${high ? '▲' : '▼'} rank ${r.rank ?? '?'} peaks at ${formatBytes(r.peak_allocated_bytes)}, ${formatBytes(Math.abs(r.apart_bytes))} (${share}) ` +
+        `${high ? 'above' : 'below'} ${ref}` +
+        (high ? ': it will run out of memory first.' : ': uneven sharding, or it did less work?') + ` (${r.file})`,
     );
   }
   const ooms = t.ranks.filter((r) => r.ooms > 0);

@@ -32,7 +32,7 @@ export interface Keeper {
   bytes: number;
   /** false when the graph walk stopped at its bound: bytes are a lower bound */
   complete: boolean;
-  /** base addresses of the largest storages held */
+  /** base addresses of the storages held (kept tensors and what their graphs save), largest first: all of them up to the bootstrap's MAX_ADDRS */
   addrs: number[];
 }
 
@@ -101,7 +101,9 @@ export interface KeptLeak extends LeakFinding {
 // forward line that made the loss); the keeper names the line that *keeps* it (the append), found in the workload
 // (Note [Leak keeper search]). A keeper is tied to a finding by address: the allocator state at the keeper's notice
 // holds the blocks at its addresses, and the innermost user frame of each block's stack is the line that allocated
-// it (DESIGN §3); a finding on that line gets the keeper. When no address lands on a finding's line (the blocks'
+// it (DESIGN §3); a finding on that line gets the keeper. The notice lists every storage the kept tensors and their
+// graphs hold (Note [Keeper graph walk]), so a retained graph's keeper is named on each forward line whose saved
+// activations it keeps, not only on the line of the kept tensor itself. When no address lands on a finding's line (the blocks'
 // stacks are unknown, or the kept tensors are small next to what their graphs save), the latest keeper goes to the
 // largest finding, marked 'largest' so views can say "probably". The state is computed once per keeper and model.
 const matches = new WeakMap<Model, Map<string, string[]>>();
@@ -114,14 +116,28 @@ function allocatingLines(model: Model, k: Keeper): string[] {
   if (hit) return hit;
   const lines: string[] = [];
   if (k.addrs.length) {
+    // every held address (up to the bootstrap's MAX_ADDRS, Note [Keeper graph walk]), each looked up by binary search
     const blocks = model
       .stateAt(k.device, k.timeUs)
       .segments.flatMap((s) => s.blocks)
-      .filter((b) => b.state !== 'inactive');
+      .filter((b) => b.state !== 'inactive')
+      .sort((a, b) => a.address - b.address);
+    const seen = new Set<string>();
     for (const a of k.addrs) {
-      const b = blocks.find((x) => a >= x.address && a < x.address + x.size);
-      const f = b && b.stackId ? userFrame(model.stack(b.stackId)?.frames ?? []) : undefined;
-      if (f) lines.push(`${f.file}:${f.line}`);
+      let lo = 0;
+      let hi = blocks.length - 1;
+      while (lo < hi) {
+        const mid = (lo + hi + 1) >> 1;
+        if (blocks[mid].address <= a) lo = mid;
+        else hi = mid - 1;
+      }
+      const b = blocks[lo];
+      const f = b && a >= b.address && a < b.address + b.size && b.stackId ? userFrame(model.stack(b.stackId)?.frames ?? []) : undefined;
+      const at = f && `${f.file}:${f.line}`;
+      if (at && !seen.has(at)) {
+        seen.add(at);
+        lines.push(at);
+      }
     }
   }
   cache.set(key, lines);

@@ -17,6 +17,8 @@ export interface CategoriesJson {
     reserved_bytes: number;
     bytes: CategoryBytes;
     untraced_bytes: number;
+    /** of the activations, bytes kept past their backward by a container (Note [Categories] 4); only with a keeper */
+    kept_activation_bytes?: number;
     activations_by_module: { module: string; bytes: number }[];
     beyond_allocated: BeyondAllocated;
   } | null;
@@ -36,6 +38,7 @@ export function categoriesJson(model: Model, device: number, view: CategoryView,
       reserved_bytes: p.reservedBytes,
       bytes: p.bytes,
       untraced_bytes: p.untracedBytes,
+      ...(p.keptBytes !== undefined ? { kept_activation_bytes: p.keptBytes } : {}),
       activations_by_module: p.modules.slice(0, topModules),
       beyond_allocated: beyondAllocated(p, frag),
     },
@@ -50,7 +53,12 @@ export function categoriesText(all: readonly CategoriesJson[], topModules = 5): 
     out.push(`What the memory is at the peak on device ${c.device} (${formatBytes(p.allocated_bytes)} allocated):`);
     const row = (label: string, bytes: number, note = '') =>
       out.push(`  ${label.padEnd(28)} ${formatBytes(bytes).padStart(10)}${p.allocated_bytes ? `  ${pct(bytes, p.allocated_bytes).padStart(4)}` : ''}${note}`);
-    for (const k of CATEGORIES) row(CATEGORY_LABELS[k], p.bytes[k]);
+    for (const k of CATEGORIES) {
+      row(CATEGORY_LABELS[k], p.bytes[k]);
+      if (k === 'activation' && p.kept_activation_bytes) {
+        row('  kept by a container', p.kept_activation_bytes, '  saved by graphs a Python container keeps past their backward (see Leak)');
+      }
+    }
     if (p.untraced_bytes) row('before the trace began', p.untraced_bytes);
     if (!c.has_tags) out.push('  (no optimizer step was seen: parameters, gradients and optimizer state are counted as other)');
     if (!c.has_phases) out.push('  (no backward() was seen: activations and temporaries are counted as other)');

@@ -1,5 +1,5 @@
 // The steps part of `gpumem summary`: per-step figures and leak findings, in text and in --json.
-import { categoryView, dominantCategory, lineCategories, type CategoryView } from '../categories';
+import { categoryView, dominantCategory, lineCategories, lineKeptBytes, type CategoryView } from '../categories';
 import { CATEGORIES, CATEGORY_HEADERS } from '../../base/protocol/categories';
 import { formatBytes } from '../../base/units/bytes';
 import type { Category, CategoryBytes, Model } from '../../base/model/types';
@@ -27,6 +27,8 @@ export interface StepsJson {
     bytes_at_last_end: number;
     /** what most of the line's bytes at the last step end are */
     category?: Category;
+    /** of its bytes at the last step end, activations a container keeps past their backward (Note [Categories] 4) */
+    kept_bytes?: number;
     /** the line that keeps the memory alive, as the workload found it (Note [Leak keeper]) */
     keeper?: KeeperJson;
   }[];
@@ -108,6 +110,7 @@ export function toJson(device: number, r: StepReport, view: CategoryView): Steps
       growing_steps: l.growingSteps,
       bytes_at_last_end: l.bytesAtLastEnd,
       category: dominantCategory(lineCategories(lastEnd, l.file, l.line)),
+      ...(lineKeptBytes(lastEnd, l.file, l.line) ? { kept_bytes: lineKeptBytes(lastEnd, l.file, l.line) } : {}),
       ...(l.keeper ? { keeper: keeperJson(l) } : {}),
     })),
   };
@@ -124,6 +127,9 @@ const CATEGORY_TEXT: Record<Category, string> = {
   temporary: 'temporaries',
   other: 'not parameters, gradients, optimizer state or activations',
 };
+
+/** A leak line whose bytes are activations a container keeps (Note [Categories] 4). */
+const KEPT_TEXT = 'saved activations kept past their backward';
 
 export const SOURCE_TEXT: Record<StepsJson['source'], string> = {
   numbered: 'your numbered step markers',
@@ -175,7 +181,7 @@ export function leakSentence(l: StepsJson['leaks'][number], file = l.file, keepe
   return (
     `${file}:${l.line} keeps ${formatBytes(l.growth_per_step_bytes)} more at each step end ` +
     `(steps ${l.from_step}–${l.to_step}, ${formatBytes(l.bytes_at_last_end)} at the last step end` +
-    `${l.category ? `, ${CATEGORY_TEXT[l.category]}` : ''})` +
+    `${l.category ? `, ${l.category === 'activation' && l.kept_bytes ? KEPT_TEXT : CATEGORY_TEXT[l.category]}` : ''})` +
     (l.keeper ? `; ${keeperSentence(l.keeper, keeperFile)}` : '')
   );
 }

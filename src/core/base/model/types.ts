@@ -210,10 +210,15 @@ export interface CategoryMoment {
   /** latest NVML sample at or before the moment, and what of it lies outside the allocator's reserved bytes */
   deviceUsedBytes?: number;
   notFromAllocatorBytes?: number;
+  /**
+   * of the activation bytes, those kept past their backward by a container the leak keeper named (Note
+   * [Categories] 4 in native/addon/src/categories.cpp); present only when the capture has a keeper notice
+   */
+  keptBytes?: number;
   /** activations by module class (the innermost `forward` of their stacks), largest first */
   modules: { module: string; bytes: number }[];
   /** per line (innermost user frame), at the peak and at the last asked moment when asked for */
-  lines?: { file: string; line: number; bytes: Partial<CategoryBytes> }[];
+  lines?: { file: string; line: number; bytes: Partial<CategoryBytes>; keptBytes?: number }[];
 }
 
 export interface CategoryReport {

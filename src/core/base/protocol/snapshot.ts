@@ -286,7 +286,7 @@ export interface RankRowView {
   peakReservedBytes: number;
   ooms: number;
   topLine: { file: string; displayFile: string; line: number; bytesAtPeak: number } | null;
-  /** Note [Rank outliers] */
+  /** Note [Rank flags] */
   flag: 'high' | 'low' | null;
   problems: string[];
   /** the rank's own first and last event on the shared axis (0, 0 when the capture has none) */

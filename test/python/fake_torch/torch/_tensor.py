@@ -40,9 +40,9 @@ class Tensor:
     def item(self):
         return float(self.nbytes)
 
-    def backward(self, gradient=None):
-        torch.autograd.backward(self, gradient)
-        if self.grad_fn is not None:
+    def backward(self, gradient=None, retain_graph=None, create_graph=False, inputs=None):
+        torch.autograd.backward(self, gradient, retain_graph=retain_graph)
+        if self.grad_fn is not None and not retain_graph:  # retain_graph=True keeps every saved tensor, like PyTorch
             self.grad_fn.release()
 
 
@@ -62,8 +62,7 @@ class _Node:
     @property
     def _saved_self(self):
         if self._saved is None:
-            raise RuntimeError("Trying to backward through the graph a second time (or directly access saved "
-                               "tensors after they have already been freed)")
+            raise RuntimeError(_FREED)
         return tuple(self._saved)
 
     def release(self):
@@ -71,6 +70,58 @@ class _Node:
         for n, _ in self.next_functions:
             if n is not None:
                 n.release()
+
+
+_FREED = ("Trying to backward through the graph a second time (or directly access saved tensors after they have "
+          "already been freed)")
+
+
+class _SavedTensor:
+    """What `_raw_saved_<name>` returns in PyTorch: a handle (register_hooks) with no data pointer."""
+
+    def register_hooks(self, pack, unpack):
+        raise RuntimeError("not in the stand-in")
+
+
+class _NamedNode(_Node):
+    """A node shaped like PyTorch's generated ones (torch/csrc/autograd/generated/python_functions.cpp): a class per
+    op (ReluBackward0, ConvolutionBackward0, …) whose saved values are properties `_saved_<name>`: a Tensor, a
+    tuple of Tensors, or a plain value (`_saved_stride`: ints), plus `_raw_saved_<name>` for each tensor. The
+    tensors are freed by backward() without retain_graph; reading them afterwards raises (plain values do not)."""
+
+    def __init__(self, inputs, values):
+        _Node.__init__(self, inputs, [])
+        self._values = dict(values)
+
+    def release(self):
+        self._values = {k: v for k, v in self._values.items() if not _tensors_in(v)}
+        self._saved = None
+        for n, _ in self.next_functions:
+            if n is not None:
+                n.release()
+
+
+def _tensors_in(v):
+    return isinstance(v, Tensor) or (isinstance(v, (tuple, list)) and any(isinstance(x, Tensor) for x in v))
+
+
+_NODE_TYPES = {}
+
+
+def _node_type(name, attrs):
+    key = (name, tuple(sorted(attrs)))
+    t = _NODE_TYPES.get(key)
+    if t is None:
+        ns = {}
+        for a in attrs:
+            def get(self, a=a):
+                if a not in self._values:
+                    raise RuntimeError(_FREED)
+                return self._values[a]
+            ns["_saved_" + a] = property(get)
+            ns["_raw_saved_" + a] = property(lambda self: _SavedTensor())
+        t = _NODE_TYPES[key] = type(name, (_NamedNode,), ns)
+    return t
 
 
 class _AccumulateGrad:
@@ -84,12 +135,18 @@ class _AccumulateGrad:
         pass
 
 
-def _fake_op(nbytes, *inputs, saved_bytes=0):
+def _fake_op(nbytes, *inputs, saved_bytes=0, node=None, saves=None):
     """A differentiable op's result on the device (nbytes), whose node saves a fresh tensor of saved_bytes
-    (an activation) and the inputs."""
-    saved = list(inputs) + ([Tensor(saved_bytes, "cuda")] if saved_bytes else [])
+    (an activation) and the inputs. With node="ReluBackward0" and saves={"result": "out", "stride": (1, 1),
+    "input": tensor}: a node of that class with `_saved_result` (the result itself, as relu saves its output),
+    `_saved_stride` (a plain value) and `_saved_input` (a given tensor), like PyTorch's generated nodes."""
     out = Tensor(nbytes, "cuda")
-    out.grad_fn = _Node(inputs, saved)
+    if node is None:
+        saved = list(inputs) + ([Tensor(saved_bytes, "cuda")] if saved_bytes else [])
+        out.grad_fn = _Node(inputs, saved)
+        return out
+    values = {k: (out if v == "out" else v) for k, v in (saves or {}).items()}
+    out.grad_fn = _node_type(node, values)(inputs, values)
     return out
 
 
