@@ -190,6 +190,12 @@ bool device_memory(int device, uint64_t* free_b, uint64_t* total_b) {
   }
 }
 
+void settled(int device, const std::function<void()>& read) {
+  const std::vector<DeviceAllocator*> d = device < 0 ? std::vector<DeviceAllocator*>() : selected(device);
+  if (d.empty()) return read();
+  d.front()->settled(read);
+}
+
 DeviceIdentity device_identity(int device) {
   Global& g = global();
   if (!g.ready.load(std::memory_order_acquire) || device < 0 || device >= int(g.devices.size())) return {};
