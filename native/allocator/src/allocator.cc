@@ -19,6 +19,7 @@ struct Config {
   std::string backend = settings::kBackendDefault;
   uint64_t sim_capacity = 16ull << 30;
   int sim_devices = 1;
+  uint32_t sim_map_delay_us = 0;  // tests only: Note [Slow page maps] in sim_backend.h
   // Note [Default segment strategy]: expandable with trim on growth. GPT-2 small, sequence lengths
   // 128…1024 at 8192 tokens per batch, H200 (test/gpu/bench_allocator.py): peak reserved / peak
   // allocated ×1.459 fixed (the same bytes as PyTorch's default), ×1.115 expandable (the same as
@@ -52,9 +53,11 @@ void ensure_ready() {
   std::lock_guard<std::mutex> lock(g.mu);
   if (g.ready.load(std::memory_order_relaxed)) return;
   std::unique_ptr<Backend> backend;
-  if (g.config.backend == "sim")
-    backend = std::make_unique<SimBackend>(g.config.sim_devices, g.config.sim_capacity);
-  else
+  if (g.config.backend == "sim") {
+    auto sim = std::make_unique<SimBackend>(g.config.sim_devices, g.config.sim_capacity);
+    sim->set_map_delay_us(g.config.sim_map_delay_us);
+    backend = std::move(sim);
+  } else
     backend = make_cuda_backend();
   Options options;
   options.expandable = g.config.expandable;
@@ -86,7 +89,8 @@ std::vector<DeviceAllocator*> selected(int device) {
 bool configure(const json::Value& v, std::string* err) {
   Global& g = global();
   Config c = g.config;
-  // The recording settings by the one table (settings.h); sim_devices is this library's own (tests).
+  // The recording settings by the one table (settings.h); sim_devices and sim_map_delay_us are this
+  // library's own (tests).
   bool touched = v.find(settings::kBackend.json) || v.find(settings::kSimCapacity.json) ||
                  v.find(settings::kSegments.json) || v.find(settings::kTrimOnGrowth.json);
   std::string segments = c.expandable ? "expandable" : "fixed";
@@ -104,6 +108,14 @@ bool configure(const json::Value& v, std::string* err) {
       return false;
     }
     c.sim_devices = int(s->as_int());
+    touched = true;
+  }
+  if (const json::Value* s = v.find("sim_map_delay_us")) {
+    if (!s->is_int() || s->as_int() < 0 || s->as_int() > 1000000) {
+      *err = "\"sim_map_delay_us\" must be an integer from 0 to 1000000";
+      return false;
+    }
+    c.sim_map_delay_us = uint32_t(s->as_int());
     touched = true;
   }
   if (!touched) return true;
@@ -176,6 +188,12 @@ bool device_memory(int device, uint64_t* free_b, uint64_t* total_b) {
   } catch (const std::exception&) {
     return false;  // callers (samplers, the control channel) treat "unknown" as no figure
   }
+}
+
+void settled(int device, const std::function<void()>& read) {
+  const std::vector<DeviceAllocator*> d = device < 0 ? std::vector<DeviceAllocator*>() : selected(device);
+  if (d.empty()) return read();
+  d.front()->settled(read);
 }
 
 DeviceIdentity device_identity(int device) {

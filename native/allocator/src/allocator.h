@@ -13,7 +13,8 @@
 namespace gpumem::core {
 
 // Applies the core's keys of gpumem_configure's JSON ("backend", "sim_capacity", "sim_devices",
-// "segments", "trim_on_growth"); they may change only before the first allocation. Other keys are ignored.
+// "sim_map_delay_us", "segments", "trim_on_growth"); they may change only before the first allocation. Other keys are
+// ignored.
 bool configure(const json::Value& config, std::string* err);
 
 // Where the devices send their records (the null sink by default). Only before the devices exist (the

@@ -7,6 +7,7 @@
 #pragma once
 #include <stdint.h>
 
+#include <functional>
 #include <vector>
 
 #include "backend.h"
@@ -43,8 +44,14 @@ Figures figures(int device);
 // origin as in fmt::EmptyCacheRec (0 torch.cuda.empty_cache, 1 control channel, 2 OOM ladder).
 void empty_cache(int device, uint64_t* before, uint64_t* after, int origin);
 
-// The driver's (or simulated device's) free/total bytes; false if unknown.
+// The driver's (or simulated device's) free/total bytes; false if unknown. Takes only the backend's lock.
 bool device_memory(int device, uint64_t* free_b, uint64_t* total_b);
+
+// Runs `read` under `device`'s lock, when no growth, release or rollback of it is halfway (Note [Settled
+// samples] in device_sampler.cc); with no lock for a device the allocator does not manage (none yet, or the
+// PyTorch-allocator mode). The exception to "never call these while holding a device lock": `read` runs
+// under it, so it may call device_memory and the driver's or NVML's queries, nothing else of the allocator.
+void settled(int device, const std::function<void()>& read);
 
 // The backend's name and PCI bus id of `device` (empty before the allocator exists or when unknown).
 DeviceIdentity device_identity(int device);

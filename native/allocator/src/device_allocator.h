@@ -73,6 +73,12 @@ class DeviceAllocator {
   void* base_allocation(void* ptr, size_t* size);
   bool owns(void* ptr);
 
+  // Runs `read` while no driver call of this device is halfway: under the device lock, so a growth's pages
+  // are all mapped and counted, or all given back (Note [Settled samples] in device_sampler.cc).
+  void settled(const std::function<void()>& read) {
+    Lock lock(mu_);
+    read();
+  }
   DeviceStats stats();
   void reset_peak_stats();
   void reset_accumulated_stats();

@@ -46,6 +46,8 @@ std::vector<std::string> g_pci;  // per device: PCI bus id, for NVML (empty if u
 Sources g_sources;               // Note [Recorder sources]; set once, before the capture opens
 std::atomic<bool> g_sources_set{false};
 
+void sample_after_oom(int device);
+
 // The recorder as the core's sink. Its wants_events() flag is the recorder's "active": events are
 // wanted while a capture is open or the snapshot ring is on.
 class RecorderSink final : public core::EventSink {
@@ -53,7 +55,10 @@ class RecorderSink final : public core::EventSink {
   void emit(uint8_t type, uint8_t device, uint16_t flags, const void* payload, uint32_t bytes) override {
     rec::emit(type, device, flags, payload, bytes);
   }
-  void after_oom(int device) override { write_state(device, 1); }
+  void after_oom(int device) override {
+    write_state(device, 1);
+    sample_after_oom(device);
+  }
   void set_active(bool on) { set_wants_events(on); }
 };
 RecorderSink& recorder_sink() {
@@ -139,6 +144,19 @@ void sample_pass() {
     write_state(-1, 3);
     resynced_lost = lost;
   }
+}
+
+// Note [Settled samples] in device_sampler.cc: the moment after a failed growth gets a sample of its own,
+// taken once the growth is undone (the OOM's caller has released the device lock), when sampling is on.
+void sample_after_oom(int device) {
+  std::string pci;
+  {
+    std::lock_guard<std::mutex> cl(g_cfg_mu);
+    if (g_cfg.sample_interval_ms == 0 || !writer::is_open() || device < 0 || device >= g_announced) return;
+    pci = g_pci[size_t(device)];
+  }
+  fmt::DeviceSampleRec s = sampler::sample_device(device, pci);
+  if (s.total) writer::append(fmt::REC_DEVICE_SAMPLE, uint8_t(device), 0, &s, sizeof s);
 }
 
 // ---- process lifetime ---------------------------------------------------------------------------

@@ -2,6 +2,8 @@
 #include "sim_backend.h"
 
 #include <algorithm>
+#include <chrono>
+#include <thread>
 
 namespace gpumem::core {
 
@@ -175,14 +177,18 @@ void SimBackend::check_mappable(int device, uint64_t addr, size_t size) const {
 }
 
 bool SimBackend::map_page(int device, uint64_t addr, size_t size, bool capturing) {
-  std::lock_guard<std::mutex> g(mu_);
-  check_device(device);
-  if (capturing_ && !capturing) violations_++;
-  check_mappable(device, addr, size);
-  if (!map_fresh(device, addr, size)) return false;
-  allocs_++;
-  new_bytes_ += size;
-  synced_[device] = 0;
+  {
+    std::lock_guard<std::mutex> g(mu_);
+    check_device(device);
+    if (capturing_ && !capturing) violations_++;
+    check_mappable(device, addr, size);
+    if (!map_fresh(device, addr, size)) return false;
+    allocs_++;
+    new_bytes_ += size;
+    synced_[device] = 0;
+  }
+  if (const uint32_t us = map_delay_us_.load(std::memory_order_relaxed))
+    std::this_thread::sleep_for(std::chrono::microseconds(us));  // Note [Slow page maps]
   return true;
 }
 

@@ -13,6 +13,7 @@
 // segments, reservations and pages as if this device had handed them out (they count against
 // capacity); later allocations skip every adopted range, wherever it lies.
 #pragma once
+#include <atomic>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -75,6 +76,10 @@ class SimBackend final : public Backend {
   // Bytes of new device memory handed out (cuMemAlloc sizes and cuMemMap of fresh pages; a page
   // move, remap_page, takes none): what a what-if calls growth (Note [What-if]).
   uint64_t new_device_bytes() const;
+  // Note [Slow page maps]: each map_page that maps takes this long more (it waits after mapping, outside
+  // the backend's lock), as a large growth does on a real device (cuMemCreate + cuMemMap of gigabytes take a
+  // while): a sampler beside it can read the device halfway (issue 27's test_samples.py). 0 = at once.
+  void set_map_delay_us(uint32_t us) { map_delay_us_ = us; }
 
   // ---- Note [Adopted memory]: false when the capacity cannot hold it; throws on overlaps ----
   bool adopt_segment(int device, uint64_t addr, size_t size);  // as if cuMemAlloc had returned it
@@ -120,6 +125,7 @@ class SimBackend final : public Backend {
   uint64_t unsynced_unmaps_ = 0;
   Event next_event_ = 1;
   bool capturing_ = false;
+  std::atomic<uint32_t> map_delay_us_{0};
   uint64_t violations_ = 0, allocs_ = 0, frees_ = 0, new_bytes_ = 0;
 };
 
