@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Every GPU check in one device call (device time is scarce). Build here first, then carry dist/native:
 #   make -C native/allocator && <device run, carry dist/native> bash test/gpu/run_all.sh [stage…]
-# Stages: env allocator workload sanitizer stacks micro steps frag probes varlen leaks pytorch-tests summaries oom-sample categories what-if resnet-overhead long-run advice pytorch-mode pytorch-mode-cost ranks-2gpu (default: env allocator stacks workload sanitizer).
+# Stages: env allocator workload sanitizer stacks micro steps frag probes varlen leaks pytorch-tests summaries oom-sample leaks-convnet keeper-probe categories what-if resnet-overhead long-run advice pytorch-mode pytorch-mode-cost ranks-2gpu (default: env allocator stacks workload sanitizer).
 # Each of micro, steps and frag is one part of test/gpu/bench_allocator.py; "bench" runs all three.
 # Results land under $OUT (logs + JSON), one file per stage, so they come back with the call.
 set -u
@@ -61,6 +61,10 @@ for s in "${stages[@]}"; do
     # Issue 17: steps found from the bootstrap's facts, and history.append(loss) found as a leak on its line.
     # The finding carries the keeper the bootstrap named: the history.append(loss) line (Note [Leak keeper]).
     leaks) run_stage leaks 180 python3 test/gpu/steps_check.py --out "$OUT/leaks" ;;
+    # Issue 27, item 2: the leaky convnet (retained graphs): the keeper on every leaking line, its bytes kept
+    # activations; then what the keeper's graph walk finds on real torch (a probe, plain PyTorch).
+    leaks-convnet) run_stage leaks-convnet 180 env GPUMEM_WATCHDOG_S=140 python3 test/gpu/steps_check.py --model convnet --steps 8 --out "$OUT/leaks-convnet" ;;
+    keeper-probe) run_stage keeper-probe 150 env GPUMEM_WATCHDOG_S=80 python3 test/gpu/probes/keeper_walk_probe.py ;;
     # Issue 20: PyTorch's own memory tests natively and under `gpumem run`, compared (needs the carried
     # .carry/pytorch-tests/test_cuda.py from test/gpu/extract_pytorch_tests.py). Ends with PASS or FAIL.
     pytorch-tests) run_stage pytorch-tests 290 python3 test/gpu/pytorch_memory_tests.py --out "$OUT" ;;

@@ -139,6 +139,8 @@ class KeeperTest(unittest.TestCase):
         self.assertEqual(k["bytes"], 4 * (2 * 40960 + 16384 + 1536 + 512 + 512))
         self.assertEqual(sorted(k["addrs"]), sorted(p for step in held[:4] for p in step))
         self.assertEqual(len(k["addrs"]), 24)
+        # the losses themselves are the kept tensors' own storages, not activations their graphs save
+        self.assertEqual(sorted(k["own"]), sorted(step[-1] for step in held[:4]))
 
     def test_a_notice_with_more_addresses_than_fit_keeps_one_graph_whole_and_stays_readable(self):
         # 4 kept losses whose graphs save 60 activations each: 244 addresses (≈ 4 KiB of JSON) would pass the 4096

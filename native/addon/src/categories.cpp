@@ -35,8 +35,9 @@ namespace gpumem {
 //   4. activations *kept by a container* (issue 27): a graph that outlives its backward (backward(retain_graph=True)
 //      then history.append(loss)) keeps its saved activations past the backward that would have freed them. The
 //      bootstrap's leak keeper (Note [Leak keeper search] in native/python/gpumem/_keeper.py) writes, in its notice,
-//      the address of every storage the kept tensors and their graphs hold (Note [Keeper graph walk]). The
-//      allocations live at those addresses at the notice are kept activations, and so is every untagged
+//      the address of every storage the kept tensors and their graphs hold (Note [Keeper graph walk]), and which of
+//      them are the kept tensors' own ("own": the losses, a kept output: they stay what they were). The
+//      allocations live at the others at the notice are kept activations, and so is every untagged
 //      allocation of one of their lines (innermost user frame) with the same life: made outside backward and
 //      optimizer steps, not freed by the next backward (freed later, or never), so the steps after the notice
 //      count too. They are activations (by module as the rest), and `keptBytes` says how many of the activation
@@ -131,6 +132,13 @@ std::vector<KeeperSeeds> keeper_seeds(const Model& m, const DeviceData& d) {
       const std::vector<uint64_t> device = json_uints(text, "device", &has_device);
       if (has_device ? (device.size() != 1 || device[0] != (uint64_t)d.index) : dev != d.index) continue;
       std::vector<uint64_t> addrs = json_uints(text, "addrs", &has_addrs);
+      // "own": the kept tensors' own storages (the losses): held, but not activations (Note [Categories] 4)
+      bool has_own = false;
+      std::vector<uint64_t> own = json_uints(text, "own", &has_own);
+      std::sort(own.begin(), own.end());
+      addrs.erase(std::remove_if(addrs.begin(), addrs.end(),
+                                 [&](uint64_t a) { return std::binary_search(own.begin(), own.end(), a); }),
+                  addrs.end());
       if (addrs.empty()) continue;
       out.push_back({events_up_to(d, (double)mk.t_us), std::move(addrs)});
     }

@@ -19,9 +19,10 @@ step end (Optimizer.step()'s global post hook, or gpumem.step()), so:
   still save (a bounded walk of grad_fn.next_functions; a graph that backward() already freed saves nothing;
   Note [Keeper graph walk]). Every held storage's address goes along, those of the first kept tensor's graph
   first (one storage on every line the keeper holds), as many as fit the notice (NOTICE_MAX bytes: a capture's
-  strings are cut at 4096), so the reader names the keeper on every line that allocated one (the loss line and the forward lines whose saved
-  activations a retained graph keeps), and counts those blocks as activations kept by the container (Note
-  [Categories] in native/addon/src/categories.cpp).
+  strings are cut at 4096), so the reader names the keeper on every line that allocated one (the loss line and the
+  forward lines whose saved activations a retained graph keeps). "own" lists which of them are the kept tensors'
+  own storages (the losses themselves): the others, what the graphs save, the reader counts as activations kept by
+  the container (Note [Categories] in native/addon/src/categories.cpp); a kept tensor itself stays what it was.
 - The result is one NOTICE record (no format change): a sentence for people, then a line
   `gpumem-keeper {json}` that the reader parses (src/core/analyses/steps/keeper.ts). Nothing is written when no kept
   tensor is found (a loop that keeps loss.item() has no keeper).
@@ -252,8 +253,9 @@ class KeeperWatch:
         found = {"v": 1, "step": self.steps, "container_type": type(container).__name__,
                  "tensors": len(held)}
         found.update(named)
-        bytes_, addrs, complete, listed = _held_bytes(held, budget)
-        found.update({"bytes": bytes_, "addrs": addrs, "addrs_all": listed, "complete": complete and not budget.hit,
+        bytes_, addrs, complete, listed, own = _held_bytes(held, budget)
+        found.update({"bytes": bytes_, "addrs": addrs, "own": [a for a in addrs if a in own], "addrs_all": listed,
+                      "complete": complete and not budget.hit,
                       "device": _device(held[0])})
         return found
 
@@ -269,6 +271,9 @@ def notice_text(found):
         if over <= 0 or not found["addrs"]:
             return text
         found["addrs"] = found["addrs"][:-max(1, over // 8)]  # an address and its ", " take 8 to 22 bytes
+        if "own" in found:
+            listed = set(found["addrs"])
+            found["own"] = [a for a in found["own"] if a in listed]
         found["addrs_all"] = False
 
 
@@ -533,10 +538,12 @@ def _held_bytes(held, budget, max_nodes=20000, max_addrs=MAX_ADDRS):
     seen = set()
     stack = []
     first = set()  # the storages of the first kept tensor and its graph: listed first
+    own = set()  # the kept tensors' own storages (a loss, a kept output): not activations their graphs save
     for i, t in enumerate(held):
         base, n = _storage(t)
         if base:
             storages[base] = max(n, storages.get(base, 0))
+            own.add(base)
             if i == 0:
                 first.add(base)
         if getattr(t, "grad_fn", None) is not None:
@@ -590,7 +597,7 @@ def _held_bytes(held, budget, max_nodes=20000, max_addrs=MAX_ADDRS):
             if root.get(base) == 0:
                 first.add(base)
     total, addrs, listed = listed_storages(storages, max_addrs, first)
-    return total, addrs, complete, listed
+    return total, addrs, complete, listed, own
 
 
 def listed_storages(storages, max_addrs=MAX_ADDRS, first=()):

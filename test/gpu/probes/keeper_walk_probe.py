@@ -109,7 +109,7 @@ def main():
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         t0 = time.perf_counter()
-        nbytes, addrs, complete = _keeper._held_bytes(history[:a.kept], _keeper._Budget(1000))
+        nbytes, addrs, complete, _all_listed, own = _keeper._held_bytes(history[:a.kept], _keeper._Budget(1000))
         seconds = time.perf_counter() - t0
     after = torch.cuda.memory_allocated()
     listed = set(addrs)
@@ -119,7 +119,7 @@ def main():
     print("PROBE " + json.dumps({
         "torch": torch.__version__,
         "node_types": node_types,
-        "walk": {"bytes": nbytes, "addrs": len(addrs), "complete": complete, "ms": round(seconds * 1000, 3)},
+        "walk": {"bytes": nbytes, "addrs": len(addrs), "own": len(own), "complete": complete, "ms": round(seconds * 1000, 3)},
         # the walk also counts NLL's total_weight (512 B a step, made inside nll_loss: its pointer is not known here)
         "expected": {"bytes": want, "per_step_storages": len(expected[0]), "missing": missing,
                      "extra_bytes": nbytes - want, "extra_expected": 512 * a.kept},

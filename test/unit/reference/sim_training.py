@@ -214,7 +214,8 @@ def retained_notice(lib, losses, graphs, live):
     nbytes, addrs, complete = _keeper.listed_storages(held, first={losses[0], *graphs[0]})
     path = os.path.abspath(__file__)
     found = {"v": 1, "step": 5, "container": "history", "container_type": "list", "tensors": len(losses),
-             "bytes": nbytes, "addrs": addrs, "addrs_all": complete, "complete": True, "device": 0, "file": path,
+             "bytes": nbytes, "addrs": addrs, "own": [p for p in addrs if p in losses], "addrs_all": complete,
+             "complete": True, "device": 0, "file": path,
              "scope": "main"}
     line = keeper_line("# RETAIN_LINE")  # the script has two history.append lines: the --retain one is the keeper
     found.update({"line": line, "how": "stores", "code": open(path).readlines()[line - 1].split("#")[0].strip()})
@@ -228,7 +229,8 @@ def keeper_notice(lib, kept, nbytes):
 
     path, line = os.path.abspath(__file__), keeper_line()
     found = {"v": 1, "step": 5, "container": "history", "container_type": "list", "tensors": len(kept),
-             "bytes": nbytes * len(kept), "addrs": kept, "complete": True, "device": 0, "file": path, "scope": "main"}
+             "bytes": nbytes * len(kept), "addrs": kept, "own": kept, "complete": True, "device": 0, "file": path,
+             "scope": "main"}
     found.update(_keeper._find_site(path, None, "history"))  # the bootstrap's own AST search of this file
     assert found["line"] == line, (found, line)
     lib.gpumem_notice(_keeper.notice_text(found).encode(), 0)
