@@ -5,6 +5,7 @@
 import { CATEGORIES, CATEGORY_LABELS, type Category } from '../../src/core/base/protocol/categories';
 import { formatBytes } from '../../src/core/base/units/bytes';
 import type { LiveCategories } from '../../src/core/base/protocol/live';
+import { h } from '../common/dom';
 
 const COLOURS: Record<Category, string> = {
   parameter: '#4e79a7',
@@ -27,22 +28,11 @@ interface CategoriesUi {
 const uis = new WeakMap<HTMLElement, CategoriesUi>();
 
 function create(host: HTMLElement): CategoriesUi {
-  const root = document.createElement('div');
-  root.className = 'categories';
-  root.dataset.testid = 'live-categories';
-  const title = document.createElement('div');
-  title.className = 'categories-title';
-  title.textContent = 'What the memory is, over time';
-  const canvas = document.createElement('canvas');
-  canvas.className = 'categories-chart';
-  canvas.setAttribute('role', 'img');
-  const legend = document.createElement('div');
-  legend.className = 'categories-legend';
-  const note = document.createElement('div');
-  note.className = 'categories-note';
-  const leaks = document.createElement('div');
-  leaks.className = 'categories-leaks';
-  root.append(title, canvas, legend, note, leaks);
+  const canvas = h('canvas', { class: 'categories-chart', role: 'img' });
+  const legend = h('div', { class: 'categories-legend' });
+  const note = h('div', { class: 'categories-note' });
+  const leaks = h('div', { class: 'categories-leaks' });
+  const root = h('div', { class: 'categories', 'data-testid': 'live-categories' }, h('div', { class: 'categories-title' }, 'What the memory is, over time'), canvas, legend, note, leaks);
   host.append(root);
   const ui = { root, canvas, legend, leaks, note };
   uis.set(host, ui);
@@ -62,17 +52,14 @@ export function renderCategories(host: HTMLElement, c: LiveCategories | undefine
   const now = Object.fromEntries(CATEGORIES.map((k) => [k, c.bytes[k][last] ?? 0])) as Record<Category, number>;
   ui.root.dataset.now = JSON.stringify(now);
   ui.legend.replaceChildren(
-    ...CATEGORIES.map((k) => {
-      const item = document.createElement('span');
-      item.className = 'categories-item';
-      item.dataset.category = k;
-      item.dataset.bytes = String(now[k]);
-      const sw = document.createElement('span');
-      sw.className = 'categories-swatch';
-      sw.style.background = COLOURS[k];
-      item.append(sw, `${CATEGORY_LABELS[k]} ${formatBytes(now[k])}`);
-      return item;
-    }),
+    ...CATEGORIES.map((k) =>
+      h(
+        'span',
+        { class: 'categories-item', 'data-category': k, 'data-bytes': now[k] },
+        h('span', { class: 'categories-swatch', style: `background:${COLOURS[k]}` }),
+        `${CATEGORY_LABELS[k]} ${formatBytes(now[k])}`,
+      ),
+    ),
   );
   const caveats = [
     c.hasTags ? '' : 'No optimizer step yet: parameters, gradients and optimizer state count as other.',
@@ -80,14 +67,7 @@ export function renderCategories(host: HTMLElement, c: LiveCategories | undefine
   ].filter(Boolean);
   ui.note.textContent = caveats.join(' ');
   ui.leaks.replaceChildren(
-    ...c.leaks.map((l) => {
-      const p = document.createElement('div');
-      p.className = 'categories-leak';
-      p.dataset.testid = 'live-leak';
-      p.dataset.growth = String(l.growthPerStepBytes);
-      p.textContent = `Leak: ${l.sentence}`;
-      return p;
-    }),
+    ...c.leaks.map((l) => h('div', { class: 'categories-leak', 'data-testid': 'live-leak', 'data-growth': l.growthPerStepBytes }, `Leak: ${l.sentence}`)),
   );
   draw(ui.canvas, c, originS, Math.max(100, widthPx));
   ui.canvas.setAttribute(

@@ -18,6 +18,7 @@ import uPlot from 'uplot';
 import { formatBytes } from '../../src/core/base/units/bytes';
 import { liveHostMessages, type LiveAction, type LiveRunView, type LiveTrack, type LiveWebviewMessage } from '../../src/core/base/protocol/live';
 import { onHostMessage, panelApi } from '../common/api';
+import { h } from '../common/dom';
 import { themeColor } from '../common/theme';
 import { renderCategories } from './categories';
 import { figureRows } from './figures';
@@ -121,16 +122,9 @@ function render(view: LiveRunView | null): void {
 }
 
 function createTrack(track: LiveTrack): TrackUi {
-  const root = document.createElement('section');
-  root.className = 'track';
-  root.dataset.key = track.key;
-  const h = document.createElement('h2');
-  h.className = 'track-label';
-  const figures = document.createElement('div');
-  figures.className = 'figures';
-  const chartHost = document.createElement('div');
-  chartHost.className = 'chart';
-  root.append(h, figures, chartHost);
+  const figures = h('div', { class: 'figures' });
+  const chartHost = h('div', { class: 'chart' });
+  const root = h('section', { class: 'track', 'data-key': track.key }, h('h2', { class: 'track-label' }), figures, chartHost);
   tracksEl.append(root);
   return { root, figures, chartHost, markers: [] };
 }
@@ -143,21 +137,14 @@ function destroyTrack(ui: TrackUi): void {
 function updateTrack(ui: TrackUi, track: LiveTrack): void {
   ui.root.querySelector('.track-label')!.textContent = track.label + (track.running ? '' : ' (exited)');
   ui.figures.replaceChildren(
-    ...figureRows(track.figures).map((row) => {
-      const cell = document.createElement('div');
-      cell.className = `figure figure-${row.key}`;
-      cell.dataset.figure = row.key;
-      cell.dataset.bytes = String(row.bytes);
-      cell.title = row.help;
-      const label = document.createElement('span');
-      label.className = 'figure-label';
-      label.textContent = row.label;
-      const value = document.createElement('span');
-      value.className = 'figure-value';
-      value.textContent = formatBytes(row.bytes);
-      cell.append(label, value);
-      return cell;
-    }),
+    ...figureRows(track.figures).map((row) =>
+      h(
+        'div',
+        { class: `figure figure-${row.key}`, 'data-figure': row.key, 'data-bytes': row.bytes, title: row.help },
+        h('span', { class: 'figure-label' }, row.label),
+        h('span', { class: 'figure-value' }, formatBytes(row.bytes)),
+      ),
+    ),
   );
   ui.markers = track.markers;
   const s = track.series;

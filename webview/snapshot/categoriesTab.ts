@@ -7,6 +7,7 @@ import { formatBytes } from '../../src/core/base/units/bytes';
 import type { CategoriesView, CategoryMomentView } from '../../src/core/base/protocol/snapshot';
 import { newRequestId, send } from './api';
 import { clear, h } from './dom';
+import { stackWhenTooWide } from './fit';
 import { PALETTE_CSS } from './palette';
 
 export interface CategoriesHost {
@@ -133,6 +134,7 @@ export class CategoriesPanel {
     body.append(allocatedRow);
     table.append(body);
     box.append(table);
+    stackWhenTooWide(table);
     if (m.modules.length) {
       box.append(h('h4', {}, `Activations by module ${view.moduleSource}`));
       const mt = h('table', { class: 'replay-table', 'data-testid': `categories-${id}-modules` });
@@ -141,6 +143,7 @@ export class CategoriesPanel {
       if (m.modules.length > TOP_MODULES) mb.append(h('tr', {}, h('th', { scope: 'row', class: 'muted' }, `${m.modules.length - TOP_MODULES} more modules`), h('td', { class: 'num' }, formatBytes(m.modules.slice(TOP_MODULES).reduce((a, x) => a + x.bytes, 0)))));
       mt.append(mb);
       box.append(mt, h('p', { class: 'muted', 'data-testid': 'categories-module-note' }, view.moduleNote));
+      stackWhenTooWide(mt);
     }
     return box;
   }
@@ -177,6 +180,7 @@ export class CategoriesPanel {
     }
     table.append(body);
     box.append(table);
+    stackWhenTooWide(table);
     return box;
   }
 

@@ -1,5 +1,6 @@
 // A sortable vscode-data-grid built from rows we own (so each row carries its file:line for "go to source").
 import { clear, h } from './dom';
+import { stackWhenTooWide } from './fit';
 
 export interface Column<R> {
   key: string;
@@ -59,7 +60,8 @@ export function renderGrid<R>(root: HTMLElement, rows: readonly R[], o: GridOpti
   sorted.slice(0, limit).forEach((r, idx) => {
     const row = h('vscode-data-grid-row', { 'data-index': idx, title: o.rowTitle?.(r) ?? '', class: 'clickable', 'grid-template-columns': template });
     o.columns.forEach((c, i) => {
-      const cell = h('vscode-data-grid-cell', { 'grid-column': i + 1, class: c.numeric ? 'num' : '' });
+      // data-label: the column's title, shown before the value when the grid is stacked (Note [Stacked tables])
+      const cell = h('vscode-data-grid-cell', { 'grid-column': i + 1, class: c.numeric ? 'num' : '', 'data-label': i > 0 ? c.title : undefined });
       const colour = c.swatch?.(r);
       if (colour) {
         const sw = h('span', { class: 'swatch', 'data-swatch': colour });
@@ -76,6 +78,7 @@ export function renderGrid<R>(root: HTMLElement, rows: readonly R[], o: GridOpti
     grid.append(row);
   });
   root.append(grid);
+  stackWhenTooWide(grid);
   if (sorted.length > limit) root.append(h('p', { class: 'muted' }, `Showing ${limit} of ${sorted.length} rows.`));
   if (sorted.length === 0) root.append(h('p', { class: 'muted' }, 'No rows.'));
 }

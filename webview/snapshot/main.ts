@@ -1,5 +1,6 @@
 // Snapshot panel (browser bundle → dist/webview/snapshot.js): tabs for the summary, the active memory
-// timeline, the segment map, top allocation sites and compare; export and drag-and-drop in the header.
+// timeline, the segment map, top allocation sites, compare, the allocator what-if, categories and what to do
+// (or, on a session folder, the ranks side by side); export and drag-and-drop in the header.
 // Everything drawn comes from host messages (src/core/base/protocol/snapshot.ts); state survives hiding.
 import type { MarkerView, OpenedInfo, SiteRow, SnapshotHostMessage, SnapshotTab, SummaryView } from '../../src/core/base/protocol/snapshot';
 import { END_OF_TRACE, snapshotHostMessages } from '../../src/core/base/protocol/snapshot';

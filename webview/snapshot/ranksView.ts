@@ -6,6 +6,7 @@ import { formatBytes } from '../../src/core/base/units/bytes';
 import type { RankRowView, RanksView } from '../../src/core/base/protocol/snapshot';
 import { send } from './api';
 import { clear, h, themeColor } from './dom';
+import { stackWhenTooWide } from './fit';
 
 const ROW_HEIGHT = 56;
 
@@ -39,7 +40,7 @@ export function renderRanks(body: HTMLElement, view: RanksView): void {
     const row = h(
       'tr',
       { class: `rank-row${r.flag ? ` flag-${r.flag}` : ''}`, 'data-testid': 'rank-row', 'data-index': r.index, 'data-rank': r.rank ?? '', tabindex: 0, title: `Open ${r.fileName}` },
-      h('td', { 'data-figure': 'rank' }, rankLabel(r) + flag),
+      h('th', { scope: 'row', 'data-figure': 'rank' }, rankLabel(r) + flag),
       h('td', {}, r.host ?? '?'),
       h('td', {}, r.device === null ? '—' : `cuda:${r.device}${r.deviceName ? ` ${r.deviceName}` : ''}`),
       bytesCell('peakAllocated', r.peakAllocatedBytes),
@@ -55,6 +56,7 @@ export function renderRanks(body: HTMLElement, view: RanksView): void {
   }
   table.append(tbody);
   section.append(table);
+  stackWhenTooWide(table);
 
   // One axis for all: the byte scale is the largest reserved figure of any rank.
   let scale = 1;
@@ -78,7 +80,7 @@ export function renderRanks(body: HTMLElement, view: RanksView): void {
     lanes.append(h('div', { class: 'rank-lane' }, h('span', { class: 'rank-lane-label' }, rankLabel(r)), canvas));
     draw(canvas, r, scale);
   }
-  lanes.append(h('div', { class: 'rank-axis muted', 'data-testid': 'rank-axis' }, `0 s`, h('span', { class: 'spacer' }), `${seconds.toFixed(1)} s (one time axis: each capture's own clock)`));
+  lanes.append(h('div', { class: 'rank-axis muted', 'data-testid': 'rank-axis' }, h('span', { class: 'rank-axis-start' }, '0 s'), h('span', { class: 'spacer' }), h('span', { class: 'rank-axis-end' }, `${seconds.toFixed(1)} s (one time axis: each capture's own clock)`)));
   section.append(lanes);
   body.append(section);
 }

@@ -4,6 +4,7 @@ import { formatBytes } from '../../src/core/base/units/bytes';
 import type { ReplayView } from '../../src/core/base/protocol/snapshot';
 import { newRequestId, send } from './api';
 import { clear, h } from './dom';
+import { stackWhenTooWide } from './fit';
 
 export interface ReplayHost {
   device(): number;
@@ -94,6 +95,7 @@ export class ReplayPanel {
     }
     table.append(body);
     this.result.append(table);
+    stackWhenTooWide(table);
     const ooms = view.rows.filter((r) => r.oom);
     for (const r of ooms) this.result.append(h('p', { class: 'muted', 'data-testid': `replay-oom-${r.policy}` }, `${r.label}: ${r.oom?.sentence ?? ''}`));
   }

@@ -139,10 +139,11 @@ export async function openWebview(o) {
     send: (message) => page.evaluate((m) => window.dispatchEvent(new MessageEvent('message', { data: m })), message),
     /** The last value the page passed to setState. */
     state: () => page.evaluate(() => window.__state),
-    async screenshot(name) {
+    /** PNG of the viewport into .test-output/webview/<name>.png; `fullPage`: the whole page, scrolled parts too. */
+    async screenshot(name, { fullPage = false } = {}) {
       fs.mkdirSync(OUTPUT, { recursive: true });
       const file = path.join(OUTPUT, `${name.replace(/[^\w.-]+/g, '-')}.png`);
-      await page.screenshot({ path: file });
+      await page.screenshot({ path: file, fullPage });
       return file;
     },
     async close() {
