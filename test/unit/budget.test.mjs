@@ -20,16 +20,21 @@ function run(cmd, args) {
   return r.stdout;
 }
 
-function pair() {
+/** A stream recorded by `generator` (test/bench/budget/GENERATOR LIB OUT ARG) without a budget, and the same
+ * stream written again through the writer with `budget` (rebudget.cc); rebudget's JSON line (compactions, merges). */
+function rebudgeted(generator, arg, budget) {
   const dir = tmpDir();
   const tool = path.join(dir, 'rebudget');
   const src = path.join(root, 'native/allocator/src');
   run('g++', ['-std=c++17', '-O1', '-o', tool, path.join(root, 'test/bench/budget/rebudget.cc'), path.join(src, 'writer.cc'), path.join(src, 'compactor.cc'), '-lpthread']);
   const full = path.join(dir, 'full.gpumem');
   const budgeted = path.join(dir, 'budgeted.gpumem');
-  run('python3', [path.join(root, 'test/bench/budget/gen_stream.py'), ALLOCATOR_LIB, full, '200000']);
-  run(tool, [full, budgeted, String(BUDGET)]);
-  return { full, budgeted };
+  run('python3', [path.join(root, 'test/bench/budget', generator), ALLOCATOR_LIB, full, arg]);
+  return { full, budgeted, ...JSON.parse(run(tool, [full, budgeted, String(budget)])) };
+}
+
+function pair() {
+  return rebudgeted('gen_stream.py', '200000', BUDGET);
 }
 
 const files = skip ? null : pair();
@@ -182,19 +187,7 @@ test('a range cut between a free request and its completion: the reader sees the
 // Issue 27, item 3 (Note [Budget as a cap], compactor.cc): a fast-step loop whose verbatim records (phase begins,
 // module marks, tags, device samples) outgrow any budget unless the compacted history is thinned too.
 const FAST_BUDGET = 256 * 1024;
-const fast = skip
-  ? null
-  : (() => {
-      const dir = tmpDir();
-      const tool = path.join(dir, 'rebudget');
-      const src = path.join(root, 'native/allocator/src');
-      run('g++', ['-std=c++17', '-O1', '-o', tool, path.join(root, 'test/bench/budget/rebudget.cc'), path.join(src, 'writer.cc'), path.join(src, 'compactor.cc'), '-lpthread']);
-      const full = path.join(dir, 'fast.gpumem');
-      const budgeted = path.join(dir, 'fast-budgeted.gpumem');
-      run('python3', [path.join(root, 'test/bench/budget/gen_fast_steps.py'), ALLOCATOR_LIB, full, '3000']);
-      const out = JSON.parse(run(tool, [full, budgeted, String(FAST_BUDGET)]));
-      return { full, budgeted, merges: out.merges };
-    })();
+const fast = skip ? null : rebudgeted('gen_fast_steps.py', '3000', FAST_BUDGET);
 
 test('a fast-step run with many markers, tags and samples stays under a small budget with its whole-run figures', { skip }, () => {
   const size = fs.statSync(fast.budgeted).size;
