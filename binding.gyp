@@ -9,6 +9,7 @@
         "native/addon/src/categories.cpp",
         "native/addon/src/export_pickle.cpp",
         "native/addon/src/model.cpp",
+        "native/addon/src/overview.cpp",
         "native/addon/src/pickle_reader.cpp",
         "native/addon/src/replay.cpp",
         "native/addon/src/snapshot_import.cpp",

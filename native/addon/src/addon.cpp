@@ -23,6 +23,7 @@
 #include "export_pickle.h"
 #include "gpumem_format.h"
 #include "json.h"
+#include "overview.h"
 #include "pickle_reader.h"
 #include "policy_replay.h"
 #include "snapshot_import.h"
@@ -510,6 +511,57 @@ class OpenWorker : public Napi::AsyncWorker {
   Opened o_;
 };
 
+// Note [First view] (overview.cpp): overviewAsync(path, buckets) reads a pickle's allocated/reserved
+// overview on a libuv worker and resolves to its JSON text (or rejects: the caller waits for the full open).
+class OverviewWorker : public Napi::AsyncWorker {
+ public:
+  OverviewWorker(Napi::Env env, std::string path, int buckets)
+      : Napi::AsyncWorker(env, "gpumemOverview"),
+        deferred_(Napi::Promise::Deferred::New(env)),
+        path_(std::move(path)),
+        buckets_(buckets) {}
+  Napi::Promise Promise() { return deferred_.Promise(); }
+
+ protected:
+  void Execute() override {
+    try {
+      int fd = open(path_.c_str(), O_RDONLY | O_CLOEXEC);
+      if (fd < 0) throw std::runtime_error("cannot open " + path_ + ": " + strerror(errno));
+      struct stat st {};
+      if (fstat(fd, &st) != 0 || st.st_size <= 0) {
+        close(fd);
+        throw std::runtime_error("cannot read " + path_);
+      }
+      size_t len = (size_t)st.st_size;
+      // Read once, front to back: the pages are populated at once (no fault per page) and dropped after.
+      auto t0 = std::chrono::steady_clock::now();
+      void* p = mmap(nullptr, len, PROT_READ, MAP_PRIVATE | MAP_POPULATE, fd, 0);
+      if (const char* tm = getenv("GPUMEM_READER_TIMINGS"); tm && *tm == '1')
+        fprintf(stderr, "gpumem overview: map %.1f ms\n",
+                std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
+      close(fd);
+      if (p == MAP_FAILED) throw std::runtime_error("cannot map " + path_ + ": " + strerror(errno));
+      struct Unmap {
+        void* p;
+        size_t n;
+        ~Unmap() { munmap(p, n); }
+      } unmap{p, len};
+      json_ = pickle_overview_json(static_cast<const uint8_t*>(p), len, buckets_);
+    } catch (const std::exception& e) {
+      SetError(e.what());
+    } catch (...) {
+      SetError("overview of " + path_ + ": unexpected failure");
+    }
+  }
+  void OnOK() override { deferred_.Resolve(Napi::String::New(Env(), json_)); }
+  void OnError(const Napi::Error& e) override { deferred_.Reject(e.Value()); }
+
+ private:
+  Napi::Promise::Deferred deferred_;
+  std::string path_, json_;
+  int buckets_;
+};
+
 }  // namespace gpumem
 
 static Napi::Object Init(Napi::Env env, Napi::Object exports) {
@@ -521,6 +573,16 @@ static Napi::Object Init(Napi::Env env, Napi::Object exports) {
                 if (info.Length() < 1 || !info[0].IsString())
                   throw Napi::TypeError::New(env, "openAsync(path): path must be a string");
                 auto* w = new gpumem::OpenWorker(env, info[0].As<Napi::String>().Utf8Value());
+                Napi::Promise p = w->Promise();
+                w->Queue();
+                return p;
+              }));
+  exports.Set("overviewAsync", Napi::Function::New(env, [](const Napi::CallbackInfo& info) -> Napi::Value {
+                Napi::Env env = info.Env();
+                if (info.Length() < 2 || !info[0].IsString() || !info[1].IsNumber())
+                  throw Napi::TypeError::New(env, "overviewAsync(path, buckets): a string and a number");
+                auto* w = new gpumem::OverviewWorker(env, info[0].As<Napi::String>().Utf8Value(),
+                                                     info[1].As<Napi::Number>().Int32Value());
                 Napi::Promise p = w->Promise();
                 w->Queue();
                 return p;

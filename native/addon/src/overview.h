@@ -1,0 +1,16 @@
+// overview.h — the first view of a big PyTorch snapshot pickle (issue 28): see Note [First view] in overview.cpp.
+#pragma once
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+namespace gpumem {
+
+// Allocated and reserved over the whole trace of every device, as `buckets` min/max buckets between the
+// device's first and last moment, with the peaks; a JSON document (OverviewView in
+// src/core/base/model/types.ts). Exact: each bucket equals what timeline_json gives the full model for the
+// same t0, t1 and bucket count. Throws std::runtime_error when the file is not a snapshot this pass reads
+// (the caller then waits for the full open).
+std::string pickle_overview_json(const uint8_t* data, size_t size, int buckets);
+
+}  // namespace gpumem
