@@ -12,12 +12,17 @@ import { openWebview } from './harness/index.mjs';
  *   open became asynchronous, the page's first message gets `loading` until the model is there.
  * @param {{ fileName: string, state?: unknown, viewport?: {width:number,height:number}, theme?: 'dark'|'light', session?: { handle(m: unknown): unknown[] | undefined } }} o
  *   session: answer with this instead of a OpenedCapture over the model (the ranks view: RankSet, model null)
+ * @param {Promise<import('../../src/core/base/model/types.ts').PickleOverview | undefined> | undefined} [o.overview]
+ *   Note [First view]: the reader's overview (openOverviewAsync); posted after `loading` while the model is not
+ *   there yet, as src/glue/snapshot/panelHost.ts posts it
  */
 export async function openSnapshotPanel(modelOrOpening, o) {
   let session;
   const ready = (model) => (session = o.session ?? new OpenedCapture(model, { fileName: o.fileName }));
   if (typeof modelOrOpening?.then === 'function') void modelOrOpening.then(ready);
   else ready(modelOrOpening);
+  let overview;
+  void o.overview?.then((v) => (overview = v));
   const wv = await openWebview({
     html: (origin) =>
       snapshotPageHtml({ cspSource: origin, nonce: 'test-nonce', resource: (...p) => `${origin}/${p.join('/')}`, title: o.fileName }),
@@ -38,6 +43,7 @@ export async function openSnapshotPanel(modelOrOpening, o) {
   let seen = 0;
   let stopped = false;
   let toldLoading = false;
+  let toldOverview = false;
   // The pump: poll what the page posted and answer in order, like webview.onDidReceiveMessage.
   const pump = (async () => {
     while (!stopped) {
@@ -45,6 +51,10 @@ export async function openSnapshotPanel(modelOrOpening, o) {
       if (posted.length > seen && !session && !toldLoading) {
         toldLoading = true; // what SnapshotPanelHost.createSessionFolder posts first
         await wv.send({ type: 'loading', fileName: o.fileName });
+      }
+      if (toldLoading && !session && overview?.devices.length && !toldOverview) {
+        toldOverview = true;
+        await wv.send({ type: 'overview', view: { fileName: o.fileName, devices: overview.devices } });
       }
       for (; session && seen < posted.length; seen++) {
         // Checked as SnapshotPanelHost checks them (receiveMessages): the session sees only valid messages.

@@ -15,6 +15,7 @@ import { ReplayPanel } from './replayTab';
 import { AdvicePanel } from './adviceTab';
 import { renderSites } from './sitesTab';
 import { onStack } from './stacks';
+import { renderOverview } from './overviewView';
 import { renderRanks } from './ranksView';
 import { integrityBanner, renderSummary } from './summaryTab';
 import { TimelinePanel } from './timelineTab';
@@ -92,6 +93,12 @@ class App {
       case 'loading':
         clear(this.body);
         this.body.append(h('div', { class: 'loading' }, h('vscode-progress-ring'), h('span', {}, `Reading ${msg.fileName}…`)));
+        return;
+      case 'overview':
+        // Note [First view]: painted until `opened` builds the tabs (buildTabs clears the body).
+        if (this.info) return;
+        clear(this.body);
+        renderOverview(this.body, msg.view, getState().device, () => (this.marks.overviewPainted ??= performance.now()));
         return;
       case 'loadFailed':
         clear(this.body);

@@ -533,9 +533,10 @@ class OverviewWorker : public Napi::AsyncWorker {
         throw std::runtime_error("cannot read " + path_);
       }
       size_t len = (size_t)st.st_size;
-      // Read once, front to back: the pages are populated at once (no fault per page) and dropped after.
+      // Read once, front to back: populated just ahead of the scan and dropped behind it (Note [Overview
+      // window] in overview.cpp), so the file never becomes resident at once.
       auto t0 = std::chrono::steady_clock::now();
-      void* p = mmap(nullptr, len, PROT_READ, MAP_PRIVATE | MAP_POPULATE, fd, 0);
+      void* p = mmap(nullptr, len, PROT_READ, MAP_PRIVATE, fd, 0);
       if (const char* tm = getenv("GPUMEM_READER_TIMINGS"); tm && *tm == '1')
         fprintf(stderr, "gpumem overview: map %.1f ms\n",
                 std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
@@ -546,7 +547,7 @@ class OverviewWorker : public Napi::AsyncWorker {
         size_t n;
         ~Unmap() { munmap(p, n); }
       } unmap{p, len};
-      json_ = pickle_overview_json(static_cast<const uint8_t*>(p), len, buckets_);
+      json_ = pickle_overview_json(static_cast<const uint8_t*>(p), len, buckets_, true);
     } catch (const std::exception& e) {
       SetError(e.what());
     } catch (...) {

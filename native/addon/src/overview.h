@@ -10,7 +10,8 @@ namespace gpumem {
 // device's first and last moment, with the peaks; a JSON document (OverviewView in
 // src/core/base/model/types.ts). Exact: each bucket equals what timeline_json gives the full model for the
 // same t0, t1 and bucket count. Throws std::runtime_error when the file is not a snapshot this pass reads
-// (the caller then waits for the full open).
-std::string pickle_overview_json(const uint8_t* data, size_t size, int buckets);
+// (the caller then waits for the full open). file_mapped: `data` is a private read-only file mapping whose
+// pages may be dropped behind the scan (Note [Overview window]; never pass heap memory).
+std::string pickle_overview_json(const uint8_t* data, size_t size, int buckets, bool file_mapped = false);
 
 }  // namespace gpumem

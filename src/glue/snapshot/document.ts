@@ -2,14 +2,23 @@
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import * as vscode from 'vscode';
-import { openModelAsync } from '../../core/base/model/open';
-import type { Model } from '../../core/base/model/types';
+import { openModelAsync, openModelFirstView } from '../../core/base/model/open';
+import type { Model, PickleOverview } from '../../core/base/model/types';
 
 export class SnapshotDocument implements vscode.CustomDocument {
   private loaded: Promise<Model> | undefined;
   private model: Model | undefined;
   /** the editor annotations fed from this file while it is open */
   annotations: vscode.Disposable | undefined;
+  /** Note [First view]: the whole run's overview, once read (big pickles, before the model) */
+  overview: PickleOverview | undefined;
+  private readonly overviewListeners = new Set<(o: PickleOverview) => void>();
+
+  /** Calls `listener` when the overview is read (not if it already was: see `overview`); returns the unsubscribe. */
+  onOverview(listener: (o: PickleOverview) => void): () => void {
+    this.overviewListeners.add(listener);
+    return () => this.overviewListeners.delete(listener);
+  }
 
   constructor(
     readonly uri: vscode.Uri,
@@ -18,7 +27,11 @@ export class SnapshotDocument implements vscode.CustomDocument {
 
   /** The model, read on first use, off the extension host's thread (callers show "loading" meanwhile). */
   load(): Promise<Model> {
-    this.loaded ??= loadModel(this.uri, this.scratch).then((m) => {
+    const overviewRead = (o: PickleOverview) => {
+      this.overview = o;
+      for (const listener of [...this.overviewListeners]) listener(o);
+    };
+    this.loaded ??= loadModel(this.uri, this.scratch, overviewRead).then((m) => {
       // Closed while the worker was still reading: nobody will use (or close) this model.
       if (this.disposed) m.close();
       else this.model = m;
@@ -42,7 +55,7 @@ export class SnapshotDocument implements vscode.CustomDocument {
  * Opens `uri` as a Model. The reader needs a local path: files from other schemes (a remote workspace's
  * virtual file system) are copied into extension storage first.
  */
-export async function loadModel(uri: vscode.Uri, scratch: vscode.Uri): Promise<Model> {
+export async function loadModel(uri: vscode.Uri, scratch: vscode.Uri, onOverview?: (o: PickleOverview) => void): Promise<Model> {
   let file = uri.fsPath;
   if (uri.scheme !== 'file') {
     const bytes = await vscode.workspace.fs.readFile(uri);
@@ -55,5 +68,6 @@ export async function loadModel(uri: vscode.Uri, scratch: vscode.Uri): Promise<M
     throw new Error(`${file} does not exist.`);
   }
   // The reader parses on a worker thread: the extension host keeps answering (and the page keeps painting).
-  return await openModelAsync(file);
+  // A big pickle's overview comes first (Note [First view] in src/glue/snapshot/panelHost.ts).
+  return await (onOverview ? openModelFirstView(file, onOverview) : openModelAsync(file));
 }

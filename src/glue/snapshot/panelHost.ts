@@ -2,7 +2,7 @@
 // what needs the editor (go to source, pickers, saving files, opening dropped files).
 import * as path from 'node:path';
 import * as vscode from 'vscode';
-import type { Model } from '../../core/base/model/types';
+import type { Model, PickleOverview } from '../../core/base/model/types';
 import { END_OF_TRACE, snapshotWebviewMessages, type SnapshotHostMessage, type SnapshotWebviewMessage } from '../../core/base/protocol/snapshot';
 import { OpenedCapture } from '../../core/views/snapshot/openedCapture';
 import { resolveFrameFile } from '../annotations/openFrame';
@@ -60,14 +60,25 @@ export class SnapshotPanelHost implements vscode.Disposable {
   private async openCapture(): Promise<OpenedCapture | undefined> {
     const fileName = path.posix.basename(this.doc.uri.path);
     this.post([{ type: 'loading', fileName }]);
+    // Note [First view]: a big pickle is read twice on the worker thread: first a pass that yields allocated and
+    // reserved over the whole run (native/addon/src/overview.cpp, a fraction of the open), then the full model.
+    // The page paints the overview as its first timeline and replaces it in place on `opened`, so the first
+    // paint does not wait for the whole open. Small files skip the first pass (openModelFirstView).
+    const showOverview = (o: PickleOverview) => {
+      if (!this.session) this.post([{ type: 'overview', view: { fileName, devices: o.devices } }]);
+    };
+    if (this.doc.overview) showOverview(this.doc.overview);
+    const stopOverview = this.doc.onOverview(showOverview);
     try {
       const model = await this.doc.load();
+      stopOverview();
       this.session = new OpenedCapture(model, { fileName, displayPath });
       // Once per document: several panels (split editors) on one file annotate its lines once.
       if (this.deps.showModelAnnotations && !this.doc.annotations) this.doc.annotations = this.deps.showModelAnnotations(model, fileName);
       if (model.format === 'gpumem-capture' && !model.ended()) this.followGrowth(this.session);
       return this.session;
     } catch (err) {
+      stopOverview();
       this.failure = { type: 'loadFailed', fileName, message: loadFailure(fileName, err) };
       this.post([this.failure]);
       return undefined;

@@ -1,6 +1,7 @@
-// Peak resident memory of opening a snapshot the way the panel does (asynchronous open, then the queries
+// Peak resident memory of opening a snapshot the way the panel does (a big pickle's overview first, Note [First
+// view]; then the asynchronous open and the queries
 // of its first paint: summary, markers, sites, the whole-trace timeline with its bands), in a fresh
-// process so nothing else counts. Prints one JSON line: { openMs, queriesMs, maxRssMiB, readCpuMs, queriesCpuMs }:
+// process so nothing else counts. Prints one JSON line: { overviewMs, overviewRssMiB, openMs, queriesMs, maxRssMiB, readCpuMs, queriesCpuMs }:
 // readCpuMs is the reader thread's CPU time (decode + derive, native timings()), queriesCpuMs the process's CPU
 // time during the queries; on a loaded machine they measure the work where wall time measures the neighbours.
 //   node --import ./test/tools/ts-loader.mjs test/bench/snapshot-panel/open-rss.mjs FILE
@@ -9,12 +10,17 @@ import { fileURLToPath } from 'node:url';
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../../..');
 process.env.GPUMEM_ADDON ||= path.join(ROOT, 'dist/native/gpumem_addon.node');
-const { openModelAsync } = await import('../../../src/core/base/model/open.ts');
+const { openModelFirstView } = await import('../../../src/core/base/model/open.ts');
 const { OpenedCapture } = await import('../../../src/core/views/snapshot/openedCapture.ts');
 
 const file = process.argv[2];
 const t0 = performance.now();
-const model = await openModelAsync(file);
+let overviewMs = null;
+let overviewRssMiB = null;
+const model = await openModelFirstView(file, () => {
+  overviewMs = Math.round(performance.now() - t0);
+  overviewRssMiB = Math.round(process.resourceUsage().maxRSS / 1024); // peak so far: the overview pass's
+});
 const t1 = performance.now();
 const cpu1 = process.cpuUsage();
 const session = new OpenedCapture(model, { fileName: path.basename(file) });
@@ -26,6 +32,8 @@ const cpu = process.cpuUsage(cpu1);
 const timings = JSON.parse(model.handle?.timings?.() ?? '{}');
 console.log(
   JSON.stringify({
+    overviewMs,
+    overviewRssMiB,
     openMs: Math.round(t1 - t0),
     queriesMs: Math.round(t2 - t1),
     maxRssMiB: Math.round(process.resourceUsage().maxRSS / 1024),

@@ -16,6 +16,7 @@ import type {
   Marker,
   Model,
   OomInfo,
+  PickleOverview,
   ReadProblem,
   SnapshotSummary,
   StepTable,
@@ -62,6 +63,8 @@ interface NativeAddon {
   ModelHandle: new (path: string) => NativeHandle;
   /** reads the file on a worker thread (Note [Async open] in native/addon/src/addon.cpp) */
   openAsync(path: string): Promise<NativeHandle>;
+  /** a pickle's overview as JSON, on a worker thread (Note [First view] in native/addon/src/overview.cpp) */
+  overviewAsync(path: string, buckets: number): Promise<string>;
 }
 
 let addon: NativeAddon | undefined;
@@ -101,6 +104,46 @@ export function openModel(file: string): Model {
 export async function openModelAsync(file: string): Promise<Model> {
   const handle = await loadAddon().openAsync(file);
   return new NativeModel(file, handle);
+}
+
+/**
+ * Note [First view] (native/addon/src/overview.cpp): a pickle's allocated and reserved over the whole run as
+ * `buckets` min/max buckets with the peaks, read on a worker thread without building the model. Undefined
+ * when the file is not a pickle that pass reads (the caller then shows the full model when it comes).
+ */
+export async function openOverviewAsync(file: string, buckets = OVERVIEW_BUCKETS): Promise<PickleOverview | undefined> {
+  try {
+    return parse<PickleOverview>(await loadAddon().overviewAsync(file, buckets));
+  } catch {
+    return undefined;
+  }
+}
+
+/** Buckets of the first view: finer than a wide panel's pixels, so the page never shows coarser steps. */
+export const OVERVIEW_BUCKETS = 2048;
+/**
+ * Pickles below this open in about the overview's time (the 55 k-event fixture, 5 MiB: 20 ms), so the full
+ * open is not delayed for a first view the user would not see.
+ */
+export const OVERVIEW_MIN_BYTES = 32 * 2 ** 20;
+
+/**
+ * Opens `file` as the snapshot panel does (Note [First view]): for a big pickle, the overview first (handed to
+ * `onOverview` as soon as it is read), then the model. The two run one after the other, never side by side: on a
+ * 2-core machine the full open would slow the first view it is meant to precede.
+ */
+export async function openModelFirstView(file: string, onOverview: (o: PickleOverview) => void): Promise<Model> {
+  let size = 0;
+  try {
+    size = (await fs.promises.stat(file)).size;
+  } catch {
+    // openModelAsync says what is wrong with the path
+  }
+  if (size >= OVERVIEW_MIN_BYTES && !/\.gpumem$/i.test(file)) {
+    const overview = await openOverviewAsync(file);
+    if (overview && overview.devices.length) onOverview(overview);
+  }
+  return openModelAsync(file);
 }
 
 const parse = <T>(json: string): T => JSON.parse(json) as T;

@@ -10,7 +10,7 @@
 // at its current pixel width: min/max buckets, at most `maxSpans` allocation bands (largest first), the
 // segments of one moment, and the line table.
 
-import type { BlockState, LineStat, MarkerKind, SourceFormat, TimelineBuckets, TimelineOwners } from '../model/types';
+import type { BlockState, DeviceOverview, LineStat, MarkerKind, SourceFormat, TimelineBuckets, TimelineOwners } from '../model/types';
 import type { Policy } from '../model/whatIf';
 import { arrayOf, bool, bytes, int, list, type MessageIn, num, obj, oneOf, optional, protocol, refine, str, view } from './schema';
 import type { CategoriesView } from './categories';
@@ -155,6 +155,15 @@ export interface SpanColumns {
  * page draws them — allocated as a band (its floor and envelope, for oscillation at coarse zoom), reserved as
  * its envelope — with the allocation bands of the window.
  */
+/**
+ * Note [First view]: what the page paints while the full model is still being read: allocated and reserved over
+ * the whole run of each device (a first pass over the pickle), with the peaks. Replaced by the tabs on `opened`.
+ */
+export interface OverviewView {
+  fileName: string;
+  devices: DeviceOverview[];
+}
+
 export interface TimelineView extends Pick<TimelineBuckets, 'device' | 't0Us' | 't1Us' | 'buckets' | 'allocatedMin' | 'allocatedMax' | 'reservedMax'> {
   requestId: number;
   spans: SpanColumns;
@@ -320,6 +329,8 @@ const device = int;
 export const snapshotHostMessages = protocol('snapshot panel, host → webview', {
   loading: obj({ fileName: str(Infinity) }),
   loadFailed: obj({ fileName: str(Infinity), message: str(Infinity) }),
+  /** Note [First view]: the whole run's overview, before `opened` (big pickles only) */
+  overview: obj({ view: view<OverviewView>({ fileName: str(Infinity), devices: list() }) }),
   opened: obj({ info: view<OpenedInfo>({ fileName: str(Infinity), devices: arrayOf(int), timeRanges: list() }) }),
   /** a capture still being written grew: new time ranges; the page re-asks for what it shows */
   grew: obj({ info: view<OpenedInfo>({ fileName: str(Infinity), devices: arrayOf(int), timeRanges: list() }), ended: bool }),
