@@ -11,17 +11,22 @@
 //   - trace entries take a fast path: EMPTY_DICT MEMOIZE MARK (key value)… SETITEMS, with keys and action
 //     strings memo references and values integers, memo references or fresh short strings, is read in
 //     one tight loop; only action, size and time_us are kept (frames are a memo reference skipped, never
-//     interned). Anything else in a dict rewinds to its first opcode and the general path reads it.
+//     interned). Its byte shape is then kept, and later entries of that shape are matched with masked
+//     word compares (Note [Entry shapes]). Anything else in a dict rewinds to its first opcode and the
+//     general path reads it.
 //   - per entry two numbers are stored (time, allocated delta; reserved deltas are rare and kept apart);
 //     at the end, the segments give the state at the end (as import_snapshot computes the start:
 //     allocated = active_allocated blocks − Σ alloc + Σ free_requested, reserved likewise), times are
-//     made monotonic as trace() does, and one pass buckets the series exactly as timeline_json does
-//     (bucket k covers [ceil(t0 + k·w), ceil(t0 + (k+1)·w)), the last includes t1, and the value carried
-//     in counts), so each bucket equals the full model's (test/unit/reader-overview.test.mjs).
-// On the ×180 benchmark pickle this pass takes a fraction of the full open; it runs on a libuv worker
-// (addon.cpp, overviewAsync) before the full open starts, so the two do not compete for the 2 cores.
-// The panel paints the overview first and replaces it in place when the model arrives (Note [First view]
-// in src/glue/snapshot/panelHost.ts).
+//     made monotonic in place as trace() does, and one pass buckets the series exactly as timeline_json
+//     does (bucket k covers [ceil(t0 + k·w), ceil(t0 + (k+1)·w)), the last includes t1, and the value
+//     carried in counts), so each bucket equals the full model's (test/unit/reader-overview.test.mjs).
+//     An entry object named twice in a trace (a memo reference) cannot be cut in place: no overview then,
+//     never a wrong one (the panel waits for the model).
+// On the ×180 benchmark pickle (10 M events, 749 MiB) the pass reads about 2–3× faster than the full open's
+// parse and holds ≈ 16 bytes per entry plus a window of the input (Note [Overview window]); it runs on a
+// libuv worker (addon.cpp, overviewAsync) before the full open starts, so the two never compete for the
+// 2 cores of a CI-like machine. The panel paints the overview first and replaces it in place when the model
+// arrives (Note [First view] in src/glue/snapshot/panelHost.ts; figures in test/bench/snapshot-panel/README.md).
 #include "overview.h"
 
 #include <algorithm>
@@ -185,9 +190,11 @@ struct Scanner {
     v.kind = K_ENTRY, v.a = e;
   }
   uint32_t add_entry(int act, const V& size, bool has_time, const V& time) {
+    return record(act, (uint64_t)as_int(size, 0), has_time ? as_int(time, kNoTime) : kNoTimeKey);
+  }
+  uint32_t record(int act, uint64_t s, int64_t time_us) {
     uint32_t e = (uint32_t)t.size();
-    t.push_back(has_time ? as_int(time, kNoTime) : kNoTimeKey);
-    uint64_t s = (uint64_t)as_int(size, 0);
+    t.push_back(time_us);
     int64_t d = 0;
     switch (act) {
       case ACT_ALLOC: d = (int64_t)s; break;
@@ -214,7 +221,33 @@ struct Scanner {
     int len = 0, words = 0;
     uint64_t expect[kShapeWords], mask[kShapeWords];
     int16_t off_action = -1, off_size = -1, off_time = -1;  // of the value's opcode
+    // Integer values decoded with one load: the bytes at off + skip, shifted (signed or not) to their width.
+    struct IntField {
+      int16_t at = -1;  // -1: decode with value_at
+      uint8_t shift = 0;
+      bool is_signed = false;
+    } size_int, time_int;
+    uint32_t action_mask = 0;  // memo index bytes of the action's BINGET (0xFF) or LONG_BINGET (0xFFFFFFFF)
   };
+  static Shape::IntField int_field(const uint8_t* op_at, int16_t off) {
+    Shape::IntField f;
+    switch (*op_at) {
+      case 'K': f = {(int16_t)(off + 1), 56, false}; break;
+      case 'M': f = {(int16_t)(off + 1), 48, false}; break;
+      case 'J': f = {(int16_t)(off + 1), 32, true}; break;
+      case 0x8a:
+        if (op_at[1] >= 1 && op_at[1] <= 8) f = {(int16_t)(off + 2), (uint8_t)(64 - 8 * op_at[1]), true};
+        break;
+      default: break;
+    }
+    return f;
+  }
+  int64_t load_int(const Shape::IntField& f) const {
+    uint64_t w;
+    memcpy(&w, p + f.at, 8);
+    w <<= f.shift;
+    return f.is_signed ? (int64_t)w >> f.shift : (int64_t)(w >> f.shift);
+  }
   Shape shapes[kShapes];
   int nshapes = 0, next_shape = 0, last_shape = 0;
   static constexpr ptrdiff_t kShapeSlack = kShapeWords * 8 + 8;
@@ -226,14 +259,29 @@ struct Scanner {
       diff |= (w ^ sh.expect[k]) & sh.mask[k];
     }
     if (diff) return false;
-    const V act_v = sh.off_action >= 0 ? value_at(p + sh.off_action) : V{};
-    const int act = act_v.kind == K_STR && act_v.a >= S_ACTION0 ? (int)(act_v.a - S_ACTION0) : -1;
-    if (act < 0) return false;
-    const V size = sh.off_size >= 0 ? value_at(p + sh.off_size) : V{K_NONE};
-    const V time = sh.off_time >= 0 ? value_at(p + sh.off_time) : V{K_NONE};
-    memo.push_back(pack(V{K_ENTRY, (uint32_t)t.size(), 0}));  // the dict's MEMOIZE
+    int act = -1;
+    if (sh.action_mask) {
+      uint32_t k;
+      memcpy(&k, p + sh.off_action + 1, 4);
+      k &= sh.action_mask;
+      const uint32_t m = k < memo.size() ? memo[k] : 0;
+      if ((m >> 29) == K_STR && (m & kMemoPayload) >= S_ACTION0) act = (int)((m & kMemoPayload) - S_ACTION0);
+    } else {
+      const V act_v = value_at(p + sh.off_action);
+      act = act_v.kind == K_STR && act_v.a >= S_ACTION0 ? (int)(act_v.a - S_ACTION0) : -1;
+    }
+    if (act < 0 || act >= ACT_COUNT) return false;
+    const uint32_t e = (uint32_t)t.size();
+    memo.push_back(pack(V{K_ENTRY, e, 0}));  // the dict's MEMOIZE
+    if (sh.size_int.at >= 0 && sh.time_int.at >= 0) {
+      record(act, (uint64_t)load_int(sh.size_int), load_int(sh.time_int));
+    } else {
+      const V size = sh.off_size >= 0 ? value_at(p + sh.off_size) : V{K_NONE};
+      const V time = sh.off_time >= 0 ? value_at(p + sh.off_time) : V{K_NONE};
+      add_entry(act, size, sh.off_time >= 0, time);
+    }
     p += sh.len;
-    push_entry(add_entry(act, size, sh.off_time >= 0, time));
+    push_entry(e);
     return true;
   }
   bool shaped_entry() {
@@ -356,9 +404,12 @@ struct Scanner {
         fix(learn, entry, key_at, q + 1);                 // the key and the value's opcode
         if (op == 0x8a) fix(learn, entry, q + 1, q + 2);  // LONG1's count
         const int16_t off = (int16_t)(q - entry);
-        if (key == S_ACTION) learn.off_action = off;
-        if (key == S_SIZE) learn.off_size = off;
-        if (key == S_TIME) learn.off_time = off;
+        if (key == S_ACTION) {
+          learn.off_action = off;
+          learn.action_mask = op == 'j' ? 0xFFFFFFFFu : op == 'h' ? 0xFFu : 0;
+        }
+        if (key == S_SIZE) learn.off_size = off, learn.size_int = int_field(q, off);
+        if (key == S_TIME) learn.off_time = off, learn.time_int = int_field(q, off);
       } else {
         learnable = false;
       }
