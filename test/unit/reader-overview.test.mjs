@@ -139,4 +139,15 @@ test('openModelFirstView reads the overview first only for big files', async () 
   const m = await openModelFirstView(RESNET, () => told++);
   m.close();
   assert.equal(told, 0, `the ${fs.statSync(RESNET).size}-byte fixture is under ${OVERVIEW_MIN_BYTES} bytes: opened at once`);
+  // Past the threshold: the overview first, then the model (read at a lower priority), the same as a plain open.
+  const order = [];
+  const first = await openModelFirstView(RESNET, (o) => order.push(['overview', o.devices[0].events]), 0).then((m) => (order.push(['model']), m));
+  try {
+    assert.deepEqual(order, [['overview', 55681], ['model']]);
+    const plain = openModel(RESNET);
+    assert.deepEqual(first.summary(), plain.summary());
+    plain.close();
+  } finally {
+    first.close();
+  }
 });

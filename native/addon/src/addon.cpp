@@ -5,7 +5,9 @@
 
 #include <fcntl.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -15,6 +17,8 @@
 #include <cstdio>
 #include <fstream>
 #include <memory>
+#include <system_error>
+#include <thread>
 #include <vector>
 
 #include "aggregate.h"
@@ -478,21 +482,41 @@ class Handle : public Napi::ObjectWrap<Handle> {
 // then only by the JS thread.
 class OpenWorker : public Napi::AsyncWorker {
  public:
-  OpenWorker(Napi::Env env, std::string path)
-      : Napi::AsyncWorker(env, "gpumemOpen"), deferred_(Napi::Promise::Deferred::New(env)) {
+  OpenWorker(Napi::Env env, std::string path, bool background = false)
+      : Napi::AsyncWorker(env, "gpumemOpen"), deferred_(Napi::Promise::Deferred::New(env)), background_(background) {
     o_.path = std::move(path);
   }
   Napi::Promise Promise() { return deferred_.Promise(); }
 
  protected:
   void Execute() override {
+    if (background_) {
+      // Note [First view]: after the overview is painted, the full open yields the CPU to the page that shows
+      // it (on 2 cores the open otherwise slows the webview's load and first paint): it runs on a thread of
+      // its own at a lower priority (nice +10, inherited by its helper threads), never on a libuv pool
+      // thread, whose priority could not be raised again. The pool thread waits without using CPU.
+      try {
+        std::thread t([this] {
+          setpriority(PRIO_PROCESS, (id_t)syscall(SYS_gettid), 10);
+          run();
+        });
+        t.join();
+        return;
+      } catch (const std::system_error&) {
+        // no thread to be had: read here, at the usual priority
+      }
+    }
+    run();
+  }
+  void run() {
     try {
       open_into(o_);
     } catch (const std::exception& e) {
-      SetError(e.what());
+      error_ = e.what();
     } catch (...) {
-      SetError("cannot read " + o_.path + ": unexpected failure in the reader");
+      error_ = "cannot read " + o_.path + ": unexpected failure in the reader";
     }
+    if (!error_.empty()) SetError(error_);
   }
   void OnOK() override {
     Napi::Env env = Env();
@@ -509,6 +533,8 @@ class OpenWorker : public Napi::AsyncWorker {
  private:
   Napi::Promise::Deferred deferred_;
   Opened o_;
+  bool background_ = false;
+  std::string error_;
 };
 
 // Note [First view] (overview.cpp): overviewAsync(path, buckets) reads a pickle's allocated/reserved
@@ -573,7 +599,9 @@ static Napi::Object Init(Napi::Env env, Napi::Object exports) {
                 Napi::Env env = info.Env();
                 if (info.Length() < 1 || !info[0].IsString())
                   throw Napi::TypeError::New(env, "openAsync(path): path must be a string");
-                auto* w = new gpumem::OpenWorker(env, info[0].As<Napi::String>().Utf8Value());
+                // openAsync(path, background): background lowers the reading thread's priority (Note [First view]).
+                bool background = info.Length() > 1 && info[1].IsBoolean() && info[1].As<Napi::Boolean>().Value();
+                auto* w = new gpumem::OpenWorker(env, info[0].As<Napi::String>().Utf8Value(), background);
                 Napi::Promise p = w->Promise();
                 w->Queue();
                 return p;

@@ -117,6 +117,7 @@ async function benchAsync(name, file) {
     asyncOpenMs: openedAt - t0,
     navigationStartMs: marks.nav - t0,
     loadingShownMs: at(marks['received:loading']),
+    overviewReceivedMs: at(marks['received:overview']),
     overviewPaintedMs: at(marks.overviewPainted),
     summaryShownMs: at(marks.summary),
     timelinePaintedMs: at(marks.timelinePainted),

@@ -62,7 +62,7 @@ export interface NativeHandle extends WhatIfHandle {
 interface NativeAddon {
   ModelHandle: new (path: string) => NativeHandle;
   /** reads the file on a worker thread (Note [Async open] in native/addon/src/addon.cpp) */
-  openAsync(path: string): Promise<NativeHandle>;
+  openAsync(path: string, background?: boolean): Promise<NativeHandle>;
   /** a pickle's overview as JSON, on a worker thread (Note [First view] in native/addon/src/overview.cpp) */
   overviewAsync(path: string, buckets: number): Promise<string>;
 }
@@ -101,8 +101,8 @@ export function openModel(file: string): Model {
  * running meanwhile (the extension host stays responsive while a 10 M-event pickle is read). Rejects with
  * the same actionable Error openModel throws.
  */
-export async function openModelAsync(file: string): Promise<Model> {
-  const handle = await loadAddon().openAsync(file);
+export async function openModelAsync(file: string, background = false): Promise<Model> {
+  const handle = await loadAddon().openAsync(file, background);
   return new NativeModel(file, handle);
 }
 
@@ -129,19 +129,23 @@ export const OVERVIEW_MIN_BYTES = 32 * 2 ** 20;
 
 /**
  * Opens `file` as the snapshot panel does (Note [First view]): for a big pickle, the overview first (handed to
- * `onOverview` as soon as it is read), then the model. The two run one after the other, never side by side: on a
- * 2-core machine the full open would slow the first view it is meant to precede.
+ * `onOverview` as soon as it is read), then the model. The two run one after the other, never side by side, and the
+ * full open after an overview at a lower priority: on a 2-core machine it would slow the first view it follows.
  */
-export async function openModelFirstView(file: string, onOverview: (o: PickleOverview) => void): Promise<Model> {
+export async function openModelFirstView(file: string, onOverview: (o: PickleOverview) => void, minBytes = OVERVIEW_MIN_BYTES): Promise<Model> {
   let size = 0;
   try {
     size = (await fs.promises.stat(file)).size;
   } catch {
     // openModelAsync says what is wrong with the path
   }
-  if (size >= OVERVIEW_MIN_BYTES && !/\.gpumem$/i.test(file)) {
+  if (size >= minBytes && !/\.gpumem$/i.test(file)) {
     const overview = await openOverviewAsync(file);
-    if (overview && overview.devices.length) onOverview(overview);
+    if (overview && overview.devices.length) {
+      onOverview(overview);
+      // With the overview on screen, the full open runs below the page's priority (Note [First view] in addon.cpp).
+      return openModelAsync(file, true);
+    }
   }
   return openModelAsync(file);
 }
