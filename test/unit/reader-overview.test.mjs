@@ -56,9 +56,10 @@ for (const file of FIXTURES) {
 
 // A bigger pickle as the benchmark makes them (the trace repeated, shifted in time and address; frames shared),
 // here ×4 in protocols 2 and 4: the shaped fast path reads most entries, the general path the first copy's.
-for (const proto of [2, 4]) {
-  test(`overview of the ResNet-50 fixture ×4 (protocol ${proto}) equals the full model's timeline`, async () => {
-    const out = path.join(tmpDir(), `x4-p${proto}.pickle`);
+// fresh: every entry with its own frames list and frame dicts, as PyTorch dumps them (Note [Fresh frames lists]).
+for (const [proto, fresh] of [[2, false], [4, false], [4, true]]) {
+  test(`overview of the ResNet-50 fixture ×4 (protocol ${proto}${fresh ? ', fresh frames lists' : ''}) equals the full model's timeline`, async () => {
+    const out = path.join(tmpDir(), `x4-p${proto}${fresh ? '-fresh' : ''}.pickle`);
     const code = `import pickle, sys
 d = pickle.load(open(sys.argv[1], 'rb'))
 for dev, trace in enumerate(d['device_traces']):
@@ -69,6 +70,8 @@ for dev, trace in enumerate(d['device_traces']):
     for k in range(4):
         for e in body:
             ne = dict(e)
+            if ${fresh ? 'True' : 'False'}:
+                ne['frames'] = [dict(f) for f in e.get('frames', [])]
             ne['time_us'] = e['time_us'] + k * span
             if e.get('addr') and e['action'] != 'oom':
                 ne['addr'] = e['addr'] - (3 - k) * (1 << 36)

@@ -351,6 +351,67 @@ struct Scanner {
       default: return V{};
     }
   }
+  // Note [Fresh frames lists]: PyTorch dumps every trace entry with a fresh frames list of fresh frame dicts
+  // (EMPTY_LIST MEMOIZE, then MARK (EMPTY_DICT MEMOIZE MARK key value … SETITEMS)… APPENDS, or one dict and
+  // APPEND); their keys and file names are memo references or fresh strings. The overview needs none of it: the
+  // list is skipped by counting values and marks, with every memo entry it makes kept in step (fresh strings
+  // by value, so a key first named in a frame is still known by a later entry). Anything else: nullptr, and the
+  // general path reads the entry. Without this, an entry's frames went through the general path's stores and
+  // the first pass took longer than the full open on PyTorch-shaped pickles.
+  const uint8_t* skip_fresh_list(const uint8_t* q) {
+    int height = 0;  // values this list pushed and not yet consumed: 1 once the list is there
+    int marks_at[8];
+    int nmarks = 0;
+    for (int ops = 0; ops < (1 << 20); ops++) {
+      if (ops > 0 && nmarks == 0 && height == 1 && *q != '(' && *q != '}' && *q != 0x94) return q;  // complete
+      if (end - q < 600 || height < 0) return nullptr;
+      const uint8_t op = *q;
+      size_t len;
+      switch (op) {
+        case ']':
+        case '}':
+        case 'N':
+        case 0x88:
+        case 0x89: len = 1, height++; break;
+        case 'h':
+        case 'K': len = 2, height++; break;
+        case 'M': len = 3, height++; break;
+        case 'j':
+        case 'J': len = 5, height++; break;
+        case 0x8a: len = 2 + (size_t)q[1], height++; break;
+        case 0x8c:
+        case 'X': {
+          size_t n = op == 0x8c ? q[1] : (size_t)le(q + 1, 4);
+          size_t head = op == 0x8c ? 2 : 5;
+          if (n > 256) return nullptr;
+          height++;
+          if (q[head + n] == 0x94) {
+            memo.push_back(pack(str_v(q + head, n)));
+            len = head + n + 1;
+          } else {
+            len = head + n;
+          }
+          break;
+        }
+        case 0x94: memo.push_back(0), len = 1; break;
+        case '(':
+          if (nmarks == 8) return nullptr;
+          marks_at[nmarks++] = height, len = 1;
+          break;
+        case 'u':
+        case 'e':
+          if (nmarks == 0) return nullptr;
+          height = marks_at[--nmarks], len = 1;
+          break;
+        case 'a': height--, len = 1; break;
+        case 's': height -= 2, len = 1; break;
+        default: return nullptr;
+      }
+      q += len;
+    }
+    return nullptr;
+  }
+
   // Note [First view]'s fast path: p is at EMPTY_DICT; true when a flat trace entry was read (pushed).
   // Bounds are checked once per pair: no opcode it reads is longer than kSlack bytes; closer to the end
   // the general path reads it.
@@ -442,6 +503,12 @@ struct Scanner {
         case 0x8c:
           v = str_v(q + 2, q[1]), q += 2 + q[1];
           if (*q == 0x94) memo.push_back(pack(v)), q++, mem = memo.data(), msize = memo.size();
+          break;
+        case ']':
+          // A fresh frames list (Note [Fresh frames lists]): skipped, its memo entries kept.
+          if (!(q = skip_fresh_list(q))) goto rewind;
+          mem = memo.data(), msize = memo.size();
+          v = V{};
           break;
         default: goto rewind;
       }
