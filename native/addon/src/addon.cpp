@@ -491,9 +491,9 @@ class OpenWorker : public Napi::AsyncWorker {
  protected:
   void Execute() override {
     if (background_) {
-      // Note [First view]: after the overview is painted, the full open yields the CPU to the page that shows
-      // it (on 2 cores the open otherwise slows the webview's load and first paint): it runs on a thread of
-      // its own at a lower priority (nice +10, inherited by its helper threads), never on a libuv pool
+      // The first view (Note [First view] in overview.cpp): after the overview is painted, the full open yields the CPU
+      // to the page that shows it (on 2 cores the open otherwise slows the webview's load and first paint): it runs on
+      // a thread of its own at a lower priority (nice +10, inherited by its helper threads), never on a libuv pool
       // thread, whose priority could not be raised again. The pool thread waits without using CPU.
       try {
         std::thread t([this] {

@@ -143,7 +143,7 @@ export async function openModelFirstView(file: string, onOverview: (o: PickleOve
     const overview = await openOverviewAsync(file);
     if (overview && overview.devices.length) {
       onOverview(overview);
-      // With the overview on screen, the full open runs below the page's priority (Note [First view] in addon.cpp).
+      // With the overview on screen, the full open runs below the page's priority (OpenWorker in native/addon/src/addon.cpp).
       return openModelAsync(file, true);
     }
   }
