@@ -112,9 +112,13 @@ test('snapshot host → webview: every message the opened capture sends passes; 
   assert.equal(snapshotHostMessages.parse({ type: 'opened', info: { ...info, devices: [0, '1'] } }), undefined);
   assert.equal(snapshotHostMessages.parse({ type: 'sites', device: 0, rows: {} }), undefined);
   assert.equal(snapshotHostMessages.parse({ type: 'summary', summary: { device: 0 }, markers: [] }), undefined, 'markersTruncated missing');
-  assert.deepEqual([...snapshotHostMessages.types].sort(), ['advice', 'categories', 'diff', 'grew', 'loadFailed', 'loading', 'markers', 'notice', 'opened', 'ranks', 'replay', 'requestFailed', 'segments', 'showTab', 'sites', 'stack', 'summary', 'timeline']);
+  assert.deepEqual([...snapshotHostMessages.types].sort(), ['advice', 'categories', 'diff', 'grew', 'loadFailed', 'loading', 'markers', 'notice', 'opened', 'overview', 'ranks', 'replay', 'requestFailed', 'segments', 'showTab', 'sites', 'stack', 'summary', 'timeline']);
   assert.equal(snapshotHostMessages.parse({ type: 'categories', view: { requestId: 1, device: 0, steps: {}, leaks: [] } }), undefined, 'steps must be a list');
   assert.equal(snapshotHostMessages.parse({ type: 'markers', view: { requestId: 1, device: 0, markers: 'all' } }), undefined, 'markers must be a list');
+  // Note [First view]: the overview of a big pickle, before `opened`
+  const overview = { fileName: 'big.pickle', devices: [] };
+  assert.equal(snapshotHostMessages.check({ type: 'overview', view: overview }).message.view, overview);
+  assert.equal(snapshotHostMessages.parse({ type: 'overview', view: { fileName: 'big.pickle', devices: {} } }), undefined, 'devices must be a list');
 });
 
 test('requestMarkers (Note [Markers by range]): a window of the run; an empty or reversed one is dropped', () => {
