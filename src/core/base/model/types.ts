@@ -121,19 +121,12 @@ export interface TimelineBuckets {
  * Note [First view] (native/addon/src/overview.cpp): one device of a pickle's overview, read by a first pass
  * before the model. Each bucket equals `Model.timeline(device, t0Us, t1Us, buckets)`'s.
  */
-export interface DeviceOverview {
-  device: number;
+export interface DeviceOverview
+  extends Pick<TimelineBuckets, 'device' | 't0Us' | 't1Us' | 'buckets' | 'allocatedMin' | 'allocatedMax' | 'reservedMin' | 'reservedMax'> {
   events: number;
   /** the device's time range as `Model.timeRange` gives it (first to last event or marker) */
   rangeT0Us: number;
   rangeT1Us: number;
-  t0Us: number;
-  t1Us: number;
-  buckets: number;
-  allocatedMin: number[];
-  allocatedMax: number[];
-  reservedMin: number[];
-  reservedMax: number[];
   peakAllocatedBytes: number;
   peakReservedBytes: number;
   /** time of the first event that reached the allocated peak (the first event's time when the start is the peak) */
