@@ -22,6 +22,16 @@ def relocate(text, pairs):
     return text
 
 
+def relocate_inside(text, pairs):
+    """A path inside a longer string (a notice's sentence, the leak keeper's JSON line): each OLD_PREFIX that starts
+    a path (after a space or a quote) becomes NEW_PREFIX."""
+    text = relocate(text, pairs)
+    for old, new in pairs:
+        for lead in (" ", '"', "'"):
+            text = text.replace(lead + old, lead + new)
+    return text
+
+
 def relocate_json(value, pairs):
     if isinstance(value, str):
         # first_cuda_init is "file:line in fn": only its prefix is a path.
@@ -48,7 +58,7 @@ def main():
         if rtype == F.REC_STRING:
             sid, length = F.StringRec.unpack_from(payload)
             body = payload[F.StringRec.size:F.StringRec.size + length]
-            payload = F.pack_string(sid, relocate(body.decode(), pairs)) + payload[F.StringRec.size + length:]
+            payload = F.pack_string(sid, relocate_inside(body.decode(), pairs)) + payload[F.StringRec.size + length:]
         out += F.record(rtype, payload, dev, flags)
     out += data[off:]  # a truncated tail stays truncated
     open(dst, "wb").write(out)

@@ -190,3 +190,41 @@ test('retained graphs: the keeper is named on every line they keep, and their by
   assert.equal(pdev.steps[pdev.steps.length - 1].categories.other, STEPS * (24 * MiB + 512));
   assert.equal(plain.summary.categories[0].peak.kept_activation_bytes, undefined);
 });
+
+// Issue 27 item 2 on a real run: test/gpu/workloads/leak_history.py --model convnet --steps 8 under `gpumem run`
+// (lens allocator, H100, torch 2.11), paths relocated. backward(retain_graph=True), then history.append(loss): each
+// kept loss's graph saves the three ReLU results (392 + 392 + 196 MiB) and the mean of its forward. The keeper's
+// notice lists the 28 storages the graph walk found (Note [Node wrappers die] in _keeper.py); the moment of the
+// notice is rebuilt backwards from the run's last state, through free_completed events that carry no stack.
+const CONVNET = path.join(path.dirname(new URL(import.meta.url).pathname), '..', 'fixtures', 'h100-leaky-convnet.capture');
+const FORWARD = { conv1: 31, conv2: 32, conv3: 33, mean: 34, loss: 60 };
+
+test('a real retained-graph leak: the keeper is named on every forward line its graphs hold, and those bytes are kept activations', () => {
+  withModel(CONVNET, (m) => {
+    const [k] = keepers(m, 0);
+    assert.deepEqual([k.container, k.line, k.tensors, k.bytes, k.addrs.length], ['history', 61, 4, 4110493696, 28]);
+    // the moment of the notice: each held storage lies in a live block that has its alloc's stack (the block's
+    // free_completed, undone on the way back from the last state, carries none)
+    const blocks = m.stateAt(0, k.timeUs).segments.flatMap((s) => s.blocks);
+    const lines = k.addrs.map((a) => {
+      const b = blocks.find((x) => a >= x.address && a < x.address + x.size);
+      assert.ok(b && b.state === 'active_allocated', `a live block holds ${a}`);
+      return m.stack(b.stackId)?.frames.find((f) => f.user)?.line;
+    });
+    assert.deepEqual([...new Set(lines)].sort((a, b) => a - b), Object.values(FORWARD));
+  });
+  const { summary } = summarizeFile(CONVNET);
+  const leaks = summary.steps[0].leaks;
+  assert.deepEqual(leaks.map((l) => l.line).sort((a, b) => a - b), Object.values(FORWARD));
+  for (const l of leaks) {
+    assert.equal(l.keeper?.match, 'address', `line ${l.line}: the keeper is tied by address`);
+    assert.equal(l.keeper.line, 61);
+    assert.equal(l.category, 'activation', `line ${l.line}: kept activations, not "other"`);
+  }
+  // the three ReLU lines: all their bytes at the last step end are activations the kept graphs hold
+  for (const line of [FORWARD.conv1, FORWARD.conv2, FORWARD.conv3]) {
+    const l = leaks.find((x) => x.line === line);
+    assert.equal(l.kept_bytes, l.bytes_at_last_end, `line ${line}`);
+  }
+  assert.equal(leaks.reduce((s, l) => s + l.growth_per_step_bytes, 0), 2 * 411041792 + 205520896 + 16384 + 2560);
+});

@@ -75,12 +75,15 @@ void AllocState::undo(const DeviceData& d, size_t i) {
     case ACT_ALLOC: blocks.erase(a); break;
     case ACT_FREE_REQUESTED: {
       auto it = blocks.find(a);
+      uint32_t j = d.link[i];
+      uint32_t stk = j != kNoLink ? d.stack[j] : d.stack[i];
+      uint64_t req = j != kNoLink ? d.size[j] - d.waste[j] : sz;
       if (it != blocks.end()) {
+        // Undoing its free_completed made it pending with that event's stack (the free's, or none: the
+        // PyTorch-allocator mode records none for completions); an allocated block has its alloc's stack.
         it->second.state = ST_ALLOCATED;
+        if (j != kNoLink) it->second.stack = stk, it->second.requested = req;
       } else {
-        uint32_t j = d.link[i];
-        uint32_t stk = j != kNoLink ? d.stack[j] : d.stack[i];
-        uint64_t req = j != kNoLink ? d.size[j] - d.waste[j] : sz;
         blocks[a] = LiveBlock{sz, req, stk, ST_ALLOCATED};
       }
       break;

@@ -549,6 +549,11 @@ def _held_bytes(held, budget, max_nodes=20000, max_addrs=MAX_ADDRS):
         if getattr(t, "grad_fn", None) is not None:
             stack.append((t.grad_fn, i))
     complete = True
+    # Note [Node wrappers die]: PyTorch hands out a C++ node's Python object afresh once the last one died
+    # (functionToPyObject), so the id() of a node walked and dropped can come back as another node's. On real torch
+    # that ended the walk two nodes below the loss (10 KiB found of 3.9 GiB, issue 27 item 2). Every walked wrapper
+    # stays alive in `walked` until the walk ends, so each id names one node for the whole walk.
+    walked = []
     saved = {}   # base → bytes
     root = {}    # base → the kept tensor whose graph saved it first, or -1 once a second one's graph saves it too
     while stack:
@@ -556,6 +561,7 @@ def _held_bytes(held, budget, max_nodes=20000, max_addrs=MAX_ADDRS):
         if id(node) in seen:
             continue
         seen.add(id(node))
+        walked.append(node)
         if len(seen) > max_nodes or (len(seen) & 255 == 0 and budget.over()):
             complete = False
             break

@@ -1,20 +1,66 @@
 import threading
+import weakref
 
 import torch
+
+
+def _py(node):
+    """The Python object of an autograd node, as PyTorch hands it out (functionToPyObject in
+    torch/csrc/autograd/python_cpp_function.cpp): the node caches its wrapper only while that wrapper lives, and
+    makes a fresh one at the next access once it died. So `id()` of a node seen earlier can be reused by another
+    node's wrapper, which is what the leak keeper's walk met on real torch (issue 27 item 2). Each wrapper shares the
+    node's state (its __dict__), so what one wrapper sees and does, every wrapper does."""
+    if node is None:
+        return None
+    ref = node.__dict__.get("_pyobj")
+    w = ref() if ref is not None else None
+    if w is None:
+        w = object.__new__(type(node))
+        w.__dict__ = node.__dict__
+        node.__dict__["_pyobj"] = weakref.ref(w)
+    return w
+
+
+class _Storage:
+    """A device allocation: freed when the last tensor (or saved output) that shares it goes, like a StorageImpl."""
+
+    def __init__(self, nbytes, device):
+        self.nbytes = nbytes
+        self.ptr = None
+        if device == "cuda":
+            # Like C++ device_lazy_init: looks torch.cuda._lazy_init up at call time.
+            torch.cuda._lazy_init()
+            self.ptr = torch._C._alloc(nbytes)
+
+    def free(self):
+        if self.ptr is not None:
+            torch._C._free(self.ptr, self.nbytes)
+            self.ptr = None
+
+    def __del__(self):
+        self.free()
 
 
 class Tensor:
     def __init__(self, nbytes, device):
         self.nbytes = nbytes
         self.device = device
-        self.ptr = None
         self.grad = None
         self.requires_grad = False
-        self.grad_fn = None  # a _Node for results of _fake_op (the leak keeper reads graphs: gpumem/_keeper.py)
-        if device == "cuda":
-            # Like C++ device_lazy_init: looks torch.cuda._lazy_init up at call time.
-            torch.cuda._lazy_init()
-            self.ptr = torch._C._alloc(nbytes)
+        self._grad_fn = None  # a _Node for results of _fake_op (the leak keeper reads graphs: gpumem/_keeper.py)
+        self._st = _Storage(nbytes, device)
+
+    @property
+    def ptr(self):
+        return self._st.ptr
+
+    @property
+    def grad_fn(self):
+        return _py(self._grad_fn)
+
+    @grad_fn.setter
+    def grad_fn(self, node):
+        self._grad_fn = node
 
     # The surface the bootstrap's optimizer walk reads (gpumem/_tags.py); one element = one byte.
     def data_ptr(self):
@@ -30,12 +76,7 @@ class Tensor:
         return 1
 
     def free(self):
-        if self.ptr is not None:
-            torch._C._free(self.ptr, self.nbytes)
-            self.ptr = None
-
-    def __del__(self):
-        self.free()
+        self._st.free()
 
     def item(self):
         return float(self.nbytes)
@@ -55,9 +96,12 @@ class _Node:
     the saved tensors are freed and reading them raises, like PyTorch's."""
 
     def __init__(self, inputs, saved):
-        self.next_functions = tuple((_AccumulateGrad(t) if t.requires_grad and t.grad_fn is None else t.grad_fn, 0)
-                                    for t in inputs)
+        self._next = tuple(_AccumulateGrad(t) if t.requires_grad and t._grad_fn is None else t._grad_fn for t in inputs)
         self._saved = list(saved)
+
+    @property
+    def next_functions(self):  # fresh wrappers, as PyTorch's (see _py)
+        return tuple((_py(n), 0) for n in self._next)
 
     @property
     def _saved_self(self):
@@ -67,7 +111,7 @@ class _Node:
 
     def release(self):
         self._saved = None
-        for n, _ in self.next_functions:
+        for n in self._next:
             if n is not None:
                 n.release()
 
@@ -96,13 +140,29 @@ class _NamedNode(_Node):
     def release(self):
         self._values = {k: v for k, v in self._values.items() if not _tensors_in(v)}
         self._saved = None
-        for n, _ in self.next_functions:
+        for n in self._next:
             if n is not None:
                 n.release()
 
 
 def _tensors_in(v):
-    return isinstance(v, Tensor) or (isinstance(v, (tuple, list)) and any(isinstance(x, Tensor) for x in v))
+    return isinstance(v, (Tensor, _SavedOutput)) or (isinstance(v, (tuple, list)) and any(isinstance(x, Tensor) for x in v))
+
+
+class _SavedOutput:
+    """An op's own result saved by its node (relu saves its output), as PyTorch's SavedVariable keeps one: the storage
+    and the node, not the Python tensor, which dies with the user's last reference; reading `_saved_result` makes a
+    fresh tensor on the same storage whose grad_fn is the node. So the leak keeper's heap scan meets only the tensors
+    the program itself still holds, as on real torch."""
+
+    def __init__(self, out):
+        self._st, self._nbytes, self._device, self._node = out._st, out.nbytes, out.device, out._grad_fn
+
+    def unpack(self):
+        t = Tensor.__new__(Tensor)
+        t.nbytes, t.device, t.grad, t.requires_grad = self._nbytes, self._device, None, False
+        t._st, t._grad_fn = self._st, self._node
+        return t
 
 
 _NODE_TYPES = {}
@@ -117,7 +177,8 @@ def _node_type(name, attrs):
             def get(self, a=a):
                 if a not in self._values:
                     raise RuntimeError(_FREED)
-                return self._values[a]
+                v = self._values[a]
+                return v.unpack() if isinstance(v, _SavedOutput) else v
             ns["_saved_" + a] = property(get)
             ns["_raw_saved_" + a] = property(lambda self: _SavedTensor())
         t = _NODE_TYPES[key] = type(name, (_NamedNode,), ns)
@@ -130,6 +191,7 @@ class _AccumulateGrad:
     def __init__(self, variable):
         self.variable = variable
         self.next_functions = ()
+        self._next = ()
 
     def release(self):
         pass
@@ -145,8 +207,8 @@ def _fake_op(nbytes, *inputs, saved_bytes=0, node=None, saves=None):
         saved = list(inputs) + ([Tensor(saved_bytes, "cuda")] if saved_bytes else [])
         out.grad_fn = _Node(inputs, saved)
         return out
-    values = {k: (out if v == "out" else v) for k, v in (saves or {}).items()}
-    out.grad_fn = _node_type(node, values)(inputs, values)
+    out.grad_fn = _node_type(node, saves or {})(inputs, {})  # the node first: a saved output keeps it
+    out._grad_fn._values = {k: (_SavedOutput(out) if v == "out" else v) for k, v in (saves or {}).items()}
     return out
 
 
