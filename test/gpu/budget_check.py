@@ -89,6 +89,7 @@ def main():
         txt = subprocess.run([node, os.path.join(ROOT, "dist", "cli.js"), "summary", caps[0]], capture_output=True, text=True)
         with open(os.path.join(a.out, name + ".summary.txt"), "w") as f:
             f.write(txt.stdout + txt.stderr)
+        check(name + " summary opens", js.returncode == 0 and txt.returncode == 0, (js.stderr + txt.stderr)[-300:])
         doc = json.loads(js.stdout) if js.returncode == 0 else {}
         budget = doc.get("integrity", {}).get("budget")
         res[name] = dict(bytes=os.path.getsize(caps[0]), workload=result[0] if result else None,
