@@ -37,6 +37,10 @@ def main():
     work = tempfile.mkdtemp(prefix="gpumem-oom-sample-")
     dest = os.path.join(args.out, "oom-sample")
     os.makedirs(dest, exist_ok=True)
+    # The observer module carries the lens allocator's OOM glue (Note [Lens OOM type]); VS Code builds it ahead, so
+    # does this check (once per torch version, ~25 s): the OOM must then reach the script as torch.OutOfMemoryError.
+    b = subprocess.run([sys.executable, "-m", "gpumem", "build-observer", "--json"], env=sc.env(), capture_output=True, text=True, timeout=150)
+    print("build-observer: %s" % (b.stdout.strip().splitlines()[-1:] or b.stderr[-300:]), flush=True)
     cmd = [sys.executable, "-m", "gpumem", "run", "--allocator", "lens", "--allocator-so", sc.SO, "--out", work, "--",
            sys.executable, WORKLOAD]
     r = subprocess.run(cmd, env=sc.env(), capture_output=True, text=True, timeout=200)
@@ -44,6 +48,8 @@ def main():
         f.write(r.stdout + r.stderr)
     sc.check("the workload survives its OOM and exits 0", r.returncode == 0 and "DONE" in r.stdout,
              "rc=%d %s" % (r.returncode, r.stderr[-800:]))
+    sc.check("the OOM reaches the script as torch.OutOfMemoryError, as natively", "OOM caught (OutOfMemoryError)" in r.stdout,
+             next((l for l in r.stdout.splitlines() if l.startswith("OOM caught")), "no OOM line"))
     end = next((json.loads(line[4:]) for line in r.stdout.splitlines() if line.startswith("END ")), None)
     caps = sc.captures(work)
     sc.check("one capture", len(caps) == 1, str(caps))
@@ -69,7 +75,7 @@ def main():
 if __name__ == "__main__":
     import faulthandler
 
-    faulthandler.dump_traceback_later(int(os.environ.get("GPUMEM_WATCHDOG_S", "220")), exit=True)  # a stall comes back as a stack (below the stage's limit)
+    faulthandler.dump_traceback_later(int(os.environ.get("GPUMEM_WATCHDOG_S", "310")), exit=True)  # a stall comes back as a stack (below the stage's limit)
     try:
         main()
     except Exception as e:  # noqa: BLE001  (one line, like the other checks)

@@ -75,7 +75,7 @@ for s in "${stages[@]}"; do
     # of NVML used − reserved at the end (Note [Settled samples]). Needs dist/cli.js and Node, as summaries.
     # Issue 27 item 3: --budget 8MiB is a cap from both CLIs, in both modes, with the unbounded run's peak and lines.
     budget) run_stage budget 330 env GPUMEM_WATCHDOG_S=310 python3 test/gpu/budget_check.py --seconds ${GPUMEM_BUDGET_SECONDS:-120} --out "$OUT/budget" ;;
-    oom-sample) run_stage oom-sample 240 python3 test/gpu/oom_sample_check.py --out "$OUT" ;;
+    oom-sample) run_stage oom-sample 330 python3 test/gpu/oom_sample_check.py --out "$OUT" ;;
     # Issue 17: categories of GPT-2 (AdamW, bf16) and ResNet-50 under gpumem run vs what the workload measures,
     # then the step-time overhead of gpumem run (with the bootstrap's phase marks and optimizer tag walk) vs
     # native: bench_allocator's step benchmark, 3 interleaved rounds, median ratio.

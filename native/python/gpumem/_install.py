@@ -31,7 +31,7 @@ def swap(torch):
         return False
     settings = STATE.settings
     STATE.native = _native.Allocator(settings.allocator_so)
-    pluggable = cuda.memory.CUDAPluggableAllocator(settings.allocator_so, "gpumem_malloc", "gpumem_free")
+    pluggable = _pluggable(torch, settings.allocator_so)
     hooks = pluggable.allocator()
     for setter, symbol in HOOKS:
         address = STATE.native.symbol_address(symbol)
@@ -49,6 +49,28 @@ def swap(torch):
     _guards.apply(torch)
     _markers.apply(torch)
     return True
+
+
+def _pluggable(torch, allocator_so):
+    """CUDAPluggableAllocator over the lens library, through the observer module's OOM glue when it is built
+    (Note [Lens OOM type] in _observe.py: OOMs reach Python as torch.OutOfMemoryError, as natively)."""
+    import ctypes
+
+    from . import _observe
+
+    STATE.lens_oom_glue = None
+    try:
+        glue = _observe.lens_glue(torch)
+        if glue:
+            native = STATE.native
+            ctypes.CDLL(glue).gpumem_glue_set(ctypes.c_void_p(native.symbol_address("gpumem_malloc")),
+                                              ctypes.c_void_p(native.symbol_address("gpumem_free")))
+            pluggable = torch.cuda.memory.CUDAPluggableAllocator(glue, "gpumem_glue_malloc", "gpumem_glue_free")
+            STATE.lens_oom_glue = glue
+            return pluggable
+    except Exception:  # the glue is a nicety: the lens runs without it, OOMs as RuntimeError
+        STATE.lens_oom_glue = None
+    return torch.cuda.memory.CUDAPluggableAllocator(allocator_so, "gpumem_malloc", "gpumem_free")
 
 
 def too_late(exc):

@@ -29,7 +29,7 @@ from ._where import warn
 # PyTorch's TraceEntry action names, in its enum order (the codes gpumem_observe_event takes).
 ACTIONS = {"alloc": 0, "free_requested": 1, "free_completed": 2, "segment_alloc": 3, "segment_free": 4,
            "segment_map": 5, "segment_unmap": 6, "snapshot": 7, "oom": 8, "user_defined": 9}
-OBSERVER_VERSION = 2
+OBSERVER_VERSION = 3  # 3: the lens OOM glue (Note [Lens OOM type])
 
 # Note [Observer stacks] (native/allocator/src/observer.h): the tracker hands each TraceEntry to
 # gpumem_observe_event under PyTorch's allocator lock, where the GIL must never be taken; the stack comes
@@ -71,6 +71,32 @@ void attach(int64_t event_fn, int64_t take_fn, int64_t gather_fn) {
     g_event(static_cast<int>(te.device_), a, static_cast<uint64_t>(te.addr_), static_cast<uint64_t>(te.size_),
             static_cast<uint64_t>(reinterpret_cast<uintptr_t>(te.stream_)), who ? g_take(a) : 0u, 0);
   });
+}
+// Note [Lens OOM type]: the lens allocator's malloc throws a std::exception ("CUDA out of memory. …"), which
+// CUDAPluggableAllocator passes on and Python sees as RuntimeError, so `except torch.OutOfMemoryError:` missed
+// it (probe test/gpu/probes/pluggable_null.py on torch 2.11; returning NULL instead is worse: torch takes the
+// null pointer as the allocation). Built against the user's torch, this glue rethrows such an exception as
+// c10::OutOfMemoryError, which Python sees as torch.OutOfMemoryError (a RuntimeError too), message unchanged.
+// The lens mode hands CUDAPluggableAllocator this module's gpumem_glue_malloc/free (native/python/gpumem/
+// _install.py); gpumem_glue_set gives them the lens library's functions, through ctypes, before any allocation.
+typedef void* (*LensMallocFn)(size_t, int, void*);
+typedef void (*LensFreeFn)(void*, size_t, int, void*);
+static LensMallocFn g_lens_malloc = nullptr;
+static LensFreeFn g_lens_free = nullptr;
+extern "C" __attribute__((visibility("default"))) void gpumem_glue_set(void* m, void* f) {
+  g_lens_malloc = reinterpret_cast<LensMallocFn>(m);
+  g_lens_free = reinterpret_cast<LensFreeFn>(f);
+}
+extern "C" __attribute__((visibility("default"))) void* gpumem_glue_malloc(size_t size, int device, cudaStream_t stream) {
+  try {
+    return g_lens_malloc(size, device, stream);
+  } catch (const std::exception& e) {
+    if (std::string(e.what()).rfind("CUDA out of memory.", 0) == 0) TORCH_CHECK_WITH(OutOfMemoryError, false, e.what());
+    throw;
+  }
+}
+extern "C" __attribute__((visibility("default"))) void gpumem_glue_free(void* p, size_t size, int device, cudaStream_t stream) {
+  g_lens_free(p, size, device, stream);
 }
 // Context recorders: malloc calls one before it takes the allocator lock, on the allocating thread.
 static std::shared_ptr<c10::GatheredContext> ours() { g_gather(); return nullptr; }
@@ -268,6 +294,21 @@ def _built(folder):
         return any(f.endswith(".so") for f in os.listdir(folder))
     except OSError:
         return False
+
+
+def lens_glue(torch):
+    """The built tracker module's path when it has the lens OOM glue (Note [Lens OOM type]), else None. Never
+    builds: a lens run must not wait for a compiler; the glue comes with the observer that VS Code and
+    `gpumem build-observer` build ahead, and the lens mode passes OOMs on as RuntimeError until then."""
+    try:
+        folder = _build_dir(torch)[0]
+        for f in sorted(os.listdir(folder)):
+            if f.endswith(".so"):
+                lib = ctypes.CDLL(os.path.join(folder, f))
+                return os.path.join(folder, f) if hasattr(lib, "gpumem_glue_set") else None
+    except (OSError, AttributeError):
+        pass
+    return None
 
 
 def prebuild(torch, on_start=None):

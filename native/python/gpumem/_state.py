@@ -6,6 +6,7 @@ class State:
         self.settings = None        # _settings.Settings
         self.native = None          # _native.Allocator once the .so is loaded
         self.swapped = False        # change_current_allocator succeeded
+        self.lens_oom_glue = None   # the observer module whose glue raises torch.OutOfMemoryError (Note [Lens OOM type])
         self.configured = False     # gpumem_configure succeeded (capture + socket exist)
         self.owner_pid = None       # the process that configured (forked children do not own it)
         self.first_cuda_init = None  # "file:line in func" of the first torch.cuda._lazy_init caller
