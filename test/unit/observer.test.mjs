@@ -53,6 +53,9 @@ for (const pickle of FIXTURES) {
     const want = py('expect', pickle);
     assert.ok(want.peak > 0, 'the fixture has allocations');
     assert.equal(conv.dropped, 0, 'every free in these traces pairs with an allocation the trace made');
+    // Note [Observed block sizes]: the blocks the trace leaves live have PyTorch's own sizes (its final segments),
+    // not the requested sizes the trace entries carry
+    assert.deepEqual(conv.live, conv.pytorch);
     assert.equal(conv.info.peak_allocated, want.peak, "the observer's own figures");
     withModel(capture, (m) => {
       const h = m.header();

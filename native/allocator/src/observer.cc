@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <array>
 #include <atomic>
+#include <map>
 #include <mutex>
 #include <unordered_map>
 
@@ -19,7 +20,8 @@ namespace {
 constexpr uint64_t kSmallSize = 1ull << 20;  // PyTorch's small pool: requests ≤ 1 MiB
 
 struct Live {
-  uint64_t size;
+  uint64_t size;       // the block (Note [Observed block sizes])
+  uint64_t requested;  // what the trace entry asked for
   uint32_t stack;
   bool pending;  // free_requested seen, free_completed not yet
 };
@@ -29,7 +31,19 @@ struct Live {
 struct Dev {
   std::mutex mu;
   std::unordered_map<uint64_t, Live> live;
-  uint64_t allocated = 0, reserved = 0, active = 0, peak_allocated = 0, peak_reserved = 0, num_ooms = 0;
+  // Note [Observed block sizes]: PyTorch's trace gives an alloc's requested size (orig_size), but its
+  // allocated_bytes count the block: the request rounded to 512 B, or the whole free block it came from when
+  // the remainder would be 1 MiB or less (a large-pool block is split only above that). The ResNet-50 fixture
+  // has 5 such blocks of 645 (8,585,216 B for 8,192,000 asked); a 2-minute fast-step run's peak was 508 B short
+  // of torch.cuda.max_memory_allocated(). So the observer keeps PyTorch's layout: the fixed segments
+  // (segment_alloc/free, and those a state names) and the blocks in them, live or pending, by address; an
+  // alloc's block runs from its address to the next block or the segment's end when that leaves ≤ 1 MiB, else
+  // it is the rounded request. Expandable segments, and segments made before the observer saw them, fall
+  // back to the rounded request. Settings that change PyTorch's rounding or splitting
+  // (roundup_power2_divisions, max_split_size_mb) are not modelled.
+  std::map<uint64_t, uint64_t> segments;  // fixed segments: address → size
+  std::map<uint64_t, uint64_t> blocks;    // blocks in use (allocated or pending free): address → size
+  uint64_t allocated = 0, requested = 0, reserved = 0, active = 0, peak_allocated = 0, peak_reserved = 0, num_ooms = 0;
 };
 
 constexpr int kMaxDevices = 256;  // RecordHeader.device is one byte
@@ -43,6 +57,23 @@ std::atomic<int> g_ndev{0};
 Host g_host;
 
 uint16_t pool_flags(uint64_t size) { return size <= kSmallSize ? fmt::kPoolSmall : fmt::kPoolLarge; }
+
+// The block PyTorch hands out for a request of `requested` bytes at `addr` (Note [Observed block sizes]).
+uint64_t block_size(const Dev& d, uint64_t addr, uint64_t requested) {
+  const uint64_t rounded = requested < 512 ? 512 : (requested + 511) / 512 * 512;
+  if (rounded <= kSmallSize) return rounded;  // small pool: split whenever ≥ 512 B remain, so always exact
+  auto seg = d.segments.upper_bound(addr);
+  if (seg == d.segments.begin()) return rounded;
+  --seg;
+  const uint64_t seg_end = seg->first + seg->second;
+  if (addr >= seg_end) return rounded;
+  uint64_t end = seg_end;
+  auto next = d.blocks.upper_bound(addr);
+  if (next != d.blocks.end() && next->first < end) end = next->first;
+  const uint64_t free = end - addr;
+  if (free < rounded) return rounded;  // our layout disagrees with PyTorch's: the request, never less
+  return free - rounded > kSmallSize ? rounded : free;
+}
 
 uint8_t block_state(const std::string& s) {
   if (s == "active_allocated") return fmt::BLOCK_ACTIVE_ALLOCATED;
@@ -92,17 +123,23 @@ bool on_event(int device, int action, uint64_t addr, uint64_t size, uint64_t str
         fmt::BlockEvent f{t_ns, addr, old->second.size, old->second.size, stream, 0, thread};
         if (!old->second.pending) {
           d.allocated -= old->second.size;
+          d.requested -= old->second.requested;
           emit(fmt::REC_FREE_REQUESTED, dev, pool_flags(old->second.size), &f, sizeof f);
         }
         d.active -= old->second.size;
         emit(fmt::REC_FREE_COMPLETED, dev, pool_flags(old->second.size), &f, sizeof f);
         d.live.erase(old);
       }
-      d.live[addr] = Live{size, stack, false};
+      d.blocks.erase(addr);
+      const uint64_t requested = size;
+      size = block_size(d, addr, requested);
+      d.live[addr] = Live{size, requested, stack, false};
+      d.blocks[addr] = size;
       d.allocated += size;
+      d.requested += requested;
       d.active += size;
       d.peak_allocated = std::max(d.peak_allocated, d.allocated);
-      fmt::BlockEvent e{t_ns, addr, size, size, stream, stack, thread};
+      fmt::BlockEvent e{t_ns, addr, size, requested, stream, stack, thread};
       emit(fmt::REC_ALLOC, dev, pool_flags(size), &e, sizeof e);
       return true;
     }
@@ -114,11 +151,13 @@ bool on_event(int device, int action, uint64_t addr, uint64_t size, uint64_t str
       }
       it->second.pending = true;
       d.allocated -= it->second.size;
-      fmt::BlockEvent e{t_ns, addr, it->second.size, it->second.size, stream, stack, thread};
+      d.requested -= it->second.requested;
+      fmt::BlockEvent e{t_ns, addr, it->second.size, it->second.requested, stream, stack, thread};
       emit(fmt::REC_FREE_REQUESTED, dev, pool_flags(it->second.size), &e, sizeof e);
       return true;
     }
     case FREE_COMPLETED: {
+      d.blocks.erase(addr);  // a block made before the observer saw it is gone from the layout too
       auto it = d.live.find(addr);
       if (it == d.live.end() || !it->second.pending) {
         g_dropped.fetch_add(1);
@@ -136,6 +175,8 @@ bool on_event(int device, int action, uint64_t addr, uint64_t size, uint64_t str
     case SEGMENT_MAP:
     case SEGMENT_UNMAP: {
       const bool grow = action == SEGMENT_ALLOC || action == SEGMENT_MAP;
+      if (action == SEGMENT_ALLOC) d.segments[addr] = size;
+      if (action == SEGMENT_FREE) d.segments.erase(addr);
       if (grow) {
         d.reserved += size;
         d.peak_reserved = std::max(d.peak_reserved, d.reserved);
@@ -168,7 +209,7 @@ void set_figures(int device, uint64_t allocated, uint64_t reserved, uint64_t pea
   note_device(device);
   Dev& d = devs()[size_t(device)];
   std::lock_guard<std::mutex> lk(d.mu);
-  d.allocated = d.active = allocated;
+  d.allocated = d.active = d.requested = allocated;
   d.reserved = reserved;
   d.peak_allocated = peak_allocated;
   d.peak_reserved = peak_reserved;
@@ -183,7 +224,7 @@ core::Figures figures(int device) {
     f.allocated += d.allocated;
     f.reserved += d.reserved;
     f.active += d.active;
-    f.requested += d.allocated;  // trace entries carry one size; requested = allocated
+    f.requested += d.requested;
     f.peak_allocated += d.peak_allocated;
     f.peak_reserved += d.peak_reserved;
     f.num_ooms += d.num_ooms;
@@ -220,6 +261,24 @@ uint32_t stack_of(int device, uint64_t addr) {
   return it == d.live.end() ? 0 : it->second.stack;
 }
 
+namespace {
+// A state names segments and blocks the observer may not have seen made (those from before it started): they
+// join the layout that block sizes are read from (Note [Observed block sizes]).
+void seed_layout(int device, const json::Value& seg, const json::Value* blocks, size_t nb) {
+  if (device < 0 || device >= kMaxDevices) return;
+  Dev& d = devs()[size_t(device)];
+  std::lock_guard<std::mutex> lk(d.mu);
+  const uint64_t addr = u64(seg, "address"), size = u64(seg, "total_size");
+  if (addr && size) d.segments.emplace(addr, size);
+  for (size_t i = 0; i < nb; i++) {
+    const json::Value& b = blocks->items()[i];
+    const json::Value* st = b.find("state");
+    if (st && st->is_string() && block_state(st->as_string()) != fmt::BLOCK_INACTIVE)
+      d.blocks.emplace(u64(b, "address"), u64(b, "size"));
+  }
+}
+}  // namespace
+
 int64_t write_state_json(int device, uint32_t reason, const std::string& segments_json, std::string* err) {
   static std::atomic<uint32_t> snapshot_id{1u << 31};  // apart from the recorder's own ids
   json::Value segs;
@@ -251,6 +310,7 @@ int64_t write_state_json(int device, uint32_t reason, const std::string& segment
     if (p0 || p1) flags |= fmt::kPoolPrivate;
     if (exp && exp->is_bool() && exp->as_bool()) flags |= fmt::kSegExpandable;
     const size_t nb = blocks && blocks->is_array() ? blocks->items().size() : 0;
+    if (!(flags & fmt::kSegExpandable)) seed_layout(device, s, blocks, nb);
     fmt::StateSegment ss{
         u64(s, "address"), u64(s, "total_size"), u64(s, "stream"), p0, p1, 0, flags, 0, uint32_t(nb), 0};
     body.append(reinterpret_cast<const char*>(&ss), sizeof ss);

@@ -7,9 +7,14 @@ pickle's own answer computed independently, for test/unit/observer.test.mjs.
     observe_pickle.py expect PICKLE                 from the trace alone: the allocated peak and, at the
                                                    first moment it is reached, bytes per innermost user line
 
-Rules of `expect` (the issue's): allocated +size at alloc, −size at free_requested of a block the trace
+Rules of `expect` (the issue's): allocated +block at alloc, −block at free_requested of a block the trace
 handed out (blocks from before the trace started are not counted either way); user frames are those
-under the sources' folder (/home/user/project), innermost first as PyTorch lists them.
+under the sources' folder (/home/user/project), innermost first as PyTorch lists them. A block is what
+PyTorch's allocated_bytes count, not the trace's requested size (Note [Observed block sizes] in
+native/allocator/src/observer.cc), worked out here on its own from the pickle's segments: the request
+rounded to 512 B, or (large pool) the whole free run up to the next block in use or the segment's end when
+splitting would leave 1 MiB or less. `convert` also returns the blocks the capture leaves live, to be compared
+with the pickle's own final blocks (PyTorch's sizes, the independent answer).
 """
 import json
 import os
@@ -29,11 +34,53 @@ def innermost_user(frames):
     return None
 
 
+def survivors(snap):
+    """Blocks in use at the end that the trace never handed out nor freed: there before it started."""
+    touched = {e["addr"] for e in snap["device_traces"][0] if e["action"] in ("alloc", "free_requested", "free_completed")}
+    return {b["address"]: b["size"] for s in snap["segments"] for b in s["blocks"]
+            if b["state"] != "inactive" and b["address"] not in touched}
+
+
+def fixed_segments(snap):
+    """Fixed segments over the trace: those at the end (less the ones segment_alloc made), plus segment_alloc's."""
+    segs = {s["address"]: s["total_size"] for s in snap["segments"] if not s.get("is_expandable")}
+    for e in snap["device_traces"][0]:
+        if e["action"] in ("segment_alloc", "segment_free"):
+            segs.pop(e["addr"], None)
+    return segs
+
+
+def block_of(segs, used, addr, requested):
+    rounded = 512 if requested < 512 else (requested + 511) // 512 * 512
+    if rounded <= 1 << 20:
+        return rounded
+    seg = next(((a, n) for a, n in segs.items() if a <= addr < a + n), None)
+    if seg is None:
+        return rounded
+    end = min([seg[0] + seg[1]] + [a for a in used if addr < a < seg[0] + seg[1]])
+    free = end - addr
+    return rounded if free < rounded or free - rounded > 1 << 20 else free
+
+
 def expect(snap):
     live, cur, peak, at_peak = {}, 0, 0, {}
+    segs = fixed_segments(snap)
+    used = dict(survivors(snap))  # address → block, every block in use (pending frees too)
     for e in snap["device_traces"][0]:
         a = e["action"]
+        if a == "segment_alloc":
+            segs[e["addr"]] = e["size"]
+            continue
+        if a == "segment_free":
+            segs.pop(e["addr"], None)
+            continue
+        if a == "free_completed":
+            used.pop(e["addr"], None)
+            continue
         if a == "alloc":
+            used.pop(e["addr"], None)
+            e = dict(e, size=block_of(segs, used, e["addr"], e["size"]))
+            used[e["addr"]] = e["size"]
             live[e["addr"]] = e
             cur += e["size"]
         elif a == "free_requested" and e["addr"] in live:
@@ -61,10 +108,33 @@ def convert(lib, snap, capture):
     obs = _observe.Observer(native)
     obs.start(None, None)
     obs.device(0, "NVIDIA H200", 0, "")
+    # The allocator as it stood when the trace began, as a state the observer reads its layout from (the live
+    # tracker writes one from PyTorch's snapshot when it starts): the fixed segments and the blocks already in use.
+    before = survivors(snap)
+    segs = fixed_segments(snap)
+    obs.state(0, 1, [{"device": 0, "address": a, "total_size": n, "stream": 0, "segment_type": "large",
+                      "blocks": [{"address": b, "size": m, "state": "active_allocated"} for b, m in before.items() if a <= b < a + n]}
+                     for a, n in segs.items()])
     recorded, dropped, _ = _observe.feed_trace(obs, snap["device_traces"][0], 0)
     info = obs.info()
     native.shutdown(0)
-    return {"recorded": recorded, "dropped": dropped, "info": info}
+    # The blocks the capture leaves live (handed out by the trace, never freed), with the sizes it recorded.
+    from gpumem import _format as F
+
+    with open(capture, "rb") as f:
+        data = f.read()
+    _, _, _, off = F.read_header(data)
+    live = {}
+    for _, rtype, _, _, payload in F.records(data, off):
+        if rtype == F.REC_ALLOC:
+            r = F.BlockEvent.unpack_dict(payload)
+            live[r["addr"]] = r["size"]
+        elif rtype == F.REC_FREE_REQUESTED:
+            live.pop(F.BlockEvent.unpack_dict(payload)["addr"], None)
+    final = {b["address"]: b["size"] for s in snap["segments"] for b in s["blocks"] if b["state"] == "active_allocated"}
+    return {"recorded": recorded, "dropped": dropped, "info": info,
+            "live": {str(a): n for a, n in sorted(live.items())},
+            "pytorch": {str(a): final.get(a) for a, _ in sorted(live.items())}}
 
 
 def main():
