@@ -101,6 +101,10 @@ def main():
             name, (r["workload"] or {}).get("steps", 0), (r["workload"] or {}).get("ms_per_step", 0), r["bytes"], r["bytes"] / 2**20,
             r["peak"], r["top"][:3]), flush=True)
 
+    for name, r in res.items():  # the tool's peak is PyTorch's own (Note [Observed block sizes] for auto)
+        want = (r["workload"] or {}).get("max_allocated")
+        check(name + " peak equals torch.cuda.max_memory_allocated()", bool(r["peak"]) and r["peak"][0] == want,
+              "%s vs %s" % (r["peak"], want))
     for mode in ("auto", "lens"):
         full = res.get(mode + "-py-full")
         for name in [n for n in res if n.startswith(mode) and n.endswith("8MiB")]:
