@@ -92,6 +92,7 @@ class Meter:
     def __init__(self):
         self.tail = None
         self.n = 0
+        self.slow = False   # an end marker never showed (the writer stopped): wait briefly from then on
 
     def _tail(self):
         if self.tail is None or self.tail.path != STATE.capture:
@@ -144,7 +145,8 @@ class Meter:
                     # CUDA (and so the capture) started inside this piece: the window is the capture's start.
                     tail.want(piece["name"], from_start=True)
                 STATE.native.mark(piece["name"], _native.MARK_END)
-                window = tail.wait(piece["name"], timeout=wait)
+                window = tail.wait(piece["name"], timeout=0.2 if self.slow else wait)
+                self.slow = window is None
                 if window is not None:
                     got = _window.analyse(tail, window, fig.device, is_line=is_line, top=top)
                     fig.update(lines=got["lines"], capture_peak=got["peak"])
