@@ -7,7 +7,11 @@ allocator observed where the observer builds).
 
     python3 test/gpu/notebook_pytest_check.py --out DIR      (run_all.sh stage `notebooks`; tiny workloads, < 3 min)
 
-Prints one PASS/FAIL line per check and writes DIR/notebooks.json."""
+Prints one PASS/FAIL line per check and writes DIR/notebooks.json.
+
+The lent H100 image has torch but no IPython (seen 2026-11-26): install both here into a folder and carry it,
+    python3 -m pip install --target .carry/pylibs ipython pytest      (then carry .carry/pylibs)
+and the workloads find it on PYTHONPATH (after the bootstrap's folder)."""
 import argparse
 import faulthandler
 import json
@@ -120,9 +124,12 @@ def close(a, b):
     return b is not None and a is not None and abs(a - b) <= TOL * max(abs(b), 1)
 
 
+PYLIBS = os.path.join(ROOT, ".carry", "pylibs")
+
+
 def env_for(work, mode):
     env = {k: v for k, v in os.environ.items() if not k.startswith("GPUMEM_")}
-    env.update(PYTHONPATH=PY_DIR, GPUMEM_ALLOCATOR=mode, GPUMEM_ALLOCATOR_SO=os.path.join(ROOT, "dist", "native", "libgpumem_allocator.so"),
+    env.update(PYTHONPATH=os.pathsep.join([PY_DIR] + ([PYLIBS] if os.path.isdir(PYLIBS) else [])), GPUMEM_ALLOCATOR=mode, GPUMEM_ALLOCATOR_SO=os.path.join(ROOT, "dist", "native", "libgpumem_allocator.so"),
                HOME=os.environ.get("HOME", work), IPYTHONDIR=os.path.join(work, ".ipython"))
     return env
 
@@ -201,6 +208,14 @@ def main():
     args = ap.parse_args()
     out = os.path.join(args.out, "notebooks")
     os.makedirs(out, exist_ok=True)
+    probe = subprocess.run([sys.executable, "-c", "import IPython, pytest, torch"], env=env_for(out, "lens"),
+                           capture_output=True, text=True)
+    check("IPython, pytest and torch importable", probe.returncode == 0, error=probe.stderr.strip().splitlines()[-1:],
+          hint="python3 -m pip install --target .carry/pylibs ipython pytest here, and carry .carry/pylibs")
+    if probe.returncode != 0:
+        with open(os.path.join(out, "notebooks.json"), "w") as f:
+            json.dump(RESULTS, f, indent=1, default=str)
+        return 1
     for mode in args.modes.split(","):
         notebook(out, mode)
         pytest_file(out, mode)
