@@ -80,6 +80,8 @@ export const NEEDS = {
       () => ok('python3', ['-c', "import os, sys, sysconfig; sys.exit(not os.path.isfile(os.path.join(sysconfig.get_paths()['include'], 'Python.h')))"]),
       'apt-get install -y python3-dev',
     ],
+    ['pytest (the pytest plugin\'s tests)', () => ok('python3', ['-c', 'import pytest']), 'apt-get install -y python3-pytest'],
+    ['IPython (the IPython extension\'s tests)', () => ok('python3', ['-c', 'import IPython']), 'apt-get install -y python3-ipython'],
   ],
   webview: [['Chromium', () => ok('chromium', ['--version']), 'apt-get install -y chromium']],
   e2e: [

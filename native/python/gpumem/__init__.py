@@ -7,6 +7,9 @@
         ...
 
 Outside a tracked run (or before CUDA is used) these do nothing and return False.
+
+Also `pytest -p gpumem` (GPU memory budgets per test) and `%load_ext gpumem` (per-cell figures in IPython).
+PYTEST_DONT_REWRITE: sitecustomize imports this package before pytest can rewrite it; nothing here asserts.
 """
 import contextlib
 
@@ -14,6 +17,23 @@ from ._state import STATE as _STATE
 
 __all__ = ["mark", "step", "range", "active"]
 __version__ = "0.1.0"
+
+# `pytest -p gpumem` registers this module as a plugin; pytest then imports the plugin itself (Note [pytest budgets]
+# in _pytest.py). A plain `import gpumem` never imports pytest.
+pytest_plugins = ["gpumem._pytest"]
+
+
+def load_ipython_extension(ipython):
+    """`%load_ext gpumem`: per-cell GPU memory figures and the %%gpumem cell magic (_ipython.py)."""
+    from . import _ipython
+
+    _ipython.load(ipython)
+
+
+def unload_ipython_extension(ipython):
+    from . import _ipython
+
+    _ipython.unload(ipython)
 
 
 def active():

@@ -1,0 +1,195 @@
+"""pytest plugin: GPU memory budgets per test (`pytest -p gpumem`; gpumem/__init__.py names this module in
+`pytest_plugins`, so importing gpumem alone never imports pytest).
+
+    @pytest.mark.gpu_memory(peak="2GiB", leak="0")
+    def test_forward(): ...
+
+Note [pytest budgets]:
+- What a test is: its call phase. The peak is reset when the call begins (after the fixtures' setup), so a
+  test's peak allocated is what `torch.cuda.max_memory_allocated()` says at the test's last line (fixtures' live
+  memory included, as PyTorch counts it); left allocated is allocated after the call minus before it, after a
+  gc.collect(), so reference cycles the test made are not leaks. A test that fails on its own is not judged
+  again (its traceback keeps its frames' tensors alive).
+- Where the figures come from: Note [Piece figures] in _meter.py; where the lines come from: Note [Windows] in
+  _window.py. Under `gpumem run` the plugin uses that run's capture; otherwise it starts tracking itself
+  (Note [Tracking from inside]) in a session folder under --gpumem-out (default .gpumem in the rootdir), before
+  conftest files load, so `import torch` there still gets the allocator mode of a script.
+- A budget written wrong fails the collection with one line (pytest's usage error), naming the test, the
+  argument and the rule of sizes every other size input of the tool follows (Note [Size input]).
+- A process that crashes loses nothing recorded so far: the capture reaches the disk every 50 ms, each test
+  opens a begin marker in it, and each test's row (`pytest-<pid>.jsonl` in the session folder) is written and
+  flushed before the next test starts, with a "running" row first, so the crashing test is named too.
+"""
+import gc
+import json
+import os
+
+import pytest
+
+from . import _meter, _settings
+from ._state import STATE
+
+MARKER = ("gpu_memory(peak=None, leak=None): fail the test when its peak allocated GPU memory exceeds `peak` or it "
+          "leaves more than `leak` allocated (bytes or binary units: 2GiB, 512MiB, 0)")
+
+
+def pytest_addoption(parser):
+    group = parser.getgroup("gpumem", "GPU Memory Lens")
+    group.addoption("--gpumem-report", action="store_true", default=False,
+                    help="print a per-test table: peak allocated, peak reserved, left allocated")
+    group.addoption("--gpumem-out", default=None, metavar="DIR",
+                    help="folder for the session folder when pytest runs outside `gpumem run` (default: .gpumem in the rootdir)")
+    group.addoption("--gpumem-top", type=int, default=5, metavar="N", help="lines at the peak in a failure message (default 5)")
+
+
+class Budget:
+    __slots__ = ("peak", "leak")
+
+    def __init__(self, peak, leak):
+        self.peak, self.leak = peak, leak
+
+
+def parse_budget(mark, nodeid):
+    """A Budget from a gpu_memory marker, or raise pytest.UsageError with one line."""
+    unknown = [k for k in mark.kwargs if k not in ("peak", "leak")]
+    if mark.args or unknown:
+        raise pytest.UsageError("%s: gpu_memory takes peak= and leak= only, got %s" % (
+            nodeid, ", ".join([repr(a) for a in mark.args] + ["%s=" % k for k in unknown])))
+    got = {}
+    for key in ("peak", "leak"):
+        value = mark.kwargs.get(key)
+        if value is None:
+            got[key] = None
+            continue
+        if isinstance(value, bool) or not isinstance(value, (int, str)):
+            size = _settings._NOT_A_SIZE
+        elif isinstance(value, int):
+            size = value if value >= 0 else _settings._NOT_A_SIZE
+        else:
+            size = _settings.read_size(value)
+        if isinstance(size, str):
+            raise pytest.UsageError("%s: gpu_memory(%s=%r) is not a size: %s" % (nodeid, key, value, size))
+        got[key] = size
+    return Budget(got["peak"], got["leak"])
+
+
+class Plugin:
+    def __init__(self, config):
+        self.config = config
+        self.meter = _meter.Meter()
+        self.rows = []            # (nodeid, figures)
+        self.budgets = {}         # nodeid → Budget
+        self.results = None       # the jsonl file
+
+    # ---- collection -------------------------------------------------------------------------------------
+    @pytest.hookimpl(trylast=True)
+    def pytest_collection_modifyitems(self, session, config, items):
+        for item in items:
+            mark = item.get_closest_marker("gpu_memory")
+            if mark is not None:
+                self.budgets[item.nodeid] = parse_budget(mark, item.nodeid)
+
+    # ---- running ----------------------------------------------------------------------------------------
+    def _write(self, row):
+        if STATE.settings is None:  # not tracked at all: no session folder to write in
+            return
+        try:
+            if self.results is None:
+                path = os.path.join(STATE.settings.session_dir, "pytest-%d.jsonl" % os.getpid())
+                self.results = open(path, "a")
+            self.results.write(json.dumps(row) + "\n")
+            self.results.flush()
+            os.fsync(self.results.fileno())
+        except OSError:
+            pass
+
+    @pytest.hookimpl(hookwrapper=True)
+    def pytest_runtest_call(self, item):
+        self._write({"test": item.nodeid, "status": "running", "capture": STATE.capture})
+        piece = self.meter.begin(item.nodeid)
+        outcome = yield
+        failed = outcome.excinfo is not None
+        if not failed:
+            gc.collect()
+        fig = self.meter.end(piece, top=self.config.getoption("gpumem_top"))
+        item._gpumem = (fig, failed)
+        self.rows.append((item.nodeid, fig))
+        self._write({"test": item.nodeid, "status": "done", "peak_allocated": fig.peak_allocated,
+                     "peak_reserved": fig.peak_reserved, "left_allocated": fig.added_allocated, "capture_peak": fig.capture_peak,
+                     "capture": fig.capture, "lines": [list(r) for r in fig.lines]})
+
+    @pytest.hookimpl(hookwrapper=True)
+    def pytest_runtest_makereport(self, item, call):
+        outcome = yield
+        if call.when != "call":
+            return
+        report = outcome.get_result()
+        got = getattr(item, "_gpumem", None)
+        budget = self.budgets.get(item.nodeid)
+        if got is None or budget is None or report.failed:
+            return
+        fig, _failed = got
+        problems = []
+        if budget.peak is not None and fig.peak_allocated > budget.peak:
+            problems.append("peak allocated %s exceeds the budget peak=%s by %s" % (
+                _meter.fmt(fig.peak_allocated), _meter.fmt(budget.peak), _meter.fmt(fig.peak_allocated - budget.peak)))
+        if budget.leak is not None and fig.added_allocated > budget.leak:
+            problems.append("the test left %s allocated (budget leak=%s)" % (_meter.fmt(fig.added_allocated), _meter.fmt(budget.leak)))
+        if not problems:
+            return
+        lines = ["gpu_memory: " + "; ".join(problems)]
+        if fig.lines:
+            lines.append("top lines at the peak (%s allocated):" % _meter.fmt(fig.peak_allocated))
+            root = str(self.config.rootpath) if hasattr(self.config, "rootpath") else os.getcwd()
+            lines += _meter.fmt_lines(fig.lines, show=lambda f, ln: "%s:%d" % (_rel(f, root), ln))
+        lines.append("capture: %s" % (fig.capture or "none (memory tracking is off; see the line at the start of the session)"))
+        report.outcome = "failed"
+        report.longrepr = "\n".join(lines)
+
+    # ---- the report -------------------------------------------------------------------------------------
+    def pytest_terminal_summary(self, terminalreporter):
+        tr = terminalreporter
+        if self.config.getoption("gpumem_report") and self.rows:
+            tr.write_sep("=", "GPU memory per test")
+            w = max(len(n) for n, _ in self.rows)
+            tr.write_line("%-*s  %14s  %14s  %14s" % (w, "test", "peak allocated", "peak reserved", "left allocated"))
+            for nodeid, fig in self.rows:
+                tr.write_line("%-*s  %14s  %14s  %14s" % (w, nodeid, _meter.fmt(fig.peak_allocated),
+                                                       _meter.fmt(fig.peak_reserved), _meter.fmt(fig.added_allocated)))
+        if STATE.configured and STATE.capture:
+            tr.write_line("gpumem: capture %s" % STATE.capture)
+
+    def pytest_unconfigure(self, config):
+        if self.results is not None:
+            self.results.close()
+            self.results = None
+
+
+def _rel(path, root):
+    try:
+        r = os.path.relpath(path, root)
+        return path if r.startswith("..") else r
+    except ValueError:
+        return path
+
+
+def _start(config, out=None):
+    root = str(getattr(config, "rootpath", os.getcwd()))
+    line = _meter.start_tracking(out or os.path.join(root, ".gpumem"), "pytest")
+    if line:
+        import sys
+
+        sys.stderr.write(line + "\n")
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_load_initial_conftests(early_config, parser, args):
+    # Before conftest.py files import torch (Note [pytest budgets]).
+    _start(early_config, getattr(early_config.known_args_namespace, "gpumem_out", None))
+
+
+def pytest_configure(config):
+    config.addinivalue_line("markers", MARKER)
+    _start(config, config.getoption("gpumem_out"))  # no-op when already started (or under gpumem run)
+    if not config.pluginmanager.has_plugin("gpumem-budgets"):
+        config.pluginmanager.register(Plugin(config), "gpumem-budgets")
