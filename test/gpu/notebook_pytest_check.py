@@ -211,7 +211,7 @@ def main():
     probe = subprocess.run([sys.executable, "-c", "import IPython, pytest, torch"], env=env_for(out, "lens"),
                            capture_output=True, text=True)
     check("IPython, pytest and torch importable", probe.returncode == 0, error=probe.stderr.strip().splitlines()[-1:],
-          hint="python3 -m pip install --target .carry/pylibs ipython pytest here, and carry .carry/pylibs")
+          hint="bring Debian's python3-ipython and its dependencies into .carry/pylibs (this file's docstring) and carry .carry")
     if probe.returncode != 0:
         with open(os.path.join(out, "notebooks.json"), "w") as f:
             json.dump(RESULTS, f, indent=1, default=str)
