@@ -9,8 +9,12 @@ allocator observed where the observer builds).
 
 Prints one PASS/FAIL line per check and writes DIR/notebooks.json.
 
-The lent H100 image has torch but no IPython (seen 2026-11-26): install both here into a folder and carry it,
-    python3 -m pip install --target .carry/pylibs ipython pytest      (then carry .carry/pylibs)
+The lent H100 image has torch and pytest but no IPython (seen 2026-11-26), and only Debian's apt reaches the
+outside here: bring IPython from Debian's pure-Python packages into a folder and carry it,
+    cd /tmp && apt-get download python3-ipython python3-traitlets python3-decorator python3-jedi python3-parso \
+        python3-matplotlib-inline python3-pexpect python3-ptyprocess python3-prompt-toolkit python3-wcwidth \
+        python3-stack-data python3-executing python3-asttokens python3-pure-eval python3-pickleshare python3-backcall
+    for f in /tmp/*.deb; do dpkg -x $f /tmp/x; done; mv /tmp/x/usr/lib/python3/dist-packages .carry/pylibs
 and the workloads find it on PYTHONPATH (after the bootstrap's folder)."""
 import argparse
 import faulthandler
