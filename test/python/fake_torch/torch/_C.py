@@ -93,3 +93,14 @@ def _get_cudnn_benchmark():
 
 def _set_cudnn_benchmark(value):
     _cudnn_benchmark[0] = bool(value)
+
+
+# cuBLAS's workspace, as real torch keeps one per handle and stream: allocated through the current CUDA allocator
+# at the first matmul of the process and kept (32 MiB on an H100 with torch 2.11) until
+# torch._C._cuda_clearCublasWorkspaces() frees it (what PyTorch's own leak check calls between tests).
+_cublas_workspace = []
+
+
+def _cuda_clearCublasWorkspaces():
+    while _cublas_workspace:
+        _cublas_workspace.pop().free()

@@ -12,7 +12,7 @@ from . import nn  # noqa: E402
 
 if _os.environ.get("FAKE_TORCH_ACCELERATOR") != "none":  # torch.accelerator came with 2.6, its memory APIs with 2.8
     from . import accelerator  # noqa: E402,F401
-from ._tensor import Tensor, _fake_op, empty  # noqa: E402,F401
+from ._tensor import Tensor, _fake_matmul, _fake_op, empty  # noqa: E402,F401
 
 
 class version:
