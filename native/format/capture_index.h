@@ -7,7 +7,8 @@
 // size and falls by a REC_FREE_REQUESTED's (restated ones too), reserved rises by REC_SEGMENT_ALLOC/MAP and falls by
 // REC_SEGMENT_FREE/UNMAP (an expandable segment's alloc/free records carry no bytes: its pages are mapped), both start
 // at 0; events are block and segment events plus requested snapshots (REC_STATE reason 0); the peak is the first
-// event that reaches the maximum; the time range also covers the device's markers, samples, OOMs and empty caches.
+// event that reaches the maximum; the time range also covers the device's markers, samples, OOMs, empty caches,
+// notices and losses (each a marker of the reader's).
 #pragma once
 #include <algorithm>
 #include <cstdint>
@@ -76,6 +77,8 @@ class IndexBuilder {
       case REC_MARKER:
       case REC_DEVICE_SAMPLE:
       case REC_EMPTY_CACHE:
+      case REC_NOTICE:
+      case REC_LOST:
         if (n < 8) return;
         range(dev(device), load_t(p));
         return;
