@@ -6,6 +6,7 @@
         "native/addon/src/addon.cpp",
         "native/addon/src/aggregate.cpp",
         "native/addon/src/capture_decoder.cpp",
+        "native/addon/src/capture_overview.cpp",
         "native/addon/src/categories.cpp",
         "native/addon/src/export_pickle.cpp",
         "native/addon/src/model.cpp",

@@ -23,9 +23,10 @@ namespace fmt {
 
 GPUMEM_CONSTEXPR char kMagic[8] = {'G', 'P', 'U', 'M', 'E', 'M', '\r', '\n'};
 GPUMEM_CONSTEXPR uint16_t kMajor = 1;
-GPUMEM_CONSTEXPR uint16_t kMinor = 5;  // 1: REC_DEVICE · 2: EndRec.reason/message, DeviceRec.pci_bus_id · 3: REC_TAG,
+GPUMEM_CONSTEXPR uint16_t kMinor = 6;  // 1: REC_DEVICE · 2: EndRec.reason/message, DeviceRec.pci_bus_id · 3: REC_TAG,
                                        // MARK_PHASE · 4: MARK_MODULE_* · 5: REC_AGGREGATED, REC_TIMELINE,
-                                       // REC_LINE_TOTALS, kRestated (Note [Capture budget])
+                                       // REC_LINE_TOTALS, kRestated (Note [Capture budget]) · 6: REC_INDEX,
+                                       // EndRec.index_bytes (Note [Capture index])
 // Upper bound on one record's payload; a larger length means damage, not a real record.
 GPUMEM_CONSTEXPR uint32_t kMaxPayload = 64u << 20;
 GPUMEM_CONSTEXPR uint32_t kMaxHeaderJson = 1u << 20;
@@ -64,8 +65,9 @@ enum RecordType : uint8_t {
   REC_AGGREGATED = 46,      // AggregatedRec: a time range whose block events were compacted away (minor 5)
   REC_TIMELINE = 47,     // TimelineRec + nbuckets × TimelineBucket: allocated/reserved min/max of that range (minor 5)
   REC_LINE_TOTALS = 48,  // LineTotalsRec + n × LineTotal: allocations per stack in that range (minor 5)
-  REC_LOST = 50,         // LostRec: events dropped because the writer's bound was hit
-  REC_END = 60,          // EndRec: clean shutdown; absence means the process died
+  REC_INDEX = 49,  // IndexRec + per device IndexDevice + nbuckets × IndexBucket: the whole run's overview (minor 6)
+  REC_LOST = 50,   // LostRec: events dropped because the writer's bound was hit
+  REC_END = 60,    // EndRec: clean shutdown; absence means the process died
 };
 
 struct RecordHeader {
@@ -327,6 +329,55 @@ struct EndRec {
   int32_t exit_code;  // -1 if unknown
   uint32_t reason;    // EndReason (minor 2; was `pad`, always 0)
   uint32_t message;   // string id (minor 2), 0 = none
+  // minor 6: bytes of the REC_INDEX record (header included) that ends where this record begins; 0 = none
+  // (Note [Capture index]). An END of 24 bytes is the file's last 32 bytes, so a reader finds the index from the end.
+  uint32_t index_bytes;
+};
+
+// Note [Capture index] (minor 6): a capture of any size opens in fixture time because the writer keeps, on its own
+// thread, an overview of every device as it writes the records (capture_index.h: the same code a reader runs over
+// the records when the index is absent), and at a clean close writes it as one REC_INDEX just before REC_END, whose
+// index_bytes says where it starts. A first view reads the header, the last 32 bytes and the index: nothing that
+// grows with the file. Per device: the figures of the whole run (events, time range, peaks, end state) and
+// allocated/reserved as min/max/last buckets of width bucket_ns from origin_ns (at most kIndexBuckets; the width
+// doubles as the run grows, so the count never exceeds it; buckets without events are left out).
+GPUMEM_CONSTEXPR uint32_t kIndexBuckets = 4096;
+
+struct IndexRec {
+  uint32_t ndevices;
+  uint16_t device_bytes;  // sizeof(IndexDevice) as written (a reader steps by it: the struct may grow at the end)
+  uint16_t bucket_bytes;  // sizeof(IndexBucket) as written
+  uint64_t t_ns;          // when the index was written
+  // then ndevices × (IndexDevice + nbuckets × IndexBucket)
+};
+
+struct IndexDevice {
+  uint32_t device;
+  uint32_t nbuckets;
+  uint64_t events;          // events as a reader counts them (block and segment events, requested snapshots)
+  uint64_t first_event_ns;  // 0 when events == 0
+  uint64_t last_event_ns;
+  uint64_t range_first_ns;  // events, markers, samples, OOMs, empty caches of the device (a reader's time range)
+  uint64_t range_last_ns;
+  uint64_t bucket_ns;          // width of a bucket
+  uint64_t origin_ns;          // start of bucket 0
+  int64_t peak_allocated;      // the highest allocated bytes (strictly greater: the first event reaching it)
+  uint64_t peak_allocated_ns;  // that event's time (0: allocated never rose above 0)
+  int64_t peak_reserved;
+  int64_t end_allocated;  // after the last event
+  int64_t end_reserved;
+  uint32_t ooms;  // REC_OOM records of the device
+  uint32_t pad;
+};
+
+struct IndexBucket {
+  uint64_t t_ns;          // bucket start (origin_ns + k · bucket_ns)
+  int64_t allocated_min;  // over the value carried in and the value after each event of the bucket
+  int64_t allocated_max;
+  int64_t reserved_min;
+  int64_t reserved_max;
+  int64_t allocated_last;  // after the bucket's last event
+  int64_t reserved_last;
 };
 
 #pragma pack(pop)
@@ -338,7 +389,10 @@ static_assert(sizeof(BlockEvent) == 48, "BlockEvent layout");
 static_assert(sizeof(SegmentEvent) == 56, "SegmentEvent layout");
 static_assert(sizeof(StateSegment) == 56, "StateSegment layout");
 static_assert(sizeof(StateBlock) == 32, "StateBlock layout");
-static_assert(sizeof(EndRec) == 20, "EndRec layout (minor 2)");
+static_assert(sizeof(EndRec) == 24, "EndRec layout (minor 6)");
+static_assert(sizeof(IndexRec) == 16, "IndexRec layout");
+static_assert(sizeof(IndexDevice) == 112, "IndexDevice layout");
+static_assert(sizeof(IndexBucket) == 56, "IndexBucket layout");
 static_assert(sizeof(TagRec) == 32, "TagRec layout");
 static_assert(sizeof(AggregatedRec) == 48, "AggregatedRec layout");
 static_assert(sizeof(TimelineRec) == 16, "TimelineRec layout");

@@ -131,7 +131,7 @@ class Layouts(unittest.TestCase):
     def test_old_end_record_is_a_prefix(self):
         old = F.EndRec.prefix("reason")
         self.assertEqual((old.format, old.size, old.fields), ("<QiI", 16, ("t_ns", "exit_code", "reason")))
-        self.assertEqual(old.pack(5, -9, 0), F.EndRec.pack(5, -9, 0, 0)[:16])
+        self.assertEqual(old.pack(5, -9, 0), F.EndRec.pack(5, -9, 0, 0, 0)[:16])
 
     def test_pads_pack_as_zero_bytes(self):
         b = F.StateBlock.pack(1, 2, 3, 4, 1)

@@ -37,10 +37,12 @@ export function renderRanks(body: HTMLElement, view: RanksView): void {
   const tbody = h('tbody');
   for (const r of view.ranks) {
     const flag = r.flag === 'high' ? ' ▲' : r.flag === 'low' ? ' ▼' : '';
+    // Note [Rank marks]: the slowest rank and the ranks that ran out of memory.
+    const marks = (r.marks ?? []).map((m) => (m === 'slowest' ? ' (slowest)' : ' (OOM)')).join('');
     const row = h(
       'tr',
-      { class: `rank-row${r.flag ? ` flag-${r.flag}` : ''}`, 'data-testid': 'rank-row', 'data-index': r.index, 'data-rank': r.rank ?? '', tabindex: 0, title: `Open ${r.fileName}` },
-      h('th', { scope: 'row', 'data-figure': 'rank' }, rankLabel(r) + flag),
+      { class: `rank-row${r.flag ? ` flag-${r.flag}` : ''}${(r.marks ?? []).map((m) => ` mark-${m}`).join('')}`, 'data-testid': 'rank-row', 'data-index': r.index, 'data-rank': r.rank ?? '', 'data-marks': (r.marks ?? []).join(' '), tabindex: 0, title: `Open ${r.fileName}` },
+      h('th', { scope: 'row', 'data-figure': 'rank' }, rankLabel(r) + flag + marks),
       h('td', {}, r.host ?? '?'),
       h('td', {}, r.device === null ? '—' : `cuda:${r.device}${r.deviceName ? ` ${r.deviceName}` : ''}`),
       bytesCell('peakAllocated', r.peakAllocatedBytes),

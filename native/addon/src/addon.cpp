@@ -23,6 +23,7 @@
 
 #include "aggregate.h"
 #include "capture_decoder.h"
+#include "capture_overview.h"
 #include "categories.h"
 #include "export_pickle.h"
 #include "gpumem_format.h"
@@ -539,6 +540,7 @@ class OpenWorker : public Napi::AsyncWorker {
 
 // Note [First view] (overview.cpp): overviewAsync(path, buckets) reads a pickle's allocated/reserved
 // overview on a libuv worker and resolves to its JSON text (or rejects: the caller waits for the full open).
+// A capture's comes from its index, or a tree-less pass when it has none (Note [Capture first view]).
 class OverviewWorker : public Napi::AsyncWorker {
  public:
   OverviewWorker(Napi::Env env, std::string path, int buckets)
@@ -573,7 +575,12 @@ class OverviewWorker : public Napi::AsyncWorker {
         size_t n;
         ~Unmap() { munmap(p, n); }
       } unmap{p, len};
-      json_ = pickle_overview_json(static_cast<const uint8_t*>(p), len, buckets_, true);
+      const auto* bytes = static_cast<const uint8_t*>(p);
+      // A capture's first view comes from its index (Note [Capture first view] in capture_overview.cpp).
+      if (len >= sizeof fmt::kMagic && memcmp(bytes, fmt::kMagic, sizeof fmt::kMagic) == 0)
+        json_ = capture_overview_json(bytes, len, buckets_);
+      else
+        json_ = pickle_overview_json(bytes, len, buckets_, true);
     } catch (const std::exception& e) {
       SetError(e.what());
     } catch (...) {

@@ -235,6 +235,8 @@ size_t CaptureDecoder::feed_records(Model& m, const uint8_t* data, size_t len) {
 // with the reason; test/python/test_format_contract.py fails when a type is added without either.
 //   Ignored: REC_STATS — the allocator's own counters for the live status line; every figure the reader
 //            shows is recomputed from the events, so the counters would only be a second, unchecked source.
+//   Ignored: REC_INDEX — the whole run's overview for a first view (Note [Capture index], read by
+//            capture_overview.cpp before the open); the open recomputes every figure from the events.
 bool CaptureDecoder::record(Model& m, uint8_t type, uint8_t device, uint16_t flags, const uint8_t* p, uint32_t n,
                             uint64_t at) {
   auto too_short = [&](const char* what) {
@@ -496,6 +498,7 @@ bool CaptureDecoder::record(Model& m, uint8_t type, uint8_t device, uint16_t fla
       return true;
     }
     case f::REC_STATS: return true;  // ignored: Note [Record types]
+    case f::REC_INDEX: return true;  // ignored: Note [Record types]
     default:
       // Note [Strict about our own writer]: a record type this reader does not know is skipped only in a
       // capture of a newer minor version (Note [Versioning]); in one of this version or older, our writer

@@ -19,6 +19,7 @@
 #include <thread>
 #include <vector>
 
+#include "../../format/capture_index.h"
 #include "../../format/gpumem_format.h"
 #include "clock.h"
 #include "compactor.h"
@@ -54,6 +55,11 @@ struct State {
   std::unique_ptr<compactor::Compactor> compactor;
   std::atomic<uint64_t> compactions{0};
   std::atomic<uint64_t> merges{0};  // of the compacted ranges (Note [Budget as a cap])
+  // Note [Capture index] (gpumem_format.h): the writer thread alone feeds it, with every record it writes; close()
+  // leaves the REC_END to the writer thread, which writes the REC_INDEX and then the END naming it.
+  fmt::IndexBuilder index;
+  bool end_pending = false;
+  fmt::EndRec end_rec{};
   Options opt;
   std::string path;
   int fd = -1;
@@ -176,7 +182,7 @@ class FailureReport {
   std::string tail(uint64_t kept) const {
     const std::string text = message(kept);
     fmt::StringRec sr{message_id_, uint32_t(text.size())};
-    fmt::EndRec er{clock::now_ns(), -1, 1, message_id_};  // reason 1: writer failure
+    fmt::EndRec er{clock::now_ns(), -1, 1, message_id_, 0};  // reason 1: writer failure
     std::string out;
     append_record(&out, fmt::REC_STRING, &sr, sizeof sr, text.data(), uint32_t(text.size()));
     append_record(&out, fmt::REC_END, &er, sizeof er);
@@ -410,7 +416,7 @@ void run() {
     const uint32_t max_string_id = s.max_string_id;  // covers every record in `todo`
     lk.unlock();
     uint64_t bytes = 0;
-    for (auto& b : todo) {
+    auto write_batch = [&](const Batch& b) {
       // A budgeted capture writes a batch in pieces of at most an eighth of the budget, making room before each:
       // a whole batch (1 MiB, more under load) could pass a small budget by itself.
       const uint64_t piece = s.compactor ? std::max<uint64_t>(s.opt.budget_bytes / 8, 4096) : b.size();
@@ -431,7 +437,28 @@ void run() {
         file_at += len;
         pos += len;
       }
+    };
+    for (auto& b : todo) {
+      if (!s.write_failed) s.index.observe_all(b.data(), b.size());
+      write_batch(b);
       bytes += b.size();
+    }
+    if (stopping && s.end_pending && !s.write_failed) {
+      lk.lock();
+      const bool drained = s.full.empty() && s.cur.empty();
+      lk.unlock();
+      if (drained) {
+        // Note [Capture index]: the index of everything written, then the END that says where it starts.
+        s.end_pending = false;
+        const std::string payload = s.index.payload(clock::now_ns());
+        std::string tail;
+        if (payload.size() <= fmt::kMaxPayload)
+          append_record(&tail, fmt::REC_INDEX, payload.data(), uint32_t(payload.size()));
+        fmt::EndRec er = s.end_rec;
+        er.index_bytes = uint32_t(tail.size());
+        append_record(&tail, fmt::REC_END, &er, sizeof er);
+        write_batch(Batch(tail.begin(), tail.end()));
+      }
     }
     struct stat st;
     if (!s.write_failed && ::fstat(s.fd, &st) == 0 && st.st_nlink == 0) {
@@ -573,8 +600,9 @@ void close(int exit_code, uint64_t end_t_ns) {
       s.lost_total += s.lost_pending;
       s.lost_pending = 0;
     }
-    fmt::EndRec er{end_t_ns ? end_t_ns : clock::now_ns(), exit_code, 0, 0};  // reason 0: clean shutdown
-    put(s, fmt::REC_END, 0, 0, &er, sizeof er, nullptr, 0);
+    // reason 0: clean shutdown. The writer thread writes it after the index (Note [Capture index]).
+    s.end_rec = fmt::EndRec{end_t_ns ? end_t_ns : clock::now_ns(), exit_code, 0, 0, 0};
+    s.end_pending = true;
     s.stop = true;
     s.wake.notify_one();
   }

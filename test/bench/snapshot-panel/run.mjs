@@ -4,6 +4,7 @@
 //   npm run build:js && node --import ./test/tools/ts-loader.mjs test/bench/snapshot-panel/run.mjs [--big PATH] [--mid PATH] [--copies N] [--skip-big] [--skip-mid]
 //     [--repeat N]            the asynchronous first paint N times per input, medians reported (issue 28's ratios: 3)
 //     [--first-paint-only]    only the asynchronous first paint and peak RSS (no sequential open, pan or zoom)
+//     [--inputs name=PATH,…]  these files (pickles or captures) instead of the three pickles; ratios to the first
 //
 // The big input is ../shared/tools/scale_snapshot.py's (beside the repository; GPUMEM_SCALE_SNAPSHOT overrides) ×180 of the fixture (≈10 M events, ≈790 MB),
 // the mid one its ×18 (≈1 M events, ≈80 MB), generated into .test-output/bench/ when absent (about 2 minutes).
@@ -187,8 +188,11 @@ function mapStats(s) {
 }
 
 const inputs = [['resnet50', FIXTURE]];
-if (!args.includes('--skip-mid')) inputs.push(['resnet50-x18', ensureScaled(mid, 18)]);
-if (!args.includes('--skip-big')) inputs.push([`resnet50-x${copies}`, ensureScaled(big, copies)]);
+if (!args.includes('--skip-mid') && !opt('--inputs')) inputs.push(['resnet50-x18', ensureScaled(mid, 18)]);
+if (!args.includes('--skip-big') && !opt('--inputs')) inputs.push([`resnet50-x${copies}`, ensureScaled(big, copies)]);
+// --inputs name=PATH,name=PATH: these files instead (captures too: issue 28's index, test/bench/capture-index/README.md);
+// ratios are to the first.
+if (opt('--inputs')) inputs.splice(0, inputs.length, ...opt('--inputs').split(',').map((x) => x.split('=')));
 const repeat = Number(opt('--repeat', '1'));
 const firstPaintOnly = args.includes('--first-paint-only');
 const median = (xs) => {

@@ -49,7 +49,7 @@ def main(path):
             lost.append({"count": F.LostRec.unpack_from(p)[1], "before_us": us(last_t) if last_t else us(t)})
         elif name == "end":
             # Minor <= 1 wrote the 16-byte EndRec (reason always 0, no message).
-            _, code, reason, msg = F.EndRec.unpack_from(p) if len(p) >= F.EndRec.size else F.EndRec.prefix("exit_code").unpack_from(p) + (0, 0)
+            _, code, reason, msg = F.EndRec.prefix("message").unpack_from(p) if len(p) >= F.EndRec.prefix("message").size else F.EndRec.prefix("exit_code").unpack_from(p) + (0, 0)
             end = {"time_us": us(t), "exit_code": code, "reason": reason, "message": c.strings.get(msg, "")}
         if t is not None:
             last_t = t if last_t is None else max(last_t, t)

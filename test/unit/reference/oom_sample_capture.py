@@ -81,7 +81,7 @@ def build(variant):
     if variant != "late":
         sample(t0 + 1000 * MS, HELD + CONTEXT)
     t_end = t0 + 1100 * MS
-    rec("END", F.EndRec.pack(t_end, 0, F.END_CLEAN, 0))
+    rec("END", F.EndRec.pack(t_end, 0, F.END_CLEAN, 0, 0))
     to_us = lambda t_ns: (WALL_ANCHOR + (t_ns - MONO_ANCHOR)) // 1000  # noqa: E731
     return bytes(out), {"total": TOTAL, "context": CONTEXT, "held": HELD, "work": WORK, "asked": ASKED,
                         "mid_growth_used": MID_GROWTH_USED, "oom_us": to_us(t_oom), "peak_us": to_us(t_peak),

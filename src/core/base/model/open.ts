@@ -107,9 +107,10 @@ export async function openModelAsync(file: string, background = false): Promise<
 }
 
 /**
- * Note [First view] (native/addon/src/overview.cpp): a pickle's allocated and reserved over the whole run as
- * `buckets` min/max buckets with the peaks, read on a worker thread without building the model. Undefined
- * when the file is not a pickle that pass reads (the caller then shows the full model when it comes).
+ * Note [First view] (native/addon/src/overview.cpp): a pickle's or capture's allocated and reserved over the whole
+ * run as `buckets` min/max buckets with the peaks, read on a worker thread without building the model (a capture's
+ * from its index: Note [Capture first view]). Undefined when the file is not one that pass reads (the caller then
+ * shows the full model when it comes).
  */
 export async function openOverviewAsync(file: string, buckets = OVERVIEW_BUCKETS): Promise<PickleOverview | undefined> {
   try {
@@ -139,7 +140,9 @@ export async function openModelFirstView(file: string, onOverview: (o: PickleOve
   } catch {
     // openModelAsync says what is wrong with the path
   }
-  if (size >= minBytes && !/\.gpumem$/i.test(file)) {
+  // A capture's overview comes from its index (a few KiB at its end, Note [Capture first view] in
+  // native/addon/src/capture_overview.cpp), or a tree-less pass when it has none; a pickle's from a first pass.
+  if (size >= minBytes) {
     const overview = await openOverviewAsync(file);
     if (overview && overview.devices.length) {
       onOverview(overview);

@@ -133,10 +133,16 @@ export interface DeviceOverview
   peakAtTimeUs: number;
   startAllocatedBytes: number;
   endAllocatedBytes: number;
+  /** captures only: the device's OOMs (from the index, Note [Capture index]) */
+  ooms?: number;
 }
 
 export interface PickleOverview {
   devices: DeviceOverview[];
+  /** captures only (Note [Capture first view]): read from the capture's index, or computed by a pass over its records */
+  source?: 'index' | 'scan';
+  /** captures only: false when the capture ends without its end record (the view is of the records it holds) */
+  complete?: boolean;
 }
 
 /**

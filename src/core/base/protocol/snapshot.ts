@@ -297,6 +297,8 @@ export interface RankRowView {
   topLine: { file: string; displayFile: string; line: number; bytesAtPeak: number } | null;
   /** Note [Rank flags] */
   flag: 'high' | 'low' | null;
+  /** Note [Rank marks] (src/core/views/ranks/rankSet.ts): the slowest rank, a rank that ran out of memory */
+  marks: ('slowest' | 'oom')[];
   problems: string[];
   /** the rank's own first and last event on the shared axis (0, 0 when the capture has none) */
   t0Us: number;

@@ -11,22 +11,73 @@
 // any length costs `buckets` numbers per rank (Note [Only what is drawn]); a budgeted capture's compacted ranges
 // answer from their restated buckets the same way. A click on a rank posts `openRank`; the glue opens that
 // capture in its own snapshot panel (the rank's full tabs), so this view stays a table and one picture.
-// The models are opened one at a time, on the reader's worker thread, and closed at once: 64 ranks never hold 64
-// open files (Note [Ranks off the host thread]).
+// The models are opened a few at a time, in parallel on the reader's worker threads, each once, and closed at once:
+// 64 ranks never hold 64 open files (Note [Ranks off the host thread]). The slowest rank and the ranks that ran out
+// of memory are marked (Note [Rank marks]).
 import path from 'node:path';
 import { openModelAsync } from '../../base/model/open';
 import type { RankRowView, RanksView, SnapshotHostMessage, SnapshotWebviewMessage } from '../../base/protocol/snapshot';
 import { rankRowOf, tableOf, type RankRow, type RankTable } from '../../analyses/ranks/index';
 import { rankTableText } from '../../analyses/ranks/report';
+import { formatBytes } from '../../base/units/bytes';
 
 /** One rank's series per pixel column of the panel: the page is ~1,000 px wide, so 600 buckets is plenty. */
 export const RANK_BUCKETS = 600;
+/** Captures read at once: libuv's pool has 4 threads (UV_THREADPOOL_SIZE), and each open holds one model. */
+export const RANK_READS_AT_ONCE = 4;
+/** A rank's series is read over its own range this many times finer than the panel's, then put on the shared axis. */
+export const RANK_FINE = 4;
+
+/**
+ * Note [Rank marks]: besides the peak flags (Note [Rank flags]), two ranks are marked because a user of a stuck or
+ * failed job asks for them first: the slowest rank (the longest from its first to its last event; with two ranks or
+ * more, the first in rank order of the longest) and every rank that ran out of memory. Their rows carry their peak
+ * and their top line at the peak like every row.
+ */
+export function rankMarks(rows: readonly { ooms: number; device: number | null; t0Us: number; t1Us: number }[]): ('slowest' | 'oom')[][] {
+  const marks = rows.map((r) => (r.ooms > 0 ? ['oom' as const] : []) as ('slowest' | 'oom')[]);
+  let slowest = -1;
+  for (const [i, r] of rows.entries()) {
+    if (r.device === null) continue;
+    if (slowest < 0 || r.t1Us - r.t0Us > rows[slowest].t1Us - rows[slowest].t0Us) slowest = i;
+  }
+  if (rows.filter((r) => r.device !== null).length >= 2 && slowest >= 0) marks[slowest].unshift('slowest');
+  return marks;
+}
+
+/** A rank's fine series over its own range, on the shared axis: each bucket the max of the fine ones it overlaps. */
+function onSharedAxis(fine: readonly number[], own: { t0Us: number; t1Us: number }, t0Us: number, t1Us: number, buckets: number): number[] {
+  const out = new Array<number>(buckets).fill(0);
+  if (fine.length === 0) return out;
+  const o1 = Math.max(own.t1Us, own.t0Us + 1);
+  const fw = (o1 - own.t0Us) / fine.length;
+  const w = (t1Us - t0Us) / buckets;
+  for (let b = 0; b < buckets; b++) {
+    const b0 = t0Us + b * w;
+    const b1 = b0 + w;
+    // Before its first event and after its last the rank's process held nothing that it recorded: the reader carries
+    // the end state forward, which on a shared axis would draw a finished rank as still holding memory.
+    if (b1 <= own.t0Us || b0 > own.t1Us) continue;
+    const j0 = Math.max(0, Math.floor((b0 - own.t0Us) / fw));
+    const j1 = Math.min(fine.length - 1, Math.max(j0, Math.ceil((b1 - own.t0Us) / fw) - 1));
+    let v = 0;
+    for (let j = j0; j <= j1; j++) v = Math.max(v, fine[j]);
+    out[b] = v;
+  }
+  return out;
+}
+
+function rankName(r: RankRowView): string {
+  return r.rank === null ? r.fileName : `rank ${r.rank}`;
+}
 
 export interface RankSetOptions {
   title: string;
   /** how a recorded path is shown (the glue makes it workspace-relative); identity by default */
   displayPath?: (file: string) => string;
   buckets?: number;
+  /** captures read at once (RANK_READS_AT_ONCE) */
+  readsAtOnce?: number;
 }
 
 export class RankSet {
@@ -37,52 +88,66 @@ export class RankSet {
 
   /**
    * Reads the captures and builds the view. Note [Ranks off the host thread]: each capture is read by
-   * openModelAsync on the reader's worker thread, one rank at a time (two passes: rows and time ranges, then each
-   * rank's series on the shared axis), so the extension host answers other work between ranks instead of stalling
-   * for the whole folder (64 large ranks took seconds of synchronous reads). One model is open at a time.
+   * openModelAsync on the reader's worker threads, RANK_READS_AT_ONCE at a time (issue 28: 8 ranks of 1 M events
+   * side by side; libuv's pool has 4 threads), each once: its row, its own time range and its series over that range
+   * at RANK_FINE × the panel's buckets, then the model is closed. The series are put on the shared axis when every
+   * range is known (each shared bucket the max of the fine buckets it overlaps, so every peak stays the rank's peak).
+   * The extension host's thread only turns JSON into rows between reads; at most RANK_READS_AT_ONCE models are open.
    */
   static async open(files: readonly string[], options: RankSetOptions): Promise<RankSet> {
     if (files.length === 0) throw new Error(`${options.title}: no captures (*.gpumem) in it: open a session folder that gpumem run wrote`);
     const display = options.displayPath ?? ((f: string) => f);
     const buckets = options.buckets ?? RANK_BUCKETS;
-    // First pass: each rank's row, and its time range on its peak's device (for the shared axis).
-    const rows: RankRow[] = [];
-    const ranges = new Map<string, { t0Us: number; t1Us: number }>();
-    for (const file of files) {
-      const m = await openModelAsync(file);
-      try {
-        const row = rankRowOf(file, m);
-        rows.push(row);
-        if (row.device !== null) ranges.set(file, m.timeRange(row.device));
-      } finally {
-        m.close();
-      }
+    const fine = buckets * RANK_FINE;
+    interface Read {
+      row: RankRow;
+      own: { t0Us: number; t1Us: number };
+      allocated: number[];
+      reserved: number[];
     }
-    const table = tableOf(rows);
-    const known = [...ranges.values()];
-    const t0Us = known.length ? Math.min(...known.map((r) => r.t0Us)) : 0;
-    const t1Us = known.length ? Math.max(t0Us + 1, ...known.map((r) => r.t1Us)) : 1;
-    const ranks: RankRowView[] = [];
-    for (const [index, r] of table.ranks.entries()) {
-      let allocatedMax: number[] = [];
-      let reservedMax: number[] = [];
-      const own = ranges.get(r.file) ?? { t0Us: 0, t1Us: 0 };
-      if (r.device !== null) {
-        const m = await openModelAsync(r.file);
+    const reads: Read[] = new Array(files.length);
+    let next = 0;
+    let inFlight = 0;
+    let mostInFlight = 0;
+    const reader = async () => {
+      while (next < files.length) {
+        const i = next++;
+        inFlight++;
+        mostInFlight = Math.max(mostInFlight, inFlight);
+        const m = await openModelAsync(files[i]).finally(() => inFlight--);
         try {
-          const tl = m.timeline(r.device, t0Us, t1Us, buckets);
-          allocatedMax = Array.from(tl.allocatedMax);
-          reservedMax = Array.from(tl.reservedMax);
+          const row = rankRowOf(files[i], m);
+          let own = { t0Us: 0, t1Us: 0 };
+          let allocated: number[] = [];
+          let reserved: number[] = [];
+          if (row.device !== null) {
+            own = m.timeRange(row.device);
+            const tl = m.timeline(row.device, own.t0Us, Math.max(own.t1Us, own.t0Us + 1), fine);
+            allocated = Array.from(tl.allocatedMax);
+            reserved = Array.from(tl.reservedMax);
+          }
+          reads[i] = { row, own, allocated, reserved };
         } finally {
           m.close();
         }
-        // Before its first event and after its last the rank's process held nothing that it recorded: the reader
-        // carries the end state forward, which on a shared axis would draw a finished rank as still holding memory.
-        const width = (t1Us - t0Us) / buckets;
-        for (let b = 0; b < buckets; b++) {
-          const b0 = t0Us + b * width;
-          if (b0 + width <= own.t0Us || b0 > own.t1Us) allocatedMax[b] = reservedMax[b] = 0;
-        }
+      }
+    };
+    await Promise.all(Array.from({ length: Math.min(files.length, options.readsAtOnce ?? RANK_READS_AT_ONCE) }, reader));
+    const byFile = new Map(reads.map((r) => [r.row.file, r]));
+    const table = tableOf(reads.map((r) => r.row));
+    const known = reads.filter((r) => r.row.device !== null).map((r) => r.own);
+    const t0Us = known.length ? Math.min(...known.map((r) => r.t0Us)) : 0;
+    const t1Us = known.length ? Math.max(t0Us + 1, ...known.map((r) => r.t1Us)) : 1;
+    const marks = rankMarks(table.ranks.map((r) => ({ ooms: r.ooms, device: r.device, ...(byFile.get(r.file)?.own ?? { t0Us: 0, t1Us: 0 }) })));
+    const ranks: RankRowView[] = [];
+    for (const [index, r] of table.ranks.entries()) {
+      const read = byFile.get(r.file);
+      const own = read?.own ?? { t0Us: 0, t1Us: 0 };
+      let allocatedMax: number[] = [];
+      let reservedMax: number[] = [];
+      if (r.device !== null && read) {
+        allocatedMax = onSharedAxis(read.allocated, own, t0Us, t1Us, buckets);
+        reservedMax = onSharedAxis(read.reserved, own, t0Us, t1Us, buckets);
       }
       ranks.push({
         index,
@@ -98,6 +163,7 @@ export class RankSet {
         ooms: r.ooms,
         topLine: r.top_line ? { file: r.top_line.file, displayFile: display(r.top_line.file), line: r.top_line.line, bytesAtPeak: r.top_line.bytes_at_peak } : null,
         flag: r.flag,
+        marks: marks[index],
         problems: r.problems,
         t0Us: own.t0Us,
         t1Us: own.t1Us,
@@ -105,12 +171,22 @@ export class RankSet {
         reservedMax,
       });
     }
-    // The sentences under the CLI's table (outliers, OOMs), without the table itself.
+    // The sentences under the CLI's table (outliers, OOMs), without the table itself; then the slowest rank's.
     const text = rankTableText(table).split('\n');
     const sentences = text.slice(2 + table.ranks.length).filter((l) => !l.startsWith('note: '));
+    const slow = ranks.find((r) => r.marks.includes('slowest'));
+    if (slow) {
+      const where = slow.topLine ? `; top line at its peak ${slow.topLine.displayFile}:${slow.topLine.line}` : '';
+      sentences.push(`Slowest: ${rankName(slow)}, ${((slow.t1Us - slow.t0Us) / 1e6).toFixed(2)} s from its first to its last event; peak allocated ${formatBytes(slow.peakAllocatedBytes)}${where}.`);
+    }
     const view: RanksView = { title: options.title, medianPeakAllocatedBytes: table.median_peak_allocated_bytes, t0Us, t1Us, buckets, ranks, sentences };
-    return new RankSet(table, view);
+    const set = new RankSet(table, view);
+    set.readsAtOnceSeen = mostInFlight;
+    return set;
   }
+
+  /** the most captures that were being read at one time (Note [Ranks off the host thread]) */
+  readsAtOnceSeen = 0;
 
   /** The capture the rank row `index` came from (for the glue's openRank). */
   file(index: number): string | undefined {

@@ -1,0 +1,180 @@
+// capture_overview.cpp — the first view of a .gpumem capture (issue 28).
+//
+// Note [Capture first view]: the snapshot panel paints a pickle's overview before the full open (Note [First
+// view], overview.cpp); a capture gets the same message, from its own index. A capture written by a writer of
+// minor ≥ 6 that closed cleanly ends with REC_INDEX + REC_END (Note [Capture index] in gpumem_format.h): this reads
+// the header (for the clock anchors), the last 32 bytes (the END, whose index_bytes says where the index starts)
+// and the index, so the first view costs the same for 1 MiB and for 1 GiB. Without an index — an older writer, a
+// process that died (no END), a live capture, an index that does not check out — it runs the writer's own
+// IndexBuilder (capture_index.h) over the records, as the writer would have: a tree-less pass that decodes no
+// stack, interns nothing and stops at the first incomplete or oversized record (a truncated capture gives the
+// view of what it holds, "complete": false). Either way the per-device figures (events, time range, peaks, end
+// state) are the full open's (test/unit/capture-index.test.mjs); the buckets are the index's, resampled to the
+// panel's: each panel bucket holds the min/max of every index bucket that overlaps it (and the value carried across
+// it), an envelope of the full open's buckets, never narrower.
+#include "capture_overview.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <stdexcept>
+#include <vector>
+
+#include "capture_index.h"
+#include "gpumem_format.h"
+#include "json.h"
+
+namespace gpumem {
+namespace {
+
+namespace f = fmt;
+
+template <class T>
+T load(const uint8_t* p) {
+  T v;
+  memcpy(&v, p, sizeof v);
+  return v;
+}
+
+struct Clock {
+  int64_t mono = 0, wall = 0;
+  // As CaptureDecoder::to_us.
+  int64_t us(uint64_t t_ns) const {
+    int64_t w = (int64_t)((uint64_t)wall + (t_ns - (uint64_t)mono));
+    return w / 1000 - (w % 1000 < 0 ? 1 : 0);
+  }
+};
+
+using Devices = std::vector<std::pair<f::IndexDevice, std::vector<f::IndexBucket>>>;
+
+// The REC_INDEX named by the END at the file's end; false when there is none or it does not check out.
+bool read_index(const uint8_t* data, size_t size, size_t data_start, Devices* out) {
+  constexpr size_t kTail = sizeof(f::RecordHeader) + sizeof(f::EndRec);
+  if (size < data_start + kTail) return false;
+  auto eh = load<f::RecordHeader>(data + size - kTail);
+  if (eh.type != f::REC_END || eh.payload_bytes != sizeof(f::EndRec)) return false;
+  auto er = load<f::EndRec>(data + size - sizeof(f::EndRec));
+  const size_t end_at = size - kTail;
+  if (er.index_bytes < sizeof(f::RecordHeader) + sizeof(f::IndexRec) || er.index_bytes > end_at - data_start)
+    return false;
+  const size_t at = end_at - er.index_bytes;
+  auto ih = load<f::RecordHeader>(data + at);
+  if (ih.type != f::REC_INDEX || sizeof ih + ih.payload_bytes != er.index_bytes) return false;
+  const uint8_t* p = data + at + sizeof ih;
+  const size_t n = ih.payload_bytes;
+  auto ir = load<f::IndexRec>(p);
+  if (ir.device_bytes < sizeof(f::IndexDevice) || ir.bucket_bytes < sizeof(f::IndexBucket)) return false;
+  size_t pos = sizeof ir;
+  for (uint32_t k = 0; k < ir.ndevices; k++) {
+    if (n - pos < ir.device_bytes) return false;
+    auto d = load<f::IndexDevice>(p + pos);
+    pos += ir.device_bytes;
+    if (d.nbuckets > (n - pos) / ir.bucket_bytes) return false;
+    std::vector<f::IndexBucket> b(d.nbuckets);
+    for (uint32_t i = 0; i < d.nbuckets; i++, pos += ir.bucket_bytes) b[i] = load<f::IndexBucket>(p + pos);
+    out->emplace_back(d, std::move(b));
+  }
+  return true;
+}
+
+}  // namespace
+
+std::string capture_overview_json(const uint8_t* data, size_t size, int buckets) {
+  if (size < sizeof(f::FileHeader) || memcmp(data, f::kMagic, sizeof f::kMagic) != 0)
+    throw std::runtime_error("capture overview: not a capture");
+  auto fh = load<f::FileHeader>(data);
+  if (fh.major != f::kMajor || fh.json_bytes > f::kMaxHeaderJson || size < sizeof fh + fh.json_bytes)
+    throw std::runtime_error("capture overview: a header this pass does not read");
+  if (buckets < 1 || buckets > 1 << 20) throw std::runtime_error("capture overview: buckets out of range");
+  const size_t data_start = sizeof fh + fh.json_bytes;
+  Clock clock;
+  {
+    json::Value h;
+    std::string err;
+    std::string text(reinterpret_cast<const char*>(data + sizeof fh), fh.json_bytes);
+    if (json::parse(text, &h, &err) && h.is_object()) {
+      const json::Value* m = h.find("mono_anchor_ns");
+      const json::Value* w = h.find("wall_anchor_ns");
+      if (m && w && m->is_int() && w->is_int()) clock.mono = m->as_int(), clock.wall = w->as_int();
+    }
+  }
+  Devices devs;
+  bool from_index = read_index(data, size, data_start, &devs);
+  bool complete = from_index;
+  if (!from_index) {
+    devs.clear();
+    f::IndexBuilder b;
+    size_t used = data_start + b.observe_all(data + data_start, size - data_start);
+    devs = b.devices();
+    // Complete when the records end at the file's end with an END (a capture of an older writer that closed).
+    constexpr size_t kOldEnd = sizeof(f::RecordHeader) + 16;
+    complete = used == size && size >= data_start + kOldEnd;
+    if (complete) {
+      // The last record is an END of 16 to 24 bytes: find it by trying each size the format has had.
+      bool ended = false;
+      for (uint32_t pb : {16u, 20u, 24u})
+        if (size >= data_start + sizeof(f::RecordHeader) + pb) {
+          auto h = load<f::RecordHeader>(data + size - sizeof(f::RecordHeader) - pb);
+          ended |= h.type == f::REC_END && h.payload_bytes == pb;
+        }
+      complete = ended;
+    }
+  }
+
+  json::Writer j;
+  j.open('{').kvs("source", from_index ? "index" : "scan").kvb("complete", complete).key("devices").open('[');
+  for (const auto& [d, bk] : devs) {
+    if (d.events == 0) continue;  // the full open shows devices without events
+    const double range_t0 = (double)clock.us(d.range_first_ns), range_t1 = (double)clock.us(d.range_last_ns);
+    double t0 = range_t0, t1 = range_t1;
+    if (!(t1 > t0)) t1 = t0 + 1;
+    const double w = (t1 - t0) / buckets;
+    auto col = [&](double t_us) {
+      double k = std::floor((t_us - t0) / w);
+      return (int)std::min<double>(buckets - 1, std::max<double>(0, k));
+    };
+    constexpr int64_t kHi = std::numeric_limits<int64_t>::max(), kLo = std::numeric_limits<int64_t>::min();
+    std::vector<int64_t> amin(buckets, kHi), amax(buckets, kLo), rmin(buckets, kHi), rmax(buckets, kLo);
+    auto widen = [&](int k0, int k1, int64_t alo, int64_t ahi, int64_t rlo, int64_t rhi) {
+      for (int k = k0; k <= k1; k++) {
+        amin[k] = std::min(amin[k], alo), amax[k] = std::max(amax[k], ahi);
+        rmin[k] = std::min(rmin[k], rlo), rmax[k] = std::max(rmax[k], rhi);
+      }
+    };
+    const double last_event = (double)clock.us(d.last_event_ns);
+    // Before the first event: the start (0), carried into the bucket of the first event.
+    if (!bk.empty()) widen(0, col((double)clock.us(bk[0].t_ns)), 0, 0, 0, 0);
+    for (size_t i = 0; i < bk.size(); i++) {
+      const f::IndexBucket& b = bk[i];
+      const double s = (double)clock.us(b.t_ns);
+      const double e = std::min((double)clock.us(b.t_ns + d.bucket_ns), last_event);
+      const double next = i + 1 < bk.size() ? (double)clock.us(bk[i + 1].t_ns) : t1;
+      widen(col(s), col(std::max(s, e)), b.allocated_min, b.allocated_max, b.reserved_min, b.reserved_max);
+      widen(col(s), col(std::max(s, next)), b.allocated_last, b.allocated_last, b.reserved_last, b.reserved_last);
+    }
+    for (int k = 0; k < buckets; k++)
+      if (amin[k] == kHi) amin[k] = amax[k] = rmin[k] = rmax[k] = 0;  // not reached: every column is covered
+    auto arr = [&](const char* name, const std::vector<int64_t>& v) {
+      j.key(name).open('[');
+      for (int64_t x : v) j.item().num(x);
+      j.close(']');
+    };
+    j.open('{').kv("device", (int64_t)d.device).kv("events", (int64_t)d.events);
+    j.kvd("rangeT0Us", range_t0).kvd("rangeT1Us", range_t1);
+    j.kvd("t0Us", t0).kvd("t1Us", t1).kv("buckets", buckets);
+    j.kv("peakAllocatedBytes", d.peak_allocated).kv("peakReservedBytes", d.peak_reserved);
+    j.kv("peakAtTimeUs", clock.us(d.peak_allocated_ns ? d.peak_allocated_ns : d.first_event_ns));
+    j.kv("startAllocatedBytes", 0).kv("endAllocatedBytes", d.end_allocated);
+    j.kv("ooms", (int64_t)d.ooms);
+    arr("allocatedMin", amin);
+    arr("allocatedMax", amax);
+    arr("reservedMin", rmin);
+    arr("reservedMax", rmax);
+    j.close('}');
+  }
+  j.close(']').close('}');
+  return j.s;
+}
+
+}  // namespace gpumem

@@ -1,0 +1,17 @@
+// capture_overview.h — the first view of a .gpumem capture (issue 28): Note [Capture first view] in
+// capture_overview.cpp.
+#pragma once
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+namespace gpumem {
+
+// Allocated and reserved over the whole run of every device with events, as `buckets` min/max buckets between the
+// device's first and last moment, with the peaks: the JSON of a pickle's overview (OverviewView in
+// src/core/base/model/types.ts) plus "source" ("index": read from the capture's REC_INDEX; "scan": computed from
+// the records, the capture having no index) and "complete" (false: the capture ends without REC_END, or damaged,
+// and the view is of the records before that). Throws std::runtime_error when the bytes are not a capture.
+std::string capture_overview_json(const uint8_t* data, size_t size, int buckets);
+
+}  // namespace gpumem
