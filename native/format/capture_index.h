@@ -99,8 +99,28 @@ class IndexBuilder {
     return pos;
   }
 
-  // The REC_INDEX payload (IndexRec, then per device IndexDevice + its non-empty buckets).
-  std::string payload(uint64_t t_ns) const {
+  // The REC_INDEX payload (IndexRec, then per device IndexDevice + its non-empty buckets). With max_bytes, the
+  // buckets are folded in pairs (their width doubled) until the payload fits: a budgeted capture's index is part of
+  // its budget (Note [Budget as a cap]: the writer gives it a sixteenth), so a 256 KiB capture does not end with a
+  // 229 KiB index of 4096 buckets.
+  std::string payload(uint64_t t_ns, size_t max_bytes = 0) const {
+    if (max_bytes) {
+      auto size_of = [](const std::map<uint8_t, Device>& ds) {
+        size_t n = sizeof(IndexRec);
+        for (const auto& [idx, d] : ds) {
+          n += sizeof(IndexDevice);
+          for (const IndexBucket& b : d.slots)
+            if (b.t_ns != kEmpty) n += sizeof(IndexBucket);
+        }
+        return n;
+      };
+      if (size_of(devices_) > max_bytes) {
+        IndexBuilder folded = *this;
+        for (uint32_t width = kIndexBuckets; width > 1 && size_of(folded.devices_) > max_bytes; width /= 2)
+          for (auto& [idx, d] : folded.devices_) fold(d);
+        return folded.payload(t_ns, 0);
+      }
+    }
     std::string out;
     IndexRec ir{(uint32_t)devices_.size(), (uint16_t)sizeof(IndexDevice), (uint16_t)sizeof(IndexBucket), t_ns};
     out.append(reinterpret_cast<const char*>(&ir), sizeof ir);
@@ -160,7 +180,11 @@ class IndexBuilder {
   }
   // Doubles the bucket width, folding pairs, until `t` falls in the last slot or before.
   static void widen(Device& d, uint64_t t) {
-    while (t - d.d.origin_ns >= d.d.bucket_ns * kIndexBuckets) {
+    while (t - d.d.origin_ns >= d.d.bucket_ns * kIndexBuckets) fold(d);
+  }
+  // Folds the buckets in pairs into the first half, doubling their width.
+  static void fold(Device& d) {
+    {
       for (uint32_t k = 0; k < kIndexBuckets / 2; k++) {
         IndexBucket a = d.slots[2 * k], b = d.slots[2 * k + 1];
         IndexBucket m{kEmpty, 0, 0, 0, 0, 0, 0};

@@ -478,7 +478,7 @@ bool CaptureDecoder::record(Model& m, uint8_t type, uint8_t device, uint16_t fla
       if (n < kOldEnd) return too_short("end");
       f::EndRec r{};
       memcpy(&r, p, std::min<size_t>(n, sizeof r));
-      if (n < sizeof r) r.reason = 0, r.message = 0;
+      if (n < offsetof(f::EndRec, index_bytes)) r.reason = 0, r.message = 0;  // minor ≤ 1: no reason, no message
       m.ended = true;
       m.end.seen = true;
       m.end.t_us = to_us(r.t_ns);

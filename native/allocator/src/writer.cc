@@ -450,7 +450,7 @@ void run() {
       if (drained) {
         // Note [Capture index]: the index of everything written, then the END that says where it starts.
         s.end_pending = false;
-        const std::string payload = s.index.payload(clock::now_ns());
+        const std::string payload = s.index.payload(clock::now_ns(), s.compactor ? s.opt.budget_bytes / 16 : 0);
         std::string tail;
         if (payload.size() <= fmt::kMaxPayload)
           append_record(&tail, fmt::REC_INDEX, payload.data(), uint32_t(payload.size()));

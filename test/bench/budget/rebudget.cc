@@ -61,6 +61,7 @@ int main(int argc, char** argv) {
                   (unsigned long long)w::merges());
       return 0;
     }
+    if (h.type == f::REC_INDEX) continue;  // the source's index: the writer writes its own at close (Note [Capture index])
     w::append(h.type, h.device, h.flags, payload.data(), h.payload_bytes, nullptr, 0, true);
     if ((since_flush += sizeof h + h.payload_bytes) > (16u << 20)) w::flush(), since_flush = 0;
   }

@@ -102,7 +102,10 @@ class DeviceState:
 class Replay:
     def __init__(self, fixture, session_dir, speed, hold):
         with open(fixture, "rb") as f:
-            self.header, _, self.records = R.read_capture(f.read())
+            self.header, _, records = R.read_capture(f.read())
+        # A capture's index (REC_INDEX, minor 6) describes that file, not the one replayed (minor 1, which has none);
+        # its payload does not start with a time either.
+        self.records = [r for r in records if r[0] != R.REC_INDEX]
         self.session_dir = session_dir
         self.speed = speed
         self.hold = hold
