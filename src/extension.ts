@@ -16,6 +16,7 @@ import { notifyWriterFailure } from './glue/runs/writerFailure';
 import { LiveRuns, type OomEvent } from './glue/runs/liveRuns';
 import { ObserverPrebuild } from './glue/runs/observerBuild';
 import { MemoryStatusBar } from './glue/runs/statusBar';
+import { GpuMemoryKernel, revealCellLine } from './glue/notebook/kernel';
 import { registerSnapshotFeatures } from './glue/snapshot';
 
 export function activate(context: vscode.ExtensionContext): void {
@@ -25,17 +26,26 @@ export function activate(context: vscode.ExtensionContext): void {
   const livePanel = new LivePanel(context.extensionUri, runs, {
     run: (action: LiveAction) => (action === 'emptyCache' ? actions.emptyCache() : actions.captureSnapshot()),
   });
-  const annotations = new AnnotationController(() => liveAnnotationSources(runs));
+  const kernel = new GpuMemoryKernel(context.extensionUri.fsPath, runs);
+  const annotations = new AnnotationController(
+    () => liveAnnotationSources(runs),
+    (doc) => kernel.framePathOf(doc),
+  );
   context.subscriptions.push(
     runs,
     livePanel,
+    kernel,
     annotations,
     new MemoryStatusBar(runs),
     new ObserverPrebuild(context.extensionUri.fsPath),
     runs.onDidChange(() => annotations.refresh()),
     runs.onDidOom((e) => void notifyOom(e, () => Promise.resolve(snapshotAtOom(e)))),
     runs.onDidWriterFailure((e) => void notifyWriterFailure(e, () => livePanel.show())),
-    registerOpenFrame(),
+    registerOpenFrame(async (file, line) => {
+      const cell = kernel.cellOfFile(file);
+      if (cell) await revealCellLine(cell, line);
+      return cell !== undefined;
+    }),
     vscode.commands.registerCommand('gpuMemoryLens.run', async (uri?: vscode.Uri) => {
       try {
         const tracked = await launcher.run(uri);

@@ -59,7 +59,14 @@ export class AnnotationController implements vscode.Disposable {
   private enabled: boolean;
   private style: AnnotationStyle;
 
-  constructor(private readonly liveSources: () => AnnotationSource[]) {
+  /**
+   * @param framePathOf  the frame path of a document that is not a file: a notebook cell's latest execution
+   *   (Note [Cell files] in native/python/gpumem/_kernel.py), so the annotations show on the cell's lines
+   */
+  constructor(
+    private readonly liveSources: () => AnnotationSource[],
+    private readonly framePathOf: (doc: vscode.TextDocument) => string | undefined = () => undefined,
+  ) {
     for (const tier of TIERS) {
       this.tierTypes.set(
         tier,
@@ -166,7 +173,7 @@ export class AnnotationController implements vscode.Disposable {
 
   private paint(editor: vscode.TextEditor): void {
     const doc = editor.document;
-    const file = doc.uri.scheme === 'file' ? matchDocument(doc.uri.fsPath, this.byFile.keys()) : undefined;
+    const file = doc.uri.scheme === 'file' ? matchDocument(doc.uri.fsPath, this.byFile.keys()) : this.framePathOf(doc);
     const shown = file ? (this.byFile.get(file) ?? []) : [];
     const withText = this.style !== 'bar';
     const withBar = this.style !== 'text';

@@ -21,9 +21,14 @@ export async function resolveFrameFile(file: string): Promise<vscode.Uri | undef
   return best ? byPath.get(best) : found[0];
 }
 
-export function registerOpenFrame(): vscode.Disposable {
+/**
+ * @param openCellFile  opens a frame whose file is a notebook cell's (Note [Cell files]) at that cell; false when
+ *   the file is not a cell's
+ */
+export function registerOpenFrame(openCellFile: (file: string, line: number) => Promise<boolean> = async () => false): vscode.Disposable {
   return vscode.commands.registerCommand(OPEN_FRAME_COMMAND, async (file: unknown, line: unknown) => {
     if (typeof file !== 'string' || typeof line !== 'number') return;
+    if (await openCellFile(file, line)) return;
     const uri = await resolveFrameFile(file);
     if (!uri) {
       void vscode.window.showWarningMessage(`GPU Memory Lens: ${file} is not in this workspace.`);

@@ -30,7 +30,7 @@ export async function resolvePython(resource: vscode.Uri | undefined): Promise<s
   return findPython(vscode.workspace.getConfiguration('gpuMemoryLens').get<string>('pythonPath', ''));
 }
 
-function sessionRoot(resource: vscode.Uri | undefined): string {
+export function sessionRoot(resource: vscode.Uri | undefined): string {
   const configured = vscode.workspace.getConfiguration('gpuMemoryLens').get<string>('sessionRoot', '').trim();
   const folder = (resource && vscode.workspace.getWorkspaceFolder(resource)) ?? vscode.workspace.workspaceFolders?.[0];
   if (configured) return path.isAbsolute(configured) || !folder ? configured : path.join(folder.uri.fsPath, configured);
@@ -59,7 +59,7 @@ function ignoreInGit(root: string): void {
  * The recording settings as the user set them in VS Code: each read and checked by the settings table (Note
  * [Settings table]), so a wrong value is refused here with the message the CLIs and the bootstrap give.
  */
-function recordingSettings(): Partial<RecordingSettings> {
+export function recordingSettings(): Partial<RecordingSettings> {
   const c = vscode.workspace.getConfiguration();
   const out: Partial<Record<SettingDecl['key'], SettingValue>> = {};
   for (const d of SETTINGS) {

@@ -75,14 +75,23 @@ export class LiveRuns implements vscode.Disposable {
     this.changed.fire();
   }
 
-  add(dir: string, label: string, terminal?: vscode.Terminal): TrackedRun {
+  /** A run tied to its terminal, or (live) to a process the caller ends with finish(): the notebook kernel. */
+  add(dir: string, label: string, terminal?: vscode.Terminal, live = terminal !== undefined): TrackedRun {
     const tracked: TrackedRun = { run: new LiveRun(dir, this.openModel), terminal, label };
-    if (!terminal) tracked.run.running = false;
+    if (!live) tracked.run.running = false;
     this.runs.push(tracked);
     this.focusedRun = tracked;
     this.tick();
     this.changed.fire();
     return tracked;
+  }
+
+  /** The process behind a run added without a terminal has ended: read its tail, it is no longer live. */
+  finish(tracked: TrackedRun): void {
+    if (!tracked.run.running) return;
+    tracked.run.running = false;
+    this.tick();
+    this.changed.fire();
   }
 
   running(): TrackedRun[] {
