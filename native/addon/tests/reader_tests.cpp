@@ -211,7 +211,7 @@ int main() {
       memcpy(str.data(), &sr, sizeof sr);
       memcpy(str.data() + sizeof sr, text.data(), text.size());
       rec(f::REC_STRING, str.data(), (uint32_t)str.size());
-      f::EndRec er{1000, -1, 1, 7};
+      f::EndRec er{1000, -1, 1, 7, 0};
       rec(f::REC_END, &er, end_bytes);  // 16 bytes: the old layout, whose 4th word was padding
       return file;
     };

@@ -134,7 +134,7 @@ class BudgetTest(unittest.TestCase):
                 self.assertGreater(events, 0)
                 self.assertGreaterEqual(nbytes, events * 56)
             c = capture.Capture(f)
-            self.assertEqual(c.minor, 5)
+            self.assertEqual(c.minor, capture.F.kMinor)
             self.assertEqual(c.header["budget_bytes"], BUDGET)
             self.assertTrue(any(fl & RESTATED for n, _, fl, _, _ in c.records if n == "alloc"))
 

@@ -166,9 +166,13 @@ class WriterTest(unittest.TestCase):
         self.assertEqual(c.state(c.of("state")[-1][3])["reason"], 2)
         self.assertEqual(c.records[-1][0], "end")
         self.assertEqual(F.EndRec.prefix("exit_code").unpack_from(c.records[-1][3])[1], 7)
-        # Minor 2: a clean shutdown says reason 0 with no message (EndRec is 20 bytes).
-        self.assertEqual(len(c.records[-1][3]), 20)
-        self.assertEqual(F.EndRec.unpack_from(c.records[-1][3])[1:], (7, 0, 0))
+        # Minor 2: a clean shutdown says reason 0 with no message; minor 6: the END (24 bytes) names the index
+        # record just before it (Note [Capture index]).
+        self.assertEqual(len(c.records[-1][3]), 24)
+        end = F.EndRec.unpack_from(c.records[-1][3])
+        self.assertEqual(end[1:4], (7, 0, 0))
+        self.assertEqual(c.records[-2][0], "index")
+        self.assertEqual(end[4], 8 + len(c.records[-2][3]))
 
     def test_threads_keep_allocator_order(self):
         common.run_scenario(self.src, "threads", self.path)
@@ -253,7 +257,8 @@ class WriterTest(unittest.TestCase):
         self.assertFalse(c.truncated)  # whole records only
         name, _, _, payload, off = c.records[-1]
         self.assertEqual(name, "end")
-        t, code, reason, message = F.EndRec.unpack_from(payload)
+        t, code, reason, message, index_bytes = F.EndRec.unpack_from(payload)
+        self.assertEqual(index_bytes, 0)  # a writer that failed writes no index
         self.assertEqual((code, reason), (-1, 1))
         self.assertEqual(c.strings[message], lines[0][len("gpumem: "):])
         # The tail (message string + end) starts where the kept records end, which the message states.
