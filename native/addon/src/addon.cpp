@@ -73,6 +73,7 @@ struct Opened {
   std::unique_ptr<Model> model;
   std::unique_ptr<CaptureDecoder> capture;
   std::vector<uint8_t> buf;  // capture read fallback
+  TimeWindow window;         // a pickle's time window only (Note [Range-first open] in range_open.cpp)
   // The capture file being tailed; a budgeted capture is rewritten and renamed over itself (FORMAT.md §5).
   uint64_t ino = 0, dev_no = 0;
   int64_t decode_ns = 0, derive_ns = 0, decode_cpu_ns = 0, derive_cpu_ns = 0;
@@ -173,7 +174,7 @@ void import_pickle_file(Opened& o) {
         size_t n;
         ~Unmap() { munmap(p, n); }
       } unmap{p, len};
-      import_snapshot(*o.model, static_cast<const uint8_t*>(p), len, true);
+      import_snapshot(*o.model, static_cast<const uint8_t*>(p), len, true, o.window);
       return;
     }
   }
@@ -181,7 +182,7 @@ void import_pickle_file(Opened& o) {
   bool ok = false;
   std::vector<uint8_t> all = read_all(o.path, ok);
   if (!ok) throw std::runtime_error("cannot open " + o.path + ": " + strerror(errno));
-  import_snapshot(*o.model, all.data(), all.size());
+  import_snapshot(*o.model, all.data(), all.size(), false, o.window);
 }
 
 // Opens o.path (a capture or a pickle) into o. Throws std::exception whose message is for the user.
@@ -195,6 +196,9 @@ void open_into(Opened& o) {
   o.model = std::make_unique<Model>();
   try {
     if (CaptureDecoder::looks_like_capture(head.data(), head.size()) || (head.size() < 6 && head[0] == 'G')) {
+      if (!o.window.whole())
+        throw std::runtime_error(
+            o.path + ": a time window is opened from PyTorch snapshot pickles only; open the capture whole");
       o.capture = std::make_unique<CaptureDecoder>();
       o.model->format = "gpumem-capture";
       poll_capture(o);
@@ -482,9 +486,10 @@ class Handle : public Napi::ObjectWrap<Handle> {
 // then only by the JS thread.
 class OpenWorker : public Napi::AsyncWorker {
  public:
-  OpenWorker(Napi::Env env, std::string path, bool background = false)
+  OpenWorker(Napi::Env env, std::string path, bool background = false, TimeWindow window = {})
       : Napi::AsyncWorker(env, "gpumemOpen"), deferred_(Napi::Promise::Deferred::New(env)), background_(background) {
     o_.path = std::move(path);
+    o_.window = window;
   }
   Napi::Promise Promise() { return deferred_.Promise(); }
 
@@ -601,7 +606,14 @@ static Napi::Object Init(Napi::Env env, Napi::Object exports) {
                   throw Napi::TypeError::New(env, "openAsync(path): path must be a string");
                 // openAsync(path, background): background lowers the reading thread's priority (Note [First view]).
                 bool background = info.Length() > 1 && info[1].IsBoolean() && info[1].As<Napi::Boolean>().Value();
-                auto* w = new gpumem::OpenWorker(env, info[0].As<Napi::String>().Utf8Value(), background);
+                // openAsync(path, background, fromUs, toUs): only that time window of a pickle (Note [Range-first
+                // open] in range_open.cpp).
+                gpumem::TimeWindow window;
+                if (info.Length() > 3 && info[2].IsNumber() && info[3].IsNumber()) {
+                  window.from_us = info[2].As<Napi::Number>().Int64Value();
+                  window.to_us = info[3].As<Napi::Number>().Int64Value();
+                }
+                auto* w = new gpumem::OpenWorker(env, info[0].As<Napi::String>().Utf8Value(), background, window);
                 Napi::Promise p = w->Promise();
                 w->Queue();
                 return p;

@@ -62,7 +62,7 @@ export interface NativeHandle extends WhatIfHandle {
 interface NativeAddon {
   ModelHandle: new (path: string) => NativeHandle;
   /** reads the file on a worker thread (Note [Async open] in native/addon/src/addon.cpp) */
-  openAsync(path: string, background?: boolean): Promise<NativeHandle>;
+  openAsync(path: string, background?: boolean, fromUs?: number, toUs?: number): Promise<NativeHandle>;
   /** a pickle's overview as JSON, on a worker thread (Note [First view] in native/addon/src/overview.cpp) */
   overviewAsync(path: string, buckets: number): Promise<string>;
 }
@@ -101,10 +101,27 @@ export function openModel(file: string): Model {
  * running meanwhile (the extension host stays responsive while a 10 M-event pickle is read). Rejects with
  * the same actionable Error openModel throws.
  */
-export async function openModelAsync(file: string, background = false): Promise<Model> {
-  const handle = await loadAddon().openAsync(file, background);
+export async function openModelAsync(file: string, background = false, window?: TimeWindow): Promise<Model> {
+  const handle = window
+    ? await loadAddon().openAsync(file, background, Math.floor(window.fromUs), Math.ceil(window.toUs))
+    : await loadAddon().openAsync(file, background);
   return new NativeModel(file, handle);
 }
+
+/**
+ * Note [Range-first open] (native/addon/src/range_open.cpp): a time window of a pickle, [fromUs, toUs] inclusive,
+ * in the model's times. Only its events are held; every figure of a moment inside it equals the full open's.
+ */
+export interface TimeWindow {
+  fromUs: number;
+  toUs: number;
+}
+
+/**
+ * Pickles from this size on are not opened whole by the panel: the first view is shown and the user picks a
+ * window of it (Note [Range-first open]); the full open of a 3 GB pickle would hold about its size in memory.
+ */
+export const RANGE_FIRST_MIN_BYTES = 2 * 2 ** 30;
 
 /**
  * Note [First view] (native/addon/src/overview.cpp): a pickle's allocated and reserved over the whole run as
