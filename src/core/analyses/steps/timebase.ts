@@ -28,11 +28,11 @@ export interface TimeBase {
 }
 
 /** Builds the time base from the file's origin and its markers on every device. */
-export function timeBaseOf(model: Model): TimeBase {
+export function timeBaseOf(model: Model, originUs?: number): TimeBase {
   const info = model.fileInfo();
   const markers: Marker[] = [];
   for (const d of info.recordDevices) markers.push(...model.markers(d));
-  return makeTimeBase(info.originUs ?? 0, markers);
+  return makeTimeBase(originUs ?? info.originUs ?? 0, markers);
 }
 
 export function makeTimeBase(originUs: number, markers: readonly Marker[]): TimeBase {

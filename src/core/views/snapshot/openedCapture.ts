@@ -36,6 +36,10 @@ export interface OpenedCaptureOptions {
   displayPath?: (file: string) => string;
   /** markers per answer (Note [Markers by range]); 5,000 by default, less in tests */
   maxMarkers?: number;
+  /** Note [Range-first open]: the model holds this window of the file only (said in `opened`) */
+  window?: { fromUs: number; toUs: number };
+  /** the time origin of the whole file (a window's model starts later): times read as in a full open */
+  originUs?: number;
 }
 
 // Note [Query limits]: one timeline answer is bounded whatever the capture size: ≤ 8192 buckets (one per
@@ -64,7 +68,7 @@ export class OpenedCapture {
 
   /** The file's time base (origin and steps), built once per read: markers and step detection are not redone per label. */
   get time(): TimeBase {
-    this.timeBase ??= timeBaseOf(this.model);
+    this.timeBase ??= timeBaseOf(this.model, this.options.originUs);
     return this.timeBase;
   }
 
@@ -111,6 +115,7 @@ export class OpenedCapture {
         sentences: integrity.sentences,
       },
       ooms: oomRows(this.model, time).map((o) => ({ ...o, displayFile: this.display(o.file) })),
+      ...(this.options.window ? { window: { ...this.options.window } } : {}),
     };
   }
 
