@@ -16,6 +16,7 @@
 #include <cmath>
 #include <cstdio>
 #include <fstream>
+#include <functional>
 #include <memory>
 #include <system_error>
 #include <thread>
@@ -244,7 +245,7 @@ class Handle : public Napi::ObjectWrap<Handle> {
             InstanceMethod("summary", &Handle::Summary),       InstanceMethod("exportPickle", &Handle::ExportPickle),
             InstanceMethod("whatIf", &Handle::WhatIf),         InstanceMethod("replay", &Handle::Replay),
             InstanceMethod("eventCount", &Handle::EventCount), InstanceMethod("timings", &Handle::Timings),
-            InstanceMethod("close", &Handle::Close),
+            InstanceMethod("close", &Handle::Close),           InstanceMethod("queryAsync", &Handle::QueryAsync),
         });
   }
 
@@ -283,6 +284,8 @@ class Handle : public Napi::ObjectWrap<Handle> {
 
   Model& M(Napi::Env env) {
     if (!o_.model) throw Napi::Error::New(env, "this model was closed");
+    // Note [Async queries]: the model belongs to the worker thread until its query is answered.
+    if (busy_ > 0) throw Napi::Error::New(env, "this model is answering a query on a worker thread; wait for it");
     return *o_.model;
   }
   static int Dev(const Napi::CallbackInfo& info, size_t i) {
@@ -471,12 +474,91 @@ class Handle : public Napi::ObjectWrap<Handle> {
     return Napi::Number::New(info.Env(), (double)n);
   }
   Napi::Value Close(const Napi::CallbackInfo& info) {
+    if (busy_ > 0) {
+      close_pending_ = true;  // freed when the worker's query is answered (Note [Async queries])
+      return info.Env().Undefined();
+    }
     o_.model.reset();
     o_.capture.reset();
     return info.Env().Undefined();
   }
 
+  // Note [Async queries]: the first answers of a big model (its lines, the whole run's bands, markers, summary) take
+  // 20-170 ms each at 13 M events; on the extension host's thread they stall VS Code. queryAsync(kind, ...the sync
+  // method's arguments) computes one on a libuv worker and resolves to the same JSON text the sync method returns.
+  // While it runs the model is the worker's: every other call on this handle throws (M()), close() waits for it.
+  // Callers (NativeModel.prefetch in src/core/base/model/open.ts) run one at a time and await it.
+  class QueryWorker : public Napi::AsyncWorker {
+   public:
+    QueryWorker(Napi::Env env, Handle* h, Napi::Object self, std::function<std::string()> f)
+        : Napi::AsyncWorker(env, "gpumemQuery"), deferred_(Napi::Promise::Deferred::New(env)), h_(h), f_(std::move(f)) {
+      self_ = Napi::Persistent(self);  // the handle outlives its query
+    }
+    Napi::Promise Promise() { return deferred_.Promise(); }
+
+   protected:
+    void Execute() override {
+      try {
+        out_ = f_();
+      } catch (const std::exception& e) {
+        SetError(e.what());
+      }
+    }
+    void done() {
+      if (--h_->busy_ == 0 && h_->close_pending_) h_->o_.model.reset(), h_->o_.capture.reset();
+    }
+    void OnOK() override {
+      done();
+      deferred_.Resolve(Napi::String::New(Env(), out_));
+    }
+    void OnError(const Napi::Error& e) override {
+      done();
+      deferred_.Reject(e.Value());
+    }
+
+   private:
+    Napi::Promise::Deferred deferred_;
+    Handle* h_;
+    Napi::ObjectReference self_;
+    std::function<std::string()> f_;
+    std::string out_;
+  };
+
+  Napi::Value QueryAsync(const Napi::CallbackInfo& info) {
+    Napi::Env env = info.Env();
+    if (info.Length() < 1 || !info[0].IsString()) throw Napi::TypeError::New(env, "queryAsync(kind, ...args)");
+    std::string kind = info[0].As<Napi::String>().Utf8Value();
+    Model* m = &M(env);
+    int dev = Dev(info, 1);
+    std::function<std::string()> f;
+    if (kind == "lineStats") {
+      f = [m, dev] { return line_stats_json(*m, dev); };
+    } else if (kind == "markers") {
+      f = [m, dev] { return markers_json(*m, dev); };
+    } else if (kind == "summary") {
+      f = [m] { return summary_json(*m); };
+    } else if (kind == "spans") {
+      double t0 = Num(info, 2, -INFINITY), t1 = Num(info, 3, INFINITY);
+      size_t n = (size_t)Num(info, 4, 1000);
+      int owner = (int)Num(info, 5, -1);
+      f = [m, dev, t0, t1, n, owner] { return spans_json(*m, dev, t0, t1, n, owner); };
+    } else if (kind == "timeline") {
+      double t0 = Num(info, 2, 0), t1 = Num(info, 3, 0);
+      int buckets = (int)Num(info, 4, 100);
+      bool owners = info.Length() > 5 && info[5].IsBoolean() && info[5].As<Napi::Boolean>().Value();
+      f = [m, dev, t0, t1, buckets, owners] { return timeline_json(*m, dev, t0, t1, buckets, owners); };
+    } else {
+      throw Napi::TypeError::New(env, "queryAsync: unknown query " + kind);
+    }
+    auto* w = new QueryWorker(env, this, info.This().As<Napi::Object>(), std::move(f));
+    busy_++;
+    w->Queue();
+    return w->Promise();
+  }
+
   Opened o_;
+  int busy_ = 0;
+  bool close_pending_ = false;
 };
 
 // Note [Async open]: openAsync(path) reads and models the file on a libuv worker thread, so the

@@ -95,7 +95,10 @@ export class SnapshotPanelHost implements vscode.Disposable {
       stopOverview();
       // A window's times read as in the full open: seconds since the file's first event (the overview's).
       const originUs = this.doc.window && this.doc.overview ? Math.min(...this.doc.overview.devices.map((d) => d.rangeT0Us)) : undefined;
-      this.session = new OpenedCapture(model, { fileName, displayPath, window: this.doc.window, originUs });
+      const session = new OpenedCapture(model, { fileName, displayPath, window: this.doc.window, originUs });
+      // Note [First answers]: computed on a worker thread, so answering the page does not stall the extension host.
+      await session.prepare().catch(() => undefined);
+      this.session = session;
       // Once per document: several panels (split editors) on one file annotate its lines once.
       if (this.deps.showModelAnnotations && !this.doc.annotations) this.doc.annotations = this.deps.showModelAnnotations(model, fileName);
       if (model.format === 'gpumem-capture' && !model.ended()) this.followGrowth(this.session);
@@ -143,11 +146,24 @@ export class SnapshotPanelHost implements vscode.Disposable {
       if (msg.type === 'ready' && this.failure && this.captureReady) this.post([this.failure]);
       return;
     }
+    if (msg.type === 'ready') {
+      // Note [First answers]: `opened`, the summary and the sites one event-loop turn each, so no single block of
+      // the host's loop is their sum; on a 13 M-event model each is tens of ms.
+      this.post([{ type: 'opened', info: session.opened() }]);
+      const first = session.model.devices()[0];
+      if (first !== undefined) {
+        for (const m of [() => session.summaryMessage(first), () => session.sitesMessage(first)]) {
+          await new Promise((r) => setImmediate(r));
+          this.post([m()]);
+        }
+      }
+      const tab = takeTabRequest(this.doc.uri);
+      if (tab) this.post([{ type: 'showTab', tab }]);
+      return;
+    }
     const answer = session.handle(msg);
     if (answer) {
       this.post(answer);
-      const tab = msg.type === 'ready' ? takeTabRequest(this.doc.uri) : undefined;
-      if (tab) this.post([{ type: 'showTab', tab }]);
       return;
     }
     try {

@@ -5,7 +5,9 @@
 // readCpuMs is the reader thread's CPU time (decode + derive, native timings()), queriesCpuMs the process's CPU
 // time during the queries; on a loaded machine they measure the work where wall time measures the neighbours.
 // stallOpenMs / stallQueriesMs: the longest block of this (the extension host's) event loop while the file is read,
-// and while the first queries run (they run on the host thread), from a 2 ms interval timer's lateness.
+// and while the first queries run, from a 2 ms interval timer's lateness. The read includes the first answers computed
+// on a worker (OpenedCapture.prepare, Note [First answers]; --no-prepare: without them, as before); the queries then
+// run on this thread, one event-loop turn each, as the panel host answers them; queryMs: each one's block.
 // --window A B (fractions of the overview's time range): the range-first open of that window instead of the whole
 // file (Note [Range-first open] in native/addon/src/range_open.cpp); the overview is read first, as the panel does.
 //   node --import ./test/tools/ts-loader.mjs test/bench/snapshot-panel/open-rss.mjs FILE [--window 0.4 0.45]
@@ -44,16 +46,29 @@ if (windowFrac) {
     overviewRssMiB = Math.round(process.resourceUsage().maxRSS / 1024); // peak so far: the overview pass's
   });
 }
+// As src/glue/snapshot/panelHost.ts does: the first answers on a worker thread (Note [First answers]), part of the read.
+const session = new OpenedCapture(model, { fileName: path.basename(file) });
+if (!process.argv.includes('--no-prepare')) await session.prepare();
 const t1 = performance.now();
 await new Promise((r) => setTimeout(r, 5));
 const stallOpenMs = Math.round(stallMax);
 stallMax = 0;
 last = performance.now();
 const cpu1 = process.cpuUsage();
-const session = new OpenedCapture(model, { fileName: path.basename(file) });
-session.deviceMessages(0);
+// The page's first questions, one event-loop turn each as the host answers them: opened, summary, sites, timeline.
+const turn = () => new Promise((r) => setImmediate(r));
+const queryMs = {};
+const timed = async (name, f) => {
+  await turn();
+  const t = performance.now();
+  f();
+  queryMs[name] = Math.round(performance.now() - t);
+};
+await timed('opened', () => session.opened());
+await timed('summary', () => session.summaryMessage(0));
+await timed('sites', () => session.sitesMessage(0));
 const { t0Us, t1Us } = model.timeRange(0);
-session.timeline(1, 0, t0Us, t1Us, 1300, 3000);
+await timed('timeline', () => session.timeline(1, 0, t0Us, t1Us, 1300, 3000));
 const t2 = performance.now();
 const cpu = process.cpuUsage(cpu1);
 await new Promise((r) => setTimeout(r, 5));
@@ -71,6 +86,7 @@ console.log(
     queriesCpuMs: Math.round((cpu.user + cpu.system) / 1000),
     stallOpenMs,
     stallQueriesMs,
+    queryMs,
     events: model.summary().devices.reduce((n, d) => n + d.events, 0),
   }),
 );

@@ -20,6 +20,9 @@ import type { Advice } from './advice';
 
 export const END_OF_TRACE = -1;
 
+/** Allocation bands the timeline tab asks for (its `maxSpans`); the host prepares the first answer for it. */
+export const TIMELINE_MAX_SPANS = 3000;
+
 /** Which tab the panel shows; restored from webview state. */
 export const SNAPSHOT_TABS = ['summary', 'timeline', 'segments', 'sites', 'compare', 'replay', 'categories', 'advice'] as const;
 export type SnapshotTab = (typeof SNAPSHOT_TABS)[number];

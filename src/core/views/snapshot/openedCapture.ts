@@ -15,7 +15,7 @@ import type {
   StackView,
   TimelineView,
 } from '../../base/protocol/snapshot';
-import { END_OF_TRACE } from '../../base/protocol/snapshot';
+import { END_OF_TRACE, TIMELINE_MAX_SPANS } from '../../base/protocol/snapshot';
 import { POLICIES, POLICY_LABELS } from '../../base/model/whatIf';
 import type { Policy } from '../../base/model/whatIf';
 import { replayPolicies } from '../../analyses/replay';
@@ -64,6 +64,16 @@ export class OpenedCapture {
     private readonly options: OpenedCaptureOptions,
   ) {
     this.display = options.displayPath ?? ((f) => f);
+  }
+
+  /**
+   * Note [First answers] (src/core/base/model/open.ts): the first device's summary, markers, lines and largest bands
+   * computed on a worker thread before the page asks, so answering `ready` and the first timeline does not stall the
+   * extension host on a big model. Call before the first message; nothing may use the model until it resolves.
+   */
+  async prepare(): Promise<void> {
+    const first = this.model.devices()[0];
+    if (first !== undefined) await this.model.prefetch?.(first, TIMELINE_MAX_SPANS + 1);
   }
 
   /** The file's time base (origin and steps), built once per read: markers and step detection are not redone per label. */
@@ -121,11 +131,18 @@ export class OpenedCapture {
 
   /** Everything a freshly loaded (or restored) webview needs for one device: summary, markers, sites. */
   deviceMessages(device: number): SnapshotHostMessage[] {
+    return [this.summaryMessage(device), this.sitesMessage(device)];
+  }
+
+  /** deviceMessages' first half: the summary with the markers. */
+  summaryMessage(device: number): SnapshotHostMessage {
     const { markers, truncated } = buildMarkers(this.model, device, this.options.maxMarkers ?? MAX_MARKERS, this.time.steps);
-    return [
-      { type: 'summary', summary: buildSummary(this.model, device), markers, markersTruncated: truncated },
-      { type: 'sites', device, rows: this.sites(device) },
-    ];
+    return { type: 'summary', summary: buildSummary(this.model, device), markers, markersTruncated: truncated };
+  }
+
+  /** deviceMessages' second half: the sites table. */
+  sitesMessage(device: number): SnapshotHostMessage {
+    return { type: 'sites', device, rows: this.sites(device) };
   }
 
   /** The markers of [t0Us, t1Us] (Note [Markers by range]). */
