@@ -85,6 +85,8 @@ test('range-first: select a window on the overview, load only it; its figures eq
     assert.equal(summary.reservedBytes, atEnd.breakdown.reservedBytes, 'reserved at the window’s end');
     assert.match(await page.locator('body').textContent(), new RegExp(formatBytes(summary.peakAllocatedBytes).replace('.', '\\.')));
 
+    assert.match(await page.locator('body').textContent(), /At the end of the range.*Over the range/s, 'the summary says its figures are the range’s');
+
     // The timeline the page draws: the answer to its own request equals the full open's answer to the same request.
     await page.locator('[data-testid=tab-timeline]').click();
     await page.waitForFunction(() => window.__snapshotPanel?.marks.timelinePainted, null, { timeout: 20_000 });

@@ -126,6 +126,7 @@ class App {
         this.noteMissingTrace(msg.summary.events === 0);
         renderSummary(this.views.get('summary') as HTMLElement, msg.summary, this.origin(), () => this.gotoPeak(), {
           ooms: this.info?.ooms ?? [],
+          rangeOnly: this.info?.window !== undefined,
           openLine: (file, line) => send({ type: 'goToSource', file, line }),
         });
         this.marks.summary = performance.now();
