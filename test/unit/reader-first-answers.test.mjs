@@ -45,6 +45,10 @@ test('a prepared session answers the page as an unprepared one does', async () =
     const { t0Us, t1Us } = a.timeRange(0);
     for (const s of [prepared, plain]) s.first = [s.opened(), ...s.deviceMessages(0), s.timeline(1, 0, t0Us, t1Us, 1300, 3000)];
     assert.deepEqual(prepared.first, plain.first);
+    // a later timeline question prepared on the worker (a zoomed window, one owner's bands) answers as an unprepared one
+    const [z0, z1] = [t0Us + (t1Us - t0Us) / 3, t0Us + (t1Us - t0Us) / 2];
+    await prepared.prepareTimeline(0, z0, z1, 640, 3000, 1);
+    assert.deepEqual(prepared.timeline(7, 0, z0, z1, 640, 3000, 1), plain.timeline(7, 0, z0, z1, 640, 3000, 1));
   } finally {
     a.close();
     b.close();

@@ -55,7 +55,7 @@ const stallOpenMs = Math.round(stallMax);
 stallMax = 0;
 last = performance.now();
 const cpu1 = process.cpuUsage();
-// The page's first questions, one event-loop turn each as the host answers them: opened, summary, sites, timeline.
+// The page's first questions, one event-loop turn each as the host answers them: opened, markers, summary, sites, timeline.
 const turn = () => new Promise((r) => setImmediate(r));
 const queryMs = {};
 const timed = async (name, f) => {
@@ -65,9 +65,12 @@ const timed = async (name, f) => {
   queryMs[name] = Math.round(performance.now() - t);
 };
 await timed('opened', () => session.opened());
-await timed('summary', () => session.summaryMessage(0));
+let markers;
+await timed('markers', () => (markers = session.timelineMarkers(0)));
+await timed('summary', () => session.summaryMessage(0, markers));
 await timed('sites', () => session.sitesMessage(0));
 const { t0Us, t1Us } = model.timeRange(0);
+if (!process.argv.includes('--no-prepare')) await session.prepareTimeline(0, t0Us, t1Us, 1300, 3000); // on a worker, as the host does
 await timed('timeline', () => session.timeline(1, 0, t0Us, t1Us, 1300, 3000));
 const t2 = performance.now();
 const cpu = process.cpuUsage(cpu1);

@@ -447,4 +447,6 @@ export interface Model {
    * thread, so the queries that follow do not stall the caller's thread; absent where a model has no worker.
    */
   prefetch?(device: number, maxSpans: number): Promise<void>;
+  /** The same for one timeline question (buckets with owners, and the largest bands), before `timeline`/`spans` ask it. */
+  prefetchTimeline?(device: number, t0Us: number, t1Us: number, buckets: number, maxSpans: number, owner: number): Promise<void>;
 }
