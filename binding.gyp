@@ -12,6 +12,7 @@
         "native/addon/src/model.cpp",
         "native/addon/src/overview.cpp",
         "native/addon/src/pickle_reader.cpp",
+        "native/addon/src/range_open.cpp",
         "native/addon/src/replay.cpp",
         "native/addon/src/snapshot_import.cpp",
         "native/addon/src/policy_replay.cpp",

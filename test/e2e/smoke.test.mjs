@@ -24,9 +24,9 @@ async function expectShowLivePanelOutcome(vsc) {
 let vsc;
 const step = vsCodeSuite('smoke', {}, (v) => (vsc = v));
 
-test('all 9 commands are in the palette under the "GPU Memory" category', async (t) => {
+test('all 10 commands are in the palette under the "GPU Memory" category', async (t) => {
   await step('palette', async () => {
-    assert.equal(paletteTitles.length, 9, 'the manifest contributes 9 commands (Open Ranks Side by Side…: issue 16; Restart Notebook Kernel: issue 30)');
+    assert.equal(paletteTitles.length, 10, 'the manifest contributes 10 commands (Open Ranks Side by Side…: issue 16; Restart Notebook Kernel: issue 30; Open Snapshot by Time Range…: issue 28)');
     const labels = await vsc.paletteEntries('GPU Memory:', { expectAtLeast: paletteTitles.length });
     for (const title of paletteTitles) {
       assert.ok(labels.some((l) => l.startsWith(title)), `palette lacks "${title}"; it shows: ${JSON.stringify(labels)}`);

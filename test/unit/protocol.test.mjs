@@ -112,13 +112,27 @@ test('snapshot host → webview: every message the opened capture sends passes; 
   assert.equal(snapshotHostMessages.parse({ type: 'opened', info: { ...info, devices: [0, '1'] } }), undefined);
   assert.equal(snapshotHostMessages.parse({ type: 'sites', device: 0, rows: {} }), undefined);
   assert.equal(snapshotHostMessages.parse({ type: 'summary', summary: { device: 0 }, markers: [] }), undefined, 'markersTruncated missing');
-  assert.deepEqual([...snapshotHostMessages.types].sort(), ['advice', 'categories', 'diff', 'grew', 'loadFailed', 'loading', 'markers', 'notice', 'opened', 'overview', 'ranks', 'replay', 'requestFailed', 'segments', 'showTab', 'sites', 'stack', 'summary', 'timeline']);
+  assert.deepEqual([...snapshotHostMessages.types].sort(), ['advice', 'categories', 'chooseRange', 'diff', 'grew', 'loadFailed', 'loading', 'markers', 'notice', 'opened', 'overview', 'ranks', 'replay', 'requestFailed', 'segments', 'showTab', 'sites', 'stack', 'summary', 'timeline']);
   assert.equal(snapshotHostMessages.parse({ type: 'categories', view: { requestId: 1, device: 0, steps: {}, leaks: [] } }), undefined, 'steps must be a list');
   assert.equal(snapshotHostMessages.parse({ type: 'markers', view: { requestId: 1, device: 0, markers: 'all' } }), undefined, 'markers must be a list');
   // Note [First view]: the overview of a big pickle, before `opened`
   const overview = { fileName: 'big.pickle', devices: [] };
   assert.equal(snapshotHostMessages.check({ type: 'overview', view: overview }).message.view, overview);
   assert.equal(snapshotHostMessages.parse({ type: 'overview', view: { fileName: 'big.pickle', devices: {} } }), undefined, 'devices must be a list');
+  // Note [Range-first open]: the overview with a window picker, and the window in `opened`
+  const choice = { fileName: 'huge.pickle', devices: [], fileBytes: 3 * 2 ** 30, bySize: true };
+  assert.equal(snapshotHostMessages.check({ type: 'chooseRange', view: choice }).message.view, choice);
+  assert.equal(snapshotHostMessages.parse({ type: 'chooseRange', view: { ...choice, fileBytes: 'big' } }), undefined, 'fileBytes is a number');
+  assert.equal(snapshotHostMessages.check({ type: 'opened', info: { ...info, window: { fromUs: 1, toUs: 2 } } }).ok, true);
+});
+
+test('loadRange / loadWhole (Note [Range-first open]): a window that ends after it starts, finite', () => {
+  const parse = snapshotWebviewMessages.parse;
+  assert.deepEqual(parse({ type: 'loadRange', fromUs: 10, toUs: 20 }), { type: 'loadRange', fromUs: 10, toUs: 20 });
+  assert.equal(parse({ type: 'loadRange', fromUs: 20, toUs: 20 }), undefined);
+  assert.equal(parse({ type: 'loadRange', fromUs: 0, toUs: Infinity }), undefined);
+  assert.equal(parse({ type: 'loadRange', fromUs: 0 }), undefined);
+  assert.deepEqual(parse({ type: 'loadWhole' }), { type: 'loadWhole' });
 });
 
 test('requestMarkers (Note [Markers by range]): a window of the run; an empty or reversed one is dropped', () => {

@@ -221,7 +221,7 @@ test('messages both ways are checked: the page drops an ill-formed host message 
   assert.deepEqual(wv.warnings.slice(before), [
     'GPU Memory Lens: dropped a message: snapshot panel, host → webview: notice.message must be a string, got object',
     'GPU Memory Lens: dropped a message: snapshot panel, host → webview: sites.rows must be an array, got "none"',
-    'GPU Memory Lens: dropped a message: snapshot panel, host → webview: unknown message type "eval" (expected one of loading, loadFailed, overview, opened, grew, summary, timeline, markers, segments, sites, stack, diff, replay, categories, advice, showTab, requestFailed, notice, ranks)',
+    'GPU Memory Lens: dropped a message: snapshot panel, host → webview: unknown message type "eval" (expected one of loading, loadFailed, overview, chooseRange, opened, grew, summary, timeline, markers, segments, sites, stack, diff, replay, categories, advice, showTab, requestFailed, notice, ranks)',
   ]);
   assert.equal(await page.locator('[data-testid=notice]').textContent(), 'a valid notice', 'the dropped notice changed nothing');
   // The pump checks what the page posts as SnapshotPanelHost does: after every test above, nothing was rejected.

@@ -15,12 +15,16 @@ import { openWebview } from './harness/index.mjs';
  * @param {Promise<import('../../src/core/base/model/types.ts').PickleOverview | undefined> | undefined} [o.overview]
  *   Note [First view]: the reader's overview (openOverviewAsync); posted after `loading` while the model is not
  *   there yet, as src/glue/snapshot/panelHost.ts posts it
+ * @param {{ view: import('../../src/core/base/protocol/snapshot.ts').RangeChoiceView, open(window?: {fromUs:number,toUs:number}): Promise<import('../../src/core/base/model/types.ts').Model> } | undefined} [o.rangeFirst]
+ *   Note [Range-first open]: instead of a model, the overview with a window picker (`chooseRange` after `loading`);
+ *   the page's `loadRange` / `loadWhole` opens the model (open(window)) and the session answers from then on, with
+ *   the window and the file's time origin, as src/glue/snapshot/panelHost.ts does
  */
 export async function openSnapshotPanel(modelOrOpening, o) {
   let session;
   const ready = (model) => (session = o.session ?? new OpenedCapture(model, { fileName: o.fileName }));
   if (typeof modelOrOpening?.then === 'function') void modelOrOpening.then(ready);
-  else ready(modelOrOpening);
+  else if (!o.rangeFirst) ready(modelOrOpening);
   let overview;
   void o.overview?.then((v) => (overview = v));
   const wv = await openWebview({
@@ -44,6 +48,8 @@ export async function openSnapshotPanel(modelOrOpening, o) {
   let stopped = false;
   let toldLoading = false;
   let toldOverview = false;
+  let toldChoice = false;
+  let picked = false;
   // The pump: poll what the page posted and answer in order, like webview.onDidReceiveMessage.
   const pump = (async () => {
     while (!stopped) {
@@ -55,6 +61,20 @@ export async function openSnapshotPanel(modelOrOpening, o) {
       if (toldLoading && !session && overview?.devices.length && !toldOverview) {
         toldOverview = true;
         await wv.send({ type: 'overview', view: { fileName: o.fileName, devices: overview.devices } });
+      }
+      if (o.rangeFirst && toldLoading && !session && !toldChoice) {
+        toldChoice = true;
+        await wv.send({ type: 'chooseRange', view: o.rangeFirst.view });
+      }
+      if (o.rangeFirst && toldChoice && !picked) {
+        const pick = posted.map((m) => snapshotWebviewMessages.parse(m)).find((m) => m?.type === 'loadRange' || m?.type === 'loadWhole');
+        if (pick) {
+          picked = true;
+          const window = pick.type === 'loadRange' ? { fromUs: pick.fromUs, toUs: pick.toUs } : undefined;
+          const originUs = window ? Math.min(...o.rangeFirst.view.devices.map((d) => d.rangeT0Us)) : undefined;
+          await wv.send({ type: 'loading', fileName: o.fileName });
+          void o.rangeFirst.open(window).then((model) => (session = new OpenedCapture(model, { fileName: o.fileName, window, originUs })));
+        }
       }
       for (; session && seen < posted.length; seen++) {
         // Checked as SnapshotPanelHost checks them (receiveMessages): the session sees only valid messages.

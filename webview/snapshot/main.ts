@@ -15,7 +15,7 @@ import { ReplayPanel } from './replayTab';
 import { AdvicePanel } from './adviceTab';
 import { renderSites } from './sitesTab';
 import { onStack } from './stacks';
-import { renderOverview } from './overviewView';
+import { renderOverview, renderRangeChoice } from './overviewView';
 import { renderRanks } from './ranksView';
 import { integrityBanner, renderSummary } from './summaryTab';
 import { TimelinePanel } from './timelineTab';
@@ -100,6 +100,14 @@ class App {
         clear(this.body);
         renderOverview(this.body, msg.view, getState().device, () => (this.marks.overviewPainted ??= performance.now()));
         return;
+      case 'chooseRange':
+        // Note [Range-first open]: the overview with a window picker; the host reads the model once the user picks.
+        if (this.info) return;
+        clear(this.body);
+        renderRangeChoice(this.body, msg.view, getState().device, () => (this.marks.rangeChoicePainted ??= performance.now()), (w) =>
+          send(w ? { type: 'loadRange', fromUs: w.fromUs, toUs: w.toUs } : { type: 'loadWhole' }),
+        );
+        return;
       case 'loadFailed':
         clear(this.body);
         this.body.append(h('p', { class: 'error', 'data-testid': 'load-error' }, msg.message));
@@ -118,6 +126,7 @@ class App {
         this.noteMissingTrace(msg.summary.events === 0);
         renderSummary(this.views.get('summary') as HTMLElement, msg.summary, this.origin(), () => this.gotoPeak(), {
           ooms: this.info?.ooms ?? [],
+          rangeOnly: this.info?.window !== undefined,
           openLine: (file, line) => send({ type: 'goToSource', file, line }),
         });
         this.marks.summary = performance.now();
@@ -189,6 +198,13 @@ class App {
       this.deviceHost.append(h('span', { class: 'muted', 'data-testid': 'device-name' }, deviceLabel(info, this.device())));
     }
     if (info.identity) this.deviceHost.append(h('span', { class: 'muted identity', 'data-testid': 'identity' }, ` · ${info.identity}`));
+    // Note [Range-first open]: only a window of the file was read; every figure is that window's.
+    if (info.window) {
+      const o = info.originUs;
+      this.deviceHost.append(
+        h('span', { class: 'muted', 'data-testid': 'opened-window', title: 'Only this time window of the file was read' }, ` · range ${((info.window.fromUs - o) / 1e6).toFixed(3)}–${((info.window.toUs - o) / 1e6).toFixed(3)} s`),
+      );
+    }
     this.buildTabs();
     if (info.devices.length === 0) {
       clear(this.body);

@@ -5,6 +5,8 @@ import { clear, h } from './dom';
 
 /** What the summary shows besides the device's figures: the file's OOMs and how to open their lines. */
 export interface SummaryExtras {
+  /** Note [Range-first open]: only a time window of the file was read */
+  rangeOnly?: boolean;
   ooms: readonly OomView[];
   openLine(file: string, line: number): void;
 }
@@ -31,10 +33,11 @@ export function renderSummary(root: HTMLElement, s: SummaryView, originUs: numbe
     onPeak();
   });
   const peak = fig('peakAllocated', 'Peak allocated', s.peakAllocatedBytes);
-  peak.append(h('div', { class: 'figure-note' }, peakLink));
+  // A peak with no moment (a trace-less file, or a range of the file without events: Note [Range-first open]) has no link.
+  if (s.events > 0 || s.peakAtTimeUs >= originUs) peak.append(h('div', { class: 'figure-note' }, peakLink));
 
   root.append(
-    h('h3', {}, 'At the end of the file'),
+    h('h3', {}, extras?.rangeOnly ? 'At the end of the range' : 'At the end of the file'),
     h(
       'div',
       { class: 'figures' },
@@ -43,7 +46,7 @@ export function renderSummary(root: HTMLElement, s: SummaryView, originUs: numbe
       fig('active', 'Active', s.activeBytes, 'allocated + waiting on streams'),
       fig('requested', 'Requested', s.requestedBytes, 'what the program asked for'),
     ),
-    h('h3', {}, 'Over the whole trace'),
+    h('h3', {}, extras?.rangeOnly ? 'Over the range' : 'Over the whole trace'),
     h('div', { class: 'figures' }, peak, fig('peakReserved', 'Peak reserved', s.peakReservedBytes), count('ooms', 'Out-of-memory errors', s.oomCount), count('events', 'Trace events', s.events)),
     h('h3', {}, 'Allocator state'),
     h(

@@ -9,6 +9,7 @@
 // time per column (its bucket's centre), so a column's coloured height is allocated memory at that time.
 import { formatBytes } from '../../src/core/base/units/bytes';
 import type { MarkersView, MarkerView, TimelineView } from '../../src/core/base/protocol/snapshot';
+import { TIMELINE_MAX_SPANS } from '../../src/core/base/protocol/snapshot';
 import { getState, newRequestId, send, updateState } from './api';
 import { clear, h, themeColor } from './dom';
 import { colorIndex, ownerCss, ownerRaster, PALETTE32 } from './palette';
@@ -20,7 +21,7 @@ const MARGIN = { left: 70, right: 12, top: 10, bottom: 24 };
 const HEIGHT = 380;
 // Note [Timeline detail]: 3 000 bands are plenty for a 1–2 k pixel wide plot (memory_viz defaults to 15 000
 // polygons); what is not drawn as a band is drawn by owner (Note [No anonymous grey]), so totals stay right.
-const MAX_SPANS = 3000;
+const MAX_SPANS = TIMELINE_MAX_SPANS;
 const OTHER = (0xff << 24) | (0x80 << 16) | (0x80 << 8) | 0x80;
 const OTHER_RANGE = (0xff << 24) | (0x5a << 16) | (0x5a << 8) | 0x5a;
 const HOVER = (0xff << 24) | (0xff << 16) | (0xff << 8) | 0xff;

@@ -16,6 +16,7 @@
 #include <cmath>
 #include <cstdio>
 #include <fstream>
+#include <functional>
 #include <memory>
 #include <system_error>
 #include <thread>
@@ -74,6 +75,7 @@ struct Opened {
   std::unique_ptr<Model> model;
   std::unique_ptr<CaptureDecoder> capture;
   std::vector<uint8_t> buf;  // capture read fallback
+  TimeWindow window;         // a pickle's time window only (Note [Range-first open] in range_open.cpp)
   // The capture file being tailed; a budgeted capture is rewritten and renamed over itself (FORMAT.md §5).
   uint64_t ino = 0, dev_no = 0;
   int64_t decode_ns = 0, derive_ns = 0, decode_cpu_ns = 0, derive_cpu_ns = 0;
@@ -174,7 +176,7 @@ void import_pickle_file(Opened& o) {
         size_t n;
         ~Unmap() { munmap(p, n); }
       } unmap{p, len};
-      import_snapshot(*o.model, static_cast<const uint8_t*>(p), len, true);
+      import_snapshot(*o.model, static_cast<const uint8_t*>(p), len, true, o.window);
       return;
     }
   }
@@ -182,7 +184,7 @@ void import_pickle_file(Opened& o) {
   bool ok = false;
   std::vector<uint8_t> all = read_all(o.path, ok);
   if (!ok) throw std::runtime_error("cannot open " + o.path + ": " + strerror(errno));
-  import_snapshot(*o.model, all.data(), all.size());
+  import_snapshot(*o.model, all.data(), all.size(), false, o.window);
 }
 
 // Opens o.path (a capture or a pickle) into o. Throws std::exception whose message is for the user.
@@ -196,6 +198,9 @@ void open_into(Opened& o) {
   o.model = std::make_unique<Model>();
   try {
     if (CaptureDecoder::looks_like_capture(head.data(), head.size()) || (head.size() < 6 && head[0] == 'G')) {
+      if (!o.window.whole())
+        throw std::runtime_error(
+            o.path + ": a time window is opened from PyTorch snapshot pickles only; open the capture whole");
       o.capture = std::make_unique<CaptureDecoder>();
       o.model->format = "gpumem-capture";
       poll_capture(o);
@@ -241,7 +246,7 @@ class Handle : public Napi::ObjectWrap<Handle> {
             InstanceMethod("summary", &Handle::Summary),       InstanceMethod("exportPickle", &Handle::ExportPickle),
             InstanceMethod("whatIf", &Handle::WhatIf),         InstanceMethod("replay", &Handle::Replay),
             InstanceMethod("eventCount", &Handle::EventCount), InstanceMethod("timings", &Handle::Timings),
-            InstanceMethod("close", &Handle::Close),
+            InstanceMethod("close", &Handle::Close),           InstanceMethod("queryAsync", &Handle::QueryAsync),
         });
   }
 
@@ -280,6 +285,8 @@ class Handle : public Napi::ObjectWrap<Handle> {
 
   Model& M(Napi::Env env) {
     if (!o_.model) throw Napi::Error::New(env, "this model was closed");
+    // Note [Async queries]: the model belongs to the worker thread until its query is answered.
+    if (busy_ > 0) throw Napi::Error::New(env, "this model is answering a query on a worker thread; wait for it");
     return *o_.model;
   }
   static int Dev(const Napi::CallbackInfo& info, size_t i) {
@@ -468,12 +475,91 @@ class Handle : public Napi::ObjectWrap<Handle> {
     return Napi::Number::New(info.Env(), (double)n);
   }
   Napi::Value Close(const Napi::CallbackInfo& info) {
+    if (busy_ > 0) {
+      close_pending_ = true;  // freed when the worker's query is answered (Note [Async queries])
+      return info.Env().Undefined();
+    }
     o_.model.reset();
     o_.capture.reset();
     return info.Env().Undefined();
   }
 
+  // Note [Async queries]: the first answers of a big model (its lines, the whole run's bands, markers, summary) take
+  // 20-170 ms each at 13 M events; on the extension host's thread they stall VS Code. queryAsync(kind, ...the sync
+  // method's arguments) computes one on a libuv worker and resolves to the same JSON text the sync method returns.
+  // While it runs the model is the worker's: every other call on this handle throws (M()), close() waits for it.
+  // Callers (NativeModel.prefetch in src/core/base/model/open.ts) run one at a time and await it.
+  class QueryWorker : public Napi::AsyncWorker {
+   public:
+    QueryWorker(Napi::Env env, Handle* h, Napi::Object self, std::function<std::string()> f)
+        : Napi::AsyncWorker(env, "gpumemQuery"), deferred_(Napi::Promise::Deferred::New(env)), h_(h), f_(std::move(f)) {
+      self_ = Napi::Persistent(self);  // the handle outlives its query
+    }
+    Napi::Promise Promise() { return deferred_.Promise(); }
+
+   protected:
+    void Execute() override {
+      try {
+        out_ = f_();
+      } catch (const std::exception& e) {
+        SetError(e.what());
+      }
+    }
+    void done() {
+      if (--h_->busy_ == 0 && h_->close_pending_) h_->o_.model.reset(), h_->o_.capture.reset();
+    }
+    void OnOK() override {
+      done();
+      deferred_.Resolve(Napi::String::New(Env(), out_));
+    }
+    void OnError(const Napi::Error& e) override {
+      done();
+      deferred_.Reject(e.Value());
+    }
+
+   private:
+    Napi::Promise::Deferred deferred_;
+    Handle* h_;
+    Napi::ObjectReference self_;
+    std::function<std::string()> f_;
+    std::string out_;
+  };
+
+  Napi::Value QueryAsync(const Napi::CallbackInfo& info) {
+    Napi::Env env = info.Env();
+    if (info.Length() < 1 || !info[0].IsString()) throw Napi::TypeError::New(env, "queryAsync(kind, ...args)");
+    std::string kind = info[0].As<Napi::String>().Utf8Value();
+    Model* m = &M(env);
+    int dev = Dev(info, 1);
+    std::function<std::string()> f;
+    if (kind == "lineStats") {
+      f = [m, dev] { return line_stats_json(*m, dev); };
+    } else if (kind == "markers") {
+      f = [m, dev] { return markers_json(*m, dev); };
+    } else if (kind == "summary") {
+      f = [m] { return summary_json(*m); };
+    } else if (kind == "spans") {
+      double t0 = Num(info, 2, -INFINITY), t1 = Num(info, 3, INFINITY);
+      size_t n = (size_t)Num(info, 4, 1000);
+      int owner = (int)Num(info, 5, -1);
+      f = [m, dev, t0, t1, n, owner] { return spans_json(*m, dev, t0, t1, n, owner); };
+    } else if (kind == "timeline") {
+      double t0 = Num(info, 2, 0), t1 = Num(info, 3, 0);
+      int buckets = (int)Num(info, 4, 100);
+      bool owners = info.Length() > 5 && info[5].IsBoolean() && info[5].As<Napi::Boolean>().Value();
+      f = [m, dev, t0, t1, buckets, owners] { return timeline_json(*m, dev, t0, t1, buckets, owners); };
+    } else {
+      throw Napi::TypeError::New(env, "queryAsync: unknown query " + kind);
+    }
+    auto* w = new QueryWorker(env, this, info.This().As<Napi::Object>(), std::move(f));
+    busy_++;
+    w->Queue();
+    return w->Promise();
+  }
+
   Opened o_;
+  int busy_ = 0;
+  bool close_pending_ = false;
 };
 
 // Note [Async open]: openAsync(path) reads and models the file on a libuv worker thread, so the
@@ -483,9 +569,10 @@ class Handle : public Napi::ObjectWrap<Handle> {
 // then only by the JS thread.
 class OpenWorker : public Napi::AsyncWorker {
  public:
-  OpenWorker(Napi::Env env, std::string path, bool background = false)
+  OpenWorker(Napi::Env env, std::string path, bool background = false, TimeWindow window = {})
       : Napi::AsyncWorker(env, "gpumemOpen"), deferred_(Napi::Promise::Deferred::New(env)), background_(background) {
     o_.path = std::move(path);
+    o_.window = window;
   }
   Napi::Promise Promise() { return deferred_.Promise(); }
 
@@ -608,7 +695,14 @@ static Napi::Object Init(Napi::Env env, Napi::Object exports) {
                   throw Napi::TypeError::New(env, "openAsync(path): path must be a string");
                 // openAsync(path, background): background lowers the reading thread's priority (Note [First view]).
                 bool background = info.Length() > 1 && info[1].IsBoolean() && info[1].As<Napi::Boolean>().Value();
-                auto* w = new gpumem::OpenWorker(env, info[0].As<Napi::String>().Utf8Value(), background);
+                // openAsync(path, background, fromUs, toUs): only that time window of a pickle (Note [Range-first
+                // open] in range_open.cpp).
+                gpumem::TimeWindow window;
+                if (info.Length() > 3 && info[2].IsNumber() && info[3].IsNumber()) {
+                  window.from_us = info[2].As<Napi::Number>().Int64Value();
+                  window.to_us = info[3].As<Napi::Number>().Int64Value();
+                }
+                auto* w = new gpumem::OpenWorker(env, info[0].As<Napi::String>().Utf8Value(), background, window);
                 Napi::Promise p = w->Promise();
                 w->Queue();
                 return p;

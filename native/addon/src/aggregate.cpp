@@ -656,6 +656,19 @@ std::map<std::pair<std::string, uint32_t>, uint64_t> live_by_line(const Model& m
     LineKey k = self_line(m, d->stack[i]);
     out[{std::string(line_file(m, k)), k.second}] += d->size[i];
   }
+  if (!d->window_start_allocs.empty()) {
+    // A window (Note [Range-first open]): allocations before it, live at its start, until their free (a free
+    // with no alloc in the window, as Model::derive pairs).
+    std::vector<uint64_t> freed;
+    for (size_t i = 0; i < n; i++)
+      if (d->action[i] == ACT_FREE_REQUESTED && d->link[i] == kNoLink) freed.push_back(d->addr[i]);
+    std::sort(freed.begin(), freed.end());
+    for (const auto& s : d->window_start_allocs) {
+      if (std::binary_search(freed.begin(), freed.end(), s.addr)) continue;
+      LineKey k = self_line(m, s.stack);
+      out[{std::string(line_file(m, k)), k.second}] += s.size;
+    }
+  }
   return out;
 }
 

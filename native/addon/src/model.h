@@ -172,6 +172,17 @@ struct DeviceData {
   bool have_final = false;
   size_t final_after = 0;
   std::vector<SegmentData> final_segments;
+  // A window of a pickle (Note [Range-first open] in range_open.cpp): moments are replayed forward from the
+  // window's start state (checkpoints[0]), never undone from the final state (links to allocs before the
+  // window are not held).
+  bool forward_only = false;
+  // Allocations of the trace before the window that are live at its start (address, size, stack): the bytes per
+  // line of a moment count them as the full open does (it holds their alloc events).
+  struct StartAlloc {
+    uint64_t addr, size;
+    uint32_t stack;
+  };
+  std::vector<StartAlloc> window_start_allocs;
   // Capture REC_STATE records as checkpoints for forward replay.
   std::vector<std::pair<size_t, std::vector<SegmentData>>> checkpoints;
 

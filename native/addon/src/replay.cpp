@@ -153,7 +153,7 @@ std::vector<SegmentData> state_after(const DeviceData& d, size_t n) {
     --it;
     fwd_from = (long)it->first, cached = &it->second, file_base = nullptr;
   }
-  bool can_back = d.have_final && d.final_after >= n;
+  bool can_back = d.have_final && d.final_after >= n && !d.forward_only;
   size_t back_cost = can_back ? d.final_after - n : SIZE_MAX;
   if (fwd_from < 0 && can_back && back_cost > kReplayCheckpointEvery) {
     // A pickle's start is known only by undoing its whole trace: do that once, then replay forward

@@ -56,6 +56,9 @@ struct Importer final : EntryDecoder {
 
   // The tree is filled while rows are decoded (Note [Trace entries as rows]); `t` is only read through.
   explicit Importer(Model& model) : m(model) {}
+  // Note [Range-first open]: set when only a time window is opened; entries outside it are never rows.
+  std::unique_ptr<RangeFilter> range;
+  static constexpr uint32_t kDroppedRow = 0x1FFFFFFFu;  // a row number no row has: trace() skips it
   const PickleTree* tp = nullptr;
   // Nodes ≥ floor are forgotten after the row being decoded: never cached. After the parse: no floor.
   uint32_t floor = UINT32_MAX;
@@ -340,6 +343,10 @@ struct Importer final : EntryDecoder {
                    : f[K_FRAMES].kind == FastValue::Stack ? (uint32_t)f[K_FRAMES].raw
                                                           : 0;
     stack_out = stk;
+    if (range) {
+      uint64_t stream = (uint64_t)as_int(f[K_STREAM], 0);
+      if (!range->on_entry(t_us, (uint8_t)act, addr, size, stream, stk, pool_of(act, size), t_us)) return kDroppedRow;
+    }
     rows.push_event(t_us, (uint8_t)act, addr, size, 0, (uint64_t)as_int(f[K_STREAM], 0), stk, pool_of(act, size));
     row_has_time_key.push_back(has_time);
     const FastValue &cc = f[K_COMPILE_CONTEXT], &um = f[K_USER_METADATA];
@@ -386,12 +393,17 @@ struct Importer final : EntryDecoder {
     }
   }
 
+  int traced_devices = 0;
   void trace(int dev, uint32_t list) {
-    DeviceData& d = m.device(dev);
     if (!is_list(list)) return;
+    if (range && ++traced_devices > 1)
+      throw std::runtime_error(
+          "a time window can be opened for a one-device snapshot only; this one traces several devices");
+    DeviceData& d = m.device(dev);
     const ItemSpan items = tp->items(list);
-    bool any_time = false;
+    bool any_time = range && range->saw_time;
     for (uint32_t e : items) {
+      if (range) break;  // the filter saw every entry, kept or not
       if (PickleTree::is_entry_ref(e)
               ? PickleTree::tag_value(e) < row_has_time_key.size() && row_has_time_key[PickleTree::tag_value(e)]
               : tp->at(e).type == PType::Dict && tp->get(e, "time_us") != PickleTree::kNone) {
@@ -399,6 +411,9 @@ struct Importer final : EntryDecoder {
         break;
       }
     }
+    if (range && !any_time && !items.empty())
+      throw std::runtime_error(
+          "this snapshot's trace has no time_us, so a time window of it cannot be opened; open the whole file");
     if (!any_time && !items.empty())
       m.problems.push_back(
           Problem{0, "this snapshot's trace has no time_us (PyTorch before 2.2?): event numbers are used as times"});
@@ -417,7 +432,7 @@ struct Importer final : EntryDecoder {
       for (const auto& [row, ids] : row_extras) d.context_and_metadata[row] = ids;
       row_extras.clear();
     } else {
-      d.reserve(first + items.size());
+      d.reserve(first + std::min<size_t>(items.size(), rows.count()));
       size_t next_extra = 0;  // row_extras is in row order
       for (uint32_t e : items) {
         if (PickleTree::is_entry_ref(e)) {
@@ -437,6 +452,10 @@ struct Importer final : EntryDecoder {
           continue;
         }
         if (tp->at(e).type != PType::Dict) continue;
+        if (range)
+          throw std::runtime_error(
+              "this pickle's trace names some entries twice, so a time window of it cannot be opened alone; open the "
+              "whole file");
         // A dict the parse kept (not a row): read as the rows were.
         uint32_t f[K_COUNT];
         const ItemSpan kv = tp->items(e);
@@ -490,11 +509,12 @@ struct Importer final : EntryDecoder {
       if (tp->at(a).type != PType::Dict) continue;
       int dev = device_index(tp->as_int(tp->get(a, "device"), 0));
       if (dev < 0) continue;
+      int64_t t_us = tp->as_int(tp->get(a, "time_us"), 0);
+      if (range && (t_us < range->window().from_us || t_us > range->window().to_us)) continue;
       uint32_t st = tp->get(a, "stage");
       std::string_view stage = st != PickleTree::kNone && tp->is_str(st) ? tp->str(st) : "";
       uint8_t kind = stage == "START" ? 1 : stage == "END" ? 2 : 0;
-      m.device(dev).markers.push_back(
-          MarkerData{tp->as_int(tp->get(a, "time_us"), 0), kind, str(tp->get(a, "name")), ""});
+      m.device(dev).markers.push_back(MarkerData{t_us, kind, str(tp->get(a, "name")), ""});
     }
   }
 
@@ -571,10 +591,14 @@ struct PhaseTimer {
 };
 }  // namespace
 
-void import_snapshot(Model& m, const uint8_t* data, size_t size, bool file_mapped) {
+void import_snapshot(Model& m, const uint8_t* data, size_t size, bool file_mapped, TimeWindow window) {
   PhaseTimer timer;
   auto im_ptr = std::make_unique<Importer>(m);
   Importer& im = *im_ptr;
+  if (!window.whole()) {
+    if (window.from_us > window.to_us) throw std::runtime_error("the time window ends before it starts");
+    im.range = std::make_unique<RangeFilter>(window);
+  }
   im.na_id = m.intern("N/A");
   im.start_row_prefault(size);
   auto tree_ptr = std::make_unique<PickleTree>(data, size, &im, file_mapped);
@@ -623,7 +647,15 @@ void import_snapshot(Model& m, const uint8_t* data, size_t size, bool file_mappe
                              "torch.cuda.memory._dump_snapshot(\"snapshot.pickle\") after "
                              "torch.cuda.memory._record_memory_history()");
   }
+  if (im.range) {
+    for (auto& [idx, d] : m.devices)
+      if (d.count() || !d.final_segments.empty()) im.range->finish(d);
+    if (timer.on)
+      fprintf(stderr, "gpumem reader: window keeps %zu entries (%zu before, %zu after)\n", im.range->kept,
+              im.range->before, im.range->after);
+  }
   for (auto& [idx, d] : m.devices) {
+    if (im.range) break;  // the window's start (RangeFilter::finish)
     d.have_final = true;
     d.final_after = d.count();
     // Issue #4: replay starts from allocated_bytes − Σ(alloc) + Σ(free_requested); reserved likewise.

@@ -7,6 +7,7 @@ import { SnapshotDocument } from './document';
 import { SnapshotPanelHost } from './panelHost';
 import { maybeAskPickleDefault } from './pickleDefault';
 import { openRanksPanel } from './ranksPanel';
+import { requestRangeFirst, takeRangeFirstRequest } from './tabRequests';
 
 export const CAPTURE_EDITOR = 'gpuMemoryLens.captureEditor';
 export const SNAPSHOT_EDITOR = 'gpuMemoryLens.snapshotEditor';
@@ -46,6 +47,23 @@ export function registerSnapshotFeatures(context: vscode.ExtensionContext, optio
       await openFile(target);
       if (viewTypeFor(target) === SNAPSHOT_EDITOR) void maybeAskPickleDefault(context);
     }),
+    // Note [Range-first open]: a pickle's overview first, then only the time window the user selects on it.
+    vscode.commands.registerCommand('gpuMemoryLens.openSnapshotRange', async (uri?: unknown) => {
+      const target =
+        uri instanceof vscode.Uri
+          ? uri
+          : (
+              await vscode.window.showOpenDialog({
+                canSelectMany: false,
+                openLabel: 'Choose Range',
+                title: 'Open a time window of a PyTorch memory snapshot (its overview first, then the window you select)',
+                filters: { 'PyTorch memory snapshots': ['pickle'] },
+              })
+            )?.[0];
+      if (!target) return;
+      requestRangeFirst(target);
+      await vscode.commands.executeCommand('vscode.openWith', target, SNAPSHOT_EDITOR);
+    }),
     // A session folder (or several: a multi-node job's folders) with one capture per rank, side by side (issue 16).
     vscode.commands.registerCommand('gpuMemoryLens.openRanks', async (uri?: unknown, selected?: unknown) => {
       const picked = Array.isArray(selected) && selected.every((u) => u instanceof vscode.Uri) ? (selected as vscode.Uri[]) : uri instanceof vscode.Uri ? [uri] : undefined;
@@ -71,7 +89,7 @@ class SnapshotEditorProvider implements vscode.CustomReadonlyEditorProvider<Snap
   constructor(private readonly deps: ConstructorParameters<typeof SnapshotPanelHost>[2]) {}
 
   openCustomDocument(uri: vscode.Uri): SnapshotDocument {
-    return new SnapshotDocument(uri, this.deps.scratch);
+    return new SnapshotDocument(uri, this.deps.scratch, takeRangeFirstRequest(uri));
   }
 
   resolveCustomEditor(document: SnapshotDocument, panel: vscode.WebviewPanel): void {

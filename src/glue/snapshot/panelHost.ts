@@ -3,6 +3,7 @@
 import * as path from 'node:path';
 import * as vscode from 'vscode';
 import type { Model, PickleOverview } from '../../core/base/model/types';
+import type { TimeWindow } from '../../core/base/model/open';
 import { END_OF_TRACE, snapshotWebviewMessages, type SnapshotHostMessage, type SnapshotWebviewMessage } from '../../core/base/protocol/snapshot';
 import { OpenedCapture } from '../../core/views/snapshot/openedCapture';
 import { resolveFrameFile } from '../annotations/openFrame';
@@ -41,7 +42,11 @@ export class SnapshotPanelHost implements vscode.Disposable {
     );
     // Start reading now, while the page loads (the read runs on a worker thread); the first message
     // from the page then finds the model ready or nearly so. Failures are reported by ensureCapture.
-    void doc.load().catch(() => undefined);
+    // A file opened by range (Note [Range-first open]) reads its overview only, and waits for the user's window.
+    void doc
+      .rangeFirst()
+      .then((r) => (r ? undefined : doc.load()))
+      .catch(() => undefined);
   }
 
   private post(messages: SnapshotHostMessage[]): void {
@@ -50,6 +55,9 @@ export class SnapshotPanelHost implements vscode.Disposable {
 
   private captureReady: Promise<OpenedCapture | undefined> | undefined;
   private failure: SnapshotHostMessage | undefined;
+  /** Note [Range-first open]: the window picker on screen, and who waits for the user's answer */
+  private choosing: SnapshotHostMessage | undefined;
+  private pickRange: ((window: TimeWindow | undefined) => void) | undefined;
 
   /** One session per panel, created once however many messages arrive while the file is being read. */
   private ensureCapture(): Promise<OpenedCapture | undefined> {
@@ -67,12 +75,30 @@ export class SnapshotPanelHost implements vscode.Disposable {
     const showOverview = (o: PickleOverview) => {
       if (!this.session) this.post([{ type: 'overview', view: { fileName, devices: o.devices } }]);
     };
-    if (this.doc.overview) showOverview(this.doc.overview);
-    const stopOverview = this.doc.onOverview(showOverview);
+    let stopOverview = () => {};
     try {
-      const model = await this.doc.load();
+      // Note [Range-first open]: a pickle too big to hold whole (or one the user asked to open so) shows its
+      // overview with a window picker; the model is read once the user picks: that window only, or everything.
+      const range = await this.doc.rangeFirst();
+      let window: TimeWindow | undefined;
+      if (range && !this.doc.window) {
+        this.choosing = { type: 'chooseRange', view: { fileName, devices: range.overview.devices, fileBytes: range.fileBytes, bySize: range.bySize } };
+        this.post([this.choosing]);
+        window = await new Promise<TimeWindow | undefined>((resolve) => (this.pickRange = resolve));
+        this.choosing = undefined;
+        this.post([{ type: 'loading', fileName: window ? `${fileName} (the chosen range)` : fileName }]);
+      } else {
+        if (this.doc.overview) showOverview(this.doc.overview);
+        stopOverview = this.doc.onOverview(showOverview);
+      }
+      const model = await this.doc.load(window);
       stopOverview();
-      this.session = new OpenedCapture(model, { fileName, displayPath });
+      // A window's times read as in the full open: seconds since the file's first event (the overview's).
+      const originUs = this.doc.window && this.doc.overview ? Math.min(...this.doc.overview.devices.map((d) => d.rangeT0Us)) : undefined;
+      const session = new OpenedCapture(model, { fileName, displayPath, window: this.doc.window, originUs });
+      // Note [First answers]: computed on a worker thread, so answering the page does not stall the extension host.
+      await session.prepare().catch(() => undefined);
+      this.session = session;
       // Once per document: several panels (split editors) on one file annotate its lines once.
       if (this.deps.showModelAnnotations && !this.doc.annotations) this.doc.annotations = this.deps.showModelAnnotations(model, fileName);
       if (model.format === 'gpumem-capture' && !model.ended()) this.followGrowth(this.session);
@@ -92,32 +118,74 @@ export class SnapshotPanelHost implements vscode.Disposable {
    */
   private followGrowth(session: OpenedCapture): void {
     const timer = setInterval(() => {
-      try {
-        const added = session.poll();
-        const ended = session.model.ended();
-        if (added > 0 || ended) this.post([{ type: 'grew', info: session.opened(), ended }]);
-        if (ended) clearInterval(timer);
-      } catch {
-        clearInterval(timer); // the file went away; what was read stays on screen
-      }
+      // In the message queue: never while a worker holds the model (Note [First answers]).
+      this.queue = this.queue.then(() => {
+        try {
+          const added = session.poll();
+          const ended = session.model.ended();
+          if (added > 0 || ended) this.post([{ type: 'grew', info: session.opened(), ended }]);
+          if (ended) clearInterval(timer);
+        } catch {
+          clearInterval(timer); // the file went away; what was read stays on screen
+        }
+      });
     }, 2000);
     this.disposables.push({ dispose: () => clearInterval(timer) });
   }
 
-  private async onMessage(msg: SnapshotWebviewMessage): Promise<void> {
+  /** Note [First answers]: the page's messages are answered one after the other (a worker may hold the model). */
+  private queue: Promise<void> = Promise.resolve();
+
+  private onMessage(msg: SnapshotWebviewMessage): void {
+    // Note [Range-first open]: the user's window (or "everything") ends the wait in openCapture.
+    if (msg.type === 'loadRange' || msg.type === 'loadWhole') {
+      const pick = this.pickRange;
+      this.pickRange = undefined;
+      pick?.(msg.type === 'loadRange' ? { fromUs: msg.fromUs, toUs: msg.toUs } : undefined);
+      return;
+    }
+    // A page shown again (state restored, no retained context) while the user is choosing: the picker again.
+    if (msg.type === 'ready' && this.choosing) this.post([this.choosing]);
+    this.queue = this.queue.then(() => this.answer(msg)).catch(() => undefined);
+  }
+
+  private async answer(msg: SnapshotWebviewMessage): Promise<void> {
     const session = await this.ensureCapture();
     if (!session) {
       // A page shown again after a failed read asks again: tell it again.
       if (msg.type === 'ready' && this.failure && this.captureReady) this.post([this.failure]);
       return;
     }
-    const answer = session.handle(msg);
-    if (answer) {
-      this.post(answer);
-      const tab = msg.type === 'ready' ? takeTabRequest(this.doc.uri) : undefined;
+    if (msg.type === 'ready') {
+      // Note [First answers]: `opened`, the summary and the sites one event-loop turn each, so no single block of
+      // the host's loop is their sum; on a 13 M-event model each is tens of ms.
+      this.post([{ type: 'opened', info: session.opened() }]);
+      const first = session.model.devices()[0];
+      if (first !== undefined) {
+        const turn = () => new Promise((r) => setImmediate(r));
+        await turn();
+        const markers = session.timelineMarkers(first);
+        await turn();
+        this.post([session.summaryMessage(first, markers)]);
+        await turn();
+        this.post([session.sitesMessage(first)]);
+      }
+      const tab = takeTabRequest(this.doc.uri);
       if (tab) this.post([{ type: 'showTab', tab }]);
       return;
     }
+    // Note [First answers]: a timeline question's native part on a worker thread first (40-70 ms each at 10 M events).
+    if (msg.type === 'requestTimeline') await session.prepareTimeline(msg.device, msg.t0Us, msg.t1Us, msg.buckets, msg.maxSpans, msg.owner).catch(() => undefined);
+    const answer = session.handle(msg);
+    if (answer) {
+      this.post(answer);
+      return;
+    }
+    // Not in the queue: these wait for the user (file dialogs), and the page's other questions must not.
+    void this.editorMessage(session, msg);
+  }
+
+  private async editorMessage(session: OpenedCapture, msg: SnapshotWebviewMessage): Promise<void> {
     try {
       await this.handleEditorMessage(session, msg);
     } catch (err) {

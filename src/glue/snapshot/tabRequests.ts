@@ -34,3 +34,15 @@ export function registerPanel(uri: vscode.Uri, post: (m: SnapshotHostMessage) =>
     },
   };
 }
+
+const rangeFirst = new Set<string>();
+
+/** Note [Range-first open]: the next document opened on `uri` shows its overview and asks for a window first. */
+export function requestRangeFirst(uri: vscode.Uri): void {
+  rangeFirst.add(uri.toString());
+}
+
+/** Whether range-first was asked for `uri` (once). */
+export function takeRangeFirstRequest(uri: vscode.Uri): boolean {
+  return rangeFirst.delete(uri.toString());
+}

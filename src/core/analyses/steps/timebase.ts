@@ -28,13 +28,13 @@ export interface TimeBase {
 }
 
 /** Builds the time base from the file's origin and its markers on every device. */
-export function timeBaseOf(model: Model): TimeBase {
+export function timeBaseOf(model: Model, originUs?: number): TimeBase {
   const info = model.fileInfo();
   const markers: Marker[] = [];
   // a loop, not push(...): a 2-minute run of 5 ms steps has ~700 k markers, past V8's argument limit
   // ("Maximum call stack size exceeded" in gpumem summary on an H100, issue 27)
   for (const d of info.recordDevices) for (const m of model.markers(d)) markers.push(m);
-  return makeTimeBase(info.originUs ?? 0, markers);
+  return makeTimeBase(originUs ?? info.originUs ?? 0, markers);
 }
 
 export function makeTimeBase(originUs: number, markers: readonly Marker[]): TimeBase {

@@ -57,12 +57,14 @@ export interface NativeHandle extends WhatIfHandle {
   /** {decodeNs, deriveNs, decodeCpuNs, deriveCpuNs}: where opening time went (benchmarks) */
   timings(): string;
   close(): void;
+  /** Note [Async queries] in native/addon/src/addon.cpp: one of the queries above on a worker thread, same JSON */
+  queryAsync?(kind: 'lineStats' | 'markers' | 'summary' | 'spans' | 'timeline', device?: number, ...args: (number | boolean)[]): Promise<string>;
 }
 
 interface NativeAddon {
   ModelHandle: new (path: string) => NativeHandle;
   /** reads the file on a worker thread (Note [Async open] in native/addon/src/addon.cpp) */
-  openAsync(path: string, background?: boolean): Promise<NativeHandle>;
+  openAsync(path: string, background?: boolean, fromUs?: number, toUs?: number): Promise<NativeHandle>;
   /** a pickle's overview as JSON, on a worker thread (Note [First view] in native/addon/src/overview.cpp) */
   overviewAsync(path: string, buckets: number): Promise<string>;
 }
@@ -101,10 +103,27 @@ export function openModel(file: string): Model {
  * running meanwhile (the extension host stays responsive while a 10 M-event pickle is read). Rejects with
  * the same actionable Error openModel throws.
  */
-export async function openModelAsync(file: string, background = false): Promise<Model> {
-  const handle = await loadAddon().openAsync(file, background);
+export async function openModelAsync(file: string, background = false, window?: TimeWindow): Promise<Model> {
+  const handle = window
+    ? await loadAddon().openAsync(file, background, Math.floor(window.fromUs), Math.ceil(window.toUs))
+    : await loadAddon().openAsync(file, background);
   return new NativeModel(file, handle);
 }
+
+/**
+ * Note [Range-first open] (native/addon/src/range_open.cpp): a time window of a pickle, [fromUs, toUs] inclusive,
+ * in the model's times. Only its events are held; every figure of a moment inside it equals the full open's.
+ */
+export interface TimeWindow {
+  fromUs: number;
+  toUs: number;
+}
+
+/**
+ * Pickles from this size on are not opened whole by the panel: the first view is shown and the user picks a
+ * window of it (Note [Range-first open]); the full open of a 3 GB pickle would hold about its size in memory.
+ */
+export const RANGE_FIRST_MIN_BYTES = 2 * 2 ** 30;
 
 /**
  * Note [First view] (native/addon/src/overview.cpp): a pickle's or capture's allocated and reserved over the whole
@@ -162,6 +181,8 @@ class NativeModel implements Model {
   private readonly markerCache = new Map<number, Marker[]>();
   private headerCache: { json: string; info: CaptureHeaderInfo } | undefined;
   private closed = false;
+  /** Note [First answers]: JSON answers computed on a worker thread, by query and arguments, until the next poll() */
+  private readonly answers = new Map<string, string>();
 
   constructor(
     readonly path: string,
@@ -189,6 +210,7 @@ class NativeModel implements Model {
   }
   poll(): number {
     this.markerCache.clear();
+    this.answers.clear();
     return this.handle.poll();
   }
   ended(): boolean {
@@ -204,7 +226,8 @@ class NativeModel implements Model {
     return parse<CurrentFigures>(this.handle.current(device));
   }
   timeline(device: number, t0Us: number, t1Us: number, buckets: number, owners = false): TimelineBuckets {
-    const tl = parse<TimelineBuckets & { deviceUsedMax?: (number | null)[] }>(this.handle.timeline(device, t0Us, t1Us, buckets, owners));
+    const json = this.answers.get(`timeline:${device}:${t0Us}:${t1Us}:${buckets}:${owners}`) ?? this.handle.timeline(device, t0Us, t1Us, buckets, owners);
+    const tl = parse<TimelineBuckets & { deviceUsedMax?: (number | null)[] }>(json);
     if (tl.deviceUsedMax) tl.deviceUsedMax = tl.deviceUsedMax.map((v) => (v === null ? NaN : v));
     return tl as TimelineBuckets;
   }
@@ -212,7 +235,7 @@ class NativeModel implements Model {
     return parse<AllocatorState>(this.handle.stateAt(device, timeUs));
   }
   lineStats(device: number): LineStat[] {
-    return parse<LineStat[]>(this.handle.lineStats(device));
+    return parse<LineStat[]>(this.answers.get(`lineStats:${device}`) ?? this.handle.lineStats(device));
   }
   stack(id: number): Stack | undefined {
     if (!this.stacks.has(id)) this.stacks.set(id, parse<Stack | null>(this.handle.stack(id)) ?? undefined);
@@ -226,7 +249,7 @@ class NativeModel implements Model {
     let cached = this.markerCache.get(device);
     if (!cached) {
       // a leak keeper's notice: its sentence is the label, its JSON the detail (Note [Leak keeper])
-      cached = parse<Marker[]>(this.handle.markers(device)).map(splitKeeperNotice);
+      cached = parse<Marker[]>(this.answers.get(`markers:${device}`) ?? this.handle.markers(device)).map(splitKeeperNotice);
       this.markerCache.set(device, cached);
     }
     return cached.map((m) => ({ ...m }));
@@ -235,7 +258,8 @@ class NativeModel implements Model {
     return parse<OomInfo[]>(this.handle.ooms());
   }
   spans(device: number, t0Us: number, t1Us: number, maxCount: number, owner = -1): AllocationSpan[] {
-    const spans = parse<(Omit<AllocationSpan, 'endUs'> & { endUs: number | null })[]>(this.handle.spans(device, t0Us, t1Us, maxCount, owner));
+    const json = this.answers.get(`spans:${device}:${t0Us}:${t1Us}:${maxCount}:${owner}`) ?? this.handle.spans(device, t0Us, t1Us, maxCount, owner);
+    const spans = parse<(Omit<AllocationSpan, 'endUs'> & { endUs: number | null })[]>(json);
     return spans.map((s) => ({ ...s, endUs: endOrNumber(s.endUs) }));
   }
   diff(device: number, aUs: number, bUs: number, other?: Model): LineDiff[] {
@@ -250,7 +274,7 @@ class NativeModel implements Model {
     return parse<CategoryReport>(this.handle.categories(device, [...timesUs], withLines));
   }
   summary(): SnapshotSummary {
-    return parse<SnapshotSummary>(this.handle.summary());
+    return parse<SnapshotSummary>(this.answers.get('summary') ?? this.handle.summary());
   }
   exportPickle(outPath: string, atUs?: number): void {
     this.handle.exportPickle(outPath, atUs ?? Infinity);
@@ -260,6 +284,38 @@ class NativeModel implements Model {
   }
   replay(device: number, policy: Policy, capacityBytes?: number): ReplayResult {
     return askReplay(this.handle, device, policy, capacityBytes);
+  }
+  /**
+   * Note [First answers]: a panel's first paint asks a fresh model for its summary, markers, lines and the whole run's
+   * timeline with its largest bands: at 13 M events 20-170 ms each, which would stall the extension host once the model
+   * arrives. They are computed here first, one after the other on a worker thread (Note [Async queries] in
+   * native/addon/src/addon.cpp), and kept by arguments, so the panel's queries find them; the timeline's bucket count
+   * is the page's, so that query is warmed (its owner checkpoints, built once) rather than answered. Nothing else may
+   * use the model until this resolves.
+   */
+  async prefetch(device: number, maxSpans: number): Promise<void> {
+    const ask = this.handle.queryAsync?.bind(this.handle);
+    if (!ask || this.closed) return;
+    const { t0Us, t1Us } = this.timeRange(device);
+    if (!(t1Us > t0Us)) return;
+    this.answers.set('summary', await ask('summary'));
+    this.answers.set(`markers:${device}`, await ask('markers', device));
+    this.answers.set(`lineStats:${device}`, await ask('lineStats', device));
+    this.answers.set(`spans:${device}:${t0Us}:${t1Us}:${maxSpans}:-1`, await ask('spans', device, t0Us, t1Us, maxSpans, -1));
+    this.answers.set(`timeline:${device}:${t0Us}:${t1Us}:${OVERVIEW_BUCKETS}:true`, await ask('timeline', device, t0Us, t1Us, OVERVIEW_BUCKETS, true));
+  }
+  /**
+   * Note [First answers]: one timeline question's native answers (min/max buckets with owners, and the largest bands)
+   * computed on a worker thread and kept for the synchronous calls that follow with the same arguments (at 10 M
+   * events they take 40-70 ms each on the caller's thread). Nothing else may use the model until this resolves.
+   */
+  async prefetchTimeline(device: number, t0Us: number, t1Us: number, buckets: number, maxSpans: number, owner: number): Promise<void> {
+    const ask = this.handle.queryAsync?.bind(this.handle);
+    if (!ask || this.closed) return;
+    const tl = `timeline:${device}:${t0Us}:${t1Us}:${buckets}:true`;
+    const sp = `spans:${device}:${t0Us}:${t1Us}:${maxSpans}:${owner}`;
+    if (!this.answers.has(tl)) this.answers.set(tl, await ask('timeline', device, t0Us, t1Us, buckets, true));
+    if (!this.answers.has(sp)) this.answers.set(sp, await ask('spans', device, t0Us, t1Us, maxSpans, owner));
   }
   close(): void {
     if (this.closed) return;

@@ -448,4 +448,11 @@ export interface Model {
   /** the device's allocation stream replayed under `policy` on a simulated device of `capacityBytes` */
   replay(device: number, policy: Policy, capacityBytes?: number): ReplayResult;
   close(): void;
+  /**
+   * Note [First answers] (src/core/base/model/open.ts): compute a panel's first answers for `device` on a worker
+   * thread, so the queries that follow do not stall the caller's thread; absent where a model has no worker.
+   */
+  prefetch?(device: number, maxSpans: number): Promise<void>;
+  /** The same for one timeline question (buckets with owners, and the largest bands), before `timeline`/`spans` ask it. */
+  prefetchTimeline?(device: number, t0Us: number, t1Us: number, buckets: number, maxSpans: number, owner: number): Promise<void>;
 }

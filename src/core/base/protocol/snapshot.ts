@@ -20,6 +20,9 @@ import type { Advice } from './advice';
 
 export const END_OF_TRACE = -1;
 
+/** Allocation bands the timeline tab asks for (its `maxSpans`); the host prepares the first answer for it. */
+export const TIMELINE_MAX_SPANS = 3000;
+
 /** Which tab the panel shows; restored from webview state. */
 export const SNAPSHOT_TABS = ['summary', 'timeline', 'segments', 'sites', 'compare', 'replay', 'categories', 'advice'] as const;
 export type SnapshotTab = (typeof SNAPSHOT_TABS)[number];
@@ -136,6 +139,8 @@ export interface OpenedInfo {
   deviceNames: Record<number, string>;
   integrity: IntegrityView;
   ooms: OomView[];
+  /** Note [Range-first open]: only this window of the file was read (absent: the whole file) */
+  window?: OpenedWindow;
 }
 
 /** Allocation bands of a time window, column-major arrays (one entry per band), sorted by start time. */
@@ -162,6 +167,24 @@ export interface SpanColumns {
 export interface OverviewView {
   fileName: string;
   devices: DeviceOverview[];
+}
+
+/**
+ * Note [Range-first open] (native/addon/src/range_open.cpp, src/glue/snapshot/panelHost.ts): a pickle too big to
+ * hold whole (or one the user asked to open by range) shows its overview and waits: the user selects a time window
+ * on it and the host opens that window only (`loadRange`), or the whole file (`loadWhole`).
+ */
+export interface RangeChoiceView extends OverviewView {
+  /** the file's size, for the sentence that says why it is not opened whole */
+  fileBytes: number;
+  /** true when the host chose range-first because of the size (false: the user asked for it) */
+  bySize: boolean;
+}
+
+/** The time window a range-first panel holds ([fromUs, toUs], the model's µs); absent for a whole open. */
+export interface OpenedWindow {
+  fromUs: number;
+  toUs: number;
 }
 
 export interface TimelineView extends Pick<TimelineBuckets, 'device' | 't0Us' | 't1Us' | 'buckets' | 'allocatedMin' | 'allocatedMax' | 'reservedMax'> {
@@ -333,6 +356,8 @@ export const snapshotHostMessages = protocol('snapshot panel, host → webview',
   loadFailed: obj({ fileName: str(Infinity), message: str(Infinity) }),
   /** Note [First view]: the whole run's overview, before `opened` (big pickles only) */
   overview: obj({ view: view<OverviewView>({ fileName: str(Infinity), devices: list() }) }),
+  /** Note [Range-first open]: the overview with a window picker; the model is read once the user picks */
+  chooseRange: obj({ view: view<RangeChoiceView>({ fileName: str(Infinity), devices: list(), fileBytes: num }) }),
   opened: obj({ info: view<OpenedInfo>({ fileName: str(Infinity), devices: arrayOf(int), timeRanges: list() }) }),
   /** a capture still being written grew: new time ranges; the page re-asks for what it shows */
   grew: obj({ info: view<OpenedInfo>({ fileName: str(Infinity), devices: arrayOf(int), timeRanges: list() }), ended: bool }),
@@ -396,6 +421,10 @@ export const snapshotWebviewMessages = protocol('snapshot panel, webview → hos
   openDroppedUri: obj({ uri: str() }),
   /** a dropped file without a path (from a browser-side File): its bytes */
   openDroppedBytes: obj({ name: str(255), bytes }),
+  /** Note [Range-first open]: read [fromUs, toUs] of the file only (the answer to `chooseRange`) */
+  loadRange: refine(obj({ fromUs: num, toUs: num }), (m) => m.toUs > m.fromUs, 'toUs must be after fromUs'),
+  /** Note [Range-first open]: read the whole file after all (the other answer to `chooseRange`) */
+  loadWhole: obj({}),
   /** the ranks view: open this rank's capture (RankRowView.index) in its own snapshot panel */
   openRank: obj({ index: refine(int, (i) => i >= 0, 'must not be negative') }),
 });

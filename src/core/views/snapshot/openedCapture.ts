@@ -5,6 +5,7 @@ import type { Model } from '../../base/model/types';
 import type {
   DiffView,
   MarkersView,
+  MarkerView,
   OpenedInfo,
   ReplayView,
   SegmentMapView,
@@ -15,7 +16,7 @@ import type {
   StackView,
   TimelineView,
 } from '../../base/protocol/snapshot';
-import { END_OF_TRACE } from '../../base/protocol/snapshot';
+import { END_OF_TRACE, TIMELINE_MAX_SPANS } from '../../base/protocol/snapshot';
 import { POLICIES, POLICY_LABELS } from '../../base/model/whatIf';
 import type { Policy } from '../../base/model/whatIf';
 import { replayPolicies } from '../../analyses/replay';
@@ -36,6 +37,10 @@ export interface OpenedCaptureOptions {
   displayPath?: (file: string) => string;
   /** markers per answer (Note [Markers by range]); 5,000 by default, less in tests */
   maxMarkers?: number;
+  /** Note [Range-first open]: the model holds this window of the file only (said in `opened`) */
+  window?: { fromUs: number; toUs: number };
+  /** the time origin of the whole file (a window's model starts later): times read as in a full open */
+  originUs?: number;
 }
 
 // Note [Query limits]: one timeline answer is bounded whatever the capture size: ≤ 8192 buckets (one per
@@ -62,9 +67,22 @@ export class OpenedCapture {
     this.display = options.displayPath ?? ((f) => f);
   }
 
+  /**
+   * Note [First answers] (src/core/base/model/open.ts): the first device's summary, markers, lines and largest bands
+   * computed on a worker thread before the page asks, so answering `ready` and the first timeline does not stall the
+   * extension host on a big model. Call before the first message; nothing may use the model until it resolves.
+   */
+  async prepare(): Promise<void> {
+    const first = this.model.devices()[0];
+    if (first !== undefined) await this.model.prefetch?.(first, TIMELINE_MAX_SPANS + 1);
+    // The time base (every marker parsed, steps detected: 25-55 ms at 13 M events) in a turn of its own, not `opened`'s.
+    await new Promise((r) => setImmediate(r));
+    void this.time;
+  }
+
   /** The file's time base (origin and steps), built once per read: markers and step detection are not redone per label. */
   get time(): TimeBase {
-    this.timeBase ??= timeBaseOf(this.model);
+    this.timeBase ??= timeBaseOf(this.model, this.options.originUs);
     return this.timeBase;
   }
 
@@ -111,16 +129,28 @@ export class OpenedCapture {
         sentences: integrity.sentences,
       },
       ooms: oomRows(this.model, time).map((o) => ({ ...o, displayFile: this.display(o.file) })),
+      ...(this.options.window ? { window: { ...this.options.window } } : {}),
     };
   }
 
   /** Everything a freshly loaded (or restored) webview needs for one device: summary, markers, sites. */
   deviceMessages(device: number): SnapshotHostMessage[] {
-    const { markers, truncated } = buildMarkers(this.model, device, this.options.maxMarkers ?? MAX_MARKERS, this.time.steps);
-    return [
-      { type: 'summary', summary: buildSummary(this.model, device), markers, markersTruncated: truncated },
-      { type: 'sites', device, rows: this.sites(device) },
-    ];
+    return [this.summaryMessage(device), this.sitesMessage(device)];
+  }
+
+  /** deviceMessages' first half: the summary with the markers. */
+  summaryMessage(device: number, markers = this.timelineMarkers(device)): SnapshotHostMessage {
+    return { type: 'summary', summary: buildSummary(this.model, device), markers: markers.markers, markersTruncated: markers.truncated };
+  }
+
+  /** The markers the summary message carries (the panel host builds them in an event-loop turn of their own). */
+  timelineMarkers(device: number): { markers: MarkerView[]; truncated: boolean } {
+    return buildMarkers(this.model, device, this.options.maxMarkers ?? MAX_MARKERS, this.time.steps);
+  }
+
+  /** deviceMessages' second half: the sites table. */
+  sitesMessage(device: number): SnapshotHostMessage {
+    return { type: 'sites', device, rows: this.sites(device) };
   }
 
   /** The markers of [t0Us, t1Us] (Note [Markers by range]). */
@@ -129,13 +159,28 @@ export class OpenedCapture {
     return { requestId, device, t0Us, t1Us, markers, truncated };
   }
 
-  timeline(requestId: number, device: number, t0Us: number, t1Us: number, buckets: number, maxSpans: number, owner?: number): TimelineView {
+  /** The native arguments of a timeline question: buckets and band limit within Note [Query limits], the owner group. */
+  private timelineArgs(buckets: number, maxSpans: number, owner?: number): { n: number; limit: number; ownerGroup: number } {
     const n = clampInt(buckets, 1, MAX_BUCKETS);
+    const limit = clampInt(maxSpans, 0, MAX_SPANS);
+    const ownerGroup = typeof owner === 'number' && Number.isInteger(owner) && owner >= 0 ? owner : -1;
+    return { n, limit, ownerGroup };
+  }
+
+  /**
+   * Note [First answers]: the native part of a timeline question on a worker thread, so that `timeline` with the same
+   * arguments then only shapes the answer on the caller's thread. Nothing else may use the model until it resolves.
+   */
+  async prepareTimeline(device: number, t0Us: number, t1Us: number, buckets: number, maxSpans: number, owner?: number): Promise<void> {
+    const { n, limit, ownerGroup } = this.timelineArgs(buckets, maxSpans, owner);
+    if (t1Us > t0Us) await this.model.prefetchTimeline?.(device, t0Us, t1Us, n, limit + 1, ownerGroup);
+  }
+
+  timeline(requestId: number, device: number, t0Us: number, t1Us: number, buckets: number, maxSpans: number, owner?: number): TimelineView {
+    const { n, limit, ownerGroup } = this.timelineArgs(buckets, maxSpans, owner);
     const range = this.model.timeRange(device);
     const tl = this.model.timeline(device, t0Us, t1Us, n, true);
     // One more than drawn, so "there were more" is known without counting them all.
-    const limit = clampInt(maxSpans, 0, MAX_SPANS);
-    const ownerGroup = typeof owner === 'number' && Number.isInteger(owner) && owner >= 0 ? owner : -1;
     const spans = this.model.spans(device, t0Us, t1Us, limit + 1, ownerGroup);
     const truncated = spans.length > limit;
     const kept = truncated ? spans.slice(0, limit) : spans;
