@@ -5,13 +5,12 @@
 // status-bar item with its figures (src/core/views/notebook).
 import * as path from 'node:path';
 import * as vscode from 'vscode';
-import { buildCommand, buildWorkloadEnv, expandLaunchTemplate, locateInstall } from '../../core/base/launch';
+import { buildCommand, expandLaunchTemplate } from '../../core/base/launch';
 import { KernelProcess, type DoneReply } from '../../core/base/kernel/process';
 import type { CellFigures } from '../../core/base/kernel/protocol';
-import { createSessionFolder } from '../../core/base/sessionFolder';
 import { formatBytes } from '../../core/base/units/bytes';
 import { CellFiles, cellStatusText, cellTooltip, lineLabel } from '../../core/views/notebook/cellFigures';
-import { recordingSettings, resolvePython, sessionRoot } from '../runs/launcher';
+import { resolvePython, trackedSession } from '../runs/launcher';
 import type { LiveRuns, TrackedRun } from '../runs/liveRuns';
 
 export const KERNEL_ID = 'gpuMemoryLens.kernel';
@@ -196,16 +195,8 @@ export class GpuMemoryKernel implements vscode.Disposable {
     const cwd = nbPath ? path.dirname(nbPath) : (folder?.uri.fsPath ?? process.cwd());
     const template = vscode.workspace.getConfiguration('gpuMemoryLens').get<string>('kernel.command', '').trim();
     const cmd = template ? expandLaunchTemplate(template, { file: nbPath, python }) : buildCommand(python, { kind: 'module', name: 'gpumem._kernel' });
-    const install = locateInstall(path.join(this.extensionRoot, 'dist'));
     const label = nbPath ? path.basename(nbPath) : 'notebook';
-    const sessionFolder = createSessionFolder(sessionRoot(nb.uri), label, { command: [cmd.file, ...cmd.args], cwd });
-    const env = buildWorkloadEnv({
-      sessionDir: sessionFolder.dir,
-      allocatorSo: install.allocatorSo,
-      pythonPathPrefix: install.pythonDir,
-      settings: recordingSettings(),
-      userRoots: (vscode.workspace.workspaceFolders ?? []).map((f) => f.uri.fsPath),
-    });
+    const { sessionFolder, env } = trackedSession(this.extensionRoot, nb.uri, label, [cmd.file, ...cmd.args], cwd);
     const tracked = this.runs.add(sessionFolder.dir, `${label} (kernel)`, undefined, true);
     this.log.appendLine(`[${new Date().toISOString()}] starting the kernel of ${label}: ${[cmd.file, ...cmd.args].join(' ')} (session ${sessionFolder.dir})`);
     const proc = new KernelProcess(

@@ -59,6 +59,23 @@ function ignoreInGit(root: string): void {
  * The recording settings as the user set them in VS Code: each read and checked by the settings table (Note
  * [Settings table]), so a wrong value is refused here with the message the CLIs and the bootstrap give.
  */
+/**
+ * A new session folder for a workload (a script, a notebook's kernel) and the environment that tracks it: the one
+ * place both launchers (this file, src/glue/notebook/kernel.ts) build them.
+ */
+export function trackedSession(extensionRoot: string, resource: vscode.Uri | undefined, label: string, command: string[], cwd: string) {
+  const install = locateInstall(path.join(extensionRoot, 'dist'));
+  const sessionFolder = createSessionFolder(sessionRoot(resource), label, { command, cwd });
+  const env = buildWorkloadEnv({
+    sessionDir: sessionFolder.dir,
+    allocatorSo: install.allocatorSo,
+    pythonPathPrefix: install.pythonDir,
+    settings: recordingSettings(),
+    userRoots: (vscode.workspace.workspaceFolders ?? []).map((f) => f.uri.fsPath),
+  });
+  return { sessionFolder, env };
+}
+
 export function recordingSettings(): Partial<RecordingSettings> {
   const c = vscode.workspace.getConfiguration();
   const out: Partial<Record<SettingDecl['key'], SettingValue>> = {};
@@ -97,16 +114,8 @@ export class Launcher {
     const cmd = template ? expandLaunchTemplate(template, { file: filePath, python }) : buildCommand(python, { kind: 'script', path: filePath });
     const folder = (file && vscode.workspace.getWorkspaceFolder(file)) ?? vscode.workspace.workspaceFolders?.[0];
     const cwd = folder?.uri.fsPath ?? (filePath ? path.dirname(filePath) : process.cwd());
-    const install = locateInstall(path.join(this.extensionRoot, 'dist'));
     const label = filePath ? path.basename(filePath) : cmd.file;
-    const sessionFolder = createSessionFolder(sessionRoot(file), label, { command: [cmd.file, ...cmd.args], cwd });
-    const env = buildWorkloadEnv({
-      sessionDir: sessionFolder.dir,
-      allocatorSo: install.allocatorSo,
-      pythonPathPrefix: install.pythonDir,
-      settings: recordingSettings(),
-      userRoots: (vscode.workspace.workspaceFolders ?? []).map((f) => f.uri.fsPath),
-    });
+    const { sessionFolder, env } = trackedSession(this.extensionRoot, file, label, [cmd.file, ...cmd.args], cwd);
     const terminal = vscode.window.createTerminal({
       name: `GPU Memory: ${label}`,
       cwd,
