@@ -71,34 +71,31 @@ class LensGlueTest(unittest.TestCase):
         out = self.run_lens()
         self.assertEqual((out["glue"], out["calls"], out["allocated"]), (None, None, 3072))
 
-    def test_a_built_observer_module_carries_every_allocation_and_free_through_its_glue(self):
+    def build_module(self, source):
+        """A stand-in observer module compiled from C `source` into the observer's build folder; its path."""
         cc = shutil.which("cc") or shutil.which("gcc")
         if cc is None:
             self.skipTest("no C compiler")
         folder = self.glue_folder()
         os.makedirs(folder)
-        src = os.path.join(folder, "glue.c")
+        src = os.path.join(folder, "module.c")
         with open(src, "w") as f:
-            f.write(GLUE_C)
-        subprocess.run([cc, "-shared", "-fPIC", "-O1", "-o", os.path.join(folder, "gpumem_observer_x.so"), src], check=True)
+            f.write(source)
+        so = os.path.join(folder, "gpumem_observer_x.so")
+        subprocess.run([cc, "-shared", "-fPIC", "-O1", "-o", so, src], check=True)
+        return so
+
+    def test_a_built_observer_module_carries_every_allocation_and_free_through_its_glue(self):
+        so = self.build_module(GLUE_C)
         out = self.run_lens()
-        self.assertEqual(out["glue"], os.path.join(folder, "gpumem_observer_x.so"))
+        self.assertEqual(out["glue"], so)
         # two mallocs and one free went through the glue to the lens library, which counted them as PyTorch would
         self.assertEqual((out["calls"], out["allocated"]), (3, 3072))
 
     def test_a_module_without_the_glue_an_older_build_is_not_used(self):
-        cc = shutil.which("cc") or shutil.which("gcc")
-        if cc is None:
-            self.skipTest("no C compiler")
-        folder = self.glue_folder()
-        os.makedirs(folder)
-        src = os.path.join(folder, "old.c")
-        with open(src, "w") as f:
-            f.write("int attach_only(void) { return 0; }\n")
-        subprocess.run([cc, "-shared", "-fPIC", "-o", os.path.join(folder, "gpumem_observer_x.so"), src], check=True)
+        self.build_module("int attach_only(void) { return 0; }\n")
         out = self.run_lens()
         self.assertEqual((out["glue"], out["allocated"]), (None, 3072))
-
 
 if __name__ == "__main__":
     unittest.main()
