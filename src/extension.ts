@@ -18,6 +18,7 @@ import { ObserverPrebuild } from './glue/runs/observerBuild';
 import { MemoryStatusBar } from './glue/runs/statusBar';
 import { GpuMemoryKernel, revealCellLine } from './glue/notebook/kernel';
 import { registerSnapshotFeatures } from './glue/snapshot';
+import { BudgetTests } from './glue/testing/controller';
 
 export function activate(context: vscode.ExtensionContext): void {
   const runs = new LiveRuns(openModel);
@@ -38,6 +39,7 @@ export function activate(context: vscode.ExtensionContext): void {
     annotations,
     new MemoryStatusBar(runs),
     new ObserverPrebuild(context.extensionUri.fsPath),
+    new BudgetTests(context.extensionUri.fsPath),
     runs.onDidChange(() => annotations.refresh()),
     runs.onDidOom((e) => void notifyOom(e, () => Promise.resolve(snapshotAtOom(e)))),
     runs.onDidWriterFailure((e) => void notifyWriterFailure(e, () => livePanel.show())),

@@ -127,6 +127,16 @@ class PytestPluginTest(unittest.TestCase):
         self.assertEqual(done["test_fits"]["left_allocated"], 0)
         self.assertEqual(done["test_no_budget"]["peak_allocated"], 4096 + (5 << 20))  # the leak still lives
 
+        # pytest's verdict is a row too (the Testing view reads it): the outcome and the text pytest printed.
+        result = {r["test"].split("::")[1]: r for r in rows(session) if r["status"] == "result"}
+        self.assertEqual({n: r["outcome"] for n, r in result.items()},
+                         {"test_fits": "passed", "test_first_matmul": "passed", "test_over_budget": "failed",
+                          "test_leaks": "failed", "test_no_budget": "passed"})
+        self.assertTrue(result["test_over_budget"]["message"].startswith(
+            "gpu_memory: peak allocated 4.00 MiB exceeds the budget peak=1.00 MiB by 3.00 MiB\n"))
+        self.assertIn(result["test_over_budget"]["message"], out)
+        self.assertEqual(result["test_fits"]["message"], "")
+
         # The failure names the lines at the peak (file:line and bytes) and the capture.
         big = out.split("test_over_budget _")[1].split("test_leaks _")[0]
         self.assertIn("gpu_memory: peak allocated 4.00 MiB exceeds the budget peak=1.00 MiB by 3.00 MiB", big)
@@ -198,9 +208,10 @@ class PytestPluginTest(unittest.TestCase):
         (session,) = sessions(os.path.join(work, ".gpumem"))
         got = rows(session)
         self.assertEqual([(r["test"].split("::")[1], r["status"]) for r in got],
-                         [("test_first", "running"), ("test_first", "done"), ("test_crashes", "running")])
+                         [("test_first", "running"), ("test_first", "done"), ("test_first", "result"), ("test_crashes", "running")])
         self.assertEqual(got[1]["peak_allocated"], 1 << 20)
-        _, records = support.read_capture(got[2]["capture"])
+        self.assertEqual((got[2]["outcome"], got[2]["message"]), ("passed", ""))
+        _, records = support.read_capture(got[3]["capture"])
         allocs = [F.BlockEvent.unpack_dict(p)["size"] for t, p in records if t == F.REC_ALLOC]
         self.assertEqual(allocs, [1 << 20, 2 << 20])  # the crashing test's allocation is in the capture
 

@@ -20,6 +20,10 @@ Note [pytest budgets]:
 - A process that crashes loses nothing recorded so far: the capture reaches the disk every 50 ms, each test
   opens a begin marker in it, and each test's row (`pytest-<pid>.jsonl` in the session folder) is written and
   flushed before the next test starts, with a "running" row first, so the crashing test is named too.
+- The verdict is a row too: after the call phase (and after a setup that failed or skipped) a "result" row holds
+  pytest's own outcome (passed / failed / skipped), the phase, and the failure text pytest prints (a budget's
+  message or the test's own traceback), so a reader of the session folder (the VS Code Testing view, Note
+  [Testing view] in src/glue/testing/controller.ts) says what pytest said without parsing its output.
 """
 import gc
 import json
@@ -141,9 +145,16 @@ class Plugin:
     @pytest.hookimpl(hookwrapper=True)
     def pytest_runtest_makereport(self, item, call):
         outcome = yield
-        if call.when != "call":
-            return
         report = outcome.get_result()
+        try:
+            if call.when == "call":
+                self._budget(item, report)
+        finally:
+            if call.when == "call" or (call.when == "setup" and not report.passed):
+                self._write({"test": item.nodeid, "status": "result", "when": call.when, "outcome": report.outcome,
+                             "message": report.longreprtext if report.failed else ""})
+
+    def _budget(self, item, report):
         got = getattr(item, "_gpumem", None)
         budget = self.budgets.get(item.nodeid)
         if got is None or budget is None or report.failed:

@@ -1,0 +1,199 @@
+// The Testing view's "GPU Memory budgets": pytest tests with a gpu_memory marker, run under the tool, each passed
+// or failed with the plugin's message and a link that opens the capture (issue 30).
+/**
+ * Note [Testing view]:
+ * - Discovery is a scan of the workspace's test files' text (findBudgetTests in src/core/views/testing), not
+ *   `pytest --collect-only`: no Python runs to list tests (fast, works in Restricted Mode, no environment needed),
+ *   and the view follows edits as the file changes. What it cannot see (a marker set through `pytestmark`) still
+ *   runs when its file is run.
+ * - A run is one `python -m pytest -p gpumem <ids>` per workspace folder, in a session folder made by
+ *   trackedSession (the environment of Run Python File with Memory Tracking), so the plugin uses that run's capture
+ *   and writes its rows there. The verdicts come from the rows (the "result" row is pytest's own outcome and
+ *   failure text, Note [pytest budgets]), not from parsing pytest's output, which goes to the run's output as is.
+ * - A failed test's message is Markdown trusted for two commands only: the frame link of each line at the peak
+ *   (gpuMemoryLens.openFrame) and "Open capture" (gpuMemoryLens.openTestCapture → the snapshot panel). Its location
+ *   is the test's `def` line.
+ * - Untrusted workspaces list the tests but cannot run them: running executes the workspace's code.
+ */
+import { spawn } from 'node:child_process';
+import * as fs from 'node:fs';
+import * as path from 'node:path';
+import * as vscode from 'vscode';
+import { findBudgetTests, isRunOf, OPEN_CAPTURE_COMMAND, parseRows, verdictMarkdown, verdicts, type TestVerdict } from '../../core/views/testing';
+import { OPEN_FRAME_COMMAND } from '../../core/views/annotations';
+import { resolvePython, trackedSession } from '../runs/launcher';
+
+const TEST_GLOB = '**/{test_*.py,*_test.py}';
+const EXCLUDE = '**/{node_modules,.venv,venv,.git,.gpumem,site-packages}/**';
+
+interface Entry {
+  file: vscode.Uri;
+  name: string; // id inside the file: test_x, TestA::test_x
+}
+
+export class BudgetTests implements vscode.Disposable {
+  private readonly controller = vscode.tests.createTestController('gpuMemoryLens.budgets', 'GPU Memory budgets');
+  private readonly entries = new WeakMap<vscode.TestItem, Entry>();
+  private readonly disposables: vscode.Disposable[] = [];
+
+  constructor(private readonly extensionRoot: string) {
+    this.controller.resolveHandler = async (item) => {
+      if (!item) await this.discoverAll();
+    };
+    this.controller.refreshHandler = () => this.discoverAll();
+    this.disposables.push(
+      this.controller,
+      this.controller.createRunProfile('Run with GPU memory tracking', vscode.TestRunProfileKind.Run, (req, token) => this.run(req, token), true),
+      vscode.commands.registerCommand(OPEN_CAPTURE_COMMAND, async (capture: unknown) => {
+        if (typeof capture !== 'string') return;
+        if (!fs.existsSync(capture)) {
+          void vscode.window.showWarningMessage(`GPU Memory Lens: the capture ${capture} is gone.`);
+          return;
+        }
+        await vscode.commands.executeCommand('gpuMemoryLens.openSnapshot', vscode.Uri.file(capture));
+      }),
+    );
+    const watcher = vscode.workspace.createFileSystemWatcher(TEST_GLOB);
+    this.disposables.push(
+      watcher,
+      watcher.onDidCreate((u) => void this.discoverFile(u)),
+      watcher.onDidChange((u) => void this.discoverFile(u)),
+      watcher.onDidDelete((u) => this.controller.items.delete(u.toString())),
+    );
+  }
+
+  dispose(): void {
+    for (const d of this.disposables.splice(0)) d.dispose();
+  }
+
+  private async discoverAll(): Promise<void> {
+    const files = await vscode.workspace.findFiles(TEST_GLOB, EXCLUDE, 2000);
+    await Promise.all(files.map((f) => this.discoverFile(f)));
+  }
+
+  private async discoverFile(file: vscode.Uri): Promise<void> {
+    let text: string;
+    try {
+      text = new TextDecoder().decode(await vscode.workspace.fs.readFile(file));
+    } catch {
+      this.controller.items.delete(file.toString());
+      return;
+    }
+    const tests = findBudgetTests(text);
+    if (!tests.length) {
+      this.controller.items.delete(file.toString());
+      return;
+    }
+    const fileItem = this.controller.createTestItem(file.toString(), vscode.workspace.asRelativePath(file), file);
+    this.entries.set(fileItem, { file, name: '' });
+    fileItem.children.replace(
+      tests.map((t) => {
+        const item = this.controller.createTestItem(`${file.toString()}::${t.name}`, t.name, file);
+        item.range = new vscode.Range(t.line - 1, 0, t.line - 1, 0);
+        this.entries.set(item, { file, name: t.name });
+        return item;
+      }),
+    );
+    this.controller.items.add(fileItem);
+  }
+
+  /** The leaf tests a request names (a file item stands for its tests), minus the excluded ones. */
+  private leaves(req: vscode.TestRunRequest): vscode.TestItem[] {
+    const roots: vscode.TestItem[] = [];
+    if (req.include) roots.push(...req.include);
+    else this.controller.items.forEach((i) => roots.push(i));
+    const out: vscode.TestItem[] = [];
+    const walk = (i: vscode.TestItem) => {
+      if (req.exclude?.includes(i)) return;
+      if (i.children.size === 0) out.push(i);
+      else i.children.forEach(walk);
+    };
+    roots.forEach(walk);
+    return out.filter((i) => this.entries.get(i)?.name);
+  }
+
+  private async run(req: vscode.TestRunRequest, token: vscode.CancellationToken): Promise<void> {
+    const run = this.controller.createTestRun(req);
+    try {
+      if (!vscode.workspace.isTrusted) {
+        run.appendOutput('GPU Memory Lens: running tests executes code from this folder, which is in Restricted Mode. Trust the workspace to run them.\r\n');
+        return;
+      }
+      const byFolder = new Map<vscode.WorkspaceFolder, vscode.TestItem[]>();
+      for (const item of this.leaves(req)) {
+        const folder = vscode.workspace.getWorkspaceFolder(item.uri!);
+        if (!folder) continue;
+        byFolder.set(folder, [...(byFolder.get(folder) ?? []), item]);
+      }
+      for (const [folder, items] of byFolder) {
+        if (token.isCancellationRequested) break;
+        await this.runFolder(run, folder, items, token);
+      }
+    } catch (e) {
+      run.appendOutput(`GPU Memory Lens: ${(e as Error).message}\r\n`);
+    } finally {
+      run.end();
+    }
+  }
+
+  private async runFolder(run: vscode.TestRun, folder: vscode.WorkspaceFolder, items: vscode.TestItem[], token: vscode.CancellationToken): Promise<void> {
+    const cwd = folder.uri.fsPath;
+    const rel = (item: vscode.TestItem) => path.relative(cwd, this.entries.get(item)!.file.fsPath).split(path.sep).join('/');
+    const ids = items.map((i) => `${rel(i)}::${this.entries.get(i)!.name}`);
+    const python = await resolvePython(folder.uri);
+    const command = [python, '-m', 'pytest', '-p', 'gpumem', ...ids];
+    const { sessionFolder, env } = trackedSession(this.extensionRoot, folder.uri, 'pytest', command, cwd);
+    items.forEach((i) => run.started(i));
+    run.appendOutput(`$ ${command.join(' ')}\r\n`);
+    const code = await new Promise<number | null>((resolve) => {
+      const child = spawn(command[0], command.slice(1), { cwd, env, stdio: ['ignore', 'pipe', 'pipe'] });
+      const out = (b: Buffer) => run.appendOutput(b.toString().replace(/\r?\n/g, '\r\n'));
+      child.stdout.on('data', out);
+      child.stderr.on('data', out);
+      const cancel = token.onCancellationRequested(() => child.kill('SIGINT'));
+      child.on('error', (e) => {
+        run.appendOutput(`GPU Memory Lens: could not start ${python}: ${e.message}\r\n`);
+        cancel.dispose();
+        resolve(null);
+      });
+      child.on('close', (c) => {
+        cancel.dispose();
+        resolve(c);
+      });
+    });
+    const rows = fs
+      .readdirSync(sessionFolder.dir)
+      .filter((f) => f.startsWith('pytest-') && f.endsWith('.jsonl'))
+      .flatMap((f) => parseRows(fs.readFileSync(path.join(sessionFolder.dir, f), 'utf8')));
+    const results = verdicts(rows);
+    for (const item of items) {
+      const mine = results.filter((v) => isRunOf(v.nodeid, rel(item), this.entries.get(item)!.name));
+      if (!mine.length) {
+        if (token.isCancellationRequested) run.skipped(item);
+        else run.errored(item, new vscode.TestMessage(`No result from pytest (exit code ${code}); see the output.`));
+        continue;
+      }
+      report(run, item, mine, cwd);
+    }
+  }
+}
+
+function report(run: vscode.TestRun, item: vscode.TestItem, mine: TestVerdict[], cwd: string): void {
+  const failed = mine.filter((v) => v.outcome === 'failed' || v.outcome === 'crashed');
+  if (!failed.length) {
+    if (mine.every((v) => v.outcome === 'skipped')) run.skipped(item);
+    else run.passed(item);
+    return;
+  }
+  const show = (f: string) => (path.isAbsolute(f) && !path.relative(cwd, f).startsWith('..') ? path.relative(cwd, f) : f);
+  const messages = failed.map((v) => {
+    const md = new vscode.MarkdownString(
+      (mine.length > 1 ? `**${v.nodeid}**\n\n` : '') + verdictMarkdown(v, show),
+    );
+    md.isTrusted = { enabledCommands: [OPEN_FRAME_COMMAND, OPEN_CAPTURE_COMMAND] };
+    const m = new vscode.TestMessage(md);
+    if (item.uri && item.range) m.location = new vscode.Location(item.uri, item.range);
+    return m;
+  });
+  run.failed(item, messages);
+}
