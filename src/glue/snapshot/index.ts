@@ -32,34 +32,22 @@ export function registerSnapshotFeatures(context: vscode.ExtensionContext, optio
     vscode.window.registerCustomEditorProvider(CAPTURE_EDITOR, provider, editorOptions),
     vscode.window.registerCustomEditorProvider(SNAPSHOT_EDITOR, provider, editorOptions),
     vscode.commands.registerCommand('gpuMemoryLens.openSnapshot', async (uri?: unknown) => {
-      const target =
-        uri instanceof vscode.Uri
-          ? uri
-          : (
-              await vscode.window.showOpenDialog({
-                canSelectMany: false,
-                openLabel: 'Open Snapshot',
-                title: 'Open a PyTorch memory snapshot or a GPU Memory Lens capture',
-                filters: { 'Memory snapshots': ['pickle', 'gpumem'] },
-              })
-            )?.[0];
+      const target = await fileOrAsk(uri, {
+        openLabel: 'Open Snapshot',
+        title: 'Open a PyTorch memory snapshot or a GPU Memory Lens capture',
+        filters: { 'Memory snapshots': ['pickle', 'gpumem'] },
+      });
       if (!target) return;
       await openFile(target);
       if (viewTypeFor(target) === SNAPSHOT_EDITOR) void maybeAskPickleDefault(context);
     }),
     // Note [Range-first open]: a pickle's overview first, then only the time window the user selects on it.
     vscode.commands.registerCommand('gpuMemoryLens.openSnapshotRange', async (uri?: unknown) => {
-      const target =
-        uri instanceof vscode.Uri
-          ? uri
-          : (
-              await vscode.window.showOpenDialog({
-                canSelectMany: false,
-                openLabel: 'Choose Range',
-                title: 'Open a time window of a PyTorch memory snapshot (its overview first, then the window you select)',
-                filters: { 'PyTorch memory snapshots': ['pickle'] },
-              })
-            )?.[0];
+      const target = await fileOrAsk(uri, {
+        openLabel: 'Choose Range',
+        title: 'Open a time window of a PyTorch memory snapshot (its overview first, then the window you select)',
+        filters: { 'PyTorch memory snapshots': ['pickle'] },
+      });
       if (!target) return;
       requestRangeFirst(target);
       await vscode.commands.executeCommand('vscode.openWith', target, SNAPSHOT_EDITOR);
@@ -96,4 +84,10 @@ class SnapshotEditorProvider implements vscode.CustomReadonlyEditorProvider<Snap
     // The host disposes itself with the panel.
     new SnapshotPanelHost(panel, document, this.deps);
   }
+}
+
+/** The file a command was given (the explorer's or the editor's Uri), else one the user picks. */
+async function fileOrAsk(uri: unknown, dialog: vscode.OpenDialogOptions): Promise<vscode.Uri | undefined> {
+  if (uri instanceof vscode.Uri) return uri;
+  return (await vscode.window.showOpenDialog({ ...dialog, canSelectMany: false }))?.[0];
 }
