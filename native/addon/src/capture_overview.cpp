@@ -24,6 +24,7 @@
 #include "capture_index.h"
 #include "gpumem_format.h"
 #include "json.h"
+#include "overview.h"
 
 namespace gpumem {
 namespace {
@@ -155,11 +156,6 @@ std::string capture_overview_json(const uint8_t* data, size_t size, int buckets)
     }
     for (int k = 0; k < buckets; k++)
       if (amin[k] == kHi) amin[k] = amax[k] = rmin[k] = rmax[k] = 0;  // not reached: every column is covered
-    auto arr = [&](const char* name, const std::vector<int64_t>& v) {
-      j.key(name).open('[');
-      for (int64_t x : v) j.item().num(x);
-      j.close(']');
-    };
     j.open('{').kv("device", (int64_t)d.device).kv("events", (int64_t)d.events);
     j.kvd("rangeT0Us", range_t0).kvd("rangeT1Us", range_t1);
     j.kvd("t0Us", t0).kvd("t1Us", t1).kv("buckets", buckets);
@@ -167,10 +163,7 @@ std::string capture_overview_json(const uint8_t* data, size_t size, int buckets)
     j.kv("peakAtTimeUs", clock.us(d.peak_allocated_ns ? d.peak_allocated_ns : d.first_event_ns));
     j.kv("startAllocatedBytes", 0).kv("endAllocatedBytes", d.end_allocated);
     j.kv("ooms", (int64_t)d.ooms);
-    arr("allocatedMin", amin);
-    arr("allocatedMax", amax);
-    arr("reservedMin", rmin);
-    arr("reservedMax", rmax);
+    write_overview_series(j, amin, amax, rmin, rmax);
     j.close('}');
   }
   j.close(']').close('}');

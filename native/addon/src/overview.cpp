@@ -938,25 +938,28 @@ std::string pickle_overview_json(const uint8_t* data, size_t size, int buckets, 
       }
       amin[k] = alo, amax[k] = ahi, rmin[k] = rlo, rmax[k] = rhi;
     }
-    auto arr = [&](const char* name, const std::vector<int64_t>& v) {
-      j.key(name).open('[');
-      for (int64_t x : v) j.item().num(x);
-      j.close(']');
-    };
     j.open('{').kv("device", (int64_t)dev).kv("events", (int64_t)n);
     j.kvd("rangeT0Us", range_t0).kvd("rangeT1Us", range_t1);
     j.kvd("t0Us", t0).kvd("t1Us", t1).kv("buckets", buckets);
     j.kv("peakAllocatedBytes", peak_a).kv("peakReservedBytes", peak_r);
     j.kv("peakAtTimeUs", peak_t);
     j.kv("startAllocatedBytes", alloc).kv("endAllocatedBytes", a);
-    arr("allocatedMin", amin);
-    arr("allocatedMax", amax);
-    arr("reservedMin", rmin);
-    arr("reservedMax", rmax);
+    write_overview_series(j, amin, amax, rmin, rmax);
     j.close('}');
   }
   j.close(']').close('}');
   return j.s;
+}
+
+void write_overview_series(json::Writer& j, const std::vector<int64_t>& amin, const std::vector<int64_t>& amax,
+                           const std::vector<int64_t>& rmin, const std::vector<int64_t>& rmax) {
+  const std::pair<const char*, const std::vector<int64_t>*> series[] = {
+      {"allocatedMin", &amin}, {"allocatedMax", &amax}, {"reservedMin", &rmin}, {"reservedMax", &rmax}};
+  for (const auto& [name, v] : series) {
+    j.key(name).open('[');
+    for (int64_t x : *v) j.item().num(x);
+    j.close(']');
+  }
 }
 
 }  // namespace gpumem

@@ -3,6 +3,11 @@
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <vector>
+
+namespace gpumem::json {
+class Writer;
+}
 
 namespace gpumem {
 
@@ -13,5 +18,10 @@ namespace gpumem {
 // (the caller then waits for the full open). file_mapped: `data` is a private read-only file mapping whose
 // pages may be dropped behind the scan (Note [Overview window]; never pass heap memory).
 std::string pickle_overview_json(const uint8_t* data, size_t size, int buckets, bool file_mapped = false);
+
+// A device's four overview series (allocatedMin/Max, reservedMin/Max) into the open device object `j`: the one
+// writer of that part of OverviewView, for pickles (overview.cpp) and captures (capture_overview.cpp).
+void write_overview_series(json::Writer& j, const std::vector<int64_t>& amin, const std::vector<int64_t>& amax,
+                           const std::vector<int64_t>& rmin, const std::vector<int64_t>& rmax);
 
 }  // namespace gpumem
