@@ -138,7 +138,7 @@ def child_steps(args):
     the synchronize: close to the step time means the step is CPU-bound, so allocator cost shows)."""
     import torch
 
-    lib = setup("native" if args.config == "gpumem-run" else args.config, args.so)
+    lib = setup("native" if args.config.startswith("gpumem-run") else args.config, args.so)
     # Without the bootstrap's shims, torch.cuda.memory_stats() cannot see a pluggable allocator; with
     # them it shows PyTorch's keys only, so under gpumem run the bootstrap's library answers.
     native = _bootstrap_native()
@@ -148,9 +148,12 @@ def child_steps(args):
     for model in args.models:
         torch.manual_seed(0)
         step = step_fn(model)
+        settling = []
         for _ in range(args.warmup):
+            t0 = time.perf_counter()
             step()
-        torch.cuda.synchronize()
+            torch.cuda.synchronize()
+            settling.append(time.perf_counter() - t0)
         # The MLP's 3 ms steps are timed 8× as often: a host hiccup then moves its median less.
         n = args.steps * 8 if model == "mlp" else args.steps
         s0 = stats()
@@ -172,6 +175,9 @@ def child_steps(args):
                       # a low percentile: the step without host interference (the machine is shared)
                       "p10_ms": sorted(times)[len(times) // 10] * 1e3,
                       "host_ms": statistics.median(host) * 1e3, "cpu_ms": statistics.median(cpu) * 1e3,
+                      # while settling: the warm-up's steps 2.. (the first is CUDA/cuDNN/cuBLAS start-up), where
+                      # caches fill and the tag walk looks at everything (Note [Light walks])
+                      "settling_ms": statistics.median(settling[1:] or settling) * 1e3 if settling else None,
                       "allocs_per_step": per_step("allocation.all.allocated"),
                       # cudaMalloc/cudaFree (fixed) or page maps/unmaps (expandable) per step: driver
                       # calls in the steady state cost host time and can synchronize.
@@ -241,17 +247,19 @@ def run_child(kind, config, so, model=None, env_extra=None):
     if kind == "steps":
         cmd += ["--models"] + list(MODELS_SELECTED) + ["--warmup", str(WARMUP[0]), "--steps", str(STEPS[0])]
     env = dict(os.environ, PYTHONUNBUFFERED="1", **(env_extra or {}))
-    if config == "gpumem-run":  # the environment `gpumem run` gives a workload (its bootstrap installs us)
+    if config.startswith("gpumem-run"):  # the environment `gpumem run` gives a workload (its bootstrap installs us)
         sys.path.insert(0, os.path.join(ROOT, "native", "python"))
         from gpumem import _launch
 
         session = tempfile.mkdtemp(prefix="gpumem-bench-session-")
-        env = _launch.workload_env(session, so, user_roots=[HERE], base=env, allocator_mode="lens")
+        # "gpumem-run": the lens allocator; "gpumem-run-auto": the default mode (PyTorch's allocator, observed)
+        env = _launch.workload_env(session, so, user_roots=[HERE], base=env,
+                                   allocator_mode="auto" if config == "gpumem-run-auto" else "lens")
     p = subprocess.run(cmd, capture_output=True, text=True, timeout=400, env=env)
     for line in p.stdout.splitlines():
         if line.startswith("RESULT "):
             result = json.loads(line[len("RESULT "):])
-            if config == "gpumem-run":
+            if config.startswith("gpumem-run"):
                 result["session"] = session  # its capture can be replayed (test/bench/allocator/replay.py)
             return result
     return {"error": "exit %d: %s" % (p.returncode, p.stderr[-1200:])}
@@ -311,7 +319,7 @@ def main():
         show("step_rounds", rounds)
         for model in args.models:
             for c in configs[1:]:
-                for stat in ("median_ms", "p10_ms", "cpu_ms"):
+                for stat in ("median_ms", "p10_ms", "cpu_ms", "settling_ms"):
                     per_round = [ratio(r[c].get(model, {}).get(stat), r[configs[0]].get(model, {}).get(stat))
                                  for r in rounds]
                     ok = [x for x in per_round if x is not None]

@@ -6,14 +6,17 @@ autocast; ResNet-50 with SGD+momentum and bf16 autocast; 10 steps each) under `g
     python3 test/gpu/categories_check.py [--node PATH] [--out DIR] [--models gpt2 resnet50] [--steps 10] [--allocator lens|pytorch]
 
 PASS when, for each model:
-- at every step end: parameters, gradients and optimizer state equal the workload's Σ round512(numel·element_size)
-  over the parameters, their .grad and the optimizer's CUDA state tensors, exactly;
+- at every step end: parameters, gradients and optimizer state equal the workload's Σ of the blocks holding the
+  parameters, their .grad and the optimizer's CUDA state tensors, exactly (round512(numel·element_size) under the
+  lens; PyTorch's own block sizes under its allocator, from torch.cuda.memory_snapshot());
 - at every step end and at the peak: the categories sum exactly to allocated (and untraced bytes are 0), and
   allocated at each step end equals torch.cuda.memory_allocated() measured there;
 - at the peak: activations by module path equal the saved tensors of the peak's step STILL ALIVE at the peak
   (storages autograd saved that an op of that forward created, by the path of the module whose forward created
-  them; alive = the capture's allocation at that address, made in that step, is not freed before the peak's
-  time, from the raw alloc/free events via test/gpu/saved_alive.mjs), exactly, per module and in total. Why
+  them; alive = the capture's allocation at that address, made in that step's forward (not by backward, which
+  reuses a freed saved storage's block for a gradient of the same shape), is not freed before the peak's time,
+  from the raw alloc/free events via test/gpu/saved_alive.mjs; its bytes are that block's), exactly, for every
+  module (--json lists them all) and in total. Why
   "still alive": the peak usually falls inside backward (GPT-2: the loss's gradient of the fp32 logits), after
   the first nodes released what they saved — comparing with everything saved was the 5 % the first H100 run
   missed. The one residue allowed: a saved storage freed in the same microsecond as the peak (the capture's time
@@ -58,7 +61,7 @@ def run_model(a, model):
 
 
 def alive_at(a, capture, device, time_us):
-    """[address, size, startUs, endUs|None] of every allocation whose life overlaps time_us (raw events)."""
+    """[address, size, startUs, endUs|None, backward] of every allocation whose life overlaps time_us (raw events)."""
     out = subprocess.run([a.node, os.path.join(ROOT, "test", "gpu", "saved_alive.mjs"), capture, str(device), repr(time_us)],
                          capture_output=True, text=True)
     if out.returncode != 0:
@@ -66,7 +69,14 @@ def alive_at(a, capture, device, time_us):
     return json.loads(out.stdout)
 
 
-def check(model, result, summary, alive):
+def misses_at(a, capture, device, time_us, addrs):
+    """test/gpu/probes/activation_misses.mjs on the saved storages of modules the tool counts differently."""
+    out = subprocess.run([a.node, os.path.join(ROOT, "test", "gpu", "probes", "activation_misses.mjs"), capture, str(device),
+                          repr(time_us)], input=json.dumps(addrs), capture_output=True, text=True)
+    return json.loads(out.stdout) if out.returncode == 0 else [{"error": out.stderr[-2000:]}]
+
+
+def check(model, result, summary, alive, misses=lambda addrs, t: []):
     checks, ok = {}, {}
     steps = [d for d in summary["steps"] if d["steps"]][0]
     cats = [c for c in summary["categories"] if c["device"] == steps["device"]][0]
@@ -90,31 +100,40 @@ def check(model, result, summary, alive):
     k = min(k, len(result["saved"]) - 1)
     step_start = tool[k]["start_us"] if k < len(tool) and "start_us" in tool[k] else (tool[k - 1]["end_us"] if k > 0 else float("-inf"))
     live = {}
-    for addr, size, start, end in alive(p["time_us"]):
-        if start >= step_start:  # made in the peak's step (an older allocation at the address is not it)
+    for addr, size, start, end, backward in alive(p["time_us"]):
+        # made in the peak's forward: an older allocation at the address is not it, and neither is one backward
+        # made there after the storage was freed (the same shape reuses the same block: ResNet-50's layer4 gradients
+        # landed where its saved activations had been, and the first H100 runs counted them as still alive)
+        if start >= step_start and not backward:
             live[addr] = (size, end)
-    want, same_us, all_saved = {}, {}, {}
+    want, same_us, all_saved, alive_saved = {}, {}, {}, []
     for ptr, nbytes, path in result["saved"][k]:
         all_saved[path] = all_saved.get(path, 0) + nbytes
         hit = live.get(ptr)
-        if hit is None or hit[0] != nbytes:
+        # The block at that address holds the storage: in the PyTorch-allocator mode it is PyTorch's block (the
+        # request rounded, or a whole unsplit block: Note [Observed block sizes]), which memory_allocated() and the
+        # tool count; under the lens it is round512(nbytes). A smaller block is another allocation (address reused).
+        if hit is None or hit[0] < nbytes or hit[0] > nbytes + (1 << 20) + 511:
             continue  # released before the peak (or its address reused since)
         if hit[1] is not None and hit[1] == p["time_us"]:
-            same_us[path] = same_us.get(path, 0) + nbytes  # freed in the peak's microsecond: before or after it
+            same_us[path] = same_us.get(path, 0) + hit[0]  # freed in the peak's microsecond: before or after it
         else:
-            want[path] = want.get(path, 0) + nbytes
+            want[path] = want.get(path, 0) + hit[0]
+            alive_saved.append([ptr, path])
     got = {m["module"]: m["bytes"] for m in p["activations_by_module"]}
     total_want, total_got = sum(want.values()), p["bytes"]["activation"]
     total_same, total_saved = sum(same_us.values()), sum(all_saved.values())
     rows = sorted(set(want) | set(got) | set(same_us), key=lambda c: -max(want.get(c, 0), got.get(c, 0)))
     table = [[c, got.get(c, 0), want.get(c, 0), same_us.get(c, 0), all_saved.get(c, 0)] for c in rows]
-    checks["activations_by_module_at_peak"] = {"peak_step": k + 1, "module_names": cats.get("module_names"), "rows": table,
-                                               "total": [total_got, total_want, total_same, total_saved]}
     within = lambda g, w, s_: w <= g <= w + s_
-    # --json lists the top 10 modules: each is compared exactly; the rest are in the total
+    wrong = [c for c in rows if not within(got.get(c, 0), want.get(c, 0), same_us.get(c, 0))]
+    checks["activations_by_module_at_peak"] = {"peak_step": k + 1, "module_names": cats.get("module_names"), "rows": table,
+                                               "total": [total_got, total_want, total_same, total_saved], "wrong": wrong}
+    # --json lists every module: each is compared exactly, and the total
     ok["activations_by_module_at_peak"] = (total_want > 0 and cats.get("module_names") == "path" and
-                                           within(total_got, total_want, total_same) and
-                                           all(within(g, want.get(c, 0), same_us.get(c, 0)) for c, g in got.items()))
+                                           within(total_got, total_want, total_same) and not wrong)
+    # what the capture says of the saved storages of the modules that differ (a diagnostic, not a check)
+    checks["misses"] = misses([[ptr, path] for ptr, path in alive_saved if path in wrong][:40], p["time_us"]) if wrong else []
     return checks, ok, cats
 
 
@@ -130,9 +149,12 @@ def print_table(model, cats, checks):
     a = checks["activations_by_module_at_peak"]
     print("  activations by module %s at the peak (step %d): tool | saved, alive at the peak | saved, freed in the"
           " peak's µs | all saved in the step" % (a["module_names"], a["peak_step"]))
-    for c, g, w, same, allsaved in a["rows"][:12]:
+    for c, g, w, same, allsaved in [r for r in a["rows"] if r[0] in a["wrong"]] + a["rows"][:8]:
         print("    %-36s %10.1f MiB %10.1f MiB %8.1f MiB %10.1f MiB" % (c, g / MiB, w / MiB, same / MiB, allsaved / MiB))
     print("    %-36s %10.1f MiB %10.1f MiB %8.1f MiB %10.1f MiB" % ("total", *(x / MiB for x in a["total"])))
+    print("  modules that differ: %d of %d" % (len(a["wrong"]), len(a["rows"])))
+    for m in checks.get("misses", [])[:12]:
+        print("    miss %s" % json.dumps(m)[:600])
     print("  step ends (tool = workload):  params / grads / optimizer state / allocated")
     for i, (pp, gg, oo, ss) in enumerate(zip(checks["parameter_at_step_ends"], checks["gradient_at_step_ends"],
                                              checks["optimizer_state_at_step_ends"], checks["sum_is_allocated_at_step_ends"])):
@@ -160,7 +182,8 @@ def main():
             continue
         result, summary, text, capture = got
         device = [d for d in summary["steps"] if d["steps"]][0]["device"]
-        checks, ok, cats = check(model, result, summary, lambda t, c=capture, d=device: alive_at(a, c, d, t))
+        checks, ok, cats = check(model, result, summary, lambda t, c=capture, d=device: alive_at(a, c, d, t),
+                                 lambda addrs, t, c=capture, d=device: misses_at(a, c, d, t, addrs))
         print_table(model, cats, checks)
         for k in ok:
             print("%s %s %s" % ("PASS" if ok[k] else "FAIL", model, k))

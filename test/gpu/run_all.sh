@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Every GPU check in one device call (device time is scarce). Build here first, then carry dist/native:
 #   make -C native/allocator && <device run, carry dist/native> bash test/gpu/run_all.sh [stage…]
-# Stages: env allocator workload sanitizer stacks micro steps frag probes varlen leaks pytorch-tests summaries oom-sample leaks-convnet keeper-probe budget monitors categories what-if resnet-overhead long-run advice pytorch-mode pytorch-mode-cost ranks-2gpu notebooks (default: env allocator stacks workload sanitizer).
+# Stages: env allocator workload sanitizer stacks micro steps frag probes varlen leaks pytorch-tests summaries oom-sample leaks-convnet keeper-probe budget monitors categories categories-cost what-if resnet-overhead long-run advice pytorch-mode pytorch-mode-cost ranks-2gpu notebooks (default: env allocator stacks workload sanitizer).
 # Each of micro, steps and frag is one part of test/gpu/bench_allocator.py; "bench" runs all three.
 # Results land under $OUT (logs + JSON), one file per stage, so they come back with the call.
 set -u
@@ -81,12 +81,17 @@ for s in "${stages[@]}"; do
     # Issue 29: Lightning's DeviceStatsMonitor logs the native keys and figures under both allocator modes.
     monitors) run_stage monitors 300 python3 test/gpu/monitors_check.py --out "$OUT/monitors" ;;
     oom-sample) run_stage oom-sample 330 python3 test/gpu/oom_sample_check.py --out "$OUT" ;;
-    # Issue 17: categories of GPT-2 (AdamW, bf16) and ResNet-50 under gpumem run vs what the workload measures,
-    # then the step-time overhead of gpumem run (with the bootstrap's phase marks and optimizer tag walk) vs
-    # native: bench_allocator's step benchmark, 3 interleaved rounds, median ratio.
-    categories) run_stage categories 560 bash -c "python3 test/gpu/categories_check.py --out $OUT/categories; rc=\$?
-        python3 test/gpu/bench_allocator.py --so $SO --only steps --models gpt2 resnet50 --step-configs native gpumem-run --rounds 3 | grep -E 'step_ratio|median'
-        exit \$rc" ;;
+    # Issues 17 and 26: categories of GPT-2 (AdamW, bf16) and ResNet-50 under gpumem run vs what the workload
+    # measures, under the lens and under PyTorch's allocator (the default mode's). Its cost is the next stage.
+    categories) run_stage categories 560 bash -c "PYTHONPATH=$PWD/native/python python3 -m gpumem build-observer >/dev/null 2>&1
+        GPUMEM_WATCHDOG_S=250 python3 test/gpu/categories_check.py --allocator lens --out $OUT/categories/lens; a=\$?
+        GPUMEM_WATCHDOG_S=250 python3 test/gpu/categories_check.py --allocator pytorch --out $OUT/categories/pytorch; b=\$?
+        exit \$((a | b))" ;;
+    # Issue 26: step time of `gpumem run` (full recording: stacks, tags, phases, module paths) vs native, the lens
+    # and the default mode, ROUNDS interleaved rounds (default 5): settled (timed steps) and settling (warm-up).
+    categories-cost) run_stage categories-cost 580 bash -c "PYTHONPATH=$PWD/native/python python3 -m gpumem build-observer >/dev/null 2>&1
+        python3 test/gpu/bench_allocator.py --so $SO --only steps --models gpt2 resnet50 \
+        --step-configs native gpumem-run gpumem-run-auto --rounds ${ROUNDS:-5} | grep -E 'step_ratio|median'" ;;
     # Issue 13: what the summary says empty_cache() would release and the largest request without growth,
     # against the allocator then doing it (control socket empty_cache; an allocation of that size).
     what-if) run_stage what-if 240 python3 test/gpu/what_if_check.py --out "$OUT/what-if" ;;

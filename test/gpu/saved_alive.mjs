@@ -5,8 +5,9 @@
 //
 //   node test/gpu/saved_alive.mjs CAPTURE DEVICE TIME_US
 //
-// Prints one JSON line: [[address, size, startUs, endUs], ...] of every allocation whose life overlaps TIME_US
-// (endUs null when it was live at the end of the trace).
+// Prints one JSON line: [[address, size, startUs, endUs, backward], ...] of every allocation whose life overlaps
+// TIME_US (endUs null when it was live at the end of the trace; backward: made by autograd's backward, by its
+// stack — such a block at a saved storage's address is a later allocation that reused it, not the storage).
 import { createRequire } from 'node:module';
 import path from 'node:path';
 
@@ -20,4 +21,9 @@ const addon = createRequire(import.meta.url)(process.env.GPUMEM_ADDON ?? path.jo
 const h = new addon.ModelHandle(capture);
 const t = Number(timeUs);
 const spans = JSON.parse(h.spans(Number(device), t, t, 1 << 30, -1));
-console.log(JSON.stringify(spans.map((s) => [s.address, s.size, s.startUs, s.endUs ?? null])));
+const backward = new Map();
+const inBackward = (id) => {
+  if (!backward.has(id)) backward.set(id, JSON.parse(h.stack(id)).backward === true);
+  return backward.get(id);
+};
+console.log(JSON.stringify(spans.map((s) => [s.address, s.size, s.startUs, s.endUs ?? null, inBackward(s.stackId)])));

@@ -6,7 +6,7 @@ with no gpumem code: the tool must find steps and categories by itself.
 
 It measures the reference figures the check compares with, from PyTorch objects only:
 - at each step end (right after opt.step(), where the tool's step ends): Σ over parameters, over .grad and over
-  the optimizer's CUDA state tensors of round512(numel·element_size), and torch.cuda.memory_allocated();
+  the optimizer's CUDA state tensors of the block holding each (tensor_bytes), and torch.cuda.memory_allocated();
 - per step, the storages autograd saved for backward (torch.autograd.graph.saved_tensors_hooks) that an op of
   that forward created, each with its bytes and the path of the module that created it: a TorchDispatchMode,
   active only around the forward, sees every op's outputs; an output storage that is none of the op's inputs'
@@ -33,8 +33,23 @@ def r512(n):
     return (n + 511) // 512 * 512
 
 
-def tensor_bytes(t):
+def tensor_bytes(t, blocks=None):
+    """Bytes of the allocation that holds t, as memory_allocated() counts them: under PyTorch's allocator the
+    block at its storage's address (the request rounded to 512 B, or a whole unsplit block: Note [Observed block
+    sizes] in native/allocator/src/observer.cc); under the lens round512(numel·size), the lens's own block."""
+    if blocks:
+        size = blocks.get(t.untyped_storage().data_ptr())
+        if size is not None:
+            return size
     return r512(t.numel() * t.element_size())
+
+
+def active_blocks():
+    """Address → size of PyTorch's blocks in use (its allocator only; None under a pluggable allocator)."""
+    if torch.cuda.memory.get_allocator_backend() != "native":
+        return None
+    return {b["address"]: b["size"] for seg in torch.cuda.memory_snapshot() for b in seg["blocks"]
+            if b["state"] == "active_allocated"}
 
 
 def build(name, batch):
@@ -152,10 +167,11 @@ def main():
         loss.backward()
         opt.step()
         state = [v for s in opt.state.values() for v in s.values() if isinstance(v, torch.Tensor) and v.is_cuda]
+        blocks = active_blocks()
         ends.append({
-            "parameter": sum(tensor_bytes(p) for p in params),
-            "gradient": sum(tensor_bytes(p.grad) for p in params if p.grad is not None),
-            "optimizer_state": sum(tensor_bytes(v) for v in state),
+            "parameter": sum(tensor_bytes(p, blocks) for p in params),
+            "gradient": sum(tensor_bytes(p.grad, blocks) for p in params if p.grad is not None),
+            "optimizer_state": sum(tensor_bytes(v, blocks) for v in state),
             "allocated": torch.cuda.memory_allocated(),
         })
         del loss
