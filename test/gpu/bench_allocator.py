@@ -157,6 +157,7 @@ def child_steps(args):
         # The MLP's 3 ms steps are timed 8× as often: a host hiccup then moves its median less.
         n = args.steps * 8 if model == "mlp" else args.steps
         s0 = stats()
+        th0, w0 = _threads(), time.perf_counter()
         times, host, cpu = [], [], []
         for _ in range(n):
             c0, t0 = time.process_time(), time.perf_counter()
@@ -170,6 +171,7 @@ def child_steps(args):
             # less sensitive to other tenants of a shared machine than wall time is.
             cpu.append(c1 - c0)
         s1 = stats()
+        thread_cpu = _thread_cpu(th0, _threads(), time.perf_counter() - w0)
         per_step = lambda key: (s1.get(key, 0) - s0.get(key, 0)) / n  # noqa: E731
         out[model] = {"median_ms": statistics.median(times) * 1e3, "min_ms": min(times) * 1e3,
                       # a low percentile: the step without host interference (the machine is shared)
@@ -186,12 +188,40 @@ def child_steps(args):
                       # Note [Page moves]: trims that stalled on a stream vs pages moved without
                       "trim_syncs_per_step": per_step("num_trim_syncs"),
                       "page_moves_per_step": per_step("num_page_moves"),
+                      "threads": thread_cpu,
                       "times_ms": [round(t * 1e3, 2) for t in times]}
         del step
         import gc
         gc.collect()
     out["stack_info"] = _stack_info()
     return out
+
+
+def _threads():
+    """tid → (name, CPU ticks, last CPU) of this process's threads (/proc; Linux only)."""
+    out = {}
+    try:
+        for tid in os.listdir("/proc/self/task"):
+            with open("/proc/self/task/%s/stat" % tid) as f:
+                st = f.read()
+            name = st[st.index("(") + 1:st.rindex(")")]
+            rest = st[st.rindex(")") + 2:].split()
+            out[tid] = (name, int(rest[11]) + int(rest[12]), int(rest[36]))  # utime + stime; processor
+    except OSError:
+        pass
+    return out
+
+
+def _thread_cpu(before, after, seconds):
+    """Per thread: share of one CPU used while the steps ran, and the CPU it last ran on (where host time goes:
+    a step that is host-bound shows it on the main thread)."""
+    hz = os.sysconf("SC_CLK_TCK")
+    rows = []
+    for tid, (name, ticks, cpu) in after.items():
+        used = (ticks - before.get(tid, (name, 0, cpu))[1]) / hz / seconds if seconds else 0
+        if used >= 0.01:
+            rows.append([name, tid == str(os.getpid()), round(used, 3), cpu])
+    return sorted(rows, key=lambda r: -r[2])
 
 
 def _lens_active(torch):
