@@ -13,7 +13,14 @@
  * - A failed test's message is Markdown trusted for two commands only: the frame link of each line at the peak
  *   (gpuMemoryLens.openFrame) and "Open capture" (gpuMemoryLens.openTestCapture → the snapshot panel). Its location
  *   is the test's `def` line.
+ * - A line's file is the workload's real path; under the folder it is named as the workspace names it (a folder
+ *   reached through a symbolic link would otherwise show, and open, the link's target), relative in the text.
+ * - An error before pytest starts (no interpreter, a wrong setting) errors each test with its message.
  * - Untrusted workspaces list the tests but cannot run them: running executes the workspace's code.
+ * - The extension activates on a workspace that has test files (workspaceContains in package.json): VS Code has no
+ *   activation event for the Testing view, which shows no controller (and no view at all) until one is created.
+ * - test/e2e/testing.test.mjs runs it in a real VS Code: Run Tests in the view, the verdicts, the message's figures
+ *   against the capture, a line link and Open capture.
  */
 import { spawn } from 'node:child_process';
 import * as fs from 'node:fs';
@@ -127,10 +134,16 @@ export class BudgetTests implements vscode.Disposable {
       }
       for (const [folder, items] of byFolder) {
         if (token.isCancellationRequested) break;
-        await this.runFolder(run, folder, items, token);
+        try {
+          await this.runFolder(run, folder, items, token);
+        } catch (e) {
+          // No interpreter, an unwritable session root, a wrong setting: each test says why it did not run (in
+          // the output alone, the tests would stay "not yet run" with nothing on them).
+          const message = `GPU Memory Lens: ${(e as Error).message}`;
+          run.appendOutput(message + '\r\n');
+          items.forEach((i) => run.errored(i, new vscode.TestMessage(message)));
+        }
       }
-    } catch (e) {
-      run.appendOutput(`GPU Memory Lens: ${(e as Error).message}\r\n`);
     } finally {
       run.end();
     }
@@ -173,22 +186,47 @@ export class BudgetTests implements vscode.Disposable {
         else run.errored(item, new vscode.TestMessage(`No result from pytest (exit code ${code}); see the output.`));
         continue;
       }
-      report(run, item, mine, cwd);
+      report(run, item, mine, folderPaths(cwd));
     }
   }
 }
 
-function report(run: vscode.TestRun, item: vscode.TestItem, mine: TestVerdict[], cwd: string): void {
+/**
+ * A workspace folder's path as the editor names it and as the workload's frames name it: Python records a file's
+ * real path (symbolic links resolved), so a folder reached through a link (a home folder on another disk, a
+ * checkout linked into place) has frames under another prefix than its documents.
+ */
+function folderPaths(cwd: string): { cwd: string; real: string } {
+  try {
+    return { cwd, real: fs.realpathSync(cwd) };
+  } catch {
+    return { cwd, real: cwd };
+  }
+}
+
+/** A frame's file as the workspace names it: under the folder (by either path) → under the folder's own path. */
+function inFolder(file: string, { cwd, real }: { cwd: string; real: string }): string {
+  if (!path.isAbsolute(file)) return file;
+  for (const root of [cwd, real]) {
+    const rel = path.relative(root, file);
+    if (!rel.startsWith('..') && !path.isAbsolute(rel)) return path.join(cwd, rel);
+  }
+  return file;
+}
+
+function report(run: vscode.TestRun, item: vscode.TestItem, mine: TestVerdict[], folder: { cwd: string; real: string }): void {
   const failed = mine.filter((v) => v.outcome === 'failed' || v.outcome === 'crashed');
   if (!failed.length) {
     if (mine.every((v) => v.outcome === 'skipped')) run.skipped(item);
     else run.passed(item);
     return;
   }
-  const show = (f: string) => (path.isAbsolute(f) && !path.relative(cwd, f).startsWith('..') ? path.relative(cwd, f) : f);
+  const show = (f: string) => (path.isAbsolute(f) && !path.relative(folder.cwd, f).startsWith('..') ? path.relative(folder.cwd, f) : f);
   const messages = failed.map((v) => {
+    // the lines' links open the workspace's document, and read relative to the folder
+    const lines = v.lines.map((l) => ({ ...l, file: inFolder(l.file, folder) }));
     const md = new vscode.MarkdownString(
-      (mine.length > 1 ? `**${v.nodeid}**\n\n` : '') + verdictMarkdown(v, show),
+      (mine.length > 1 ? `**${v.nodeid}**\n\n` : '') + verdictMarkdown({ ...v, lines }, show),
     );
     md.isTrusted = { enabledCommands: [OPEN_FRAME_COMMAND, OPEN_CAPTURE_COMMAND] };
     const m = new vscode.TestMessage(md);
