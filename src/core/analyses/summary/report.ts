@@ -126,7 +126,7 @@ export function summaryReport(input: ReportInput): string {
   }
   if (summary.user_metadata?.length) {
     // Labels set with torch.cuda.memory._set_memory_metadata (a trace entry's user_metadata).
-    out.push(row('Memory labels (_set_memory_metadata): bytes at the peak, allocations, bytes allocated'));
+    out.push(row('Memory labels (_set_memory_metadata): at the peak, allocations, allocated'));
     out.push(rule('-'));
     for (const u of summary.user_metadata) {
       const dev = summary.devices.length > 1 ? `cuda:${u.device} ` : '';
