@@ -23,10 +23,11 @@ namespace fmt {
 
 GPUMEM_CONSTEXPR char kMagic[8] = {'G', 'P', 'U', 'M', 'E', 'M', '\r', '\n'};
 GPUMEM_CONSTEXPR uint16_t kMajor = 1;
-GPUMEM_CONSTEXPR uint16_t kMinor = 6;  // 1: REC_DEVICE · 2: EndRec.reason/message, DeviceRec.pci_bus_id · 3: REC_TAG,
+GPUMEM_CONSTEXPR uint16_t kMinor = 7;  // 1: REC_DEVICE · 2: EndRec.reason/message, DeviceRec.pci_bus_id · 3: REC_TAG,
                                        // MARK_PHASE · 4: MARK_MODULE_* · 5: REC_AGGREGATED, REC_TIMELINE,
                                        // REC_LINE_TOTALS, kRestated (Note [Capture budget]) · 6: REC_INDEX,
-                                       // EndRec.index_bytes (Note [Capture index])
+                                       // EndRec.index_bytes (Note [Capture index]) · 7: REC_USER_METADATA
+                                       // (Note [User metadata])
 // Upper bound on one record's payload; a larger length means damage, not a real record.
 GPUMEM_CONSTEXPR uint32_t kMaxPayload = 64u << 20;
 GPUMEM_CONSTEXPR uint32_t kMaxHeaderJson = 1u << 20;
@@ -67,7 +68,8 @@ enum RecordType : uint8_t {
   REC_LINE_TOTALS = 48,  // LineTotalsRec + n × LineTotal: allocations per stack in that range (minor 5)
   REC_INDEX = 49,  // IndexRec + per device IndexDevice + nbuckets × IndexBucket: the whole run's overview (minor 6)
   REC_LOST = 50,   // LostRec: events dropped because the writer's bound was hit
-  REC_END = 60,    // EndRec: clean shutdown; absence means the process died
+  REC_USER_METADATA = 51,  // UserMetadataRec: a thread's memory label from now on (minor 7, Note [User metadata])
+  REC_END = 60,            // EndRec: clean shutdown; absence means the process died
 };
 
 struct RecordHeader {
@@ -107,7 +109,9 @@ GPUMEM_CONSTEXPR uint16_t kSegExpandable = 1u << 3;  // the segment is an expand
 // RecordHeader.flags on REC_ALLOC / REC_FREE_REQUESTED (minor 5): a restated event. It stands for block events a
 // budgeted capture compacted away (Note [Capture budget]): after a run of restated events the live blocks are
 // exactly those of the moment they are stamped with. Not a hand-out: readers skip it in allocation counts and
-// totals (REC_LINE_TOTALS carries those). Readers older than minor 5 count it as an ordinary event.
+// totals (REC_LINE_TOTALS carries those). Readers older than minor 5 count it as an ordinary event. On a
+// REC_USER_METADATA (minor 7): a label a compacted range writes around its restated allocations (Note [Labels of
+// restated blocks], compactor.cc); a reader applies it like any other.
 GPUMEM_CONSTEXPR uint16_t kRestated = 1u << 8;
 
 struct BlockEvent {
@@ -311,6 +315,25 @@ struct LineTotal {
   uint64_t bytes;  // their block bytes
 };
 
+// Note [User metadata] (minor 7): PyTorch's torch.cuda.memory._set_memory_metadata(text) labels the trace entries
+// its caching allocator records from then on, on the calling thread (any device; autograd's worker threads keep
+// their own, empty, label), as each entry's `user_metadata`. A REC_USER_METADATA says that from this record on,
+// every block event (REC_ALLOC, REC_FREE_REQUESTED, REC_FREE_COMPLETED) of any device whose BlockEvent.thread is
+// `thread` carries `text` as its user_metadata, until the next REC_USER_METADATA of the same thread (text 0: none).
+// A change record, not a field of BlockEvent: a run that never labels memory pays nothing, and BlockEvent keeps its
+// layout (a new field on every event would cost 8 bytes each and, placed anywhere but the end, a major version).
+// Written by the lens allocator's shim of _set_memory_metadata (native/python/gpumem/_shims.py) and, in the
+// PyTorch-allocator mode, by the observer whenever a thread's trace entries change their user_metadata, each before
+// the events it labels (one writer buffer, so a thread's records are in its program order). A budgeted capture's
+// compacted range writes the labels its restated allocations had again around them (Note [Labels of restated
+// blocks], native/allocator/src/compactor.cc). The reader keeps the label of each event as a pickle's
+// user_metadata (native/addon/src/capture_decoder.cpp) and an exported pickle carries it on those trace entries.
+struct UserMetadataRec {
+  uint64_t t_ns;
+  uint32_t text;    // string id of the label; 0 = none (cleared: "" in PyTorch)
+  uint32_t thread;  // BlockEvent.thread of the events it labels (0 = the main thread)
+};
+
 struct LostRec {
   uint64_t t_ns;
   uint64_t count;  // events dropped since the previous LostRec
@@ -394,6 +417,7 @@ static_assert(sizeof(IndexRec) == 16, "IndexRec layout");
 static_assert(sizeof(IndexDevice) == 112, "IndexDevice layout");
 static_assert(sizeof(IndexBucket) == 56, "IndexBucket layout");
 static_assert(sizeof(TagRec) == 32, "TagRec layout");
+static_assert(sizeof(UserMetadataRec) == 16, "UserMetadataRec layout");
 static_assert(sizeof(AggregatedRec) == 48, "AggregatedRec layout");
 static_assert(sizeof(TimelineRec) == 16, "TimelineRec layout");
 static_assert(sizeof(TimelineBucket) == 40, "TimelineBucket layout");

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Every GPU check in one device call (device time is scarce). Build here first, then carry dist/native:
 #   make -C native/allocator && <device run, carry dist/native> bash test/gpu/run_all.sh [stage…]
-# Stages: env allocator workload sanitizer stacks micro steps frag probes varlen leaks pytorch-tests summaries oom-sample leaks-convnet keeper-probe budget monitors categories categories-cost what-if resnet-overhead long-run advice pytorch-mode pytorch-mode-cost ranks-2gpu notebooks (default: env allocator stacks workload sanitizer).
+# Stages: env allocator workload sanitizer stacks micro steps frag probes varlen leaks pytorch-tests summaries oom-sample leaks-convnet keeper-probe budget monitors metadata categories categories-cost what-if resnet-overhead long-run advice pytorch-mode pytorch-mode-cost ranks-2gpu notebooks (default: env allocator stacks workload sanitizer).
 # Each of micro, steps and frag is one part of test/gpu/bench_allocator.py; "bench" runs all three.
 # Results land under $OUT (logs + JSON), one file per stage, so they come back with the call.
 set -u
@@ -80,6 +80,9 @@ for s in "${stages[@]}"; do
     budget) run_stage budget 330 env GPUMEM_WATCHDOG_S=310 python3 test/gpu/budget_check.py --seconds ${GPUMEM_BUDGET_SECONDS:-120} --out "$OUT/budget" ;;
     # Issue 29: Lightning's DeviceStatsMonitor logs the native keys and figures under both allocator modes.
     monitors) run_stage monitors 300 python3 test/gpu/monitors_check.py --out "$OUT/monitors" ;;
+    # Issue 29: _set_memory_metadata labels reach the capture under --allocator lens and --allocator pytorch, on the
+    # allocations PyTorch labels natively (export and summary --json). Needs dist/cli.js and Node (GPUMEM_NODE).
+    metadata) run_stage metadata 330 python3 test/gpu/metadata_check.py --out "$OUT/metadata" ;;
     oom-sample) run_stage oom-sample 330 python3 test/gpu/oom_sample_check.py --out "$OUT" ;;
     # Issues 17 and 26: categories of GPT-2 (AdamW, bf16) and ResNet-50 under gpumem run vs what the workload
     # measures, under the lens and under PyTorch's allocator (the default mode's). Its cost is the next stage.

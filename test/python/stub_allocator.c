@@ -135,6 +135,14 @@ int gpumem_tag(uint64_t addr, uint64_t size, uint32_t category, const char* name
   pthread_mutex_unlock(&mu);
   return 0;
 }
+int gpumem_user_metadata(const char* text) {
+  if (!log_file) return -1;
+  pthread_mutex_lock(&mu);
+  fprintf(log_file, "user_metadata %s\n", text);
+  fflush(log_file);
+  pthread_mutex_unlock(&mu);
+  return 1;
+}
 int gpumem_notice(const char* text, uint32_t level) {
   if (!log_file) return -1;
   fprintf(log_file, "notice %u %s\n", level, text); fflush(log_file);

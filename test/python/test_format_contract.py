@@ -138,6 +138,20 @@ class Layouts(unittest.TestCase):
         self.assertEqual((len(b), b[-3:]), (32, b"\0\0\0"))
         self.assertEqual(F.StateBlock.unpack_dict(b), dict(addr=1, size=2, requested=3, stack=4, state=1))
 
+    def test_user_metadata_record_is_minor_7_and_documented_so(self):
+        # Note [User metadata]: REC_USER_METADATA (51) came with minor 7 (older readers skip it as a newer minor's);
+        # FORMAT.md gives the version and the same layout, field by field.
+        self.assertEqual((F.REC_USER_METADATA, F.kMajor, F.kMinor), (51, 1, 7))
+        self.assertIs(F.PAYLOAD[F.REC_USER_METADATA], F.UserMetadataRec)
+        L = F.UserMetadataRec
+        self.assertEqual((L.format, L.size, L.fields), ("<QII", 16, ("t_ns", "text", "thread")))
+        doc = (support.ROOT / "native" / "format" / "FORMAT.md").read_text()
+        self.assertIn("# The gpumem capture format (version %d.%d)" % (F.kMajor, F.kMinor), doc)
+        self.assertIn("| 10 | u16 | minor | %d |" % F.kMinor, doc)
+        self.assertIn("**REC_USER_METADATA = 51** (minor 7) — `UserMetadataRec` (16): `0 u64 t_ns · 8 u32 text", doc)
+        self.assertIn("· 12 u32 thread`", doc)
+        self.assertIn("1.7 — memory labels", doc)
+
     def test_every_record_type_has_its_payload_layout(self):
         self.assertEqual(set(F.PAYLOAD), set(F.RecordType))
         self.assertIs(F.PAYLOAD[F.REC_ALLOC], F.BlockEvent)

@@ -203,8 +203,12 @@ class EnvironmentAndRequestTest(unittest.TestCase):
             pool = write(d, "pool.py", "import torch\npool = torch.cuda.MemPool()\n")
             c = _mode.decide("auto", pool, env={}, roots=[d], observer=NO_OBSERVER)
             self.assertEqual((c.mode, c.where), ("pytorch", "pool.py:2"))
+            # Note [Labels and the mode]: a label is kept by both modes, so it needs no PyTorch allocator; a post-facto
+            # annotation of a live allocation (newer PyTorch) still does.
             meta = write(d, "meta.py", "import torch\ntorch.cuda.memory._set_memory_metadata('x')\n")
-            self.assertEqual(_mode.decide("auto", meta, env={}, roots=[d], observer=NO_OBSERVER).where, "meta.py:2")
+            self.assertEqual(_mode.decide("auto", meta, env={}, roots=[d], observer=NO_OBSERVER).mode, "lens")
+            note = write(d, "note.py", "import torch\nx = torch.ones(3, device='cuda')\ntorch.cuda.memory._annotate_tensor(x, 'kv')\n")
+            self.assertEqual(_mode.decide("auto", note, env={}, roots=[d], observer=NO_OBSERVER).where, "note.py:3")
 
     def test_entry_script_from_argv(self):
         with tempfile.TemporaryDirectory() as d:

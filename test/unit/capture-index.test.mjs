@@ -71,7 +71,7 @@ function assertFiguresOfFullOpen(file, overview) {
 test('the writer ends a clean capture with REC_INDEX and an END that names it; the first view reads it and has the full open\'s figures', async () => {
   const file = simCapture('indexed.gpumem', 40, '--leak', String(2 << 20));
   const buf = fs.readFileSync(file);
-  assert.equal(buf.readUInt16LE(10), 6, 'format minor 6');
+  assert.ok(buf.readUInt16LE(10) >= 6, 'format minor 6 or newer (the index is minor 6)');
   const recs = records(buf);
   const end = recs.at(-1);
   assert.equal(end.type, REC_END);

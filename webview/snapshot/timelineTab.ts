@@ -724,6 +724,7 @@ export class TimelinePanel {
         h('div', { class: 'tooltip-title' }, `${formatBytes(s.size[index])} at 0x${s.address[index].toString(16)}`),
         h('div', {}, `allocated at ${atTime(s.startUs[index] - t0)}, ${life}`),
         ...(owner ? [h('div', {}, `owner: ${owner}`)] : []),
+        ...(s.userMetadata?.[index] ? [h('div', { 'data-testid': 'timeline-user-metadata' }, `label: ${s.userMetadata[index]}`)] : []),
         h('pre', { class: 'stack' }, stackLines(cachedStack(s.stackId[index])).join('\n')),
         h('div', { class: 'muted' }, 'Click: open the source line and show the segment map at this moment'),
       );

@@ -230,24 +230,38 @@ void open_into(Opened& o) {
 class Handle : public Napi::ObjectWrap<Handle> {
  public:
   static Napi::Function Define(Napi::Env env) {
-    return DefineClass(
-        env, "ModelHandle",
-        {
-            InstanceMethod("format", &Handle::Format),         InstanceMethod("header", &Handle::Header),
-            InstanceMethod("devices", &Handle::Devices),       InstanceMethod("problems", &Handle::Problems),
-            InstanceMethod("fileInfo", &Handle::FileInfo),     InstanceMethod("poll", &Handle::Poll),
-            InstanceMethod("ended", &Handle::Ended),           InstanceMethod("endRecord", &Handle::EndRecord),
-            InstanceMethod("timeRange", &Handle::TimeRange),   InstanceMethod("current", &Handle::Current),
-            InstanceMethod("timeline", &Handle::Timeline),     InstanceMethod("stateAt", &Handle::StateAt),
-            InstanceMethod("lineStats", &Handle::LineStats),   InstanceMethod("stack", &Handle::Stack),
-            InstanceMethod("markers", &Handle::Markers),       InstanceMethod("stepTable", &Handle::StepTable),
-            InstanceMethod("categories", &Handle::Categories), InstanceMethod("ooms", &Handle::Ooms),
-            InstanceMethod("spans", &Handle::Spans),           InstanceMethod("diff", &Handle::Diff),
-            InstanceMethod("summary", &Handle::Summary),       InstanceMethod("exportPickle", &Handle::ExportPickle),
-            InstanceMethod("whatIf", &Handle::WhatIf),         InstanceMethod("replay", &Handle::Replay),
-            InstanceMethod("eventCount", &Handle::EventCount), InstanceMethod("timings", &Handle::Timings),
-            InstanceMethod("close", &Handle::Close),           InstanceMethod("queryAsync", &Handle::QueryAsync),
-        });
+    return DefineClass(env, "ModelHandle",
+                       {
+                           InstanceMethod("format", &Handle::Format),
+                           InstanceMethod("header", &Handle::Header),
+                           InstanceMethod("devices", &Handle::Devices),
+                           InstanceMethod("problems", &Handle::Problems),
+                           InstanceMethod("fileInfo", &Handle::FileInfo),
+                           InstanceMethod("poll", &Handle::Poll),
+                           InstanceMethod("ended", &Handle::Ended),
+                           InstanceMethod("endRecord", &Handle::EndRecord),
+                           InstanceMethod("timeRange", &Handle::TimeRange),
+                           InstanceMethod("current", &Handle::Current),
+                           InstanceMethod("timeline", &Handle::Timeline),
+                           InstanceMethod("stateAt", &Handle::StateAt),
+                           InstanceMethod("lineStats", &Handle::LineStats),
+                           InstanceMethod("stack", &Handle::Stack),
+                           InstanceMethod("markers", &Handle::Markers),
+                           InstanceMethod("stepTable", &Handle::StepTable),
+                           InstanceMethod("categories", &Handle::Categories),
+                           InstanceMethod("ooms", &Handle::Ooms),
+                           InstanceMethod("userMetadata", &Handle::UserMetadata),
+                           InstanceMethod("spans", &Handle::Spans),
+                           InstanceMethod("diff", &Handle::Diff),
+                           InstanceMethod("summary", &Handle::Summary),
+                           InstanceMethod("exportPickle", &Handle::ExportPickle),
+                           InstanceMethod("whatIf", &Handle::WhatIf),
+                           InstanceMethod("replay", &Handle::Replay),
+                           InstanceMethod("eventCount", &Handle::EventCount),
+                           InstanceMethod("timings", &Handle::Timings),
+                           InstanceMethod("close", &Handle::Close),
+                           InstanceMethod("queryAsync", &Handle::QueryAsync),
+                       });
   }
 
   // new ModelHandle(path) reads the file on the calling thread; openAsync passes an External holding
@@ -390,6 +404,9 @@ class Handle : public Napi::ObjectWrap<Handle> {
     return Str(env, categories_json(M(env), Dev(info, 0), times, info[2].As<Napi::Boolean>().Value()));
   }
   Napi::Value Ooms(const Napi::CallbackInfo& info) { return Str(info.Env(), ooms_json(M(info.Env()))); }
+  Napi::Value UserMetadata(const Napi::CallbackInfo& info) {
+    return Str(info.Env(), user_metadata_json(M(info.Env())));
+  }
   Napi::Value Spans(const Napi::CallbackInfo& info) {
     return Str(info.Env(), spans_json(M(info.Env()), Dev(info, 0), Num(info, 1, -INFINITY), Num(info, 2, INFINITY),
                                       (size_t)Num(info, 3, 1000), (int)Num(info, 4, -1)));

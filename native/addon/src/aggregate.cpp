@@ -195,6 +195,34 @@ std::string summary_json(const Model& m) {
   return j.close(']').close('}').s;
 }
 
+std::string user_metadata_json(const Model& m) {
+  json::Writer j;
+  j.open('[');
+  for (const auto& [idx, d] : m.devices) {
+    if (d.context_and_metadata.empty()) continue;
+    struct Row {
+      uint64_t allocations = 0, allocated = 0, at_peak = 0;
+    };
+    std::map<uint32_t, Row> rows;  // label string id → figures
+    for (const auto& [i, ids] : d.context_and_metadata) {
+      if (ids.second == 0 || i >= d.count() || d.action[i] != ACT_ALLOC) continue;
+      Row& r = rows[ids.second];
+      if (!std::binary_search(d.restated.begin(), d.restated.end(), i)) r.allocations++, r.allocated += d.size[i];
+      if (live_at_peak(d, i)) r.at_peak += d.size[i];
+    }
+    std::vector<std::pair<uint32_t, Row>> sorted(rows.begin(), rows.end());
+    std::sort(sorted.begin(), sorted.end(), [&](const auto& a, const auto& b) {
+      if (a.second.at_peak != b.second.at_peak) return a.second.at_peak > b.second.at_peak;
+      return m.strings[a.first] < m.strings[b.first];
+    });
+    for (const auto& [label, r] : sorted) {
+      j.open('{').kv("device", idx).kvs("label", m.strings[label]).kvu("allocations", r.allocations);
+      j.kvu("allocatedBytes", r.allocated).kvu("bytesAtPeak", r.at_peak).close('}');
+    }
+  }
+  return j.close(']').s;
+}
+
 std::string time_range_json(const Model& m, int index) {
   const DeviceData* d = dev(m, index);
   int64_t t0 = 0, t1 = 0;
@@ -638,6 +666,11 @@ std::string spans_json(const Model& m, int index, double t0, double t1, size_t m
     else
       j.num(is_alloc ? d->t[d->link[i]] : d->t[i]);
     j.kv("stackId", d->stack[i]).kvu("stream", d->stream[i]);
+    if (is_alloc && !d->context_and_metadata.empty()) {
+      auto extra = d->context_and_metadata.find((uint32_t)i);
+      if (extra != d->context_and_metadata.end() && extra->second.second)
+        j.kvs("userMetadata", m.strings[extra->second.second]);
+    }
     j.kv("owner", (int)owner_groups.group_of_event(*d, i)).close('}');
   }
   return j.close(']').s;

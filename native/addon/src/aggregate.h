@@ -26,6 +26,9 @@ std::string diff_json(const Model& a, int dev, double a_us, const Model& b, doub
 // line at each end (Note [Step table]).
 std::string step_table_json(const Model& m, int dev, const std::vector<double>& ends_us);
 std::string devices_json(const Model& m);
+// Memory labels (trace entries' user_metadata: a pickle's, or a capture's REC_USER_METADATA): per device and label,
+// the allocations made under it (restated ones not counted), their bytes, and the bytes of those live at the peak.
+std::string user_metadata_json(const Model& m);
 std::string problems_json(const Model& m);
 // Identity and integrity facts of the file: time origin, last time, REC_DEVICE names, REC_END, REC_LOST.
 std::string file_info_json(const Model& m);

@@ -282,6 +282,11 @@ bool CaptureDecoder::record(Model& m, uint8_t type, uint8_t device, uint16_t fla
                                                     : ACT_FREE_COMPLETED;
       DeviceData& d = dev(m, device);
       if (flags & f::kRestated) d.restated.push_back((uint32_t)d.count());
+      if (!labels_.empty()) {
+        // Note [User metadata] (gpumem_format.h): the label of the event's thread, kept as a pickle's user_metadata.
+        auto it = labels_.find(e.thread);
+        if (it != labels_.end()) d.context_and_metadata[(uint32_t)d.count()] = {na_id_, it->second};
+      }
       d.push_event(to_us(e.t_ns), act, e.addr, e.size, e.requested, e.stream, stack(e.stack), pool_of(flags));
       return true;
     }
@@ -453,6 +458,19 @@ bool CaptureDecoder::record(Model& m, uint8_t type, uint8_t device, uint16_t fla
       if (r.category < f::TAG_PARAMETER || r.category > f::TAG_OPTIMIZER_STATE) return true;  // a newer category
       DeviceData& d = dev(m, device);
       d.tags.push_back(TagData{(uint32_t)d.count(), r.addr, r.size, (uint8_t)r.category});
+      return true;
+    }
+    case f::REC_USER_METADATA: {
+      if (n < sizeof(f::UserMetadataRec)) return too_short("user metadata");
+      auto r = load<f::UserMetadataRec>(p);
+      if (r.text == 0) {
+        labels_.erase(r.thread);
+        return true;
+      }
+      uint32_t text = 0;
+      if (!strings_.get(r.text, text)) text = m.intern("?");  // an unknown id: "unknown", as FORMAT.md §4 says
+      if (labels_.empty()) na_id_ = m.intern("N/A");          // PyTorch's compile_context when there is none
+      labels_[r.thread] = text;
       return true;
     }
     case f::REC_LOST: {

@@ -105,6 +105,10 @@ class CaptureDecoder {
     }
   };
   IdMap strings_, frames_, stacks_;
+  // Each thread's memory label from its last REC_USER_METADATA (BlockEvent.thread → model string id); the model id
+  // of "N/A", the compile_context of a labelled event (Note [User metadata] in gpumem_format.h).
+  std::unordered_map<uint32_t, uint32_t> labels_;
+  uint32_t na_id_ = 0;
   DeviceData* devs_[256] = {};
   uint64_t size_hint_ = 0;
 

@@ -69,6 +69,11 @@ int gpumem_mark(const char* name, uint32_t kind);  // MarkerKind
 // (1 parameter, 2 gradient, 3 optimizer state); `name` may be NULL. Writes a REC_TAG (Note [Tags]).
 int gpumem_tag(uint64_t addr, uint64_t size, uint32_t category, const char* name, int device);
 int gpumem_notice(const char* text, uint32_t level);
+// The calling thread's memory label from now on, as torch.cuda.memory._set_memory_metadata(text) sets PyTorch's
+// (Note [User metadata] in format/gpumem_format.h): its block events, on any device, carry it as user_metadata in
+// the capture and the snapshot pickle; "" clears it. 1: a REC_USER_METADATA was written (the label changed), 0: not
+// (unchanged, or no capture open), -1: text is NULL. No allocator lock, no GIL: safe under PyTorch's allocator lock.
+int gpumem_user_metadata(const char* text);
 // Backward attribution (DESIGN §3): the bootstrap brackets torch.autograd.backward() with these on the
 // calling thread; allocations made meanwhile on threads with no Python frames (autograd workers) get
 // this thread's stack, flagged kStackBackward. Nestable (a counter), one per process.

@@ -230,6 +230,14 @@ GPUMEM_API int gpumem_tag(uint64_t addr, uint64_t size, uint32_t category, const
   return 0;
 }
 
+GPUMEM_API int gpumem_user_metadata(const char* text) {
+  if (!text) {
+    set_last_error("gpumem_user_metadata: text must not be NULL (\"\" clears the label)");
+    return -1;
+  }
+  return rec::user_metadata(text) ? 1 : 0;
+}
+
 GPUMEM_API int gpumem_notice(const char* text, uint32_t level) {
   if (!text || level > 2) {
     set_last_error("gpumem_notice: text must not be NULL and level must be 0 (info), 1 (warning) or 2 (error)");

@@ -62,6 +62,15 @@
 // reached inside a restated moment (a merge) is restated after the whole moment is read, so the moment's own tags
 // are with their blocks.
 //
+// Note [Labels of restated blocks]: a REC_USER_METADATA labels the block events of its thread that follow it (Note
+// [User metadata] in gpumem_format.h). Label records stay verbatim in a compacted range, but a restated allocation
+// sits at its moment, after labels its block never had. So the compactor keeps with each block the label its thread
+// had at its allocation, and before a restated allocation whose thread's label (as a reader has it there) differs,
+// writes that thread's label record stamped with the moment, flagged kRestated; after the moment's restated events,
+// a kRestated record gives each such thread its label back. A merge replays these records to follow the labels, and
+// drops them (they surround restated events, which it restates anew); restated frees get the label a reader has at
+// the moment: only allocations keep theirs exactly.
+//
 // Note [Pending frees across a cut]: a block whose free was requested but has not completed (a record_stream
 // block, or any block when a range ends between its free_requested and its free_completed) is still in its segment
 // and not allocated. The compactor keeps it in `live` as pending, and a restate gives the reader that state too
@@ -194,6 +203,16 @@ void Compactor::compact(const RecordSource& source, std::string* out) {
     uint8_t device = 0;
     uint64_t t = 0;
   } peakDue;
+  auto labelOf = [&](uint32_t thread) -> uint32_t {
+    auto it = labels_.find(thread);
+    return it == labels_.end() ? 0u : it->second;
+  };
+  auto setLabel = [&](uint32_t thread, uint32_t text) {
+    if (text)
+      labels_[thread] = text;
+    else
+      labels_.erase(thread);
+  };
   auto devWork = [&](uint8_t d) -> Work& {
     auto it = work.find(d);
     if (it == work.end()) it = work.emplace(d, Work{devs_[d].live, {}, {}, 0, {}}).first;
@@ -245,6 +264,13 @@ void Compactor::compact(const RecordSource& source, std::string* out) {
       tr.t_ns = t;
       put(out, f::REC_TAG, d, 0, &tr, sizeof tr);
     };
+    // Note [Labels of restated blocks]: threads whose label this moment changes, with the label to give back.
+    std::map<uint32_t, uint32_t> relabelled;
+    auto label = [&](uint32_t thread, uint32_t text) {
+      f::UserMetadataRec lr{t, text, thread};
+      put(out, f::REC_USER_METADATA, 0, f::kRestated, &lr, sizeof lr);
+      setLabel(thread, text);
+    };
     // Address order (the maps'): the same moment restated twice writes the same bytes.
     for (auto& [addr, b] : removed) {
       if (!b->pending) event(f::REC_FREE_REQUESTED, addr, *b);
@@ -252,11 +278,17 @@ void Compactor::compact(const RecordSource& source, std::string* out) {
     }
     for (auto& [addr, b] : requested) event(f::REC_FREE_REQUESTED, addr, *b);
     for (auto& [addr, b] : added) {
+      if (labelOf(b->thread) != b->label) {
+        relabelled.emplace(b->thread, labelOf(b->thread));
+        label(b->thread, b->label);
+      }
       event(f::REC_ALLOC, addr, *b);
       if (b->tagged) tag(*b);
       if (b->pending) event(f::REC_FREE_REQUESTED, addr, *b);
     }
     for (auto& [addr, b] : retagged) tag(*b);
+    for (auto& [thread, text] : relabelled)
+      if (labelOf(thread) != text) label(thread, text);
     if (thin_ && !added.empty()) {
       for (auto it = openModules.rbegin(); it != openModules.rend(); ++it) {
         f::MarkerRec end = it->second;
@@ -290,8 +322,9 @@ void Compactor::compact(const RecordSource& source, std::string* out) {
   source([&](const RecordView& r) {
     const uint64_t i = index++;
     if (peakDue.due) {
-      const bool inMoment = (isBlock(r.type) && (r.flags & f::kRestated)) ||
-                            (r.type == f::REC_TAG && r.n >= 8 && load<uint64_t>(r.payload) == peakDue.t);
+      const bool inMoment =
+          (isBlock(r.type) && (r.flags & f::kRestated)) || ((r.type == f::REC_TAG || r.type == f::REC_USER_METADATA) &&
+                                                            r.n >= 8 && load<uint64_t>(r.payload) == peakDue.t);
       if (!inMoment) peakDue.due = false, restatePeak(peakDue.device, peakDue.t);
     }
     if (isBlock(r.type) && r.n >= sizeof(f::BlockEvent)) {
@@ -301,6 +334,7 @@ void Compactor::compact(const RecordSource& source, std::string* out) {
       devWork(r.device);
       if (r.type == f::REC_ALLOC) {
         Live b{e.size, e.requested, e.stream, e.stack, e.thread, uint16_t(r.flags & ~f::kRestated)};
+        b.label = labelOf(e.thread);
         auto old = dev.live.find(e.addr);
         // A restated allocation of a block the model has (a merge): its tag stays with it.
         if (old != dev.live.end() && old->second.same_block(b) && !original)
@@ -346,6 +380,13 @@ void Compactor::compact(const RecordSource& source, std::string* out) {
     if (r.type == f::REC_STATS) {
       bytes += sizeof(f::RecordHeader) + r.n;
       return;
+    }
+    // Note [Labels of restated blocks]: a label goes on verbatim; the ones written around restated allocations are
+    // followed (the blocks read in the merge carry them) and dropped with those events.
+    if (r.type == f::REC_USER_METADATA && r.n >= sizeof(f::UserMetadataRec)) {
+      auto lr = load<f::UserMetadataRec>(r.payload);
+      setLabel(lr.thread, lr.text);
+      if (r.flags & f::kRestated) return;
     }
     // Note [Tags of restated blocks]: a tag goes with its block, and is written again after the block's restated
     // allocation (at the moments the reader has the block live) instead of where the bootstrap wrote it, when a

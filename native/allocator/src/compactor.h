@@ -45,9 +45,13 @@ class Compactor {
     // The block's category tag (REC_TAG), if one fell in it: restated with the block, Note [Tags of restated blocks].
     fmt::TagRec tag{};
     bool tagged = false;
+    // The label its thread had when it was allocated (REC_USER_METADATA's string id, 0 none): restated with the
+    // block, Note [Labels of restated blocks].
+    uint32_t label = 0;
     // The same allocation (whatever its state).
     bool same_block(const Live& o) const {
-      return size == o.size && requested == o.requested && stream == o.stream && stack == o.stack && flags == o.flags;
+      return size == o.size && requested == o.requested && stream == o.stream && stack == o.stack && flags == o.flags &&
+             label == o.label;
     }
   };
   struct Dev {
@@ -60,6 +64,8 @@ class Compactor {
   uint64_t ranges_ = 0;
   bool thin_ = false;  // merging compacted ranges (merge()): Note [Budget as a cap]
   std::unordered_map<uint8_t, Dev> devs_;
+  // Each thread's label as a reader has it at the start of the next range (REC_USER_METADATA, thread → string id).
+  std::unordered_map<uint32_t, uint32_t> labels_;
 };
 
 }  // namespace gpumem::rec::compactor

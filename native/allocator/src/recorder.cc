@@ -426,6 +426,20 @@ void tag(uint64_t addr, uint64_t size, uint32_t category, const char* name, int 
   writer::append(fmt::REC_TAG, uint8_t(device), 0, &r, sizeof r, nullptr, 0, true);
 }
 
+// Note [User metadata] in gpumem_format.h: one record per change of a thread's label, pinned (never dropped: a lost
+// change would relabel every later event of the thread). `written` is what the file says this thread's label is.
+bool user_metadata(const std::string& text) {
+  thread_local std::string written;
+  if (!active() || g_forked) return false;
+  const uint32_t thread = thread_number();
+  snap::on_user_metadata(thread, text);
+  if (text == written || !writer::is_open()) return false;
+  fmt::UserMetadataRec r{now_ns(), text.empty() ? 0u : stacks::intern_string(text), thread};
+  if (writer::append(fmt::REC_USER_METADATA, 0, 0, &r, sizeof r, nullptr, 0, true) < 0) return false;
+  written = text;
+  return true;
+}
+
 void shutdown(int exit_code) {
   if (g_forked.load() || g_shut.exchange(true)) return;
   sampler::stop();

@@ -56,6 +56,10 @@ int64_t take_snapshot(const char* pickle_path, std::string* err);
 void mark(const std::string& name, uint32_t kind);  // fmt::MarkerKind
 void notice(const std::string& text, uint32_t level);
 void tag(uint64_t addr, uint64_t size, uint32_t category, const char* name, int device);  // fmt::TagRec
+// The calling thread's memory label from now on (Note [User metadata] in gpumem_format.h): a REC_USER_METADATA when
+// it differs from the one last written for this thread, and the snapshot ring's user_metadata. "" clears it. Takes
+// no allocator lock and never the GIL (the observer calls it under PyTorch's allocator lock). True if written.
+bool user_metadata(const std::string& text);
 int process_rank();                   // RANK from the environment (0 if unset)
 std::string default_snapshot_path();  // <capture folder>/snapshot-<pid>-<n>.pickle
 

@@ -24,6 +24,7 @@ using Action = ts::Action;
 struct Entry {
   uint64_t t_ns, addr, size, stream;
   uint32_t stack;
+  uint32_t label;  // index in State::labels (0: none)
   Action action;
 };
 
@@ -60,6 +61,10 @@ struct State {
   std::vector<Ring> rings;  // index = device
   std::vector<Annotation> annotations;
   size_t annotations_next = 0;
+  // Memory labels (_set_memory_metadata): each distinct text once, and each thread's current one.
+  std::vector<std::string> labels{""};
+  std::unordered_map<std::string, uint32_t> label_ids{{"", 0}};
+  std::unordered_map<uint32_t, uint32_t> thread_label;  // BlockEvent.thread → label index
 };
 State& S() {
   static State* s = new State();
@@ -129,6 +134,7 @@ void configure(const Settings& s) {
 
 void on_event(uint8_t type, uint8_t device, const void* payload, uint32_t bytes) {
   Entry e{};
+  uint32_t thread = UINT32_MAX;  // a block event's thread: its label is looked up under the mutex
   switch (type) {
     case fmt::REC_ALLOC:
     case fmt::REC_FREE_REQUESTED:
@@ -136,7 +142,8 @@ void on_event(uint8_t type, uint8_t device, const void* payload, uint32_t bytes)
       if (bytes < sizeof(fmt::BlockEvent)) return;
       fmt::BlockEvent b;
       std::memcpy(&b, payload, sizeof b);
-      e = Entry{b.t_ns, b.addr, b.size, b.stream, b.stack, Action(uint8_t(Action::alloc) + (type - fmt::REC_ALLOC))};
+      e = Entry{b.t_ns, b.addr, b.size, b.stream, b.stack, 0, Action(uint8_t(Action::alloc) + (type - fmt::REC_ALLOC))};
+      thread = b.thread;
       break;
     }
     case fmt::REC_SEGMENT_ALLOC:
@@ -146,8 +153,13 @@ void on_event(uint8_t type, uint8_t device, const void* payload, uint32_t bytes)
       if (bytes < sizeof(fmt::SegmentEvent)) return;
       fmt::SegmentEvent s;
       std::memcpy(&s, payload, sizeof s);
-      e = Entry{s.t_ns,   s.addr,  s.size,
-                s.stream, s.stack, Action(uint8_t(Action::segment_alloc) + (type - fmt::REC_SEGMENT_ALLOC))};
+      e = Entry{s.t_ns,
+                s.addr,
+                s.size,
+                s.stream,
+                s.stack,
+                0,
+                Action(uint8_t(Action::segment_alloc) + (type - fmt::REC_SEGMENT_ALLOC))};
       break;
     }
     case fmt::REC_OOM: {
@@ -155,7 +167,7 @@ void on_event(uint8_t type, uint8_t device, const void* payload, uint32_t bytes)
       fmt::OomRec o;
       std::memcpy(&o, payload, sizeof o);
       // PyTorch's oom entry: addr = the device's free bytes, size = the request.
-      e = Entry{o.t_ns, o.device_free, o.requested, o.stream, o.stack, Action::oom};
+      e = Entry{o.t_ns, o.device_free, o.requested, o.stream, o.stack, 0, Action::oom};
       break;
     }
     default: return;
@@ -163,8 +175,26 @@ void on_event(uint8_t type, uint8_t device, const void* payload, uint32_t bytes)
   State& s = S();
   std::lock_guard<std::mutex> lk(s.mu);
   if (s.settings.trace_entries == 0) return;
+  if (thread != UINT32_MAX && !s.thread_label.empty()) {
+    auto it = s.thread_label.find(thread);
+    if (it != s.thread_label.end()) e.label = it->second;
+  }
   if (s.rings.size() <= device) s.rings.resize(size_t(device) + 1);
   s.rings[device].add(e, s.settings.trace_entries);
+}
+
+void on_user_metadata(uint32_t thread, const std::string& text) {
+  State& s = S();
+  std::lock_guard<std::mutex> lk(s.mu);
+  auto it = s.label_ids.find(text);
+  if (it == s.label_ids.end()) {
+    it = s.label_ids.emplace(text, uint32_t(s.labels.size())).first;
+    s.labels.push_back(text);
+  }
+  if (it->second)
+    s.thread_label[thread] = it->second;
+  else
+    s.thread_label.erase(thread);
 }
 
 void on_annotation(bool begin, const std::string& name, int device, uint64_t t_ns) {
@@ -191,17 +221,20 @@ void on_snapshot(uint64_t t_ns) {
   if (s.rings.size() < active.size()) s.rings.resize(active.size());
   // PyTorch's 'snapshot' entry: addr 0, size = the device's active bytes, no frames key.
   for (size_t d = 0; d < s.rings.size(); d++)
-    s.rings[d].add(Entry{t_ns, 0, d < active.size() ? active[d] : 0, 0, 0, Action::snapshot}, s.settings.trace_entries);
+    s.rings[d].add(Entry{t_ns, 0, d < active.size() ? active[d] : 0, 0, 0, 0, Action::snapshot},
+                   s.settings.trace_entries);
 }
 
 std::string build() {
   Settings settings;
   std::vector<std::vector<Entry>> traces;
   std::vector<Annotation> annotations;
+  std::vector<std::string> labels;
   {
     State& s = S();
     std::lock_guard<std::mutex> lk(s.mu);
     settings = s.settings;
+    labels = s.labels;
     for (auto& r : s.rings) traces.push_back(r.ordered());
     size_t n = s.annotations.size();
     for (size_t i = 0; i < n; i++) annotations.push_back(s.annotations[(s.annotations_next + i) % n]);
@@ -220,7 +253,8 @@ std::string build() {
   for (auto& dev : traces) {
     p.begin_list();
     for (auto& e : dev) {
-      ts::begin_trace_entry(p, e.action, e.addr, e.size, e.stream, int64_t(to_us(settings, e.t_ns)));
+      ts::begin_trace_entry(p, e.action, e.addr, e.size, e.stream, int64_t(to_us(settings, e.t_ns)), "N/A",
+                            e.label < labels.size() ? std::string_view(labels[e.label]) : std::string_view());
       if (ts::trace_entry_has_frames(e.action)) p.raw(frames.get(e.stack));
       ts::end_trace_entry(p);
     }

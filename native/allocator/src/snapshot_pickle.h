@@ -22,6 +22,9 @@ void configure(const Settings& s);
 void on_event(uint8_t type, uint8_t device, const void* payload, uint32_t bytes);
 // record_function ranges → external_annotations (stage START/END).
 void on_annotation(bool begin, const std::string& name, int device, uint64_t t_ns);
+// The label of `thread`'s block events from now on (Note [User metadata] in gpumem_format.h): their trace entries'
+// user_metadata, as PyTorch's own ring keeps it. "" clears it.
+void on_user_metadata(uint32_t thread, const std::string& text);
 // A 'snapshot' trace entry on every device, as PyTorch adds when a snapshot is taken.
 void on_snapshot(uint64_t t_ns);
 

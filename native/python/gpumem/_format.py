@@ -10,7 +10,7 @@ import struct
 # ---- constants
 kMagic = b'GPUMEM\r\n'
 kMajor = 1
-kMinor = 6
+kMinor = 7
 kMaxPayload = 67108864
 kMaxHeaderJson = 1048576
 kStackBackward = 1
@@ -46,8 +46,9 @@ REC_TIMELINE = 47
 REC_LINE_TOTALS = 48
 REC_INDEX = 49
 REC_LOST = 50
+REC_USER_METADATA = 51
 REC_END = 60
-RecordType = {1: 'REC_STRING', 2: 'REC_FRAME', 3: 'REC_STACK', 10: 'REC_ALLOC', 11: 'REC_FREE_REQUESTED', 12: 'REC_FREE_COMPLETED', 13: 'REC_SEGMENT_ALLOC', 14: 'REC_SEGMENT_FREE', 15: 'REC_SEGMENT_MAP', 16: 'REC_SEGMENT_UNMAP', 20: 'REC_EMPTY_CACHE', 21: 'REC_OOM', 30: 'REC_STATE', 40: 'REC_DEVICE_SAMPLE', 41: 'REC_MARKER', 42: 'REC_NOTICE', 43: 'REC_STATS', 44: 'REC_DEVICE', 45: 'REC_TAG', 46: 'REC_AGGREGATED', 47: 'REC_TIMELINE', 48: 'REC_LINE_TOTALS', 49: 'REC_INDEX', 50: 'REC_LOST', 60: 'REC_END'}
+RecordType = {1: 'REC_STRING', 2: 'REC_FRAME', 3: 'REC_STACK', 10: 'REC_ALLOC', 11: 'REC_FREE_REQUESTED', 12: 'REC_FREE_COMPLETED', 13: 'REC_SEGMENT_ALLOC', 14: 'REC_SEGMENT_FREE', 15: 'REC_SEGMENT_MAP', 16: 'REC_SEGMENT_UNMAP', 20: 'REC_EMPTY_CACHE', 21: 'REC_OOM', 30: 'REC_STATE', 40: 'REC_DEVICE_SAMPLE', 41: 'REC_MARKER', 42: 'REC_NOTICE', 43: 'REC_STATS', 44: 'REC_DEVICE', 45: 'REC_TAG', 46: 'REC_AGGREGATED', 47: 'REC_TIMELINE', 48: 'REC_LINE_TOTALS', 49: 'REC_INDEX', 50: 'REC_LOST', 51: 'REC_USER_METADATA', 60: 'REC_END'}
 
 # ---- enum BlockState : uint8_t
 BLOCK_INACTIVE = 0
@@ -135,6 +136,7 @@ TimelineRec = Layout('TimelineRec', '<QII', ('bucket_ns', 'nbuckets', 'pad'), (0
 TimelineBucket = Layout('TimelineBucket', '<Qqqqq', ('t_ns', 'allocated_min', 'allocated_max', 'reserved_min', 'reserved_max'), (0, 8, 16, 24, 32))  # 40 bytes
 LineTotalsRec = Layout('LineTotalsRec', '<II', ('n', 'pad'), (0, 4))  # 8 bytes
 LineTotal = Layout('LineTotal', '<IIQQ', ('stack', 'pad', 'count', 'bytes'), (0, 4, 8, 16))  # 24 bytes
+UserMetadataRec = Layout('UserMetadataRec', '<QII', ('t_ns', 'text', 'thread'), (0, 8, 12))  # 16 bytes
 LostRec = Layout('LostRec', '<QQ', ('t_ns', 'count'), (0, 8))  # 16 bytes
 EndRec = Layout('EndRec', '<QiIII', ('t_ns', 'exit_code', 'reason', 'message', 'index_bytes'), (0, 8, 12, 16, 20))  # 24 bytes
 IndexRec = Layout('IndexRec', '<IHHQ', ('ndevices', 'device_bytes', 'bucket_bytes', 't_ns'), (0, 4, 6, 8))  # 16 bytes
@@ -182,8 +184,8 @@ def records(data, offset):
         yield offset, rtype, device, flags, data[start:start + n]
         offset = start + n
 
-LAYOUTS = {'FileHeader': FileHeader, 'RecordHeader': RecordHeader, 'StringRec': StringRec, 'FrameRec': FrameRec, 'StackRec': StackRec, 'BlockEvent': BlockEvent, 'SegmentEvent': SegmentEvent, 'EmptyCacheRec': EmptyCacheRec, 'OomRec': OomRec, 'StateRec': StateRec, 'StateSegment': StateSegment, 'StateBlock': StateBlock, 'DeviceSampleRec': DeviceSampleRec, 'MarkerRec': MarkerRec, 'NoticeRec': NoticeRec, 'StatsRec': StatsRec, 'DeviceRec': DeviceRec, 'TagRec': TagRec, 'AggregatedRec': AggregatedRec, 'TimelineRec': TimelineRec, 'TimelineBucket': TimelineBucket, 'LineTotalsRec': LineTotalsRec, 'LineTotal': LineTotal, 'LostRec': LostRec, 'EndRec': EndRec, 'IndexRec': IndexRec, 'IndexDevice': IndexDevice, 'IndexBucket': IndexBucket}
+LAYOUTS = {'FileHeader': FileHeader, 'RecordHeader': RecordHeader, 'StringRec': StringRec, 'FrameRec': FrameRec, 'StackRec': StackRec, 'BlockEvent': BlockEvent, 'SegmentEvent': SegmentEvent, 'EmptyCacheRec': EmptyCacheRec, 'OomRec': OomRec, 'StateRec': StateRec, 'StateSegment': StateSegment, 'StateBlock': StateBlock, 'DeviceSampleRec': DeviceSampleRec, 'MarkerRec': MarkerRec, 'NoticeRec': NoticeRec, 'StatsRec': StatsRec, 'DeviceRec': DeviceRec, 'TagRec': TagRec, 'AggregatedRec': AggregatedRec, 'TimelineRec': TimelineRec, 'TimelineBucket': TimelineBucket, 'LineTotalsRec': LineTotalsRec, 'LineTotal': LineTotal, 'UserMetadataRec': UserMetadataRec, 'LostRec': LostRec, 'EndRec': EndRec, 'IndexRec': IndexRec, 'IndexDevice': IndexDevice, 'IndexBucket': IndexBucket}
 # Record type -> its payload's layout (the payload may be longer: variable parts, newer minors).
-PAYLOAD = {REC_STRING: StringRec, REC_FRAME: FrameRec, REC_STACK: StackRec, REC_ALLOC: BlockEvent, REC_FREE_REQUESTED: BlockEvent, REC_FREE_COMPLETED: BlockEvent, REC_SEGMENT_ALLOC: SegmentEvent, REC_SEGMENT_FREE: SegmentEvent, REC_SEGMENT_MAP: SegmentEvent, REC_SEGMENT_UNMAP: SegmentEvent, REC_EMPTY_CACHE: EmptyCacheRec, REC_OOM: OomRec, REC_STATE: StateRec, REC_DEVICE_SAMPLE: DeviceSampleRec, REC_MARKER: MarkerRec, REC_NOTICE: NoticeRec, REC_STATS: StatsRec, REC_DEVICE: DeviceRec, REC_TAG: TagRec, REC_AGGREGATED: AggregatedRec, REC_TIMELINE: TimelineRec, REC_LINE_TOTALS: LineTotalsRec, REC_INDEX: IndexRec, REC_LOST: LostRec, REC_END: EndRec}
+PAYLOAD = {REC_STRING: StringRec, REC_FRAME: FrameRec, REC_STACK: StackRec, REC_ALLOC: BlockEvent, REC_FREE_REQUESTED: BlockEvent, REC_FREE_COMPLETED: BlockEvent, REC_SEGMENT_ALLOC: SegmentEvent, REC_SEGMENT_FREE: SegmentEvent, REC_SEGMENT_MAP: SegmentEvent, REC_SEGMENT_UNMAP: SegmentEvent, REC_EMPTY_CACHE: EmptyCacheRec, REC_OOM: OomRec, REC_STATE: StateRec, REC_DEVICE_SAMPLE: DeviceSampleRec, REC_MARKER: MarkerRec, REC_NOTICE: NoticeRec, REC_STATS: StatsRec, REC_DEVICE: DeviceRec, REC_TAG: TagRec, REC_AGGREGATED: AggregatedRec, REC_TIMELINE: TimelineRec, REC_LINE_TOTALS: LineTotalsRec, REC_INDEX: IndexRec, REC_LOST: LostRec, REC_USER_METADATA: UserMetadataRec, REC_END: EndRec}
 # The header's static_asserts: struct name -> size in bytes.
-STATIC_ASSERTS = {'FileHeader': 16, 'RecordHeader': 8, 'BlockEvent': 48, 'SegmentEvent': 56, 'StateSegment': 56, 'StateBlock': 32, 'EndRec': 24, 'IndexRec': 16, 'IndexDevice': 112, 'IndexBucket': 56, 'TagRec': 32, 'AggregatedRec': 48, 'TimelineRec': 16, 'TimelineBucket': 40, 'LineTotalsRec': 8, 'LineTotal': 24}
+STATIC_ASSERTS = {'FileHeader': 16, 'RecordHeader': 8, 'BlockEvent': 48, 'SegmentEvent': 56, 'StateSegment': 56, 'StateBlock': 32, 'EndRec': 24, 'IndexRec': 16, 'IndexDevice': 112, 'IndexBucket': 56, 'TagRec': 32, 'UserMetadataRec': 16, 'AggregatedRec': 48, 'TimelineRec': 16, 'TimelineBucket': 40, 'LineTotalsRec': 8, 'LineTotal': 24}

@@ -16,12 +16,23 @@ roots, followed statically; nothing is executed)
 - captures CUDA graphs itself (`torch.cuda.graph`, `CUDAGraph`, `make_graphed_callables`);
 - uses `torch.multiprocessing` (sharing CUDA tensors needs PyTorch's IPC handles);
 - sets PYTORCH_CUDA_ALLOC_CONF / PYTORCH_ALLOC_CONF itself, or calls `_set_allocator_settings`;
-- uses a private pool (`torch.cuda.MemPool`, `use_mem_pool`), labels memory (`_set_memory_metadata`) or
-  attaches an out-of-memory observer (`_cuda_attach_out_of_memory_observer`): PyTorch offers none of
-  them to a pluggable allocator;
+- uses a private pool (`torch.cuda.MemPool`, `use_mem_pool`), annotates live allocations
+  (`_annotate_memory`, `_annotate_tensor`: newer than PyTorch 2.11) or attaches an out-of-memory observer
+  (`_cuda_attach_out_of_memory_observer`): PyTorch offers none of them to a pluggable allocator;
 or when the environment's PYTORCH_CUDA_ALLOC_CONF (or PYTORCH_ALLOC_CONF) names any setting: a backend
 (`backend:cudaMallocAsync`), `expandable_segments`, `max_split_size_mb`, … The lens allocator honours
 none of them, and the user chose them on purpose; their run keeps its allocator.
+Note [Labels and the mode]: labelling memory (`_set_memory_metadata`) made `auto` keep PyTorch's allocator until
+the lens kept labels (issue 29). Now both modes write them into the capture (REC_USER_METADATA, Note [User
+metadata] in native/format/gpumem_format.h): the lens through its shim (Note [Memory labels under the lens] in
+_shims.py, which also gives our _snapshot() the trace entries' user_metadata and _get_memory_metadata() the
+thread's label), the PyTorch-allocator mode from the trace entries PyTorch stamps. So a label is no reason to keep
+PyTorch's allocator, and the scan no longer counts it. Decided so because the only runs it changes are those where
+the observer cannot be built (everywhere else `auto` takes PyTorch's allocator anyway): there the choice is the lens
+against PyTorch's history (5–10 % slower, Note [Observing PyTorch's allocator] in native/python/README.md), and
+labels come out the same in both, on the same allocations (the label is the allocating thread's in both; the lens
+drops it only on segment events, which have no thread). Still counted: post-facto annotations of one live
+allocation (`_annotate_memory`), which only PyTorch's allocator records.
 The analysis reads Python's own syntax tree, so comments, strings and docstrings never trigger it;
 `cudnn.benchmark = False` does not either. The first reason found (file:line) is the one reported: it
 says why the run must keep PyTorch's allocator even where the observer cannot be built.
@@ -227,8 +238,8 @@ def _visit(tree):
                 hit(node, "changes PyTorch's allocator settings (%s)" % fn)
             elif last in ("MemPool", "use_mem_pool"):
                 hit(node, "uses a private memory pool (%s; PyTorch offers pools to its own allocator only)" % fn)
-            elif last == "_set_memory_metadata":
-                hit(node, "labels memory with %s (only PyTorch's allocator keeps the labels)" % fn)
+            elif last in ("_annotate_memory", "_annotate_tensor"):
+                hit(node, "annotates live allocations with %s (only PyTorch's allocator records them)" % fn)
             elif last == "_cuda_attach_out_of_memory_observer":
                 hit(node, "attaches an out-of-memory observer (only PyTorch's allocator calls it)")
         elif isinstance(node, ast.Attribute):

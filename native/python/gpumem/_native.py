@@ -41,6 +41,7 @@ class Allocator:
             "gpumem_mark": (c.c_int, [c.c_char_p, c.c_uint32]),
             "gpumem_notice": (c.c_int, [c.c_char_p, c.c_uint32]),
             "gpumem_tag": (c.c_int, [c.c_uint64, c.c_uint64, c.c_uint32, c.c_char_p, c.c_int]),
+            "gpumem_user_metadata": (c.c_int, [c.c_char_p]),
             "gpumem_backward_begin": (None, []),
             "gpumem_backward_end": (None, []),
             "gpumem_shutdown": (None, [c.c_int]),
@@ -137,6 +138,11 @@ class Allocator:
 
     def notice(self, text, level=NOTICE_WARNING):
         return self.lib.gpumem_notice(str(text).encode("utf-8", "replace"), level) == 0
+
+    def user_metadata(self, text):
+        """The calling thread's memory label from now on ("" clears it): Note [User metadata] in
+        native/format/gpumem_format.h. True when the capture got a REC_USER_METADATA (the label changed)."""
+        return self.lib.gpumem_user_metadata(str(text).encode("utf-8", "replace")) == 1
 
     def backward_begin(self):
         self.lib.gpumem_backward_begin()

@@ -29,7 +29,7 @@ from ._where import warn
 # PyTorch's TraceEntry action names, in its enum order (the codes gpumem_observe_event takes).
 ACTIONS = {"alloc": 0, "free_requested": 1, "free_completed": 2, "segment_alloc": 3, "segment_free": 4,
            "segment_map": 5, "segment_unmap": 6, "snapshot": 7, "oom": 8, "user_defined": 9}
-OBSERVER_VERSION = 3  # 3: the lens OOM glue (Note [Lens OOM type])
+OBSERVER_VERSION = 4  # 3: the lens OOM glue (Note [Lens OOM type]) · 4: trace entries' user_metadata (labels)
 
 # Note [Observer stacks] (native/allocator/src/observer.h): the tracker hands each TraceEntry to
 # gpumem_observe_event under PyTorch's allocator lock, where the GIL must never be taken; the stack comes
@@ -54,18 +54,34 @@ static_assert(CCA::TraceEntry::ALLOC == 0 && CCA::TraceEntry::FREE_REQUESTED == 
 typedef int (*EventFn)(int, int, uint64_t, uint64_t, uint64_t, uint32_t, uint64_t);
 typedef uint32_t (*TakeFn)(int);
 typedef uint32_t (*GatherFn)();
+typedef int (*LabelFn)(const char*);
 static EventFn g_event = nullptr;
 static TakeFn g_take = nullptr;
 static GatherFn g_gather = nullptr;
+static LabelFn g_label = nullptr;
+// Note [User metadata] (native/format/gpumem_format.h): PyTorch 2.10+ stamps each trace entry with its thread's
+// _set_memory_metadata label (TraceEntry::user_metadata_); older ones have no such field (nothing to pass on).
+template <class T> auto label_of(const T& te, int) -> decltype(&te.user_metadata_) { return &te.user_metadata_; }
+template <class T> const std::string* label_of(const T&, long) { return nullptr; }
 // Runs under PyTorch's allocator lock: no GIL, no I/O (gpumem_observe_event only appends to a buffer).
-void attach(int64_t event_fn, int64_t take_fn, int64_t gather_fn) {
+void attach(int64_t event_fn, int64_t take_fn, int64_t gather_fn, int64_t label_fn) {
   g_event = reinterpret_cast<EventFn>(event_fn);
   g_take = reinterpret_cast<TakeFn>(take_fn);
   g_gather = reinterpret_cast<GatherFn>(gather_fn);
+  g_label = reinterpret_cast<LabelFn>(label_fn);
   py::gil_scoped_release no_gil;  // attaching takes each device's allocator lock
   CCA::attachAllocatorTraceTracker([](const CCA::TraceEntry& te) {
     const int a = static_cast<int>(te.action_);
     if (a > CCA::TraceEntry::OOM) return;
+    // The label first, so the capture has it before the event it labels; only when this thread's label changed
+    // (gpumem_user_metadata writes a REC_USER_METADATA for the calling thread: the tracker runs on the entry's).
+    if (const std::string* label = label_of(te, 0)) {
+      thread_local std::string last;
+      if (g_label && *label != last) {
+        last = *label;
+        g_label(label->c_str());
+      }
+    }
     const bool who = a == CCA::TraceEntry::ALLOC || a == CCA::TraceEntry::SEGMENT_ALLOC ||
                      a == CCA::TraceEntry::SEGMENT_MAP || a == CCA::TraceEntry::OOM;
     g_event(static_cast<int>(te.device_), a, static_cast<uint64_t>(te.addr_), static_cast<uint64_t>(te.size_),
@@ -148,6 +164,7 @@ class Observer:
             "gpumem_observe_state": (c.c_int64, [c.c_int, c.c_uint32, c.c_char_p]),
             "gpumem_observe_device": (c.c_int, [c.c_int, c.c_char_p, c.c_uint64, c.c_char_p]),
             "gpumem_observe_info": (c.c_size_t, [c.c_char_p, c.c_size_t]),
+            "gpumem_user_metadata": (c.c_int, [c.c_char_p]),
             "gpumem_observe_figures": (None, [c.c_int] + [c.c_uint64] * 5),
         }
         for name, (res, args) in sig.items():
@@ -165,6 +182,10 @@ class Observer:
 
     def event(self, device, action, addr, size, stream=0, stack=0, t_ns=0):
         return self.lib.gpumem_observe_event(device, action, addr, size, stream, stack, t_ns) == 1
+
+    def label(self, text):
+        """This thread's memory label from now on (Note [User metadata] in native/format/gpumem_format.h)."""
+        return self.lib.gpumem_user_metadata(text.encode("utf-8", "replace")) == 1
 
     def stack_of_frames(self, frames, flags=0):
         return self.lib.gpumem_observe_frames(json.dumps(frames).encode("utf-8", "replace"), flags)
@@ -189,11 +210,13 @@ class Observer:
 
 def feed_trace(observer, trace, device=0, stacks=None, since_us=None):
     """PyTorch snapshot trace entries (device_traces[device]) → gpumem_observe_event, in order. Frames
-    become interned stacks (innermost first, as PyTorch lists them). Returns (recorded, dropped, last
-    time_us). The same C++ conversion the live tracker uses (Note [Observer])."""
+    become interned stacks (innermost first, as PyTorch lists them); each entry's user_metadata becomes the
+    calling thread's label before its event (Note [User metadata] in native/format/gpumem_format.h). Returns
+    (recorded, dropped, last time_us). The same C++ conversion the live tracker uses (Note [Observer])."""
     stacks = {} if stacks is None else stacks
     recorded = dropped = 0
     last = since_us
+    label = None  # the user_metadata last passed on (Note [User metadata]): entries change it, in their order
     for e in trace:
         t = e.get("time_us")
         if since_us is not None and t is not None and t <= since_us:
@@ -201,6 +224,10 @@ def feed_trace(observer, trace, device=0, stacks=None, since_us=None):
         action = ACTIONS.get(e.get("action"))
         if action is None or action in (ACTIONS["snapshot"], ACTIONS["user_defined"]):
             continue
+        text = e.get("user_metadata") or ""
+        if text != label:
+            label = text
+            observer.label(text if isinstance(text, str) else json.dumps(text, separators=(",", ":")))
         frames = e.get("frames") or []
         key = tuple((f.get("filename", ""), f.get("name", ""), int(f.get("line", 0) or 0)) for f in frames)
         stack = stacks.get(key)
@@ -523,7 +550,7 @@ def _start_source(torch):
     if mod is not None:
         try:
             mod.attach(_obs.address("gpumem_observe_event"), _obs.address("gpumem_observe_take_stack"),
-                       _obs.address("gpumem_observe_gather"))
+                       _obs.address("gpumem_observe_gather"), _obs.address("gpumem_user_metadata"))
             _tracker = mod
             _history_view.apply_ours()
             _seed(torch)

@@ -17,10 +17,26 @@ PyTorch does not offer to pluggable allocators ("pluggable does not yet support 
 A stand-in class would not be a torch._C._MemPool (CUDA graph capture retains pools by that type) and
 could not honour MemPool(allocator=…), use_on_oom or no_split, so we do not pretend: the constructor
 raises a RuntimeError that says why and names the mode to re-run with.
+
+Note [Memory labels under the lens]: torch.cuda.memory._set_memory_metadata(text) (PyTorch 2.10+) labels the trace
+entries PyTorch's own allocator records from then on, on the calling thread; under a pluggable allocator it is
+accepted and does nothing (and _get_memory_metadata() returns ""). The shim gives the label to the lens allocator
+(gpumem_user_metadata: a REC_USER_METADATA in the capture, Note [User metadata] in native/format/gpumem_format.h,
+and the user_metadata of the trace entries our _snapshot()/_dump_snapshot() return) and keeps it per thread for
+_get_memory_metadata(), as PyTorch does. Like PyTorch's, the label is the calling thread's: allocations of
+autograd's worker threads carry none. It initialises CUDA first when nothing has yet (the capture opens there), as
+our _record_memory_history does. A dict (newer PyTorch's structured metadata) is written as compact JSON; anything
+else but a str raises TypeError. Where a newer torch has _memory_metadata_supported() (False for a pluggable
+allocator, so that best-effort labelling code skips its labels), it says True. torch.cuda.memory._annotate_memory
+(a label on one live allocation) is not in PyTorch 2.11 and is not shimmed (Note [Labels and the mode] in _mode.py
+keeps PyTorch's allocator for it); record_function ranges, PyTorch's other annotation, are markers already
+(_markers.py) and an exported pickle's external_annotations.
 """
 import collections
 import functools
+import json
 import pickle
+import threading
 import warnings
 
 from . import _history, _stats, _summary
@@ -138,6 +154,28 @@ def _record_memory_history(enabled="all", *args, **kwargs):
         _torch.cuda._lazy_init()
     _history.record(enabled, **kwargs)
     return None
+
+
+_labels = threading.local()  # Note [Memory labels under the lens]: this thread's label ("" none)
+
+
+def _set_memory_metadata(metadata):
+    if isinstance(metadata, dict):
+        metadata = json.dumps(metadata, separators=(",", ":"))
+    if not isinstance(metadata, str):
+        raise TypeError("_set_memory_metadata(): metadata must be a str, not %s" % type(metadata).__name__)
+    if not _initialized():
+        _torch.cuda._lazy_init()
+    _labels.text = metadata
+    STATE.native.user_metadata(metadata)
+
+
+def _get_memory_metadata():
+    return getattr(_labels, "text", "")
+
+
+def _memory_metadata_supported():
+    return True
 
 
 def get_per_process_memory_fraction(device=None):
@@ -292,6 +330,13 @@ def apply(torch):
         memory.MemPool = wrapped
         if getattr(cuda, "MemPool", None) is pool:
             cuda.MemPool = wrapped
+    # Note [Memory labels under the lens]: only where this torch has the API (2.10+).
+    for name, shim in (("_set_memory_metadata", _set_memory_metadata), ("_get_memory_metadata", _get_memory_metadata),
+                       ("_memory_metadata_supported", _memory_metadata_supported)):
+        original = getattr(memory, name, None)
+        if original is not None:
+            functools.update_wrapper(shim, original, assigned=("__doc__",), updated=())
+            setattr(memory, name, shim)
     setter = getattr(memory, "set_per_process_memory_fraction", None)
     if setter is not None:
         wrapped = _wrap_set_fraction(setter)

@@ -17,6 +17,15 @@ export interface SummaryDevice extends DeviceSummary {
   peak_step: number | null;
 }
 
+/** Allocations made under one memory label (`_set_memory_metadata`), from the trace entries' user_metadata. */
+export interface UserMetadataSummary {
+  device: number;
+  label: string;
+  allocations: number;
+  allocated_bytes: number;
+  bytes_at_peak: number;
+}
+
 /** `gpumem summary FILE --json`: issue #4's document with identity, time, integrity and OOMs added. */
 export interface SummaryDocument extends SnapshotSummary {
   devices: SummaryDevice[];
@@ -24,6 +33,8 @@ export interface SummaryDocument extends SnapshotSummary {
   time: { origin_time_us: number | null; unit: 's since the first allocator event'; step_source: StepSource | null };
   integrity: Integrity;
   ooms: OomRow[];
+  /** memory labels, when the trace has any (a pickle's user_metadata, a capture's REC_USER_METADATA) */
+  user_metadata?: UserMetadataSummary[];
 }
 
 export function summaryDocument(model: Model, time: TimeBase = timeBaseOf(model)): SummaryDocument {
@@ -44,6 +55,13 @@ export function summaryDocument(model: Model, time: TimeBase = timeBaseOf(model)
     }
     return out;
   });
+  const labels = model.userMetadata().map((r): UserMetadataSummary => ({
+    device: r.device,
+    label: r.label,
+    allocations: r.allocations,
+    allocated_bytes: r.allocatedBytes,
+    bytes_at_peak: r.bytesAtPeak,
+  }));
   return {
     ...base,
     devices,
@@ -51,5 +69,6 @@ export function summaryDocument(model: Model, time: TimeBase = timeBaseOf(model)
     time: { origin_time_us: info.originUs, unit: 's since the first allocator event', step_source: time.stepSource ?? null },
     integrity: integrityOf(model, time),
     ooms: oomRows(model, time),
+    ...(labels.length ? { user_metadata: labels } : {}),
   };
 }

@@ -124,6 +124,17 @@ export function summaryReport(input: ReportInput): string {
     }
     out.push(rule('-'));
   }
+  if (summary.user_metadata?.length) {
+    // Labels set with torch.cuda.memory._set_memory_metadata (a trace entry's user_metadata).
+    out.push(row('Memory labels (_set_memory_metadata): at the peak, allocations, allocated'));
+    out.push(rule('-'));
+    for (const u of summary.user_metadata) {
+      const dev = summary.devices.length > 1 ? `cuda:${u.device} ` : '';
+      const figures = `${formatBytes(u.bytes_at_peak).padStart(10)} ${String(u.allocations).padStart(7)} ${formatBytes(u.allocated_bytes).padStart(10)}  `;
+      out.push(row(figures + dev + u.label)); // row() cuts a long label with …
+    }
+    out.push(rule('-'));
+  }
   const n = input.topLines ?? 10;
   const total = summary.top_lines.reduce((s, l) => s + l.bytes_at_peak, 0);
   out.push(row('Top lines at the peak (allocations made in the trace, live at the peak)'));

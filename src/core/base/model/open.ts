@@ -16,6 +16,7 @@ import type {
   Marker,
   Model,
   OomInfo,
+  UserMetadataRow,
   PickleOverview,
   ReadProblem,
   SnapshotSummary,
@@ -47,6 +48,7 @@ export interface NativeHandle extends WhatIfHandle {
   stack(id: number): string;
   markers(device: number): string;
   ooms(): string;
+  userMetadata(): string;
   spans(device: number, t0Us: number, t1Us: number, maxCount: number, owner?: number): string;
   diff(device: number, aUs: number, bUs: number, other?: NativeHandle): string;
   stepTable(device: number, endsUs: number[]): string;
@@ -254,6 +256,10 @@ class NativeModel implements Model {
     }
     return cached.map((m) => ({ ...m }));
   }
+  userMetadata(): UserMetadataRow[] {
+    return parse<UserMetadataRow[]>(this.handle.userMetadata());
+  }
+
   ooms(): OomInfo[] {
     return parse<OomInfo[]>(this.handle.ooms());
   }

@@ -284,6 +284,22 @@ export interface AllocationSpan {
   stream: number;
   /** owner group (TimelineOwners) */
   owner: number;
+  /** the allocation's memory label (torch.cuda.memory._set_memory_metadata), when it has one */
+  userMetadata?: string;
+}
+
+/**
+ * Allocations made under one memory label (`torch.cuda.memory._set_memory_metadata`): a pickle's trace entries'
+ * user_metadata, or a capture's REC_USER_METADATA (Note [User metadata] in native/format/gpumem_format.h).
+ */
+export interface UserMetadataRow {
+  device: number;
+  label: string;
+  /** allocations made under the label (a budgeted capture's restated ones not counted) */
+  allocations: number;
+  allocatedBytes: number;
+  /** bytes of those allocations live at the device's peak */
+  bytesAtPeak: number;
 }
 
 /** A device as the capture's REC_DEVICE record names it (pickles have none). */
@@ -427,6 +443,8 @@ export interface Model {
   stack(id: number): Stack | undefined;
   markers(device: number): Marker[];
   ooms(): OomInfo[];
+  /** memory labels (trace entries' user_metadata: a pickle's, or a capture's REC_USER_METADATA), per device and label */
+  userMetadata(): UserMetadataRow[];
   /** allocation lifetimes overlapping [t0Us, t1Us]; at most maxCount, largest first (level of detail) */
   /** owner ≥ 0: only allocations of that owner group (TimelineOwners) */
   spans(device: number, t0Us: number, t1Us: number, maxCount: number, owner?: number): AllocationSpan[];

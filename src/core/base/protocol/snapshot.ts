@@ -153,6 +153,8 @@ export interface SpanColumns {
   address: number[];
   /** owner group of each band (TimelineOwners in model/types.ts) */
   owner: number[];
+  /** each band's memory label (torch.cuda.memory._set_memory_metadata; '' none); absent when no band has one */
+  userMetadata?: string[];
 }
 
 /**

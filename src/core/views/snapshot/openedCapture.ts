@@ -186,6 +186,8 @@ export class OpenedCapture {
     const kept = truncated ? spans.slice(0, limit) : spans;
     kept.sort((a, b) => a.startUs - b.startUs || b.size - a.size);
     const cols: SpanColumns = { startUs: [], endUs: [], liveAtEnd: [], size: [], stackId: [], address: [], owner: [] };
+    // Memory labels (_set_memory_metadata), only when a band has one: one entry per band, '' for none.
+    if (kept.some((s) => s.userMetadata)) cols.userMetadata = kept.map((s) => s.userMetadata ?? '');
     for (const s of kept) {
       const live = !Number.isFinite(s.endUs);
       cols.startUs.push(s.startUs);

@@ -1,5 +1,6 @@
 """Stand-in for torch._C: the allocator registry and the cudnn flag."""
 import ctypes
+import threading
 
 _MALLOC = ctypes.CFUNCTYPE(ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_void_p)
 _FREE = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_void_p)
@@ -56,6 +57,23 @@ def _cuda_init():
     _cuda_initialized[0] = True
     if current_allocator is not None and "set_init_fn" in current_allocator.hooks:
         _INIT(current_allocator.hooks["set_init_fn"])(1)
+
+
+# PyTorch 2.10+ memory labels (c10 CUDAAllocator::setUserMetadata / getUserMetadata): the native caching allocator
+# keeps a thread_local label; a pluggable allocator inherits the no-op virtuals (the label is dropped, "" is read).
+_user_metadata = threading.local()
+
+
+def _cuda_setMemoryMetadata(metadata):
+    if not isinstance(metadata, str):
+        raise TypeError("_cuda_setMemoryMetadata(): incompatible function arguments. The following argument types "
+                        "are supported:\n    1. (arg0: str) -> None")
+    if current_allocator is None:
+        _user_metadata.text = metadata
+
+
+def _cuda_getMemoryMetadata():
+    return getattr(_user_metadata, "text", "") if current_allocator is None else ""
 
 
 def _cuda_emptyCache():

@@ -90,6 +90,18 @@ def _record_memory_history(enabled="all", *args, **kwargs):
     _unsupported("recordHistory")
 
 
+def _set_memory_metadata(metadata: str):
+    """PyTorch 2.10+: labels the trace entries the calling thread's allocations record from now on. Under a
+    pluggable allocator (the default virtual of CUDAAllocator) the label is accepted and dropped; a non-str
+    fails like pybind's std::string argument."""
+    torch._C._cuda_setMemoryMetadata(metadata)
+
+
+def _get_memory_metadata() -> str:
+    """The calling thread's label; always "" under a pluggable allocator."""
+    return torch._C._cuda_getMemoryMetadata()
+
+
 def get_per_process_memory_fraction(device=None):
     _lazy_init()
     _unsupported("getMemoryFraction")
