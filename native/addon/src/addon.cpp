@@ -244,9 +244,10 @@ class Handle : public Napi::ObjectWrap<Handle> {
             InstanceMethod("categories", &Handle::Categories), InstanceMethod("ooms", &Handle::Ooms),
             InstanceMethod("spans", &Handle::Spans),           InstanceMethod("diff", &Handle::Diff),
             InstanceMethod("summary", &Handle::Summary),       InstanceMethod("exportPickle", &Handle::ExportPickle),
-            InstanceMethod("whatIf", &Handle::WhatIf),         InstanceMethod("replay", &Handle::Replay),
-            InstanceMethod("eventCount", &Handle::EventCount), InstanceMethod("timings", &Handle::Timings),
-            InstanceMethod("close", &Handle::Close),           InstanceMethod("queryAsync", &Handle::QueryAsync),
+            InstanceMethod("extras", &Handle::Extras),         InstanceMethod("whatIf", &Handle::WhatIf),
+            InstanceMethod("replay", &Handle::Replay),         InstanceMethod("eventCount", &Handle::EventCount),
+            InstanceMethod("timings", &Handle::Timings),       InstanceMethod("close", &Handle::Close),
+            InstanceMethod("queryAsync", &Handle::QueryAsync),
         });
   }
 
@@ -404,6 +405,8 @@ class Handle : public Napi::ObjectWrap<Handle> {
     return Str(info.Env(), diff_json(a, Dev(info, 0), Num(info, 1, 0), *b, Num(info, 2, INFINITY)));
   }
   Napi::Value Summary(const Napi::CallbackInfo& info) { return Str(info.Env(), summary_json(M(info.Env()))); }
+  // Note [Snapshot extras] (model.h)
+  Napi::Value Extras(const Napi::CallbackInfo& info) { return Str(info.Env(), extras_json(M(info.Env()))); }
   Napi::Value ExportPickle(const Napi::CallbackInfo& info) {
     Napi::Env env = info.Env();
     if (info.Length() < 1 || !info[0].IsString()) throw Napi::TypeError::New(env, "exportPickle(outPath, atUs?)");
