@@ -418,7 +418,13 @@ void rank_lines(const Model& m, const DeviceData* d, LineTable& out) {
     std::vector<LineKey> seen;
     const StackData& s = m.stacks[sid];
     for (uint32_t k = 0; k < s.count; k++) {
-      const FrameData& f = m.frames[m.stack_frames[s.first + k]];
+      uint32_t fid = m.stack_frames[s.first + k];
+      // Note [FX frames]: a compiled graph's line counts as the user's line it was traced from.
+      if (!m.fx_frames.empty()) {
+        auto fx = m.fx_frames.find(fid);
+        if (fx != m.fx_frames.end() && fx->second.origin != UINT32_MAX) fid = fx->second.origin;
+      }
+      const FrameData& f = m.frames[fid];
       if (!m.is_user_file(f.file)) continue;
       LineKey key{f.file, f.line};
       if (std::find(seen.begin(), seen.end(), key) != seen.end()) continue;
