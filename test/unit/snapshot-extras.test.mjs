@@ -11,6 +11,7 @@ import { formatBytes } from '../../src/core/base/units/bytes.ts';
 import { run as summaryCommand } from '../../src/cli/commands/summary.ts';
 import { summarizeFile } from '../../src/core/analyses/summary/index.ts';
 import { poolLabel } from '../../src/core/analyses/pools/index.ts';
+import { openOverviewAsync } from '../../src/core/base/model/open.ts';
 
 const fixture = (name) => path.join(fixturesDir, `${name}.pickle`);
 const NEW = ['mlp-expandable-proto5', 'mlp-expandable-proto2', 'mlp-user-metadata', 'mlp-annotations', 'mlp-pools', 'mlp-host-segments'];
@@ -99,6 +100,24 @@ for (const name of NEW) {
     for (const u of extras.unknown_keys) assert.ok(out.includes(`${u.where}.${u.key} (${u.count} time`), `${u.where}.${u.key}`);
   });
 }
+
+test("the first view's pass (Note [First view]) reads each new fixture as the model does: host_traces are not a device's", async () => {
+  for (const name of NEW) {
+    const file = fixture(name);
+    const ov = await openOverviewAsync(file, 64);
+    const m = openModel(file);
+    try {
+      assert.equal(ov.devices.length, 1, name);
+      const d = ov.devices[0];
+      const s = m.summary().devices[0];
+      assert.deepEqual([d.events, d.peakAllocatedBytes], [s.events, s.peak_allocated_bytes], name);
+      const tl = m.timeline(0, d.t0Us, d.t1Us, 64);
+      assert.deepEqual([d.allocatedMax, d.reservedMax], [tl.allocatedMax, tl.reservedMax], name);
+    } finally {
+      m.close();
+    }
+  }
+});
 
 test('the fixtures hold what they are for: metadata as strings and dicts, annotations, both pool kinds, untraced blocks, host memory, unknown keys', () => {
   const meta = python('snapshot_extras.py', fixture('mlp-user-metadata'));
