@@ -99,6 +99,8 @@ test('`gpumem summary --json` prints the summary document and the text report sh
   assert.deepEqual(identity, { devices: [] }, 'a pickle names no process or device');
   assert.equal(integrity.ended, 'clean');
   assert.deepEqual(ooms, []);
+  // Issue 29's section (its figures: snapshot-extras.test.mjs): this 2.11 pickle has no pools, host memory or unknown keys.
+  assert.deepEqual([snapshot.host, snapshot.unknown_keys, snapshot.devices[0].pools], [null, [], []]);
   // Note [Steps]: a pickle has no step facts; PyTorch's Optimizer.step#… ranges (its annotations) end the steps.
   const ends = JSON.parse(
     pythonInline(
