@@ -40,7 +40,7 @@ export function summarizeFile(file: string, topLines = 10): FileSummary {
     const withCategories = stepsWithCategories(model, time.steps);
     const categories = withCategories.map((s) => categoriesJson(model, s.json.device, s.view));
     const steps = withCategories.map((s) => s.json).filter((s) => s.steps.length > 0);
-    const snapshot = snapshotSection(model);
+    const snapshot = snapshotSection(model, undefined, states);
     const more = [...snapshotSectionText(snapshot), ...categoriesText(categories), ...stepsText(steps)];
     const text =
       summaryReport({ fileName: path.basename(file), summary, states, problems, topLines }) +

@@ -5,7 +5,7 @@
 // extras: Note [Snapshot extras] in native/addon/src/model.h); nothing is said of what the file does not hold, so a
 // section with nothing in it is left out of the text, and `--json` says null / [] for it.
 import { formatBytes } from '../../base/units/bytes';
-import type { Marker, Model, UnknownKey } from '../../base/model/types';
+import type { AllocatorState, Marker, Model, UnknownKey } from '../../base/model/types';
 import { hostFigures, poolLabel, privatePools, untracedBlocks, type PoolKind } from '../pools';
 
 export interface PoolJson {
@@ -80,12 +80,15 @@ export function annotationRanges(markers: readonly Marker[]): { name: string; ra
   return [...counts].map(([name, ranges]) => ({ name, ranges }));
 }
 
-/** only: that device's part alone (the panel's summary of one device), else every device's */
-export function snapshotSection(model: Model, only?: number): SnapshotSectionJson {
+/**
+ * only: that device's part alone (the panel's summary of one device), else every device's; ends: the devices' states
+ * at the end when the caller has them (a live capture's replay to its end is not done twice)
+ */
+export function snapshotSection(model: Model, only?: number, ends?: ReadonlyMap<number, AllocatorState>): SnapshotSectionJson {
   const extras = model.extras();
   const chosen = model.devices().filter((d) => only === undefined || d === only);
   const devices = chosen.map((device): SnapshotDeviceJson => {
-    const segments = model.stateAt(device, Infinity).segments;
+    const segments = (ends?.get(device) ?? model.stateAt(device, Infinity)).segments;
     const mine = extras.devices.find((d) => d.device === device);
     const untraced = untracedBlocks(segments);
     return {

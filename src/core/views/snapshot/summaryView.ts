@@ -1,14 +1,13 @@
 // The Summary tab's figures, in memory_summary()'s vocabulary, computed from a Model.
 import { formatBytes } from '../../base/units/bytes';
-import type { Marker, Model } from '../../base/model/types';
-import type { MarkerView, SummaryView } from '../../base/protocol/snapshot';
+import type { AllocatorState, Marker, Model } from '../../base/model/types';
+import type { MarkerView, SnapshotDetailsView, SummaryView } from '../../base/protocol/snapshot';
 import type { Steps } from '../../analyses/steps';
 import { breakdownFromSegments } from '../../analyses/breakdown/breakdown';
 import { numberSteps } from './stepMarkers';
 import { verdictAt } from '../../analyses/verdicts/verdict';
 import { snapshotSection } from '../../analyses/summary/snapshotSection';
 import { poolLabel } from '../../analyses/pools';
-import type { SnapshotDetailsView } from '../../base/protocol/snapshot';
 
 /**
  * Figures at the end of the file: for a PyTorch pickle that is the moment `_snapshot()` ran (its `segments`),
@@ -43,7 +42,7 @@ export function buildSummary(model: Model, device: number, displayPath: (file: s
     events: dev?.events ?? 0,
     breakdown: b,
     verdict: verdictAt(model, device, Infinity, b, ooms[ooms.length - 1]),
-    ...detailsOf(model, device, displayPath),
+    ...detailsOf(model, device, displayPath, state),
   };
 }
 
@@ -52,8 +51,8 @@ export function buildSummary(model: Model, device: number, displayPath: (file: s
  * allocator settings, user metadata, compile contexts, annotations, blocks of unknown history and unknown keys —
  * the same figures `gpumem summary` prints (snapshotSection). Left out when the file has none of them.
  */
-function detailsOf(model: Model, device: number, displayPath: (f: string) => string): { details?: SnapshotDetailsView } {
-  const section = snapshotSection(model, device);
+function detailsOf(model: Model, device: number, displayPath: (f: string) => string, end: AllocatorState): { details?: SnapshotDetailsView } {
+  const section = snapshotSection(model, device, new Map([[device, end]]));
   const d = section.devices.find((x) => x.device === device);
   const tagged = (t: { value: string; allocations: number; bytes: number; first_time_us: number; last_time_us: number }) => ({
     value: t.value,
