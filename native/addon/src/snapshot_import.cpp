@@ -847,8 +847,11 @@ void import_snapshot(Model& m, const uint8_t* data, size_t size, bool file_mappe
     timer.lap("traces");
     im.annotations(tree.get(root, "external_annotations"));
     // Note [Host memory]: PyTorch 2.14 (record_pinned_host_memory=True) adds the pinned host allocator's segments and
-    // trace beside the devices'. One list of entries (a list of lists is read too, in case a later version splits it
-    // per device).
+    // trace beside the devices'. Their shape is taken from pytorch/pytorch#182407 ("the same profiling infrastructure
+    // as the CUDA DeviceCachingAllocator ... getSegments()/getTraces()"): segments and entries shaped as the device's,
+    // read by the same code with every key optional, so a difference in detail reads as a missing figure and an
+    // unknown key (listed, Note [Snapshot extras]), never a failure. One list of entries (a list of lists is read too,
+    // in case a version splits it per device). Host bytes never enter a device's figures.
     uint32_t host_segments = tree.get(root, "host_segments"), host_traces = tree.get(root, "host_traces");
     if (host_segments != PickleTree::kNone || host_traces != PickleTree::kNone) {
       m.has_host = true;
