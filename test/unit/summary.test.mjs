@@ -91,7 +91,7 @@ test('`gpumem summary --json` prints the summary document and the text report sh
   // Issue #4's document, exactly, plus what issue 13 adds (identity, time, integrity, OOMs; per device the
   // name and the peak in seconds since the first allocation).
   const doc = JSON.parse(json.out);
-  const { identity, time, integrity, ooms, steps, categories, ...issue4 } = doc;
+  const { identity, time, integrity, ooms, steps, categories, snapshot, ...issue4 } = doc;
   // what_if is the engine's answer (checked in what-if-engine.test.mjs).
   const added = ['name', 'total_bytes', 'pci_bus_id', 'peak_t_s', 'peak_step', 'what_if'];
   const devices = issue4.devices.map((dev) => Object.fromEntries(Object.entries(dev).filter(([k]) => !added.includes(k))));
@@ -99,6 +99,8 @@ test('`gpumem summary --json` prints the summary document and the text report sh
   assert.deepEqual(identity, { devices: [] }, 'a pickle names no process or device');
   assert.equal(integrity.ended, 'clean');
   assert.deepEqual(ooms, []);
+  // Issue 29's section (its figures: snapshot-extras.test.mjs): this 2.11 pickle has no pools, host memory or unknown keys.
+  assert.deepEqual([snapshot.host, snapshot.unknown_keys, snapshot.devices[0].pools], [null, [], []]);
   // Note [Steps]: a pickle has no step facts; PyTorch's Optimizer.step#… ranges (its annotations) end the steps.
   const ends = JSON.parse(
     pythonInline(

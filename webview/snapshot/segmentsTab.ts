@@ -75,6 +75,7 @@ export class SegmentsPanel {
           ['seg-rounding', 'rounding waste'],
           ['seg-pending', 'pending free (record_stream)'],
           ['seg-free', 'free'],
+          ['seg-untraced', 'history unknown (hatched)'],
         ].map(([css, label]) => h('span', { class: 'legend-item' }, h('span', { class: `swatch ${css}` }), label)),
       ),
       h('div', { class: 'segments-wrap' }, this.canvas, this.scroller, this.tooltip),
@@ -98,12 +99,30 @@ export class SegmentsPanel {
     const moment = this.host.momentUs();
     this.slider.value = String(moment === undefined ? 1000 : Math.round((1000 * (moment - t0Us)) / Math.max(1, t1Us - t0Us)));
     const blocks = view.segments.reduce((n, s) => n + s.blocks.length, 0);
+    // Note [Untraced blocks]: allocated blocks whose allocation the trace does not hold are drawn hatched.
+    let untraced = 0;
+    let untracedBytes = 0;
+    for (const s of view.segments)
+      for (const b of s.blocks)
+        if (b.untraced) {
+          untraced++;
+          untracedBytes += b.size;
+        }
     const when = moment === undefined ? 'at the end of the trace' : `at ${atTime(moment - (this.host.originUs?.() ?? t0Us))}`;
     clear(this.caption);
     this.caption.append(
       h('span', { 'data-testid': 'segment-count', 'data-count': view.segments.length }, `${view.segments.length.toLocaleString('en-US')} segments`),
       `, ${blocks.toLocaleString('en-US')} blocks ${when} · allocated ${formatBytes(view.breakdown.allocatedBytes)} of ${formatBytes(view.breakdown.reservedBytes)} reserved. `,
       h('span', { class: 'verdict-inline' }, view.verdict),
+      ...(untraced
+        ? [
+            h(
+              'div',
+              { class: 'muted', 'data-testid': 'segments-untraced', 'data-count': untraced, 'data-bytes': untracedBytes },
+              `${untraced.toLocaleString('en-US')} allocated block${untraced === 1 ? '' : 's'} (${formatBytes(untracedBytes)}) of unknown history, hatched: allocated before the trace began`,
+            ),
+          ]
+        : []),
     );
     this.spacer.style.height = `${this.rows.length * ROW}px`;
     clear(this.breakdownHost);
@@ -149,7 +168,7 @@ export class SegmentsPanel {
       const y = offsetY + r * ROW + 3;
       const hgt = ROW - 6;
       ctx.fillStyle = colors.fg;
-      ctx.fillText(`${formatBytes(seg.totalSize)} ${seg.pool}${seg.expandable ? ' expandable' : ''} · s${seg.stream}`, 4, y + hgt / 2);
+      ctx.fillText(`${formatBytes(seg.totalSize)} ${poolName(seg)}${seg.expandable ? ' expandable' : ''} · s${seg.stream}`, 4, y + hgt / 2);
       ctx.fillStyle = colors.free;
       ctx.fillRect(LABEL, y, barW, hgt);
       const scale = barW / seg.totalSize;
@@ -164,6 +183,7 @@ export class SegmentsPanel {
           ctx.fillStyle = colors.rounding;
           ctx.fillRect(x + w - waste, y, waste, hgt);
         }
+        if (b.untraced) hatch(ctx, x, y, w, hgt, colors.free);
         if (this.hovered && this.hovered.row === first + r && this.hovered.block === bi) {
           ctx.strokeStyle = colors.hover;
           ctx.lineWidth = 2;
@@ -204,7 +224,8 @@ export class SegmentsPanel {
       const state = b.state === 'active_allocated' ? 'allocated' : b.state === 'active_pending_free' ? 'pending free (waiting on another stream)' : 'free';
       this.tooltip.append(
         h('div', { class: 'tooltip-title' }, `${formatBytes(b.size)} ${state}`),
-        h('div', {}, `at 0x${(seg.address + b.offset).toString(16)} (+${formatBytes(b.offset)} into a ${formatBytes(seg.totalSize)} ${seg.pool} segment)`),
+        h('div', {}, `at 0x${(seg.address + b.offset).toString(16)} (+${formatBytes(b.offset)} into a ${formatBytes(seg.totalSize)} ${poolName(seg)} segment)`),
+        ...(b.untraced ? [h('div', { 'data-testid': 'segments-untraced-tip' }, 'history unknown: allocated before the trace began (its allocation is not in the trace)')] : []),
         ...(b.state === 'active_allocated' && b.size !== b.requestedSize ? [h('div', {}, `requested ${formatBytes(b.requestedSize)}, rounding waste ${formatBytes(b.size - b.requestedSize)}`)] : []),
         ...(b.stackId > 0 ? [h('pre', { class: 'stack' }, stackLines(cachedStack(b.stackId)).join('\n'))] : []),
       );
@@ -222,4 +243,27 @@ export class SegmentsPanel {
       if (f) send({ type: 'goToSource', file: f.file, line: f.line });
     });
   }
+}
+
+/** "large", "small", or a private pool by its id: "MemPool (0, 1)", "CUDA graph pool (1, 0)" (Note [Private pools]). */
+function poolName(seg: SegmentView): string {
+  if (seg.pool !== 'private' || !seg.poolId) return seg.pool;
+  return `${seg.poolId[0] === 0 ? 'MemPool' : 'CUDA graph pool'} (${seg.poolId[0]}, ${seg.poolId[1]})`;
+}
+
+/** Diagonal stripes over a block: its history is unknown (Note [Untraced blocks]). */
+function hatch(ctx: CanvasRenderingContext2D, x: number, y: number, w: number, hgt: number, color: string): void {
+  ctx.save();
+  ctx.beginPath();
+  ctx.rect(x, y, w, hgt);
+  ctx.clip();
+  ctx.strokeStyle = color;
+  ctx.lineWidth = 1.5;
+  ctx.beginPath();
+  for (let k = x - hgt; k < x + w; k += 5) {
+    ctx.moveTo(k, y + hgt);
+    ctx.lineTo(k + hgt, y);
+  }
+  ctx.stroke();
+  ctx.restore();
 }

@@ -34,14 +34,26 @@ export function onStack(view: StackView): void {
 
 /** The frame "go to source" opens: the innermost user frame, else the innermost frame. */
 export function sourceFrame(stack: StackView): { file: string; line: number } | undefined {
-  const f = stack.frames.find((x) => x.user) ?? stack.frames[0];
+  // Note [FX frames]: a compiled graph's frame opens the user's line it was traced from.
+  for (const x of stack.frames) {
+    if (x.fx?.origin?.user) return { file: x.fx.origin.file, line: x.fx.origin.line };
+    if (x.user) return { file: x.file, line: x.line };
+  }
+  const f = stack.frames[0];
   return f ? { file: f.file, line: f.line } : undefined;
 }
 
 export function stackLines(stack: StackView | undefined, max = 12): string[] {
   if (!stack) return ['(loading stack…)'];
   if (stack.frames.length === 0) return ['(no Python frames recorded for this allocation)'];
-  const lines = stack.frames.slice(0, max).map((f) => `${f.user ? '▸ ' : '  '}${f.name} — ${shortPath(f.file)}:${f.line}`);
+  const lines = stack.frames.slice(0, max).flatMap((f) => {
+    const line = `${f.user ? '▸ ' : '  '}${f.name} — ${shortPath(f.file)}:${f.line}`;
+    if (!f.fx) return [line];
+    // Note [FX frames]: the compiled graph's node, and the user's line it was traced from.
+    const node = `    FX node ${f.fx.node}${f.fx.op ? ` (${f.fx.op}${f.fx.target ? ` ${f.fx.target}` : ''})` : ''}`;
+    const o = f.fx.origin;
+    return o ? [line, node, `  ${o.user ? '▸ ' : '  '}${o.name} — ${shortPath(o.file)}:${o.line} (traced from)`] : [line, node];
+  });
   if (stack.frames.length > max) lines.push(`  … ${stack.frames.length - max} more frames`);
   if (stack.backward) lines.unshift('(allocated during backward(); stack of the backward() call)');
   return lines;

@@ -1,6 +1,6 @@
 // Summary tab: memory_summary()'s figures, where reserved − requested went, and the verdict sentence.
 import { formatBytes } from '../../src/core/base/units/bytes';
-import type { BreakdownView, IntegrityView, OomView, SummaryView } from '../../src/core/base/protocol/snapshot';
+import type { BreakdownView, IntegrityView, OomView, SnapshotDetailsView, SummaryView, TaggedView } from '../../src/core/base/protocol/snapshot';
 import { clear, h } from './dom';
 
 /** What the summary shows besides the device's figures: the file's OOMs and how to open their lines. */
@@ -61,6 +61,137 @@ export function renderSummary(root: HTMLElement, s: SummaryView, originUs: numbe
     h('h3', {}, 'Why reserved exceeds what was requested'),
     breakdownBar(s.breakdown),
   );
+  if (s.details) root.append(...detailSections(s.details, originUs, fig, count));
+}
+
+type Fig = (key: string, label: string, bytes: number, note?: string) => HTMLElement;
+type Count = (key: string, label: string, n: number) => HTMLElement;
+
+/** A small table: header cells, then rows of cells (each row's attributes first). */
+function table(testId: string, head: string[], rows: { attrs: Record<string, string | number>; cells: (string | HTMLElement)[] }[]): HTMLElement {
+  return h(
+    'table',
+    { class: 'details-table', 'data-testid': testId },
+    h('thead', {}, h('tr', {}, ...head.map((c) => h('th', {}, c)))),
+    h('tbody', {}, ...rows.map((r) => h('tr', r.attrs, ...r.cells.map((c) => h('td', {}, c))))),
+  );
+}
+
+const secs = (us: number, originUs: number) => `${((us - originUs) / 1e6).toFixed(3)} s`;
+
+function taggedTable(testId: string, rows: readonly TaggedView[], originUs: number): HTMLElement {
+  return table(
+    testId,
+    ['Value', 'Allocations', 'Bytes allocated', 'From', 'To'],
+    rows.map((t) => ({
+      attrs: { 'data-value': t.value, 'data-allocations': t.allocations, 'data-bytes': t.bytes },
+      cells: [h('code', {}, t.value), t.allocations.toLocaleString('en-US'), formatBytes(t.bytes), secs(t.firstUs, originUs), secs(t.lastUs, originUs)],
+    })),
+  );
+}
+
+/**
+ * Note [Snapshot section] (src/core/analyses/summary/snapshotSection.ts): what the snapshot carries beyond the figures
+ * — private pools, pinned host memory, blocks of unknown history, user metadata, compile contexts, annotations, the
+ * allocator settings and the keys this reader does not know — each a section only when the file has it.
+ */
+function detailSections(d: SnapshotDetailsView, originUs: number, fig: Fig, count: Count): HTMLElement[] {
+  const out: HTMLElement[] = [];
+  if (d.pools.length)
+    out.push(
+      h(
+        'section',
+        { 'data-testid': 'pools' },
+        h('h3', {}, `Private pools (${d.pools.length})`),
+        h('p', { class: 'muted' }, "A pool's free bytes serve only its own allocations (MemPool, CUDA graphs): fragmentation is the share of them outside its largest free block."),
+        table(
+          'pools-table',
+          ['Pool', 'Segments', 'Reserved', 'Active', 'Free', 'Largest free', 'Fragmentation'],
+          d.pools.map((p) => ({
+            attrs: { 'data-pool': p.poolId.join(','), 'data-reserved': p.reservedBytes, 'data-active': p.activeBytes, 'data-free': p.freeBytes, 'data-fragmentation': p.fragmentation },
+            cells: [p.label, String(p.segments), formatBytes(p.reservedBytes), formatBytes(p.activeBytes), formatBytes(p.freeBytes), formatBytes(p.largestFreeBlockBytes), `${(100 * p.fragmentation).toFixed(0)}%`],
+          })),
+        ),
+      ),
+    );
+  if (d.host) {
+    const x = d.host;
+    out.push(
+      h(
+        'section',
+        { 'data-testid': 'host-memory' },
+        h('h3', {}, 'Pinned host memory (not device memory)'),
+        h(
+          'div',
+          { class: 'figures' },
+          fig('hostReserved', 'Pinned', x.reservedBytes, `${x.segments} segment${x.segments === 1 ? '' : 's'} held by the host allocator`),
+          fig('hostAllocated', 'Allocated', x.allocatedBytes, `${x.allocatedBlocks} of ${x.blocks} blocks in use`),
+          fig('hostCached', 'Cached, not in use', x.cachedBytes, 'kept pinned for reuse'),
+          fig('hostPeak', 'Peak allocated', x.peakAllocatedBytes, x.events ? `at ${secs(x.peakAtTimeUs, originUs)}` : 'no host trace'),
+          count('hostEvents', 'Host trace events', x.events),
+        ),
+        table(
+          'host-segments',
+          ['Address', 'Size', 'Allocated', 'State', 'Pinned by'],
+          x.rows.map((r) => ({
+            attrs: { 'data-address': r.address, 'data-size': r.totalSize, 'data-allocated': r.allocatedBytes },
+            cells: [`0x${r.address.toString(16)}`, formatBytes(r.totalSize), formatBytes(r.allocatedBytes), r.state, r.where],
+          })),
+        ),
+      ),
+    );
+  }
+  if (d.untracedBlocks)
+    out.push(
+      h(
+        'p',
+        { class: 'muted', 'data-testid': 'untraced', 'data-count': d.untracedBlocks, 'data-bytes': d.untracedBytes },
+        `History unknown: ${d.untracedBlocks.toLocaleString('en-US')} allocated block${d.untracedBlocks === 1 ? '' : 's'} (${formatBytes(d.untracedBytes)}) have no allocation in the trace (made before recording began, or dropped by max_entries); the segment map hatches them.`,
+      ),
+    );
+  if (d.userMetadata.length) out.push(h('section', { 'data-testid': 'user-metadata' }, h('h3', {}, 'User metadata (_set_memory_metadata)'), taggedTable('user-metadata-table', d.userMetadata, originUs)));
+  if (d.compileContexts.length)
+    out.push(h('section', { 'data-testid': 'compile-contexts' }, h('h3', {}, 'Compile contexts (torch.compile)'), taggedTable('compile-contexts-table', d.compileContexts, originUs)));
+  if (d.annotations.length)
+    out.push(
+      h(
+        'section',
+        { 'data-testid': 'annotations' },
+        h('h3', {}, 'Annotations (record_function ranges)'),
+        table(
+          'annotations-table',
+          ['Name', 'Ranges'],
+          d.annotations.map((a) => ({ attrs: { 'data-name': a.name, 'data-ranges': a.ranges }, cells: [a.name, String(a.ranges)] })),
+        ),
+      ),
+    );
+  if (d.allocatorSettings)
+    out.push(
+      h(
+        'section',
+        { 'data-testid': 'allocator-settings' },
+        h('h3', {}, 'Allocator settings the run used'),
+        table(
+          'allocator-settings-table',
+          ['Setting', 'Value'],
+          d.allocatorSettings.map((x) => ({ attrs: { 'data-key': x.key }, cells: [x.key, h('code', {}, x.value)] })),
+        ),
+      ),
+    );
+  if (d.unknownKeys.length)
+    out.push(
+      h(
+        'section',
+        { 'data-testid': 'unknown-keys' },
+        h('h3', {}, 'Keys this reader does not know (kept, shown raw)'),
+        table(
+          'unknown-keys-table',
+          ['Where', 'Key', 'Times', 'First value'],
+          d.unknownKeys.map((u) => ({ attrs: { 'data-key': `${u.where}.${u.key}` }, cells: [u.where, u.key, u.count.toLocaleString('en-US'), h('code', { class: 'raw' }, u.raw)] })),
+        ),
+      ),
+    );
+  return out;
 }
 
 interface Part {

@@ -718,13 +718,19 @@ export class TimelinePanel {
     const s = this.data.spans;
     const life = s.liveAtEnd[index] ? 'live at the end of the trace' : `freed at ${atTime(s.endUs[index] - t0)} (lifetime ${formatSeconds(s.endUs[index] - s.startUs[index], s.endUs[index] - s.startUs[index])})`;
     const owner = owners ? this.ownerName(s.owner[index]) : '';
+    // Note [Snapshot extras]: what the snapshot says of this allocation besides its stack.
+    const metadata = s.userMetadata?.[index] ?? '';
+    const context = s.compileContext?.[index] ?? '';
+    const ranges = enclosingRanges(this.markersOver(this.v0, this.v1), s.startUs[index]);
     const render = () => {
       clear(this.tooltip);
       this.tooltip.append(
         h('div', { class: 'tooltip-title' }, `${formatBytes(s.size[index])} at 0x${s.address[index].toString(16)}`),
         h('div', {}, `allocated at ${atTime(s.startUs[index] - t0)}, ${life}`),
         ...(owner ? [h('div', {}, `owner: ${owner}`)] : []),
-        ...(s.userMetadata?.[index] ? [h('div', { 'data-testid': 'timeline-user-metadata' }, `label: ${s.userMetadata[index]}`)] : []),
+        ...(metadata ? [h('div', { 'data-testid': 'timeline-tip-metadata' }, `user metadata: ${metadata}`)] : []),
+        ...(context ? [h('div', { 'data-testid': 'timeline-tip-context' }, `compile context: ${context}`)] : []),
+        ...(ranges.length ? [h('div', { 'data-testid': 'timeline-tip-ranges' }, `in: ${ranges.join(' › ')}`)] : []),
         h('pre', { class: 'stack' }, stackLines(cachedStack(s.stackId[index])).join('\n')),
         h('div', { class: 'muted' }, 'Click: open the source line and show the segment map at this moment'),
       );
@@ -766,5 +772,22 @@ export function atTime(us: number): string {
 }
 
 function isUserMarker(kind: MarkerView['kind']): boolean {
-  return kind === 'user' || kind === 'range_begin' || kind === 'range_end';
+  return kind === 'user' || kind === 'range_begin' || kind === 'range_end' || kind === 'metadata';
+}
+
+/**
+ * The annotation ranges (record_function, external_annotations) open at `t`, outermost first: a START with no END
+ * of the same name before `t`. From the markers the page holds (the window's, or the summary's thinned ones).
+ */
+export function enclosingRanges(markers: readonly MarkerView[], t: number): string[] {
+  const open: string[] = [];
+  for (const m of markers) {
+    if (m.timeUs > t) break;
+    if (m.kind === 'range_begin') open.push(m.label);
+    else if (m.kind === 'range_end') {
+      const k = open.lastIndexOf(m.label);
+      if (k >= 0) open.splice(k, 1);
+    }
+  }
+  return open;
 }

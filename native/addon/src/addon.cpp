@@ -255,6 +255,7 @@ class Handle : public Napi::ObjectWrap<Handle> {
                            InstanceMethod("diff", &Handle::Diff),
                            InstanceMethod("summary", &Handle::Summary),
                            InstanceMethod("exportPickle", &Handle::ExportPickle),
+                           InstanceMethod("extras", &Handle::Extras),
                            InstanceMethod("whatIf", &Handle::WhatIf),
                            InstanceMethod("replay", &Handle::Replay),
                            InstanceMethod("eventCount", &Handle::EventCount),
@@ -421,6 +422,8 @@ class Handle : public Napi::ObjectWrap<Handle> {
     return Str(info.Env(), diff_json(a, Dev(info, 0), Num(info, 1, 0), *b, Num(info, 2, INFINITY)));
   }
   Napi::Value Summary(const Napi::CallbackInfo& info) { return Str(info.Env(), summary_json(M(info.Env()))); }
+  // Note [Snapshot extras] (model.h)
+  Napi::Value Extras(const Napi::CallbackInfo& info) { return Str(info.Env(), extras_json(M(info.Env()))); }
   Napi::Value ExportPickle(const Napi::CallbackInfo& info) {
     Napi::Env env = info.Env();
     if (info.Length() < 1 || !info[0].IsString()) throw Napi::TypeError::New(env, "exportPickle(outPath, atUs?)");

@@ -13,8 +13,8 @@ namespace gpumem {
 
 namespace {
 
-const char* const kMarkerKinds[] = {"user",     "range_begin", "range_end", "empty_cache",
-                                    "snapshot", "oom",         "notice",    "step"};
+const char* const kMarkerKinds[] = {"user", "range_begin", "range_end", "empty_cache", "snapshot",
+                                    "oom",  "notice",      "step",      "metadata"};
 const char* const kPoolNames[] = {"large", "small", "private"};
 constexpr const char* kNoUserFrame = "<no user frame>";
 
@@ -53,10 +53,13 @@ void write_segments(json::Writer& j, const Model& m, const std::vector<SegmentDa
   for (const auto& s : segs) {
     j.open('{').kv("device", device).kvu("address", s.addr).kvu("totalSize", s.size).kvu("stream", s.stream);
     j.kvs("pool", kPoolNames[s.pool]).kvb("expandable", s.expandable).kv("stackId", s.stack);
+    if (s.pool_id0 || s.pool_id1) j.key("poolId").open('[').item().unum(s.pool_id0).item().unum(s.pool_id1).close(']');
     j.key("blocks").open('[');
     for (const auto& b : s.blocks) {
       j.open('{').kvu("address", b.addr).kvu("size", b.size).kvu("requestedSize", b.requested);
-      j.kvs("state", kBlockStateNames[b.state]).kv("stackId", b.stack).close('}');
+      j.kvs("state", kBlockStateNames[b.state]).kv("stackId", b.stack);
+      if (b.untraced) j.kvb("untraced", true);  // Note [Untraced blocks]
+      j.close('}');
     }
     j.close(']').close('}');
   }
@@ -223,6 +226,67 @@ std::string user_metadata_json(const Model& m) {
   return j.close(']').s;
 }
 
+// Note [Snapshot extras]: what a snapshot carries beyond events and segments (model.h), as one document:
+// allocator_settings as JSON, the keys this reader does not know (raw), per device the user_metadata values and
+// compile contexts with the allocations they tagged, and pinned host memory (Note [Host memory]).
+std::string extras_json(const Model& m) {
+  json::Writer j;
+  j.open('{').key("allocatorSettings").raw(m.allocator_settings_json.empty() ? "null" : m.allocator_settings_json);
+  j.key("unknownKeys").open('[');
+  for (const auto& u : m.unknown_keys)
+    j.open('{').kvs("where", u.where).kvs("key", u.key).kvu("count", u.count).kvs("raw", u.raw).close('}');
+  j.close(']').key("devices").open('[');
+  for (const auto& [idx, d] : m.devices) {
+    if (!has_memory_data(d)) continue;
+    // value string id → (allocations, bytes, first, last time), for user_metadata and compile_context
+    struct Tagged {
+      uint64_t allocs = 0, bytes = 0;
+      int64_t first = 0, last = 0;
+    };
+    std::map<uint32_t, Tagged> metadata, contexts;
+    for (const auto& [i, ids] : d.context_and_metadata) {
+      if (i >= d.count() || d.action[i] != ACT_ALLOC) continue;
+      auto add = [&](std::map<uint32_t, Tagged>& to, uint32_t id) {
+        Tagged& t = to[id];
+        if (t.allocs == 0 || d.t[i] < t.first) t.first = d.t[i];
+        if (t.allocs == 0 || d.t[i] > t.last) t.last = d.t[i];
+        t.allocs++, t.bytes += d.size[i];
+      };
+      if (ids.second) add(metadata, ids.second);
+      if (ids.first && m.strings[ids.first] != "N/A") add(contexts, ids.first);
+    }
+    auto write = [&](const char* key, const std::map<uint32_t, Tagged>& rows) {
+      std::vector<std::pair<uint32_t, Tagged>> sorted(rows.begin(), rows.end());
+      std::sort(sorted.begin(), sorted.end(),
+                [](const auto& a, const auto& b) { return a.second.first < b.second.first; });
+      j.key(key).open('[');
+      for (const auto& [id, t] : sorted)
+        j.open('{')
+            .kvs("value", m.strings[id])
+            .kvu("allocs", t.allocs)
+            .kvu("bytes", t.bytes)
+            .kv("firstUs", t.first)
+            .kv("lastUs", t.last)
+            .close('}');
+      j.close(']');
+    };
+    j.open('{').kv("device", idx);
+    write("userMetadata", metadata);
+    write("compileContexts", contexts);
+    j.close('}');
+  }
+  j.close(']').key("host");
+  if (!m.has_host) return j.raw("null").close('}').s;
+  const DeviceData& h = m.host;
+  int64_t peak_t = h.peak_index >= 0 ? h.t[h.peak_index] : (h.count() ? h.t[0] : 0);
+  j.open('{').kvu("events", h.count()).kv("peakAllocatedBytes", h.peak_allocated).kv("peakAtTimeUs", peak_t);
+  j.kv("startAllocatedBytes", h.start_allocated).kv("peakReservedBytes", h.peak_reserved);
+  if (h.count()) j.kv("t0Us", h.t.front()).kv("t1Us", h.t.back());
+  j.key("segments");
+  write_segments(j, m, h.final_segments, -1);
+  return j.close('}').close('}').s;
+}
+
 std::string time_range_json(const Model& m, int index) {
   const DeviceData* d = dev(m, index);
   int64_t t0 = 0, t1 = 0;
@@ -382,7 +446,13 @@ void rank_lines(const Model& m, const DeviceData* d, LineTable& out) {
     std::vector<LineKey> seen;
     const StackData& s = m.stacks[sid];
     for (uint32_t k = 0; k < s.count; k++) {
-      const FrameData& f = m.frames[m.stack_frames[s.first + k]];
+      uint32_t fid = m.stack_frames[s.first + k];
+      // Note [FX frames]: a compiled graph's line counts as the user's line it was traced from.
+      if (!m.fx_frames.empty()) {
+        auto fx = m.fx_frames.find(fid);
+        if (fx != m.fx_frames.end() && fx->second.origin != UINT32_MAX) fid = fx->second.origin;
+      }
+      const FrameData& f = m.frames[fid];
       if (!m.is_user_file(f.file)) continue;
       LineKey key{f.file, f.line};
       if (std::find(seen.begin(), seen.end(), key) != seen.end()) continue;
@@ -554,7 +624,24 @@ std::string stack_json(const Model& m, uint32_t id) {
   for (uint32_t k = 0; k < s.count; k++) {
     const FrameData& f = m.frames[m.stack_frames[s.first + k]];
     j.open('{').kvs("file", m.strings[f.file]).kv("line", f.line).kvs("name", m.strings[f.name]);
-    j.kvb("user", m.is_user_file(f.file)).close('}');  // Note [User frames]: the one rule, computed here for TS
+    j.kvb("user", m.is_user_file(f.file));  // Note [User frames]: the one rule, computed here for TS
+    auto fx = m.fx_frames.find(m.stack_frames[s.first + k]);
+    if (fx != m.fx_frames.end()) {  // Note [FX frames]
+      const FxFrame& x = fx->second;
+      j.key("fx")
+          .open('{')
+          .kvs("op", m.strings[x.op])
+          .kvs("node", m.strings[x.name])
+          .kvs("target", m.strings[x.target]);
+      j.kvs("originalTrace", m.strings[x.trace]);
+      if (x.origin != UINT32_MAX) {
+        const FrameData& o = m.frames[x.origin];
+        j.key("origin").open('{').kvs("file", m.strings[o.file]).kv("line", o.line).kvs("name", m.strings[o.name]);
+        j.kvb("user", m.is_user_file(o.file)).close('}');
+      }
+      j.close('}');
+    }
+    j.close('}');
   }
   return j.close(']').kvb("backward", s.backward).close('}').s;
 }
@@ -666,12 +753,15 @@ std::string spans_json(const Model& m, int index, double t0, double t1, size_t m
     else
       j.num(is_alloc ? d->t[d->link[i]] : d->t[i]);
     j.kv("stackId", d->stack[i]).kvu("stream", d->stream[i]);
-    if (is_alloc && !d->context_and_metadata.empty()) {
-      auto extra = d->context_and_metadata.find((uint32_t)i);
-      if (extra != d->context_and_metadata.end() && extra->second.second)
-        j.kvs("userMetadata", m.strings[extra->second.second]);
+    j.kv("owner", (int)owner_groups.group_of_event(*d, i));
+    // Note [Snapshot extras]: the allocation's user_metadata and compile context, where the snapshot has them.
+    auto extra = d->context_and_metadata.find((uint32_t)(is_alloc ? i : (d->link[i] == kNoLink ? i : d->link[i])));
+    if (extra != d->context_and_metadata.end()) {
+      const auto [cc, um] = extra->second;
+      if (um) j.kvs("userMetadata", m.strings[um]);
+      if (cc && m.strings[cc] != "N/A") j.kvs("compileContext", m.strings[cc]);
     }
-    j.kv("owner", (int)owner_groups.group_of_event(*d, i)).close('}');
+    j.close('}');
   }
   return j.close(']').s;
 }

@@ -32,6 +32,8 @@ std::string user_metadata_json(const Model& m);
 std::string problems_json(const Model& m);
 // Identity and integrity facts of the file: time origin, last time, REC_DEVICE names, REC_END, REC_LOST.
 std::string file_info_json(const Model& m);
+// Note [Snapshot extras]: allocator settings, unknown keys (raw), user metadata and compile contexts, host memory.
+std::string extras_json(const Model& m);
 // A device worth showing: it has events, a stated allocator state or an OOM (Note [Devices with no events]).
 bool has_memory_data(const DeviceData& d);
 

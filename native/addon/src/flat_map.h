@@ -34,6 +34,13 @@ class AddrIndexMap {
     return kEmpty;
   }
 
+  // The value of `key`, or kEmpty if absent.
+  uint32_t get(uint64_t key) const {
+    for (size_t i = home(key); slots_[i].value != kEmpty; i = (i + 1) & mask())
+      if (slots_[i].key == key) return slots_[i].value;
+    return kEmpty;
+  }
+
   size_t size() const { return size_; }
   static constexpr uint32_t kEmpty = UINT32_MAX;
 

@@ -48,7 +48,14 @@ uint32_t Model::intern_stack(const std::vector<uint32_t>& frame_ids, bool backwa
   if (it != stack_ids.end()) return it->second;
   StackData s{(uint32_t)stack_frames.size(), (uint32_t)frame_ids.size(), backward, UINT32_MAX};
   for (uint32_t f : frame_ids) {
-    if (s.user_frame == UINT32_MAX && is_user_file(frames[f].file)) s.user_frame = f;
+    if (s.user_frame == UINT32_MAX) {
+      // Note [FX frames]: a compiled graph's line counts as the user's line it was traced from.
+      auto fx = fx_frames.empty() ? fx_frames.end() : fx_frames.find(f);
+      if (fx != fx_frames.end() && fx->second.origin != UINT32_MAX && is_user_file(frames[fx->second.origin].file))
+        s.user_frame = fx->second.origin;
+      else if (is_user_file(frames[f].file))
+        s.user_frame = f;
+    }
     stack_frames.push_back(f);
   }
   uint32_t id = (uint32_t)stacks.size();
@@ -151,7 +158,31 @@ bool is_user_path(std::string_view path, const std::vector<std::string>& interna
 }
 
 void Model::derive() {
-  for (auto& [idx, d] : devices) {
+  for (auto& [idx, d] : devices) derive_events(d);
+  if (has_host) derive_events(host);
+}
+
+void Model::note_unknown_key(std::string_view where, std::string_view key, const std::string& raw) {
+  for (auto& u : unknown_keys)
+    if (u.where == where && u.key == key) return (void)u.count++;
+  // A dict keyed by data (addresses, names) would name thousands: past 200 they are counted as one row.
+  if (unknown_keys.size() >= 200) {
+    UnknownKey& more = unknown_keys.back();
+    if (more.key != "…") unknown_keys.push_back(UnknownKey{std::string(where), "…", 0, ""});
+    unknown_keys.back().count++;
+    return;
+  }
+  unknown_keys.push_back(UnknownKey{std::string(where), std::string(key), 1, raw});
+}
+
+bool Model::knows_unknown_key(std::string_view where, std::string_view key) const {
+  for (const auto& u : unknown_keys)
+    if (u.where == where && u.key == key) return true;
+  return unknown_keys.size() >= 200;
+}
+
+void derive_events(DeviceData& d) {
+  {
     size_t n = d.count();
     if (d.derived_up_to == 0) {
       d.peak_allocated = d.start_allocated;

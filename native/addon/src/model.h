@@ -60,6 +60,10 @@ struct BlockData {
   uint64_t addr, size, requested;
   uint32_t stack;
   uint8_t state;
+  // Note [Untraced blocks]: allocated in a pickle's segments, but no allocation in its trace is live at the end (it
+  // was made before _record_memory_history began, or its alloc fell out of the trace's ring buffer): who made it and
+  // when is unknown. memory_viz calls these "ghost blocks".
+  bool untraced = false;
 };
 
 struct SegmentData {
@@ -239,6 +243,29 @@ struct DeviceData {
   }
 };
 
+// Note [Snapshot extras]: what a PyTorch snapshot carries beyond the events and segments (issue 29), read by
+// snapshot_import.cpp and answered by extras_json (aggregate.cpp).
+//  - A key this reader does not know (a later PyTorch's, a tool's) is never dropped in silence: where it was, its
+//    name, how many dicts had it and the first value as JSON (UnknownKey). A top-level one keeps its whole value
+//    (up to kRawTopLevelBytes), since it is one value, not one per entry.
+//  - allocator_settings as JSON (every key, as the run had it), beside the raw pickle kept for export.
+//  - Pinned host memory (PyTorch 2.14's host_segments and host_traces): its own segments and trace, never mixed
+//    into a device's figures (Note [Host memory]).
+struct UnknownKey {
+  std::string where;  // "snapshot" (top level), "segment", "block", "trace entry", "frame", "annotation", …
+  std::string key;
+  uint64_t count = 0;
+  std::string raw;  // JSON of the first value seen
+};
+inline constexpr size_t kRawValueBytes = 2000, kRawTopLevelBytes = 64 * 1024;
+
+// An FX frame (torch.compile, `_snapshot(augment_with_fx_traces=True)`, PyTorch 2.10+): the compiled graph's node
+// the generated code line belongs to and the user's source line it was traced from (Note [FX frames]).
+struct FxFrame {
+  uint32_t op = 0, name = 0, target = 0, trace = 0;  // string ids ("" absent)
+  uint32_t origin = UINT32_MAX;                      // frame id of the user's line in `trace` (UINT32_MAX none)
+};
+
 struct Problem {
   uint64_t offset;
   std::string message;
@@ -275,6 +302,13 @@ struct Model {
   std::string format;                     // "gpumem-capture" | "pytorch-pickle"
   std::string header_json = "{}";         // CaptureHeaderInfo as JSON
   std::string allocator_settings_pickle;  // raw pickle opcodes of allocator_settings (round trip), may be empty
+  std::string allocator_settings_json;    // the same as JSON (Note [Snapshot extras]), empty when absent
+  std::vector<UnknownKey> unknown_keys;
+  // Note [Host memory]: pinned host memory of a 2.14 snapshot; its own segments (final_segments, have_final) and
+  // trace (the event columns, derived like a device's). has_host: the snapshot has either key.
+  bool has_host = false;
+  DeviceData host;
+  std::unordered_map<uint32_t, FxFrame> fx_frames;  // frame id → its FX facts (Note [FX frames])
   // Pickles: whether segments carry is_expandable (-1 no key, 0 all false, 1 some true) and
   // allocator_settings' expandable_segments (-1 absent); Note [Policy of the data] in policy_replay.cpp.
   int8_t pickle_segments_expandable = -1, pickle_settings_expandable = -1;
@@ -318,7 +352,13 @@ struct Model {
   // last call (both sources; the live tail calls it after every poll).
   void derive();
   bool is_user_file(uint32_t file_string_id) const;
+  // Records an unknown key (Note [Snapshot extras]); raw: the value as JSON, rendered by the caller.
+  void note_unknown_key(std::string_view where, std::string_view key, const std::string& raw);
+  bool knows_unknown_key(std::string_view where, std::string_view key) const;
 };
+
+// Model::derive's work on one event stream (a device's, or the host's: Note [Host memory]).
+void derive_events(DeviceData& d);
 
 // The user-frame rule, Note [User frames] (native/format/README.md): user code unless the file name is
 // empty or a pseudo-file ('<string>', '<frozen runpy>'), or the path has a site-packages or dist-packages

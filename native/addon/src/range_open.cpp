@@ -35,6 +35,10 @@ namespace gpumem {
 bool RangeFilter::on_entry(int64_t raw_t, uint8_t act, uint64_t addr, uint64_t size, uint64_t stream, uint32_t stack,
                            uint8_t pool, int64_t& t_out) {
   saw_time |= raw_t != INT64_MIN;
+  if (act == ACT_ALLOC)
+    live_at_end_.insert(addr);
+  else if (act == ACT_FREE_REQUESTED)
+    live_at_end_.erase(addr);
   int64_t t = raw_t == INT64_MIN ? last_t_ : std::max(raw_t, last_t_);
   last_t_ = t_out = t;
   if (t < w_.from_us) {
@@ -94,6 +98,9 @@ bool RangeFilter::on_entry(int64_t raw_t, uint8_t act, uint64_t addr, uint64_t s
 }
 
 void RangeFilter::finish(DeviceData& d) const {
+  // Note [Untraced blocks], as import_snapshot marks them in a full open.
+  for (auto& g : d.final_segments)
+    for (auto& b : g.blocks) b.untraced = b.state == ST_ALLOCATED && !live_at_end_.count(b.addr);
   AllocState s = AllocState::from_segments(d.final_segments);
   int64_t alloc = 0, res = 0;
   for (const auto& g : d.final_segments) {

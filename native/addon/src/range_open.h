@@ -3,6 +3,7 @@
 #pragma once
 #include <cstdint>
 #include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 #include "model.h"
@@ -59,6 +60,9 @@ class RangeFilter {
   bool started_ = false;
   std::vector<SegEv> segs_;  // segment events from the window's start on (rare)
   uint64_t sum_alloc_ = 0, sum_freed_ = 0, sum_seg_in_ = 0, sum_seg_out_ = 0;  // from the window's start on
+  // Addresses whose last alloc/free_requested of the whole trace is an alloc: the trace's allocations live at its end
+  // (Note [Untraced blocks]: the final state's other allocated blocks have no history), the size of the live set.
+  std::unordered_set<uint64_t> live_at_end_;
 };
 
 }  // namespace gpumem

@@ -9,7 +9,7 @@ AllocState AllocState::from_segments(const std::vector<SegmentData>& segs) {
   for (const auto& g : segs) {
     s.ranges[g.addr] = RangeInfo{g.size, g.stream, g.stack, g.pool, g.expandable, g.pool_id0, g.pool_id1};
     for (const auto& b : g.blocks)
-      if (b.state != ST_INACTIVE) s.blocks[b.addr] = LiveBlock{b.size, b.requested, b.stack, b.state};
+      if (b.state != ST_INACTIVE) s.blocks[b.addr] = LiveBlock{b.size, b.requested, b.stack, b.state, b.untraced};
   }
   return s;
 }
@@ -126,7 +126,8 @@ std::vector<SegmentData> AllocState::materialize(int device) const {
     uint64_t end = s.addr + s.size, cursor = s.addr;
     for (auto b = blocks.lower_bound(s.addr); b != blocks.end() && b->first < end; ++b) {
       if (b->first > cursor) s.blocks.push_back(BlockData{cursor, b->first - cursor, 0, 0, ST_INACTIVE});
-      s.blocks.push_back(BlockData{b->first, b->second.size, b->second.requested, b->second.stack, b->second.state});
+      s.blocks.push_back(BlockData{b->first, b->second.size, b->second.requested, b->second.stack, b->second.state,
+                                   b->second.untraced});
       cursor = std::max(cursor, b->first + b->second.size);
     }
     if (cursor < end) s.blocks.push_back(BlockData{cursor, end - cursor, 0, 0, ST_INACTIVE});

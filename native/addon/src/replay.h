@@ -25,6 +25,7 @@ struct LiveBlock {
   uint64_t size, requested;
   uint32_t stack;
   uint8_t state;
+  bool untraced = false;  // Note [Untraced blocks]: kept from the final state back to the start
 };
 
 struct AllocState {

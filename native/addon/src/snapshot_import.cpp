@@ -19,6 +19,7 @@
 #include <thread>
 #include <unordered_map>
 
+#include "json.h"
 #include "pickle_emit.h"
 #include "pickle_reader.h"
 
@@ -75,8 +76,148 @@ struct Importer final : EntryDecoder {
     if (uint32_t c = cache.get(node)) return c - 1;
     uint32_t id = m.intern_frame(str(tp->get(node, "filename")), str(tp->get(node, "name")),
                                  (uint32_t)tp->as_int(tp->get(node, "line"), 0));
+    const ItemSpan kv = tp->items(node);
+    uint32_t fx[4] = {0, 0, 0, 0};
+    for (size_t k = 0; k + 1 < kv.size(); k += 2) {
+      int kind = frame_key(kv[k]);
+      if (kind >= FK_FX_OP && kind <= FK_FX_TRACE)
+        fx[kind - FK_FX_OP] = str(kv[k + 1]);
+      else if (kind == FK_OTHER)
+        unknown("frame", kv[k], [&] { return render(kv[k + 1]); });
+    }
+    note_fx(id, fx);
     if (cacheable(node)) cache.set(node, id);
     return id;
+  }
+
+  // Note [FX frames]: a frame of torch.compile's generated code, augmented by `_snapshot(augment_with_fx_traces=True)`
+  // (PyTorch 2.10+, torch/cuda/memory.py _augment_frames): fx_node_op, fx_node_name, fx_node_target and
+  // fx_original_trace, the user's source lines the node was traced from, as Python prints a traceback
+  // ('File "model.py", line 12, in forward' then the code). The last such line is the user's line: it becomes a
+  // frame of its own (FxFrame::origin), which the stack's user frame prefers (Model::intern_stack), so the bytes are
+  // attributed to the model's line, not to the generated file's.
+  void note_fx(uint32_t frame_id, const uint32_t fx[4]) {
+    if (!(fx[0] | fx[1] | fx[2] | fx[3]) || m.fx_frames.count(frame_id)) return;
+    FxFrame f{fx[0], fx[1], fx[2], fx[3], UINT32_MAX};
+    std::string_view trace = m.strings[fx[3]];
+    size_t at = trace.rfind("File \"");
+    if (at != std::string_view::npos) {
+      size_t q = trace.find('"', at + 6);
+      size_t ln = q == std::string_view::npos ? q : trace.find(", line ", q);
+      if (ln != std::string_view::npos) {
+        std::string_view file = trace.substr(at + 6, q - at - 6);
+        uint32_t line = (uint32_t)strtoul(std::string(trace.substr(ln + 7, 12)).c_str(), nullptr, 10);
+        size_t in = trace.find(", in ", ln);
+        size_t eol = trace.find('\n', ln);
+        std::string_view name;
+        if (in != std::string_view::npos && in < eol)
+          name = trace.substr(in + 5, eol == std::string_view::npos ? eol : eol - in - 5);
+        if (line > 0) f.origin = m.intern_frame(m.intern(file), m.intern(name), line);
+      }
+    }
+    m.fx_frames.emplace(frame_id, f);
+  }
+
+  // ---- Note [Snapshot extras]: values as JSON, unknown keys ----
+  // A value of the tree as JSON (dict keys as strings, bytes as hex), at most `budget` bytes (then "…").
+  std::string render(uint32_t node, size_t budget = kRawValueBytes) {
+    std::string out;
+    render_to(out, node, budget, 0);
+    if (out.size() > budget) out.resize(budget), out += "…";
+    return out;
+  }
+  void render_to(std::string& out, uint32_t n, size_t budget, int depth) {
+    if (out.size() > budget) return;
+    if (PickleTree::is_entry_ref(n) || PickleTree::is_stack_ref(n) || PickleTree::is_frame_ref(n)) {
+      out += "\"(a trace entry or frames)\"";
+      return;
+    }
+    const PValue& v = tp->at(n);
+    switch (v.type) {
+      case PType::None: out += "null"; return;
+      case PType::Bool: out += v.flag ? "true" : "false"; return;
+      case PType::Int: json::write_int(out, (int64_t)v.raw); return;
+      case PType::UInt: out += std::to_string(v.raw); return;
+      case PType::Float: {
+        double d;
+        memcpy(&d, &v.raw, 8);
+        if (std::isfinite(d)) {
+          char buf[32];
+          snprintf(buf, sizeof buf, "%.17g", d);
+          out += buf;
+        } else {
+          out += "null";
+        }
+        return;
+      }
+      case PType::Str: json::write_string(out, tp->str(n)); return;
+      case PType::Bytes: {
+        std::string_view b = tp->str(n);
+        std::string hex = "bytes(" + std::to_string(b.size()) + "): ";
+        static const char* digits = "0123456789abcdef";
+        for (size_t k = 0; k < b.size() && k < 64; k++)
+          hex += digits[(uint8_t)b[k] >> 4], hex += digits[(uint8_t)b[k] & 15];
+        if (b.size() > 64) hex += "…";
+        json::write_string(out, hex);
+        return;
+      }
+      case PType::List:
+      case PType::Tuple:
+      case PType::Dict: {
+        if (depth > 16) {
+          out += "\"…\"";
+          return;
+        }
+        bool dict = v.type == PType::Dict;
+        out += dict ? '{' : '[';
+        const ItemSpan items = tp->items(n);
+        for (size_t k = 0; k < items.size() && out.size() <= budget; k += dict ? 2 : 1) {
+          if (k) out += ',';
+          if (dict) {
+            if (tp->is_str(items[k])) {
+              json::write_string(out, tp->str(items[k]));
+            } else {
+              std::string key;
+              render_to(key, items[k], budget, depth + 1);
+              json::write_string(out, key);
+            }
+            out += ':';
+            if (k + 1 < items.size()) render_to(out, items[k + 1], budget, depth + 1);
+          } else {
+            render_to(out, items[k], budget, depth + 1);
+          }
+        }
+        out += dict ? '}' : ']';
+        return;
+      }
+      default: out += "null"; return;
+    }
+  }
+  std::string render(const FastValue& v) {
+    switch (v.kind) {
+      case FastValue::Ref: return render(v.ref);
+      case FastValue::Int: return std::to_string((int64_t)v.raw);
+      case FastValue::UInt: return std::to_string(v.raw);
+      case FastValue::Bool: return v.raw ? "true" : "false";
+      case FastValue::Stack: return "\"(frames)\"";
+      default: return "null";
+    }
+  }
+  // An unknown key: counted, and its value rendered the first time only.
+  template <class Raw>
+  void unknown(std::string_view where, uint32_t key_node, Raw&& raw) {
+    std::string key = tp->is_str(key_node) ? std::string(tp->str(key_node)) : render(key_node, 200);
+    m.note_unknown_key(where, key, m.knows_unknown_key(where, key) ? std::string() : raw());
+  }
+  // The keys of a dict that are not in `known` (a null-terminated list).
+  void unknown_keys_of(std::string_view where, uint32_t dict, const char* const* known) {
+    const ItemSpan kv = tp->items(dict);
+    for (size_t k = 0; k + 1 < kv.size(); k += 2) {
+      bool is_known = false;
+      if (tp->is_str(kv[k]))
+        for (const char* const* name = known; *name && !is_known; name++) is_known = tp->str(kv[k]) == *name;
+      if (!is_known) unknown(where, kv[k], [&] { return render(kv[k + 1]); });
+    }
   }
 
   std::vector<uint32_t> frame_ids;
@@ -107,6 +248,20 @@ struct Importer final : EntryDecoder {
     return id;
   }
 
+  // user_metadata: a string as it is; any other value (a dict, from memory_viz's formatUserMetadata's reading) as
+  // JSON, interned. Compile context likewise. 0: none ("" is PyTorch's "no metadata").
+  uint32_t meta_id(uint32_t node) {
+    if (node == PickleTree::kNone) return 0;
+    if (tp->is_str(node)) return str(node);
+    if (tp->at(node).type == PType::None) return 0;
+    return m.intern(render(node));
+  }
+  uint32_t meta_id(const FastValue& v) {
+    if (v.kind == FastValue::Ref) return meta_id(v.ref);
+    if (v.kind == FastValue::None) return 0;
+    return m.intern(render(v));
+  }
+
   bool is_list(uint32_t n) const {
     return n != PickleTree::kNone && (tp->at(n).type == PType::List || tp->at(n).type == PType::Tuple);
   }
@@ -121,12 +276,14 @@ struct Importer final : EntryDecoder {
     K_COMPILE_CONTEXT,
     K_USER_METADATA,
     K_DEVICE_FREE,
+    K_POOL_ID,  // 2.12+: the entry's pool, as segment_pool_id (read where it matters: Note [Snapshot extras])
     K_COUNT
   };
   int key_kind(uint32_t node) {
     if (uint32_t c = key_kinds.get(node)) return (int)c - 2;
     static const char* const names[K_COUNT] = {
-        "action", "addr", "size", "stream", "time_us", "frames", "compile_context", "user_metadata", "device_free"};
+        "action",          "addr",          "size",        "stream", "time_us", "frames",
+        "compile_context", "user_metadata", "device_free", "pool_id"};
     int kind = -1;
     if (tp->is_str(node))
       for (int k = 0; k < K_COUNT; k++)
@@ -149,12 +306,20 @@ struct Importer final : EntryDecoder {
     return -1;
   }
 
-  void segments(uint32_t list) {
+  static constexpr const char* kSegmentKeys[] = {
+      "device",       "address",         "total_size",    "allocated_size", "active_size", "requested_size", "stream",
+      "segment_type", "segment_pool_id", "is_expandable", "frames",         "blocks",      nullptr};
+  static constexpr const char* kBlockKeys[] = {"address", "size", "requested_size", "state", "frames", nullptr};
+  static constexpr const char* kAnnotationKeys[] = {"stage", "name", "device", "time_us", nullptr};
+
+  // host: PyTorch 2.14's host_segments (Note [Host memory]): into m.host, whatever their "device" says.
+  void segments(uint32_t list, bool host = false) {
     if (!is_list(list)) return;
     for (uint32_t s : tp->items(list)) {
       if (tp->at(s).type != PType::Dict) continue;
-      int dev = device_index(tp->as_int(tp->get(s, "device"), 0));
+      int dev = host ? 0 : device_index(tp->as_int(tp->get(s, "device"), 0));
       if (dev < 0) continue;
+      unknown_keys_of(host ? "host segment" : "segment", s, kSegmentKeys);
       SegmentData g;
       g.addr = tp->as_u64(tp->get(s, "address"));
       g.size = tp->as_u64(tp->get(s, "total_size"));
@@ -172,7 +337,7 @@ struct Importer final : EntryDecoder {
       uint32_t is_exp = tp->get(s, "is_expandable");
       g.expandable = tp->as_int(is_exp, 0) != 0;
       // The policy that made the data (policy_replay.cpp, Note [Policy of the data]).
-      if (is_exp != PickleTree::kNone)
+      if (!host && is_exp != PickleTree::kNone)
         m.pickle_segments_expandable = std::max<int8_t>(m.pickle_segments_expandable, g.expandable ? 1 : 0);
       g.stack = stack(tp->get(s, "frames"));
       uint32_t blocks = tp->get(s, "blocks");
@@ -181,6 +346,7 @@ struct Importer final : EntryDecoder {
       if (is_list(blocks)) {
         for (uint32_t b : tp->items(blocks)) {
           if (tp->at(b).type != PType::Dict) continue;
+          unknown_keys_of(host ? "host block" : "block", b, kBlockKeys);
           BlockData bd;
           bd.addr = tp->get(b, "address") != PickleTree::kNone ? tp->as_u64(tp->get(b, "address")) : cursor;
           bd.size = tp->as_u64(tp->get(b, "size"));
@@ -197,7 +363,7 @@ struct Importer final : EntryDecoder {
         }
       }
       if (g.size == 0) g.size = block_sum;  // very old snapshots may omit total_size
-      DeviceData& d = m.device(dev);
+      DeviceData& d = host ? m.host : m.device(dev);
       d.final_segments.push_back(std::move(g));
     }
   }
@@ -261,6 +427,8 @@ struct Importer final : EntryDecoder {
     for (int k = 0; k < K_COUNT; k++) f[k] = FastValue{FastValue::Ref, offered[k], 0};
     int act = action_node(offered[K_ACTION]);
     uint32_t row = add_row(act < 0 ? ACT_SNAPSHOT : act, f, stack_out);  // (is_entry checked the action)
+    for (size_t k = 0; k + 1 < n; k += 2)
+      if (key_kind(kv[k]) < 0) unknown("trace entry", kv[k], [&] { return render(kv[k + 1]); });
     floor = UINT32_MAX;
     return row;
   }
@@ -271,41 +439,59 @@ struct Importer final : EntryDecoder {
     for (auto& v : f) v = FastValue{FastValue::Ref, PickleTree::kNone, 0};
     floor = floor_node;  // until it is a row, its fresh strings may be forgotten
     int act = -1;
-    bool keys_ok = true;
+    bool keys_ok = true, any_unknown = false;
     for (size_t k = 0; k < n && keys_ok; k++) {
       // Keys are strings the tree keeps (memoised); anything else is left to the general path.
       keys_ok = tp->is_str(kv[k].key);
       int kind = keys_ok ? key_kind(kv[k].key) : -1;
       if (kind >= 0) f[kind] = kv[k].value;
+      any_unknown |= kind < 0;
     }
     const FastValue& a = f[K_ACTION];
     if (keys_ok && a.kind == FastValue::Ref && a.ref != PickleTree::kNone) act = action_node(a.ref);
-    floor = UINT32_MAX;
-    if (act < 0) return false;
+    if (act < 0) return floor = UINT32_MAX, false;
     uint32_t stack_id;
     row = add_row(act, f, stack_id);
+    if (any_unknown)
+      for (size_t k = 0; k < n; k++)
+        if (key_kind(kv[k].key) < 0) unknown("trace entry", kv[k].key, [&] { return render(kv[k].value); });
+    floor = UINT32_MAX;
     return true;
   }
 
-  enum FrameKey { FK_FILE = 0, FK_NAME, FK_LINE, FK_OTHER };
+  enum FrameKey { FK_FILE = 0, FK_NAME, FK_LINE, FK_FX_OP, FK_FX_NAME, FK_FX_TARGET, FK_FX_TRACE, FK_OTHER };
   NodeTable frame_key_kinds;  // FrameKey + 2
   int frame_key(uint32_t node) {
     if (uint32_t c = frame_key_kinds.get(node)) return (int)c - 2;
     std::string_view s = tp->is_str(node) ? tp->str(node) : std::string_view();
-    int kind = s == "filename" ? FK_FILE : s == "name" ? FK_NAME : s == "line" ? FK_LINE : FK_OTHER;
+    int kind = s == "filename"            ? FK_FILE
+               : s == "name"              ? FK_NAME
+               : s == "line"              ? FK_LINE
+               : s == "fx_node_op"        ? FK_FX_OP
+               : s == "fx_node_name"      ? FK_FX_NAME
+               : s == "fx_node_target"    ? FK_FX_TARGET
+               : s == "fx_original_trace" ? FK_FX_TRACE
+                                          : FK_OTHER;
     if (cacheable(node)) frame_key_kinds.set(node, (uint32_t)(kind + 1));
     return kind;
   }
   uint32_t flat_frame(const PickleTree& tree, const FastPair* kv, size_t n, uint32_t floor_node) override {
     tp = &tree;
     floor = floor_node;
-    FastValue f[3] = {{FastValue::None, 0, 0}, {FastValue::None, 0, 0}, {FastValue::None, 0, 0}};
+    FastValue f[FK_OTHER];
+    for (auto& v : f) v = FastValue{FastValue::None, 0, 0};
     for (size_t k = 0; k < n; k++) {
       int kind = tp->is_str(kv[k].key) ? frame_key(kv[k].key) : FK_OTHER;
-      if (kind < FK_OTHER) f[kind] = kv[k].value;  // later keys win, as in the general path's get()
+      // A key no frame has: not a frame, or a later PyTorch's frame; the general path reads it (and keeps the key,
+      // Note [Snapshot extras]). A flat read may still be rewound, so it records nothing of its own.
+      if (kind == FK_OTHER) return floor = UINT32_MAX, UINT32_MAX;
+      f[kind] = kv[k].value;  // later keys win, as in the general path's get()
     }
     // As frame() reads a frame dict: missing or non-string names are "", a non-integer line is 0.
     uint32_t id = m.intern_frame(str_of(f[FK_FILE]), str_of(f[FK_NAME]), (uint32_t)as_int(f[FK_LINE], 0));
+    const uint32_t fx[4] = {str_of(f[FK_FX_OP]), str_of(f[FK_FX_NAME]), str_of(f[FK_FX_TARGET]),
+                            str_of(f[FK_FX_TRACE])};
+    note_fx(id, fx);
     floor = UINT32_MAX;
     return id;
   }
@@ -350,7 +536,7 @@ struct Importer final : EntryDecoder {
     rows.push_event(t_us, (uint8_t)act, addr, size, 0, (uint64_t)as_int(f[K_STREAM], 0), stk, pool_of(act, size));
     row_has_time_key.push_back(has_time);
     const FastValue &cc = f[K_COMPILE_CONTEXT], &um = f[K_USER_METADATA];
-    uint32_t cc_id = present(cc) ? str_of(cc) : na_id, um_id = present(um) ? str_of(um) : 0;
+    uint32_t cc_id = present(cc) ? meta_id(cc) : na_id, um_id = present(um) ? meta_id(um) : 0;
     if (cc_id != na_id || um_id != 0) row_extras.push_back({row, {cc_id, um_id}});
     if ((row & 0xFFFF) == 0) rows_published.store(row, std::memory_order_relaxed);
     return row;
@@ -394,12 +580,17 @@ struct Importer final : EntryDecoder {
   }
 
   int traced_devices = 0;
-  void trace(int dev, uint32_t list) {
+  // host: the list is PyTorch 2.14's host_traces (Note [Host memory]), read into m.host.
+  void trace(int dev, uint32_t list, bool host = false) {
     if (!is_list(list)) return;
+    if (range && host && !tp->items(list).empty())
+      throw std::runtime_error(
+          "a time window cannot be opened for a snapshot that also traces pinned host memory (host_traces); open the "
+          "whole file");
     if (range && ++traced_devices > 1)
       throw std::runtime_error(
           "a time window can be opened for a one-device snapshot only; this one traces several devices");
-    DeviceData& d = m.device(dev);
+    DeviceData& d = host ? m.host : m.device(dev);
     const ItemSpan items = tp->items(list);
     bool any_time = range && range->saw_time;
     for (uint32_t e : items) {
@@ -472,8 +663,10 @@ struct Importer final : EntryDecoder {
         d.push_event(t_us, (uint8_t)act, addr, size, 0, tp->as_u64(f[K_STREAM]), stack(f[K_FRAMES]),
                      pool_of(act, size));
         uint32_t cc = f[K_COMPILE_CONTEXT], um = f[K_USER_METADATA];
-        uint32_t cc_id = cc == PickleTree::kNone ? na_id : str(cc), um_id = um == PickleTree::kNone ? 0 : str(um);
+        uint32_t cc_id = cc == PickleTree::kNone ? na_id : meta_id(cc), um_id = meta_id(um);
         if (cc_id != na_id || um_id != 0) d.context_and_metadata[idx] = {cc_id, um_id};
+        for (size_t k = 0; k + 1 < kv.size(); k += 2)
+          if (key_kind(kv[k]) < 0) unknown("trace entry", kv[k], [&] { return render(kv[k + 1]); });
       }
     }
     // Times, markers and OOMs over the new events, in order.
@@ -499,9 +692,36 @@ struct Importer final : EntryDecoder {
       }
     }
     if (skipped)
-      m.problems.push_back(Problem{0, std::to_string(skipped) + " trace entries of device " + std::to_string(dev) +
+      m.problems.push_back(Problem{0, std::to_string(skipped) + " trace entries of " +
+                                          (host ? std::string("host_traces") : "device " + std::to_string(dev)) +
                                           " have actions this reader does not know; they were skipped"});
+    metadata_markers(d, first);
   }
+
+  // Note [Metadata on the timeline]: torch.cuda.memory._set_memory_metadata(m) tags every entry recorded after it
+  // with m until it is set again, so a change of an entry's user_metadata is a moment of the run the user marked
+  // (a phase, a step): a 'metadata' marker there, labelled with the new value ("" clears it). Entries of one value
+  // make no marker at all, so a snapshot without metadata has none.
+  void metadata_markers(DeviceData& d, size_t first) {
+    if (d.context_and_metadata.empty()) return;
+    uint32_t current = 0;
+    for (size_t i = 0; i < first; i++) {
+      auto it = d.context_and_metadata.find((uint32_t)i);
+      current = it == d.context_and_metadata.end() ? 0 : it->second.second;
+    }
+    const uint32_t metadata_label = m.intern("user_metadata");
+    for (size_t i = first; i < d.count(); i++) {
+      auto it = d.context_and_metadata.find((uint32_t)i);
+      uint32_t um = it == d.context_and_metadata.end() ? 0 : it->second.second;
+      if (um == current) continue;
+      current = um;
+      std::string detail = "{\"userMetadata\":";
+      json::write_string(detail, m.strings[um]);
+      detail += '}';
+      d.markers.push_back(MarkerData{d.t[i], kMetadataMarker, metadata_label, detail});
+    }
+  }
+  static constexpr uint8_t kMetadataMarker = 8;  // kMarkerKinds[8] in aggregate.cpp
 
   void annotations(uint32_t list) {
     if (!is_list(list)) return;
@@ -513,6 +733,7 @@ struct Importer final : EntryDecoder {
       if (range && (t_us < range->window().from_us || t_us > range->window().to_us)) continue;
       uint32_t st = tp->get(a, "stage");
       std::string_view stage = st != PickleTree::kNone && tp->is_str(st) ? tp->str(st) : "";
+      unknown_keys_of("annotation", a, kAnnotationKeys);
       uint8_t kind = stage == "START" ? 1 : stage == "END" ? 2 : 0;
       m.device(dev).markers.push_back(MarkerData{t_us, kind, str(tp->get(a, "name")), ""});
     }
@@ -625,8 +846,37 @@ void import_snapshot(Model& m, const uint8_t* data, size_t size, bool file_mappe
     }
     timer.lap("traces");
     im.annotations(tree.get(root, "external_annotations"));
+    // Note [Host memory]: PyTorch 2.14 (record_pinned_host_memory=True) adds the pinned host allocator's segments and
+    // trace beside the devices'. Their shape is taken from pytorch/pytorch#182407 ("the same profiling infrastructure
+    // as the CUDA DeviceCachingAllocator ... getSegments()/getTraces()"): segments and entries shaped as the device's,
+    // read by the same code with every key optional, so a difference in detail reads as a missing figure and an
+    // unknown key (listed, Note [Snapshot extras]), never a failure. One list of entries (a list of lists is read too,
+    // in case a version splits it per device). Host bytes never enter a device's figures.
+    uint32_t host_segments = tree.get(root, "host_segments"), host_traces = tree.get(root, "host_traces");
+    if (host_segments != PickleTree::kNone || host_traces != PickleTree::kNone) {
+      m.has_host = true;
+      im.segments(host_segments, true);
+      if (im.is_list(host_traces)) {
+        const ItemSpan items = tree.items(host_traces);
+        if (!items.empty() && im.is_list(items[0])) {
+          for (uint32_t sub : items) im.trace(0, sub, true);
+        } else {
+          im.trace(0, host_traces, true);
+        }
+      }
+    }
+    static constexpr const char* kTopKeys[] = {
+        "segments", "device_traces", "allocator_settings", "external_annotations", "host_segments", "host_traces"};
+    const ItemSpan top = tree.items(root);
+    for (size_t k = 0; k + 1 < top.size(); k += 2) {
+      bool known = false;
+      if (tree.is_str(top[k]))
+        for (const char* name : kTopKeys) known |= tree.str(top[k]) == name;
+      if (!known) im.unknown("snapshot", top[k], [&] { return im.render(top[k + 1], kRawTopLevelBytes); });
+    }
     uint32_t settings = tree.get(root, "allocator_settings");
     if (settings != PickleTree::kNone) {
+      m.allocator_settings_json = im.render(settings, kRawTopLevelBytes);
       if (tree.at(settings).type == PType::Dict) {
         uint32_t e = tree.get(settings, "expandable_segments");
         if (e != PickleTree::kNone) m.pickle_settings_expandable = tree.as_int(e, 0) != 0 ? 1 : 0;
@@ -654,8 +904,7 @@ void import_snapshot(Model& m, const uint8_t* data, size_t size, bool file_mappe
       fprintf(stderr, "gpumem reader: window keeps %zu entries (%zu before, %zu after)\n", im.range->kept,
               im.range->before, im.range->after);
   }
-  for (auto& [idx, d] : m.devices) {
-    if (im.range) break;  // the window's start (RangeFilter::finish)
+  auto undo_start = [&](DeviceData& d) {
     d.have_final = true;
     d.final_after = d.count();
     // Issue #4: replay starts from allocated_bytes − Σ(alloc) + Σ(free_requested); reserved likewise.
@@ -678,11 +927,25 @@ void import_snapshot(Model& m, const uint8_t* data, size_t size, bool file_mappe
     }
     d.start_allocated = alloc;
     d.start_reserved = res;
+  };
+  if (!im.range) {
+    for (auto& [idx, d] : m.devices) undo_start(d);
+    if (m.has_host) undo_start(m.host);
   }
   timer.lap("start");
   im.join_helpers();
   timer.lap("import");
   m.derive();
+  // Note [Untraced blocks]: after derive() the allocations of the trace still live at the end are known by address.
+  auto mark_untraced = [](DeviceData& d) {
+    for (auto& s : d.final_segments)
+      for (auto& b : s.blocks)
+        b.untraced = b.state == ST_ALLOCATED && d.live_by_addr.get(b.addr) == AddrIndexMap::kEmpty;
+  };
+  if (!im.range) {
+    for (auto& [idx, d] : m.devices) mark_untraced(d);
+    if (m.has_host) mark_untraced(m.host);
+  }
   timer.lap("derive");
   // The tree of a big pickle is ~1.5 GB of pages; returning them to the kernel takes ~0.25 s, which the
   // open need not wait for: a detached thread frees it (its destructor reads neither the input bytes nor

@@ -10,13 +10,17 @@ import { categoriesJson, categoriesText, type CategoriesJson } from './categorie
 import { stepsText, stepsWithCategories, type StepsJson } from './steps';
 import { timeBaseOf } from '../steps/timebase';
 import { addWhatIf, whatIfText } from './whatIf';
+import { snapshotSection, snapshotSectionText, type SnapshotSectionJson } from './snapshotSection';
 
 export { summaryReport } from './report';
 export { summaryDocument, type SummaryDevice, type SummaryDocument } from './document';
 
 export interface FileSummary {
-  /** `steps`: only devices where steps were found; `categories`: every device (Note [Categories]) */
-  summary: SummaryDocument & { steps?: StepsJson[]; categories: CategoriesJson[] };
+  /**
+   * `steps`: only devices where steps were found; `categories`: every device (Note [Categories]); `snapshot`: pools,
+   * host memory, settings, metadata, annotations, unknown history and unknown keys (Note [Snapshot section])
+   */
+  summary: SummaryDocument & { steps?: StepsJson[]; categories: CategoriesJson[]; snapshot: SnapshotSectionJson };
   text: string;
   problems: string[];
 }
@@ -36,12 +40,13 @@ export function summarizeFile(file: string, topLines = 10): FileSummary {
     const withCategories = stepsWithCategories(model, time.steps);
     const categories = withCategories.map((s) => categoriesJson(model, s.json.device, s.view));
     const steps = withCategories.map((s) => s.json).filter((s) => s.steps.length > 0);
-    const more = [...categoriesText(categories), ...stepsText(steps)];
+    const snapshot = snapshotSection(model, undefined, states);
+    const more = [...snapshotSectionText(snapshot), ...categoriesText(categories), ...stepsText(steps)];
     const text =
       summaryReport({ fileName: path.basename(file), summary, states, problems, topLines }) +
       whatIfText(summary) +
       (more.length ? '\n' + more.join('\n') : '');
-    return { summary: steps.length ? { ...summary, steps, categories } : { ...summary, categories }, text, problems };
+    return { summary: steps.length ? { ...summary, steps, categories, snapshot } : { ...summary, categories, snapshot }, text, problems };
   } finally {
     model.close();
   }

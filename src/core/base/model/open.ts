@@ -19,6 +19,7 @@ import type {
   UserMetadataRow,
   PickleOverview,
   ReadProblem,
+  SnapshotExtras,
   SnapshotSummary,
   StepTable,
   SourceFormat,
@@ -54,6 +55,7 @@ export interface NativeHandle extends WhatIfHandle {
   stepTable(device: number, endsUs: number[]): string;
   categories(device: number, timesUs: number[], withLines: boolean): string;
   summary(): string;
+  extras(): string;
   exportPickle(outPath: string, atUs: number): void;
   eventCount(): number;
   /** {decodeNs, deriveNs, decodeCpuNs, deriveCpuNs}: where opening time went (benchmarks) */
@@ -182,6 +184,8 @@ class NativeModel implements Model {
   private readonly stacks = new Map<number, Stack | undefined>();
   private readonly markerCache = new Map<number, Marker[]>();
   private headerCache: { json: string; info: CaptureHeaderInfo } | undefined;
+  /** a pickle's extras never change; a capture's are read again after a poll */
+  private extrasCache: SnapshotExtras | undefined;
   private closed = false;
   /** Note [First answers]: JSON answers computed on a worker thread, by query and arguments, until the next poll() */
   private readonly answers = new Map<string, string>();
@@ -212,6 +216,7 @@ class NativeModel implements Model {
   }
   poll(): number {
     this.markerCache.clear();
+    this.extrasCache = undefined;
     this.answers.clear();
     return this.handle.poll();
   }
@@ -281,6 +286,10 @@ class NativeModel implements Model {
   }
   summary(): SnapshotSummary {
     return parse<SnapshotSummary>(this.answers.get('summary') ?? this.handle.summary());
+  }
+  extras(): SnapshotExtras {
+    this.extrasCache ??= parse<SnapshotExtras>(this.handle.extras());
+    return this.extrasCache;
   }
   exportPickle(outPath: string, atUs?: number): void {
     this.handle.exportPickle(outPath, atUs ?? Infinity);

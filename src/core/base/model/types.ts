@@ -18,6 +18,20 @@ export interface Frame {
    * pseudo-file, not under site-packages/dist-packages, the standard library or the tool's own directory
    */
   user: boolean;
+  /** a frame of torch.compile's generated code with its FX node (Note [FX frames] in native/addon/src/snapshot_import.cpp) */
+  fx?: FxFrameInfo;
+}
+
+/** The compiled graph's node a generated line runs, and the user's line it was traced from. */
+export interface FxFrameInfo {
+  /** FX node op ("call_function"), name ("addmm") and target ("aten.addmm.default"); "" when absent */
+  op: string;
+  node: string;
+  target: string;
+  /** the traceback the node was traced from, as Python prints it */
+  originalTrace: string;
+  /** its last frame: the user's source line (the stack's user frame prefers it) */
+  origin?: { file: string; line: number; name: string; user: boolean };
 }
 
 /** A call stack, innermost frame first. `backward`: allocated on an autograd thread. */
@@ -35,6 +49,11 @@ export interface BlockInfo {
   requestedSize: number;
   state: BlockState;
   stackId: number; // 0 = unknown
+  /**
+   * allocated, but no allocation of the trace is live here at the end: made before recording began (or dropped from
+   * the trace's ring buffer), so its history is unknown (Note [Untraced blocks] in native/addon/src/model.h)
+   */
+  untraced?: boolean;
 }
 
 export interface SegmentInfo {
@@ -43,6 +62,8 @@ export interface SegmentInfo {
   totalSize: number;
   stream: number;
   pool: 'small' | 'large' | 'private';
+  /** a private pool's id (PyTorch's segment_pool_id): (0, n) a MemPool or graph_pool_handle(), (n, 0) a CUDA graph's own */
+  poolId?: [number, number];
   expandable: boolean;
   /** an expandable segment's page size, where the data records it (else 2 MiB small, 20 MiB large) */
   pageSize?: number;
@@ -73,7 +94,8 @@ export interface AllocatorState {
   fragmentation: Fragmentation;
 }
 
-export type MarkerKind = 'user' | 'range_begin' | 'range_end' | 'empty_cache' | 'snapshot' | 'oom' | 'notice' | 'step';
+/** metadata: the snapshot's user_metadata changed here (Note [Metadata on the timeline] in native/addon/src/snapshot_import.cpp) */
+export type MarkerKind = 'user' | 'range_begin' | 'range_end' | 'empty_cache' | 'snapshot' | 'oom' | 'notice' | 'step' | 'metadata';
 
 export interface Marker {
   device: number;
@@ -284,8 +306,9 @@ export interface AllocationSpan {
   stream: number;
   /** owner group (TimelineOwners) */
   owner: number;
-  /** the allocation's memory label (torch.cuda.memory._set_memory_metadata), when it has one */
+  /** the snapshot's user_metadata and compile context of this allocation, where it has them */
   userMetadata?: string;
+  compileContext?: string;
 }
 
 /**
@@ -300,6 +323,49 @@ export interface UserMetadataRow {
   allocatedBytes: number;
   /** bytes of those allocations live at the device's peak */
   bytesAtPeak: number;
+}
+
+/** A key of the snapshot this reader does not know: kept, counted and shown raw (Note [Snapshot extras]). */
+export interface UnknownKey {
+  /** "snapshot" (top level), "segment", "block", "trace entry", "frame", "annotation", "host segment", … */
+  where: string;
+  key: string;
+  /** how many dicts had it */
+  count: number;
+  /** the first value, as JSON */
+  raw: string;
+}
+
+/** A user_metadata value or compile context and the allocations of the trace it tagged. */
+export interface TaggedValue {
+  value: string;
+  allocs: number;
+  bytes: number;
+  firstUs: number;
+  lastUs: number;
+}
+
+/** Pinned host memory of a PyTorch 2.14 snapshot (host_segments, host_traces; Note [Host memory]). */
+export interface HostMemory {
+  /** host_traces entries */
+  events: number;
+  peakAllocatedBytes: number;
+  peakAtTimeUs: number;
+  startAllocatedBytes: number;
+  peakReservedBytes: number;
+  t0Us?: number;
+  t1Us?: number;
+  /** host_segments, as device segments are given (device −1) */
+  segments: SegmentInfo[];
+}
+
+/** Note [Snapshot extras] (native/addon/src/model.h): what a snapshot carries beyond events and segments. */
+export interface SnapshotExtras {
+  /** the snapshot's allocator_settings as it has them; null when it has none (captures) */
+  allocatorSettings: Record<string, unknown> | null;
+  unknownKeys: UnknownKey[];
+  devices: { device: number; userMetadata: TaggedValue[]; compileContexts: TaggedValue[] }[];
+  host: HostMemory | null;
 }
 
 /** A device as the capture's REC_DEVICE record names it (pickles have none). */
@@ -455,6 +521,8 @@ export interface Model {
   /** bytes per category at the peak and at each of `timesUs`; per line at the peak and the last time if withLines */
   categories(device: number, timesUs: readonly number[], withLines?: boolean): CategoryReport;
   summary(): SnapshotSummary;
+  /** allocator settings, unknown keys, user metadata, compile contexts and pinned host memory (Note [Snapshot extras]) */
+  extras(): SnapshotExtras;
   /** PyTorch snapshot pickle (protocol 4) of the state at `atUs` (default: end) with the trace */
   exportPickle(outPath: string, atUs?: number): void;
   /**

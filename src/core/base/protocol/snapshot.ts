@@ -88,6 +88,64 @@ export interface SummaryView {
   events: number;
   breakdown: BreakdownView;
   verdict: string;
+  /** what the snapshot carries beyond these figures (issue 29); absent where there is nothing to show */
+  details?: SnapshotDetailsView;
+}
+
+/** A private pool at the end of the file (Note [Private pools] in src/core/analyses/pools/index.ts). */
+export interface PoolView {
+  poolId: [number, number];
+  /** "MemPool (0, 1)" / "CUDA graph pool (1, 0)" */
+  label: string;
+  segments: number;
+  reservedBytes: number;
+  activeBytes: number;
+  freeBytes: number;
+  largestFreeBlockBytes: number;
+  /** 0..1: the share of the pool's free bytes outside its largest free block */
+  fragmentation: number;
+}
+
+/** A user_metadata value or compile context with the allocations it tagged. */
+export interface TaggedView {
+  value: string;
+  allocations: number;
+  bytes: number;
+  firstUs: number;
+  lastUs: number;
+}
+
+/** Pinned host memory's own totals (PyTorch 2.14's host_segments / host_traces), at the end of the file. */
+export interface HostView {
+  segments: number;
+  blocks: number;
+  allocatedBlocks: number;
+  reservedBytes: number;
+  allocatedBytes: number;
+  activeBytes: number;
+  cachedBytes: number;
+  largestFreeBlockBytes: number;
+  peakAllocatedBytes: number;
+  peakAtTimeUs: number;
+  events: number;
+  /** each pinned segment: its size, what is allocated in it, its innermost frame ("file:line") */
+  rows: { address: number; totalSize: number; allocatedBytes: number; state: string; where: string }[];
+}
+
+/** Note [Snapshot section] (src/core/analyses/summary/snapshotSection.ts): the Summary tab's sections past the figures. */
+export interface SnapshotDetailsView {
+  pools: PoolView[];
+  /** Note [Untraced blocks]: allocated at the end, no allocation in the trace */
+  untracedBlocks: number;
+  untracedBytes: number;
+  userMetadata: TaggedView[];
+  compileContexts: TaggedView[];
+  annotations: { name: string; ranges: number }[];
+  /** allocator_settings as the run had them (values as text); null when the file has none */
+  allocatorSettings: { key: string; value: string }[] | null;
+  host: HostView | null;
+  /** keys this reader does not know: where, name, how often, the first value raw (JSON) */
+  unknownKeys: { where: string; key: string; count: number; raw: string }[];
 }
 
 /** One entry of `ooms` in `gpumem summary --json` (src/core/analyses/summary/ooms.ts). */
@@ -153,8 +211,9 @@ export interface SpanColumns {
   address: number[];
   /** owner group of each band (TimelineOwners in model/types.ts) */
   owner: number[];
-  /** each band's memory label (torch.cuda.memory._set_memory_metadata; '' none); absent when no band has one */
+  /** the band's user_metadata and compile context ("" none); present only when some band has one */
   userMetadata?: string[];
+  compileContext?: string[];
 }
 
 /**
@@ -205,6 +264,8 @@ export interface BlockView {
   requestedSize: number;
   state: BlockState;
   stackId: number;
+  /** Note [Untraced blocks]: allocated, but its allocation is not in the trace (history unknown) */
+  untraced?: boolean;
 }
 
 export interface SegmentView {
@@ -212,6 +273,8 @@ export interface SegmentView {
   totalSize: number;
   stream: number;
   pool: 'small' | 'large' | 'private';
+  /** a private pool's id (segment_pool_id) */
+  poolId?: [number, number];
   expandable: boolean;
   blocks: BlockView[];
 }
@@ -238,6 +301,8 @@ export interface FrameView {
   name: string;
   /** the reader's Frame.user (Note [User frames], native/format/README.md) */
   user: boolean;
+  /** torch.compile: the FX node this generated line runs, and the user's line it came from (Note [FX frames]) */
+  fx?: { op: string; node: string; target: string; origin?: { file: string; line: number; name: string; user: boolean } };
 }
 
 export interface StackView {

@@ -140,7 +140,7 @@ export class OpenedCapture {
 
   /** deviceMessages' first half: the summary with the markers. */
   summaryMessage(device: number, markers = this.timelineMarkers(device)): SnapshotHostMessage {
-    return { type: 'summary', summary: buildSummary(this.model, device), markers: markers.markers, markersTruncated: markers.truncated };
+    return { type: 'summary', summary: buildSummary(this.model, device, this.display), markers: markers.markers, markersTruncated: markers.truncated };
   }
 
   /** The markers the summary message carries (the panel host builds them in an event-loop turn of their own). */
@@ -186,8 +186,6 @@ export class OpenedCapture {
     const kept = truncated ? spans.slice(0, limit) : spans;
     kept.sort((a, b) => a.startUs - b.startUs || b.size - a.size);
     const cols: SpanColumns = { startUs: [], endUs: [], liveAtEnd: [], size: [], stackId: [], address: [], owner: [] };
-    // Memory labels (_set_memory_metadata), only when a band has one: one entry per band, '' for none.
-    if (kept.some((s) => s.userMetadata)) cols.userMetadata = kept.map((s) => s.userMetadata ?? '');
     for (const s of kept) {
       const live = !Number.isFinite(s.endUs);
       cols.startUs.push(s.startUs);
@@ -197,6 +195,12 @@ export class OpenedCapture {
       cols.stackId.push(s.stackId);
       cols.address.push(s.address);
       cols.owner.push(s.owner);
+    }
+    // Note [Snapshot extras]: the hover says a band's user_metadata (a pickle's, or a capture's memory label from
+    // _set_memory_metadata) and compile context; columns only when some band has one.
+    if (kept.some((s) => s.userMetadata !== undefined || s.compileContext !== undefined)) {
+      cols.userMetadata = kept.map((s) => s.userMetadata ?? '');
+      cols.compileContext = kept.map((s) => s.compileContext ?? '');
     }
     return {
       requestId,
@@ -224,10 +228,18 @@ export class OpenedCapture {
         totalSize: seg.totalSize,
         stream: seg.stream,
         pool: seg.pool,
+        ...(seg.poolId ? { poolId: seg.poolId } : {}),
         expandable: seg.expandable,
         blocks: [...seg.blocks]
           .sort((a, b) => a.address - b.address)
-          .map((b) => ({ offset: b.address - seg.address, size: b.size, requestedSize: b.requestedSize, state: b.state, stackId: b.stackId })),
+          .map((b) => ({
+            offset: b.address - seg.address,
+            size: b.size,
+            requestedSize: b.requestedSize,
+            state: b.state,
+            stackId: b.stackId,
+            ...(b.untraced ? { untraced: true } : {}),
+          })),
       }));
     // An OOM explains the state only at the moment it happened, not at an arbitrary point of the timeline.
     return { requestId, device, timeUs: Number.isFinite(state.timeUs) ? state.timeUs : timeUs, segments, breakdown, verdict: verdictAt(this.model, device, at, breakdown) };
@@ -258,7 +270,13 @@ export class OpenedCapture {
       requestId,
       stackId,
       backward: st?.backward ?? false,
-      frames: (st?.frames ?? []).map((f) => ({ file: f.file, line: f.line, name: f.name, user: f.user })),
+      frames: (st?.frames ?? []).map((f) => ({
+        file: f.file,
+        line: f.line,
+        name: f.name,
+        user: f.user,
+        ...(f.fx ? { fx: { op: f.fx.op, node: f.fx.node, target: f.fx.target, ...(f.fx.origin ? { origin: f.fx.origin } : {}) } } : {}),
+      })),
     };
   }
 

@@ -1,17 +1,19 @@
 // The Summary tab's figures, in memory_summary()'s vocabulary, computed from a Model.
 import { formatBytes } from '../../base/units/bytes';
-import type { Marker, Model } from '../../base/model/types';
-import type { MarkerView, SummaryView } from '../../base/protocol/snapshot';
+import type { AllocatorState, Marker, Model } from '../../base/model/types';
+import type { MarkerView, SnapshotDetailsView, SummaryView } from '../../base/protocol/snapshot';
 import type { Steps } from '../../analyses/steps';
 import { breakdownFromSegments } from '../../analyses/breakdown/breakdown';
 import { numberSteps } from './stepMarkers';
 import { verdictAt } from '../../analyses/verdicts/verdict';
+import { snapshotSection } from '../../analyses/summary/snapshotSection';
+import { poolLabel } from '../../analyses/pools';
 
 /**
  * Figures at the end of the file: for a PyTorch pickle that is the moment `_snapshot()` ran (its `segments`),
  * for a capture the last recorded event. Peaks come from the whole trace (issue 4's replay definition).
  */
-export function buildSummary(model: Model, device: number): SummaryView {
+export function buildSummary(model: Model, device: number, displayPath: (file: string) => string = (f) => f): SummaryView {
   const state = model.stateAt(device, Infinity);
   const b = breakdownFromSegments(state.segments);
   let blocks = 0;
@@ -40,7 +42,85 @@ export function buildSummary(model: Model, device: number): SummaryView {
     events: dev?.events ?? 0,
     breakdown: b,
     verdict: verdictAt(model, device, Infinity, b, ooms[ooms.length - 1]),
+    ...detailsOf(model, device, displayPath, state),
   };
+}
+
+/**
+ * Note [Snapshot section]: the Summary tab's sections past the figures — private pools, pinned host memory, the
+ * allocator settings, user metadata, compile contexts, annotations, blocks of unknown history and unknown keys —
+ * the same figures `gpumem summary` prints (snapshotSection). Left out when the file has none of them.
+ */
+function detailsOf(model: Model, device: number, displayPath: (f: string) => string, end: AllocatorState): { details?: SnapshotDetailsView } {
+  const section = snapshotSection(model, device, new Map([[device, end]]));
+  const d = section.devices.find((x) => x.device === device);
+  const tagged = (t: { value: string; allocations: number; bytes: number; first_time_us: number; last_time_us: number }) => ({
+    value: t.value,
+    allocations: t.allocations,
+    bytes: t.bytes,
+    firstUs: t.first_time_us,
+    lastUs: t.last_time_us,
+  });
+  const host = model.extras().host;
+  const details: SnapshotDetailsView = {
+    pools: (d?.pools ?? []).map((p) => ({
+      poolId: p.pool_id,
+      label: poolLabel(p.pool_id),
+      segments: p.segments,
+      reservedBytes: p.reserved_bytes,
+      activeBytes: p.active_bytes,
+      freeBytes: p.free_bytes,
+      largestFreeBlockBytes: p.largest_free_block_bytes,
+      fragmentation: p.fragmentation,
+    })),
+    untracedBlocks: d?.untraced_blocks ?? 0,
+    untracedBytes: d?.untraced_bytes ?? 0,
+    userMetadata: (d?.user_metadata ?? []).map(tagged),
+    compileContexts: (d?.compile_contexts ?? []).map(tagged),
+    annotations: d?.annotations ?? [],
+    allocatorSettings: section.allocator_settings
+      ? Object.entries(section.allocator_settings).map(([key, v]) => ({ key, value: typeof v === 'string' ? v : JSON.stringify(v) }))
+      : null,
+    host:
+      section.host && host
+        ? {
+            segments: section.host.segments,
+            blocks: section.host.blocks,
+            allocatedBlocks: section.host.allocated_blocks,
+            reservedBytes: section.host.reserved_bytes,
+            allocatedBytes: section.host.allocated_bytes,
+            activeBytes: section.host.active_bytes,
+            cachedBytes: section.host.cached_bytes,
+            largestFreeBlockBytes: section.host.largest_free_block_bytes,
+            peakAllocatedBytes: section.host.peak_allocated_bytes,
+            peakAtTimeUs: section.host.peak_at_time_us,
+            events: section.host.events,
+            rows: host.segments.map((seg) => {
+              const allocated = seg.blocks.filter((b) => b.state === 'active_allocated').reduce((n, b) => n + b.size, 0);
+              const stackId = seg.blocks.find((b) => b.stackId > 0)?.stackId ?? seg.stackId;
+              const f = model.stack(stackId)?.frames.find((x) => x.user) ?? model.stack(stackId)?.frames[0];
+              return {
+                address: seg.address,
+                totalSize: seg.totalSize,
+                allocatedBytes: allocated,
+                state: allocated > 0 ? 'in use' : 'cached',
+                where: f ? `${displayPath(f.file)}:${f.line}` : '',
+              };
+            }),
+          }
+        : null,
+    unknownKeys: section.unknown_keys,
+  };
+  const empty =
+    !details.pools.length &&
+    !details.untracedBlocks &&
+    !details.userMetadata.length &&
+    !details.compileContexts.length &&
+    !details.annotations.length &&
+    !details.allocatorSettings &&
+    !details.host &&
+    !details.unknownKeys.length;
+  return empty ? {} : { details };
 }
 
 /**
