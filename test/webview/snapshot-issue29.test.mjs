@@ -16,6 +16,7 @@ const REF = path.join(ROOT, 'test/unit/reference');
 const fixture = (name) => path.join(ROOT, 'test/fixtures/pytorch-snapshots', `${name}.pickle`);
 const py = (script, ...args) => JSON.parse(execFileSync('python3', [path.join(REF, script), ...args], { encoding: 'utf8', maxBuffer: 1 << 28 }));
 const pyInline = (code, ...args) => JSON.parse(execFileSync('python3', ['-c', code, ...args], { encoding: 'utf8', cwd: REF, maxBuffer: 1 << 28 }));
+const MiB = 1 << 20;
 const cspErrors = (errors) => errors.filter((e) => /Content Security Policy/.test(e));
 
 async function withPanel(name, fn, state) {
@@ -219,4 +220,33 @@ print(json.dumps({f"{e['addr']}:{e['time_us']}": [meta(e.get('user_metadata','')
       await wv.screenshot('issue29-host-memory');
     });
   });
+
+  // Issue 29's GPU proof in the panel: test/gpu/workloads/labels.py on an H100 (test/gpu/metadata_check.py, both
+  // modes PASS there against PyTorch's own labels: 12 and 14 MiB "stage=train", 18 MiB "stage=eval", the rest none).
+  for (const mode of ['lens', 'pytorch']) {
+    test(`an H100 capture of a script that calls _set_memory_metadata (${mode} mode) shows its labels in the panel`, async () => {
+      const file = path.join(ROOT, 'test/fixtures', `h100-labels-${mode}.capture`);
+      const model = openModel(file);
+      const wv = await openSnapshotPanel(model, { fileName: path.basename(file) });
+      try {
+        const { page } = wv;
+        await page.waitForSelector('[data-testid=verdict]', { timeout: 20_000 });
+        const meta = await rows(page, 'user-metadata-table', ['data-value', 'data-allocations', 'data-bytes']);
+        assert.deepEqual(meta.sort((a, b) => a['data-value'].localeCompare(b['data-value'])), [
+          { 'data-value': 'stage=eval', 'data-allocations': '1', 'data-bytes': String(18 * MiB) },
+          { 'data-value': 'stage=train', 'data-allocations': '2', 'data-bytes': String(26 * MiB) },
+        ]);
+        const labelOf = { [12 * MiB]: 'stage=train', [14 * MiB]: 'stage=train', [18 * MiB]: 'stage=eval' };
+        const band = await hoverBand(page, (i, s) => s.userMetadata && s.userMetadata[i] !== '');
+        assert.ok(band, 'a labelled band is drawn');
+        const size = await page.evaluate((i) => window.__snapshotPanel.timeline.data.spans.size[i], band.index);
+        const tip = page.locator('.timeline-wrap .tooltip');
+        assert.equal(await tip.locator('[data-testid=timeline-tip-metadata]').textContent(), `user metadata: ${labelOf[size]}`);
+        assert.deepEqual(cspErrors(wv.errors), []);
+      } finally {
+        await wv.close();
+        model.close();
+      }
+    });
+  }
 });
