@@ -65,8 +65,13 @@ interface NativeAddon {
   ModelHandle: new (path: string) => NativeHandle;
   /** reads the file on a worker thread (Note [Async open] in native/addon/src/addon.cpp) */
   openAsync(path: string, background?: boolean, fromUs?: number, toUs?: number): Promise<NativeHandle>;
-  /** a pickle's overview as JSON, on a worker thread (Note [First view] in native/addon/src/overview.cpp) */
-  overviewAsync(path: string, buckets: number): Promise<string>;
+  /**
+   * a pickle's overview as JSON, on a worker thread (Note [First view] in native/addon/src/overview.cpp); indexOnly:
+   * a capture's from its index, else a rejection (never a pass over the file)
+   */
+  overviewAsync(path: string, buckets: number, indexOnly?: boolean): Promise<string>;
+  /** a capture's overview from its index alone, on the calling thread; throws when it has none */
+  captureIndex(path: string, buckets: number): string;
 }
 
 let addon: NativeAddon | undefined;
@@ -134,6 +139,29 @@ export const RANGE_FIRST_MIN_BYTES = 2 * 2 ** 30;
 export async function openOverviewAsync(file: string, buckets = OVERVIEW_BUCKETS): Promise<PickleOverview | undefined> {
   try {
     return parse<PickleOverview>(await loadAddon().overviewAsync(file, buckets));
+  } catch {
+    return undefined;
+  }
+}
+
+/**
+ * Note [Rank row from the index] (native/addon/src/capture_overview.cpp): a capture's overview from its index alone,
+ * with `row` when the index carries it, read on a worker thread; undefined when the file is not a capture with an
+ * index (a pickle, an older writer's capture, one whose process died), which the caller then opens in full. Costs the
+ * same for any size of capture: the header, the file's last 32 bytes and the index.
+ */
+export async function openCaptureIndexAsync(file: string, buckets: number): Promise<PickleOverview | undefined> {
+  try {
+    return parse<PickleOverview>(await loadAddon().overviewAsync(file, buckets, true));
+  } catch {
+    return undefined;
+  }
+}
+
+/** The same on the calling thread (the CLI's rank table: a few KiB per capture). */
+export function captureIndex(file: string, buckets: number): PickleOverview | undefined {
+  try {
+    return parse<PickleOverview>(loadAddon().captureIndex(file, buckets));
   } catch {
     return undefined;
   }

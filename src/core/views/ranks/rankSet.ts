@@ -15,9 +15,9 @@
 // 64 ranks never hold 64 open files (Note [Ranks off the host thread]). The slowest rank and the ranks that ran out
 // of memory are marked (Note [Rank marks]).
 import path from 'node:path';
-import { openModelAsync } from '../../base/model/open';
+import { openCaptureIndexAsync, openModelAsync } from '../../base/model/open';
 import type { RankRowView, RanksView, SnapshotHostMessage, SnapshotWebviewMessage } from '../../base/protocol/snapshot';
-import { rankRowOf, tableOf, type RankRow, type RankTable } from '../../analyses/ranks/index';
+import { rankRowOf, rankRowOfIndex, tableOf, type RankRow, type RankTable } from '../../analyses/ranks/index';
 import { rankTableText } from '../../analyses/ranks/report';
 import { formatBytes } from '../../base/units/bytes';
 
@@ -78,6 +78,8 @@ export interface RankSetOptions {
   buckets?: number;
   /** captures read at once (RANK_READS_AT_ONCE) */
   readsAtOnce?: number;
+  /** false: every rank by a full open, never from its index (tests and benchmarks compare the two) */
+  useIndex?: boolean;
 }
 
 export class RankSet {
@@ -93,6 +95,8 @@ export class RankSet {
    * at RANK_FINE × the panel's buckets, then the model is closed. The series are put on the shared axis when every
    * range is known (each shared bucket the max of the fine buckets it overlaps, so every peak stays the rank's peak).
    * The extension host's thread only turns JSON into rows between reads; at most RANK_READS_AT_ONCE models are open.
+   * A capture whose index carries the row (Note [Rank row from the index]) is not opened at all: its row, range and
+   * series (the index's buckets, resampled on the worker) cost its header, its last 32 bytes and its index.
    */
   static async open(files: readonly string[], options: RankSetOptions): Promise<RankSet> {
     if (files.length === 0) throw new Error(`${options.title}: no captures (*.gpumem) in it: open a session folder that gpumem run wrote`);
@@ -109,11 +113,27 @@ export class RankSet {
     let next = 0;
     let inFlight = 0;
     let mostInFlight = 0;
+    let indexed = 0;
     const reader = async () => {
       while (next < files.length) {
         const i = next++;
         inFlight++;
         mostInFlight = Math.max(mostInFlight, inFlight);
+        // Note [Rank row from the index]: the row, the rank's range and its series from the capture's index alone.
+        const index = options.useIndex === false ? undefined : await openCaptureIndexAsync(files[i], fine);
+        const fromIndex = rankRowOfIndex(files[i], index);
+        const dev = fromIndex && index?.devices.find((d) => d.device === fromIndex.device);
+        if (fromIndex && (fromIndex.device === null || dev)) {
+          inFlight--;
+          indexed++;
+          reads[i] = {
+            row: fromIndex,
+            own: dev ? { t0Us: dev.rangeT0Us, t1Us: dev.rangeT1Us } : { t0Us: 0, t1Us: 0 },
+            allocated: dev ? dev.allocatedMax : [],
+            reserved: dev ? dev.reservedMax : [],
+          };
+          continue;
+        }
         const m = await openModelAsync(files[i]).finally(() => inFlight--);
         try {
           const row = rankRowOf(files[i], m);
@@ -182,11 +202,14 @@ export class RankSet {
     const view: RanksView = { title: options.title, medianPeakAllocatedBytes: table.median_peak_allocated_bytes, t0Us, t1Us, buckets, ranks, sentences };
     const set = new RankSet(table, view);
     set.readsAtOnceSeen = mostInFlight;
+    set.fromIndex = indexed;
     return set;
   }
 
   /** the most captures that were being read at one time (Note [Ranks off the host thread]) */
   readsAtOnceSeen = 0;
+  /** the ranks whose row came from their capture's index (Note [Rank row from the index]), not a full open */
+  fromIndex = 0;
 
   /** The capture the rank row `index` came from (for the glue's openRank). */
   file(index: number): string | undefined {
