@@ -18,7 +18,6 @@ const { RankSet } = await import('../../src/core/views/ranks/rankSet.ts');
 const skip = needsAllocator || (spawnSync('g++', ['--version']).status === 0 ? false : 'needs g++ for rebudget.cc');
 const REC_DEVICE = 44;
 const REC_INDEX = 49;
-const REC_END = 60;
 const FIXTURES = [
   ...['h100-leaky-convnet', 'h200-e2e-train'].map((n) => path.join(root, 'test/fixtures', `${n}.capture`)),
   ...['oom', 'killed', 'lost', 'rank0', 'rank1', 'writer-failure'].map((n) => path.join(root, 'test/fixtures/sim-captures', `${n}.capture`)),
@@ -153,7 +152,7 @@ test('captures without the index (older writers) and with the first minor-6 inde
   const viaOpen = await RankSet.open(mixed, { title: 'mixed', useIndex: false });
   assert.equal(viaIndex.fromIndex, 2);
   assert.equal(viaOpen.fromIndex, 0);
-  const rowOf = ({ allocatedMax, reservedMax, ...r }) => r;
+  const rowOf = ({ allocatedMax: _a, reservedMax: _r, ...r }) => r;
   assert.deepEqual(viaIndex.view().ranks.map(rowOf), viaOpen.view().ranks.map(rowOf));
   assert.deepEqual(viaIndex.view().sentences, viaOpen.view().sentences);
   assert.deepEqual(rankTable(mixed), viaOpen.table);
