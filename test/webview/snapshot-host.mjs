@@ -12,7 +12,9 @@ import { openWebview } from './harness/index.mjs';
  *   open became asynchronous, the page's first message gets `loading` (and the overview, when one was read) even
  *   when the model is already there, and the page is answered once the model is there and prepared.
  * @param {{ fileName: string, state?: unknown, viewport?: {width:number,height:number}, theme?: 'dark'|'light', session?: { handle(m: unknown): unknown[] | undefined } }} o
- *   session: answer with this instead of a OpenedCapture over the model (the ranks view: RankSet, model null)
+ *   session: answer with this instead of a OpenedCapture over the model (the ranks view: RankSet, model null);
+ *   makeSession(opened): with a promise, the session made of what it resolves to (the ranks view read as the panel
+ *   reads it, from the panel's creation: makeSession = (set) => set over RankSet.open's promise)
  * @param {Promise<import('../../src/core/base/model/types.ts').PickleOverview | undefined> | undefined} [o.overview]
  *   Note [First view]: the reader's overview (openOverviewAsync); posted after `loading` while the model is not
  *   there yet, as src/glue/snapshot/panelHost.ts posts it
@@ -61,7 +63,7 @@ export async function openSnapshotPanel(modelOrOpening, o) {
         toldLoading = true;
         await wv.send({ type: 'loading', fileName: o.fileName });
         void opening.then(async (model) => {
-          const s = o.session ?? new OpenedCapture(model, { fileName: o.fileName });
+          const s = o.session ?? o.makeSession?.(model) ?? new OpenedCapture(model, { fileName: o.fileName });
           await s.prepare?.().catch(() => undefined);
           session = s;
         });

@@ -13,6 +13,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <optional>
 #include <cmath>
 #include <cstdio>
 #include <fstream>
@@ -627,7 +628,8 @@ class OpenWorker : public Napi::AsyncWorker {
 
 // The first view of a file as JSON (Note [First view] in overview.cpp; a capture's from its index, Note [Capture first
 // view]); with index_only, a capture's index or an error (never a pass over a file: Note [Rank row from the index]).
-std::string overview_of_file(const std::string& path, int buckets, bool index_only) {
+std::string overview_of_file(const std::string& path, int buckets, bool index_only,
+                             const OverviewWindow* window = nullptr) {
   int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) throw std::runtime_error("cannot open " + path + ": " + strerror(errno));
   struct stat st {};
@@ -653,7 +655,7 @@ std::string overview_of_file(const std::string& path, int buckets, bool index_on
   const auto* bytes = static_cast<const uint8_t*>(p);
   // A capture's first view comes from its index (Note [Capture first view] in capture_overview.cpp).
   if (len >= sizeof fmt::kMagic && memcmp(bytes, fmt::kMagic, sizeof fmt::kMagic) == 0)
-    return capture_overview_json(bytes, len, buckets, index_only);
+    return capture_overview_json(bytes, len, buckets, index_only, window);
   if (index_only) throw std::runtime_error(path + " is not a capture: it has no index");
   return pickle_overview_json(bytes, len, buckets, true);
 }
@@ -663,18 +665,19 @@ std::string overview_of_file(const std::string& path, int buckets, bool index_on
 // A capture's comes from its index, or a tree-less pass when it has none (Note [Capture first view]).
 class OverviewWorker : public Napi::AsyncWorker {
  public:
-  OverviewWorker(Napi::Env env, std::string path, int buckets, bool index_only)
+  OverviewWorker(Napi::Env env, std::string path, int buckets, bool index_only, std::optional<OverviewWindow> window)
       : Napi::AsyncWorker(env, "gpumemOverview"),
         deferred_(Napi::Promise::Deferred::New(env)),
         path_(std::move(path)),
         buckets_(buckets),
-        index_only_(index_only) {}
+        index_only_(index_only),
+        window_(window) {}
   Napi::Promise Promise() { return deferred_.Promise(); }
 
  protected:
   void Execute() override {
     try {
-      json_ = overview_of_file(path_, buckets_, index_only_);
+      json_ = overview_of_file(path_, buckets_, index_only_, window_ ? &*window_ : nullptr);
     } catch (const std::exception& e) {
       SetError(e.what());
     } catch (...) {
@@ -689,6 +692,7 @@ class OverviewWorker : public Napi::AsyncWorker {
   std::string path_, json_;
   int buckets_;
   bool index_only_;
+  std::optional<OverviewWindow> window_;
 };
 
 }  // namespace gpumem
@@ -720,8 +724,13 @@ static Napi::Object Init(Napi::Env env, Napi::Object exports) {
                 if (info.Length() < 2 || !info[0].IsString() || !info[1].IsNumber())
                   throw Napi::TypeError::New(env, "overviewAsync(path, buckets): a string and a number");
                 const bool index_only = info.Length() > 2 && info[2].IsBoolean() && info[2].As<Napi::Boolean>().Value();
+                // overviewAsync(path, buckets, indexOnly, t0Us, t1Us): a capture's buckets over that window.
+                std::optional<gpumem::OverviewWindow> window;
+                if (info.Length() > 4 && info[3].IsNumber() && info[4].IsNumber())
+                  window = gpumem::OverviewWindow{info[3].As<Napi::Number>().DoubleValue(),
+                                                  info[4].As<Napi::Number>().DoubleValue()};
                 auto* w = new gpumem::OverviewWorker(env, info[0].As<Napi::String>().Utf8Value(),
-                                                     info[1].As<Napi::Number>().Int32Value(), index_only);
+                                                     info[1].As<Napi::Number>().Int32Value(), index_only, window);
                 Napi::Promise p = w->Promise();
                 w->Queue();
                 return p;

@@ -155,13 +155,15 @@ bool read_index(const uint8_t* data, size_t size, size_t data_start, Devices* ou
 
 }  // namespace
 
-std::string capture_overview_json(const uint8_t* data, size_t size, int buckets, bool index_only) {
+std::string capture_overview_json(const uint8_t* data, size_t size, int buckets, bool index_only,
+                                  const OverviewWindow* window) {
   if (size < sizeof(f::FileHeader) || memcmp(data, f::kMagic, sizeof f::kMagic) != 0)
     throw std::runtime_error("capture overview: not a capture");
   auto fh = load<f::FileHeader>(data);
   if (fh.major != f::kMajor || fh.json_bytes > f::kMaxHeaderJson || size < sizeof fh + fh.json_bytes)
     throw std::runtime_error("capture overview: a header this pass does not read");
-  if (buckets < 1 || buckets > 1 << 20) throw std::runtime_error("capture overview: buckets out of range");
+  // buckets 0: the figures alone, no series (a rank row's first pass, Note [Rank row from the index]).
+  if (buckets < 0 || buckets > 1 << 20) throw std::runtime_error("capture overview: buckets out of range");
   const size_t data_start = sizeof fh + fh.json_bytes;
   Clock clock;
   const std::string header_text(reinterpret_cast<const char*>(data + sizeof fh), fh.json_bytes);
@@ -206,8 +208,12 @@ std::string capture_overview_json(const uint8_t* data, size_t size, int buckets,
     if (d.events == 0) continue;  // the full open shows devices without events
     const double range_t0 = (double)clock.us(d.range_first_ns), range_t1 = (double)clock.us(d.range_last_ns);
     double t0 = range_t0, t1 = range_t1;
+    if (window) t0 = window->t0_us, t1 = window->t1_us;
     if (!(t1 > t0)) t1 = t0 + 1;
-    const double w = (t1 - t0) / buckets;
+    // On a window (a shared axis, Note [Rank row from the index]) the device's end state is carried to its own end, not
+    // the window's: after its last moment a finished rank recorded nothing, and its columns stay 0.
+    const double carry_end = window ? std::max(range_t1, range_t0) : t1;
+    const double w = (t1 - t0) / std::max(buckets, 1);
     auto col = [&](double t_us) {
       double k = std::floor((t_us - t0) / w);
       return (int)std::min<double>(buckets - 1, std::max<double>(0, k));
@@ -222,12 +228,12 @@ std::string capture_overview_json(const uint8_t* data, size_t size, int buckets,
     };
     const double last_event = (double)clock.us(d.last_event_ns);
     // Before the first event: the start (0), carried into the bucket of the first event.
-    if (!bk.empty()) widen(0, col((double)clock.us(bk[0].t_ns)), 0, 0, 0, 0);
-    for (size_t i = 0; i < bk.size(); i++) {
+    if (!bk.empty() && buckets) widen(0, col((double)clock.us(bk[0].t_ns)), 0, 0, 0, 0);
+    for (size_t i = 0; buckets && i < bk.size(); i++) {
       const f::IndexBucket& b = bk[i];
       const double s = (double)clock.us(b.t_ns);
       const double e = std::min((double)clock.us(b.t_ns + d.bucket_ns), last_event);
-      const double next = i + 1 < bk.size() ? (double)clock.us(bk[i + 1].t_ns) : t1;
+      const double next = i + 1 < bk.size() ? (double)clock.us(bk[i + 1].t_ns) : carry_end;
       widen(col(s), col(std::max(s, e)), b.allocated_min, b.allocated_max, b.reserved_min, b.reserved_max);
       widen(col(s), col(std::max(s, next)), b.allocated_last, b.allocated_last, b.reserved_last, b.reserved_last);
     }
@@ -240,7 +246,10 @@ std::string capture_overview_json(const uint8_t* data, size_t size, int buckets,
     j.kv("peakAtTimeUs", clock.us(d.peak_allocated_ns ? d.peak_allocated_ns : d.first_event_ns));
     j.kv("startAllocatedBytes", 0).kv("endAllocatedBytes", d.end_allocated);
     j.kv("ooms", (int64_t)d.ooms);
-    write_overview_series(j, amin, amax, rmin, rmax);
+    if (window)
+      write_overview_series(j, {}, amax, {}, rmax);  // the ranks view draws the max series only
+    else
+      write_overview_series(j, amin, amax, rmin, rmax);
     j.close('}');
   }
   j.close(']');

@@ -14,6 +14,13 @@ namespace gpumem {
 // and the view is of the records before that), and "row" when the index carries what a rank row needs (Note [Rank
 // row from the index] in capture_overview.cpp). Throws std::runtime_error when the bytes are not a capture, and with
 // index_only when the capture has no index (the caller opens it in full instead of paying for a pass).
-std::string capture_overview_json(const uint8_t* data, size_t size, int buckets, bool index_only = false);
+// With a window, every device's buckets span it (µs, the model's times) instead of the device's own range, and a
+// device's series is 0 outside its own range, and only the max series are written (the min ones are empty): the
+// ranks view's shared axis. buckets 0: the figures without series.
+struct OverviewWindow {
+  double t0_us, t1_us;
+};
+std::string capture_overview_json(const uint8_t* data, size_t size, int buckets, bool index_only = false,
+                                  const OverviewWindow* window = nullptr);
 
 }  // namespace gpumem

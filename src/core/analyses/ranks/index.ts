@@ -76,7 +76,7 @@ export function captureFiles(args: readonly string[]): string[] {
 
 export function rankRow(file: string): RankRow {
   // Note [Rank row from the index]: a capture whose index carries the row is not opened at all.
-  const fromIndex = rankRowOfIndex(file, captureIndex(file, 1));
+  const fromIndex = rankRowOfIndex(file, captureIndex(file, 0));
   if (fromIndex) return fromIndex;
   const model = openModel(file);
   try {

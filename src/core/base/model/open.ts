@@ -69,7 +69,7 @@ interface NativeAddon {
    * a pickle's overview as JSON, on a worker thread (Note [First view] in native/addon/src/overview.cpp); indexOnly:
    * a capture's from its index, else a rejection (never a pass over the file)
    */
-  overviewAsync(path: string, buckets: number, indexOnly?: boolean): Promise<string>;
+  overviewAsync(path: string, buckets: number, indexOnly?: boolean, t0Us?: number, t1Us?: number): Promise<string>;
   /** a capture's overview from its index alone, on the calling thread; throws when it has none */
   captureIndex(path: string, buckets: number): string;
 }
@@ -150,9 +150,12 @@ export async function openOverviewAsync(file: string, buckets = OVERVIEW_BUCKETS
  * index (a pickle, an older writer's capture, one whose process died), which the caller then opens in full. Costs the
  * same for any size of capture: the header, the file's last 32 bytes and the index.
  */
-export async function openCaptureIndexAsync(file: string, buckets: number): Promise<PickleOverview | undefined> {
+export async function openCaptureIndexAsync(file: string, buckets: number, window?: { t0Us: number; t1Us: number }): Promise<PickleOverview | undefined> {
   try {
-    return parse<PickleOverview>(await loadAddon().overviewAsync(file, buckets, true));
+    // buckets 0: the figures without series; window: every device's max series over it (the ranks view's shared
+    // axis), 0 outside the device's own range, and empty min series
+    const json = window ? await loadAddon().overviewAsync(file, buckets, true, window.t0Us, window.t1Us) : await loadAddon().overviewAsync(file, buckets, true);
+    return parse<PickleOverview>(json);
   } catch {
     return undefined;
   }
