@@ -41,6 +41,7 @@ export async function openSnapshotPanel(modelOrOpening, o) {
     viewport: o.viewport ?? { width: 1300, height: 900 },
     theme: o.theme ?? 'dark',
     browser: o.browser,
+    isolated: o.isolated,
   });
   /** messages for the editor (goToSource, exports…) that the session does not answer */
   const forEditor = [];
