@@ -305,8 +305,11 @@ class IndexBuilder {
     d.d.range_first_ns = std::min(d.d.range_first_ns, t), d.d.range_last_ns = std::max(d.d.range_last_ns, t);
   }
   // Doubles the bucket width, folding pairs, until `t` falls in the last slot or before.
+  // A damaged time (2^63 ns) would double the width until `bucket_ns * kIndexBuckets` wraps to 0 and loop for ever
+  // (found by fuzz_capture): the width stops at the largest that does not wrap, and such a time lands in the last slot.
   static void widen(Device& d, uint64_t t) {
-    while (t - d.d.origin_ns >= d.d.bucket_ns * kIndexBuckets) fold(d);
+    constexpr uint64_t kWidest = (~0ull / kIndexBuckets) / 2;
+    while (t - d.d.origin_ns >= d.d.bucket_ns * kIndexBuckets && d.d.bucket_ns <= kWidest) fold(d);
   }
   // Folds the buckets in pairs into the first half, doubling their width.
   static void fold(Device& d) { fold(d.d, d.slots); }
@@ -345,7 +348,7 @@ class IndexBuilder {
     d.d.events++;
     range(d, t);
     widen(d, t);
-    const uint64_t k = (t - d.d.origin_ns) / d.d.bucket_ns;
+    const uint64_t k = std::min<uint64_t>((t - d.d.origin_ns) / d.d.bucket_ns, kIndexBuckets - 1);
     IndexBucket& b = d.slots[k];
     if (b.t_ns == kEmpty) {
       // The value carried in counts, as in the reader's timeline buckets.
