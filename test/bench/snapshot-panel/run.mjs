@@ -67,6 +67,11 @@ async function measureFrames(page, drive) {
     // One tick loop per measurement: the previous one stops at its next frame (it sees another generation), else it
     // would still push a second timestamp per frame, and half the intervals would read 0.
     const generation = (window.__generation = (window.__generation ?? 0) + 1);
+    // The page's own long tasks during the gesture (a missed frame with none is the machine's, not the page's).
+    window.__longTasks = [];
+    window.__longTaskObserver?.disconnect();
+    window.__longTaskObserver = new PerformanceObserver((list) => window.__longTasks.push(...list.getEntries().map((e) => e.duration)));
+    window.__longTaskObserver.observe({ type: 'longtask' });
     const tick = (t) => {
       if (window.__generation !== generation) return;
       window.__frames.push(t);
@@ -79,7 +84,8 @@ async function measureFrames(page, drive) {
     window.__measuring = false;
     const f = window.__frames;
     const intervals = f.slice(1).map((t, i) => t - f[i]);
-    return { intervals, draws: [...window.__snapshotPanel.timeline.frameTimes] };
+    window.__longTaskObserver.disconnect();
+    return { intervals, draws: [...window.__snapshotPanel.timeline.frameTimes], longTasks: [...window.__longTasks] };
   });
 }
 
@@ -186,8 +192,10 @@ async function bench(name, file) {
     crossOriginIsolated: isolated,
     panIntervalsP95Us: Math.round(stats(pan.intervals).p95 * 1000),
     panMissedFrames: pan.intervals.filter((x) => x > 25).length,
+    panLongTasksMs: pan.longTasks.map((x) => Math.round(x)),
     zoomIntervalsP95Us: Math.round(stats(zoom.intervals).p95 * 1000),
     zoomMissedFrames: zoom.intervals.filter((x) => x > 25).length,
+    zoomLongTasksMs: zoom.longTasks.map((x) => Math.round(x)),
     panFps: r1(1000 / stats(pan.intervals).median),
     zoomDrawMs: mapStats(stats(zoom.draws)),
     zoomFrameIntervalMs: mapStats(stats(zoom.intervals)),
