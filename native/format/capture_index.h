@@ -199,7 +199,8 @@ class IndexBuilder {
     return pos;
   }
 
-  // The REC_INDEX payload (IndexRec, then per device IndexDevice + its non-empty buckets). With max_bytes, the
+  // The REC_INDEX payload (IndexRec, then per device IndexDevice + its non-empty buckets, then the sections of Note
+  // [Index sections], which do not fold and count towards max_bytes). With max_bytes, the
   // buckets are folded in pairs (their width doubled) until the payload fits: a budgeted capture's index is part of
   // its budget (Note [Budget as a cap]: the writer gives it a sixteenth), so a 256 KiB capture does not end with a
   // 229 KiB index of 4096 buckets.

@@ -182,7 +182,7 @@ export class RankSet {
           return;
         }
         const full = await openFully(i);
-        Object.assign(r, { allocated: full.allocated, reserved: full.reserved, own: full.own, indexed: false });
+        Object.assign(r, full, { indexed: false });
       },
     );
     const indexed = reads.filter((r) => r.indexed).length;
