@@ -403,6 +403,59 @@ struct IndexBucket {
   int64_t reserved_last;
 };
 
+// Note [Index sections] (minor 6, writers from issue 28 on): after the devices, REC_INDEX carries sections, each an
+// IndexSection header and `bytes` of payload, so that a capture's rank row (host, rank, device and its name, peaks,
+// OOMs, the top line at the peak: `gpumem summary DIR…`, the ranks view) comes from the index alone. A reader skips
+// a kind it does not know and steps by `bytes`; an index that ends after its devices (the first minor-6 writers) has
+// none, and a reader that needs one opens the capture in full. A writer that writes one writes all three kinds.
+enum IndexSectionKind : uint16_t {
+  IDX_TOP_LINES = 1,     // IndexTopLines + n × (IndexLine + file_len bytes of UTF-8)
+  IDX_DEVICE_NAMES = 2,  // IndexDeviceNames + n × (IndexDeviceName + name_len bytes of UTF-8)
+  IDX_LOSSES = 3,        // IndexLosses
+};
+
+struct IndexSection {
+  uint16_t kind;  // IndexSectionKind
+  uint16_t pad;
+  uint32_t bytes;  // payload bytes after this header
+};
+
+// The lines at the peak, as a reader's summary ranks them (its top_lines): per line (the innermost user frame of an
+// allocation's stack, Note [User frames]; "<no user frame>" line 0 for none) the bytes of the allocations live at each
+// device's allocated peak (the first event that reached it), summed over the devices; by bytes, then file, then line.
+// The first n of them; `lines` says how many there are.
+GPUMEM_CONSTEXPR uint32_t kIndexTopLines = 8;
+
+struct IndexTopLines {
+  uint32_t n;
+  uint32_t lines;
+};
+
+struct IndexLine {
+  uint64_t bytes;
+  uint32_t line;
+  uint32_t file_len;  // then the file name
+};
+
+// Every REC_DEVICE's device as a reader keeps it (the last record of a device wins).
+struct IndexDeviceNames {
+  uint32_t n;
+  uint32_t pad;
+};
+
+struct IndexDeviceName {
+  uint32_t device;
+  uint32_t name_len;  // then the name
+  uint64_t total_bytes;
+};
+
+// REC_LOST records written (a reader reports each as a problem) and the events they count.
+struct IndexLosses {
+  uint32_t records;
+  uint32_t pad;
+  uint64_t events;
+};
+
 #pragma pack(pop)
 
 #ifdef __cplusplus
@@ -416,6 +469,10 @@ static_assert(sizeof(EndRec) == 24, "EndRec layout (minor 6)");
 static_assert(sizeof(IndexRec) == 16, "IndexRec layout");
 static_assert(sizeof(IndexDevice) == 112, "IndexDevice layout");
 static_assert(sizeof(IndexBucket) == 56, "IndexBucket layout");
+static_assert(sizeof(IndexSection) == 8, "IndexSection layout");
+static_assert(sizeof(IndexLine) == 16, "IndexLine layout");
+static_assert(sizeof(IndexDeviceName) == 16, "IndexDeviceName layout");
+static_assert(sizeof(IndexLosses) == 16, "IndexLosses layout");
 static_assert(sizeof(TagRec) == 32, "TagRec layout");
 static_assert(sizeof(UserMetadataRec) == 16, "UserMetadataRec layout");
 static_assert(sizeof(AggregatedRec) == 48, "AggregatedRec layout");

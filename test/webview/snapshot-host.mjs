@@ -9,9 +9,12 @@ import { openWebview } from './harness/index.mjs';
 /**
  * @param {import('../../src/core/base/model/types.ts').Model | Promise<import('../../src/core/base/model/types.ts').Model>} modelOrOpening
  *   a Model, or the promise of one (openModelAsync): then, as src/glue/snapshot/panelHost.ts does since the
- *   open became asynchronous, the page's first message gets `loading` until the model is there.
+ *   open became asynchronous, the page's first message gets `loading` (and the overview, when one was read) even
+ *   when the model is already there, and the page is answered once the model is there and prepared.
  * @param {{ fileName: string, state?: unknown, viewport?: {width:number,height:number}, theme?: 'dark'|'light', session?: { handle(m: unknown): unknown[] | undefined } }} o
- *   session: answer with this instead of a OpenedCapture over the model (the ranks view: RankSet, model null)
+ *   session: answer with this instead of a OpenedCapture over the model (the ranks view: RankSet, model null);
+ *   makeSession(opened): with a promise, the session made of what it resolves to (the ranks view read as the panel
+ *   reads it, from the panel's creation: makeSession = (set) => set over RankSet.open's promise)
  * @param {Promise<import('../../src/core/base/model/types.ts').PickleOverview | undefined> | undefined} [o.overview]
  *   Note [First view]: the reader's overview (openOverviewAsync); posted after `loading` while the model is not
  *   there yet, as src/glue/snapshot/panelHost.ts posts it
@@ -22,9 +25,8 @@ import { openWebview } from './harness/index.mjs';
  */
 export async function openSnapshotPanel(modelOrOpening, o) {
   let session;
-  const ready = (model) => (session = o.session ?? new OpenedCapture(model, { fileName: o.fileName }));
-  if (typeof modelOrOpening?.then === 'function') void modelOrOpening.then(ready);
-  else if (!o.rangeFirst) ready(modelOrOpening);
+  const opening = typeof modelOrOpening?.then === 'function' ? modelOrOpening : undefined;
+  if (!opening && !o.rangeFirst) session = o.session ?? new OpenedCapture(modelOrOpening, { fileName: o.fileName });
   let overview;
   void o.overview?.then((v) => (overview = v));
   const wv = await openWebview({
@@ -39,6 +41,7 @@ export async function openSnapshotPanel(modelOrOpening, o) {
     viewport: o.viewport ?? { width: 1300, height: 900 },
     theme: o.theme ?? 'dark',
     browser: o.browser,
+    isolated: o.isolated,
   });
   /** messages for the editor (goToSource, exports…) that the session does not answer */
   const forEditor = [];
@@ -54,7 +57,18 @@ export async function openSnapshotPanel(modelOrOpening, o) {
   const pump = (async () => {
     while (!stopped) {
       const posted = await wv.page.evaluate(() => window.__posted).catch(() => []);
-      if (posted.length > seen && !session && !toldLoading) {
+      if (posted.length > seen && opening && !toldLoading) {
+        // As SnapshotPanelHost.openCapture, which runs at the page's first message whether or not the read has
+        // finished: `loading`, the overview when one was read (below), then the session, once the model is there and
+        // its first answers are prepared on a worker (Note [First answers]), answers the page's messages in order.
+        toldLoading = true;
+        await wv.send({ type: 'loading', fileName: o.fileName });
+        void opening.then(async (model) => {
+          const s = o.session ?? o.makeSession?.(model) ?? new OpenedCapture(model, { fileName: o.fileName });
+          await s.prepare?.().catch(() => undefined);
+          session = s;
+        });
+      } else if (posted.length > seen && !session && !toldLoading) {
         toldLoading = true; // what SnapshotPanelHost.createSessionFolder posts first
         await wv.send({ type: 'loading', fileName: o.fileName });
       }

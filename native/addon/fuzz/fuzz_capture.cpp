@@ -6,6 +6,8 @@
 
 #include "aggregate.h"
 #include "capture_decoder.h"
+#include "capture_index.h"
+#include "capture_overview.h"
 #include "exercise.h"
 
 using namespace gpumem;
@@ -26,5 +28,16 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     return 0;
   }
   exercise_model(m);
+  // The first view and the rank row read a capture's index from its end (Note [Capture first view], Note [Index
+  // sections]); the writer's index builder, lines at the peak included, over the same bytes as records.
+  try {
+    (void)capture_overview_json(data, size, 16);
+    (void)capture_overview_json(data, size, 0, true);
+  } catch (const std::exception&) {}
+  if (size > 16) {
+    fmt::IndexBuilder b;
+    b.observe_all(data + 16, size - 16);
+    (void)b.payload(0, 4096);
+  }
   return 0;
 }

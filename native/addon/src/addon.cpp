@@ -18,6 +18,7 @@
 #include <fstream>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <system_error>
 #include <thread>
 #include <vector>
@@ -645,49 +646,58 @@ class OpenWorker : public Napi::AsyncWorker {
   std::string error_;
 };
 
-// Note [First view] (overview.cpp): overviewAsync(path, buckets) reads a pickle's allocated/reserved
+// The first view of a file as JSON (Note [First view] in overview.cpp; a capture's from its index, Note [Capture first
+// view]); with index_only, a capture's index or an error (never a pass over a file: Note [Rank row from the index]).
+std::string overview_of_file(const std::string& path, int buckets, bool index_only,
+                             const OverviewWindow* window = nullptr) {
+  int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) throw std::runtime_error("cannot open " + path + ": " + strerror(errno));
+  struct stat st {};
+  if (fstat(fd, &st) != 0 || st.st_size <= 0) {
+    close(fd);
+    throw std::runtime_error("cannot read " + path);
+  }
+  size_t len = (size_t)st.st_size;
+  // Read once, front to back: populated just ahead of the scan and dropped behind it (Note [Overview
+  // window] in overview.cpp), so the file never becomes resident at once.
+  auto t0 = std::chrono::steady_clock::now();
+  void* p = mmap(nullptr, len, PROT_READ, MAP_PRIVATE, fd, 0);
+  if (const char* tm = getenv("GPUMEM_READER_TIMINGS"); tm && *tm == '1')
+    fprintf(stderr, "gpumem overview: map %.1f ms\n",
+            std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
+  close(fd);
+  if (p == MAP_FAILED) throw std::runtime_error("cannot map " + path + ": " + strerror(errno));
+  struct Unmap {
+    void* p;
+    size_t n;
+    ~Unmap() { munmap(p, n); }
+  } unmap{p, len};
+  const auto* bytes = static_cast<const uint8_t*>(p);
+  // A capture's first view comes from its index (Note [Capture first view] in capture_overview.cpp).
+  if (len >= sizeof fmt::kMagic && memcmp(bytes, fmt::kMagic, sizeof fmt::kMagic) == 0)
+    return capture_overview_json(bytes, len, buckets, index_only, window);
+  if (index_only) throw std::runtime_error(path + " is not a capture: it has no index");
+  return pickle_overview_json(bytes, len, buckets, true);
+}
+
+// Note [First view] (overview.cpp): overviewAsync(path, buckets[, indexOnly]) reads a pickle's allocated/reserved
 // overview on a libuv worker and resolves to its JSON text (or rejects: the caller waits for the full open).
 // A capture's comes from its index, or a tree-less pass when it has none (Note [Capture first view]).
 class OverviewWorker : public Napi::AsyncWorker {
  public:
-  OverviewWorker(Napi::Env env, std::string path, int buckets)
+  OverviewWorker(Napi::Env env, std::string path, int buckets, bool index_only, std::optional<OverviewWindow> window)
       : Napi::AsyncWorker(env, "gpumemOverview"),
         deferred_(Napi::Promise::Deferred::New(env)),
         path_(std::move(path)),
-        buckets_(buckets) {}
+        buckets_(buckets),
+        index_only_(index_only),
+        window_(window) {}
   Napi::Promise Promise() { return deferred_.Promise(); }
 
  protected:
   void Execute() override {
     try {
-      int fd = open(path_.c_str(), O_RDONLY | O_CLOEXEC);
-      if (fd < 0) throw std::runtime_error("cannot open " + path_ + ": " + strerror(errno));
-      struct stat st {};
-      if (fstat(fd, &st) != 0 || st.st_size <= 0) {
-        close(fd);
-        throw std::runtime_error("cannot read " + path_);
-      }
-      size_t len = (size_t)st.st_size;
-      // Read once, front to back: populated just ahead of the scan and dropped behind it (Note [Overview
-      // window] in overview.cpp), so the file never becomes resident at once.
-      auto t0 = std::chrono::steady_clock::now();
-      void* p = mmap(nullptr, len, PROT_READ, MAP_PRIVATE, fd, 0);
-      if (const char* tm = getenv("GPUMEM_READER_TIMINGS"); tm && *tm == '1')
-        fprintf(stderr, "gpumem overview: map %.1f ms\n",
-                std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
-      close(fd);
-      if (p == MAP_FAILED) throw std::runtime_error("cannot map " + path_ + ": " + strerror(errno));
-      struct Unmap {
-        void* p;
-        size_t n;
-        ~Unmap() { munmap(p, n); }
-      } unmap{p, len};
-      const auto* bytes = static_cast<const uint8_t*>(p);
-      // A capture's first view comes from its index (Note [Capture first view] in capture_overview.cpp).
-      if (len >= sizeof fmt::kMagic && memcmp(bytes, fmt::kMagic, sizeof fmt::kMagic) == 0)
-        json_ = capture_overview_json(bytes, len, buckets_);
-      else
-        json_ = pickle_overview_json(bytes, len, buckets_, true);
+      json_ = overview_of_file(path_, buckets_, index_only_, window_ ? &*window_ : nullptr);
     } catch (const std::exception& e) {
       SetError(e.what());
     } catch (...) {
@@ -701,6 +711,8 @@ class OverviewWorker : public Napi::AsyncWorker {
   Napi::Promise::Deferred deferred_;
   std::string path_, json_;
   int buckets_;
+  bool index_only_;
+  std::optional<OverviewWindow> window_;
 };
 
 }  // namespace gpumem
@@ -731,11 +743,32 @@ static Napi::Object Init(Napi::Env env, Napi::Object exports) {
                 Napi::Env env = info.Env();
                 if (info.Length() < 2 || !info[0].IsString() || !info[1].IsNumber())
                   throw Napi::TypeError::New(env, "overviewAsync(path, buckets): a string and a number");
+                const bool index_only = info.Length() > 2 && info[2].IsBoolean() && info[2].As<Napi::Boolean>().Value();
+                // overviewAsync(path, buckets, indexOnly, t0Us, t1Us): a capture's buckets over that window.
+                std::optional<gpumem::OverviewWindow> window;
+                if (info.Length() > 4 && info[3].IsNumber() && info[4].IsNumber())
+                  window = gpumem::OverviewWindow{info[3].As<Napi::Number>().DoubleValue(),
+                                                  info[4].As<Napi::Number>().DoubleValue()};
                 auto* w = new gpumem::OverviewWorker(env, info[0].As<Napi::String>().Utf8Value(),
-                                                     info[1].As<Napi::Number>().Int32Value());
+                                                     info[1].As<Napi::Number>().Int32Value(), index_only, window);
                 Napi::Promise p = w->Promise();
                 w->Queue();
                 return p;
+              }));
+  // captureIndex(path, buckets): a capture's first view from its index alone, on the calling thread (the index is a
+  // few KiB at the file's end: the CLI's rank table reads it this way, Note [Rank row from the index]); throws when
+  // the file is not a capture with an index.
+  exports.Set("captureIndex", Napi::Function::New(env, [](const Napi::CallbackInfo& info) -> Napi::Value {
+                Napi::Env env = info.Env();
+                if (info.Length() < 2 || !info[0].IsString() || !info[1].IsNumber())
+                  throw Napi::TypeError::New(env, "captureIndex(path, buckets): a string and a number");
+                try {
+                  return Napi::String::New(env,
+                                           gpumem::overview_of_file(info[0].As<Napi::String>().Utf8Value(),
+                                                                    info[1].As<Napi::Number>().Int32Value(), true));
+                } catch (const std::exception& e) {
+                  throw Napi::Error::New(env, e.what());
+                }
               }));
   return exports;
 }

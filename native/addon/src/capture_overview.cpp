@@ -12,6 +12,18 @@
 // state) are the full open's (test/unit/capture-index.test.mjs); the buckets are the index's, resampled to the
 // panel's: each panel bucket holds the min/max of every index bucket that overlaps it (and the value carried across
 // it), an envelope of the full open's buckets, never narrower.
+//
+// Note [Rank row from the index]: a rank of `gpumem summary DIR…` and of the ranks view is one row (host, rank, device
+// and its name, peaks, OOMs, the top line at the peak) and one allocated/reserved series; before issue 28's index
+// sections every rank was a full open, only for the top line at the peak. The writer's index now carries what the
+// row needs beyond its devices (Note [Index sections] in gpumem_format.h: the lines at the peak by the reader's rules,
+// Note [Lines at the peak in the index] in capture_index.h; the REC_DEVICE names; the losses), and this first view
+// hands it over as "row" with the parsed header, so a rank costs its header, its last 32 bytes and its index, whatever
+// its size (rankRowOfIndex in src/core/analyses/ranks/index.ts). "row" is left out when the full open would say more
+// than the index can: a header that is not a JSON object or lacks the clock anchors (a header problem), and the
+// rank row falls back to the full open too when the recorder lost events (each REC_LOST is a problem of the full
+// open) or the index has no sections (the first minor-6 writers); pickles have no index at all. With index_only, a
+// capture without an index is an error rather than a pass over its records: the caller opens it in full anyway.
 #include "capture_overview.h"
 
 #include <algorithm>
@@ -49,8 +61,69 @@ struct Clock {
 
 using Devices = std::vector<std::pair<f::IndexDevice, std::vector<f::IndexBucket>>>;
 
+// Note [Index sections] (gpumem_format.h): what the index carries after its devices.
+struct Sections {
+  bool top_lines = false, device_names = false, losses = false;
+  uint32_t lines = 0;
+  std::vector<std::pair<std::string, f::IndexLine>> top;
+  std::vector<std::pair<std::string, f::IndexDeviceName>> names;
+  f::IndexLosses lost{};
+  bool all() const { return top_lines && device_names && losses; }
+};
+
+// The sections in [p, p + n); false when one does not check out (then none is used).
+bool read_sections(const uint8_t* p, size_t n, Sections* out) {
+  size_t pos = 0;
+  while (n - pos >= sizeof(f::IndexSection)) {
+    auto h = load<f::IndexSection>(p + pos);
+    pos += sizeof h;
+    if (h.bytes > n - pos) return false;
+    const uint8_t* b = p + pos;
+    const size_t len = h.bytes;
+    pos += len;
+    switch (h.kind) {
+      case f::IDX_TOP_LINES: {
+        if (len < sizeof(f::IndexTopLines)) return false;
+        auto t = load<f::IndexTopLines>(b);
+        size_t at = sizeof t;
+        for (uint32_t k = 0; k < t.n; k++) {
+          if (len - at < sizeof(f::IndexLine)) return false;
+          auto l = load<f::IndexLine>(b + at);
+          at += sizeof l;
+          if (l.file_len > len - at) return false;
+          out->top.emplace_back(std::string(reinterpret_cast<const char*>(b + at), l.file_len), l);
+          at += l.file_len;
+        }
+        out->lines = t.lines, out->top_lines = true;
+        break;
+      }
+      case f::IDX_DEVICE_NAMES: {
+        if (len < sizeof(f::IndexDeviceNames)) return false;
+        auto t = load<f::IndexDeviceNames>(b);
+        size_t at = sizeof t;
+        for (uint32_t k = 0; k < t.n; k++) {
+          if (len - at < sizeof(f::IndexDeviceName)) return false;
+          auto d = load<f::IndexDeviceName>(b + at);
+          at += sizeof d;
+          if (d.name_len > len - at) return false;
+          out->names.emplace_back(std::string(reinterpret_cast<const char*>(b + at), d.name_len), d);
+          at += d.name_len;
+        }
+        out->device_names = true;
+        break;
+      }
+      case f::IDX_LOSSES:
+        if (len < sizeof(f::IndexLosses)) return false;
+        out->lost = load<f::IndexLosses>(b), out->losses = true;
+        break;
+      default: break;  // a kind of a newer writer
+    }
+  }
+  return true;
+}
+
 // The REC_INDEX named by the END at the file's end; false when there is none or it does not check out.
-bool read_index(const uint8_t* data, size_t size, size_t data_start, Devices* out) {
+bool read_index(const uint8_t* data, size_t size, size_t data_start, Devices* out, Sections* sections) {
   constexpr size_t kTail = sizeof(f::RecordHeader) + sizeof(f::EndRec);
   if (size < data_start + kTail) return false;
   auto eh = load<f::RecordHeader>(data + size - kTail);
@@ -76,36 +149,42 @@ bool read_index(const uint8_t* data, size_t size, size_t data_start, Devices* ou
     for (uint32_t i = 0; i < d.nbuckets; i++, pos += ir.bucket_bytes) b[i] = load<f::IndexBucket>(p + pos);
     out->emplace_back(d, std::move(b));
   }
+  if (!read_sections(p + pos, n - pos, sections)) *sections = Sections{};
   return true;
 }
 
 }  // namespace
 
-std::string capture_overview_json(const uint8_t* data, size_t size, int buckets) {
+std::string capture_overview_json(const uint8_t* data, size_t size, int buckets, bool index_only,
+                                  const OverviewWindow* window) {
   if (size < sizeof(f::FileHeader) || memcmp(data, f::kMagic, sizeof f::kMagic) != 0)
     throw std::runtime_error("capture overview: not a capture");
   auto fh = load<f::FileHeader>(data);
   if (fh.major != f::kMajor || fh.json_bytes > f::kMaxHeaderJson || size < sizeof fh + fh.json_bytes)
     throw std::runtime_error("capture overview: a header this pass does not read");
-  if (buckets < 1 || buckets > 1 << 20) throw std::runtime_error("capture overview: buckets out of range");
+  // buckets 0: the figures alone, no series (a rank row's first pass, Note [Rank row from the index]).
+  if (buckets < 0 || buckets > 1 << 20) throw std::runtime_error("capture overview: buckets out of range");
   const size_t data_start = sizeof fh + fh.json_bytes;
   Clock clock;
+  const std::string header_text(reinterpret_cast<const char*>(data + sizeof fh), fh.json_bytes);
+  bool header_whole = false;  // a JSON object with clock anchors: the full open reports no header problem
   {
     json::Value h;
     std::string err;
-    std::string text(reinterpret_cast<const char*>(data + sizeof fh), fh.json_bytes);
-    if (json::parse(text, &h, &err) && h.is_object()) {
+    if (json::parse(header_text, &h, &err) && h.is_object()) {
       const json::Value* m = h.find("mono_anchor_ns");
       const json::Value* w = h.find("wall_anchor_ns");
-      if (m && w && m->is_int() && w->is_int()) clock.mono = m->as_int(), clock.wall = w->as_int();
+      if (m && w && m->is_int() && w->is_int()) clock.mono = m->as_int(), clock.wall = w->as_int(), header_whole = true;
     }
   }
   Devices devs;
-  bool from_index = read_index(data, size, data_start, &devs);
+  Sections sections;
+  bool from_index = read_index(data, size, data_start, &devs, &sections);
+  if (!from_index && index_only) throw std::runtime_error("capture overview: the capture has no index");
   bool complete = from_index;
   if (!from_index) {
     devs.clear();
-    f::IndexBuilder b;
+    f::IndexBuilder b(false);  // the figures and buckets only
     size_t used = data_start + b.observe_all(data + data_start, size - data_start);
     devs = b.devices();
     // Complete when the records end at the file's end with an END (a capture of an older writer that closed).
@@ -129,8 +208,12 @@ std::string capture_overview_json(const uint8_t* data, size_t size, int buckets)
     if (d.events == 0) continue;  // the full open shows devices without events
     const double range_t0 = (double)clock.us(d.range_first_ns), range_t1 = (double)clock.us(d.range_last_ns);
     double t0 = range_t0, t1 = range_t1;
+    if (window) t0 = window->t0_us, t1 = window->t1_us;
     if (!(t1 > t0)) t1 = t0 + 1;
-    const double w = (t1 - t0) / buckets;
+    // On a window (a shared axis, Note [Rank row from the index]) the device's end state is carried to its own end, not
+    // the window's: after its last moment a finished rank recorded nothing, and its columns stay 0.
+    const double carry_end = window ? std::max(range_t1, range_t0) : t1;
+    const double w = (t1 - t0) / std::max(buckets, 1);
     auto col = [&](double t_us) {
       double k = std::floor((t_us - t0) / w);
       return (int)std::min<double>(buckets - 1, std::max<double>(0, k));
@@ -145,12 +228,12 @@ std::string capture_overview_json(const uint8_t* data, size_t size, int buckets)
     };
     const double last_event = (double)clock.us(d.last_event_ns);
     // Before the first event: the start (0), carried into the bucket of the first event.
-    if (!bk.empty()) widen(0, col((double)clock.us(bk[0].t_ns)), 0, 0, 0, 0);
-    for (size_t i = 0; i < bk.size(); i++) {
+    if (!bk.empty() && buckets) widen(0, col((double)clock.us(bk[0].t_ns)), 0, 0, 0, 0);
+    for (size_t i = 0; buckets && i < bk.size(); i++) {
       const f::IndexBucket& b = bk[i];
       const double s = (double)clock.us(b.t_ns);
       const double e = std::min((double)clock.us(b.t_ns + d.bucket_ns), last_event);
-      const double next = i + 1 < bk.size() ? (double)clock.us(bk[i + 1].t_ns) : t1;
+      const double next = i + 1 < bk.size() ? (double)clock.us(bk[i + 1].t_ns) : carry_end;
       widen(col(s), col(std::max(s, e)), b.allocated_min, b.allocated_max, b.reserved_min, b.reserved_max);
       widen(col(s), col(std::max(s, next)), b.allocated_last, b.allocated_last, b.reserved_last, b.reserved_last);
     }
@@ -163,10 +246,34 @@ std::string capture_overview_json(const uint8_t* data, size_t size, int buckets)
     j.kv("peakAtTimeUs", clock.us(d.peak_allocated_ns ? d.peak_allocated_ns : d.first_event_ns));
     j.kv("startAllocatedBytes", 0).kv("endAllocatedBytes", d.end_allocated);
     j.kv("ooms", (int64_t)d.ooms);
-    write_overview_series(j, amin, amax, rmin, rmax);
+    if (window)
+      write_overview_series(j, {}, amax, {}, rmax);  // the ranks view draws the max series only
+    else
+      write_overview_series(j, amin, amax, rmin, rmax);
     j.close('}');
   }
-  j.close(']').close('}');
+  j.close(']');
+  // Note [Rank row from the index]: what a rank row needs beyond the devices above, when the index carries it.
+  if (from_index && sections.all() && header_whole) {
+    j.key("row").open('{').key("header").raw(header_text);
+    j.kvu("lines", sections.lines).key("topLines").open('[');
+    for (const auto& [file, l] : sections.top)
+      j.open('{').kvs("file", file).kvu("line", l.line).kvu("bytesAtPeak", l.bytes).close('}');
+    j.close(']').key("devices").open('[');
+    for (const auto& [d, bk] : devs)
+      j.open('{')
+          .kv("device", (int64_t)d.device)
+          .kvu("events", d.events)
+          .kvu("ooms", d.ooms)
+          .kv("peakAllocatedBytes", d.peak_allocated)
+          .kv("peakReservedBytes", d.peak_reserved)
+          .close('}');
+    j.close(']').key("deviceNames").open('[');
+    for (const auto& [name, d] : sections.names)
+      j.open('{').kv("device", (int64_t)d.device).kvs("name", name).kvu("totalBytes", d.total_bytes).close('}');
+    j.close(']').kvu("lostRecords", sections.lost.records).kvu("lostEvents", sections.lost.events).close('}');
+  }
+  j.close('}');
   return j.s;
 }
 

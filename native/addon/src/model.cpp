@@ -8,6 +8,7 @@
 #include <thread>
 
 #include "torch_snapshot.h"
+#include "user_frames.h"
 
 namespace gpumem {
 
@@ -112,49 +113,9 @@ DeviceData& Model::device(int index) {
 
 bool Model::is_user_file(uint32_t file_string_id) const { return is_user_path(strings[file_string_id], non_user_dirs); }
 
-namespace {
-bool is_digit(char c) { return c >= '0' && c <= '9'; }
-// "python3", "python3.12", "python3.13t": a standard-library directory name.
-bool is_python_version_dir(std::string_view d) {
-  if (d.substr(0, 6) != "python") return false;
-  size_t k = 6, n = d.size();
-  if (n > k && d[n - 1] == 't') n--;  // free-threaded build
-  size_t major = k;
-  while (k < n && is_digit(d[k])) k++;
-  if (k == major) return false;
-  if (k < n && d[k] == '.') {
-    size_t minor = ++k;
-    while (k < n && is_digit(d[k])) k++;
-    if (k == minor) return false;
-  }
-  return k == n;
-}
-}  // namespace
-
+// One rule for the reader and the writer's index (native/format/user_frames.h).
 bool is_user_path(std::string_view path, const std::vector<std::string>& internal_dirs) {
-  // Note [User frames]: a pseudo-file or an empty name cannot be opened or annotated: not the user's line.
-  if (path.empty() || path[0] == '<') return false;
-  std::string p(path);
-  for (char& c : p)
-    if (c == '\\') c = '/';
-  for (std::string dir : internal_dirs) {
-    for (char& c : dir)
-      if (c == '\\') c = '/';
-    while (dir.size() > 1 && dir.back() == '/') dir.pop_back();
-    if (!dir.empty() && p.size() > dir.size() && p.compare(0, dir.size(), dir) == 0 && p[dir.size()] == '/')
-      return false;
-  }
-  // Directory names only (the last component is the file itself).
-  std::string_view prev;
-  size_t start = 0;
-  for (size_t slash = p.find('/'); slash != std::string::npos; start = slash + 1, slash = p.find('/', start)) {
-    std::string_view dir(p.data() + start, slash - start);
-    if (dir == "site-packages" || dir == "dist-packages") return false;
-    if ((prev == "lib" || prev == "lib64") && is_python_version_dir(dir)) return false;
-    if (dir.substr(0, 14) == "torchinductor_") return false;  // torch.compile's generated code
-    prev = dir;
-  }
-  return true;
+  return fmt::is_user_path(path, internal_dirs);
 }
 
 void Model::derive() {

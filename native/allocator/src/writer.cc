@@ -530,6 +530,9 @@ bool open(const std::string& path, const std::string& header_json, const Options
   s.fd = fd;
   s.path = path;
   s.opt = opt;
+  // Note [Lines at the peak in the index]: the header's own directories are never the user's lines.
+  s.index = fmt::IndexBuilder();
+  s.index.header(header_json);
   if (s.opt.flush_interval_ms == 0) s.opt.flush_interval_ms = 50;
   s.offset = sizeof fh + header_json.size();
   s.data_start = s.offset;

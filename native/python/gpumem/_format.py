@@ -20,6 +20,7 @@ kPoolPrivate = 4
 kSegExpandable = 8
 kRestated = 256
 kIndexBuckets = 4096
+kIndexTopLines = 8
 
 # ---- enum RecordType : uint8_t
 REC_STRING = 1
@@ -78,6 +79,12 @@ END_CLEAN = 0
 END_WRITER_FAILURE = 1
 END_STOPPED = 2
 EndReason = {0: 'END_CLEAN', 1: 'END_WRITER_FAILURE', 2: 'END_STOPPED'}
+
+# ---- enum IndexSectionKind : uint16_t
+IDX_TOP_LINES = 1
+IDX_DEVICE_NAMES = 2
+IDX_LOSSES = 3
+IndexSectionKind = {1: 'IDX_TOP_LINES', 2: 'IDX_DEVICE_NAMES', 3: 'IDX_LOSSES'}
 
 
 class Layout(struct.Struct):
@@ -142,6 +149,12 @@ EndRec = Layout('EndRec', '<QiIII', ('t_ns', 'exit_code', 'reason', 'message', '
 IndexRec = Layout('IndexRec', '<IHHQ', ('ndevices', 'device_bytes', 'bucket_bytes', 't_ns'), (0, 4, 6, 8))  # 16 bytes
 IndexDevice = Layout('IndexDevice', '<IIQQQQQQQqQqqqII', ('device', 'nbuckets', 'events', 'first_event_ns', 'last_event_ns', 'range_first_ns', 'range_last_ns', 'bucket_ns', 'origin_ns', 'peak_allocated', 'peak_allocated_ns', 'peak_reserved', 'end_allocated', 'end_reserved', 'ooms', 'pad'), (0, 4, 8, 16, 24, 32, 40, 48, 56, 64, 72, 80, 88, 96, 104, 108))  # 112 bytes
 IndexBucket = Layout('IndexBucket', '<Qqqqqqq', ('t_ns', 'allocated_min', 'allocated_max', 'reserved_min', 'reserved_max', 'allocated_last', 'reserved_last'), (0, 8, 16, 24, 32, 40, 48))  # 56 bytes
+IndexSection = Layout('IndexSection', '<HHI', ('kind', 'pad', 'bytes'), (0, 2, 4))  # 8 bytes
+IndexTopLines = Layout('IndexTopLines', '<II', ('n', 'lines'), (0, 4))  # 8 bytes
+IndexLine = Layout('IndexLine', '<QII', ('bytes', 'line', 'file_len'), (0, 8, 12))  # 16 bytes
+IndexDeviceNames = Layout('IndexDeviceNames', '<II', ('n', 'pad'), (0, 4))  # 8 bytes
+IndexDeviceName = Layout('IndexDeviceName', '<IIQ', ('device', 'name_len', 'total_bytes'), (0, 4, 8))  # 16 bytes
+IndexLosses = Layout('IndexLosses', '<IIQ', ('records', 'pad', 'events'), (0, 4, 8))  # 16 bytes
 
 def frame_ids(payload, nframes, offset=0):
     """The `nframes` uint32 frame ids after the StackRec at `offset` of `payload`, innermost first."""
@@ -184,8 +197,8 @@ def records(data, offset):
         yield offset, rtype, device, flags, data[start:start + n]
         offset = start + n
 
-LAYOUTS = {'FileHeader': FileHeader, 'RecordHeader': RecordHeader, 'StringRec': StringRec, 'FrameRec': FrameRec, 'StackRec': StackRec, 'BlockEvent': BlockEvent, 'SegmentEvent': SegmentEvent, 'EmptyCacheRec': EmptyCacheRec, 'OomRec': OomRec, 'StateRec': StateRec, 'StateSegment': StateSegment, 'StateBlock': StateBlock, 'DeviceSampleRec': DeviceSampleRec, 'MarkerRec': MarkerRec, 'NoticeRec': NoticeRec, 'StatsRec': StatsRec, 'DeviceRec': DeviceRec, 'TagRec': TagRec, 'AggregatedRec': AggregatedRec, 'TimelineRec': TimelineRec, 'TimelineBucket': TimelineBucket, 'LineTotalsRec': LineTotalsRec, 'LineTotal': LineTotal, 'UserMetadataRec': UserMetadataRec, 'LostRec': LostRec, 'EndRec': EndRec, 'IndexRec': IndexRec, 'IndexDevice': IndexDevice, 'IndexBucket': IndexBucket}
+LAYOUTS = {'FileHeader': FileHeader, 'RecordHeader': RecordHeader, 'StringRec': StringRec, 'FrameRec': FrameRec, 'StackRec': StackRec, 'BlockEvent': BlockEvent, 'SegmentEvent': SegmentEvent, 'EmptyCacheRec': EmptyCacheRec, 'OomRec': OomRec, 'StateRec': StateRec, 'StateSegment': StateSegment, 'StateBlock': StateBlock, 'DeviceSampleRec': DeviceSampleRec, 'MarkerRec': MarkerRec, 'NoticeRec': NoticeRec, 'StatsRec': StatsRec, 'DeviceRec': DeviceRec, 'TagRec': TagRec, 'AggregatedRec': AggregatedRec, 'TimelineRec': TimelineRec, 'TimelineBucket': TimelineBucket, 'LineTotalsRec': LineTotalsRec, 'LineTotal': LineTotal, 'UserMetadataRec': UserMetadataRec, 'LostRec': LostRec, 'EndRec': EndRec, 'IndexRec': IndexRec, 'IndexDevice': IndexDevice, 'IndexBucket': IndexBucket, 'IndexSection': IndexSection, 'IndexTopLines': IndexTopLines, 'IndexLine': IndexLine, 'IndexDeviceNames': IndexDeviceNames, 'IndexDeviceName': IndexDeviceName, 'IndexLosses': IndexLosses}
 # Record type -> its payload's layout (the payload may be longer: variable parts, newer minors).
 PAYLOAD = {REC_STRING: StringRec, REC_FRAME: FrameRec, REC_STACK: StackRec, REC_ALLOC: BlockEvent, REC_FREE_REQUESTED: BlockEvent, REC_FREE_COMPLETED: BlockEvent, REC_SEGMENT_ALLOC: SegmentEvent, REC_SEGMENT_FREE: SegmentEvent, REC_SEGMENT_MAP: SegmentEvent, REC_SEGMENT_UNMAP: SegmentEvent, REC_EMPTY_CACHE: EmptyCacheRec, REC_OOM: OomRec, REC_STATE: StateRec, REC_DEVICE_SAMPLE: DeviceSampleRec, REC_MARKER: MarkerRec, REC_NOTICE: NoticeRec, REC_STATS: StatsRec, REC_DEVICE: DeviceRec, REC_TAG: TagRec, REC_AGGREGATED: AggregatedRec, REC_TIMELINE: TimelineRec, REC_LINE_TOTALS: LineTotalsRec, REC_INDEX: IndexRec, REC_LOST: LostRec, REC_USER_METADATA: UserMetadataRec, REC_END: EndRec}
 # The header's static_asserts: struct name -> size in bytes.
-STATIC_ASSERTS = {'FileHeader': 16, 'RecordHeader': 8, 'BlockEvent': 48, 'SegmentEvent': 56, 'StateSegment': 56, 'StateBlock': 32, 'EndRec': 24, 'IndexRec': 16, 'IndexDevice': 112, 'IndexBucket': 56, 'TagRec': 32, 'UserMetadataRec': 16, 'AggregatedRec': 48, 'TimelineRec': 16, 'TimelineBucket': 40, 'LineTotalsRec': 8, 'LineTotal': 24}
+STATIC_ASSERTS = {'FileHeader': 16, 'RecordHeader': 8, 'BlockEvent': 48, 'SegmentEvent': 56, 'StateSegment': 56, 'StateBlock': 32, 'EndRec': 24, 'IndexRec': 16, 'IndexDevice': 112, 'IndexBucket': 56, 'IndexSection': 8, 'IndexLine': 16, 'IndexDeviceName': 16, 'IndexLosses': 16, 'TagRec': 32, 'UserMetadataRec': 16, 'AggregatedRec': 48, 'TimelineRec': 16, 'TimelineBucket': 40, 'LineTotalsRec': 8, 'LineTotal': 24}

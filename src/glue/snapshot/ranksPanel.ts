@@ -11,13 +11,18 @@ import { snapshotHtml, webviewOptions } from './html';
 
 export const RANKS_VIEW = 'gpuMemoryLens.ranks';
 
-/** Opens the ranks view of `folders`; the session is built when the page asks (reading every rank's capture). */
+/**
+ * Opens the ranks view of `folders`. The captures are read from now on, while the page loads (on the reader's worker
+ * threads, mostly from their indexes: Note [Rank row from the index]); the page's first message gets the view when
+ * it is there, as the snapshot panel host starts its read before the page asks.
+ */
 export function openRanksPanel(extensionUri: vscode.Uri, folders: vscode.Uri[], openFile: (uri: vscode.Uri) => Thenable<unknown>): vscode.WebviewPanel {
   const title = folders.map((f) => path.basename(f.fsPath)).join(', ');
   const panel = vscode.window.createWebviewPanel(RANKS_VIEW, `Ranks: ${title}`, vscode.ViewColumn.Active, webviewOptions(extensionUri));
   panel.webview.html = snapshotHtml(panel.webview, extensionUri, `Ranks: ${title}`);
   let session: RankSet | undefined;
-  let opening: Promise<RankSet> | undefined;
+  const opening = (async () => RankSet.open(captureFiles(folders.map((f) => f.fsPath)), { title, displayPath: (f: string) => vscode.workspace.asRelativePath(f, false) }))();
+  opening.catch(() => undefined); // reported to the page when it asks
   let disposed = false;
   const post = (messages: SnapshotHostMessage[]) => {
     if (!disposed) messages.forEach((m) => void panel.webview.postMessage(m));
@@ -25,9 +30,9 @@ export function openRanksPanel(extensionUri: vscode.Uri, folders: vscode.Uri[], 
   const failed = (err: unknown) => post([{ type: 'loadFailed', fileName: title, message: err instanceof Error ? err.message : String(err) }]);
   const sub = receiveMessages(panel.webview, snapshotWebviewMessages, (msg) => {
     if (msg.type === 'ready') {
-      post([{ type: 'loading', fileName: title }]);
-      // Read on the reader's worker thread, rank by rank (Note [Ranks off the host thread]); a page shown again asks again.
-      opening ??= (async () => RankSet.open(captureFiles(folders.map((f) => f.fsPath)), { title, displayPath: (f: string) => vscode.workspace.asRelativePath(f, false) }))();
+      if (!session) post([{ type: 'loading', fileName: title }]);
+      // Read on the reader's worker threads since the panel opened (Note [Ranks off the host thread]); a page shown
+      // again asks again and gets the same view.
       opening.then((s) => {
         session = s;
         post(s.handle(msg) ?? []);

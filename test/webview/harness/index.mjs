@@ -66,6 +66,9 @@ export function launchChromium() {
  * @param {unknown} [o.state]     what getState() returns at load (a restored panel)
  * @param {{width:number,height:number}} [o.viewport]
  * @param {'dark'|'light'} [o.theme]  sets VS Code's body class (vscode-dark / vscode-light)
+ * @param {boolean} [o.isolated]  serve the page cross-origin isolated (COOP/COEP): Chromium then gives performance.now()
+ *   and rAF timestamps at µs precision instead of 100 µs steps, so a benchmark's 60 fps frame intervals read as
+ *   16.67 ms rather than 16.6/16.7/16.8 by rounding (test/bench/snapshot-panel/README.md)
  */
 export async function openWebview(o) {
   const abs = (p) => (path.isAbsolute(p) ? p : path.join(ROOT, p));
@@ -76,8 +79,9 @@ export async function openWebview(o) {
   let html = '';
   const server = http.createServer((req, res) => {
     const url = new URL(req.url, 'http://x');
+    const isolation = o.isolated ? { 'cross-origin-opener-policy': 'same-origin', 'cross-origin-embedder-policy': 'require-corp' } : {};
     if (url.pathname === '/' || url.pathname === '/index.html') {
-      res.writeHead(200, { 'content-type': 'text/html; charset=utf-8' });
+      res.writeHead(200, { 'content-type': 'text/html; charset=utf-8', ...isolation });
       return res.end(html);
     }
     const file = files.get(url.pathname);
@@ -85,7 +89,7 @@ export async function openWebview(o) {
       res.writeHead(404);
       return res.end(`not served by the webview harness: ${url.pathname}`);
     }
-    res.writeHead(200, { 'content-type': TYPES[path.extname(file)] ?? 'application/octet-stream' });
+    res.writeHead(200, { 'content-type': TYPES[path.extname(file)] ?? 'application/octet-stream', ...isolation });
     fs.createReadStream(file).pipe(res);
   });
   await new Promise((r) => server.listen(0, '127.0.0.1', r));
@@ -135,8 +139,14 @@ export async function openWebview(o) {
         await page.waitForTimeout(25);
       }
     },
-    /** Delivers a message to the page as the extension's webview.postMessage would (a window 'message' event). */
-    send: (message) => page.evaluate((m) => window.dispatchEvent(new MessageEvent('message', { data: m })), message),
+    /**
+     * Delivers a message to the page as the extension's webview.postMessage would (a window 'message' event). The
+     * message crosses as JSON text, as VS Code's does (webview messages are JSON-serialised: Note [JSON-safe numbers]
+     * in src/core/base/protocol/snapshot.ts), parsed in the page: handing the object to page.evaluate made Playwright
+     * rebuild it value by value on the page's thread, 60–110 ms for a 10 M-event timeline or markers answer (0.3–0.5
+     * MB), long tasks that VS Code's page does not have and that showed as missed frames in the pan/zoom benchmark.
+     */
+    send: (message) => page.evaluate((text) => window.dispatchEvent(new MessageEvent('message', { data: JSON.parse(text) })), JSON.stringify(message)),
     /** The last value the page passed to setState. */
     state: () => page.evaluate(() => window.__state),
     /** PNG of the viewport into .test-output/webview/<name>.png; `fullPage`: the whole page, scrolled parts too. */

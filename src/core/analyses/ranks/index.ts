@@ -19,8 +19,9 @@
 // The caption's median stays the usual one (the mean of the two middle peaks for an even N).
 import fs from 'node:fs';
 import path from 'node:path';
-import { openModel } from '../../base/model/open';
-import type { Model } from '../../base/model/types';
+import { captureIndex, openModel } from '../../base/model/open';
+import { headerInfoOf } from '../../base/model/header';
+import type { Model, PickleOverview } from '../../base/model/types';
 
 export const OUTLIER_SHARE = 0.1;
 export const OUTLIER_MIN_BYTES = 64 * 1024 * 1024;
@@ -74,6 +75,9 @@ export function captureFiles(args: readonly string[]): string[] {
 }
 
 export function rankRow(file: string): RankRow {
+  // Note [Rank row from the index]: a capture whose index carries the row is not opened at all.
+  const fromIndex = rankRowOfIndex(file, captureIndex(file, 0));
+  if (fromIndex) return fromIndex;
   const model = openModel(file);
   try {
     return rankRowOf(file, model);
@@ -110,6 +114,42 @@ export function rankRowOf(file: string, model: Model): RankRow {
     flag: null,
     apart_bytes: 0,
     problems: model.problems().map((p) => p.message),
+  };
+}
+
+/**
+ * Note [Rank row from the index] (native/addon/src/capture_overview.cpp): the row rankRowOf gives, from a capture's
+ * index alone (its overview with `row`, openCaptureIndexAsync); undefined when the index cannot give the same row: no
+ * index or an older one without the row's sections, or a capture whose recorder lost events (the full open reports
+ * each loss as a problem). The same figures by the same rules: the devices with events (a REC_OOM is an event of the
+ * full open's), the one with the highest peak allocated first in device order, the highest peak reserved of those,
+ * every OOM, the first of the lines at the peak. test/unit/rank-index.test.mjs holds it to rankRowOf on real captures.
+ */
+export function rankRowOfIndex(file: string, overview: PickleOverview | undefined): RankRow | undefined {
+  const x = overview?.source === 'index' ? overview.row : undefined;
+  if (!x || x.lostRecords > 0) return undefined;
+  const h = headerInfoOf(
+    x.header,
+    x.deviceNames.map((d) => ({ index: d.device, name: d.name, totalBytes: d.totalBytes })),
+  );
+  const withEvents = x.devices.filter((d) => d.events + d.ooms > 0);
+  const top = [...withEvents].sort((a, b) => b.peakAllocatedBytes - a.peakAllocatedBytes)[0];
+  const line = x.topLines[0];
+  return {
+    file,
+    host: h.host ?? null,
+    rank: h.rank ?? null,
+    world_size: h.worldSize ?? null,
+    pid: h.pid ?? null,
+    device: top?.device ?? null,
+    device_name: (top && h.devices.find((d) => d.index === top.device)?.name) ?? null,
+    peak_allocated_bytes: top?.peakAllocatedBytes ?? 0,
+    peak_reserved_bytes: withEvents.reduce((m, d) => Math.max(m, d.peakReservedBytes), 0),
+    ooms: x.devices.reduce((n, d) => n + d.ooms, 0),
+    top_line: line ? { file: line.file, line: line.line, bytes_at_peak: line.bytesAtPeak } : null,
+    flag: null,
+    apart_bytes: 0,
+    problems: [],
   };
 }
 

@@ -12,13 +12,18 @@ const int = (v: unknown): number | undefined => (typeof v === 'number' && Number
 const str = (v: unknown): string | undefined => (typeof v === 'string' ? v : undefined);
 
 export function headerInfoFromJson(json: string, devices: DeviceIdentity[] = []): CaptureHeaderInfo {
-  let raw: Json = {};
+  let raw: unknown = {};
   try {
-    const parsed: unknown = JSON.parse(json || '{}');
-    if (parsed && typeof parsed === 'object' && !Array.isArray(parsed)) raw = parsed as Json;
+    raw = JSON.parse(json || '{}');
   } catch {
     // A damaged header is reported by the reader as a problem (kind "header"); show what we can.
   }
+  return headerInfoOf(raw, devices);
+}
+
+/** The same from the header already parsed (a capture's index hands it over parsed). */
+export function headerInfoOf(parsed: unknown, devices: DeviceIdentity[] = []): CaptureHeaderInfo {
+  const raw: Json = parsed && typeof parsed === 'object' && !Array.isArray(parsed) ? (parsed as Json) : {};
   return {
     pid: int(raw.pid),
     rank: int(raw.rank),

@@ -69,8 +69,13 @@ interface NativeAddon {
   ModelHandle: new (path: string) => NativeHandle;
   /** reads the file on a worker thread (Note [Async open] in native/addon/src/addon.cpp) */
   openAsync(path: string, background?: boolean, fromUs?: number, toUs?: number): Promise<NativeHandle>;
-  /** a pickle's overview as JSON, on a worker thread (Note [First view] in native/addon/src/overview.cpp) */
-  overviewAsync(path: string, buckets: number): Promise<string>;
+  /**
+   * a pickle's overview as JSON, on a worker thread (Note [First view] in native/addon/src/overview.cpp); indexOnly:
+   * a capture's from its index, else a rejection (never a pass over the file)
+   */
+  overviewAsync(path: string, buckets: number, indexOnly?: boolean, t0Us?: number, t1Us?: number): Promise<string>;
+  /** a capture's overview from its index alone, on the calling thread; throws when it has none */
+  captureIndex(path: string, buckets: number): string;
 }
 
 let addon: NativeAddon | undefined;
@@ -138,6 +143,32 @@ export const RANGE_FIRST_MIN_BYTES = 2 * 2 ** 30;
 export async function openOverviewAsync(file: string, buckets = OVERVIEW_BUCKETS): Promise<PickleOverview | undefined> {
   try {
     return parse<PickleOverview>(await loadAddon().overviewAsync(file, buckets));
+  } catch {
+    return undefined;
+  }
+}
+
+/**
+ * Note [Rank row from the index] (native/addon/src/capture_overview.cpp): a capture's overview from its index alone,
+ * with `row` when the index carries it, read on a worker thread; undefined when the file is not a capture with an
+ * index (a pickle, an older writer's capture, one whose process died), which the caller then opens in full. Costs the
+ * same for any size of capture: the header, the file's last 32 bytes and the index.
+ */
+export async function openCaptureIndexAsync(file: string, buckets: number, window?: { t0Us: number; t1Us: number }): Promise<PickleOverview | undefined> {
+  try {
+    // buckets 0: the figures without series; window: every device's max series over it (the ranks view's shared
+    // axis), 0 outside the device's own range, and empty min series
+    const json = window ? await loadAddon().overviewAsync(file, buckets, true, window.t0Us, window.t1Us) : await loadAddon().overviewAsync(file, buckets, true);
+    return parse<PickleOverview>(json);
+  } catch {
+    return undefined;
+  }
+}
+
+/** The same on the calling thread (the CLI's rank table: a few KiB per capture). */
+export function captureIndex(file: string, buckets: number): PickleOverview | undefined {
+  try {
+    return parse<PickleOverview>(loadAddon().captureIndex(file, buckets));
   } catch {
     return undefined;
   }

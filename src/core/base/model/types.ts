@@ -165,6 +165,27 @@ export interface PickleOverview {
   source?: 'index' | 'scan';
   /** captures only: false when the capture ends without its end record (the view is of the records it holds) */
   complete?: boolean;
+  /** captures only, from an index that carries it (Note [Rank row from the index] in native/addon/src/capture_overview.cpp) */
+  row?: CaptureIndexRow;
+}
+
+/**
+ * What a capture's index carries for its rank row (Note [Index sections] in native/format/gpumem_format.h): present
+ * only when the capture's header is a JSON object with clock anchors (so the full open reports no header problem).
+ */
+export interface CaptureIndexRow {
+  /** the capture's header JSON, parsed */
+  header: Record<string, unknown>;
+  /** the lines at the peak (the full open's summary top_lines: bytes live at each device's peak, summed), the first few */
+  topLines: { file: string; line: number; bytesAtPeak: number }[];
+  /** how many lines there are in all */
+  lines: number;
+  /** every device of the index, with events or not */
+  devices: { device: number; events: number; ooms: number; peakAllocatedBytes: number; peakReservedBytes: number }[];
+  deviceNames: { device: number; name: string; totalBytes: number }[];
+  /** REC_LOST records (each a problem of the full open) and the events they count */
+  lostRecords: number;
+  lostEvents: number;
 }
 
 /**

@@ -15,9 +15,9 @@
 // 64 ranks never hold 64 open files (Note [Ranks off the host thread]). The slowest rank and the ranks that ran out
 // of memory are marked (Note [Rank marks]).
 import path from 'node:path';
-import { openModelAsync } from '../../base/model/open';
+import { openCaptureIndexAsync, openModelAsync } from '../../base/model/open';
 import type { RankRowView, RanksView, SnapshotHostMessage, SnapshotWebviewMessage } from '../../base/protocol/snapshot';
-import { rankRowOf, tableOf, type RankRow, type RankTable } from '../../analyses/ranks/index';
+import { rankRowOf, rankRowOfIndex, tableOf, type RankRow, type RankTable } from '../../analyses/ranks/index';
 import { rankTableText } from '../../analyses/ranks/report';
 import { formatBytes } from '../../base/units/bytes';
 
@@ -78,6 +78,8 @@ export interface RankSetOptions {
   buckets?: number;
   /** captures read at once (RANK_READS_AT_ONCE) */
   readsAtOnce?: number;
+  /** false: every rank by a full open, never from its index (tests and benchmarks compare the two) */
+  useIndex?: boolean;
 }
 
 export class RankSet {
@@ -93,6 +95,8 @@ export class RankSet {
    * at RANK_FINE × the panel's buckets, then the model is closed. The series are put on the shared axis when every
    * range is known (each shared bucket the max of the fine buckets it overlaps, so every peak stays the rank's peak).
    * The extension host's thread only turns JSON into rows between reads; at most RANK_READS_AT_ONCE models are open.
+   * A capture whose index carries the row (Note [Rank row from the index]) is not opened at all: its row, range and
+   * series (the index's buckets, resampled on the worker) cost its header, its last 32 bytes and its index.
    */
   static async open(files: readonly string[], options: RankSetOptions): Promise<RankSet> {
     if (files.length === 0) throw new Error(`${options.title}: no captures (*.gpumem) in it: open a session folder that gpumem run wrote`);
@@ -102,42 +106,88 @@ export class RankSet {
     interface Read {
       row: RankRow;
       own: { t0Us: number; t1Us: number };
+      /** a full open's fine series over the rank's own range, or (onAxis) the index's series on the shared axis */
       allocated: number[];
       reserved: number[];
+      onAxis?: boolean;
+      /** Note [Rank row from the index]: the row came from the capture's index; its series are read once the axis is known */
+      indexed?: boolean;
     }
     const reads: Read[] = new Array(files.length);
-    let next = 0;
     let inFlight = 0;
     let mostInFlight = 0;
-    const reader = async () => {
-      while (next < files.length) {
-        const i = next++;
-        inFlight++;
-        mostInFlight = Math.max(mostInFlight, inFlight);
-        const m = await openModelAsync(files[i]).finally(() => inFlight--);
-        try {
-          const row = rankRowOf(files[i], m);
-          let own = { t0Us: 0, t1Us: 0 };
-          let allocated: number[] = [];
-          let reserved: number[] = [];
-          if (row.device !== null) {
-            own = m.timeRange(row.device);
-            const tl = m.timeline(row.device, own.t0Us, Math.max(own.t1Us, own.t0Us + 1), fine);
-            allocated = Array.from(tl.allocatedMax);
-            reserved = Array.from(tl.reservedMax);
+    const readsAtOnce = options.readsAtOnce ?? RANK_READS_AT_ONCE;
+    /** `fn` over `items`, `readsAtOnce` at a time. */
+    const pool = async (items: readonly number[], fn: (i: number) => Promise<void>) => {
+      let next = 0;
+      const worker = async () => {
+        while (next < items.length) {
+          const i = items[next++];
+          inFlight++;
+          mostInFlight = Math.max(mostInFlight, inFlight);
+          try {
+            await fn(i);
+          } finally {
+            inFlight--;
           }
-          reads[i] = { row, own, allocated, reserved };
-        } finally {
-          m.close();
         }
+      };
+      await Promise.all(Array.from({ length: Math.min(items.length, readsAtOnce) }, worker));
+    };
+    /** The rank by a full open: its row, its own range and its series over that range at RANK_FINE × the buckets. */
+    const openFully = async (i: number): Promise<Read> => {
+      const m = await openModelAsync(files[i]);
+      try {
+        const row = rankRowOf(files[i], m);
+        let own = { t0Us: 0, t1Us: 0 };
+        let allocated: number[] = [];
+        let reserved: number[] = [];
+        if (row.device !== null) {
+          own = m.timeRange(row.device);
+          const tl = m.timeline(row.device, own.t0Us, Math.max(own.t1Us, own.t0Us + 1), fine);
+          allocated = Array.from(tl.allocatedMax);
+          reserved = Array.from(tl.reservedMax);
+        }
+        return { row, own, allocated, reserved };
+      } finally {
+        m.close();
       }
     };
-    await Promise.all(Array.from({ length: Math.min(files.length, options.readsAtOnce ?? RANK_READS_AT_ONCE) }, reader));
-    const byFile = new Map(reads.map((r) => [r.row.file, r]));
-    const table = tableOf(reads.map((r) => r.row));
+    const all = files.map((_, i) => i);
+    // Note [Rank row from the index]: the row and the rank's range from the capture's index alone (a few KiB);
+    // a capture without it is opened in full.
+    await pool(all, async (i) => {
+      const index = options.useIndex === false ? undefined : await openCaptureIndexAsync(files[i], 0);
+      const row = rankRowOfIndex(files[i], index);
+      const dev = row && index?.devices.find((d) => d.device === row.device);
+      if (row && (row.device === null || dev)) {
+        reads[i] = { row, own: dev ? { t0Us: dev.rangeT0Us, t1Us: dev.rangeT1Us } : { t0Us: 0, t1Us: 0 }, allocated: [], reserved: [], indexed: true };
+        return;
+      }
+      reads[i] = await openFully(i);
+    });
     const known = reads.filter((r) => r.row.device !== null).map((r) => r.own);
     const t0Us = known.length ? Math.min(...known.map((r) => r.t0Us)) : 0;
     const t1Us = known.length ? Math.max(t0Us + 1, ...known.map((r) => r.t1Us)) : 1;
+    // The indexed ranks' series straight on the shared axis, from their indexes' buckets (an envelope of the full
+    // open's, Note [Capture first view]); a capture that changed since is opened in full after all.
+    await pool(
+      all.filter((i) => reads[i].indexed && reads[i].row.device !== null),
+      async (i) => {
+        const r = reads[i];
+        const index = await openCaptureIndexAsync(files[i], buckets, { t0Us, t1Us });
+        const dev = index?.devices.find((d) => d.device === r.row.device);
+        if (dev && dev.rangeT0Us === r.own.t0Us && dev.rangeT1Us === r.own.t1Us) {
+          Object.assign(r, { allocated: dev.allocatedMax, reserved: dev.reservedMax, onAxis: true });
+          return;
+        }
+        const full = await openFully(i);
+        Object.assign(r, full, { indexed: false });
+      },
+    );
+    const indexed = reads.filter((r) => r.indexed).length;
+    const byFile = new Map(reads.map((r) => [r.row.file, r]));
+    const table = tableOf(reads.map((r) => r.row));
     const marks = rankMarks(table.ranks.map((r) => ({ ooms: r.ooms, device: r.device, ...(byFile.get(r.file)?.own ?? { t0Us: 0, t1Us: 0 }) })));
     const ranks: RankRowView[] = [];
     for (const [index, r] of table.ranks.entries()) {
@@ -146,8 +196,8 @@ export class RankSet {
       let allocatedMax: number[] = [];
       let reservedMax: number[] = [];
       if (r.device !== null && read) {
-        allocatedMax = onSharedAxis(read.allocated, own, t0Us, t1Us, buckets);
-        reservedMax = onSharedAxis(read.reserved, own, t0Us, t1Us, buckets);
+        allocatedMax = read.onAxis ? read.allocated : onSharedAxis(read.allocated, own, t0Us, t1Us, buckets);
+        reservedMax = read.onAxis ? read.reserved : onSharedAxis(read.reserved, own, t0Us, t1Us, buckets);
       }
       ranks.push({
         index,
@@ -182,11 +232,14 @@ export class RankSet {
     const view: RanksView = { title: options.title, medianPeakAllocatedBytes: table.median_peak_allocated_bytes, t0Us, t1Us, buckets, ranks, sentences };
     const set = new RankSet(table, view);
     set.readsAtOnceSeen = mostInFlight;
+    set.fromIndex = indexed;
     return set;
   }
 
   /** the most captures that were being read at one time (Note [Ranks off the host thread]) */
   readsAtOnceSeen = 0;
+  /** the ranks whose row came from their capture's index (Note [Rank row from the index]), not a full open */
+  fromIndex = 0;
 
   /** The capture the rank row `index` came from (for the glue's openRank). */
   file(index: number): string | undefined {
