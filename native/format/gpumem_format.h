@@ -27,7 +27,8 @@ GPUMEM_CONSTEXPR uint16_t kMinor = 7;  // 1: REC_DEVICE · 2: EndRec.reason/mess
                                        // MARK_PHASE · 4: MARK_MODULE_* · 5: REC_AGGREGATED, REC_TIMELINE,
                                        // REC_LINE_TOTALS, kRestated (Note [Capture budget]) · 6: REC_INDEX,
                                        // EndRec.index_bytes (Note [Capture index]) · 7: REC_USER_METADATA
-                                       // (Note [User metadata])
+                                       // (Note [User metadata]), the index's sections (lines at the peak,
+                                       // device names, losses; a reader skips a kind it does not know)
 // Upper bound on one record's payload; a larger length means damage, not a real record.
 GPUMEM_CONSTEXPR uint32_t kMaxPayload = 64u << 20;
 GPUMEM_CONSTEXPR uint32_t kMaxHeaderJson = 1u << 20;
