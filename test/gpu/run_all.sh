@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Every GPU check in one device call (device time is scarce). Build here first, then carry dist/native:
 #   make -C native/allocator && <device run, carry dist/native> bash test/gpu/run_all.sh [stage…]
-# Stages: env allocator workload sanitizer stacks micro steps frag probes varlen leaks pytorch-tests summaries oom-sample leaks-convnet keeper-probe budget monitors metadata categories categories-cost what-if resnet-overhead long-run advice pytorch-mode pytorch-mode-cost ranks-2gpu notebooks (default: env allocator stacks workload sanitizer).
+# Stages: env allocator workload sanitizer stacks micro steps frag probes varlen leaks pytorch-tests summaries oom-sample leaks-convnet keeper-probe budget monitors metadata export-viz categories categories-cost what-if resnet-overhead long-run advice pytorch-mode pytorch-mode-cost ranks-2gpu notebooks (default: env allocator stacks workload sanitizer).
 # Each of micro, steps and frag is one part of test/gpu/bench_allocator.py; "bench" runs all three.
 # Results land under $OUT (logs + JSON), one file per stage, so they come back with the call.
 set -u
@@ -84,6 +84,9 @@ for s in "${stages[@]}"; do
     # allocations PyTorch labels natively (export and summary --json). Needs dist/cli.js and Node (GPUMEM_NODE).
     metadata) run_stage metadata 330 python3 test/gpu/metadata_check.py --out "$OUT/metadata" ;;
     oom-sample) run_stage oom-sample 330 python3 test/gpu/oom_sample_check.py --out "$OUT" ;;
+    # Issue 29: `gpumem export` of the snapshot fixtures and H100 captures read by this torch's own _memory_viz.py
+    # (segsum, trace, trace_plot, segment_plot; stats where it exists), labels kept. JSON: $OUT/export-viz/export_viz.json.
+    export-viz) run_stage export-viz 170 python3 test/gpu/export_viz_check.py --out "$OUT/export-viz" ;;
     # Issues 17 and 26: categories of GPT-2 (AdamW, bf16) and ResNet-50 under gpumem run vs what the workload
     # measures, under the lens and under PyTorch's allocator (the default mode's). Its cost is the next stage.
     categories) run_stage categories 560 bash -c "PYTHONPATH=$PWD/native/python python3 -m gpumem build-observer >/dev/null 2>&1
