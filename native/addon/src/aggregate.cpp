@@ -246,14 +246,15 @@ std::string extras_json(const Model& m) {
     std::map<uint32_t, Tagged> metadata, contexts;
     for (const auto& [i, ids] : d.context_and_metadata) {
       if (i >= d.count() || d.action[i] != ACT_ALLOC) continue;
-      auto add = [&](std::map<uint32_t, Tagged>& to, uint32_t id) {
+      // (C++17: a lambda cannot capture structured bindings, so it is handed the time and size)
+      auto add = [](std::map<uint32_t, Tagged>& to, uint32_t id, int64_t t_us, uint64_t size) {
         Tagged& t = to[id];
-        if (t.allocs == 0 || d.t[i] < t.first) t.first = d.t[i];
-        if (t.allocs == 0 || d.t[i] > t.last) t.last = d.t[i];
-        t.allocs++, t.bytes += d.size[i];
+        if (t.allocs == 0 || t_us < t.first) t.first = t_us;
+        if (t.allocs == 0 || t_us > t.last) t.last = t_us;
+        t.allocs++, t.bytes += size;
       };
-      if (ids.second) add(metadata, ids.second);
-      if (ids.first && m.strings[ids.first] != "N/A") add(contexts, ids.first);
+      if (ids.second) add(metadata, ids.second, d.t[i], d.size[i]);
+      if (ids.first && m.strings[ids.first] != "N/A") add(contexts, ids.first, d.t[i], d.size[i]);
     }
     auto write = [&](const char* key, const std::map<uint32_t, Tagged>& rows) {
       std::vector<std::pair<uint32_t, Tagged>> sorted(rows.begin(), rows.end());
