@@ -29,6 +29,7 @@
 #include <vector>
 
 #include "gpumem_format.h"
+#include "id_map.h"
 #include "json.h"
 #include "user_frames.h"
 
@@ -406,28 +407,7 @@ class IndexBuilder {
     uint32_t v;
     return stack_lines_.get(stack, v) ? v : no_user_line();  // an unknown stack is the reader's stack 0: no frames
   }
-  // Stack id → line id: dense while the ids stay near the number defined (a writer hands them out in order).
-  struct IdMap {
-    std::vector<uint32_t> dense;
-    std::unordered_map<uint32_t, uint32_t> sparse;
-    size_t entries = 0;
-    void set(uint32_t id, uint32_t v) {
-      entries++;
-      if (id < dense.size() || id < 4096 + 4 * entries) {
-        if (id >= dense.size()) dense.resize(std::max<size_t>(id + 1, dense.size() * 2), UINT32_MAX);
-        dense[id] = v;
-      } else {
-        sparse[id] = v;
-      }
-    }
-    bool get(uint32_t id, uint32_t& v) const {
-      if (id < dense.size()) return (v = dense[id]) != UINT32_MAX;
-      auto it = sparse.find(id);
-      if (it == sparse.end()) return false;
-      v = it->second;
-      return true;
-    }
-  };
+  // Stack id → line id (fmt::IdMap, id_map.h).
 
   // The sections of Note [Index sections], as appended after the devices.
   std::string sections() const {

@@ -15,6 +15,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "id_map.h"
 #include "model.h"
 
 namespace gpumem {
@@ -79,31 +80,8 @@ class CaptureDecoder {
     return *d;
   }
 
-  // File ids → model ids. Ids are dense from 1 in practice: a vector, with a hash map for the
-  // improbable huge ids a damaged or hostile file could use.
-  struct IdMap {
-    std::vector<uint32_t> dense;
-    std::unordered_map<uint32_t, uint32_t> sparse;
-    size_t entries = 0;
-    void set(uint32_t id, uint32_t v) {
-      entries++;
-      // Dense while ids stay near the number defined so far (a writer hands them out in order); a
-      // far-off id cannot make the table allocate gigabytes.
-      if (id < dense.size() || id < 4096 + 4 * entries) {
-        if (id >= dense.size()) dense.resize(std::max<size_t>(id + 1, dense.size() * 2), UINT32_MAX);
-        dense[id] = v;
-      } else {
-        sparse[id] = v;
-      }
-    }
-    bool get(uint32_t id, uint32_t& v) const {
-      if (id < dense.size()) return (v = dense[id]) != UINT32_MAX;
-      auto it = sparse.find(id);
-      if (it == sparse.end()) return false;
-      v = it->second;
-      return true;
-    }
-  };
+  // File ids → model ids (fmt::IdMap: dense, with a hash map for a damaged file's far-off ids).
+  using IdMap = fmt::IdMap;
   IdMap strings_, frames_, stacks_;
   // Each thread's memory label from its last REC_USER_METADATA (BlockEvent.thread → model string id); the model id
   // of "N/A", the compile_context of a labelled event (Note [User metadata] in gpumem_format.h).

@@ -99,21 +99,37 @@ export function rankRowOf(file: string, model: Model): RankRow {
     reserved = Math.max(reserved, tl.reservedMax[0] ?? 0);
   }
   const line = summary.top_lines[0];
+  return row(file, h, {
+    device: top?.device,
+    peakAllocated: top?.peak_allocated_bytes ?? 0,
+    peakReserved: reserved,
+    ooms: model.ooms().length,
+    line: line ? { file: line.file, line: line.line, bytes_at_peak: line.bytes_at_peak } : null,
+    problems: model.problems().map((p) => p.message),
+  });
+}
+
+/** One rank's row from its header and figures, however they were read (a full open or the index). */
+function row(
+  file: string,
+  h: ReturnType<typeof headerInfoOf>,
+  x: { device: number | undefined; peakAllocated: number; peakReserved: number; ooms: number; line: RankRow['top_line']; problems: string[] },
+): RankRow {
   return {
     file,
     host: h.host ?? null,
     rank: h.rank ?? null,
     world_size: h.worldSize ?? null,
     pid: h.pid ?? null,
-    device: top?.device ?? null,
-    device_name: (top && h.devices.find((d) => d.index === top.device)?.name) ?? null,
-    peak_allocated_bytes: top?.peak_allocated_bytes ?? 0,
-    peak_reserved_bytes: reserved,
-    ooms: model.ooms().length,
-    top_line: line ? { file: line.file, line: line.line, bytes_at_peak: line.bytes_at_peak } : null,
+    device: x.device ?? null,
+    device_name: (x.device !== undefined ? h.devices.find((d) => d.index === x.device)?.name : undefined) ?? null,
+    peak_allocated_bytes: x.peakAllocated,
+    peak_reserved_bytes: x.peakReserved,
+    ooms: x.ooms,
+    top_line: x.line,
     flag: null,
     apart_bytes: 0,
-    problems: model.problems().map((p) => p.message),
+    problems: x.problems,
   };
 }
 
@@ -135,22 +151,14 @@ export function rankRowOfIndex(file: string, overview: PickleOverview | undefine
   const withEvents = x.devices.filter((d) => d.events + d.ooms > 0);
   const top = [...withEvents].sort((a, b) => b.peakAllocatedBytes - a.peakAllocatedBytes)[0];
   const line = x.topLines[0];
-  return {
-    file,
-    host: h.host ?? null,
-    rank: h.rank ?? null,
-    world_size: h.worldSize ?? null,
-    pid: h.pid ?? null,
-    device: top?.device ?? null,
-    device_name: (top && h.devices.find((d) => d.index === top.device)?.name) ?? null,
-    peak_allocated_bytes: top?.peakAllocatedBytes ?? 0,
-    peak_reserved_bytes: withEvents.reduce((m, d) => Math.max(m, d.peakReservedBytes), 0),
+  return row(file, h, {
+    device: top?.device,
+    peakAllocated: top?.peakAllocatedBytes ?? 0,
+    peakReserved: withEvents.reduce((m, d) => Math.max(m, d.peakReservedBytes), 0),
     ooms: x.devices.reduce((n, d) => n + d.ooms, 0),
-    top_line: line ? { file: line.file, line: line.line, bytes_at_peak: line.bytesAtPeak } : null,
-    flag: null,
-    apart_bytes: 0,
+    line: line ? { file: line.file, line: line.line, bytes_at_peak: line.bytesAtPeak } : null,
     problems: [],
-  };
+  });
 }
 
 export function rankTable(files: readonly string[]): RankTable {
