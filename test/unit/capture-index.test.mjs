@@ -7,7 +7,7 @@ import { spawnSync } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
 import { test } from 'node:test';
-import { openModel, root, tmpDir } from './reader-support.mjs';
+import { openModel, root, tmpDir, captureRecords as records } from './reader-support.mjs';
 
 const { openOverviewAsync, openModelFirstView } = await import('../../src/core/base/model/open.ts');
 const LIB = path.join(root, 'dist/native/libgpumem_allocator.so');
@@ -18,19 +18,6 @@ function simCapture(name, steps, ...extra) {
   const out = path.join(tmpDir(), name);
   const r = spawnSync('python3', [path.join(root, 'test/unit/reference/sim_training.py'), LIB, out, String(steps), ...extra], { encoding: 'utf8' });
   assert.equal(r.status, 0, r.stderr);
-  return out;
-}
-
-/** The records of a capture: [{type, at, payload}] (FORMAT.md §2). */
-function records(buf) {
-  const json = buf.readUInt32LE(12);
-  const out = [];
-  for (let at = 16 + json; at + 8 <= buf.length; ) {
-    const n = buf.readUInt32LE(at + 4);
-    if (at + 8 + n > buf.length) break;
-    out.push({ type: buf[at], at, payload: buf.subarray(at + 8, at + 8 + n) });
-    at += 8 + n;
-  }
   return out;
 }
 

@@ -9,7 +9,7 @@ import { spawnSync } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
 import { test } from 'node:test';
-import { ALLOCATOR_LIB, needsAllocator, openModel, root, tmpDir } from './reader-support.mjs';
+import { ALLOCATOR_LIB, needsAllocator, openModel, root, tmpDir, captureRecords as records } from './reader-support.mjs';
 
 const { captureIndex, openCaptureIndexAsync } = await import('../../src/core/base/model/open.ts');
 const { rankRow, rankRowOf, rankRowOfIndex, rankTable } = await import('../../src/core/analyses/ranks/index.ts');
@@ -46,19 +46,6 @@ function rewritten(file, name = path.basename(file), budget = 0) {
 function write(name, buf) {
   const out = path.join(dir, name);
   fs.writeFileSync(out, buf);
-  return out;
-}
-
-/** The records of a capture: [{type, device, at, payload}] (FORMAT.md §2). */
-function records(buf) {
-  const json = buf.readUInt32LE(12);
-  const out = [];
-  for (let at = 16 + json; at + 8 <= buf.length; ) {
-    const n = buf.readUInt32LE(at + 4);
-    if (at + 8 + n > buf.length) break;
-    out.push({ type: buf[at], device: buf[at + 1], at, payload: buf.subarray(at + 8, at + 8 + n) });
-    at += 8 + n;
-  }
   return out;
 }
 

@@ -99,14 +99,17 @@ export function makeCapture(dir, name, ...flags) {
   return { cap, twin };
 }
 
-/** Record boundaries of a capture: [{offset, type, end}] after the 16-byte header and its JSON (FORMAT.md). */
+/**
+ * The records of a capture after the 16-byte header and its JSON (FORMAT.md §2): [{offset (= at), type, device, end,
+ * payload}], a torn last record left out.
+ */
 export function captureRecords(buf) {
   const out = [];
   let pos = 16 + buf.readUInt32LE(12);
   while (pos + 8 <= buf.length) {
     const end = pos + 8 + buf.readUInt32LE(pos + 4);
     if (end > buf.length) break;
-    out.push({ offset: pos, type: buf[pos], end });
+    out.push({ offset: pos, at: pos, type: buf[pos], device: buf[pos + 1], end, payload: buf.subarray(pos + 8, end) });
     pos = end;
   }
   return out;
