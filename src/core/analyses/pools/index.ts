@@ -9,6 +9,7 @@
 // could not use; 1 − largest/free, the same reading the segment map's verdict gives a device.
 import type { BlockInfo, HostMemory, SegmentInfo } from '../../base/model/types';
 import { breakdownFromSegments } from '../breakdown/breakdown';
+import type { HostView } from '../../base/protocol/snapshot';
 
 export type PoolKind = 'mempool' | 'graph';
 
@@ -85,22 +86,11 @@ export function untracedBlocks(segments: readonly SegmentInfo[]): { blocks: numb
   return { blocks, bytes };
 }
 
-/** Pinned host memory's own totals (Note [Host memory] in native/addon/src/model.h), at the snapshot's moment. */
-export interface HostFigures {
-  segments: number;
-  blocks: number;
-  allocatedBlocks: number;
-  reservedBytes: number;
-  allocatedBytes: number;
-  activeBytes: number;
-  requestedBytes: number;
-  /** cached: pinned, not in use (the host allocator keeps freed blocks for reuse) */
-  cachedBytes: number;
-  largestFreeBlockBytes: number;
-  peakAllocatedBytes: number;
-  peakAtTimeUs: number;
-  events: number;
-}
+/**
+ * Pinned host memory's own totals (Note [Host memory] in native/addon/src/model.h), at the snapshot's moment: the
+ * protocol's HostView without its segment rows, plus the bytes requested.
+ */
+export type HostFigures = Omit<HostView, 'rows'> & { requestedBytes: number };
 
 export function hostFigures(host: HostMemory): HostFigures {
   const b = breakdownFromSegments(host.segments);
