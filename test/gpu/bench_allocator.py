@@ -270,13 +270,38 @@ def child_frag(args):
 CHILDREN = {"micro": child_micro, "steps": child_steps, "frag": child_frag}
 
 
+CPUS = [None]  # --cpus: the logical CPUs every child runs on
+
+
+def one_cpu_per_core(limit):
+    """Note [Pinned children]: the first logical CPU of each physical core (no two SMT siblings), at most `limit`.
+    On the lent H100 host, unpinned, a ResNet-50 child's host time per step varied by 16 % between processes of the
+    same configuration (20.7 vs 24.0 ms, native; the step is near host-bound), more than the 1 % being measured:
+    where the main and autograd threads land (SMT siblings or not) decides. Every configuration gets the same CPUs."""
+    chosen, seen = [], set()
+    for cpu in sorted(os.sched_getaffinity(0)):
+        try:
+            with open("/sys/devices/system/cpu/cpu%d/topology/thread_siblings_list" % cpu) as f:
+                core = f.read().strip()
+        except OSError:
+            core = str(cpu)
+        if core not in seen:
+            seen.add(core)
+            chosen.append(cpu)
+    return set(chosen[:limit])
+
+
 def run_child(kind, config, so, model=None, env_extra=None):
     cmd = [sys.executable, os.path.abspath(__file__), "--child", kind, "--config", config, "--so", so]
     if model:
         cmd += ["--model", model]
     if kind == "steps":
         cmd += ["--models"] + list(MODELS_SELECTED) + ["--warmup", str(WARMUP[0]), "--steps", str(STEPS[0])]
-    env = dict(os.environ, PYTHONUNBUFFERED="1", **(env_extra or {}))
+    # "gpumem-run:GPUMEM_STACKS=0,GPUMEM_MODULE_PATHS=0": the same configuration with those variables, so the cost
+    # of each recording source is measured on its own (issue 26's probe), interleaved with the others.
+    base, _, extra = config.partition(":")
+    env_extra = dict(env_extra or {}, **dict(kv.split("=", 1) for kv in extra.split(",") if kv))
+    env = dict(os.environ, PYTHONUNBUFFERED="1", **env_extra)
     if config.startswith("gpumem-run"):  # the environment `gpumem run` gives a workload (its bootstrap installs us)
         sys.path.insert(0, os.path.join(ROOT, "native", "python"))
         from gpumem import _launch
@@ -284,8 +309,11 @@ def run_child(kind, config, so, model=None, env_extra=None):
         session = tempfile.mkdtemp(prefix="gpumem-bench-session-")
         # "gpumem-run": the lens allocator; "gpumem-run-auto": the default mode (PyTorch's allocator, observed)
         env = _launch.workload_env(session, so, user_roots=[HERE], base=env,
-                                   allocator_mode="auto" if config == "gpumem-run-auto" else "lens")
-    p = subprocess.run(cmd, capture_output=True, text=True, timeout=400, env=env)
+                                   allocator_mode="auto" if base == "gpumem-run-auto" else "lens")
+        env.update(env_extra)  # after the table's settings, which it would otherwise overwrite
+    cpus = CPUS[0]
+    p = subprocess.run(cmd, capture_output=True, text=True, timeout=400, env=env,
+                       preexec_fn=(lambda: os.sched_setaffinity(0, cpus)) if cpus else None)
     for line in p.stdout.splitlines():
         if line.startswith("RESULT "):
             result = json.loads(line[len("RESULT "):])
@@ -307,6 +335,8 @@ def main():
     ap.add_argument("--models", nargs="+", default=list(STEP_MODELS), choices=STEP_MODELS)
     ap.add_argument("--step-configs", nargs="+", default=["native", "ours-bare", "gpumem-run"],
                     help="configurations of the step benchmark; the first is the baseline of the ratios")
+    ap.add_argument("--cpus", type=int, default=0,
+                    help="pin every child to this many logical CPUs, one per physical core (Note [Pinned children])")
     ap.add_argument("--child")
     ap.add_argument("--config", default="native")
     ap.add_argument("--model", default=None)
@@ -316,6 +346,9 @@ def main():
         return 0
     want = lambda name: args.only is None or name in args.only  # noqa: E731
     MODELS_SELECTED[:] = args.models
+    if args.cpus:
+        CPUS[0] = one_cpu_per_core(args.cpus)
+        print(json.dumps({"pinned_cpus": sorted(CPUS[0])}), flush=True)
     WARMUP[0] = args.warmup
     STEPS[0] = args.steps
     results = {}

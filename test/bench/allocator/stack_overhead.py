@@ -31,11 +31,11 @@ import common  # noqa: E402
 def child(config, steps, depth, sites):
     lib = common.load()
     cfg = {"sim_capacity": 8 << 30}
-    if config == "none":
+    if config in ("none", "events-noring", "stacks-noring"):
         cfg["trace_entries"] = 0
     if config not in ("none", "ring"):
         cfg["capture_path"] = os.path.join(tempfile.mkdtemp(prefix="gpumem-bench-"), "c.gpumem")
-        cfg["stacks"] = config == "stacks"
+        cfg["stacks"] = config.startswith("stacks")
     common.configure(lib, **cfg)
     malloc, free = lib.gpumem_malloc, lib.gpumem_free
     sizes = [(i * 7919) % (4 << 20) + 512 for i in range(sites)]
@@ -88,7 +88,7 @@ def main():
     if args.child:
         print("RESULT " + json.dumps(child(args.child, args.steps, args.depth, args.sites)))
         return 0
-    configs = ("none", "ring", "events", "stacks")
+    configs = ("none", "ring", "events", "events-noring", "stacks", "stacks-noring")
     rounds = []
     for _ in range(args.rounds):
         r = {}
