@@ -157,6 +157,7 @@ def child_steps(args):
         # The MLP's 3 ms steps are timed 8× as often: a host hiccup then moves its median less.
         n = args.steps * 8 if model == "mlp" else args.steps
         s0 = stats()
+        st0 = (_stack_info() or {}).get("self_time") or {}
         th0, w0 = _threads(), time.perf_counter()
         times, host, cpu = [], [], []
         for _ in range(n):
@@ -171,6 +172,12 @@ def child_steps(args):
             # less sensitive to other tenants of a shared machine than wall time is.
             cpu.append(c1 - c0)
         s1 = stats()
+        st1 = (_stack_info() or {}).get("self_time") or {}
+        # Note [Self time] (native/allocator/src/self_time.h): µs per step inside each recording part
+        self_us = {k: round((v["ns"] - st0.get(k, {}).get("ns", 0)) / n / 1e3, 1) for k, v in st1.items()
+                   if isinstance(v, dict) and v["calls"] > st0.get(k, {}).get("calls", 0)}
+        self_calls = {k: round((v["calls"] - st0.get(k, {}).get("calls", 0)) / n, 1) for k, v in st1.items()
+                      if isinstance(v, dict) and v["calls"] > st0.get(k, {}).get("calls", 0)}
         thread_cpu = _thread_cpu(th0, _threads(), time.perf_counter() - w0)
         per_step = lambda key: (s1.get(key, 0) - s0.get(key, 0)) / n  # noqa: E731
         out[model] = {"median_ms": statistics.median(times) * 1e3, "min_ms": min(times) * 1e3,
@@ -189,6 +196,7 @@ def child_steps(args):
                       "trim_syncs_per_step": per_step("num_trim_syncs"),
                       "page_moves_per_step": per_step("num_page_moves"),
                       "threads": thread_cpu,
+                      "self_us_per_step": self_us, "self_calls_per_step": self_calls,
                       "times_ms": [round(t * 1e3, 2) for t in times]}
         del step
         import gc

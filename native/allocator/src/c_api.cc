@@ -15,6 +15,7 @@
 #include "module_marks.h"
 #include "observer.h"
 #include "recorder.h"
+#include "self_time.h"
 #include "snapshot_pickle.h"
 #include "stack_capture.h"
 #include "version.h"
@@ -41,6 +42,7 @@ void set_last_error(const std::string& msg) { t_error = msg; }
 // ---- PyTorch hooks -------------------------------------------------------------------------------
 
 GPUMEM_API void* gpumem_malloc(size_t size, int device, void* stream) {
+  rec::self_time::Scope timed(rec::self_time::kMalloc);
   // Before any allocator lock: it may take the GIL (Note [Lock hierarchy] in README.md).
   const uint32_t stack = rec::capture_stack();
   try {
@@ -57,6 +59,7 @@ GPUMEM_API void* gpumem_malloc(size_t size, int device, void* stream) {
 // pointer no device knows means our state and PyTorch's disagree. Throwing from a deleter would
 // terminate the process; we leave the memory alone and record why in gpumem_last_error().
 GPUMEM_API void gpumem_free(void* ptr, size_t, int device, void*) {
+  rec::self_time::Scope timed(rec::self_time::kFree);
   try {
     if (device_allocator(device).free(ptr)) return;
     for (DeviceAllocator* d : selected(-1))  // a caller may name the wrong device; the pointer decides
@@ -249,6 +252,8 @@ GPUMEM_API int gpumem_notice(const char* text, uint32_t level) {
 
 GPUMEM_API size_t gpumem_stack_info(char* buf, size_t cap) {
   std::string j = rec::stacks::info_json();
+  // Note [Self time] (self_time.h): where the recording's host time went, when GPUMEM_SELF_TIME=1.
+  j.insert(j.size() - 1, ",\"self_time\":" + rec::self_time::json());
   if (buf && cap) {
     size_t n = std::min(cap - 1, j.size());
     std::memcpy(buf, j.data(), n);
@@ -293,6 +298,7 @@ GPUMEM_API int gpumem_observe_start(int (*empty_cache_fn)(uint64_t*, uint64_t*),
 
 GPUMEM_API int gpumem_observe_event(int device, int action, uint64_t addr, uint64_t size, uint64_t stream,
                                     uint32_t stack, uint64_t t_ns) {
+  rec::self_time::Scope timed(rec::self_time::kObserve);
   return rec::observer::on_event(device, action, addr, size, stream, stack, t_ns) ? 1 : 0;
 }
 
@@ -301,7 +307,10 @@ GPUMEM_API void gpumem_observe_figures(int device, uint64_t allocated, uint64_t 
   rec::observer::set_figures(device, allocated, reserved, peak_allocated, peak_reserved, num_ooms);
 }
 
-GPUMEM_API uint32_t gpumem_observe_gather(void) { return rec::recording() ? rec::observer::gather() : 0; }
+GPUMEM_API uint32_t gpumem_observe_gather(void) {
+  rec::self_time::Scope timed(rec::self_time::kGather);
+  return rec::recording() ? rec::observer::gather() : 0;
+}
 
 GPUMEM_API uint32_t gpumem_observe_take_stack(int action) {
   return rec::recording() ? rec::observer::take_stack(action) : 0;

@@ -6,10 +6,10 @@
 #include <atomic>
 #include <map>
 #include <mutex>
-#include <unordered_map>
 
 #include "../../format/gpumem_format.h"
 #include "../../format/json.h"
+#include "address_map.h"
 #include "recorder.h"
 #include "stack_capture.h"
 #include "writer.h"
@@ -30,7 +30,7 @@ struct Live {
 // uncontended in practice; it is here for the CPU tests and for hosts that call from several threads.
 struct Dev {
   std::mutex mu;
-  std::unordered_map<uint64_t, Live> live;
+  AddressMap<Live> live;  // Note [Flat address map]
   // Note [Observed block sizes]: PyTorch's trace gives an alloc's requested size (orig_size), but its
   // allocated_bytes count the block: the request rounded to 512 B, or the whole free block it came from when
   // the remainder would be 1 MiB or less (a large-pool block is split only above that). The ResNet-50 fixture
@@ -42,7 +42,10 @@ struct Dev {
   // back to the rounded request. Settings that change PyTorch's rounding or splitting
   // (roundup_power2_divisions, max_split_size_mb) are not modelled.
   std::map<uint64_t, uint64_t> segments;  // fixed segments: address → size
-  std::map<uint64_t, uint64_t> blocks;    // blocks in use (allocated or pending free): address → size
+  // Large-pool blocks in use (allocated or pending free): address → size. Only a large request's size reads
+  // them, and large-pool segments hold large blocks only (a small pool's are ≤ 1 MiB, in 2 MiB segments of
+  // their own), so small blocks are not kept: most events then touch no tree (Note [Self time]).
+  std::map<uint64_t, uint64_t> blocks;
   uint64_t allocated = 0, requested = 0, reserved = 0, active = 0, peak_allocated = 0, peak_reserved = 0, num_ooms = 0;
 };
 
@@ -115,26 +118,26 @@ bool on_event(int device, int action, uint64_t addr, uint64_t size, uint64_t str
   const uint8_t dev = uint8_t(device);
   switch (action) {
     case ALLOC: {
-      auto old = d.live.find(addr);
-      if (old != d.live.end()) {
+      if (const Live* old = d.live.find(addr)) {
         // The address was handed out again without the free reaching us (CUDA-graph trees restore a
         // pool's checkpointed state without trace entries): close the old block first, so the figures
         // and the reader's replay never count one address twice.
-        fmt::BlockEvent f{t_ns, addr, old->second.size, old->second.size, stream, 0, thread};
-        if (!old->second.pending) {
-          d.allocated -= old->second.size;
-          d.requested -= old->second.requested;
-          emit(fmt::REC_FREE_REQUESTED, dev, pool_flags(old->second.size), &f, sizeof f);
+        fmt::BlockEvent f{t_ns, addr, old->size, old->size, stream, 0, thread};
+        if (!old->pending) {
+          d.allocated -= old->size;
+          d.requested -= old->requested;
+          emit(fmt::REC_FREE_REQUESTED, dev, pool_flags(old->size), &f, sizeof f);
         }
-        d.active -= old->second.size;
-        emit(fmt::REC_FREE_COMPLETED, dev, pool_flags(old->second.size), &f, sizeof f);
-        d.live.erase(old);
+        d.active -= old->size;
+        emit(fmt::REC_FREE_COMPLETED, dev, pool_flags(old->size), &f, sizeof f);
+        d.live.erase(addr);
       }
-      d.blocks.erase(addr);
       const uint64_t requested = size;
+      const bool large = requested > kSmallSize;
+      if (large) d.blocks.erase(addr);
       size = block_size(d, addr, requested);
-      d.live[addr] = Live{size, requested, stack, false};
-      d.blocks[addr] = size;
+      d.live.put(addr, Live{size, requested, stack, false});
+      if (large) d.blocks[addr] = size;
       d.allocated += size;
       d.requested += requested;
       d.active += size;
@@ -144,27 +147,28 @@ bool on_event(int device, int action, uint64_t addr, uint64_t size, uint64_t str
       return true;
     }
     case FREE_REQUESTED: {
-      auto it = d.live.find(addr);
-      if (it == d.live.end() || it->second.pending) {
+      Live* it = d.live.find(addr);
+      if (!it || it->pending) {
         g_dropped.fetch_add(1);
         return false;
       }
-      it->second.pending = true;
-      d.allocated -= it->second.size;
-      d.requested -= it->second.requested;
-      fmt::BlockEvent e{t_ns, addr, it->second.size, it->second.requested, stream, stack, thread};
-      emit(fmt::REC_FREE_REQUESTED, dev, pool_flags(it->second.size), &e, sizeof e);
+      it->pending = true;
+      d.allocated -= it->size;
+      d.requested -= it->requested;
+      fmt::BlockEvent e{t_ns, addr, it->size, it->requested, stream, stack, thread};
+      emit(fmt::REC_FREE_REQUESTED, dev, pool_flags(it->size), &e, sizeof e);
       return true;
     }
     case FREE_COMPLETED: {
-      d.blocks.erase(addr);  // a block made before the observer saw it is gone from the layout too
-      auto it = d.live.find(addr);
-      if (it == d.live.end() || !it->second.pending) {
+      Live* it = d.live.find(addr);
+      // A block made before the observer saw it (seeded from a state, no live entry) is gone from the layout too.
+      if (!it || it->size > kSmallSize) d.blocks.erase(addr);
+      if (!it || !it->pending) {
         g_dropped.fetch_add(1);
         return false;
       }
-      const uint64_t sz = it->second.size;
-      d.live.erase(it);
+      const uint64_t sz = it->size;
+      d.live.erase(addr);
       d.active -= sz;
       fmt::BlockEvent e{t_ns, addr, sz, sz, stream, stack, thread};
       emit(fmt::REC_FREE_COMPLETED, dev, pool_flags(sz), &e, sizeof e);
@@ -257,8 +261,8 @@ uint32_t stack_of(int device, uint64_t addr) {
   if (device < 0 || device >= kMaxDevices) return 0;
   Dev& d = devs()[size_t(device)];
   std::lock_guard<std::mutex> lk(d.mu);
-  auto it = d.live.find(addr);
-  return it == d.live.end() ? 0 : it->second.stack;
+  const Live* it = d.live.find(addr);
+  return it ? it->stack : 0;
 }
 
 namespace {
@@ -273,7 +277,7 @@ void seed_layout(int device, const json::Value& seg, const json::Value* blocks, 
   for (size_t i = 0; i < nb; i++) {
     const json::Value& b = blocks->items()[i];
     const json::Value* st = b.find("state");
-    if (st && st->is_string() && block_state(st->as_string()) != fmt::BLOCK_INACTIVE)
+    if (st && st->is_string() && block_state(st->as_string()) != fmt::BLOCK_INACTIVE && u64(b, "size") > kSmallSize)
       d.blocks.emplace(u64(b, "address"), u64(b, "size"));
   }
 }

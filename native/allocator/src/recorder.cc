@@ -20,6 +20,7 @@
 #include "device_sampler.h"
 #include "module_marks.h"
 #include "process_hooks.h"
+#include "self_time.h"
 #include "settings.h"
 #include "snapshot_pickle.h"
 #include "stack_capture.h"
@@ -202,9 +203,17 @@ bool recording() { return active(); }
 
 uint32_t capture_stack() {
   if (!active()) return 0;
-  if (!modules::wanted()) return stacks::capture();
+  if (!modules::wanted()) {
+    self_time::Scope timed(self_time::kStack);
+    return stacks::capture();
+  }
   stacks::ModuleChain chain;  // Note [Module paths from frames] in module_marks.h
-  const uint32_t id = stacks::capture(&chain);
+  uint32_t id;
+  {
+    self_time::Scope timed(self_time::kStack);
+    id = stacks::capture(&chain);
+  }
+  self_time::Scope timed(self_time::kModules);
   modules::on_allocation(chain);
   return id;
 }
@@ -213,12 +222,14 @@ core::EventSink& sink() { return recorder_sink(); }
 
 void emit(uint8_t type, uint8_t device, uint16_t flags, const void* payload, uint32_t bytes) {
   if (!active()) return;
+  self_time::Scope timed(self_time::kEmit);
   writer::append(type, device, flags, payload, bytes);
   snap::on_event(type, device, payload, bytes);
 }
 
 void emit2(uint8_t type, uint8_t device, uint16_t flags, const void* a, uint32_t an, const void* b, uint32_t bn) {
   if (!active()) return;
+  self_time::Scope timed(self_time::kEmit);
   writer::append(type, device, flags, a, an, b, bn);
   snap::on_event(type, device, a, an);
 }

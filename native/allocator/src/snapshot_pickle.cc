@@ -3,6 +3,7 @@
 // decides the values: the live segments, the trace rings and the annotations.
 #include "snapshot_pickle.h"
 
+#include <atomic>
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
@@ -127,12 +128,18 @@ void emit_settings(fmt::PickleEmitter& p, const Settings& s) {
 
 }  // namespace
 
+// Whether the ring keeps entries, read without the lock: the PyTorch-allocator mode runs with no ring
+// (trace_entries 0) and must not pay a lock per event for it (Note [Self time]).
+std::atomic<bool> g_ring_on{Settings{}.trace_entries > 0};
+
 void configure(const Settings& s) {
   std::lock_guard<std::mutex> lk(S().mu);
   S().settings = s;
+  g_ring_on.store(s.trace_entries > 0, std::memory_order_relaxed);
 }
 
 void on_event(uint8_t type, uint8_t device, const void* payload, uint32_t bytes) {
+  if (!g_ring_on.load(std::memory_order_relaxed)) return;
   Entry e{};
   uint32_t thread = UINT32_MAX;  // a block event's thread: its label is looked up under the mutex
   switch (type) {

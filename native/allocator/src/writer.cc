@@ -243,11 +243,11 @@ void put(State& s, uint8_t type, uint8_t device, uint16_t flags, const void* a, 
     s.max_string_id = std::max(s.max_string_id, id);
   }
   fmt::RecordHeader h{type, device, flags, an + bn};
-  size_t at = s.cur.size();
-  s.cur.resize(at + n);
-  std::memcpy(s.cur.data() + at, &h, sizeof h);
-  if (an) std::memcpy(s.cur.data() + at + sizeof h, a, an);
-  if (bn) std::memcpy(s.cur.data() + at + sizeof h + an, b, bn);
+  // Appended as ranges, not resize() then copy: resize would first zero the bytes it then overwrites.
+  const auto* hp = reinterpret_cast<const uint8_t*>(&h);
+  s.cur.insert(s.cur.end(), hp, hp + sizeof h);
+  if (an) s.cur.insert(s.cur.end(), static_cast<const uint8_t*>(a), static_cast<const uint8_t*>(a) + an);
+  if (bn) s.cur.insert(s.cur.end(), static_cast<const uint8_t*>(b), static_cast<const uint8_t*>(b) + bn);
   s.queued += n;
   s.offset += n;
 }

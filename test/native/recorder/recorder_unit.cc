@@ -19,6 +19,7 @@
 #include "../../../native/format/json.h"
 #include "../../../native/format/pickle_emit.h"
 #include "../check.h"
+#include "address_map.h"
 #include "control_commands.h"
 #include "control_server.h"
 #include "recorder.h"
@@ -77,6 +78,38 @@ int main() {
 #else
   t::set_suite("recorder");
 #endif
+  // Note [Flat address map]: random inserts, overwrites, lookups and erases of 512-byte aligned addresses (runs
+  // of neighbours collide in the table), against std::map, through several doublings and a shrink to empty.
+  run("address_map_matches_a_reference_map", [] {
+    gpumem::rec::AddressMap<uint64_t> m;
+    std::map<uint64_t, uint64_t> ref;
+    uint64_t x = 88172645463325252ull;
+    auto rnd = [&] { return x ^= x << 13, x ^= x >> 7, x ^= x << 17; };
+    for (int i = 0; i < 200000; i++) {
+      const uint64_t key = 0x7f0000000000ull + (rnd() % 20000) * 512;
+      const uint64_t op = rnd() % 10;
+      if (op < 5) {
+        m.put(key, uint64_t(i));
+        ref[key] = uint64_t(i);
+      } else if (op < 8) {
+        CHECK_EQ(m.erase(key), ref.erase(key) == 1);
+      } else {
+        const uint64_t* v = m.find(key);
+        auto it = ref.find(key);
+        CHECK_EQ(v != nullptr, it != ref.end());
+        if (v && it != ref.end()) CHECK_EQ(*v, it->second);
+      }
+      CHECK_EQ(m.size(), ref.size());
+    }
+    for (auto& kv : ref) {
+      const uint64_t* v = m.find(kv.first);
+      CHECK(v && *v == kv.second);
+    }
+    for (auto& kv : ref) CHECK(m.erase(kv.first));
+    CHECK_EQ(m.size(), size_t(0));
+    CHECK(m.find(0x7f0000000000ull) == nullptr);
+  });
+
   run("json_round_trip_and_unicode", [] {
     json::Value v;
     std::string err;
