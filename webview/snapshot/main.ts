@@ -218,6 +218,9 @@ class App {
       return;
     }
     if (info.problems.length) this.body.prepend(h('p', { class: 'warning' }, `Read with problems: ${info.problems.join('; ')}`));
+    // Note [Not recorded]: what the recording settings left out, before any table that would miss it.
+    for (const sentence of [...(info.notRecorded ?? [])].reverse())
+      this.body.prepend(h('p', { class: 'muted not-recorded', 'data-testid': 'not-recorded' }, `Not recorded: ${sentence}`));
     const banner = integrityBanner(info.integrity);
     if (banner) this.body.prepend(banner);
     // The host sends device 0's summary after `opened`; a restored panel on another device asks again.

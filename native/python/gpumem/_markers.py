@@ -14,9 +14,9 @@ gives it (Note [Module paths]; GPUMEM_MODULE_PATHS=0 turns them off).
 Leak keepers (Note [Leak keeper search] in _keeper.py): each step end also feeds the keeper watch, which names
 the container that keeps tensors with autograd graphs alive when allocated memory keeps growing."""
 import functools
-import os
 
 from . import _keeper, _native
+from ._settings import module_paths_wanted
 from ._state import STATE
 from ._tags import TagWalk
 
@@ -84,7 +84,7 @@ def apply(torch):
 
 def _hook_modules(torch):
     """Module paths from the frames the allocator walks (Note [Module paths]); no hook in the user's forward."""
-    if os.environ.get("GPUMEM_MODULE_PATHS", "1") in ("0", "false", "no", "off"):
+    if not module_paths_wanted():
         return
     from . import _modules
 

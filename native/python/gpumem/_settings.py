@@ -228,6 +228,13 @@ class Settings:
         self.strict_compile = env.get("GPUMEM_STRICT_COMPILE", "0") not in ("0", "", "false", "no")
 
 
+def module_paths_wanted(env=None):
+    """False when GPUMEM_MODULE_PATHS turns module paths off; the capture header says so (Note [Not recorded] in
+    src/core/analyses/summary/notRecorded.ts)."""
+    env = os.environ if env is None else env
+    return env.get("GPUMEM_MODULE_PATHS", "1") not in ("0", "false", "no", "off")
+
+
 def rank_info(env=None):
     """(rank, local_rank, world_size) from the usual launcher variables; rank 0 of 1 if absent."""
     env = os.environ if env is None else env

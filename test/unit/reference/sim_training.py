@@ -82,11 +82,13 @@ def main():
     # activations nor the loss, history keeps each step's loss and, through its graph, its activations; with
     # --keeper, the notice lists every storage held, as the bootstrap's graph walk does (Note [Keeper graph walk])
     ap.add_argument("--retain", action="store_true")
+    # --no-stacks: recorded as `gpumem run --no-stacks` records (Note [Not recorded])
+    ap.add_argument("--no-stacks", action="store_true")
     a = ap.parse_args()
     global BATCH
     BATCH = a.batch
     lib = common.load(a.lib)
-    common.configure(lib, capture_path=a.capture, sim_capacity=1 << 30, segments="expandable", stacks=True)
+    common.configure(lib, capture_path=a.capture, sim_capacity=1 << 30, segments="expandable", stacks=not a.no_stacks)
     live = {}
     lines = {}
 

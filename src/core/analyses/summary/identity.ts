@@ -2,6 +2,7 @@
 // device names (REC_DEVICE). Two ranks of one run must never read as two anonymous summaries.
 import { formatBytes } from '../../base/units/bytes';
 import type { DeviceIdentity, Model } from '../../base/model/types';
+import { notRecorded } from './notRecorded';
 
 /** `identity` of `gpumem summary --json` (keys absent when the file does not say). */
 export interface Identity {
@@ -13,6 +14,8 @@ export interface Identity {
   argv?: string[];
   /** which allocator made the numbers (absent: not said, e.g. pickles and older captures) */
   allocator?: { mode: 'lens' | 'pytorch'; reason?: string };
+  /** Note [Not recorded]: what the recording settings left out of this file (absent: nothing, or not said) */
+  not_recorded?: string[];
   devices: { index: number; name: string; total_bytes: number; pci_bus_id?: string }[];
 }
 
@@ -26,6 +29,8 @@ export function identityOf(model: Model): Identity {
   if (h.worldSize !== undefined) out.world_size = h.worldSize;
   if (h.argv?.length) out.argv = h.argv;
   if (h.allocatorMode) out.allocator = { mode: h.allocatorMode, ...(h.allocatorModeReason ? { reason: h.allocatorModeReason } : {}) };
+  const missing = notRecorded(h);
+  if (missing.length) out.not_recorded = missing;
   return out;
 }
 

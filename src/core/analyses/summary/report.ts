@@ -82,6 +82,7 @@ export function summaryReport(input: ReportInput): string {
   if (proc) out.push(row(`Process: ${proc}`));
   const alloc = allocatorLine(summary.identity, true);
   if (alloc) out.push(...wrapped(alloc.charAt(0).toUpperCase() + alloc.slice(1)));
+  for (const sentence of summary.identity.not_recorded ?? []) out.push(...wrapped(sentence, 'Not recorded: '));
   if (summary.devices.some((d) => d.events > 0)) {
     const steps = summary.time.step_source ? `; ${STEP_SOURCE_TEXT[summary.time.step_source]}` : '';
     out.push(...wrapped(`Times: seconds since the process's first allocation${steps}`));

@@ -1,7 +1,7 @@
 // A capture's header JSON (written by the allocator's writer, with the bootstrap's keys merged in at the top
 // level: FORMAT.md "Header JSON") → CaptureHeaderInfo.
 // Note [Header keys]: only the spellings a writer emits are read (`pid`, `rank`, `local_rank`, `world_size`,
-// `host`, `argv`, `torch_version`, `allocator_mode`, `allocator_mode_reason`); a value of the wrong type is dropped rather than shown wrong. Devices are
+// `host`, `argv`, `torch_version`, `allocator_mode`, `allocator_mode_reason`, `stacks`, `module_paths`); a value of the wrong type is dropped rather than shown wrong. Devices are
 // not in the header (it is written before CUDA exists): they come from the capture's REC_DEVICE records.
 // Pickles have no header: their JSON is "{}".
 import type { CaptureHeaderInfo, DeviceIdentity } from './types';
@@ -10,6 +10,7 @@ type Json = Record<string, unknown>;
 
 const int = (v: unknown): number | undefined => (typeof v === 'number' && Number.isInteger(v) ? v : undefined);
 const str = (v: unknown): string | undefined => (typeof v === 'string' ? v : undefined);
+const bool = (v: unknown): boolean | undefined => (typeof v === 'boolean' ? v : undefined);
 
 export function headerInfoFromJson(json: string, devices: DeviceIdentity[] = []): CaptureHeaderInfo {
   let raw: unknown = {};
@@ -34,6 +35,8 @@ export function headerInfoOf(parsed: unknown, devices: DeviceIdentity[] = []): C
     torchVersion: str(raw.torch_version),
     allocatorMode: raw.allocator_mode === 'lens' || raw.allocator_mode === 'pytorch' ? raw.allocator_mode : undefined,
     allocatorModeReason: str(raw.allocator_mode_reason) || undefined,
+    stacks: bool(raw.stacks),
+    modulePaths: bool(raw.module_paths),
     devices,
   };
 }

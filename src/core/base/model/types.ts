@@ -414,6 +414,10 @@ export interface CaptureHeaderInfo {
   allocatorMode?: 'lens' | 'pytorch';
   /** why that mode: "asked for …" or the auto choice's reason with file:line */
   allocatorModeReason?: string;
+  /** false: recorded without Python stacks (--no-stacks); absent: not said (pickles, older captures) */
+  stacks?: boolean;
+  /** false: module paths were turned off (GPUMEM_MODULE_PATHS=0); absent: not said */
+  modulePaths?: boolean;
   /** from the capture's REC_DEVICE records (the header is written before CUDA exists: Note [Devices]) */
   devices: DeviceIdentity[];
 }

@@ -199,6 +199,8 @@ export interface OpenedInfo {
   ooms: OomView[];
   /** Note [Range-first open]: only this window of the file was read (absent: the whole file) */
   window?: OpenedWindow;
+  /** Note [Not recorded]: what the recording settings left out of this file */
+  notRecorded?: string[];
 }
 
 /** Allocation bands of a time window, column-major arrays (one entry per band), sorted by start time. */

@@ -9,6 +9,7 @@ import { scanSessionFolder, type ProcessEntry } from '../../base/sessionFolder/p
 import { LiveCategoriesCache } from './categoriesTrack';
 import { figuresOf, trackOf } from './view';
 import { budgetOf, budgetSentence } from '../../analyses/summary/budget';
+import { notRecorded } from '../../analyses/summary/notRecorded';
 
 export type OpenModel = (capturePath: string) => Model;
 
@@ -164,6 +165,7 @@ export class LiveRun {
   view(buckets: number): LiveRunView {
     const tracks = [];
     const problems: string[] = [];
+    const missing = new Set<string>();  // Note [Not recorded]: once per run, not per process
     for (const p of this.processes) {
       if (!p.model) {
         if (p.openError) problems.push(`pid ${p.entry.pid}: ${p.openError}`);
@@ -176,6 +178,7 @@ export class LiveRun {
       const info = p.model.fileInfo();
       const budget = info.originUs === null ? null : budgetOf(info, (us) => (us - (info.originUs ?? 0)) / 1e6);
       if (budget) problems.push(`pid ${p.entry.pid}: ${budgetSentence(budget)}`);
+      for (const sentence of notRecorded(p.model.header())) missing.add(sentence);
       const running = this.running && !p.model.ended();
       for (const d of p.model.devices()) {
         const track = trackOf(p.model, d, { pid: p.entry.pid, rank: p.entry.rank, running }, buckets);
@@ -184,6 +187,7 @@ export class LiveRun {
         tracks.push(track);
       }
     }
+    for (const sentence of missing) problems.push(`Not recorded: ${sentence}`);
     const view: LiveRunView = { name: this.name, running: this.running && tracks.some((t) => t.running), tracks, problems };
     const origin = this.originUs();
     if (origin !== undefined) view.originS = origin / 1e6;

@@ -130,6 +130,7 @@ export class OpenedCapture {
       },
       ooms: oomRows(this.model, time).map((o) => ({ ...o, displayFile: this.display(o.file) })),
       ...(this.options.window ? { window: { ...this.options.window } } : {}),
+      ...(identityOf(this.model).not_recorded ? { notRecorded: identityOf(this.model).not_recorded } : {}),
     };
   }
 

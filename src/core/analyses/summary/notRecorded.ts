@@ -1,0 +1,20 @@
+// Note [Not recorded]: a recording setting that leaves something out (issue 26: "a setting turns that part off, and
+// the panels say what is missing") is said wherever the file's figures are shown — the snapshot panel under the
+// device line, the live panel, `gpumem summary` (text and --json) — so an empty lines table never reads as "no
+// allocation had a line". The capture header says which settings were in force (`stacks` from the recorder,
+// `module_paths` from the bootstrap); a file that does not say (a pickle, an older capture) gets no sentence.
+import type { CaptureHeaderInfo } from '../../base/model/types';
+
+/** One sentence per part a setting left out of this file, in the order a reader meets them. */
+export function notRecorded(h: Pick<CaptureHeaderInfo, 'stacks' | 'modulePaths'>): string[] {
+  if (h.stacks === false) {
+    return [
+      'Python lines were not recorded (stacks off: --no-stacks or gpumem.stacks = false): no sizes by line, no editor ' +
+        'annotations, no module paths; totals, segments and categories are complete.',
+    ];
+  }
+  if (h.modulePaths === false) {
+    return ['Module paths were off (GPUMEM_MODULE_PATHS=0): activations are grouped by module class, not by module path.'];
+  }
+  return [];
+}

@@ -1,0 +1,55 @@
+// Note [Not recorded] (src/core/analyses/summary/notRecorded.ts), issue 26: a recording setting that leaves a part
+// out is said where the figures are shown. Captures from the lens allocator on the simulated device
+// (reference/sim_training.py), once with Python stacks and once without, read by the real reader.
+import assert from 'node:assert/strict';
+import path from 'node:path';
+import { test } from 'node:test';
+import { needsAllocator, openModel, simTraining } from './reader-support.mjs';
+import { summaryDocument, summarizeFile } from '../../src/core/analyses/summary/index.ts';
+import { notRecorded } from '../../src/core/analyses/summary/notRecorded.ts';
+import { headerInfoOf } from '../../src/core/base/model/header.ts';
+import { OpenedCapture } from '../../src/core/views/snapshot/openedCapture.ts';
+
+function opened(file) {
+  const m = openModel(file);
+  try {
+    const session = new OpenedCapture(m, { fileName: path.basename(file), displayPath: (f) => path.basename(f) });
+    const [msg] = session.handle({ type: 'ready' });
+    assert.equal(msg.type, 'opened');
+    return { info: msg.info, doc: summaryDocument(m), lines: m.header().stacks };
+  } finally {
+    m.close();
+  }
+}
+
+test('a capture recorded without stacks says so in the summary text, its JSON and the snapshot panel', { skip: needsAllocator }, () => {
+  const { cap } = simTraining(3, ['--no-stacks']);
+  const { info, doc, lines } = opened(cap);
+  assert.equal(lines, false, 'the header says stacks: false');
+  assert.equal(doc.identity.not_recorded?.length, 1);
+  assert.match(doc.identity.not_recorded[0], /^Python lines were not recorded/);
+  assert.deepEqual(info.notRecorded, doc.identity.not_recorded);
+  const { text } = summarizeFile(cap);
+  assert.match(text, /Not recorded: Python lines were not recorded/);
+  // and what it says is true: no allocation of this capture has a line
+  assert.ok(doc.top_lines.every((l) => l.line === 0), `no line: ${JSON.stringify(doc.top_lines.slice(0, 2))}`);
+});
+
+test('a capture recorded with stacks says nothing is missing, and names its lines', { skip: needsAllocator }, () => {
+  const { cap } = simTraining(3);
+  const { info, doc, lines } = opened(cap);
+  assert.equal(lines, true);
+  assert.equal(doc.identity.not_recorded, undefined);
+  assert.equal(info.notRecorded, undefined);
+  assert.doesNotMatch(summarizeFile(cap).text, /Not recorded/);
+  assert.ok(doc.top_lines.some((l) => l.file && l.line > 0), "lines at the peak");
+});
+
+test('module paths turned off are said; a file that does not say (a pickle) gets no sentence', () => {
+  assert.deepEqual(notRecorded(headerInfoOf({ stacks: true, module_paths: false })), [
+    'Module paths were off (GPUMEM_MODULE_PATHS=0): activations are grouped by module class, not by module path.',
+  ]);
+  assert.deepEqual(notRecorded(headerInfoOf({ stacks: true, module_paths: true })), []);
+  assert.deepEqual(notRecorded(headerInfoOf({})), []);
+  assert.deepEqual(notRecorded(headerInfoOf({ stacks: 'no' })), [], 'a value of the wrong type is dropped');
+});
