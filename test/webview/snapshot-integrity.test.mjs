@@ -9,6 +9,7 @@ import { describe, test } from 'node:test';
 import { fileURLToPath } from 'node:url';
 import { formatBytes } from '../../src/core/base/units/bytes.ts';
 import { openSnapshotPanel } from './snapshot-host.mjs';
+import { needsAllocator, simTraining } from '../unit/reader-support.mjs';
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
 process.env.GPUMEM_ADDON ||= path.join(ROOT, 'dist/native/gpumem_addon.node');
@@ -80,6 +81,24 @@ describe('snapshot panel: integrity, OOMs and identity', () => {
       // cuda:0 (samples and markers only) is left out: one device, named, no dropdown.
       assert.equal(await page.locator('[data-testid=device]').count(), 0);
       assert.equal((await page.locator('[data-testid=device-name]').textContent()).trim(), 'cuda:1 simulated device');
+      assert.equal(await page.locator('[data-testid=not-recorded]').count(), 0, 'recorded with stacks: nothing is said missing');
     });
+  });
+
+  // Note [Not recorded]: a capture recorded without Python stacks says so above its tables.
+  test('a capture recorded without stacks says which parts are missing', { skip: needsAllocator }, async () => {
+    const { cap } = simTraining(3, ['--no-stacks']);
+    const model = openModel(cap);
+    const wv = await openSnapshotPanel(model, { fileName: 'no-stacks.gpumem' });
+    try {
+      await wv.page.waitForSelector('[data-testid=not-recorded]', { timeout: 20_000 });
+      const text = (await wv.page.locator('[data-testid=not-recorded]').textContent()).trim();
+      assert.match(text, /^Not recorded: Python lines were not recorded \(stacks off: --no-stacks or gpumem\.stacks = false\)/);
+      assert.equal(await wv.page.locator('[data-testid=not-recorded]').count(), 1);
+      await wv.screenshot('snapshot-not-recorded');
+    } finally {
+      await wv.close();
+      model.close();
+    }
   });
 });
