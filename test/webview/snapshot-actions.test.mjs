@@ -206,6 +206,14 @@ test('the segment map\'s Peak button shows the allocator state at python\'s peak
   assert.equal(Number(await page.locator('[data-testid=segment-count]').getAttribute('data-count')), state.segments.length);
   // At the peak the allocated bytes shown are python's peak (the replay of the trace).
   assert.match(await caption.textContent(), new RegExp(`allocated ${formatBytes(summary.devices[0].peak_allocated_bytes).replace('.', '\\.')} of`));
+  // The legend names what is drawn: no pending-free block at this moment (the model's state says), and blocks of
+  // unknown history exactly when the caption counts some (the pickle's trace began after its first allocations).
+  assert.equal(state.segments.some((s) => s.blocks.some((b) => b.state === 'active_pending_free')), false);
+  assert.equal(await page.locator('[data-testid=legend-seg-pending]').isVisible(), false);
+  const untraced = page.locator('[data-testid=segments-untraced]');
+  const drawnUntraced = (await untraced.count()) > 0 && Number(await untraced.getAttribute('data-count')) > 0;
+  assert.equal(await page.locator('[data-testid=legend-seg-untraced]').isVisible(), drawnUntraced);
+  assert.equal(await page.locator('[data-testid=legend-seg-allocated]').isVisible(), true);
   await wv.screenshot('snapshot-resnet50-segments-at-peak');
 });
 

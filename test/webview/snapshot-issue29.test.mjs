@@ -188,6 +188,8 @@ print(json.dumps({f"{e['addr']}:{e['time_us']}": [meta(e.get('user_metadata','')
       await caption.waitFor({ timeout: 10_000 });
       assert.deepEqual([Number(await caption.getAttribute('data-count')), Number(await caption.getAttribute('data-bytes'))], [d.untraced_blocks, d.untraced_bytes]);
       assert.match(await caption.textContent(), new RegExp(`^${d.untraced_blocks} allocated blocks \\(${formatBytes(d.untraced_bytes).replace('.', '\\.')}\\) of unknown history`));
+      assert.equal(d.untraced_blocks > 0, true);
+      assert.equal(await page.locator('[data-testid=legend-seg-untraced]').isVisible(), true, 'blocks of unknown history drawn: the legend names them');
       await wv.screenshot('issue29-pools-segments');
     });
   });

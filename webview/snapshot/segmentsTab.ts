@@ -34,6 +34,7 @@ export class SegmentsPanel {
   private readonly tooltip: HTMLElement;
   private readonly breakdownHost: HTMLElement;
   private hovered: { row: number; block: number } | undefined;
+  private readonly rareLegend = new Map<string, HTMLElement>();
 
   constructor(
     private readonly root: HTMLElement,
@@ -76,7 +77,15 @@ export class SegmentsPanel {
           ['seg-pending', 'pending free (record_stream)'],
           ['seg-free', 'free'],
           ['seg-untraced', 'history unknown (hatched)'],
-        ].map(([css, label]) => h('span', { class: 'legend-item' }, h('span', { class: `swatch ${css}` }), label)),
+        ].map(([css, label]) => {
+          const item = h('span', { class: 'legend-item', 'data-testid': `legend-${css}` }, h('span', { class: `swatch ${css}` }), label);
+          // The two rare kinds are listed only when the moment shown has one (onData): a legend names what is drawn.
+          if (css === 'seg-pending' || css === 'seg-untraced') {
+            item.style.display = 'none';  // (not `hidden`: the legend's CSS display would override it)
+            this.rareLegend.set(css, item);
+          }
+          return item;
+        }),
       ),
       h('div', { class: 'segments-wrap' }, this.canvas, this.scroller, this.tooltip),
       this.breakdownHost,
@@ -94,6 +103,10 @@ export class SegmentsPanel {
 
   onData(view: SegmentMapView): void {
     this.view = view;
+    const shown = view.segments.flatMap((s) => s.blocks);
+    const show = (css: string, on: boolean) => (this.rareLegend.get(css)!.style.display = on ? '' : 'none');
+    show('seg-pending', shown.some((b) => b.state === 'active_pending_free'));
+    show('seg-untraced', shown.some((b) => b.untraced));
     this.rows = [...view.segments].sort((a, b) => b.totalSize - a.totalSize || a.address - b.address);
     const { t0Us, t1Us } = this.host.range();
     const moment = this.host.momentUs();
