@@ -181,13 +181,19 @@ export const OVERVIEW_BUCKETS = 2048;
  * open is not delayed for a first view the user would not see.
  */
 export const OVERVIEW_MIN_BYTES = 32 * 2 ** 20;
+/** Note [Full open after the first paint]: the longest the full open waits for the overview's paint. */
+export const FIRST_PAINT_WAIT_MS = 2000;
 
 /**
  * Opens `file` as the snapshot panel does (Note [First view]): for a big pickle, the overview first (handed to
  * `onOverview` as soon as it is read), then the model. The two run one after the other, never side by side, and the
  * full open after an overview at a lower priority: on a 2-core machine it would slow the first view it follows.
  */
-export async function openModelFirstView(file: string, onOverview: (o: PickleOverview) => void, minBytes = OVERVIEW_MIN_BYTES): Promise<Model> {
+export async function openModelFirstView(
+  file: string,
+  onOverview: (o: PickleOverview) => void | Promise<unknown>,
+  minBytes = OVERVIEW_MIN_BYTES,
+): Promise<Model> {
   let size = 0;
   try {
     size = (await fs.promises.stat(file)).size;
@@ -199,7 +205,14 @@ export async function openModelFirstView(file: string, onOverview: (o: PickleOve
   if (size >= minBytes) {
     const overview = await openOverviewAsync(file);
     if (overview && overview.devices.length) {
-      onOverview(overview);
+      // Note [Full open after the first paint]: the full open waits until the overview is painted (onOverview's
+      // promise), at most FIRST_PAINT_WAIT_MS: on 2 cores, even at a lower priority, it slowed the page that paints it.
+      const shown = onOverview(overview);
+      if (shown) {
+        let timer: ReturnType<typeof setTimeout> | undefined;
+        await Promise.race([shown.catch(() => undefined), new Promise((r) => (timer = setTimeout(r, FIRST_PAINT_WAIT_MS)))]);
+        clearTimeout(timer);
+      }
       // With the overview on screen, the full open runs below the page's priority (OpenWorker in native/addon/src/addon.cpp).
       return openModelAsync(file, true);
     }
