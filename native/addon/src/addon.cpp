@@ -574,7 +574,8 @@ class Handle : public Napi::ObjectWrap<Handle> {
       // in src/core/views/snapshot/openedCapture.ts: 20-30 ms at 13 M events on the host's thread)
       double t = Num(info, 2, INFINITY);
       WhatIfQuery q;
-      for (size_t k = 3; k < info.Length(); k++) q.requests.push_back(BytesArg(env, info[k], "queryAsync whatIf: each request"));
+      for (size_t k = 3; k < info.Length(); k++)
+        q.requests.push_back(BytesArg(env, info[k], "queryAsync whatIf: each request"));
       f = [m, dev, t, q] { return what_if_json(*m, dev, t, q); };
     } else {
       throw Napi::TypeError::New(env, "queryAsync: unknown query " + kind);
