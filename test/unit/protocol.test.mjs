@@ -133,6 +133,7 @@ test('loadRange / loadWhole (Note [Range-first open]): a window that ends after 
   assert.equal(parse({ type: 'loadRange', fromUs: 0, toUs: Infinity }), undefined);
   assert.equal(parse({ type: 'loadRange', fromUs: 0 }), undefined);
   assert.deepEqual(parse({ type: 'loadWhole' }), { type: 'loadWhole' });
+  assert.deepEqual(parse({ type: 'overviewPainted' }), { type: 'overviewPainted' });
 });
 
 test('requestMarkers (Note [Markers by range]): a window of the run; an empty or reversed one is dropped', () => {

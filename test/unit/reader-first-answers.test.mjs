@@ -20,6 +20,10 @@ test('queryAsync answers what the synchronous query answers', async () => {
     assert.equal(await h.queryAsync('lineStats', 0), h.lineStats(0));
     assert.equal(await h.queryAsync('spans', 0, t0Us, t1Us, 3001, -1), h.spans(0, t0Us, t1Us, 3001, -1));
     assert.equal(await h.queryAsync('timeline', 0, t0Us, t1Us, 777, true), h.timeline(0, t0Us, t1Us, 777, true));
+    // the summary's verdict probe (Note [First answers in turns] in src/core/views/snapshot/openedCapture.ts)
+    assert.equal(await h.queryAsync('whatIf', 0, Infinity, 3 * 2 ** 20), h.whatIf(0, Infinity, { requests: [3 * 2 ** 20] }));
+    assert.equal(await h.queryAsync('whatIf', 0, Infinity), h.whatIf(0, Infinity, {}));
+    assert.equal(await h.queryAsync('whatIf', 0, (t0Us + t1Us) / 2, 2 ** 20, 2 ** 30), h.whatIf(0, (t0Us + t1Us) / 2, { requests: [2 ** 20, 2 ** 30] }));
     assert.throws(() => h.queryAsync('replay', 0), /unknown query replay/);
   } finally {
     m.close();

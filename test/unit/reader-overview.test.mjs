@@ -164,3 +164,24 @@ test('openModelFirstView reads the overview first only for big files', async () 
     first.close();
   }
 });
+
+test('Note [Full open after the first paint]: the full open starts when the overview is painted, or after FIRST_PAINT_WAIT_MS', async () => {
+  const { FIRST_PAINT_WAIT_MS } = await import('../../src/core/base/model/open.ts');
+  // the page's `overviewPainted` resolves the listener's promise: the model is not read before it
+  let paint;
+  let painted = false;
+  const order = [];
+  const opening = openModelFirstView(RESNET, () => (order.push('overview'), new Promise((r) => (paint = r))), 0).then((m) => (order.push(`model after paint: ${painted}`), m));
+  while (!paint) await new Promise((r) => setTimeout(r, 5));
+  await new Promise((r) => setTimeout(r, 100));
+  assert.deepEqual(order, ['overview'], 'no model while the overview is not painted');
+  painted = true;
+  paint();
+  (await opening).close();
+  assert.deepEqual(order, ['overview', 'model after paint: true']);
+  // a page that never says so (hidden, closed): the full open starts after the wait, not never
+  const t0 = Date.now();
+  const m = await openModelFirstView(RESNET, () => new Promise(() => {}), 0);
+  m.close();
+  assert.ok(Date.now() - t0 >= FIRST_PAINT_WAIT_MS - 50, `waited ${Date.now() - t0} ms`);
+});

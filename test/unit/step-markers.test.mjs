@@ -20,6 +20,7 @@ test('step ends are numbered, then thinned with the rest to the limit; key marke
     const mid = timeBaseOf(real).steps.steps[STEPS / 2].endUs + 1;
     const m = Object.create(real);
     m.markers = (d) => [...real.markers(d), ...(d === 0 ? [{ device: 0, timeUs: mid, kind: 'empty_cache', label: 'empty_cache' }] : [])];
+    m.markersShared = undefined; // the wrapper's markers() are the ones to read (Model.markersShared: absent, markers())
     const steps = timeBaseOf(m).steps;
     assert.equal(steps.steps.length, STEPS);
     const whole = buildMarkers(m, 0, 100_000, steps);

@@ -22,6 +22,8 @@ import { openWebview } from './harness/index.mjs';
  *   Note [Range-first open]: instead of a model, the overview with a window picker (`chooseRange` after `loading`);
  *   the page's `loadRange` / `loadWhole` opens the model (open(window)) and the session answers from then on, with
  *   the window and the file's time origin, as src/glue/snapshot/panelHost.ts does
+ * @param {() => void} [o.onOverviewPainted] Note [Full open after the first paint]: called at the page's
+ *   `overviewPainted`, which src/glue/snapshot/panelHost.ts handles itself (the session never sees it)
  */
 export async function openSnapshotPanel(modelOrOpening, o) {
   let session;
@@ -53,6 +55,7 @@ export async function openSnapshotPanel(modelOrOpening, o) {
   let toldOverview = false;
   let toldChoice = false;
   let picked = false;
+  let paintedTold = false;
   // The pump: poll what the page posted and answer in order, like webview.onDidReceiveMessage.
   const pump = (async () => {
     while (!stopped) {
@@ -90,7 +93,12 @@ export async function openSnapshotPanel(modelOrOpening, o) {
           void o.rangeFirst.open(window).then((model) => (session = new OpenedCapture(model, { fileName: o.fileName, window, originUs })));
         }
       }
+      if (!paintedTold && posted.some((m) => m?.type === 'overviewPainted')) {
+        paintedTold = true;
+        o.onOverviewPainted?.();
+      }
       for (; session && seen < posted.length; seen++) {
+        if (posted[seen]?.type === 'overviewPainted') continue; // the host's, as in panelHost.onMessage
         // Checked as SnapshotPanelHost checks them (receiveMessages): the session sees only valid messages.
         const checked = snapshotWebviewMessages.check(posted[seen]);
         if (!checked.ok) {

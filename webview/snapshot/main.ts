@@ -98,7 +98,12 @@ class App {
         // Note [First view]: painted until `opened` builds the tabs (buildTabs clears the body).
         if (this.info) return;
         clear(this.body);
-        renderOverview(this.body, msg.view, getState().device, () => (this.marks.overviewPainted ??= performance.now()));
+        // Note [Full open after the first paint] (src/core/base/model/open.ts): the host starts the full open once told.
+        renderOverview(this.body, msg.view, getState().device, () => {
+          if (this.marks.overviewPainted !== undefined) return;
+          this.marks.overviewPainted = performance.now();
+          send({ type: 'overviewPainted' });
+        });
         return;
       case 'chooseRange':
         // Note [Range-first open]: the overview with a window picker; the host reads the model once the user picks.

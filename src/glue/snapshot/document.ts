@@ -12,10 +12,13 @@ export class SnapshotDocument implements vscode.CustomDocument {
   annotations: vscode.Disposable | undefined;
   /** Note [First view]: the whole run's overview, once read (big pickles, before the model) */
   overview: PickleOverview | undefined;
-  private readonly overviewListeners = new Set<(o: PickleOverview) => void>();
+  private readonly overviewListeners = new Set<(o: PickleOverview) => Promise<void> | undefined | void>();
 
-  /** Calls `listener` when the overview is read (not if it already was: see `overview`); returns the unsubscribe. */
-  onOverview(listener: (o: PickleOverview) => void): () => void {
+  /**
+   * Calls `listener` when the overview is read (not if it already was: see `overview`); returns the unsubscribe.
+   * The listener's promise, if any, says the overview is painted (Note [Full open after the first paint]).
+   */
+  onOverview(listener: (o: PickleOverview) => Promise<void> | undefined | void): () => void {
     this.overviewListeners.add(listener);
     return () => this.overviewListeners.delete(listener);
   }
@@ -71,7 +74,10 @@ export class SnapshotDocument implements vscode.CustomDocument {
   load(window?: TimeWindow): Promise<Model> {
     const overviewRead = (o: PickleOverview) => {
       this.overview = o;
-      for (const listener of [...this.overviewListeners]) listener(o);
+      // Note [Full open after the first paint]: the full open starts once one panel painted the overview (none
+      // listening: at once).
+      const painted = [...this.overviewListeners].map((listener) => listener(o)).filter((p): p is Promise<void> => !!p);
+      return painted.length ? Promise.race(painted) : undefined;
     };
     if (!this.loaded && window) this.window = { ...window };
     this.loaded ??= (

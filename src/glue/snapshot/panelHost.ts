@@ -58,6 +58,8 @@ export class SnapshotPanelHost implements vscode.Disposable {
   /** Note [Range-first open]: the window picker on screen, and who waits for the user's answer */
   private choosing: SnapshotHostMessage | undefined;
   private pickRange: ((window: TimeWindow | undefined) => void) | undefined;
+  /** Note [Full open after the first paint]: resolves the overview's paint (the page's `overviewPainted`) */
+  private overviewPainted: (() => void) | undefined;
 
   /** One session per panel, created once however many messages arrive while the file is being read. */
   private ensureCapture(): Promise<OpenedCapture | undefined> {
@@ -72,8 +74,13 @@ export class SnapshotPanelHost implements vscode.Disposable {
     // reserved over the whole run (native/addon/src/overview.cpp, a fraction of the open), then the full model.
     // The page paints the overview as its first timeline and replaces it in place on `opened`, so the first
     // paint does not wait for the whole open. Small files skip the first pass (openModelFirstView).
-    const showOverview = (o: PickleOverview) => {
-      if (!this.session) this.post([{ type: 'overview', view: { fileName, devices: o.devices } }]);
+    // Note [Full open after the first paint] (src/core/base/model/open.ts): resolved when the page says the overview
+    // is painted, which starts the full open.
+    const showOverview = (o: PickleOverview): Promise<void> | undefined => {
+      if (this.session) return undefined;
+      const painted = new Promise<void>((resolve) => (this.overviewPainted = resolve));
+      this.post([{ type: 'overview', view: { fileName, devices: o.devices } }]);
+      return painted;
     };
     let stopOverview = () => {};
     try {
@@ -138,6 +145,11 @@ export class SnapshotPanelHost implements vscode.Disposable {
 
   private onMessage(msg: SnapshotWebviewMessage): void {
     // Note [Range-first open]: the user's window (or "everything") ends the wait in openCapture.
+    if (msg.type === 'overviewPainted') {
+      this.overviewPainted?.();
+      this.overviewPainted = undefined;
+      return;
+    }
     if (msg.type === 'loadRange' || msg.type === 'loadWhole') {
       const pick = this.pickRange;
       this.pickRange = undefined;

@@ -4,6 +4,7 @@
 // process so nothing else counts. Prints one JSON line: { overviewMs, overviewRssMiB, openMs, queriesMs, maxRssMiB, readCpuMs, queriesCpuMs }:
 // readCpuMs is the reader thread's CPU time (decode + derive, native timings()), queriesCpuMs the process's CPU
 // time during the queries; on a loaded machine they measure the work where wall time measures the neighbours.
+// stalls: [ms since the start, ms] of each block over 15 ms; modelMs: when the model was read (prepare follows).
 // stallOpenMs / stallQueriesMs: the longest block of this (the extension host's) event loop while the file is read,
 // and while the first queries run, from a 2 ms interval timer's lateness. The read includes the first answers computed
 // on a worker (OpenedCapture.prepare, Note [First answers]; --no-prepare: without them, as before); the queries then
@@ -24,9 +25,12 @@ const w = process.argv.indexOf('--window');
 const windowFrac = w > 0 ? [Number(process.argv[w + 1]), Number(process.argv[w + 2])] : null;
 let stallMax = 0;
 let last = performance.now();
+/** [ms since the open's start, block ms] of every block over 15 ms: where the longest ones fall (stalls) */
+const stalls = [];
 const tick = setInterval(() => {
   const now = performance.now();
   stallMax = Math.max(stallMax, now - last - 2);
+  if (now - last - 2 > 15) stalls.push([Math.round(last - t0), Math.round(now - last - 2)]);
   last = now;
 }, 2);
 const t0 = performance.now();
@@ -46,6 +50,7 @@ if (windowFrac) {
     overviewRssMiB = Math.round(process.resourceUsage().maxRSS / 1024); // peak so far: the overview pass's
   });
 }
+const modelMs = Math.round(performance.now() - t0);
 // As src/glue/snapshot/panelHost.ts does: the first answers on a worker thread (Note [First answers]), part of the read.
 const session = new OpenedCapture(model, { fileName: path.basename(file) });
 if (!process.argv.includes('--no-prepare')) await session.prepare();
@@ -82,6 +87,7 @@ console.log(
   JSON.stringify({
     overviewMs,
     overviewRssMiB,
+    modelMs,
     openMs: Math.round(t1 - t0),
     queriesMs: Math.round(t2 - t1),
     maxRssMiB: Math.round(process.resourceUsage().maxRSS / 1024),
@@ -90,6 +96,7 @@ console.log(
     stallOpenMs,
     stallQueriesMs,
     queryMs,
+    stalls,
     events: model.summary().devices.reduce((n, d) => n + d.events, 0),
   }),
 );

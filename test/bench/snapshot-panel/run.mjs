@@ -105,15 +105,19 @@ async function benchAsync(name, file) {
   // first, handed to the page while the full open runs; small files open at once.
   let overviewDone;
   const overview = new Promise((r) => (overviewDone = r));
+  let painted;
+  const paintedP = new Promise((r) => (painted = r));
   const modelPromise = openModelFirstView(file, (o) => {
     overviewAt = Date.now();
     overviewDone(o);
+    // Note [Full open after the first paint]: the full open starts at the page's `overviewPainted`, as in the panel.
+    return paintedP;
   }).then((m) => {
     openedAt = Date.now();
     overviewDone(undefined);
     return m;
   });
-  const wv = await openSnapshotPanel(modelPromise, { fileName: path.basename(file), viewport: { width: 1400, height: 900 }, state: STATE, overview });
+  const wv = await openSnapshotPanel(modelPromise, { fileName: path.basename(file), viewport: { width: 1400, height: 900 }, state: STATE, overview, onOverviewPainted: () => painted() });
   await wv.page.waitForFunction(() => window.__snapshotPanel?.marks.overviewPainted || window.__snapshotPanel?.marks.timelinePainted, null, { timeout: 120_000 });
   await wv.screenshot(`bench-${name}-async-first-paint`);
   await wv.page.waitForFunction(() => window.__snapshotPanel?.marks.timelinePainted, null, { timeout: 120_000 });

@@ -110,7 +110,7 @@ export function snapshotSection(model: Model, only?: number, ends?: ReadonlyMap<
       untraced_bytes: untraced.bytes,
       user_metadata: (mine?.userMetadata ?? []).map(tagged),
       compile_contexts: (mine?.compileContexts ?? []).map(tagged),
-      annotations: annotationRanges(model.markers(device)),
+      annotations: annotationRanges(model.markersShared?.(device) ?? model.markers(device)),
     };
   });
   const h = extras.host && hostFigures(extras.host);

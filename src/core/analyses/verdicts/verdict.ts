@@ -61,16 +61,25 @@ export function probeRequestSize(b: BreakdownView): number | undefined {
 }
 
 /**
+ * What verdictAt asks the engine (requests: the probe, or none), or undefined when it asks nothing (an OOM, nothing
+ * reserved or nothing unallocated): Note [First answers in turns] asks it on a worker first.
+ */
+export function verdictQuery(b: BreakdownView, lastOom?: OomInfo): { requests?: number[] } | undefined {
+  if (lastOom || b.reservedBytes === 0 || unallocatedBytes(b) === 0) return undefined;
+  const probe = probeRequestSize(b);
+  return probe === undefined ? {} : { requests: [probe] };
+}
+
+/**
  * The verdict at a moment of `model`: asks the engine with the data's own policy, then words its answer.
  * A reader without the engine gives the figures only; an engine error is said, never papered over.
  */
 export function verdictAt(model: Model, device: number, timeUs: number, b: BreakdownView, lastOom?: OomInfo): string {
-  if (lastOom) return verdictSentence(b, undefined, lastOom);
-  if (b.reservedBytes === 0 || unallocatedBytes(b) === 0) return verdictSentence(b);
+  const query = verdictQuery(b, lastOom);
+  if (!query) return verdictSentence(b, undefined, lastOom);
   let answer: WhatIfAnswer | undefined;
   try {
-    const probe = probeRequestSize(b);
-    answer = model.whatIf(device, timeUs, probe === undefined ? undefined : { requests: [probe] });
+    answer = model.whatIf(device, timeUs, query.requests ? query : undefined);
   } catch (err) {
     if (err instanceof WhatIfUnavailable) return verdictSentence(b);
     return `${verdictSentence(b)} (The what-if engine could not answer: ${err instanceof Error ? err.message : String(err)}.)`;

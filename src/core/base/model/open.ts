@@ -62,7 +62,7 @@ export interface NativeHandle extends WhatIfHandle {
   timings(): string;
   close(): void;
   /** Note [Async queries] in native/addon/src/addon.cpp: one of the queries above on a worker thread, same JSON */
-  queryAsync?(kind: 'lineStats' | 'markers' | 'summary' | 'spans' | 'timeline', device?: number, ...args: (number | boolean)[]): Promise<string>;
+  queryAsync?(kind: 'lineStats' | 'markers' | 'summary' | 'spans' | 'timeline' | 'whatIf', device?: number, ...args: (number | boolean)[]): Promise<string>;
 }
 
 interface NativeAddon {
@@ -181,13 +181,19 @@ export const OVERVIEW_BUCKETS = 2048;
  * open is not delayed for a first view the user would not see.
  */
 export const OVERVIEW_MIN_BYTES = 32 * 2 ** 20;
+/** Note [Full open after the first paint]: the longest the full open waits for the overview's paint. */
+export const FIRST_PAINT_WAIT_MS = 2000;
 
 /**
  * Opens `file` as the snapshot panel does (Note [First view]): for a big pickle, the overview first (handed to
  * `onOverview` as soon as it is read), then the model. The two run one after the other, never side by side, and the
  * full open after an overview at a lower priority: on a 2-core machine it would slow the first view it follows.
  */
-export async function openModelFirstView(file: string, onOverview: (o: PickleOverview) => void, minBytes = OVERVIEW_MIN_BYTES): Promise<Model> {
+export async function openModelFirstView(
+  file: string,
+  onOverview: (o: PickleOverview) => void | Promise<unknown>,
+  minBytes = OVERVIEW_MIN_BYTES,
+): Promise<Model> {
   let size = 0;
   try {
     size = (await fs.promises.stat(file)).size;
@@ -199,7 +205,14 @@ export async function openModelFirstView(file: string, onOverview: (o: PickleOve
   if (size >= minBytes) {
     const overview = await openOverviewAsync(file);
     if (overview && overview.devices.length) {
-      onOverview(overview);
+      // Note [Full open after the first paint]: the full open waits until the overview is painted (onOverview's
+      // promise), at most FIRST_PAINT_WAIT_MS: on 2 cores, even at a lower priority, it slowed the page that paints it.
+      const shown: unknown = onOverview(overview);
+      if (shown instanceof Promise) {
+        let timer: ReturnType<typeof setTimeout> | undefined;
+        await Promise.race([shown.catch(() => undefined), new Promise((r) => (timer = setTimeout(r, FIRST_PAINT_WAIT_MS)))]);
+        clearTimeout(timer);
+      }
       // With the overview on screen, the full open runs below the page's priority (OpenWorker in native/addon/src/addon.cpp).
       return openModelAsync(file, true);
     }
@@ -208,6 +221,9 @@ export async function openModelFirstView(file: string, onOverview: (o: PickleOve
 }
 
 const parse = <T>(json: string): T => JSON.parse(json) as T;
+/** Note [First answers in turns]: the answers key of a what-if question with requests only (undefined: not kept) */
+const whatIfKey = (device: number, timeUs: number, q?: WhatIfQuery): string | undefined =>
+  q?.policy !== undefined || q?.capacityBytes !== undefined ? undefined : `whatIf:${device}:${timeUs}:${(q?.requests ?? []).join(',')}`;
 const endOrNumber = (v: number | null): number => (v === null ? Infinity : v);
 
 class NativeModel implements Model {
@@ -280,17 +296,20 @@ class NativeModel implements Model {
     return this.stacks.get(id);
   }
   markers(device: number): Marker[] {
+    return this.markersShared(device).map((m) => ({ ...m }));
+  }
+  markersShared(device: number): readonly Readonly<Marker>[] {
     // Note [Marker cache]: a panel's first paint asks for a device's markers twice (the time base's step
     // detection and the timeline's markers), and a 256 MiB budgeted capture of an hour holds ~23 k step markers:
     // 1.8 MB of JSON, ~0.1 s a read. The parsed markers are kept until the next poll() (the only way a model
-    // gains records); each caller gets its own array of its own objects, as before.
+    // gains records); markers() gives each caller its own array of its own objects, as before.
     let cached = this.markerCache.get(device);
     if (!cached) {
       // a leak keeper's notice: its sentence is the label, its JSON the detail (Note [Leak keeper])
       cached = parse<Marker[]>(this.answers.get(`markers:${device}`) ?? this.handle.markers(device)).map(splitKeeperNotice);
       this.markerCache.set(device, cached);
     }
-    return cached.map((m) => ({ ...m }));
+    return cached;
   }
   userMetadata(): UserMetadataRow[] {
     return parse<UserMetadataRow[]>(this.handle.userMetadata());
@@ -326,7 +345,18 @@ class NativeModel implements Model {
     this.handle.exportPickle(outPath, atUs ?? Infinity);
   }
   whatIf(device: number, timeUs: number, query?: WhatIfQuery): WhatIfAnswer {
+    const key = whatIfKey(device, timeUs, query);
+    const prepared = key === undefined ? undefined : this.answers.get(key);
+    if (prepared !== undefined) return askWhatIf({ whatIf: () => prepared }, device, timeUs, query);
     return askWhatIf(this.handle, device, timeUs, query);
+  }
+  async prefetchWhatIf(device: number, timeUs: number, requests: number[]): Promise<void> {
+    const ask = this.handle.queryAsync?.bind(this.handle);
+    const key = whatIfKey(device, timeUs, { requests });
+    if (!ask || this.closed || key === undefined || this.answers.has(key)) return;
+    // an addon without the query (older build) rejects: whatIf() then asks on this thread
+    const json = await ask('whatIf', device, timeUs, ...requests).catch(() => undefined);
+    if (json !== undefined) this.answers.set(key, json);
   }
   replay(device: number, policy: Policy, capacityBytes?: number): ReplayResult {
     return askReplay(this.handle, device, policy, capacityBytes);

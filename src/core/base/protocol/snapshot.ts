@@ -494,6 +494,8 @@ export const snapshotWebviewMessages = protocol('snapshot panel, webview → hos
   loadRange: refine(obj({ fromUs: num, toUs: num }), (m) => m.toUs > m.fromUs, 'toUs must be after fromUs'),
   /** Note [Range-first open]: read the whole file after all (the other answer to `chooseRange`) */
   loadWhole: obj({}),
+  /** Note [Full open after the first paint]: the overview is on screen; the host may start the full open */
+  overviewPainted: obj({}),
   /** the ranks view: open this rank's capture (RankRowView.index) in its own snapshot panel */
   openRank: obj({ index: refine(int, (i) => i >= 0, 'must not be negative') }),
 });

@@ -23,12 +23,12 @@ import { replayPolicies } from '../../analyses/replay';
 import { advise } from '../../analyses/advice';
 import { breakdownFromSegments } from '../../analyses/breakdown/breakdown';
 import { categoriesView } from './categoriesView';
-import { buildMarkers, buildSummary } from './summaryView';
+import { buildMarkers, buildSummary, markersInParts } from './summaryView';
 import { allocatorLine, identityOf, processLine } from '../../analyses/summary/identity';
 import { integrityOf, isIntegrityProblem } from '../../analyses/summary/integrity';
 import { oomRows } from '../../analyses/summary/ooms';
 import { timeBaseOf, type TimeBase } from '../../analyses/steps/timebase';
-import { verdictAt } from '../../analyses/verdicts/verdict';
+import { verdictAt, verdictQuery } from '../../analyses/verdicts/verdict';
 
 export interface OpenedCaptureOptions {
   /** file name shown in the header */
@@ -75,10 +75,36 @@ export class OpenedCapture {
   async prepare(): Promise<void> {
     const first = this.model.devices()[0];
     if (first !== undefined) await this.model.prefetch?.(first, TIMELINE_MAX_SPANS + 1);
-    // The time base (every marker parsed, steps detected: 25-55 ms at 13 M events) in a turn of its own, not `opened`'s.
-    await new Promise((r) => setImmediate(r));
+    // Note [First answers in turns]: what is left on this thread, each part in an event-loop turn of its own, none of
+    // them in `ready`'s: at 13 M events (19 k markers) the markers' JSON parsed (15-20 ms), the time base's steps
+    // (~15 ms), the first device's markers answer (numbered, thinned: ~20 ms cold) and its summary (end state, ~20 ms)
+    // were two blocks of 35-55 ms each (the markers in `ready`'s turn: 53 ms at a load average of 4).
+    const turn = () => new Promise((r) => setImmediate(r));
+    if (first === undefined) {
+      await turn();
+      void this.time;
+      return;
+    }
+    // the verdict's what-if question on a worker too (20-30 ms at 13 M events): the end state is read here (~1 ms)
+    const end = breakdownFromSegments(this.model.stateAt(first, Infinity).segments);
+    const ooms = this.model.ooms().filter((o) => o.device === first);
+    const query = verdictQuery(end, ooms[ooms.length - 1]);
+    if (query) await this.model.prefetchWhatIf?.(first, Infinity, query.requests ?? []);
+    await turn();
+    for (const d of this.model.fileInfo().recordDevices) this.model.markersShared?.(d);
+    await turn();
     void this.time;
+    await turn();
+    const parts = markersInParts(this.model, first, this.options.maxMarkers ?? MAX_MARKERS, this.time.steps);
+    let part = parts.next();
+    for (; !part.done; part = parts.next()) await turn();
+    const markers = part.value;
+    await turn();
+    this.firstAnswers = { device: first, markers, summary: this.summaryMessage(first, markers) };
   }
+
+  /** Note [First answers in turns]: the first device's markers and summary, built by prepare(), until poll() */
+  private firstAnswers: { device: number; markers: { markers: MarkerView[]; truncated: boolean }; summary: SnapshotHostMessage } | undefined;
 
   /** The file's time base (origin and steps), built once per read: markers and step detection are not redone per label. */
   get time(): TimeBase {
@@ -93,6 +119,8 @@ export class OpenedCapture {
   poll(): number {
     const added = this.model.poll();
     if (added > 0) this.timeBase = undefined;
+    // a capture's end record may come without events: its summary (integrity, the end state) is asked again
+    this.firstAnswers = undefined;
     return added;
   }
 
@@ -141,11 +169,14 @@ export class OpenedCapture {
 
   /** deviceMessages' first half: the summary with the markers. */
   summaryMessage(device: number, markers = this.timelineMarkers(device)): SnapshotHostMessage {
+    const first = this.firstAnswers;
+    if (first?.device === device && first.markers === markers) return first.summary;
     return { type: 'summary', summary: buildSummary(this.model, device, this.display), markers: markers.markers, markersTruncated: markers.truncated };
   }
 
   /** The markers the summary message carries (the panel host builds them in an event-loop turn of their own). */
   timelineMarkers(device: number): { markers: MarkerView[]; truncated: boolean } {
+    if (this.firstAnswers?.device === device) return this.firstAnswers.markers;
     return buildMarkers(this.model, device, this.options.maxMarkers ?? MAX_MARKERS, this.time.steps);
   }
 

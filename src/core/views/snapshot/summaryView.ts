@@ -4,7 +4,7 @@ import type { AllocatorState, Marker, Model } from '../../base/model/types';
 import type { MarkerView, SnapshotDetailsView, SummaryView } from '../../base/protocol/snapshot';
 import type { Steps } from '../../analyses/steps';
 import { breakdownFromSegments } from '../../analyses/breakdown/breakdown';
-import { numberSteps } from './stepMarkers';
+import { inTimeOrder, mergeByTime, numberSteps } from './stepMarkers';
 import { verdictAt } from '../../analyses/verdicts/verdict';
 import { snapshotSection } from '../../analyses/summary/snapshotSection';
 import { poolLabel } from '../../analyses/pools';
@@ -136,10 +136,37 @@ export function buildMarkers(
   steps?: Steps,
   range?: { t0Us: number; t1Us: number },
 ): { markers: MarkerView[]; truncated: boolean } {
-  const sorted = withOomDetail(model, device, [...model.markers(device), ...processWideMarkers(model, device)])
-    .sort((a, b) => a.timeUs - b.timeUs)
-    .map((m): MarkerView => ({ timeUs: m.timeUs, kind: m.kind, label: m.label }));
-  const numbered = steps ? numberSteps(sorted, steps) : sorted;
+  const parts = markersInParts(model, device, limit, steps, range);
+  for (;;) {
+    const r = parts.next();
+    if (r.done) return r.value;
+  }
+}
+
+/**
+ * buildMarkers in parts (Note [First answers in turns] in openedCapture.ts): each `yield` is a point where the caller
+ * may give the event loop a turn; the result is buildMarkers'.
+ */
+export function* markersInParts(
+  model: Model,
+  device: number,
+  limit = 5000,
+  steps?: Steps,
+  range?: { t0Us: number; t1Us: number },
+): Generator<void, { markers: MarkerView[]; truncated: boolean }> {
+  // Note [Markers answer cost]: the first paint's answer on the extension host's thread (19 k markers at 13 M events:
+  // 42-53 ms cold before): one copy of each marker, and sorts only where the order is not already there (the
+  // reader's markers come in time order; the stable sorts' results are kept exactly, ties included).
+  const own = withOomDetail(model, device, model.markersShared?.(device) ?? model.markers(device));
+  const wide = processWideMarkers(model, device);
+  const views: MarkerView[] = new Array(own.length + wide.length);
+  let k = 0;
+  for (const m of own) views[k++] = { timeUs: m.timeUs, kind: m.kind, label: m.label };
+  for (const m of wide) views[k++] = { timeUs: m.timeUs, kind: m.kind, label: m.label };
+  const sorted = inTimeOrder(views) ? views : views.sort((a, b) => a.timeUs - b.timeUs);
+  yield;
+  const numbered = steps ? numberSteps(sorted, steps, true) : sorted;
+  yield;
   // a window of the run (the zoomed timeline asks for its own, Note [Markers by range]): numbered over the whole run first
   const all = range ? numbered.filter((m) => m.timeUs >= range.t0Us && m.timeUs <= range.t1Us) : numbered;
   let pick = all;
@@ -149,23 +176,25 @@ export function buildMarkers(
     const rest = all.filter((m) => !isKey(m.kind));
     const room = Math.max(0, limit - key.length);
     const thinned = Array.from({ length: Math.min(room, rest.length) }, (_, i) => rest[Math.floor((i * rest.length) / room)]);
-    pick = [...key, ...thinned].sort((a, b) => a.timeUs - b.timeUs);
+    // both in time order: merged as the stable sort of [...key, ...thinned] orders them (a key first on a tie)
+    pick = mergeByTime(key, thinned);
   }
   return { markers: pick, truncated: pick.length < all.length };
 }
+
 
 // The writer puts markers that belong to no device (user marks, record_function ranges, notices) on device
 // 0 (FORMAT.md RecordHeader.device); they belong on every device's timeline, including when device 0 has no
 // events of its own and is left out (Note [Devices with no events]).
 const PROCESS_WIDE = new Set<Marker['kind']>(['user', 'range_begin', 'range_end', 'notice']);
 
-function processWideMarkers(model: Model, device: number): Marker[] {
+function processWideMarkers(model: Model, device: number): readonly Readonly<Marker>[] {
   if (device === 0 || model.format !== 'gpumem-capture' || !model.fileInfo().recordDevices.includes(0)) return [];
-  return model.markers(0).filter((m) => PROCESS_WIDE.has(m.kind));
+  return (model.markersShared?.(0) ?? model.markers(0)).filter((m) => PROCESS_WIDE.has(m.kind));
 }
 
 /** OOM markers name the request and the line that asked ("OOM: 2.50 GiB at train.py:29"). */
-function withOomDetail(model: Model, device: number, markers: Marker[]): Marker[] {
+function withOomDetail(model: Model, device: number, markers: readonly Readonly<Marker>[]): readonly Readonly<Marker>[] {
   const ooms = model.ooms().filter((o) => o.device === device);
   if (!ooms.length) return markers;
   return markers.map((m) => {
