@@ -34,6 +34,17 @@ d['also'] = t[5]`,
   'nested values in entries': `
 for e in t[::7]:
     e['user_metadata'] = {'step': 3, 'tags': ['a', 'b']}`,
+  // Note [Shared pair tuples]: 2.12+'s pool_id, a fresh (int, int) tuple per entry, as PyTorch writes it.
+  'pool_id pairs, one per entry': `
+for e in t:
+    e['pool_id'] = tuple([0, 0])`,
+  // The same pair object everywhere (memo gets after the first), several pools, and a pair also named from outside.
+  'pool_id pairs shared and named elsewhere': `
+pools = [(0, 0), tuple([1, 0]), tuple([0, 1])]
+for k, e in enumerate(t):
+    e['pool_id'] = pools[k % 3] if k % 5 else tuple([0, k % 3])
+d['also_pool'] = t[4]['pool_id']
+d['also_pools'] = [t[7]['pool_id'], pools[1]]`,
   // A frames list also used by a segment's block.
   'frames shared with segments': `
 for s in d['segments']:
@@ -67,3 +78,27 @@ pickle.dump(d, open(sys.argv[2], 'wb'), protocol=${proto})`;
     });
   }
 }
+
+// Note [Shared pair tuples]: 2.12+ entries (pool_id after frames) take the flat path, as 2.11's do: every entry a row
+// made without building its dict (the reader's own count, GPUMEM_READER_TIMINGS).
+test('rows: 2.12+ entries with pool_id are all read by the flat path', () => {
+  const out = path.join(tmpDir(), 'pool.pickle');
+  const code = `import pickle, sys
+d = pickle.load(open(sys.argv[1], 'rb'))
+for t in d['device_traces']:
+    for e in t:
+        e['pool_id'] = tuple([0, 0])
+pickle.dump(d, open(sys.argv[2], 'wb'), protocol=4)`;
+  const made = spawnSync('python3', ['-c', code, RESNET, out]);
+  assert.equal(made.status, 0, String(made.stderr));
+  const open = `const { openModel } = await import(${JSON.stringify(path.resolve('src/core/base/model/open.ts'))}); openModel(process.argv[1]).close();`;
+  const r = spawnSync(process.execPath, ['--import', './test/tools/ts-loader.mjs', '--input-type=module', '-e', open, out], {
+    encoding: 'utf8',
+    env: { ...process.env, GPUMEM_READER_TIMINGS: '1' },
+  });
+  assert.equal(r.status, 0, r.stderr);
+  const m = /rows (\d+) taken \((\d+) flat\), (\d+) kept/.exec(r.stderr);
+  assert.ok(m, r.stderr);
+  assert.equal(Number(m[1]), 55681, 'every trace entry of the fixture is a row');
+  assert.equal(Number(m[2]), Number(m[1]), 'all of them by the flat path');
+});
