@@ -1,8 +1,6 @@
 // self_time.cc — Note [Self time] in self_time.h.
 #include "self_time.h"
 
-#include <x86intrin.h>
-
 #include <atomic>
 #include <cstdlib>
 #include <cstring>
@@ -44,10 +42,10 @@ Counters& mine() {
 // TSC cycles per ns, measured once against the monotonic clock (constant_tsc on the hosts we run on).
 double cycles_per_ns() {
   static const double r = [] {
-    const uint64_t n0 = clock::now_ns(), c0 = __rdtsc();
+    const uint64_t n0 = clock::now_ns(), c0 = ticks();
     timespec ts{0, 20'000'000};
     nanosleep(&ts, nullptr);
-    const uint64_t n1 = clock::now_ns(), c1 = __rdtsc();
+    const uint64_t n1 = clock::now_ns(), c1 = ticks();
     return n1 > n0 ? double(c1 - c0) / double(n1 - n0) : 1.0;
   }();
   return r;

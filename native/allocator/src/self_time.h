@@ -7,12 +7,26 @@
 // read through gpumem_stack_info ("self_time": ns and calls per part). A probe, not a feature: nothing reads it
 // but the benchmarks (test/gpu/bench_allocator.py prints it).
 #pragma once
+#if (defined(__x86_64__) || defined(__i386__)) && !defined(GPUMEM_NO_TSC)
 #include <x86intrin.h>
+#endif
 
 #include <cstdint>
 #include <string>
 
+#include "clock.h"
+
 namespace gpumem::rec::self_time {
+
+// The TSC where there is one (x86); elsewhere (aarch64: Grace Hopper) the monotonic clock, at 1 tick per ns
+// (GPUMEM_NO_TSC builds that path on x86 too, to check it compiles).
+inline uint64_t ticks() {
+#if (defined(__x86_64__) || defined(__i386__)) && !defined(GPUMEM_NO_TSC)
+  return __rdtsc();
+#else
+  return clock::now_ns();
+#endif
+}
 
 enum Part : int {
   kMalloc,   // gpumem_malloc, all of it (stack, device lock, core, records)
@@ -31,9 +45,9 @@ std::string json();  // {"malloc": {"ns": …, "calls": …}, …}
 
 class Scope {
  public:
-  explicit Scope(Part p) : p_(p), t0_(on() ? __rdtsc() : 0) {}
+  explicit Scope(Part p) : p_(p), t0_(on() ? ticks() : 0) {}
   ~Scope() {
-    if (t0_) add(p_, __rdtsc() - t0_);
+    if (t0_) add(p_, ticks() - t0_);
   }
   Scope(const Scope&) = delete;
   Scope& operator=(const Scope&) = delete;
