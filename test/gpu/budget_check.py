@@ -27,17 +27,10 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-from summaries_check import ROOT, env, find_node  # noqa: E402
+from summaries_check import FAILED, ROOT, check, env, find_node  # noqa: E402
 
 WORKLOAD = os.path.join(HERE, "workloads", "fast_steps.py")
 BUDGET = 8 << 20
-FAILED = []
-
-
-def check(name, ok, detail=""):
-    print("%s %s%s" % ("PASS" if ok else "FAIL", name, (": " + detail) if detail else ""), flush=True)
-    if not ok:
-        FAILED.append(name)
 
 
 def main():

@@ -27,17 +27,10 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-from summaries_check import ROOT, SO, env, find_node  # noqa: E402
+from summaries_check import FAILED, ROOT, SO, check, env, find_node  # noqa: E402
 
 WORKLOAD = os.path.join(HERE, "workloads", "long_train.py")
 BUDGET = 1 << 30
-FAILED = []
-
-
-def check(name, ok, detail=""):
-    print("%s %s%s" % ("PASS" if ok else "FAIL", name, (": " + detail) if detail else ""), flush=True)
-    if not ok:
-        FAILED.append(name)
 
 
 def minutes_of(text):

@@ -30,19 +30,12 @@ import sys  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-from summaries_check import ROOT, SO, captures, env, find_node, summarize  # noqa: E402
+from summaries_check import FAILED, ROOT, SO, captures, check, env, find_node, summarize  # noqa: E402
 
 WORKLOAD = os.path.join(HERE, "workloads", "labels.py")
 MiB = 1 << 20
 # PyTorch's labels (size in MiB → user_metadata) as the workload sets them; the native run must agree.
 EXPECTED = {"12": "stage=train", "14": "stage=train", "16": "", "18": "stage=eval", "22": ""}
-FAILED = []
-
-
-def check(name, ok, detail=""):
-    print("%s %s%s" % ("PASS" if ok else "FAIL", name, (": " + detail) if detail else ""), flush=True)
-    if not ok:
-        FAILED.append(name)
 
 
 def run(prefix):

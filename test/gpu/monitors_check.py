@@ -24,16 +24,9 @@ import tempfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-from summaries_check import SO, env  # noqa: E402
+from summaries_check import FAILED, SO, check, env  # noqa: E402
 
 WORKLOAD = os.path.join(HERE, "workloads", "lightning_stats.py")
-FAILED = []
-
-
-def check(name, ok, detail=""):
-    print("%s %s%s" % ("PASS" if ok else "FAIL", name, (": " + detail) if detail else ""), flush=True)
-    if not ok:
-        FAILED.append(name)
 
 
 def run(argv):
