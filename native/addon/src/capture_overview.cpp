@@ -71,6 +71,25 @@ struct Sections {
   bool all() const { return top_lines && device_names && losses; }
 };
 
+// A section of `len` bytes at b: its Head (with n), then n Entry records, each followed by its string of
+// (entry.*str_len) bytes; false when one overruns the section.
+template <class Head, class Entry>
+bool named_entries(const uint8_t* b, size_t len, uint32_t Entry::*str_len, Head* head,
+                   std::vector<std::pair<std::string, Entry>>* out) {
+  if (len < sizeof(Head)) return false;
+  *head = load<Head>(b);
+  size_t at = sizeof(Head);
+  for (uint32_t k = 0; k < head->n; k++) {
+    if (len - at < sizeof(Entry)) return false;
+    auto e = load<Entry>(b + at);
+    at += sizeof e;
+    if (e.*str_len > len - at) return false;
+    out->emplace_back(std::string(reinterpret_cast<const char*>(b + at), e.*str_len), e);
+    at += e.*str_len;
+  }
+  return true;
+}
+
 // The sections in [p, p + n); false when one does not check out (then none is used).
 bool read_sections(const uint8_t* p, size_t n, Sections* out) {
   size_t pos = 0;
@@ -83,32 +102,14 @@ bool read_sections(const uint8_t* p, size_t n, Sections* out) {
     pos += len;
     switch (h.kind) {
       case f::IDX_TOP_LINES: {
-        if (len < sizeof(f::IndexTopLines)) return false;
-        auto t = load<f::IndexTopLines>(b);
-        size_t at = sizeof t;
-        for (uint32_t k = 0; k < t.n; k++) {
-          if (len - at < sizeof(f::IndexLine)) return false;
-          auto l = load<f::IndexLine>(b + at);
-          at += sizeof l;
-          if (l.file_len > len - at) return false;
-          out->top.emplace_back(std::string(reinterpret_cast<const char*>(b + at), l.file_len), l);
-          at += l.file_len;
-        }
+        f::IndexTopLines t;
+        if (!named_entries(b, len, &f::IndexLine::file_len, &t, &out->top)) return false;
         out->lines = t.lines, out->top_lines = true;
         break;
       }
       case f::IDX_DEVICE_NAMES: {
-        if (len < sizeof(f::IndexDeviceNames)) return false;
-        auto t = load<f::IndexDeviceNames>(b);
-        size_t at = sizeof t;
-        for (uint32_t k = 0; k < t.n; k++) {
-          if (len - at < sizeof(f::IndexDeviceName)) return false;
-          auto d = load<f::IndexDeviceName>(b + at);
-          at += sizeof d;
-          if (d.name_len > len - at) return false;
-          out->names.emplace_back(std::string(reinterpret_cast<const char*>(b + at), d.name_len), d);
-          at += d.name_len;
-        }
+        f::IndexDeviceNames t;
+        if (!named_entries(b, len, &f::IndexDeviceName::name_len, &t, &out->names)) return false;
         out->device_names = true;
         break;
       }
