@@ -4,7 +4,6 @@
 #include <pthread.h>
 
 #include <atomic>
-#include <cstring>
 #include <mutex>
 #include <unordered_map>
 #include <vector>
@@ -22,38 +21,6 @@ struct Table {
   std::mutex mu;
   std::unordered_map<const void*, uint32_t> path_of;  // self → interned path string id (or kNotAModule)
 };
-// Bumped by every learn() and forget(): a thread's cached chains (below) are valid for one epoch only.
-std::atomic<uint64_t> g_table_epoch{1};
-
-// Note [Chain cache]: the module thread's last answers, by chain. A call site inside one module instance
-// allocates at every step with the very same chain of `self`s, and its path ids were looked up under the table's
-// mutex each time (≈ 0.4 µs per allocation on the lent H100, Note [Self time]). A direct-mapped cache keyed by
-// the chain answers without the lock while the table is unchanged; learn() and forget() (a module made or
-// collected) move the epoch and so empty it.
-struct CachedChain {
-  uint64_t epoch = 0;
-  int n = -1;
-  const void* selves[stacks::ModuleChain::kMax];
-  std::vector<uint32_t> ids;
-};
-constexpr size_t kChainCacheSize = 512;
-
-size_t chain_slot(const stacks::ModuleChain& chain) {
-  uint64_t h = 1469598103934665603ull ^ uint64_t(chain.n);
-  for (int i = 0; i < chain.n; i++) h = (h ^ reinterpret_cast<uintptr_t>(chain.selves[i])) * 1099511628211ull;
-  return size_t(h >> 7) % kChainCacheSize;
-}
-
-CachedChain* cached_chain(const stacks::ModuleChain& chain, uint64_t epoch) {
-  thread_local std::vector<CachedChain> cache(kChainCacheSize);
-  CachedChain& c = cache[chain_slot(chain)];
-  if (c.epoch != epoch || c.n != chain.n || std::memcmp(c.selves, chain.selves, sizeof(void*) * size_t(chain.n)) != 0) {
-    c.epoch = 0;  // a miss: the caller fills it
-    c.n = chain.n;
-    std::memcpy(c.selves, chain.selves, sizeof(void*) * size_t(chain.n));
-  }
-  return &c;
-}
 Table& table() {
   static Table* t = new Table();  // leaked: allocations may arrive from atexit
   return *t;
@@ -88,17 +55,6 @@ bool lookup(const stacks::ModuleChain& chain, std::vector<uint32_t>* ids, std::v
   return !unknown || unknown->empty();
 }
 
-void open_chain(const std::vector<uint32_t>& ids) {
-  std::lock_guard<std::mutex> lk(g_open_mu);
-  if (ids == g_open) return;
-  size_t common = 0;
-  while (common < ids.size() && common < g_open.size() && ids[common] == g_open[common]) common++;
-  const uint64_t t = clock::now_ns();
-  for (size_t i = g_open.size(); i-- > common;) write_mark(g_open[i], fmt::MARK_MODULE_END, t);
-  for (size_t i = common; i < ids.size(); i++) write_mark(ids[i], fmt::MARK_MODULE_BEGIN, t);
-  g_open = ids;
-}
-
 }  // namespace
 
 void enable(Resolver resolve) {
@@ -114,24 +70,16 @@ void learn(const void* self, const char* path) {
   Table& t = table();
   std::lock_guard<std::mutex> lk(t.mu);
   t.path_of[self] = id;
-  g_table_epoch.fetch_add(1);
 }
 
 void forget(const void* self) {
   Table& t = table();
   std::lock_guard<std::mutex> lk(t.mu);
   t.path_of.erase(self);
-  g_table_epoch.fetch_add(1);
 }
 
 void on_allocation(const stacks::ModuleChain& chain) {
   if (!chain.read || !wanted()) return;
-  const uint64_t epoch = g_table_epoch.load(std::memory_order_acquire);
-  CachedChain* hit = cached_chain(chain, epoch);
-  if (hit->epoch == epoch) {  // Note [Chain cache]
-    open_chain(hit->ids);
-    return;
-  }
   thread_local std::vector<uint32_t> ids;
   thread_local std::vector<int> unknown;
   unknown.clear();
@@ -151,11 +99,15 @@ void on_allocation(const stacks::ModuleChain& chain) {
       }
     }
     lookup(chain, &ids, nullptr);
-  } else {
-    hit->ids = ids;  // complete with this epoch's table: cached (a resolver's answer waits for the next call)
-    hit->epoch = epoch;
   }
-  open_chain(ids);
+  std::lock_guard<std::mutex> lk(g_open_mu);
+  if (ids == g_open) return;
+  size_t common = 0;
+  while (common < ids.size() && common < g_open.size() && ids[common] == g_open[common]) common++;
+  const uint64_t t = clock::now_ns();
+  for (size_t i = g_open.size(); i-- > common;) write_mark(g_open[i], fmt::MARK_MODULE_END, t);
+  for (size_t i = common; i < ids.size(); i++) write_mark(ids[i], fmt::MARK_MODULE_BEGIN, t);
+  g_open = ids;
 }
 
 void close_all() {
