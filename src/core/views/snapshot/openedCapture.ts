@@ -134,6 +134,7 @@ export class OpenedCapture {
     const devices = this.model.devices();
     const time = this.time;
     const integrity = integrityOf(this.model, time);
+    const id = identityOf(this.model);
     return {
       fileName: this.options.fileName,
       format: this.model.format,
@@ -147,7 +148,7 @@ export class OpenedCapture {
       host: header.host,
       torchVersion: header.torchVersion,
       originUs: time.originUs,
-      identity: [processLine(identityOf(this.model)), allocatorLine(identityOf(this.model))].filter(Boolean).join(' · ') || undefined,
+      identity: [processLine(id), allocatorLine(id)].filter(Boolean).join(' · ') || undefined,
       deviceNames: Object.fromEntries(header.devices.map((d) => [d.index, d.name])),
       integrity: {
         ended: integrity.ended,
@@ -158,7 +159,7 @@ export class OpenedCapture {
       },
       ooms: oomRows(this.model, time).map((o) => ({ ...o, displayFile: this.display(o.file) })),
       ...(this.options.window ? { window: { ...this.options.window } } : {}),
-      ...(identityOf(this.model).not_recorded ? { notRecorded: identityOf(this.model).not_recorded } : {}),
+      ...(id.not_recorded ? { notRecorded: id.not_recorded } : {}),
     };
   }
 
