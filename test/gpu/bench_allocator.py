@@ -32,12 +32,15 @@ from allocator_checks import DEFAULT_SO, install_lens, lens_stats  # noqa: E402
 
 
 def setup(config, so):
-    """config: native | native-history | ours | ours-bare | ours-stacks | ours-recording | ours-fixed |
+    """config: native | native-ring | native-history | ours | ours-bare | ours-stacks | ours-recording | ours-fixed |
     ours-expandable, optionally + "+trim" (expandable with trim_on_growth)."""
     import torch
 
     if config == "ours-bare":  # the allocator alone: no capture file, no trace ring, no stacks
         return install_lens(so, {"trace_entries": 0, "stacks": False})
+    if config == "native-ring":  # PyTorch's history on with no context: the ring and trace entries alone
+        torch.cuda.memory._record_memory_history(enabled="all", context=None, stacks="python", max_entries=1)
+        return None
     if config == "native-history":
         torch.cuda.memory._record_memory_history(enabled="all", context="all", stacks="python")
         return None
@@ -77,7 +80,8 @@ def child_micro(args):
         loop(n)
         dt = (time.perf_counter() - t0) / n * 1e6
         best = dt if best is None else min(best, dt)
-    return {"us_per_alloc_free": best}
+    # under gpumem run: how stacks were taken, and with GPUMEM_SELF_TIME=1 each recording part's ns and calls
+    return {"us_per_alloc_free": best, "stack_info": _stack_info()}
 
 
 def step_fn(model_name):
@@ -148,12 +152,15 @@ def child_steps(args):
     for model in args.models:
         torch.manual_seed(0)
         step = step_fn(model)
-        settling = []
+        settling, settling_host, settling_cpu = [], [], []
         for _ in range(args.warmup):
-            t0 = time.perf_counter()
+            c0, t0 = time.process_time(), time.perf_counter()
             step()
+            t1, c1 = time.perf_counter(), time.process_time()
             torch.cuda.synchronize()
             settling.append(time.perf_counter() - t0)
+            settling_host.append(t1 - t0)
+            settling_cpu.append(c1 - c0)
         # The MLP's 3 ms steps are timed 8× as often: a host hiccup then moves its median less.
         n = args.steps * 8 if model == "mlp" else args.steps
         s0 = stats()
@@ -197,12 +204,23 @@ def child_steps(args):
                       "page_moves_per_step": per_step("num_page_moves"),
                       "threads": thread_cpu,
                       "self_us_per_step": self_us, "self_calls_per_step": self_calls,
-                      "times_ms": [round(t * 1e3, 2) for t in times]}
+                      "times_ms": [round(t * 1e3, 2) for t in times],
+                      # each warm-up step: wall, host (issue) and CPU time, to tell our host cost from the GPU's
+                      "settling_times_ms": [[round(x * 1e3, 2) for x in v] for v in (settling, settling_host, settling_cpu)],
+                      "keeper": _keeper_passes()}
         del step
         import gc
         gc.collect()
     out["stack_info"] = _stack_info()
     return out
+
+
+def _keeper_passes():
+    """The leak keeper's searches so far in this process and each pass's seconds (Note [Leak keeper search])."""
+    keeper = sys.modules.get("gpumem._keeper")
+    w = getattr(keeper, "_WATCH", None) if keeper else None
+    return None if w is None else {"searches": w.searches, "pass_ms": [round(x * 1e3, 1) for x in w.seconds],
+                                    "steps": w.steps}
 
 
 def _threads():
@@ -279,24 +297,51 @@ CHILDREN = {"micro": child_micro, "steps": child_steps, "frag": child_frag}
 
 
 CPUS = [None]  # --cpus: the logical CPUs every child runs on
+CPU_LOAD = [None]  # the busy fraction of each core (by its first logical CPU) when they were chosen
+
+
+def _cpu_busy(seconds=1.0):
+    """logical CPU → busy fraction over `seconds`, from /proc/stat (the whole host's, other tenants included)."""
+    def sample():
+        out = {}
+        with open("/proc/stat") as f:
+            for line in f:
+                if line.startswith("cpu") and line[3:4].isdigit():
+                    name, *v = line.split()
+                    v = [int(x) for x in v]
+                    out[int(name[3:])] = (sum(v), v[3] + (v[4] if len(v) > 4 else 0))  # total, idle + iowait
+        return out
+    try:
+        a = sample()
+        time.sleep(seconds)
+        b = sample()
+    except OSError:
+        return {}
+    return {c: 1 - (b[c][1] - a[c][1]) / max(1, b[c][0] - a[c][0]) for c in b if c in a}
 
 
 def one_cpu_per_core(limit):
-    """Note [Pinned children]: the first logical CPU of each physical core (no two SMT siblings), at most `limit`.
+    """Note [Pinned children]: one logical CPU of each of the `limit` idlest physical cores (no two SMT siblings).
     On the lent H100 host, unpinned, a ResNet-50 child's host time per step varied by 16 % between processes of the
     same configuration (20.7 vs 24.0 ms, native; the step is near host-bound), more than the 1 % being measured:
-    where the main and autograd threads land (SMT siblings or not) decides. Every configuration gets the same CPUs."""
-    chosen, seen = [], set()
+    where the main and autograd threads land (SMT siblings or not) decides. Every configuration gets the same CPUs.
+    Pinned to the first six cores, the same configuration's host time still moved by 20-50 % between processes
+    (2026-11-27): the host is shared, so the cores are now the ones whose siblings were idlest over a second before
+    the benchmark (a core's load is its busier sibling's), and their load is printed with them."""
+    cores = {}
     for cpu in sorted(os.sched_getaffinity(0)):
         try:
             with open("/sys/devices/system/cpu/cpu%d/topology/thread_siblings_list" % cpu) as f:
                 core = f.read().strip()
         except OSError:
             core = str(cpu)
-        if core not in seen:
-            seen.add(core)
-            chosen.append(cpu)
-    return set(chosen[:limit])
+        cores.setdefault(core, []).append(cpu)
+    busy = _cpu_busy()
+    load = {core: max(busy.get(c, 0.0) for c in cpus) for core, cpus in cores.items()}
+    ranked = sorted(cores, key=lambda core: (round(load[core], 2), cores[core][0]))
+    chosen = [cores[core][0] for core in ranked[:limit]]
+    CPU_LOAD[0] = {str(cores[core][0]): round(load[core], 3) for core in ranked}
+    return set(chosen)
 
 
 def run_child(kind, config, so, model=None, env_extra=None):
@@ -343,6 +388,9 @@ def main():
     ap.add_argument("--models", nargs="+", default=list(STEP_MODELS), choices=STEP_MODELS)
     ap.add_argument("--step-configs", nargs="+", default=["native", "ours-bare", "gpumem-run"],
                     help="configurations of the step benchmark; the first is the baseline of the ratios")
+    ap.add_argument("--micro-configs", nargs="+", default=["native", "ours-bare", "ours", "native-history", "ours-stacks"],
+                    help="configurations of the micro benchmark (the step benchmark's gpumem-run forms too)")
+    ap.add_argument("--micro-rounds", type=int, default=1, help="interleaved rounds of the micro benchmark")
     ap.add_argument("--cpus", type=int, default=0,
                     help="pin every child to this many logical CPUs, one per physical core (Note [Pinned children])")
     ap.add_argument("--child")
@@ -356,7 +404,7 @@ def main():
     MODELS_SELECTED[:] = args.models
     if args.cpus:
         CPUS[0] = one_cpu_per_core(args.cpus)
-        print(json.dumps({"pinned_cpus": sorted(CPUS[0])}), flush=True)
+        print(json.dumps({"pinned_cpus": sorted(CPUS[0]), "core_load": CPU_LOAD[0]}), flush=True)
     WARMUP[0] = args.warmup
     STEPS[0] = args.steps
     results = {}
@@ -369,12 +417,23 @@ def main():
     if want("micro"):
         # "ours-bare" is the allocator with nothing recorded: the ≤1.0× comparison with native. "ours"
         # is a bare install_lens (the trace ring for PyTorch-format snapshots, with stacks).
-        m = {c: run_child("micro", c, args.so)
-             for c in ("native", "ours-bare", "ours", "native-history", "ours-stacks")}
-        us = {c: r.get("us_per_alloc_free", r.get("error")) for c, r in m.items()}
+        # Interleaved rounds, as the step benchmark's (a process's host speed varies by tens of percent on a shared
+        # machine); per configuration the median over rounds, and every round.
+        m, every = {}, {}
+        for r in range(max(1, args.micro_rounds)):
+            for c in dict.fromkeys(args.micro_configs):
+                m[c] = run_child("micro", c, args.so)
+                every.setdefault(c, []).append(m[c].get("us_per_alloc_free"))
+        us = {c: (statistics.median([x for x in v if isinstance(x, float)]) if any(isinstance(x, float) for x in v)
+                  else m[c].get("error")) for c, v in every.items()}
         show("micro_us_per_alloc_free", us)
-        show("micro_ratio_ours_bare_vs_native", ratio(us["ours-bare"], us["native"]))
-        show("micro_ratio_ours_stacks_vs_native_history", ratio(us["ours-stacks"], us["native-history"]))
+        show("micro_us_per_alloc_free_rounds", {c: [round(x, 3) if isinstance(x, float) else x for x in v]
+                                                for c, v in every.items()})
+        show("micro_stack_info", {c: r.get("stack_info") for c, r in m.items() if r.get("stack_info")})
+        if "ours-bare" in us and "native" in us:
+            show("micro_ratio_ours_bare_vs_native", ratio(us["ours-bare"], us["native"]))
+        if "ours-stacks" in us and "native-history" in us:
+            show("micro_ratio_ours_stacks_vs_native_history", ratio(us["ours-stacks"], us["native-history"]))
     if want("steps"):
         # Note [Interleaved rounds]: GPU clocks and a shared host drift by a few percent between minutes,
         # more than the 1 % being measured; so each round runs every configuration once, back to back

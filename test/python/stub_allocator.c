@@ -77,6 +77,7 @@ size_t gpumem_stats_json(int device, char* buf, size_t cap) {
 }
 uint64_t gpumem_allocated(int device) { return allocated; }
 uint64_t gpumem_reserved(int device) { return reserved; }
+uint64_t gpumem_requested(int device) { return allocated; }  /* the stub does not round */
 void gpumem_reset_peak_stats(int device) { peak = allocated; reserved_peak = reserved; logf_("reset_peak %s%lld\n", "", device); }
 void gpumem_reset_accumulated_stats(int device) { total_alloc = total_freed = 0; logf_("reset_accumulated %s%lld\n", "", device); }
 

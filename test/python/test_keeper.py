@@ -295,6 +295,46 @@ class BoundsTest(unittest.TestCase):
         self.assertEqual((arms, confirms), ([4, 205, 406], [5, 206, 407]))
 
 
+class LiveBytesTest(unittest.TestCase):
+    """Note [Keeper reads requested bytes]: under PyTorch's allocator the watch reads the requested bytes, which do not
+    wander with which cached block a request met; the allocated bytes do."""
+
+    def _torch(self, stats, allocated=None):
+        import types
+        cuda = types.SimpleNamespace(memory_stats=lambda: next(stats), memory_allocated=lambda: allocated)
+        return types.SimpleNamespace(cuda=cuda)
+
+    def test_a_step_end_that_reuses_other_cached_blocks_is_no_growth(self):
+        import sys
+        sys.path.insert(0, str(support.PY_DIR))
+        from gpumem._keeper import KeeperWatch, live_bytes
+
+        # The same 40 live tensors every step end; PyTorch hands some of them a cached block up to 1 MiB larger (not
+        # split), a different set each step, so allocated wanders: 0, 2, 4, 6, … 12, 1, 3, … MiB over the requested.
+        requested = 40 * (3 << 20)
+        wander = [((s * 7919) % 13) << 20 for s in range(30)]
+        stats = iter([{"requested_bytes.all.current": requested, "allocated_bytes.all.current": requested + w}
+                      for w in wander])
+        torch = self._torch(stats)
+        by_requested, by_allocated = KeeperWatch(lambda text: None), KeeperWatch(lambda text: None)
+        for w in (by_requested, by_allocated):
+            w.arm = lambda w=w: w.results.append(("arm", w.steps)) or []
+        for wd in wander:
+            by_requested.step_end(live_bytes(torch))
+            by_allocated.step_end(requested + wd)
+        self.assertEqual(by_requested.results, [])
+        # what reading allocated did: risen at step ends 2, 3 and 4, so a heap scan at 4 (then the cool-down)
+        self.assertEqual(by_allocated.results, [("arm", 4)])
+
+    def test_without_requested_bytes_the_allocated_bytes_are_read(self):
+        import sys
+        sys.path.insert(0, str(support.PY_DIR))
+        from gpumem._keeper import live_bytes
+
+        self.assertEqual(live_bytes(self._torch(iter([{}]), allocated=5 << 20)), 5 << 20)
+        self.assertEqual(live_bytes(self._torch(iter([{"requested_bytes.all.current": 7}]), allocated=512)), 7)
+
+
 class FormatTest(unittest.TestCase):
     def test_bytes_read_like_the_extension_three_significant_digits(self):
         import sys

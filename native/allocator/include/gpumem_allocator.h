@@ -51,6 +51,8 @@ const char* gpumem_version(void);
 size_t gpumem_stats_json(int device, char* buf, size_t cap);
 uint64_t gpumem_allocated(int device);
 uint64_t gpumem_reserved(int device);
+// The bytes live allocations asked for, before rounding (-1 = all devices): the leak keeper's step-end read.
+uint64_t gpumem_requested(int device);
 void gpumem_reset_peak_stats(int device);
 void gpumem_reset_accumulated_stats(int device);
 

@@ -168,6 +168,7 @@ GPUMEM_API size_t gpumem_stats_json(int device, char* buf, size_t cap) {
 
 GPUMEM_API uint64_t gpumem_allocated(int device) { return figures(device).allocated; }
 GPUMEM_API uint64_t gpumem_reserved(int device) { return figures(device).reserved; }
+GPUMEM_API uint64_t gpumem_requested(int device) { return figures(device).requested; }
 
 GPUMEM_API void gpumem_reset_peak_stats(int device) {
   for (DeviceAllocator* d : selected(device)) d->reset_peak_stats();

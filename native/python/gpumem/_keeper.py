@@ -5,7 +5,8 @@ Note [Leak keeper search]: the reader finds leaks (Note [Leak rule] in src/core/
 line that *allocated* the growing memory; only the workload can see what *keeps* it. The bootstrap sees each
 step end (Optimizer.step()'s global post hook, or gpumem.step()), so:
 - Every step end costs one read of allocated memory and a comparison (no gc work).
-- When allocated-at-step-end has grown at GROWING (3) step ends in a row, the watch *arms*: one pass over
+- When the live tensors' requested bytes at step end have grown at GROWING (3) step ends in a row (Note [Keeper reads
+  requested bytes]), the watch *arms*: one pass over
   gc.get_objects() keeps weak references to the CUDA tensors that have a grad_fn at that moment.
 - At the next step end, if memory still grew, the armed tensors that are still alive *outlived a step end*: a
   training loop's own loss/outputs are replaced in the next iteration, kept ones are not. One
@@ -627,6 +628,25 @@ def watch():
     return _WATCH
 
 
+def live_bytes(torch):
+    """Note [Keeper reads requested bytes]: the bytes live tensors asked for, not the allocated bytes. PyTorch's
+    allocated bytes count whole blocks: a cached block too little bigger than the request to be split (a remainder
+    of 1 MiB or less of a large block) is handed out whole, so allocated-at-step-end wanders with which cached block
+    each request met. GPT-2 small natively on an H100 (torch 2.11; test/gpu/probes/keeper_streaks.py, 80 steps):
+    allocated at step end took 10 values over 3.04 MiB and rose at three step ends in a row twice (steps 60 and 79);
+    the requested bytes took one value. Under `gpumem run` in the PyTorch-allocator mode each such streak armed a
+    search, a heap scan of 130-240 ms, at the same two timed steps of every round of the step benchmark, for no
+    leak. The requested bytes do not depend on the cache: one memory_stats() read under PyTorch's allocator (as
+    memory_allocated() itself does), the lens allocator's own counter in lens mode; a torch without them falls back
+    to allocated."""
+    from ._state import STATE
+
+    if STATE.swapped and STATE.native is not None:
+        return STATE.native.requested(-1)  # the lens allocator's own counter: no stats dict built
+    requested = torch.cuda.memory_stats().get("requested_bytes.all.current")
+    return int(requested) if requested is not None else int(torch.cuda.memory_allocated())
+
+
 def step_end(source):
     """Called at every step end the bootstrap sees ("optimizer" or "user"); once gpumem.step() has been called,
     only those count (Note [Steps])."""
@@ -638,7 +658,6 @@ def step_end(source):
             w.user_steps = True
         elif getattr(w, "user_steps", False):
             return
-        allocated = int(sys.modules["torch"].cuda.memory_allocated())
-        w.step_end(allocated, sys._getframe(1))
+        w.step_end(live_bytes(sys.modules["torch"]), sys._getframe(1))
     except Exception:  # reading allocated memory failed: no keeper, never an error in the workload
         return

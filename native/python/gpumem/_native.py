@@ -32,6 +32,7 @@ class Allocator:
             "gpumem_stats_json": (c.c_size_t, [c.c_int, c.c_char_p, c.c_size_t]),
             "gpumem_allocated": (c.c_uint64, [c.c_int]),
             "gpumem_reserved": (c.c_uint64, [c.c_int]),
+            "gpumem_requested": (c.c_uint64, [c.c_int]),
             "gpumem_reset_peak_stats": (None, [c.c_int]),
             "gpumem_reset_accumulated_stats": (None, [c.c_int]),
             "gpumem_empty_cache": (c.c_int, [c.c_int, c.POINTER(c.c_uint64), c.POINTER(c.c_uint64), c.c_int]),
@@ -100,6 +101,10 @@ class Allocator:
 
     def allocated(self, device):
         return int(self.lib.gpumem_allocated(device))
+
+    def requested(self, device):
+        """Bytes the live allocations asked for (unrounded), all devices for -1."""
+        return int(self.lib.gpumem_requested(device))
 
     def reserved(self, device):
         return int(self.lib.gpumem_reserved(device))
