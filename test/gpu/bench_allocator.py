@@ -297,51 +297,27 @@ CHILDREN = {"micro": child_micro, "steps": child_steps, "frag": child_frag}
 
 
 CPUS = [None]  # --cpus: the logical CPUs every child runs on
-CPU_LOAD = [None]  # the busy fraction of each core (by its first logical CPU) when they were chosen
-
-
-def _cpu_busy(seconds=1.0):
-    """logical CPU → busy fraction over `seconds`, from /proc/stat (the whole host's, other tenants included)."""
-    def sample():
-        out = {}
-        with open("/proc/stat") as f:
-            for line in f:
-                if line.startswith("cpu") and line[3:4].isdigit():
-                    name, *v = line.split()
-                    v = [int(x) for x in v]
-                    out[int(name[3:])] = (sum(v), v[3] + (v[4] if len(v) > 4 else 0))  # total, idle + iowait
-        return out
-    try:
-        a = sample()
-        time.sleep(seconds)
-        b = sample()
-    except OSError:
-        return {}
-    return {c: 1 - (b[c][1] - a[c][1]) / max(1, b[c][0] - a[c][0]) for c in b if c in a}
 
 
 def one_cpu_per_core(limit):
-    """Note [Pinned children]: one logical CPU of each of the `limit` idlest physical cores (no two SMT siblings).
+    """Note [Pinned children]: the first logical CPU of each physical core (no two SMT siblings), at most `limit`.
     On the lent H100 host, unpinned, a ResNet-50 child's host time per step varied by 16 % between processes of the
     same configuration (20.7 vs 24.0 ms, native; the step is near host-bound), more than the 1 % being measured:
     where the main and autograd threads land (SMT siblings or not) decides. Every configuration gets the same CPUs.
-    Pinned to the first six cores, the same configuration's host time still moved by 20-50 % between processes
-    (2026-11-27): the host is shared, so the cores are now the ones whose siblings were idlest over a second before
-    the benchmark (a core's load is its busier sibling's), and their load is printed with them."""
-    cores = {}
+    Choosing the cores that were idlest over a second instead (tried 2026-11-27) did not help: the host's load moves
+    within minutes (a native ResNet-50 child's host time went from 44 to 20 ms between rounds on the chosen cores),
+    and the choice made runs differ in their CPUs."""
+    chosen, seen = [], set()
     for cpu in sorted(os.sched_getaffinity(0)):
         try:
             with open("/sys/devices/system/cpu/cpu%d/topology/thread_siblings_list" % cpu) as f:
                 core = f.read().strip()
         except OSError:
             core = str(cpu)
-        cores.setdefault(core, []).append(cpu)
-    busy = _cpu_busy()
-    load = {core: max(busy.get(c, 0.0) for c in cpus) for core, cpus in cores.items()}
-    ranked = sorted(cores, key=lambda core: (round(load[core], 2), cores[core][0]))
-    chosen = [cores[core][0] for core in ranked[:limit]]
-    CPU_LOAD[0] = {str(cores[core][0]): round(load[core], 3) for core in ranked}
-    return set(chosen)
+        if core not in seen:
+            seen.add(core)
+            chosen.append(cpu)
+    return set(chosen[:limit])
 
 
 def run_child(kind, config, so, model=None, env_extra=None):
@@ -404,7 +380,7 @@ def main():
     MODELS_SELECTED[:] = args.models
     if args.cpus:
         CPUS[0] = one_cpu_per_core(args.cpus)
-        print(json.dumps({"pinned_cpus": sorted(CPUS[0]), "core_load": CPU_LOAD[0]}), flush=True)
+        print(json.dumps({"pinned_cpus": sorted(CPUS[0])}), flush=True)
     WARMUP[0] = args.warmup
     STEPS[0] = args.steps
     results = {}
