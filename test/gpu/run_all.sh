@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Every GPU check in one device call (device time is scarce). Build here first, then carry dist/native:
 #   make -C native/allocator && <device run, carry dist/native> bash test/gpu/run_all.sh [stage…]
-# Stages: env allocator workload sanitizer stacks micro steps frag probes varlen leaks pytorch-tests summaries oom-sample leaks-convnet keeper-probe budget monitors metadata export-viz categories categories-cost what-if resnet-overhead long-run advice pytorch-mode pytorch-mode-cost ranks-2gpu notebooks (default: env allocator stacks workload sanitizer).
+# Stages: env allocator workload sanitizer stacks micro steps frag probes varlen leaks pytorch-tests summaries oom-sample leaks-convnet no-false-leaks keeper-probe budget monitors metadata export-viz categories categories-cost what-if resnet-overhead long-run advice pytorch-mode pytorch-mode-cost ranks-2gpu notebooks (default: env allocator stacks workload sanitizer).
 # Each of micro, steps and frag is one part of test/gpu/bench_allocator.py; "bench" runs all three.
 # Results land under $OUT (logs + JSON), one file per stage, so they come back with the call.
 set -u
@@ -66,6 +66,10 @@ for s in "${stages[@]}"; do
     leaks) run_stage leaks 180 python3 test/gpu/steps_check.py --out "$OUT/leaks" ;;
     # Issue 27, item 2: the leaky convnet (retained graphs): the keeper on every leaking line, its bytes kept
     # activations; then what the keeper's graph walk finds on real torch (a probe, plain PyTorch).
+    # Issue 26: a loop that keeps nothing (GPT-2 small, ResNet-50, 60 steps) gets no leak finding and no keeper search
+    # in either mode, though PyTorch's allocated bytes at step end wander (Note [Leak rule]). Needs Node (GPUMEM_NODE).
+    no-false-leaks) run_stage no-false-leaks 420 bash -c "PYTHONPATH=$PWD/native/python python3 -m gpumem build-observer >/dev/null 2>&1
+        GPUMEM_WATCHDOG_S=400 python3 test/gpu/no_false_leaks_check.py --out $OUT/no-false-leaks" ;;
     leaks-convnet) run_stage leaks-convnet 180 env GPUMEM_WATCHDOG_S=140 python3 test/gpu/steps_check.py --model convnet --steps 8 --out "$OUT/leaks-convnet" ;;
     keeper-probe) run_stage keeper-probe 150 env GPUMEM_WATCHDOG_S=80 python3 test/gpu/probes/keeper_walk_probe.py ;;
     # Issue 20: PyTorch's own memory tests natively and under `gpumem run`, compared (needs the carried

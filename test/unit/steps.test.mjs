@@ -2,7 +2,8 @@
 // facts the bootstrap writes, and the rules of Note [Steps] / Note [Leak rule] checked against their spec.
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { needsAllocator, openModel, simTraining } from './reader-support.mjs';
+import path from 'node:path';
+import { ALLOCATOR_LIB, needsAllocator, openModel, python, simTraining, tmpDir } from './reader-support.mjs';
 
 const { detectSteps, stepAt, findLeaks, stepReport } = await import('../../src/core/analyses/steps/index.ts');
 const { summarizeFile } = await import('../../src/core/analyses/summary/index.ts');
@@ -47,6 +48,38 @@ test('leak rule: three growths in a row are a finding, two are not; growth is th
   assert.deepEqual(findLeaks(table([[1, 2, 3], [5, 5, 5, 5], [1, 2, 3, 3, 4, 5]])), []);
   const [f] = findLeaks(table([[100, 100, 110, 130, 160, 160]]));
   assert.deepEqual(f, { file: 'f.py', line: 1, growthPerStepBytes: 20, fromStep: 2, toStep: 5, growingSteps: 3, bytesAtLastEnd: 160 });
+});
+
+test('leak rule: growth is looked for in the requested bytes and reported in the blocks\' bytes', () => {
+  const line = (bytesAtEnds, requestedAtEnds) => ({ steps: [], lines: [{ file: 'f.py', line: 7, bytesAtEnds, requestedAtEnds }] });
+  // blocks that grow while the request stays: no finding; the same blocks without requested bytes (an old table): one
+  assert.deepEqual(findLeaks(line([100, 110, 120, 130], [90, 90, 90, 90])), []);
+  assert.equal(findLeaks(line([100, 110, 120, 130], undefined)).length, 1);
+  // requests that grow while one block stays the same size (it was handed out whole before): a finding, in blocks
+  const [f] = findLeaks(line([1024, 1024, 1536, 2048], [600, 800, 1000, 1200]));
+  assert.deepEqual([f.fromStep, f.toStep, f.growthPerStepBytes, f.bytesAtLastEnd], [1, 4, (2048 - 1024) / 3, 2048]);
+});
+
+test('PyTorch\'s allocator observed: a line whose blocks grow at every step end with nothing more kept is no leak', { skip }, () => {
+  const cap = path.join(tmpDir(), 'wander.gpumem');
+  const info = python('observed_wander.py', ALLOCATOR_LIB, cap);
+  // The observer's blocks (Note [Observed block sizes]): the gradient's grows by 256 KiB at step ends 2-4, its
+  // request does not.
+  assert.deepEqual(info.grad_blocks.slice(0, 4).map((b, i) => b - info.grad_requested[i]), [1, 2, 3, 4].map((k) => k * 256 * KiB));
+  const m = openModel(cap);
+  try {
+    const r = stepReport(m, 0, timeBaseOf(m).steps);
+    assert.deepEqual([r.steps.source, r.steps.steps.length], ['optimizer', 6]);
+    const grad = r.table.lines.find((l) => l.line === info.lines.grad);
+    assert.deepEqual(grad.bytesAtEnds, info.grad_blocks);
+    assert.deepEqual(grad.requestedAtEnds, info.grad_requested);
+    assert.deepEqual(r.leaks, []);
+    // what the rule found when it read the blocks' bytes
+    const byBlocks = findLeaks({ steps: [], lines: [{ ...grad, requestedAtEnds: undefined }] });
+    assert.deepEqual(byBlocks.map((f) => [f.line, f.fromStep, f.toStep, f.growthPerStepBytes]), [[info.lines.grad, 1, 4, 256 * KiB]]);
+  } finally {
+    m.close();
+  }
 });
 
 test('a training loop that keeps one tensor per step: a leak finding on that line, growing by its size', { skip }, () => {

@@ -916,13 +916,22 @@ namespace gpumem {
 // and the bytes each line (innermost user frame) holds live at each step end. diff_json per pair of step ends
 // would rescan the trace once per step (O(steps × events)); this is O(events + steps × live lines).
 // Blocks allocated before the trace began (a free with no alloc) are not attributed, as in diff_json.
+// Each line has two series: its blocks' bytes (what allocated_bytes count) and the bytes its live tensors asked for.
+// The leak rule reads the second (Note [Leak rule] in src/core/analyses/steps/leaks.ts): a block can be bigger than
+// its request by which cached block met it, so a line's blocks can grow with nothing more kept.
 std::string step_table_json(const Model& m, int index, const std::vector<double>& ends_us) {
   json::Writer j;
   j.open('{');
   const DeviceData* d = dev(m, index);
   j.key("steps").open('[');
-  std::map<LineKey, uint64_t> live;
-  std::map<LineKey, std::vector<uint64_t>> series;
+  struct Held {
+    uint64_t bytes = 0, requested = 0;
+  };
+  struct Series {
+    std::vector<uint64_t> bytes, requested;
+  };
+  std::map<LineKey, Held> live;
+  std::map<LineKey, Series> series;
   size_t i = 0;
   const size_t k = ends_us.size();
   for (size_t s = 0; d && s < k; s++) {
@@ -931,13 +940,16 @@ std::string step_table_json(const Model& m, int index, const std::vector<double>
     int64_t peak_t = i ? d->t[i - 1] : (d->count() ? d->t[0] : 0);
     for (; i < n; i++) {
       if (d->action[i] == ACT_ALLOC) {
-        live[self_line(m, d->stack[i])] += d->size[i];
+        Held& h = live[self_line(m, d->stack[i])];
+        h.bytes += d->size[i];
+        h.requested += d->size[i] - d->waste[i];
       } else if (d->action[i] == ACT_FREE_REQUESTED && d->link[i] != kNoLink) {
         size_t a = d->link[i];
         auto it = live.find(self_line(m, d->stack[a]));
         if (it != live.end()) {
-          it->second -= std::min(it->second, d->size[a]);
-          if (it->second == 0) live.erase(it);
+          it->second.bytes -= std::min(it->second.bytes, d->size[a]);
+          it->second.requested -= std::min(it->second.requested, d->size[a] - d->waste[a]);
+          if (it->second.bytes == 0) live.erase(it);
         }
       }
       if (d->allocated[i] > peak) {
@@ -945,10 +957,11 @@ std::string step_table_json(const Model& m, int index, const std::vector<double>
         peak_t = d->t[i];
       }
     }
-    for (const auto& [key, bytes] : live) {
-      auto& v = series[key];
-      if (v.empty()) v.assign(k, 0);
-      v[s] = bytes;
+    for (const auto& [key, held] : live) {
+      Series& v = series[key];
+      if (v.bytes.empty()) v.bytes.assign(k, 0), v.requested.assign(k, 0);
+      v.bytes[s] = held.bytes;
+      v.requested[s] = held.requested;
     }
     j.open('{').kvd("endUs", ends_us[s]).kv("peakAllocatedBytes", peak).kv("peakAtUs", peak_t);
     j.kv("allocatedAtEndBytes", allocated_before(*d, n)).kv("reservedAtEndBytes", reserved_before(*d, n)).close('}');
@@ -957,7 +970,9 @@ std::string step_table_json(const Model& m, int index, const std::vector<double>
   j.key("lines").open('[');
   for (const auto& [key, v] : series) {
     j.open('{').kvs("file", line_file(m, key)).kv("line", key.second).key("bytesAtEnds").open('[');
-    for (uint64_t b : v) j.item().unum(b);
+    for (uint64_t b : v.bytes) j.item().unum(b);
+    j.close(']').key("requestedAtEnds").open('[');
+    for (uint64_t b : v.requested) j.item().unum(b);
     j.close(']').close('}');
   }
   j.close(']');

@@ -262,8 +262,11 @@ export interface SnapshotSummary {
 /** One pass of the addon over a device's events (Note [Step table] in native/addon/src/aggregate.cpp). */
 export interface StepTable {
   steps: { endUs: number; peakAllocatedBytes: number; peakAtUs: number; allocatedAtEndBytes: number; reservedAtEndBytes: number }[];
-  /** bytes live at each step end, per line (innermost user frame); lines never live at a step end are absent */
-  lines: { file: string; line: number; bytesAtEnds: number[] }[];
+  /**
+   * per line (innermost user frame), at each step end: the bytes of its live blocks, and the bytes its live tensors
+   * asked for (Note [Leak rule]); lines never live at a step end are absent
+   */
+  lines: { file: string; line: number; bytesAtEnds: number[]; requestedAtEnds?: number[] }[];
 }
 
 /** What every allocated byte is (Note [Categories] in native/addon/src/categories.cpp). */
