@@ -4,7 +4,7 @@ that keeps tensors with autograd graphs alive, and the user's line that stores t
 Note [Leak keeper search]: the reader finds leaks (Note [Leak rule] in src/core/analyses/steps/leaks.ts) and names the
 line that *allocated* the growing memory; only the workload can see what *keeps* it. The bootstrap sees each
 step end (Optimizer.step()'s global post hook, or gpumem.step()), so:
-- Every step end costs one read of allocated memory and a comparison (no gc work).
+- Every step end costs one read of the live tensors' requested bytes and a comparison (no gc work).
 - When the live tensors' requested bytes at step end have grown at GROWING (3) step ends in a row (Note [Keeper reads
   requested bytes]), the watch *arms*: one pass over
   gc.get_objects() keeps weak references to the CUDA tensors that have a grad_fn at that moment.
@@ -32,7 +32,7 @@ step end (Optimizer.step()'s global post hook, or gpumem.step()), so:
   alone took that long; the confirm pass's gc.get_referrers() is one traversal of the heap (not interruptible),
   its graph walk stops at the budget or 20 000 nodes (the bytes are then marked incomplete). GPUMEM_KEEPER=0
   turns the watch off; any exception turns it off and is reported once, as a notice. Every other step end
-  costs one allocated-bytes read and a comparison. Measured by test/bench/keeper/keeper_cost.py on the 2-core CI
+  costs one read of the requested bytes and a comparison. Measured by test/bench/keeper/keeper_cost.py on the 2-core CI
   VM under load (load average 12, Python 3.11): the watch's own step end 0.2–0.5 µs; a heap of 0.68 M gc objects
   (a PyTorch + transformers process has 0.5–1 M): arm 0.21 s, confirm 0.04 s; 2.0 M objects: arm 0.26 s (the scan
   stopped at its budget), confirm 0.14 s; 1 004 kept dicts in a list: confirm 0.15 s (the referrers of a sample of
@@ -659,5 +659,5 @@ def step_end(source):
         elif getattr(w, "user_steps", False):
             return
         w.step_end(live_bytes(sys.modules["torch"]), sys._getframe(1))
-    except Exception:  # reading allocated memory failed: no keeper, never an error in the workload
+    except Exception:  # reading the live bytes failed: no keeper, never an error in the workload
         return

@@ -125,7 +125,7 @@ def _on_optimizer_step(optimizer, args, kwargs):
                                 "(walking %s failed: %s: %s)" % (type(optimizer).__name__, type(e).__name__, e))
     _mark("optimizer.step", _native.MARK_STEP)
     if STATE.configured:
-        _keeper.step_end("optimizer")  # Note [Leak keeper search]: one allocated-bytes read per step end
+        _keeper.step_end("optimizer")  # Note [Leak keeper search]: one requested-bytes read per step end
 
 
 def _hook_optimizer_steps(torch):
