@@ -171,6 +171,34 @@ class ObserverBuildWatchdog(unittest.TestCase):
         self.assertEqual(p.stdout.strip(), "gpumem: the observer cannot be built here: no C++ compiler (no-such-compiler-xyz) to "
                                            "build the observer of PyTorch's allocator; runs record from PyTorch's history instead")
 
+    def test_a_cpu_only_torch_has_nothing_to_build_and_no_compile_starts(self):
+        # VS Code builds ahead at activation (a workspace with test files activates it): a torch without CUDA has no
+        # allocator to observe, so the answer comes at once, with no compile and no "building" line.
+        with open(os.path.join(self.tmp, "pkgs", "torch", "version.py"), "w") as f:
+            f.write("cuda = None\nhip = None\n")
+        with open(os.path.join(self.tmp, "pkgs", "torch", "__init__.py"), "a") as f:
+            f.write("from . import version\n")
+        env = dict(os.environ, XDG_CACHE_HOME=os.path.join(self.tmp, "cache"), FAKE_BUILD="ok",
+                   PYTHONPATH=os.pathsep.join([str(support.PY_DIR), os.path.join(self.tmp, "pkgs")]))
+        env.pop("GPUMEM_SESSION_DIR", None)
+        p = subprocess.run([sys.executable, "-m", "gpumem", "build-observer", "--json"], env=env, capture_output=True,
+                           text=True, timeout=60)
+        self.assertEqual(p.returncode, 1, p.stderr)
+        [r] = [json.loads(line) for line in p.stdout.splitlines()]
+        self.assertEqual((r["built"], r["no_cuda"], r["why"]),
+                         (False, True, "this torch (9.9.9+standin) is built without CUDA: there is no CUDA allocator to observe"))
+        self.assertFalse(os.path.exists(os.path.join(r["folder"], "calls.log")))  # the stand-in compiler never ran
+        text = subprocess.run([sys.executable, "-m", "gpumem", "build-observer"], env=env, capture_output=True, text=True,
+                              timeout=60).stdout.strip()
+        self.assertEqual(text, "gpumem: no observer to build: this torch (9.9.9+standin) is built without CUDA: there is no "
+                               "CUDA allocator to observe")
+        # the same torch with CUDA builds as before
+        with open(os.path.join(self.tmp, "pkgs", "torch", "version.py"), "w") as f:
+            f.write("cuda = '13.0'\nhip = None\n")
+        p = subprocess.run([sys.executable, "-m", "gpumem", "build-observer", "--json"], env=env, capture_output=True,
+                           text=True, timeout=60)
+        self.assertEqual(json.loads(p.stdout.splitlines()[-1])["built"], True, p.stdout + p.stderr)
+
 
 if __name__ == "__main__":
     unittest.main()

@@ -136,6 +136,8 @@ def _build_observer(argv):
             print("gpumem: the observer is built for torch %s (%s)" % (result["torch"], result["folder"]))
         elif result["built"]:
             print("gpumem: built the observer for torch %s in %.0f s (%s)" % (result["torch"], result["seconds"], result["folder"]))
+        elif result.get("no_cuda"):
+            print("gpumem: no observer to build: %s" % result["why"])
         else:
             print("gpumem: the observer cannot be built here: %s; runs record from PyTorch's history instead" % result["why"])
     return 0 if result["built"] else 1

@@ -352,7 +352,8 @@ def prebuild(torch, on_start=None):
         return {"built": True, "already": True, "folder": folder, "torch": torch.__version__}
     available, why = availability(torch)
     if not available:
-        return {"built": False, "already": False, "folder": folder, "torch": torch.__version__, "why": why}
+        return {"built": False, "already": False, "folder": folder, "torch": torch.__version__, "why": why,
+                "no_cuda": _cpu_only(torch)}
     try:
         os.makedirs(folder, exist_ok=True)
     except OSError as exc:
@@ -716,12 +717,22 @@ _tracker = None
 
 
 # ---- whether the observer can run here (for `auto`, Note [Choosing the mode]) -----------------------------
+def _cpu_only(torch):
+    """A torch built without CUDA (nor ROCm): nothing to observe, so nothing to build. Note [Observer build ahead]: VS
+    Code builds ahead at activation, and a workspace with test files activates it; on a CPU-only torch that build
+    could only fail, after a compile, at every activation."""
+    version = getattr(torch, "version", None)
+    return version is not None and not getattr(version, "cuda", None) and not getattr(version, "hip", None)
+
+
 def availability(torch):
     """(True, None) when the tracker is built for this torch or can be built here (a C++ compiler, ninja and
     Python's headers), else (False, why). Cheap: looks at files and the PATH, imports nothing."""
     import shutil
     import sysconfig
 
+    if _cpu_only(torch):
+        return False, "this torch (%s) is built without CUDA: there is no CUDA allocator to observe" % torch.__version__
     if _built(_build_dir(torch)[0]):
         return True, None
     cxx = os.environ.get("CXX") or "c++"
