@@ -75,6 +75,14 @@ class ObserverBuildWatchdog(unittest.TestCase):
         self.assertEqual(p.returncode, 0, p.stderr)
         return json.loads(p.stdout), p.stderr
 
+    def build_ahead(self, *args, **env_extra):
+        """`python -m gpumem build-observer ARGS` with the stand-in torch, as VS Code and the launchers run it."""
+        env = dict(os.environ, XDG_CACHE_HOME=os.path.join(self.tmp, "cache"), FAKE_BUILD="ok",
+                   PYTHONPATH=os.pathsep.join([str(support.PY_DIR), os.path.join(self.tmp, "pkgs")]), **env_extra)
+        env.pop("GPUMEM_SESSION_DIR", None)
+        return subprocess.run([sys.executable, "-m", "gpumem", "build-observer", *args], env=env, capture_output=True,
+                              text=True, timeout=60), env
+
     def folder(self, env):
         # _build_dir's folder for the stand-in torch (same key as the driver computes).
         out = subprocess.run([sys.executable, "-S", "-c", "import torch; from gpumem import _observe; print(_observe._build_dir(torch)[0])"],
@@ -139,11 +147,7 @@ class ObserverBuildWatchdog(unittest.TestCase):
 
     def test_build_observer_ahead_builds_once_then_says_it_is_built(self):
         # Note [Observer build ahead]: what VS Code and the launchers run beside (or before) a workload.
-        env = dict(os.environ, XDG_CACHE_HOME=os.path.join(self.tmp, "cache"), FAKE_BUILD="ok",
-                   PYTHONPATH=os.pathsep.join([str(support.PY_DIR), os.path.join(self.tmp, "pkgs")]))
-        env.pop("GPUMEM_SESSION_DIR", None)
-        first = subprocess.run([sys.executable, "-m", "gpumem", "build-observer", "--json"], env=env, capture_output=True,
-                               text=True, timeout=60)
+        first, env = self.build_ahead("--json")
         self.assertEqual(first.returncode, 0, first.stderr)
         start, end = [json.loads(line) for line in first.stdout.splitlines()]
         self.assertEqual((start["building"], start["torch"]), (True, "9.9.9+standin"))  # said before the build
@@ -152,8 +156,7 @@ class ObserverBuildWatchdog(unittest.TestCase):
         self.assertEqual(r["folder"], self.folder(env))
         with open(os.path.join(r["folder"], "calls.log")) as f:
             self.assertEqual([line.split()[1] for line in f], ["build"])  # built in its child, not imported here
-        again = subprocess.run([sys.executable, "-m", "gpumem", "build-observer"], env=env, capture_output=True, text=True,
-                               timeout=60)
+        again, _ = self.build_ahead()
         self.assertEqual(again.returncode, 0, again.stderr)
         self.assertEqual(again.stdout.strip(), "gpumem: the observer is built for torch 9.9.9+standin (%s)" % r["folder"])
         # A workload started now imports what was built ahead and never compiles.
@@ -163,10 +166,7 @@ class ObserverBuildWatchdog(unittest.TestCase):
         self.assertNotIn("building the observer", err)
 
     def test_build_observer_without_a_compiler_says_why_in_one_line(self):
-        env = dict(os.environ, XDG_CACHE_HOME=os.path.join(self.tmp, "cache"), CXX="no-such-compiler-xyz",
-                   PATH=os.path.dirname(sys.executable), PYTHONPATH=os.pathsep.join([str(support.PY_DIR), os.path.join(self.tmp, "pkgs")]))
-        env.pop("GPUMEM_SESSION_DIR", None)
-        p = subprocess.run([sys.executable, "-m", "gpumem", "build-observer"], env=env, capture_output=True, text=True, timeout=60)
+        p, _ = self.build_ahead(CXX="no-such-compiler-xyz", PATH=os.path.dirname(sys.executable))
         self.assertEqual(p.returncode, 1)
         self.assertEqual(p.stdout.strip(), "gpumem: the observer cannot be built here: no C++ compiler (no-such-compiler-xyz) to "
                                            "build the observer of PyTorch's allocator; runs record from PyTorch's history instead")
@@ -178,25 +178,19 @@ class ObserverBuildWatchdog(unittest.TestCase):
             f.write("cuda = None\nhip = None\n")
         with open(os.path.join(self.tmp, "pkgs", "torch", "__init__.py"), "a") as f:
             f.write("from . import version\n")
-        env = dict(os.environ, XDG_CACHE_HOME=os.path.join(self.tmp, "cache"), FAKE_BUILD="ok",
-                   PYTHONPATH=os.pathsep.join([str(support.PY_DIR), os.path.join(self.tmp, "pkgs")]))
-        env.pop("GPUMEM_SESSION_DIR", None)
-        p = subprocess.run([sys.executable, "-m", "gpumem", "build-observer", "--json"], env=env, capture_output=True,
-                           text=True, timeout=60)
+        p, _ = self.build_ahead("--json")
         self.assertEqual(p.returncode, 1, p.stderr)
         [r] = [json.loads(line) for line in p.stdout.splitlines()]
         self.assertEqual((r["built"], r["no_cuda"], r["why"]),
                          (False, True, "this torch (9.9.9+standin) is built without CUDA: there is no CUDA allocator to observe"))
         self.assertFalse(os.path.exists(os.path.join(r["folder"], "calls.log")))  # the stand-in compiler never ran
-        text = subprocess.run([sys.executable, "-m", "gpumem", "build-observer"], env=env, capture_output=True, text=True,
-                              timeout=60).stdout.strip()
+        text = self.build_ahead()[0].stdout.strip()
         self.assertEqual(text, "gpumem: no observer to build: this torch (9.9.9+standin) is built without CUDA: there is no "
                                "CUDA allocator to observe")
         # the same torch with CUDA builds as before
         with open(os.path.join(self.tmp, "pkgs", "torch", "version.py"), "w") as f:
             f.write("cuda = '13.0'\nhip = None\n")
-        p = subprocess.run([sys.executable, "-m", "gpumem", "build-observer", "--json"], env=env, capture_output=True,
-                           text=True, timeout=60)
+        p, _ = self.build_ahead("--json")
         self.assertEqual(json.loads(p.stdout.splitlines()[-1])["built"], True, p.stdout + p.stderr)
 
 
