@@ -85,7 +85,7 @@ export class ObserverPrebuild implements vscode.Disposable {
     } else {
       this.log(`the observer is not built for ${python}: ${result.why ?? 'unknown reason'}`);
       // Only worth a message when the user asked for this mode by name: `auto` takes the lens instead.
-      if (mode === 'pytorch' && result.why && !/has no torch|built without CUDA/.test(result.why)) {
+      if (mode === 'pytorch' && result.why && !result.no_cuda && !/has no torch/.test(result.why)) {
         void vscode.window.showWarningMessage(
           `GPU Memory Lens: the observer of PyTorch's allocator cannot be built (${result.why}); runs record from PyTorch's memory history instead.`,
         );

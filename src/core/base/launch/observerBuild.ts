@@ -23,6 +23,8 @@ export interface ObserverBuildResult {
   folder?: string;
   /** why it was not built (no torch, no compiler, the build failed) */
   why?: string | null;
+  /** true: this torch is built without CUDA, so there is nothing to observe (not a failure to report) */
+  no_cuda?: boolean;
   seconds?: number;
 }
 
