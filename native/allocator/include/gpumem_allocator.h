@@ -108,6 +108,11 @@ int gpumem_observe_start(int (*empty_cache_fn)(uint64_t*, uint64_t*), int64_t (*
 // Safe under PyTorch's allocator lock: takes no GIL, no allocator lock, does no I/O.
 int gpumem_observe_event(int device, int action, uint64_t addr, uint64_t size, uint64_t stream, uint32_t stack,
                          uint64_t t_ns);
+// The live trace tracker's way (the same arguments): the same entry, queued with its time and thread and applied in
+// order on the observer's own thread (Note [Deferred observation] in src/sequencer.h); inline when that thread does not
+// run. 1 queued (or recorded inline), 0 out of range (or dropped inline). Safe under PyTorch's allocator lock.
+int gpumem_observe_event_queued(int device, int action, uint64_t addr, uint64_t size, uint64_t stream, uint32_t stack,
+                                uint64_t t_ns);
 // Figures from PyTorch's stats API (the stats-only source, when no trace tracker or history is offered).
 void gpumem_observe_figures(int device, uint64_t allocated, uint64_t reserved, uint64_t peak_allocated,
                             uint64_t peak_reserved, uint64_t num_ooms);

@@ -16,6 +16,7 @@
 #include "observer.h"
 #include "recorder.h"
 #include "self_time.h"
+#include "sequencer.h"
 #include "snapshot_pickle.h"
 #include "stack_capture.h"
 #include "version.h"
@@ -303,6 +304,12 @@ GPUMEM_API int gpumem_observe_event(int device, int action, uint64_t addr, uint6
   return rec::observer::on_event(device, action, addr, size, stream, stack, t_ns) ? 1 : 0;
 }
 
+GPUMEM_API int gpumem_observe_event_queued(int device, int action, uint64_t addr, uint64_t size, uint64_t stream,
+                                           uint32_t stack, uint64_t t_ns) {
+  rec::self_time::Scope timed(rec::self_time::kObserve);
+  return rec::observer::queue_event(device, action, addr, size, stream, stack, t_ns) ? 1 : 0;
+}
+
 GPUMEM_API void gpumem_observe_figures(int device, uint64_t allocated, uint64_t reserved, uint64_t peak_allocated,
                                        uint64_t peak_reserved, uint64_t num_ooms) {
   rec::observer::set_figures(device, allocated, reserved, peak_allocated, peak_reserved, num_ooms);
@@ -359,7 +366,13 @@ GPUMEM_API size_t gpumem_observe_info(char* buf, size_t cap) {
                   ",\"devices\":" + std::to_string(rec::observer::device_count()) +
                   ",\"allocated\":" + std::to_string(f.allocated) + ",\"reserved\":" + std::to_string(f.reserved) +
                   ",\"peak_allocated\":" + std::to_string(f.peak_allocated) +
-                  ",\"dropped_frees\":" + std::to_string(rec::observer::dropped_frees()) + "}";
+                  ",\"dropped_frees\":" + std::to_string(rec::observer::dropped_frees());
+  // Note [Deferred observation]: how the queue kept up (full_drains: batches the allocating thread applied itself)
+  const rec::sequencer::Counters q = rec::sequencer::counters();
+  j += ",\"queue\":{\"running\":" + std::string(rec::sequencer::running() ? "true" : "false") +
+       ",\"events\":" + std::to_string(q.events) + ",\"records\":" + std::to_string(q.records) +
+       ",\"drains\":" + std::to_string(q.drains) + ",\"full_drains\":" + std::to_string(q.full_drains) +
+       ",\"max_depth\":" + std::to_string(q.max_depth) + "}}";
   if (buf && cap) {
     size_t n = std::min(cap - 1, j.size());
     std::memcpy(buf, j.data(), n);

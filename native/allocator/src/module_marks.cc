@@ -10,7 +10,7 @@
 
 #include "../../format/gpumem_format.h"
 #include "clock.h"
-#include "writer.h"
+#include "sequencer.h"
 
 namespace gpumem::rec::modules {
 namespace {
@@ -36,7 +36,7 @@ std::vector<uint32_t> g_open;
 
 void write_mark(uint32_t path, uint32_t kind, uint64_t t) {
   fmt::MarkerRec r{t, path, kind};
-  writer::append(fmt::REC_MARKER, 0, 0, &r, sizeof r, nullptr, 0, true);
+  sequencer::record(fmt::REC_MARKER, 0, 0, &r, sizeof r);  // in its place among queued trace entries
 }
 
 // The path ids of `chain`; false if some `self` is not in the table yet.

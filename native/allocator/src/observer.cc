@@ -4,6 +4,8 @@
 #include <algorithm>
 #include <array>
 #include <atomic>
+#include <cstdlib>
+#include <cstring>
 #include <map>
 #include <mutex>
 
@@ -11,6 +13,8 @@
 #include "../../format/json.h"
 #include "address_map.h"
 #include "recorder.h"
+#include "self_time.h"
+#include "sequencer.h"
 #include "stack_capture.h"
 #include "writer.h"
 
@@ -94,6 +98,10 @@ uint64_t u64(const json::Value& o, const char* key) {
 void start(const Host& host) {
   g_host = host;
   g_active.store(true);
+  // Note [Deferred observation] (sequencer.h). GPUMEM_OBSERVE_INLINE=1 applies each entry where it comes, as
+  // before: a probe's switch, to measure what the queue saves (test/gpu/bench_allocator.py), not a setting.
+  const char* inline_env = std::getenv("GPUMEM_OBSERVE_INLINE");
+  if (!(inline_env && std::strcmp(inline_env, "1") == 0)) sequencer::start(&apply);
   Sources src;
   src.figures = &figures;
   src.state = host.state;
@@ -108,11 +116,10 @@ void note_device(int device) {
   while (device + 1 > n && !g_ndev.compare_exchange_weak(n, device + 1)) {}
 }
 
-bool on_event(int device, int action, uint64_t addr, uint64_t size, uint64_t stream, uint32_t stack, uint64_t t_ns) {
-  if (device < 0 || device >= kMaxDevices) return false;
-  if (t_ns == 0) t_ns = now_ns();
+namespace {
+bool apply_event(int device, int action, uint64_t addr, uint64_t size, uint64_t stream, uint32_t stack, uint64_t t_ns,
+                 uint32_t thread) {
   if (device >= g_ndev.load(std::memory_order_relaxed)) note_device(device);
-  const uint32_t thread = thread_number();
   Dev& d = devs()[size_t(device)];
   std::lock_guard<std::mutex> lk(d.mu);
   const uint8_t dev = uint8_t(device);
@@ -206,6 +213,27 @@ bool on_event(int device, int action, uint64_t addr, uint64_t size, uint64_t str
     default: return false;  // snapshot, user_defined: no record
   }
 }
+}  // namespace
+
+void apply(const sequencer::Event& e) {
+  self_time::Scope timed(self_time::kApply);
+  apply_event(e.device, e.action, e.addr, e.size, e.stream, e.stack, e.t_ns, e.thread);
+}
+
+bool on_event(int device, int action, uint64_t addr, uint64_t size, uint64_t stream, uint32_t stack, uint64_t t_ns) {
+  if (device < 0 || device >= kMaxDevices) return false;
+  if (t_ns == 0) t_ns = now_ns();
+  sequencer::drain();  // whatever the tracker queued comes first
+  return apply_event(device, action, addr, size, stream, stack, t_ns, thread_number());
+}
+
+bool queue_event(int device, int action, uint64_t addr, uint64_t size, uint64_t stream, uint32_t stack, uint64_t t_ns) {
+  if (device < 0 || device >= kMaxDevices || action < ALLOC || action > OOM) return false;
+  if (t_ns == 0) t_ns = now_ns();
+  const uint32_t thread = thread_number();
+  if (sequencer::push(sequencer::Event{t_ns, addr, size, stream, stack, thread, device, action})) return true;
+  return apply_event(device, action, addr, size, stream, stack, t_ns, thread);
+}
 
 void set_figures(int device, uint64_t allocated, uint64_t reserved, uint64_t peak_allocated, uint64_t peak_reserved,
                  uint64_t num_ooms) {
@@ -221,6 +249,7 @@ void set_figures(int device, uint64_t allocated, uint64_t reserved, uint64_t pea
 }
 
 core::Figures figures(int device) {
+  sequencer::drain();  // the figures as of now, queued entries included
   core::Figures f{};
   for (int i = (device < 0 ? 0 : device); i < (device < 0 ? kMaxDevices : std::min(device + 1, kMaxDevices)); i++) {
     Dev& d = devs()[size_t(i)];
@@ -285,6 +314,7 @@ void seed_layout(int device, const json::Value& seg, const json::Value* blocks, 
 
 int64_t write_state_json(int device, uint32_t reason, const std::string& segments_json, std::string* err) {
   static std::atomic<uint32_t> snapshot_id{1u << 31};  // apart from the recorder's own ids
+  sequencer::drain();  // the state follows every event before it; its blocks' stacks are read from them
   json::Value segs;
   if (!json::parse(segments_json, &segs, err)) return -1;
   if (!segs.is_array()) {

@@ -37,6 +37,7 @@
 #include <string>
 
 #include "allocator_api.h"
+#include "sequencer.h"
 
 namespace gpumem::rec::observer {
 
@@ -69,9 +70,16 @@ void start(const Host& host);
 bool active();
 const Host& host();
 
-// One PyTorch trace entry. t_ns = 0 means now. Returns false if the entry was dropped (unknown free,
-// unknown action).
+// One PyTorch trace entry, applied now (after whatever the tracker queued). t_ns = 0 means now. Returns false if
+// the entry was dropped (unknown free, unknown action). The CPU tests, the snapshot pickles' traces and the history
+// fallback come this way.
 bool on_event(int device, int action, uint64_t addr, uint64_t size, uint64_t stream, uint32_t stack, uint64_t t_ns);
+// The live tracker's way (Note [Deferred observation] in sequencer.h): the entry's time and thread are taken now and
+// it is applied, in order, by the sequencer's thread; inline when no sequencer runs. False only for a device or
+// action out of range (or, inline, a dropped entry).
+bool queue_event(int device, int action, uint64_t addr, uint64_t size, uint64_t stream, uint32_t stack, uint64_t t_ns);
+// What the sequencer's thread calls for each queued entry.
+void apply(const sequencer::Event& e);
 
 // Figures read from PyTorch's stats API, for allocators that offer neither trace trackers nor history
 // (backend:cudaMallocAsync): the stats-only source (Note [Observing PyTorch's allocator]).

@@ -21,6 +21,7 @@
 #include "module_marks.h"
 #include "process_hooks.h"
 #include "self_time.h"
+#include "sequencer.h"
 #include "settings.h"
 #include "snapshot_pickle.h"
 #include "stack_capture.h"
@@ -165,6 +166,7 @@ void in_fork_child() {
   // The child has none of our threads and must not touch the parent's capture or socket.
   g_forked.store(true);
   recorder_sink().set_active(false);
+  sequencer::forget_after_fork();
   writer::forget_after_fork();
 }
 
@@ -411,7 +413,7 @@ void mark(const std::string& name, uint32_t kind) {
   if (kind == fmt::MARK_BEGIN || kind == fmt::MARK_END) snap::on_annotation(kind == fmt::MARK_BEGIN, name, 0, t);
   if (!writer::is_open()) return;
   fmt::MarkerRec r{t, stacks::intern_string(name), kind};
-  writer::append(fmt::REC_MARKER, 0, 0, &r, sizeof r, nullptr, 0, true);
+  sequencer::record(fmt::REC_MARKER, 0, 0, &r, sizeof r);
 }
 
 int process_rank() { return env_int("RANK", 0); }
@@ -427,14 +429,14 @@ std::string default_snapshot_path() {
 void notice(const std::string& text, uint32_t level) {
   if (!writer::is_open()) return;
   fmt::NoticeRec r{now_ns(), stacks::intern_string(text), level};
-  writer::append(fmt::REC_NOTICE, 0, 0, &r, sizeof r, nullptr, 0, true);
+  sequencer::record(fmt::REC_NOTICE, 0, 0, &r, sizeof r);
 }
 
 // Note [Tags] in gpumem_format.h: one record, no allocator lock; the reader resolves the address.
 void tag(uint64_t addr, uint64_t size, uint32_t category, const char* name, int device) {
   if (!active() || g_forked || !writer::is_open()) return;
   fmt::TagRec r{now_ns(), addr, size, category, name && *name ? stacks::intern_string(name) : 0u};
-  writer::append(fmt::REC_TAG, uint8_t(device), 0, &r, sizeof r, nullptr, 0, true);
+  sequencer::record(fmt::REC_TAG, uint8_t(device), 0, &r, sizeof r);
 }
 
 // Note [User metadata] in gpumem_format.h: one record per change of a thread's label, pinned (never dropped: a lost
@@ -446,7 +448,7 @@ bool user_metadata(const std::string& text) {
   snap::on_user_metadata(thread, text);
   if (text == written || !writer::is_open()) return false;
   fmt::UserMetadataRec r{now_ns(), text.empty() ? 0u : stacks::intern_string(text), thread};
-  if (writer::append(fmt::REC_USER_METADATA, 0, 0, &r, sizeof r, nullptr, 0, true) < 0) return false;
+  sequencer::record(fmt::REC_USER_METADATA, 0, 0, &r, sizeof r);  // pinned: never dropped
   written = text;
   return true;
 }
@@ -458,6 +460,7 @@ void shutdown(int exit_code) {
   // Leaks and cache at exit, for the reader's "at exit" view. Only on an explicit shutdown: from the
   // atexit handler the core's state may already be destroyed.
   if (!g_in_atexit.load()) write_state(-1, 2);
+  sequencer::stop();  // every queued trace entry and record before the end (Note [Deferred observation])
   writer::close(exit_code);
   recorder_sink().set_active(false);
 }

@@ -51,7 +51,7 @@ double cycles_per_ns() {
   return r;
 }
 
-const char* const kNames[kParts] = {"malloc", "free", "stack", "modules", "emit", "observe", "gather"};
+const char* const kNames[kParts] = {"malloc", "free", "stack", "modules", "emit", "observe", "gather", "apply"};
 
 }  // namespace
 

@@ -36,6 +36,7 @@ enum Part : int {
   kEmit,     // one record to the writer and the snapshot ring
   kObserve,  // observer: one PyTorch trace entry to records (under PyTorch's allocator lock)
   kGather,   // observer: PyTorch's context recorder calling us (the stack, before its lock)
+  kApply,    // observer: one queued trace entry to records, on the sequencer's thread (sequencer.h)
   kParts
 };
 

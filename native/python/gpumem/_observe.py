@@ -158,6 +158,8 @@ class Observer:
         sig = {
             "gpumem_observe_start": (c.c_int, [self.EMPTY, self.STATE]),
             "gpumem_observe_event": (c.c_int, [c.c_int, c.c_int, c.c_uint64, c.c_uint64, c.c_uint64, c.c_uint32, c.c_uint64]),
+            "gpumem_observe_event_queued": (c.c_int, [c.c_int, c.c_int, c.c_uint64, c.c_uint64, c.c_uint64, c.c_uint32,
+                                                      c.c_uint64]),
             "gpumem_observe_gather": (c.c_uint32, []),
             "gpumem_observe_take_stack": (c.c_uint32, [c.c_int]),
             "gpumem_observe_frames": (c.c_uint32, [c.c_char_p, c.c_uint32]),
@@ -550,7 +552,8 @@ def _start_source(torch):
     mod, why = build_tracker(torch)
     if mod is not None:
         try:
-            mod.attach(_obs.address("gpumem_observe_event"), _obs.address("gpumem_observe_take_stack"),
+            # queued: applied off the allocating thread, in order (Note [Deferred observation] in sequencer.h)
+            mod.attach(_obs.address("gpumem_observe_event_queued"), _obs.address("gpumem_observe_take_stack"),
                        _obs.address("gpumem_observe_gather"), _obs.address("gpumem_user_metadata"))
             _tracker = mod
             _history_view.apply_ours()

@@ -23,6 +23,7 @@
 #include "control_commands.h"
 #include "control_server.h"
 #include "recorder.h"
+#include "sequencer.h"
 #include "snapshot_pickle.h"
 #include "writer.h"
 
@@ -300,6 +301,44 @@ int main() {
     std::memcpy(&end, recs.back().payload.data(), sizeof end);
     CHECK(end.exit_code == 3);
     CHECK(access(sock.c_str(), F_OK) != 0);  // the socket file is gone
+  });
+
+  // Note [Deferred observation]: producers on several threads (PyTorch's allocator lock serializes one device's, not
+  // two devices'), a thread that drains whenever it likes (a figures read) and the sequencer's own thread; every
+  // event is applied once, each producer's in the order it pushed them, and nothing is queued after stop().
+  run("sequencer_applies_each_event_once_in_each_threads_order", [] {
+    namespace sq = rec::sequencer;
+    static std::vector<std::pair<uint32_t, uint64_t>> applied;  // under the drain lock: apply is never concurrent
+    applied.clear();
+    CHECK(sq::start([](const sq::Event& e) { applied.emplace_back(e.thread, e.addr); }));
+    CHECK(!sq::start([](const sq::Event&) {}));  // already running
+    constexpr int kProducers = 3, kPer = 60000;  // 180,000 > kMaxItems: some batch is applied by a producer
+    std::atomic<bool> done{false};
+    std::thread reader([&] {
+      while (!done.load()) sq::drain();
+    });
+    std::vector<std::thread> producers;
+    for (int p = 0; p < kProducers; p++)
+      producers.emplace_back([p] {
+        for (int i = 0; i < kPer; i++) CHECK(sq::push(sq::Event{0, uint64_t(i), 512, 0, 0, uint32_t(p), p, 0}));
+      });
+    for (auto& th : producers) th.join();
+    done.store(true);
+    reader.join();
+    sq::stop();
+    CHECK(!sq::running());
+    CHECK(!sq::push(sq::Event{}));  // the caller applies it itself
+    CHECK_EQ(applied.size(), size_t(kProducers * kPer));
+    std::vector<int64_t> last(kProducers, -1);
+    bool ordered = true;
+    for (const auto& a : applied) {
+      ordered = ordered && int64_t(a.second) == last[a.first] + 1;
+      last[a.first] = int64_t(a.second);
+    }
+    CHECK(ordered);
+    const sq::Counters c = sq::counters();
+    CHECK_EQ(c.events, uint64_t(kProducers * kPer));
+    CHECK(c.max_depth <= sq::kMaxItems + kProducers);
   });
 
   return t::finish();

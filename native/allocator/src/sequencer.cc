@@ -1,0 +1,205 @@
+// sequencer.cc — Note [Deferred observation] in sequencer.h.
+#include "sequencer.h"
+
+#include <pthread.h>
+#include <signal.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstring>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "writer.h"
+
+namespace gpumem::rec::sequencer {
+namespace {
+
+struct Item {
+  uint8_t kind;  // kEvent or kRecord
+  uint8_t type;  // the record's
+  uint8_t device;
+  uint8_t pad;
+  uint16_t flags;
+  uint16_t bytes;
+  union {
+    Event ev;
+    unsigned char payload[kMaxPayload];
+  };
+};
+constexpr uint8_t kEvent = 0, kRecord = 1;
+
+// The producers' side and the drainer's side on cache lines of their own: an allocating thread's push then touches
+// only lines no other thread writes between two drains.
+struct alignas(64) State {
+  std::mutex mu;  // in, running: held for a push or a swap only
+  std::vector<Item> in;
+  bool running = false;
+  std::atomic<bool> on{false};       // `running`, read without the lock where a stale answer is harmless
+  std::atomic<bool> started{false};  // apply is set
+  alignas(64) std::condition_variable cv;
+  alignas(64) std::mutex drain_mu;  // one drainer at a time, so batches are applied in the order they were queued
+  std::vector<Item> out;
+  Apply apply = nullptr;
+  std::thread thread;
+  uint64_t events = 0, records = 0, drains = 0, max_depth = 0;  // under drain_mu
+  std::atomic<uint64_t> full_drains{0};
+};
+State& S() {
+  static State* s = new State();  // never destroyed: trace entries may come from atexit
+  return *s;
+}
+
+void apply_one(State& s, const Item& it) {
+  if (it.kind == kEvent) {
+    s.events++;
+    s.apply(it.ev);
+    return;
+  }
+  s.records++;
+  writer::append(it.type, it.device, it.flags, it.payload, it.bytes, nullptr, 0, writer::pinned_type(it.type));
+}
+
+// Queues `it`; false when no sequencer runs. A queue at kMaxItems is drained by the thread that filled it.
+bool enqueue(const Item& it) {
+  State& s = S();
+  size_t n;
+  {
+    std::lock_guard<std::mutex> lk(s.mu);
+    if (!s.running) return false;
+    s.in.push_back(it);
+    n = s.in.size();
+  }
+  if (n == kWake) s.cv.notify_one();
+  if (n >= kMaxItems) {
+    s.full_drains.fetch_add(1, std::memory_order_relaxed);
+    drain();
+  }
+  return true;
+}
+
+void run() {
+  // Signals go to the workload's threads, never to this one.
+  sigset_t all;
+  sigfillset(&all);
+  pthread_sigmask(SIG_BLOCK, &all, nullptr);
+  State& s = S();
+  std::unique_lock<std::mutex> lk(s.mu);
+  while (s.running) {
+    s.cv.wait_for(lk, std::chrono::milliseconds(5), [&] { return !s.running || s.in.size() >= kWake; });
+    if (!s.running) break;
+    lk.unlock();
+    drain();
+    lk.lock();
+  }
+}
+
+}  // namespace
+
+bool start(Apply apply) {
+  State& s = S();
+  std::lock_guard<std::mutex> lk(s.mu);
+  if (s.running || s.thread.joinable()) return false;
+  s.apply = apply;
+  s.started.store(true, std::memory_order_release);
+  s.in.reserve(kWake * 2);
+  s.out.reserve(kWake * 2);
+  s.running = true;
+  s.on.store(true);
+  s.thread = std::thread(run);
+  return true;
+}
+
+bool running() {
+  State& s = S();
+  std::lock_guard<std::mutex> lk(s.mu);
+  return s.running;
+}
+
+bool push(const Event& e) {
+  Item it;
+  it.kind = kEvent;
+  it.type = it.device = it.pad = 0;
+  it.flags = it.bytes = 0;
+  it.ev = e;
+  return enqueue(it);
+}
+
+void record(uint8_t type, uint8_t device, uint16_t flags, const void* payload, uint32_t bytes) {
+  if (!S().on.load(std::memory_order_relaxed)) {  // the lens mode: no queue (enqueue() would say so, under a lock)
+    writer::append(type, device, flags, payload, bytes, nullptr, 0, writer::pinned_type(type));
+    return;
+  }
+  if (bytes <= kMaxPayload) {
+    Item it;
+    it.kind = kRecord;
+    it.type = type;
+    it.device = device;
+    it.pad = 0;
+    it.flags = flags;
+    it.bytes = uint16_t(bytes);
+    std::memcpy(it.payload, payload, bytes);
+    if (enqueue(it)) return;
+  } else {
+    drain();
+  }
+  writer::append(type, device, flags, payload, bytes, nullptr, 0, writer::pinned_type(type));
+}
+
+void drain() {
+  State& s = S();
+  if (!s.started.load(std::memory_order_acquire)) return;  // never started: nothing was ever queued
+  std::lock_guard<std::mutex> dl(s.drain_mu);
+  {
+    std::lock_guard<std::mutex> lk(s.mu);
+    if (s.in.empty()) return;
+    s.out.swap(s.in);
+  }
+  s.max_depth = std::max<uint64_t>(s.max_depth, s.out.size());
+  for (const Item& it : s.out) apply_one(s, it);
+  s.out.clear();
+  s.drains++;
+}
+
+void stop() {
+  State& s = S();
+  std::thread t;
+  {
+    std::lock_guard<std::mutex> lk(s.mu);
+    s.running = false;
+    s.on.store(false);
+    t = std::move(s.thread);
+  }
+  s.cv.notify_all();
+  if (t.joinable() && t.get_id() != std::this_thread::get_id())
+    t.join();
+  else if (t.joinable())
+    t.detach();
+  drain();  // whatever was queued before `running` fell; nothing is queued after
+}
+
+void forget_after_fork() {
+  State& s = S();
+  // Only the forking thread exists here: the parent's thread, and any lock another thread held at the fork, are
+  // gone. So everything is made anew over the old objects, which are left as they were (a joinable std::thread
+  // must not be destroyed, a held mutex not used, a vector mid-push not touched).
+  new (&s.mu) std::mutex();
+  new (&s.drain_mu) std::mutex();
+  new (&s.cv) std::condition_variable();
+  new (&s.thread) std::thread();
+  new (&s.in) std::vector<Item>();
+  new (&s.out) std::vector<Item>();
+  s.running = false;
+  s.on.store(false);
+}
+
+Counters counters() {
+  State& s = S();
+  std::lock_guard<std::mutex> dl(s.drain_mu);
+  return Counters{s.events, s.records, s.drains, s.full_drains.load(), s.max_depth};
+}
+
+}  // namespace gpumem::rec::sequencer
