@@ -207,7 +207,9 @@ def child_steps(args):
                       "times_ms": [round(t * 1e3, 2) for t in times],
                       # each warm-up step: wall, host (issue) and CPU time, to tell our host cost from the GPU's
                       "settling_times_ms": [[round(x * 1e3, 2) for x in v] for v in (settling, settling_host, settling_cpu)],
-                      "keeper": _keeper_passes()}
+                      "keeper": _keeper_passes(),
+                      # Note [Deferred observation]: the PyTorch-allocator mode's queue (max_depth, full_drains)
+                      "observer_queue": _observer_queue()}
         del step
         import gc
         gc.collect()
@@ -221,6 +223,19 @@ def _keeper_passes():
     w = getattr(keeper, "_WATCH", None) if keeper else None
     return None if w is None else {"searches": w.searches, "pass_ms": [round(x * 1e3, 1) for x in w.seconds],
                                     "steps": w.steps}
+
+
+def _observer_queue():
+    """How the observer's queue kept up so far (gpumem_observe_info "queue"); None outside the PyTorch-allocator mode."""
+    import ctypes
+    fn = getattr(getattr(_bootstrap_native(), "lib", None), "gpumem_observe_info", None)
+    if fn is None:
+        return None
+    fn.restype, fn.argtypes = ctypes.c_size_t, [ctypes.c_char_p, ctypes.c_size_t]
+    buf = ctypes.create_string_buffer(4096)
+    fn(buf, len(buf))
+    info = json.loads(buf.value.decode())
+    return info.get("queue") if info.get("active") else None
 
 
 def _threads():

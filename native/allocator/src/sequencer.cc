@@ -86,6 +86,7 @@ void run() {
   sigset_t all;
   sigfillset(&all);
   pthread_sigmask(SIG_BLOCK, &all, nullptr);
+  pthread_setname_np(pthread_self(), "gpumem-observe");  // what `top -H` and the benchmarks' thread rows show
   State& s = S();
   std::unique_lock<std::mutex> lk(s.mu);
   while (s.running) {
