@@ -153,8 +153,10 @@ def states(events):
 
 
 def capture_lines(path, user_dir):
-    """Peak of allocated bytes (ALLOC − FREE_REQUESTED) and bytes per innermost user line at its first
-    moment, from the capture; also the backward() line(s) seen."""
+    """Peak of requested bytes (ALLOC − FREE_REQUESTED) and bytes per innermost user line at its first moment, from
+    the capture; also the backward() line(s) seen. Requested, as PyTorch's history counts: since Note [Observed block
+    sizes] a record's size is PyTorch's block (the request rounded to 512 B, or a whole unsplit block) and its
+    requested field is the trace entry's size."""
     header, strings, frames, stacks, events = read(path)
     boot = header.get("bootstrap_dir", PY_DIR)
 
@@ -171,7 +173,7 @@ def capture_lines(path, user_dir):
     backward_lines = set()
     for (t, dev, flags, payload) in events:
         if t == R.REC_ALLOC:
-            _t, addr, size, _req, _st, stack, _thr = R.BLOCK_EVENT.unpack_from(payload)
+            _t, addr, _block, size, _st, stack, _thr = R.BLOCK_EVENT.unpack_from(payload)
             live[addr] = (size, stack)
             cur += size
         elif t == R.REC_FREE_REQUESTED:
