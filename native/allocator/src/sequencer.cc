@@ -35,10 +35,9 @@ constexpr uint8_t kEvent = 0, kRecord = 1;
 // The producers' side and the drainer's side on cache lines of their own: an allocating thread's push then touches
 // only lines no other thread writes between two drains.
 struct alignas(64) State {
-  std::mutex mu;  // in, running: held for a push or a swap only
+  std::mutex mu;  // in, and every change of `on`: held for a push or a swap only
   std::vector<Item> in;
-  bool running = false;
-  std::atomic<bool> on{false};       // `running`, read without the lock where a stale answer is harmless
+  std::atomic<bool> on{false};       // the thread runs; read without the lock where a stale answer is harmless
   std::atomic<bool> started{false};  // apply is set
   alignas(64) std::condition_variable cv;
   alignas(64) std::mutex drain_mu;  // one drainer at a time, so batches are applied in the order they were queued
@@ -53,6 +52,10 @@ State& S() {
   return *s;
 }
 
+void write_now(uint8_t type, uint8_t device, uint16_t flags, const void* payload, uint32_t bytes) {
+  writer::append(type, device, flags, payload, bytes, nullptr, 0, writer::pinned_type(type));
+}
+
 void apply_one(State& s, const Item& it) {
   if (it.kind == kEvent) {
     s.events++;
@@ -60,7 +63,7 @@ void apply_one(State& s, const Item& it) {
     return;
   }
   s.records++;
-  writer::append(it.type, it.device, it.flags, it.payload, it.bytes, nullptr, 0, writer::pinned_type(it.type));
+  write_now(it.type, it.device, it.flags, it.payload, it.bytes);
 }
 
 // Queues `it`; false when no sequencer runs. A queue at kMaxItems is drained by the thread that filled it.
@@ -69,7 +72,7 @@ bool enqueue(const Item& it) {
   size_t n;
   {
     std::lock_guard<std::mutex> lk(s.mu);
-    if (!s.running) return false;
+    if (!s.on.load(std::memory_order_relaxed)) return false;
     s.in.push_back(it);
     n = s.in.size();
   }
@@ -89,9 +92,9 @@ void run() {
   pthread_setname_np(pthread_self(), "gpumem-observe");  // what `top -H` and the benchmarks' thread rows show
   State& s = S();
   std::unique_lock<std::mutex> lk(s.mu);
-  while (s.running) {
-    s.cv.wait_for(lk, std::chrono::milliseconds(5), [&] { return !s.running || s.in.size() >= kWake; });
-    if (!s.running) break;
+  while (s.on.load()) {
+    s.cv.wait_for(lk, std::chrono::milliseconds(5), [&] { return !s.on.load() || s.in.size() >= kWake; });
+    if (!s.on.load()) break;
     lk.unlock();
     drain();
     lk.lock();
@@ -103,51 +106,39 @@ void run() {
 bool start(Apply apply) {
   State& s = S();
   std::lock_guard<std::mutex> lk(s.mu);
-  if (s.running || s.thread.joinable()) return false;
+  if (s.on.load() || s.thread.joinable()) return false;
   s.apply = apply;
   s.started.store(true, std::memory_order_release);
   s.in.reserve(kWake * 2);
   s.out.reserve(kWake * 2);
-  s.running = true;
   s.on.store(true);
   s.thread = std::thread(run);
   return true;
 }
 
-bool running() {
-  State& s = S();
-  std::lock_guard<std::mutex> lk(s.mu);
-  return s.running;
-}
+bool running() { return S().on.load(); }
 
 bool push(const Event& e) {
-  Item it;
+  Item it{};
   it.kind = kEvent;
-  it.type = it.device = it.pad = 0;
-  it.flags = it.bytes = 0;
   it.ev = e;
   return enqueue(it);
 }
 
 void record(uint8_t type, uint8_t device, uint16_t flags, const void* payload, uint32_t bytes) {
-  if (!S().on.load(std::memory_order_relaxed)) {  // the lens mode: no queue (enqueue() would say so, under a lock)
-    writer::append(type, device, flags, payload, bytes, nullptr, 0, writer::pinned_type(type));
-    return;
-  }
-  if (bytes <= kMaxPayload) {
-    Item it;
+  // The lens mode has no queue (enqueue() would say so too, under a lock).
+  if (S().on.load(std::memory_order_relaxed) && bytes <= kMaxPayload) {
+    Item it{};
     it.kind = kRecord;
     it.type = type;
     it.device = device;
-    it.pad = 0;
     it.flags = flags;
     it.bytes = uint16_t(bytes);
     std::memcpy(it.payload, payload, bytes);
     if (enqueue(it)) return;
-  } else {
-    drain();
   }
-  writer::append(type, device, flags, payload, bytes, nullptr, 0, writer::pinned_type(type));
+  drain();  // a record too big for the queue still comes after what is queued (nothing, with no sequencer)
+  write_now(type, device, flags, payload, bytes);
 }
 
 void drain() {
@@ -170,16 +161,12 @@ void stop() {
   std::thread t;
   {
     std::lock_guard<std::mutex> lk(s.mu);
-    s.running = false;
     s.on.store(false);
     t = std::move(s.thread);
   }
   s.cv.notify_all();
-  if (t.joinable() && t.get_id() != std::this_thread::get_id())
-    t.join();
-  else if (t.joinable())
-    t.detach();
-  drain();  // whatever was queued before `running` fell; nothing is queued after
+  if (t.joinable()) t.join();  // apply() never stops the sequencer, so this is never its own thread
+  drain();                     // whatever was queued before `running` fell; nothing is queued after
 }
 
 void forget_after_fork() {
@@ -193,7 +180,6 @@ void forget_after_fork() {
   new (&s.thread) std::thread();
   new (&s.in) std::vector<Item>();
   new (&s.out) std::vector<Item>();
-  s.running = false;
   s.on.store(false);
 }
 
