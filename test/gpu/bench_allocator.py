@@ -227,14 +227,10 @@ def _keeper_passes():
 
 def _observer_queue():
     """How the observer's queue kept up so far (gpumem_observe_info "queue"); None outside the PyTorch-allocator mode."""
-    import ctypes
-    fn = getattr(getattr(_bootstrap_native(), "lib", None), "gpumem_observe_info", None)
-    if fn is None:
+    obs = getattr(sys.modules.get("gpumem._observe"), "_obs", None)  # the bootstrap's observer, when it runs
+    if obs is None:
         return None
-    fn.restype, fn.argtypes = ctypes.c_size_t, [ctypes.c_char_p, ctypes.c_size_t]
-    buf = ctypes.create_string_buffer(4096)
-    fn(buf, len(buf))
-    info = json.loads(buf.value.decode())
+    info = obs.info()
     return info.get("queue") if info.get("active") else None
 
 
