@@ -149,11 +149,15 @@ def child_steps(args):
     stats = ((lambda: lens_stats(lib)) if lib is not None else (lambda: native.stats(0)) if native is not None
              else torch.cuda.memory_stats)  # noqa: E731
     out = {"lens": _lens_active(torch)}
+    gate = Gate.from_env()
     for model in args.models:
         torch.manual_seed(0)
+        gate.turn()  # the model is built in this process's turn, so nothing else runs beside a timed block
         step = step_fn(model)
         settling, settling_host, settling_cpu = [], [], []
-        for _ in range(args.warmup):
+        for i in range(args.warmup):
+            if i:
+                gate.turn()  # the warm-up's steps one turn each: settling is compared step by step
             c0, t0 = time.process_time(), time.perf_counter()
             step()
             t1, c1 = time.perf_counter(), time.process_time()
@@ -167,7 +171,14 @@ def child_steps(args):
         st0 = (_stack_info() or {}).get("self_time") or {}
         th0, w0 = _threads(), time.perf_counter()
         times, host, cpu = [], [], []
-        for _ in range(n):
+        prof = None
+        if os.environ.get("GPUMEM_BENCH_CPROFILE"):  # a probe: where the host's time goes, by Python function
+            import cProfile
+            prof = cProfile.Profile()
+            prof.enable()
+        for i in range(n):
+            if i % gate.block == 0:
+                gate.turn()
             c0, t0 = time.process_time(), time.perf_counter()
             step()
             t1, c1 = time.perf_counter(), time.process_time()
@@ -178,6 +189,15 @@ def child_steps(args):
             # is issued, before the synchronize (which spins): what recording costs the host, and far
             # less sensitive to other tenants of a shared machine than wall time is.
             cpu.append(c1 - c0)
+        if prof is not None:
+            prof.disable()
+            import pstats
+            st = pstats.Stats(prof).stats  # (file, line, name) -> (calls, ncalls, tottime, cumtime, callers)
+            rows = sorted(((v[2], v[3], v[1], "%s:%d(%s)" % (os.path.basename(k[0]), k[1], k[2])) for k, v in st.items()),
+                          reverse=True)[:40]
+            profile_top = [[round(t / n * 1e3, 3), round(c / n * 1e3, 3), round(nc / n, 1), name] for t, c, nc, name in rows]
+        else:
+            profile_top = None
         s1 = stats()
         st1 = (_stack_info() or {}).get("self_time") or {}
         # Note [Self time] (native/allocator/src/self_time.h): µs per step inside each recording part
@@ -185,6 +205,7 @@ def child_steps(args):
                    if isinstance(v, dict) and v["calls"] > st0.get(k, {}).get("calls", 0)}
         self_calls = {k: round((v["calls"] - st0.get(k, {}).get("calls", 0)) / n, 1) for k, v in st1.items()
                       if isinstance(v, dict) and v["calls"] > st0.get(k, {}).get("calls", 0)}
+        # (in lockstep the wall time includes the other processes' turns: shares of one CPU read low)
         thread_cpu = _thread_cpu(th0, _threads(), time.perf_counter() - w0)
         per_step = lambda key: (s1.get(key, 0) - s0.get(key, 0)) / n  # noqa: E731
         out[model] = {"median_ms": statistics.median(times) * 1e3, "min_ms": min(times) * 1e3,
@@ -209,12 +230,39 @@ def child_steps(args):
                       "settling_times_ms": [[round(x * 1e3, 2) for x in v] for v in (settling, settling_host, settling_cpu)],
                       "keeper": _keeper_passes(),
                       # Note [Deferred observation]: the PyTorch-allocator mode's queue (max_depth, full_drains)
-                      "observer_queue": _observer_queue()}
+                      "observer_queue": _observer_queue(),
+                      # GPUMEM_BENCH_CPROFILE=1: per step, [ms own, ms with callees, calls, function], by own time
+                      "profile_top": profile_top}
         del step
         import gc
         gc.collect()
     out["stack_info"] = _stack_info()
+    gate.turn()  # the result is printed in this process's turn too
     return out
+
+
+class Gate:
+    """Note [Lockstep rounds]: a child's side of the turn-taking. turn() says "my turn is over" on the
+    pipe the parent reads (GPUMEM_BENCH_GATE="<fd to write>,<block>") and waits for the parent's "go" on stdin.
+    Outside lockstep every turn is the child's own at once."""
+
+    def __init__(self, fd=None, block=1 << 30):
+        self.fd, self.block, self.started = fd, block, False
+
+    @classmethod
+    def from_env(cls):
+        spec = os.environ.get("GPUMEM_BENCH_GATE")
+        if not spec:
+            return cls()
+        fd, block = spec.split(",")
+        return cls(int(fd), max(1, int(block)))
+
+    def turn(self):
+        if self.fd is None:
+            return
+        os.write(self.fd, b"r")  # the first one: set up and ready; then: this turn is over
+        if sys.stdin.buffer.read(1) != b"g":
+            raise SystemExit("lockstep parent went away")
 
 
 def _keeper_passes():
@@ -331,7 +379,8 @@ def one_cpu_per_core(limit):
     return set(chosen[:limit])
 
 
-def run_child(kind, config, so, model=None, env_extra=None):
+def child_command(kind, config, so, model=None, env_extra=None):
+    """The command line and environment of one child."""
     cmd = [sys.executable, os.path.abspath(__file__), "--child", kind, "--config", config, "--so", so]
     if model:
         cmd += ["--model", model]
@@ -351,16 +400,91 @@ def run_child(kind, config, so, model=None, env_extra=None):
         env = _launch.workload_env(session, so, user_roots=[HERE], base=env,
                                    allocator_mode="auto" if base == "gpumem-run-auto" else "lens")
         env.update(env_extra)  # after the table's settings, which it would otherwise overwrite
+    else:
+        session = None
+    return cmd, env, session
+
+
+def _pin():
     cpus = CPUS[0]
-    p = subprocess.run(cmd, capture_output=True, text=True, timeout=400, env=env,
-                       preexec_fn=(lambda: os.sched_setaffinity(0, cpus)) if cpus else None)
-    for line in p.stdout.splitlines():
+    return (lambda: os.sched_setaffinity(0, cpus)) if cpus else None
+
+
+def child_result(config, stdout, stderr, returncode, session):
+    for line in stdout.splitlines():
         if line.startswith("RESULT "):
             result = json.loads(line[len("RESULT "):])
-            if config.startswith("gpumem-run"):
+            if session:
                 result["session"] = session  # its capture can be replayed (test/bench/allocator/replay.py)
             return result
-    return {"error": "exit %d: %s" % (p.returncode, p.stderr[-1200:])}
+    return {"error": "exit %d: %s" % (returncode, stderr[-1200:])}
+
+
+def run_child(kind, config, so, model=None, env_extra=None):
+    cmd, env, session = child_command(kind, config, so, model, env_extra)
+    p = subprocess.run(cmd, capture_output=True, text=True, timeout=400, env=env, preexec_fn=_pin())
+    return child_result(config, p.stdout, p.stderr, p.returncode, session)
+
+
+def run_lockstep(configs, so, block, timeout=400):
+    """Note [Lockstep rounds]: one process per configuration, all alive at once, taking turns: each sets up, builds
+    a model, runs a warm-up step or a block of `block` timed steps (and synchronizes) only in its turn, in the order
+    of `configs` rotated by one at every turn. A burst of host load (they last about a second on the lent hosts)
+    then falls on every configuration alike instead of on whichever process ran in that minute."""
+    kids = []
+    for c in configs:
+        r, w = os.pipe()
+        cmd, env, session = child_command("steps", c, so)
+        env["GPUMEM_BENCH_GATE"] = "%d,%d" % (w, block)
+        out = tempfile.TemporaryFile(mode="w+")
+        err = tempfile.TemporaryFile(mode="w+")
+        p = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=out, stderr=err, env=env, pass_fds=(w,),
+                             preexec_fn=_pin())
+        os.close(w)
+        kids.append({"config": c, "p": p, "r": r, "out": out, "err": err, "session": session, "done": False})
+    deadline = time.monotonic() + timeout
+
+    def wait_ready(k):  # True: its turn is over (or it is set up); False: it ended
+        import select
+        while True:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise TimeoutError("lockstep child %s took too long" % k["config"])
+            if select.select([k["r"]], [], [], min(left, 1.0))[0]:
+                return os.read(k["r"], 1) == b"r"
+
+    try:
+        for k in kids:  # every child set up before any times a step
+            k["done"] = not wait_ready(k)
+        turn = 0
+        while not all(k["done"] for k in kids):
+            live = [k for k in kids if not k["done"]]
+            j = turn % len(live)
+            for k in live[j:] + live[:j]:
+                k["p"].stdin.write(b"g")
+                k["p"].stdin.flush()
+                k["done"] = not wait_ready(k)
+            turn += 1
+    finally:
+        results = {}
+        for k in kids:
+            try:
+                k["p"].stdin.close()
+            except OSError:
+                pass
+            try:
+                k["p"].wait(timeout=max(1, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                k["p"].kill()
+                k["p"].wait()
+            os.close(k["r"])
+            k["out"].seek(0)
+            k["err"].seek(0)
+            results[k["config"]] = child_result(k["config"], k["out"].read(), k["err"].read(), k["p"].returncode,
+                                                k["session"])
+            k["out"].close()
+            k["err"].close()
+    return results
 
 
 def main():
@@ -378,6 +502,9 @@ def main():
     ap.add_argument("--micro-configs", nargs="+", default=["native", "ours-bare", "ours", "native-history", "ours-stacks"],
                     help="configurations of the micro benchmark (the step benchmark's gpumem-run forms too)")
     ap.add_argument("--micro-rounds", type=int, default=1, help="interleaved rounds of the micro benchmark")
+    ap.add_argument("--lockstep", type=int, default=0, metavar="BLOCK",
+                    help="Note [Lockstep rounds]: every configuration of a round alive at once, taking turns of BLOCK "
+                         "timed steps (warm-up steps one a turn); 0: one configuration after another")
     ap.add_argument("--cpus", type=int, default=0,
                     help="pin every child to this many logical CPUs, one per physical core (Note [Pinned children])")
     ap.add_argument("--child")
@@ -431,7 +558,10 @@ def main():
         for r in range(args.rounds):
             k = r % len(configs)
             order = configs[k:] + configs[:k]
-            rounds.append({c: run_child("steps", c, args.so) for c in order})
+            if args.lockstep:
+                rounds.append(run_lockstep(order, args.so, args.lockstep))
+            else:
+                rounds.append({c: run_child("steps", c, args.so) for c in order})
             print(json.dumps({"round": r, "result": rounds[-1]}), flush=True)
         show("step_rounds", rounds)
         for model in args.models:

@@ -100,9 +100,11 @@ for s in "${stages[@]}"; do
     # Issue 26: step time of `gpumem run` (full recording: stacks, tags, phases, module paths) vs native, the lens
     # and the default mode, ROUNDS interleaved rounds (default 5): settled (STEPS timed steps, default 100: the lent
     # host's slow bursts last about a second, a third of GPT-2's window rather than half) and settling (warm-up).
+    # The configurations of a round take turns of BLOCK steps (default 10; Note [Lockstep rounds], test/gpu/README.md).
     categories-cost) run_stage categories-cost 580 bash -c "PYTHONPATH=$PWD/native/python python3 -m gpumem build-observer >/dev/null 2>&1
         python3 test/gpu/bench_allocator.py --so $SO --only steps --models gpt2 resnet50 \
-        --step-configs native gpumem-run gpumem-run-auto --rounds ${ROUNDS:-5} --steps ${STEPS:-100} --cpus 6 | grep -E 'step_ratio|median'" ;;
+        --step-configs native gpumem-run gpumem-run-auto --rounds ${ROUNDS:-5} --steps ${STEPS:-100} --cpus 6 \
+        --lockstep ${BLOCK:-10} | grep -E 'step_ratio|median|error'" ;;
     # Issue 13: what the summary says empty_cache() would release and the largest request without growth,
     # against the allocator then doing it (control socket empty_cache; an allocation of that size).
     what-if) run_stage what-if 240 python3 test/gpu/what_if_check.py --out "$OUT/what-if" ;;
