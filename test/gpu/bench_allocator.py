@@ -176,6 +176,7 @@ def child_steps(args):
             import cProfile
             prof = cProfile.Profile()
             prof.enable()
+        gc_seen = _GcTime()
         for i in range(n):
             if i % gate.block == 0:
                 gate.turn()
@@ -189,6 +190,7 @@ def child_steps(args):
             # is issued, before the synchronize (which spins): what recording costs the host, and far
             # less sensitive to other tenants of a shared machine than wall time is.
             cpu.append(c1 - c0)
+        gc_seen.stop()
         if prof is not None:
             prof.disable()
             import pstats
@@ -232,13 +234,41 @@ def child_steps(args):
                       # Note [Deferred observation]: the PyTorch-allocator mode's queue (max_depth, full_drains)
                       "observer_queue": _observer_queue(),
                       # GPUMEM_BENCH_CPROFILE=1: per step, [ms own, ms with callees, calls, function], by own time
-                      "profile_top": profile_top}
+                      "profile_top": profile_top,
+                      # Python's cyclic collector while the timed steps ran: per generation [collections, ms]
+                      "gc": gc_seen.per_generation}
         del step
         import gc
         gc.collect()
     out["stack_info"] = _stack_info()
     gate.turn()  # the result is printed in this process's turn too
     return out
+
+
+class _GcTime:
+    """Collections of Python's cyclic collector, and the time they took, from now until stop() (a recorder that
+    makes Python objects per step makes the collector run more often; a full collection of a heap holding torch
+    and transformers takes tens of milliseconds)."""
+
+    def __init__(self):
+        import gc
+        self.per_generation = {0: [0, 0.0], 1: [0, 0.0], 2: [0, 0.0]}
+        self._t0 = None
+        gc.callbacks.append(self._cb)
+
+    def _cb(self, phase, info):
+        if phase == "start":
+            self._t0 = time.perf_counter()
+        elif self._t0 is not None:
+            row = self.per_generation.setdefault(info.get("generation", -1), [0, 0.0])
+            row[0] += 1
+            row[1] = round(row[1] + (time.perf_counter() - self._t0) * 1e3, 3)
+            self._t0 = None
+
+    def stop(self):
+        import gc
+        if self._cb in gc.callbacks:
+            gc.callbacks.remove(self._cb)
 
 
 class Gate:
