@@ -104,7 +104,7 @@ for s in "${stages[@]}"; do
     categories-cost) run_stage categories-cost 580 bash -c "PYTHONPATH=$PWD/native/python python3 -m gpumem build-observer >/dev/null 2>&1
         python3 test/gpu/bench_allocator.py --so $SO --only steps --models gpt2 resnet50 \
         --step-configs native gpumem-run gpumem-run-auto --rounds ${ROUNDS:-5} --steps ${STEPS:-100} --cpus 6 \
-        --lockstep ${BLOCK:-10} | grep -E 'step_ratio|median|error'" ;;
+        --lockstep ${BLOCK:-10} | grep --line-buffered -E 'step_ratio|median|error'" ;;
     # Issue 13: what the summary says empty_cache() would release and the largest request without growth,
     # against the allocator then doing it (control socket empty_cache; an allocation of that size).
     what-if) run_stage what-if 240 python3 test/gpu/what_if_check.py --out "$OUT/what-if" ;;

@@ -113,6 +113,9 @@ class DeferredObservationTest(unittest.TestCase):
         q = queued_info["end"]["queue"]
         self.assertEqual(q["events"], 3 * loops + 6)
         self.assertGreaterEqual(q["full_drains"] + q["drains"], 3)
+        # Note [Folded frees]: almost every free pair took one slot, and the capture above is still the inline one
+        self.assertGreater(q["folded"], loops * 9 // 10)
+        self.assertLessEqual(q["folded"], loops + 1)
 
     def test_order_and_time_in_the_file_are_the_calls(self):
         info, recs = self.run_driver(False, 10)

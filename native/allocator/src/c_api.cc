@@ -372,7 +372,7 @@ GPUMEM_API size_t gpumem_observe_info(char* buf, size_t cap) {
   j += ",\"queue\":{\"running\":" + std::string(rec::sequencer::running() ? "true" : "false") +
        ",\"events\":" + std::to_string(q.events) + ",\"records\":" + std::to_string(q.records) +
        ",\"drains\":" + std::to_string(q.drains) + ",\"full_drains\":" + std::to_string(q.full_drains) +
-       ",\"max_depth\":" + std::to_string(q.max_depth) + "}}";
+       ",\"max_depth\":" + std::to_string(q.max_depth) + ",\"folded\":" + std::to_string(q.folded) + "}}";
   if (buf && cap) {
     size_t n = std::min(cap - 1, j.size());
     std::memcpy(buf, j.data(), n);

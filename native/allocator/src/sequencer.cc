@@ -30,7 +30,7 @@ struct Item {
     unsigned char payload[kMaxPayload];
   };
 };
-constexpr uint8_t kEvent = 0, kRecord = 1;
+constexpr uint8_t kEvent = 0, kRecord = 1, kFreePair = 2;  // kFreePair: Note [Folded frees]
 
 // The producers' side and the drainer's side on cache lines of their own: an allocating thread's push then touches
 // only lines no other thread writes between two drains.
@@ -44,7 +44,7 @@ struct alignas(64) State {
   std::vector<Item> out;
   Apply apply = nullptr;
   std::thread thread;
-  uint64_t events = 0, records = 0, drains = 0, max_depth = 0;  // under drain_mu
+  uint64_t events = 0, records = 0, drains = 0, max_depth = 0, folded = 0;  // under drain_mu
   std::atomic<uint64_t> full_drains{0};
 };
 State& S() {
@@ -60,6 +60,18 @@ void apply_one(State& s, const Item& it) {
   if (it.kind == kEvent) {
     s.events++;
     s.apply(it.ev);
+    return;
+  }
+  if (it.kind == kFreePair) {  // Note [Folded frees]: the pair as it came, each with its own time
+    Event e = it.ev;
+    e.action = kFreeRequested;
+    e.stack = 0;
+    s.apply(e);
+    e.action = kFreeCompleted;
+    e.t_ns = it.ev.t_ns + it.ev.stack;
+    s.apply(e);
+    s.events += 2;
+    s.folded++;
     return;
   }
   s.records++;
@@ -119,7 +131,23 @@ bool start(Apply apply) {
 bool running() { return S().on.load(); }
 
 bool push(const Event& e) {
-  Item it{};
+  if (e.action == kFreeCompleted) {
+    State& s = S();
+    std::lock_guard<std::mutex> lk(s.mu);
+    if (!s.on.load(std::memory_order_relaxed)) return false;
+    if (!s.in.empty()) {
+      Item& back = s.in.back();
+      const Event& r = back.ev;
+      if (back.kind == kEvent && r.action == kFreeRequested && r.stack == 0 && r.thread == e.thread &&
+          r.device == e.device && r.addr == e.addr && r.size == e.size && r.stream == e.stream && e.t_ns >= r.t_ns &&
+          e.t_ns - r.t_ns <= UINT32_MAX) {
+        back.kind = kFreePair;  // Note [Folded frees]
+        back.ev.stack = uint32_t(e.t_ns - r.t_ns);
+        return true;
+      }
+    }
+  }
+  Item it;  // no zeroing: an event fills all it uses
   it.kind = kEvent;
   it.ev = e;
   return enqueue(it);
@@ -186,7 +214,7 @@ void forget_after_fork() {
 Counters counters() {
   State& s = S();
   std::lock_guard<std::mutex> dl(s.drain_mu);
-  return Counters{s.events, s.records, s.drains, s.full_drains.load(), s.max_depth};
+  return Counters{s.events, s.records, s.drains, s.full_drains.load(), s.max_depth, s.folded};
 }
 
 }  // namespace gpumem::rec::sequencer

@@ -36,6 +36,15 @@ struct Event {
 
 using Apply = void (*)(const Event&);
 
+// Note [Folded frees]: PyTorch's free() writes FREE_REQUESTED and, when the block has no other stream's use to
+// wait for, at once FREE_COMPLETED for the same block under the same allocator lock: two of every three trace
+// entries of a step come as such a pair. push() folds the second into the queued first (the queue's last item,
+// the same thread, device, address, size and stream), with its time as a delta in the first's unused `stack`
+// (a free has no stack), so the pair costs the allocating thread one slot; apply() is still called twice, in
+// order, with each entry's own time. Anything queued between the two (another thread's entry or record) leaves
+// them unfolded.
+constexpr int32_t kFreeRequested = 1, kFreeCompleted = 2;  // PyTorch's TraceEntry::Action (observer.h)
+
 constexpr uint32_t kMaxPayload = 48;  // a queued record's payload (MarkerRec 16 B, TagRec 32 B)
 constexpr uint32_t kWake = 4096;      // queued items that wake the thread before its 5 ms
 constexpr uint32_t kMaxItems = 1u << 17;
@@ -56,7 +65,7 @@ void stop();
 void forget_after_fork();
 
 struct Counters {
-  uint64_t events, records, drains, full_drains, max_depth;
+  uint64_t events, records, drains, full_drains, max_depth, folded;  // folded: FREE_COMPLETED entries folded
 };
 Counters counters();
 

@@ -341,5 +341,70 @@ int main() {
     CHECK(c.max_depth <= sq::kMaxItems + kProducers);
   });
 
+  // Note [Folded frees]: a FREE_REQUESTED and its FREE_COMPLETED pushed back to back by one thread take one slot, and
+  // are applied as two entries in order, each with its own time; an entry or record queued between them, another
+  // thread's FREE_COMPLETED, a different block or a FREE_COMPLETED alone are never folded.
+  run("sequencer_folds_a_free_pair_and_applies_both_in_order", [] {
+    namespace sq = rec::sequencer;
+    struct Seen {
+      int32_t action;
+      uint64_t t, addr;
+      uint32_t stack, thread;
+    };
+    static std::vector<Seen> applied;
+    applied.clear();
+    CHECK(sq::start([](const sq::Event& e) { applied.push_back({e.action, e.t_ns, e.addr, e.stack, e.thread}); }));
+    const uint64_t folded0 = sq::counters().folded;
+    auto ev = [](uint64_t t, int32_t action, uint64_t addr, uint32_t thread, uint32_t stack = 0) {
+      return sq::Event{t, addr, 512, 9, stack, thread, 0, action};
+    };
+    constexpr int kPairs = 1000;
+    for (int i = 0; i < kPairs; i++) {
+      const uint64_t t = 1000 + uint64_t(i) * 10, a = 0x1000 + uint64_t(i) * 512;
+      CHECK(sq::push(ev(t, 0, a, 1, 7)));
+      CHECK(sq::push(ev(t + 1, sq::kFreeRequested, a, 1)));
+      CHECK(sq::push(ev(t + 4, sq::kFreeCompleted, a, 1)));
+    }
+    sq::drain();
+    // The sequencer's thread may drain between the two entries of a pair (every 5 ms): at most a few are not folded.
+    const uint64_t folded = sq::counters().folded - folded0;
+    CHECK(folded >= uint64_t(kPairs - 10));
+    CHECK(folded <= uint64_t(kPairs));
+    // Never folded, whenever the thread drains:
+    const uint64_t before = sq::counters().folded;
+    CHECK(sq::push(ev(50000, sq::kFreeRequested, 0xB000, 1)));
+    const uint32_t marker = 3;
+    sq::record(0, 0, 0, &marker, sizeof marker);  // a record between the two (no capture open: written nowhere)
+    CHECK(sq::push(ev(50002, sq::kFreeCompleted, 0xB000, 1)));
+    CHECK(sq::push(ev(50010, sq::kFreeRequested, 0xC000, 1)));
+    CHECK(sq::push(ev(50011, sq::kFreeCompleted, 0xC000, 2)));  // another thread's
+    CHECK(sq::push(ev(50020, sq::kFreeRequested, 0xD000, 1)));
+    CHECK(sq::push(ev(50021, sq::kFreeCompleted, 0xD200, 1)));  // another block
+    CHECK(sq::push(ev(50030, sq::kFreeCompleted, 0xE000, 1)));  // alone
+    sq::stop();
+    CHECK_EQ(sq::counters().folded, before);
+    // Every entry applied once, in the order pushed, with its own time, action, block and stack.
+    std::vector<Seen> want;
+    for (int i = 0; i < kPairs; i++) {
+      const uint64_t t = 1000 + uint64_t(i) * 10, a = 0x1000 + uint64_t(i) * 512;
+      want.push_back({0, t, a, 7, 1});
+      want.push_back({sq::kFreeRequested, t + 1, a, 0, 1});
+      want.push_back({sq::kFreeCompleted, t + 4, a, 0, 1});
+    }
+    want.push_back({sq::kFreeRequested, 50000, 0xB000, 0, 1});
+    want.push_back({sq::kFreeCompleted, 50002, 0xB000, 0, 1});
+    want.push_back({sq::kFreeRequested, 50010, 0xC000, 0, 1});
+    want.push_back({sq::kFreeCompleted, 50011, 0xC000, 0, 2});
+    want.push_back({sq::kFreeRequested, 50020, 0xD000, 0, 1});
+    want.push_back({sq::kFreeCompleted, 50021, 0xD200, 0, 1});
+    want.push_back({sq::kFreeCompleted, 50030, 0xE000, 0, 1});
+    CHECK_EQ(applied.size(), want.size());
+    bool same = applied.size() == want.size();
+    for (size_t i = 0; same && i < want.size(); i++)
+      same = applied[i].action == want[i].action && applied[i].t == want[i].t && applied[i].addr == want[i].addr &&
+             applied[i].stack == want[i].stack && applied[i].thread == want[i].thread;
+    CHECK(same);
+  });
+
   return t::finish();
 }
