@@ -277,7 +277,7 @@ class Gate:
     Outside lockstep every turn is the child's own at once."""
 
     def __init__(self, fd=None, block=1 << 30):
-        self.fd, self.block, self.started = fd, block, False
+        self.fd, self.block = fd, block
 
     @classmethod
     def from_env(cls):
@@ -440,7 +440,7 @@ def _pin():
     return (lambda: os.sched_setaffinity(0, cpus)) if cpus else None
 
 
-def child_result(config, stdout, stderr, returncode, session):
+def child_result(stdout, stderr, returncode, session):
     for line in stdout.splitlines():
         if line.startswith("RESULT "):
             result = json.loads(line[len("RESULT "):])
@@ -453,7 +453,7 @@ def child_result(config, stdout, stderr, returncode, session):
 def run_child(kind, config, so, model=None, env_extra=None):
     cmd, env, session = child_command(kind, config, so, model, env_extra)
     p = subprocess.run(cmd, capture_output=True, text=True, timeout=400, env=env, preexec_fn=_pin())
-    return child_result(config, p.stdout, p.stderr, p.returncode, session)
+    return child_result(p.stdout, p.stderr, p.returncode, session)
 
 
 def run_lockstep(configs, so, block, timeout=400):
@@ -510,8 +510,7 @@ def run_lockstep(configs, so, block, timeout=400):
             os.close(k["r"])
             k["out"].seek(0)
             k["err"].seek(0)
-            results[k["config"]] = child_result(k["config"], k["out"].read(), k["err"].read(), k["p"].returncode,
-                                                k["session"])
+            results[k["config"]] = child_result(k["out"].read(), k["err"].read(), k["p"].returncode, k["session"])
             k["out"].close()
             k["err"].close()
     return results
