@@ -19,7 +19,7 @@ namespace gpumem::rec::sequencer {
 namespace {
 
 struct Item {
-  uint8_t kind;  // kEvent or kRecord
+  uint8_t kind;  // kEvent, kRecord or kFreePair
   uint8_t type;  // the record's
   uint8_t device;
   uint8_t pad;
@@ -78,6 +78,21 @@ void apply_one(State& s, const Item& it) {
   write_now(it.type, it.device, it.flags, it.payload, it.bytes);
 }
 
+// Under s.mu: folds a FREE_COMPLETED into the queue's last item when that is the same thread's FREE_REQUESTED of the
+// same block (Note [Folded frees]); false if it is anything else.
+bool fold_locked(State& s, const Event& e) {
+  if (e.action != kFreeCompleted || s.in.empty()) return false;
+  Item& back = s.in.back();
+  const Event& r = back.ev;
+  if (back.kind != kEvent || r.action != kFreeRequested || r.stack != 0 || r.thread != e.thread ||
+      r.device != e.device || r.addr != e.addr || r.size != e.size || r.stream != e.stream || e.t_ns < r.t_ns ||
+      e.t_ns - r.t_ns > UINT32_MAX)
+    return false;
+  back.kind = kFreePair;
+  back.ev.stack = uint32_t(e.t_ns - r.t_ns);
+  return true;
+}
+
 // Queues `it`; false when no sequencer runs. A queue at kMaxItems is drained by the thread that filled it.
 bool enqueue(const Item& it) {
   State& s = S();
@@ -85,6 +100,7 @@ bool enqueue(const Item& it) {
   {
     std::lock_guard<std::mutex> lk(s.mu);
     if (!s.on.load(std::memory_order_relaxed)) return false;
+    if (it.kind == kEvent && fold_locked(s, it.ev)) return true;
     s.in.push_back(it);
     n = s.in.size();
   }
@@ -131,22 +147,6 @@ bool start(Apply apply) {
 bool running() { return S().on.load(); }
 
 bool push(const Event& e) {
-  if (e.action == kFreeCompleted) {
-    State& s = S();
-    std::lock_guard<std::mutex> lk(s.mu);
-    if (!s.on.load(std::memory_order_relaxed)) return false;
-    if (!s.in.empty()) {
-      Item& back = s.in.back();
-      const Event& r = back.ev;
-      if (back.kind == kEvent && r.action == kFreeRequested && r.stack == 0 && r.thread == e.thread &&
-          r.device == e.device && r.addr == e.addr && r.size == e.size && r.stream == e.stream && e.t_ns >= r.t_ns &&
-          e.t_ns - r.t_ns <= UINT32_MAX) {
-        back.kind = kFreePair;  // Note [Folded frees]
-        back.ev.stack = uint32_t(e.t_ns - r.t_ns);
-        return true;
-      }
-    }
-  }
   Item it;  // no zeroing: an event fills all it uses
   it.kind = kEvent;
   it.ev = e;
