@@ -3,6 +3,7 @@
 
 #include <fcntl.h>
 #include <poll.h>
+#include <pthread.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -79,6 +80,7 @@ bool process_input(Client& c) {
 }
 
 void serve() {
+  pthread_setname_np(pthread_self(), "gpumem-control");  // Note [Thread names] in sequencer.cc
   std::vector<Client> clients;
   std::vector<pollfd> fds;
   char buf[16384];

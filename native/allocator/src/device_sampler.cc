@@ -2,6 +2,7 @@
 #include "device_sampler.h"
 
 #include <dlfcn.h>
+#include <pthread.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -102,6 +103,7 @@ void start(uint32_t interval_ms, std::function<void()> pass) {
   if (g_thread.joinable()) return;
   g_stop = false;
   g_thread = std::thread([interval_ms, pass = std::move(pass)] {
+    pthread_setname_np(pthread_self(), "gpumem-sampler");  // Note [Thread names] in sequencer.cc
     std::unique_lock<std::mutex> lk(g_mu);
     while (!g_stop) {
       lk.unlock();

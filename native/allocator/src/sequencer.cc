@@ -117,7 +117,10 @@ void run() {
   sigset_t all;
   sigfillset(&all);
   pthread_sigmask(SIG_BLOCK, &all, nullptr);
-  pthread_setname_np(pthread_self(), "gpumem-observe");  // what `top -H` and the benchmarks' thread rows show
+  // Note [Thread names]: every thread of ours is named "gpumem-<job>" (observe, writer, sampler, control). An
+  // unnamed thread inherits the process's name ("python3"): `top -H`, the benchmarks' thread rows and a profile by
+  // thread (test/gpu/probes/perf_host.sh) then mix its work into the workload's main thread.
+  pthread_setname_np(pthread_self(), "gpumem-observe");
   State& s = S();
   std::unique_lock<std::mutex> lk(s.mu);
   while (s.on.load()) {

@@ -395,6 +395,7 @@ void run() {
   sigemptyset(&xfsz);
   sigaddset(&xfsz, SIGXFSZ);
   pthread_sigmask(SIG_BLOCK, &xfsz, nullptr);
+  pthread_setname_np(pthread_self(), "gpumem-writer");  // Note [Thread names] in sequencer.cc
   State& s = S();
   std::vector<Batch> todo;
   std::unique_lock<std::mutex> lk(s.mu);
