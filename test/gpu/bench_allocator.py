@@ -31,8 +31,22 @@ sys.path.insert(0, HERE)
 from allocator_checks import DEFAULT_SO, install_lens, lens_stats  # noqa: E402
 
 
+# The "native-tracker" configuration's tracker (issue 26: what PyTorch's trace entries cost before anything of ours runs).
+NOOP_TRACKER = r"""
+#include <torch/extension.h>
+#include <c10/cuda/CUDACachingAllocator.h>
+#include <atomic>
+namespace CCA = c10::cuda::CUDACachingAllocator;
+static std::atomic<uint64_t> g_entries{0};
+void attach() {
+  py::gil_scoped_release no_gil;  // attaching takes each device's allocator lock
+  CCA::attachAllocatorTraceTracker([](const CCA::TraceEntry&) { g_entries.fetch_add(1, std::memory_order_relaxed); });
+}
+"""
+
+
 def setup(config, so):
-    """config: native | native-ring | native-history | ours | ours-bare | ours-stacks | ours-recording | ours-fixed |
+    """config: native | native-ring | native-tracker | native-history | ours | ours-bare | ours-stacks | ours-recording | ours-fixed |
     ours-expandable, optionally + "+trim" (expandable with trim_on_growth)."""
     import torch
 
@@ -40,6 +54,14 @@ def setup(config, so):
         return install_lens(so, {"trace_entries": 0, "stacks": False})
     if config == "native-ring":  # PyTorch's history on with no context: the ring and trace entries alone
         torch.cuda.memory._record_memory_history(enabled="all", context=None, stacks="python", max_entries=1)
+        return None
+    if config == "native-tracker":  # a trace tracker that does nothing: PyTorch's TraceEntry per event and its call
+        from torch.utils.cpp_extension import load_inline
+
+        folder = os.path.join(tempfile.gettempdir(), "gpumem-bench-noop-tracker")  # built once, loaded by later rounds
+        os.makedirs(folder, exist_ok=True)
+        load_inline(name="gpumem_bench_noop_tracker", cpp_sources=[NOOP_TRACKER], functions=["attach"], with_cuda=True,
+                    build_directory=folder, verbose=False).attach()
         return None
     if config == "native-history":
         torch.cuda.memory._record_memory_history(enabled="all", context="all", stacks="python")

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Every GPU check in one device call (device time is scarce). Build here first, then carry dist/native:
 #   make -C native/allocator && <device run, carry dist/native> bash test/gpu/run_all.sh [stage…]
-# Stages: env allocator workload sanitizer stacks micro steps frag probes varlen leaks pytorch-tests summaries oom-sample leaks-convnet no-false-leaks keeper-probe budget monitors metadata export-viz categories categories-cost what-if resnet-overhead long-run advice pytorch-mode pytorch-mode-cost ranks-2gpu notebooks (default: env allocator stacks workload sanitizer).
+# Stages: env allocator workload sanitizer stacks micro steps frag probes varlen leaks pytorch-tests summaries oom-sample leaks-convnet no-false-leaks keeper-probe budget monitors metadata export-viz categories categories-cost what-if host-bisect host-profile resnet-overhead long-run advice pytorch-mode pytorch-mode-cost ranks-2gpu notebooks (default: env allocator stacks workload sanitizer).
 # Each of micro, steps and frag is one part of test/gpu/bench_allocator.py; "bench" runs all three.
 # Results land under $OUT (logs + JSON), one file per stage, so they come back with the call.
 set -u
@@ -105,6 +105,16 @@ for s in "${stages[@]}"; do
         python3 test/gpu/bench_allocator.py --so $SO --only steps --models gpt2 resnet50 \
         --step-configs native gpumem-run gpumem-run-auto --rounds ${ROUNDS:-5} --steps ${STEPS:-100} --cpus 6 \
         --lockstep ${BLOCK:-10} | grep --line-buffered -E 'step_ratio|median|error'" ;;
+    # Issue 26, probes: where the default mode's added host time goes, part by part. ResNet-50 in lockstep rounds:
+    # PyTorch's trace entries to a tracker that does nothing (native-tracker), PyTorch's history ring (native-ring),
+    # the default mode without stacks, the same applying entries inline (no gpumem-observe thread), the default mode;
+    # host_ms per configuration in $OUT/bench_allocator.json. Then a flat CPU profile by thread, native and default
+    # mode twice each, interleaved (test/gpu/probes/perf_host.sh; carry .carry/perfpkg from probes/pack_perf.sh).
+    host-bisect) run_stage host-bisect 420 bash -c "PYTHONPATH=$PWD/native/python python3 -m gpumem build-observer >/dev/null 2>&1
+        python3 test/gpu/bench_allocator.py --so $SO --only steps --models resnet50 --rounds ${ROUNDS:-3} --steps ${STEPS:-60} \
+        --cpus 6 --lockstep ${BLOCK:-10} --step-configs native native-tracker native-ring gpumem-run-auto:GPUMEM_STACKS=0 \
+        gpumem-run-auto:GPUMEM_STACKS=0,GPUMEM_OBSERVE_INLINE=1 gpumem-run-auto | grep --line-buffered -E 'step_ratio|median|error'" ;;
+    host-profile) run_stage host-profile 200 env CONFIGS="native gpumem-auto gpumem-auto native" bash test/gpu/probes/perf_host.sh 5 ;;
     # Issue 13: what the summary says empty_cache() would release and the largest request without growth,
     # against the allocator then doing it (control socket empty_cache; an allocation of that size).
     what-if) run_stage what-if 240 python3 test/gpu/what_if_check.py --out "$OUT/what-if" ;;

@@ -14,7 +14,7 @@ W=${1:-5}
 mkdir -p "$OUT/perf" /tmp/perfpkg
 tar xJf .carry/perfpkg/perf.tar.xz -C /tmp/perfpkg
 PERF=(/tmp/perfpkg/perf/lib/ld-linux-x86-64.so.2 --library-path /tmp/perfpkg/perf/lib /tmp/perfpkg/perf/perf)
-export PYTHONPATH=$PWD/native/python PROBE_WATCHDOG_S=$((W + 70))
+export PYTHONPATH=$PWD/native/python GPUMEM_WATCHDOG_S=$((W + 70))
 python3 -m gpumem build-observer > /dev/null 2>&1
 i=0
 for c in ${CONFIGS:-native gpumem-auto}; do

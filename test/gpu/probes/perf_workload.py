@@ -9,7 +9,7 @@ import os
 import sys
 import time
 
-faulthandler.dump_traceback_later(int(os.environ.get("PROBE_WATCHDOG_S", "80")), exit=True)
+faulthandler.dump_traceback_later(int(os.environ.get("GPUMEM_WATCHDOG_S", "80")), exit=True)
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 import torch  # noqa: E402
 
