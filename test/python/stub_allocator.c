@@ -136,6 +136,11 @@ int gpumem_tag(uint64_t addr, uint64_t size, uint32_t category, const char* name
   pthread_mutex_unlock(&mu);
   return 0;
 }
+int gpumem_tags(const uint64_t* items, uint32_t count) {
+  for (uint32_t i = 0; i < count; i++)
+    if (gpumem_tag(items[4 * i], items[4 * i + 1], (uint32_t)items[4 * i + 2], 0, (int)items[4 * i + 3]) != 0) return -1;
+  return 0;
+}
 int gpumem_user_metadata(const char* text) {
   if (!log_file) return -1;
   pthread_mutex_lock(&mu);

@@ -36,11 +36,22 @@ class Opt:
         self.state = {}
 
 
+def quads(items):
+    """The (category, addr, nbytes, device) of each tag in one tag_many call."""
+    assert len(items) % 4 == 0, items
+    return [(items[i + 2], items[i], items[i + 1], items[i + 3]) for i in range(0, len(items), 4)]
+
+
 class TagWalkTest(unittest.TestCase):
     def setUp(self):
         self.calls = []
+        self.batches = 0
+
+        def tag_many(items):
+            self.batches += 1
+            self.calls.extend(quads(items))
         # Every walk a full one here; LightWalkTest covers the walks that look at gradients only.
-        self.walk = TagWalk(lambda addr, nbytes, cat, dev: self.calls.append((cat, addr, nbytes, dev)), full_every=1)
+        self.walk = TagWalk(tag_many, full_every=1)
 
     def take(self):
         out, self.calls = self.calls, []
@@ -64,6 +75,7 @@ class TagWalkTest(unittest.TestCase):
         self.walk.walk(opt)
         self.assertEqual(self.take(), [(TAG_GRADIENT, 0x3000, 1024, 0), (TAG_PARAMETER, 0x6000, 32, 1)])
         self.assertEqual(self.walk.tagged, 7)
+        self.assertEqual(self.batches, 2, "one native call per walk that tags anything, none for a walk that does not")
 
     def test_the_walk_keeps_no_tensor_alive_and_forgets_dead_ones(self):
         w = T(0x1000, 8)
@@ -75,15 +87,38 @@ class TagWalkTest(unittest.TestCase):
         w.grad = None
         gc.collect()
         self.assertIsNone(gone(), "a gradient the user dropped is not kept by the walk")
-        self.assertEqual(len(self.walk._seen), 1, "only the live parameter is remembered")
         self.assertEqual(self.walk.tagged, 51)
+        self.walk.sweep()
+        self.assertEqual(len(self.walk._seen), 1, "only the live parameter is remembered")
+
+    def test_dead_entries_are_swept_on_their_own_and_never_hide_a_new_tensor(self):
+        w = T(0x1000, 8)
+        opt = Opt([w])
+        for step in range(3 * TagWalk.SWEEP_EVERY):
+            w.grad = T(0x2000, 8)  # a new gradient object each step at the same address; CPython often reuses the id
+            self.walk.walk(opt)
+        self.assertEqual([c for c in self.take() if c[0] == TAG_GRADIENT], [(TAG_GRADIENT, 0x2000, 32, 0)] * (3 * TagWalk.SWEEP_EVERY),
+                         "every new gradient tagged, though its id may be a dead one's")
+        self.walk.sweep()
+        dead = T(0x3000, 8)
+        w.grad = dead
+        self.walk.walk(opt)
+        key = id(dead)
+        w.grad = T(0x4000, 8)  # made while `dead` lives: another id
+        del dead
+        gc.collect()
+        for _ in range(TagWalk.SWEEP_EVERY - 2):
+            self.walk.walk(opt)
+        self.assertIn(key, self.walk._seen, "a dead entry waits for the sweep (no callback per tensor)")
+        self.walk.walk(opt)
+        self.assertNotIn(key, self.walk._seen, "the sweep comes on its own every SWEEP_EVERY walks")
 
 
 
 class LightWalkTest(unittest.TestCase):
     def test_gradients_every_walk_parameters_and_state_at_full_walks(self):
         calls = []
-        walk = TagWalk(lambda addr, nbytes, cat, dev: calls.append((cat, addr)), full_every=4)
+        walk = TagWalk(lambda items: calls.extend((c, a) for c, a, _, _ in quads(items)), full_every=4)
         w = T(0x1000, 256)
         opt = Opt([w])
         opt.state[w] = {"exp_avg": T(0x5000, 256)}

@@ -70,6 +70,10 @@ int gpumem_mark(const char* name, uint32_t kind);  // MarkerKind
 // The memory at `addr` (a tensor's data_ptr on CUDA device `device`, `size` bytes) is a TagCategory
 // (1 parameter, 2 gradient, 3 optimizer state); `name` may be NULL. Writes a REC_TAG (Note [Tags]).
 int gpumem_tag(uint64_t addr, uint64_t size, uint32_t category, const char* name, int device);
+// `count` tags at once, as gpumem_tag(addr, size, category, NULL, device) each, in order: `items` holds count
+// quadruples (addr, size, category, device). The optimizer walk's way (native/python/gpumem/_tags.py): one call
+// a step instead of one per gradient. All or nothing: a bad item writes none and returns -1.
+int gpumem_tags(const uint64_t* items, uint32_t count);
 int gpumem_notice(const char* text, uint32_t level);
 // The calling thread's memory label from now on, as torch.cuda.memory._set_memory_metadata(text) sets PyTorch's
 // (Note [User metadata] in format/gpumem_format.h): its block events, on any device, carry it as user_metadata in

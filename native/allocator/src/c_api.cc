@@ -235,6 +235,26 @@ GPUMEM_API int gpumem_tag(uint64_t addr, uint64_t size, uint32_t category, const
   return 0;
 }
 
+GPUMEM_API int gpumem_tags(const uint64_t* items, uint32_t count) {
+  if (count && !items) {
+    set_last_error("gpumem_tags: items must not be NULL when count > 0");
+    return -1;
+  }
+  for (uint32_t i = 0; i < count; i++) {  // all or nothing: a bad item writes no tag at all
+    const uint64_t category = items[4 * size_t(i) + 2], device = items[4 * size_t(i) + 3];
+    if (category < fmt::TAG_PARAMETER || category > fmt::TAG_OPTIMIZER_STATE || device > 255) {
+      set_last_error("gpumem_tags: item " + std::to_string(i) +
+                     ": category must be 1 (parameter), 2 (gradient) or 3 (optimizer state) and device 0–255");
+      return -1;
+    }
+  }
+  for (uint32_t i = 0; i < count; i++) {
+    const uint64_t* it = items + 4 * size_t(i);
+    rec::tag(it[0], it[1], uint32_t(it[2]), nullptr, int(it[3]));
+  }
+  return 0;
+}
+
 GPUMEM_API int gpumem_user_metadata(const char* text) {
   if (!text) {
     set_last_error("gpumem_user_metadata: text must not be NULL (\"\" clears the label)");

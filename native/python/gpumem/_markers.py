@@ -13,6 +13,7 @@ gives it (Note [Module paths]; GPUMEM_MODULE_PATHS=0 turns them off).
 
 Leak keepers (Note [Leak keeper search] in _keeper.py): each step end also feeds the keeper watch, which names
 the container that keeps tensors with autograd graphs alive when allocated memory keeps growing."""
+import ctypes
 import functools
 
 from . import _keeper, _native
@@ -102,11 +103,12 @@ def _hook_modules(torch):
             STATE.pending_notices.append((text, _native.NOTICE_INFO))
 
 
-def _tag(addr, nbytes, category, device):
-    STATE.native.lib.gpumem_tag(addr, nbytes, category, None, device)
+def _tag_many(items):
+    """items: addr, nbytes, category, device, … (Note [Batched tags] in _tags.py)."""
+    STATE.native.lib.gpumem_tags((ctypes.c_uint64 * len(items))(*items), len(items) // 4)
 
 
-_WALK = TagWalk(_tag)
+_WALK = TagWalk(_tag_many)
 _walk_failed = False
 
 

@@ -42,6 +42,7 @@ class Allocator:
             "gpumem_mark": (c.c_int, [c.c_char_p, c.c_uint32]),
             "gpumem_notice": (c.c_int, [c.c_char_p, c.c_uint32]),
             "gpumem_tag": (c.c_int, [c.c_uint64, c.c_uint64, c.c_uint32, c.c_char_p, c.c_int]),
+            "gpumem_tags": (c.c_int, [c.c_void_p, c.c_uint32]),
             "gpumem_user_metadata": (c.c_int, [c.c_char_p]),
             "gpumem_backward_begin": (None, []),
             "gpumem_backward_end": (None, []),
