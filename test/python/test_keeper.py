@@ -299,9 +299,23 @@ class LiveBytesTest(unittest.TestCase):
     """Note [Keeper reads requested bytes]: under PyTorch's allocator the watch reads the requested bytes, which do not
     wander with which cached block a request met; the allocated bytes do."""
 
-    def _torch(self, stats, allocated=None):
+    def _torch(self, stats, allocated=None, nested=False):
+        """A torch.cuda with memory_stats() (flat keys) and, with `nested`, memory_stats_as_nested_dict() as PyTorch
+        builds both from one set of figures; `stats` yields the flat dicts."""
         import types
+
+        def as_nested():
+            out = {}
+            for key, value in next(stats).items():
+                d = out
+                *parents, leaf = key.split(".")
+                for part in parents:
+                    d = d.setdefault(part, {})
+                d[leaf] = value
+            return out
         cuda = types.SimpleNamespace(memory_stats=lambda: next(stats), memory_allocated=lambda: allocated)
+        if nested:
+            cuda.memory_stats_as_nested_dict = as_nested
         return types.SimpleNamespace(cuda=cuda)
 
     def test_a_step_end_that_reuses_other_cached_blocks_is_no_growth(self):
@@ -331,8 +345,20 @@ class LiveBytesTest(unittest.TestCase):
         sys.path.insert(0, str(support.PY_DIR))
         from gpumem._keeper import live_bytes
 
-        self.assertEqual(live_bytes(self._torch(iter([{}]), allocated=5 << 20)), 5 << 20)
-        self.assertEqual(live_bytes(self._torch(iter([{"requested_bytes.all.current": 7}]), allocated=512)), 7)
+        for nested in (False, True):
+            self.assertEqual(live_bytes(self._torch(iter([{}]), allocated=5 << 20, nested=nested)), 5 << 20)
+            got = live_bytes(self._torch(iter([{"requested_bytes.all.current": 7, "requested_bytes.all.peak": 9,
+                                                "allocated_bytes.all.current": 512}]), allocated=512, nested=nested))
+            self.assertEqual(got, 7, "nested" if nested else "flat")
+
+    def test_the_nested_stats_are_read_where_torch_has_them(self):
+        import sys
+        sys.path.insert(0, str(support.PY_DIR))
+        from gpumem._keeper import live_bytes
+
+        torch = self._torch(iter([{"requested_bytes.all.current": 11}]), nested=True)
+        torch.cuda.memory_stats = lambda: self.fail("memory_stats() flattens the stats in Python at every step end")
+        self.assertEqual(live_bytes(torch), 11)
 
 
 class FormatTest(unittest.TestCase):
