@@ -123,17 +123,7 @@ class ModulePathsFromFramesTest(unittest.TestCase):
         run = support.run_script(WORKLOAD, so=so, env={"GPUMEM_BACKEND": "sim"})
         self.assertEqual(run.code, 0, run.err)
         header, recs = support.read_capture(run.capture())
-        strings, events = {}, []
-        for t, p in recs:
-            if t == F.REC_STRING:
-                sid, n = struct.unpack_from("<II", p)
-                strings[sid] = p[8:8 + n].decode()
-            elif t == F.REC_MARKER:
-                _t, name, kind = struct.unpack_from("<QII", p)
-                if kind in (F.MARK_MODULE_BEGIN, F.MARK_MODULE_END):
-                    events.append(("B" if kind == F.MARK_MODULE_BEGIN else "E", strings[name]))
-            elif t == F.REC_ALLOC:
-                events.append(("alloc", F.BlockEvent.unpack_dict(p)["size"]))
+        events = module_events(recs)
         # Each allocation with the modules open around it, as the marks before it leave them.
         opened, seen = [], []
         for e in events:
