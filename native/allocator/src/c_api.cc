@@ -226,11 +226,18 @@ GPUMEM_API int gpumem_mark(const char* name, uint32_t kind) {
   return 0;
 }
 
+// gpumem_tag's and gpumem_tags's rule for one tag; false (and the error, naming `fn` and the batch's item when
+// item >= 0) if it is broken. The message is built only then: a batch checks every item of every step.
+static bool tag_ok(uint64_t category, int64_t device, const char* fn, int64_t item = -1) {
+  if (category >= fmt::TAG_PARAMETER && category <= fmt::TAG_OPTIMIZER_STATE && device >= 0 && device <= 255)
+    return true;
+  set_last_error(std::string(fn) + (item >= 0 ? ": item " + std::to_string(item) : std::string()) +
+                 ": category must be 1 (parameter), 2 (gradient) or 3 (optimizer state) and device 0–255");
+  return false;
+}
+
 GPUMEM_API int gpumem_tag(uint64_t addr, uint64_t size, uint32_t category, const char* name, int device) {
-  if (category < fmt::TAG_PARAMETER || category > fmt::TAG_OPTIMIZER_STATE || device < 0 || device > 255) {
-    set_last_error("gpumem_tag: category must be 1 (parameter), 2 (gradient) or 3 (optimizer state) and device 0–255");
-    return -1;
-  }
+  if (!tag_ok(category, device, "gpumem_tag")) return -1;
   rec::tag(addr, size, category, name, device);
   return 0;
 }
@@ -240,14 +247,9 @@ GPUMEM_API int gpumem_tags(const uint64_t* items, uint32_t count) {
     set_last_error("gpumem_tags: items must not be NULL when count > 0");
     return -1;
   }
-  for (uint32_t i = 0; i < count; i++) {  // all or nothing: a bad item writes no tag at all
-    const uint64_t category = items[4 * size_t(i) + 2], device = items[4 * size_t(i) + 3];
-    if (category < fmt::TAG_PARAMETER || category > fmt::TAG_OPTIMIZER_STATE || device > 255) {
-      set_last_error("gpumem_tags: item " + std::to_string(i) +
-                     ": category must be 1 (parameter), 2 (gradient) or 3 (optimizer state) and device 0–255");
+  for (uint32_t i = 0; i < count; i++)  // all or nothing: a bad item writes no tag at all
+    if (!tag_ok(items[4 * size_t(i) + 2], int64_t(std::min<uint64_t>(items[4 * size_t(i) + 3], 256)), "gpumem_tags", i))
       return -1;
-    }
-  }
   for (uint32_t i = 0; i < count; i++) {
     const uint64_t* it = items + 4 * size_t(i);
     rec::tag(it[0], it[1], uint32_t(it[2]), nullptr, int(it[3]));

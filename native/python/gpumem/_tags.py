@@ -2,8 +2,8 @@
 
 At each Optimizer.step() end the bootstrap walks the optimizer's param_groups, each parameter's .grad and the
 optimizer's state tensors, and writes one REC_TAG per CUDA tensor whose storage it has not tagged yet, all in one
-gpumem_tags call (Note [Batched tags]). The reader gives the category to the allocation live at that address for its whole life, so one tag per
-allocation is enough: in the steady state the walk only compares pointers.
+gpumem_tags call (Note [Batched tags]). The reader gives the category to the allocation live at that address for
+its whole life, so one tag per allocation is enough: in the steady state the walk only compares pointers.
 
 A tensor is "already tagged" when the walk has seen this very tensor object (a weak reference, so the walk
 keeps nothing alive) with this data pointer. Pointer equality alone is not enough: zero_grad(set_to_none=True)
