@@ -19,8 +19,8 @@ constexpr size_t kLargePage = kLargeBuffer;
 // Note [Expandable reservation] (device_allocator.cc): an expandable segment reserves this many times
 // the device's memory of address space.
 constexpr uint64_t kExpandableRangeFactor = 4;
-// Note [Futile trims] (device_allocator.h): trims that may defend one reserved peak.
-constexpr int kMaxTrimsPerPeak = 16;
+// Note [Futile trims] (device_allocator.h): trims on growth allowed after each new high of demand.
+constexpr int kTrimsPerDemand = 16;
 
 using Stream = uint64_t;  // cudaStream_t as an integer (0 = legacy default stream)
 using Event = uint64_t;   // a backend's event handle as an integer

@@ -30,13 +30,21 @@ struct Options {
   // peak allocated ×1.036 with 435 page unmaps in 40 steps, against ×1.115 and none without trimming,
   // and ×1.039 with 2,746 unmaps when every trim gave back all free pages.
   //
-  // Note [Futile trims]: a trim remaps pages (and synchronizes the stream where a page cannot move,
-  // Note [Page moves]), which costs a step driver calls and possibly its CPU/GPU overlap. Trimming
-  // that never settles is possible (giving back all free pages at every new peak made GPT-2 small
-  // 16×512 on an H200 remap 58 pages per step: step time ×1.12; a step shape that exchanges pages
-  // forever is in test_expandable.cc). So one reserved peak is defended by at most kMaxTrimsPerPeak
-  // trims; then it may rise, and the larger room lets the steps fit without driver calls.
+  // Note [Futile trims]: a trim remaps pages, which costs a step driver calls, and once cost it a stream
+  // synchronization (another stream's or pool's pages cannot move: Note [Page moves]), which stalled the CPU until the
+  // GPU drained. Trimming that never settles is real: on an H100 (torch 2.11, 2026-11-27) ResNet-50 b64 swapped a
+  // 20 MiB large page for 2 MiB small pages and back in most of its first 80 steps (0.48 synchronizations and 1.3
+  // driver calls a timed step), and GPT-2 small 16×512 moved 40–1540 MiB of pages in 30 of them; step time ×1.060
+  // and ×1.020 against ×1.006 and ×1.006 with GPUMEM_TRIM=0 (bench_allocator.py --only steps, 3 lockstep rounds).
+  // Replaying those captures, ResNet-50's peak reserved was the same with or without trimming. So (1) trims on
+  // growth only move pages, never synchronize: the OOM ladder still takes other streams' and pools' free pages when
+  // memory runs out; and (2) trims are budgeted by demand, not by the reserved peak: each time a growth's demand
+  // (allocated + the request) is the highest yet, trims_per_demand trims may follow. A varying workload (longer
+  // sequences) keeps refilling it; a settled one spends it and stops: its layout then holds without driver calls.
+  // (The rule before, a budget per reserved peak, refilled at every rise of that peak, which a futile trim itself
+  // causes once the budget runs out, so it settled only after many rises.) The shapes are in test_expandable.cc.
   bool trim_on_growth = false;
+  int trims_per_demand = kTrimsPerDemand;
 };
 
 // Thrown by malloc when memory cannot be found even after the OOM ladder. Derives from
@@ -168,9 +176,9 @@ class DeviceAllocator {
     size_t page;
   };
   std::vector<Moving> moving_;  // oldest first (guarded by mu_)
-  // Note [Futile trims] (guarded by mu_): trims done since the reserved peak was last raised.
-  int64_t trims_peak_ = -1;
-  int trims_at_this_peak_ = 0;
+  // Note [Futile trims] (guarded by mu_): the highest demand at a growth so far, and the trims left since it.
+  int64_t trims_demand_ = -1;
+  int trims_left_ = 0;
   // Note [One clock read per call]: the current malloc/free's timestamp (0 outside one). Guarded by mu_.
   uint64_t call_ns_ = 0;
   struct CallClock {

@@ -15,8 +15,9 @@ constexpr uint64_t KiB = 1024, MiB = 1024 * KiB, GiB = 1024 * MiB;
 struct Fx {
   gpumem::core::SimBackend sim;
   gpumem::core::DeviceAllocator a;
-  explicit Fx(uint64_t capacity = GiB, bool expandable = false, bool trim_on_growth = false)
-      : sim(1, capacity), a(0, sim, gpumem::core::Options{expandable, trim_on_growth}, fake::sink()) {
+  explicit Fx(uint64_t capacity = GiB, bool expandable = false, bool trim_on_growth = false,
+              int trims_per_demand = gpumem::core::kTrimsPerDemand)
+      : sim(1, capacity), a(0, sim, gpumem::core::Options{expandable, trim_on_growth, trims_per_demand}, fake::sink()) {
     fake::take();
   }
   uint64_t m(size_t n, gpumem::core::Stream s = 0, uint32_t stack = 0) {
