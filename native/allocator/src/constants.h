@@ -20,7 +20,7 @@ constexpr size_t kLargePage = kLargeBuffer;
 // the device's memory of address space.
 constexpr uint64_t kExpandableRangeFactor = 4;
 // Note [Futile trims] (device_allocator.h): trims on growth allowed after each new high of demand.
-constexpr int kTrimsPerDemand = 16;
+constexpr int kTrimsPerDemand = 4;
 
 using Stream = uint64_t;  // cudaStream_t as an integer (0 = legacy default stream)
 using Event = uint64_t;   // a backend's event handle as an integer
