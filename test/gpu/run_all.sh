@@ -107,13 +107,13 @@ for s in "${stages[@]}"; do
         --lockstep ${BLOCK:-10} | grep --line-buffered -E 'step_ratio|median|error'" ;;
     # Issue 26, probes: where the default mode's added host time goes, part by part. ResNet-50 in lockstep rounds:
     # PyTorch's trace entries to a tracker that does nothing (native-tracker), PyTorch's history ring (native-ring),
-    # the default mode without stacks, the same applying entries inline (no gpumem-observe thread), the default mode;
+    # the default mode without stacks and with them, the lens mode without stacks and with them;
     # host_ms per configuration in $OUT/bench_allocator.json. Then a flat CPU profile by thread, native and default
     # mode twice each, interleaved (test/gpu/probes/perf_host.sh; carry .carry/perfpkg from probes/pack_perf.sh).
-    host-bisect) run_stage host-bisect 420 bash -c "PYTHONPATH=$PWD/native/python python3 -m gpumem build-observer >/dev/null 2>&1
+    host-bisect) run_stage host-bisect 520 bash -c "PYTHONPATH=$PWD/native/python python3 -m gpumem build-observer >/dev/null 2>&1
         python3 test/gpu/bench_allocator.py --so $SO --only steps --models resnet50 --rounds ${ROUNDS:-3} --steps ${STEPS:-60} \
         --cpus 6 --lockstep ${BLOCK:-10} --step-configs native native-tracker native-ring gpumem-run-auto:GPUMEM_STACKS=0 \
-        gpumem-run-auto:GPUMEM_STACKS=0,GPUMEM_OBSERVE_INLINE=1 gpumem-run-auto | grep --line-buffered -E 'step_ratio|median|error'" ;;
+        gpumem-run-auto gpumem-run:GPUMEM_STACKS=0 gpumem-run | grep --line-buffered -E 'step_ratio|median|error'" ;;
     host-profile) run_stage host-profile 200 env CONFIGS="native gpumem-auto gpumem-auto native" bash test/gpu/probes/perf_host.sh 5 ;;
     # Issue 13: what the summary says empty_cache() would release and the largest request without growth,
     # against the allocator then doing it (control socket empty_cache; an allocation of that size).
