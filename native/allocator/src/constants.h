@@ -21,6 +21,10 @@ constexpr size_t kLargePage = kLargeBuffer;
 constexpr uint64_t kExpandableRangeFactor = 4;
 // Note [Futile trims] (device_allocator.h): trims on growth allowed after each new high of demand.
 constexpr int kTrimsPerDemand = 4;
+// Under memory pressure (a growth would take reserved memory above this many tenths of the device or its limit),
+// trims may synchronize, and each reserved peak is defended this many times.
+constexpr uint64_t kPressedTenths = 9;
+constexpr int kTrimsPerPressedPeak = 16;
 
 using Stream = uint64_t;  // cudaStream_t as an integer (0 = legacy default stream)
 using Event = uint64_t;   // a backend's event handle as an integer

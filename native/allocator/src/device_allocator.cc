@@ -577,26 +577,39 @@ Block* DeviceAllocator::grow_expandable(BlockPool* pool, size_t size, Stream str
     if (capturing()) return nullptr;
     finish_page_moves(true);
   }
-  // Note [Futile trims]: the budget refills only when the demand at a growth (allocated + this request) is the highest
-  // yet; a workload whose demand no longer rises (a settled training loop) gets at most options_.trims_per_demand more.
+  // Note [Futile trims]: away from the device's limit, trims only move pages and a budget refilled by new highs of
+  // demand bounds them; near it (memory pressure), memory matters more than a synchronization: other streams' and
+  // pools' pages may go too, and each reserved peak is defended up to kTrimsPerPressedPeak times.
   const int64_t demand = stats_.allocated_bytes[kAll].current + int64_t(size);
   if (demand > trims_demand_) trims_demand_ = demand, trims_left_ = options_.trims_per_demand;
-  int64_t over =
-      stats_.reserved_bytes[kAll].current + int64_t(pages.size() * seg->page) - stats_.reserved_bytes[kAll].peak;
+  const int64_t reserved_peak = stats_.reserved_bytes[kAll].peak;
+  if (reserved_peak != trims_peak_) trims_peak_ = reserved_peak, trims_at_this_peak_ = 0;
+  const uint64_t capacity = limit_ ? limit_ : total_;
+  const uint64_t grown = uint64_t(stats_.reserved_bytes[kAll].current) + pages.size() * seg->page;
+  const bool pressed = capacity > 0 && grown > capacity / 10 * kPressedTenths;
+  int64_t over = int64_t(grown) - reserved_peak;
   std::vector<std::pair<Segment*, size_t>> moved;  // Note [Page moves]: pages to map here instead
-  if (options_.trim_on_growth && !capturing() && over > 0 && trims_left_ > 0) {
+  const bool may_trim = pressed ? trims_at_this_peak_ < kTrimsPerPressedPeak : trims_left_ > 0;
+  if (options_.trim_on_growth && !capturing() && over > 0 && may_trim) {
     // Note [Trim on growth]: give back just enough free pages elsewhere that this growth does not
     // raise the reserved peak (never the pages about to be mapped). Graph-private pools keep their
-    // pages until released: a replay reuses blocks freed in capture. Only pages that can move (same stream, same
-    // page size: Note [Page moves]); another stream's or pool's free pages would cost a stream synchronization, which
-    // the run would feel (Note [Futile trims]), and the OOM ladder still takes them when memory runs out.
-    for (auto& [key, other] : expandable_) {
-      if (over <= 0) break;
-      if (key.first->owner && !key.first->owner->freeable) continue;
-      if (other->stream != seg->stream || other->page != seg->page) continue;
-      unmap_free_pages(other, &over, other == seg ? first : 0, other == seg ? last : 0, &moved);
+    // pages until released: a replay reuses blocks freed in capture. Pages that can move first (same stream, same
+    // page size: Note [Page moves]); others, which cost a stream synchronization, only under pressure.
+    const int64_t unmaps = stats_.num_device_free;
+    for (const bool movable_pass : {true, false}) {
+      if (!movable_pass && !pressed) break;
+      for (auto& [key, other] : expandable_) {
+        if (over <= 0) break;
+        if (key.first->owner && !key.first->owner->freeable) continue;
+        const bool movable = other->stream == seg->stream && other->page == seg->page;
+        if (movable != movable_pass) continue;
+        unmap_free_pages(other, &over, other == seg ? first : 0, other == seg ? last : 0, movable ? &moved : nullptr);
+      }
     }
-    if (!moved.empty()) trims_left_--;
+    if (pressed)
+      trims_at_this_peak_++;
+    else if (stats_.num_device_free > unmaps)
+      trims_left_--;
   }
   size_t k = 0;
   if (!limit_ || uint64_t(stats_.reserved_bytes[kAll].current) + pages.size() * seg->page <= limit_) {

@@ -36,13 +36,18 @@ struct Options {
   // 20 MiB large page for 2 MiB small pages and back in most of its first 80 steps (0.48 synchronizations and 1.3
   // driver calls a timed step), and GPT-2 small 16×512 moved 40–1540 MiB of pages in 30 of them; step time ×1.060
   // and ×1.020 against ×1.006 and ×1.006 with GPUMEM_TRIM=0 (bench_allocator.py --only steps, 3 lockstep rounds).
-  // Replaying those captures, ResNet-50's peak reserved was the same with or without trimming. So (1) trims on
-  // growth only move pages, never synchronize: the OOM ladder still takes other streams' and pools' free pages when
-  // memory runs out; and (2) trims are budgeted by demand, not by the reserved peak: each time a growth's demand
-  // (allocated + the request) is the highest yet, trims_per_demand trims may follow. A varying workload (longer
-  // sequences) keeps refilling it; a settled one spends it and stops: its layout then holds without driver calls.
-  // (The rule before, a budget per reserved peak, refilled at every rise of that peak, which a futile trim itself
-  // causes once the budget runs out, so it settled only after many rises.) The budget, replaying the H100 GPT-2
+  // Replaying those captures, ResNet-50's peak reserved was the same with or without trimming. So, away from the
+  // device's limit: (1) trims on growth only move pages, never synchronize (the OOM ladder still takes other
+  // streams' and pools' free pages when memory runs out); (2) trims are budgeted by demand, not by the reserved
+  // peak: each time a growth's demand (allocated + the request) is the highest yet, trims_per_demand trims may
+  // follow. A varying workload (longer sequences) keeps refilling it; a settled one spends it and stops: its layout
+  // then holds without driver calls. (3) Under memory pressure (the growth would take reserved memory above
+  // kPressedTenths of the device or its limit), memory matters more than a synchronization, and the rule is the one
+  // before: every free page may go, and each reserved peak is defended up to kTrimsPerPressedPeak times. That is
+  // what lets the lens policy fit ResNet-50's trace on a 3.1 GiB device where PyTorch's policies fail from
+  // fragmentation (test/unit/what-if-addon.test.mjs); without (3) it failed too.
+  // (A budget per reserved peak alone refills at every rise of that peak, which a futile trim itself causes once the
+  // budget runs out, so it settles only after many rises.) The budget, replaying the H100 GPT-2
   // capture of 80 steps (peak reserved / peak allocated; driver calls after the replay's first tenth, about step 8):
   // 1 ×1.152, 0; 2 ×1.228, 72; 4 ×1.056, 5; 8 ×1.055, 19; 16 ×1.044, 54; 64 ×1.038, 666 (no trims: ×1.117). Four keeps
   // nearly all the gain and settles before a step benchmark's timed steps begin. The shapes are in test_expandable.cc.
@@ -179,9 +184,12 @@ class DeviceAllocator {
     size_t page;
   };
   std::vector<Moving> moving_;  // oldest first (guarded by mu_)
-  // Note [Futile trims] (guarded by mu_): the highest demand at a growth so far, and the trims left since it.
+  // Note [Futile trims] (guarded by mu_): the highest demand at a growth so far, and the trims left since it; under
+  // memory pressure, the reserved peak being defended and the trims spent on it.
   int64_t trims_demand_ = -1;
   int trims_left_ = 0;
+  int64_t trims_peak_ = -1;
+  int trims_at_this_peak_ = 0;
   // Note [One clock read per call]: the current malloc/free's timestamp (0 outside one). Guarded by mu_.
   uint64_t call_ns_ = 0;
   struct CallClock {

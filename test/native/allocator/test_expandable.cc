@@ -265,6 +265,21 @@ TEST(expandable_trim_leaves_another_streams_pages) {
   CHECK_EQ(x.reserved(), int64_t(40 * MiB));
 }
 
+// Near the device's limit (Note [Futile trims] (3)) memory matters more than a synchronization: the same growth as
+// above, on a 42 MiB device, takes stream 1's page (it would still fit without: this is not the OOM ladder).
+TEST(expandable_trim_under_pressure_synchronizes_for_another_streams_pages) {
+  Fx x(42 * MiB, true, true);
+  uint64_t a = x.m(20 * MiB, 1);
+  x.f(a);
+  const uint64_t syncs = x.sim.stream_synchronizations();
+  x.m(20 * MiB, 2);
+  CHECK_EQ(x.sim.stream_synchronizations(), syncs + 1);
+  CHECK_EQ(x.st().num_trim_syncs, int64_t(1));
+  CHECK_EQ(x.st().num_alloc_retries, int64_t(0));
+  CHECK(!x.sim.is_mapped(0, a));
+  CHECK_EQ(x.reserved(), int64_t(20 * MiB));
+}
+
 TEST(expandable_growth_into_a_moving_page_waits_for_its_event) {
   Fx x(GiB, true, true);
   uint64_t a = x.m(20 * MiB), b = x.m(5 * MiB);
