@@ -49,7 +49,7 @@ struct Options {
   // (A budget per reserved peak alone refills at every rise of that peak, which a futile trim itself causes once the
   // budget runs out, so it settles only after many rises.) The budget, replaying the H100 GPT-2
   // capture of 80 steps (peak reserved / peak allocated; driver calls after the replay's first tenth, about step 8):
-  // 1 ×1.152, 0; 2 ×1.228, 72; 4 ×1.056, 5; 8 ×1.055, 19; 16 ×1.044, 54; 64 ×1.038, 666 (no trims: ×1.117). Four keeps
+  // 1 ×1.152, 0; 2 ×1.228, 72; 4 ×1.056, 5; 8 ×1.055, 19; 16 ×1.044, 54; 64 ×1.038, 666 (no trims: ×1.1165). Four keeps
   // nearly all the gain and settles before a step benchmark's timed steps begin. The shapes are in test_expandable.cc.
   bool trim_on_growth = false;
   int trims_per_demand = kTrimsPerDemand;
