@@ -134,6 +134,65 @@ class LightWalkTest(unittest.TestCase):
         self.assertEqual(got, [(TAG_PARAMETER, 0x1000), (TAG_OPTIMIZER_STATE, 0x5000), (TAG_PARAMETER, 0x7000)])
         self.assertEqual([a for c, a in calls if c == TAG_GRADIENT], [0x3000 + i for i in range(12)])
 
+    def test_light_walks_read_only_the_gradients_data_pointer(self):
+        """Note [Gradient tags from the parameter]: the device and bytes come from the parameter's last full walk."""
+        reads = []
+
+        class Counted(T):
+            def get_device(self):
+                reads.append("get_device")
+                return super().get_device()
+
+            def numel(self):
+                reads.append("numel")
+                return super().numel()
+
+            def element_size(self):
+                reads.append("element_size")
+                return super().element_size()
+
+        tags = []
+        walk = TagWalk(lambda items: tags.extend(quads(items)), full_every=100)
+        w, b, cpu = T(0x1000, 256), T(0x2000, 16, device=1, element_size=2), T(0x9000, 4, device=-1)
+        opt = Opt([w, b, cpu])
+        for _ in range(TagWalk.FULL_FIRST):  # the full walks
+            w.grad, b.grad, cpu.grad = T(0x3000, 256), T(0x4000, 16, device=1, element_size=2), T(0x9100, 4, device=-1)
+            walk.walk(opt)
+        tags.clear()
+        for step in range(3):  # light walks: new gradient objects, counted
+            w.grad = Counted(0x3000, 256)
+            b.grad = Counted(0x4000 + step * 0x100, 16, device=1, element_size=2)
+            cpu.grad = Counted(0x9100, 4, device=-1)
+            walk.walk(opt)
+        self.assertEqual(reads, [], "a light walk asks a gradient for its data pointer only")
+        self.assertEqual(tags, [(TAG_GRADIENT, 0x3000, 1024, 0), (TAG_GRADIENT, 0x4000, 32, 1)] +
+                         [(TAG_GRADIENT, 0x3000, 1024, 0), (TAG_GRADIENT, 0x4100, 32, 1)] +
+                         [(TAG_GRADIENT, 0x3000, 1024, 0), (TAG_GRADIENT, 0x4200, 32, 1)],
+                         "each new gradient with its parameter's device and bytes; a CPU parameter's none")
+        tags.clear()
+        walk.walk(opt)
+        self.assertEqual(tags, [], "the same gradient objects again: nothing")
+
+    def test_a_parameter_added_after_the_full_walks_is_read_in_full(self):
+        tags = []
+        walk = TagWalk(lambda items: tags.extend(quads(items)), full_every=100)
+        w = T(0x1000, 8)
+        opt = Opt([w])
+        for _ in range(TagWalk.FULL_FIRST):
+            walk.walk(opt)
+        tags.clear()
+        late = T(0x2000, 16, device=1, element_size=2)
+        opt.param_groups.append({"params": [late]})
+        late.grad = T(0x5000, 16, device=1, element_size=2)
+        walk.walk(opt)  # light: `late` has no entry from a full walk
+        self.assertEqual(tags, [(TAG_GRADIENT, 0x5000, 32, 1)])
+        # a parameter object that died, whose id a new one took, is not taken for the old one
+        tags.clear()
+        walk._params[id(late)] = (weakref.ref(w), 0, 999)
+        late.grad = T(0x6000, 16, device=1, element_size=2)
+        walk.walk(opt)
+        self.assertEqual(tags, [(TAG_GRADIENT, 0x6000, 32, 1)])
+
 
 if __name__ == "__main__":
     unittest.main()

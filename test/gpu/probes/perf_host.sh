@@ -23,7 +23,7 @@ for c in ${CONFIGS:-native gpumem-auto}; do
   if [ $c = native ]; then
     python3 ${PROBE_WORKLOAD:-test/gpu/probes/perf_workload.py} "$pidf" $((W + 2)) > "$OUT/perf/$r.out" 2>&1 &
   else
-    python3 -m gpumem run --allocator-so dist/native/libgpumem_allocator.so --out /tmp/perf-session -- \
+    python3 -m gpumem run --allocator-so dist/native/libgpumem_allocator.so --out /tmp/perf-session $([ $c = gpumem-lens ] && echo --allocator lens) -- \
       python3 ${PROBE_WORKLOAD:-test/gpu/probes/perf_workload.py} "$pidf" $((W + 2)) > "$OUT/perf/$r.out" 2>&1 &
   fi
   bg=$!
