@@ -92,6 +92,28 @@ class OptimizerTagTest(unittest.TestCase):
                  for r in rows[1:]]
         self.assertEqual(log, first + later[0] + later[1])
 
+    def test_gpumem_tags_0_turns_the_walk_off_keeps_the_phases_and_says_so_in_the_header(self):
+        """Note [Not recorded]: GPUMEM_TAGS=0 is the switch for the optimizer walk (issue 26)."""
+        source = """
+            import torch
+            from torch.optim.optimizer import Optimizer
+            w = torch.empty(4096, device="cuda")
+            opt = Optimizer([w])
+            for step in range(2):
+                w.grad = torch.empty(4096, device="cuda")
+                opt.step()
+                opt.zero_grad()
+        """
+        for value, tagged in (("0", False), ("1", True)):
+            run = support.run_script(source, env={"GPUMEM_TAGS": value})
+            self.assertEqual(run.code, 0, run.err)
+            log = run.log()
+            self.assertEqual(any(l.startswith("tag ") for l in log), tagged, log)
+            self.assertEqual([l for l in log if l.startswith("mark ")],
+                             ["mark 5 optimizer", "mark 4 optimizer.step"] * 2, "the phases and step facts stay")
+            header = json.loads(next(l for l in log if l.startswith("configure "))[len("configure "):])["header"]
+            self.assertIs(header["tags"], tagged)
+
 
 class ForkTest(unittest.TestCase):
     def test_forked_child_never_writes_into_the_parents_capture(self):
@@ -279,12 +301,15 @@ class LauncherTest(unittest.TestCase):
         work = support.new_dir("w")
         with open(os.path.join(work, "show_env.py"), "w") as f:
             f.write("import json, os\nprint(json.dumps({k: v for k, v in os.environ.items() if k.startswith('GPUMEM_')}))\n")
+        # the switches that turn a recording part off (Note [Not recorded]) too: README's environment contract
+        switches = {"GPUMEM_MODULE_PATHS": "0", "GPUMEM_TAGS": "0", "GPUMEM_KEEPER": "0", "GPUMEM_KEEPER_MS": "50"}
         env = {"PYTHONPATH": os.pathsep.join([str(support.PY_DIR), work]), "GPUMEM_GIL_FREE_WALK": "0",
-               "GPUMEM_STRICT_COMPILE": "1", "GPUMEM_SESSION_DIR": "/stale/outer/session", "GPUMEM_FOO": "x"}
+               "GPUMEM_STRICT_COMPILE": "1", "GPUMEM_SESSION_DIR": "/stale/outer/session", "GPUMEM_FOO": "x", **switches}
         proc, out = self._launch("--", os.path.join(work, "show_env.py"), env=env)
         self.assertEqual(proc.returncode, 0, proc.stderr)
         seen = json.loads(proc.stdout.strip().splitlines()[-1])
         self.assertEqual((seen["GPUMEM_GIL_FREE_WALK"], seen["GPUMEM_STRICT_COMPILE"]), ("0", "1"))
+        self.assertEqual({k: seen.get(k) for k in switches}, switches)
         self.assertNotIn("GPUMEM_FOO", seen)
         self.assertTrue(seen["GPUMEM_SESSION_DIR"].startswith(out), seen["GPUMEM_SESSION_DIR"])
 

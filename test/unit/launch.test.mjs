@@ -47,13 +47,16 @@ test('buildWorkloadEnv sets the contract variables and puts the bootstrap first 
     userRoots: ['/w1', '/w2'],
     baseEnv: {
       PATH: '/bin', PYTHONPATH: `/mine${path.delimiter}/ext/native/python`, GPUMEM_SESSION_DIR: '/stale', GPUMEM_FOO: '1',
-      GPUMEM_STRICT_COMPILE: '1', GPUMEM_GIL_FREE_WALK: '0',
+      GPUMEM_STRICT_COMPILE: '1', GPUMEM_GIL_FREE_WALK: '0', GPUMEM_MODULE_PATHS: '0', GPUMEM_TAGS: '0', GPUMEM_KEEPER: '0',
+      GPUMEM_KEEPER_MS: '50',
     },
   });
   assert.deepEqual(env, {
     PATH: '/bin',
-    // The user's own switches (native/python/README.md) pass through; stale session plumbing does not.
-    GPUMEM_STRICT_COMPILE: '1', GPUMEM_GIL_FREE_WALK: '0',
+    // The user's own switches (native/python/README.md) pass through; stale session plumbing does not. The ones
+    // that turn a recording part off too (Note [Not recorded]).
+    GPUMEM_STRICT_COMPILE: '1', GPUMEM_GIL_FREE_WALK: '0', GPUMEM_MODULE_PATHS: '0', GPUMEM_TAGS: '0', GPUMEM_KEEPER: '0',
+    GPUMEM_KEEPER_MS: '50',
     PYTHONPATH: `/ext/native/python${path.delimiter}/mine`,
     GPUMEM_SESSION_DIR: '/s/1', GPUMEM_ALLOCATOR_SO: '/x/lib.so', GPUMEM_SEGMENTS: 'fixed', GPUMEM_TRIM: '0', GPUMEM_STACKS: '0',
     GPUMEM_SAMPLE_MS: '0', GPUMEM_BACKEND: 'sim', GPUMEM_SIM_CAPACITY: String(1 << 30), GPUMEM_ALLOCATOR: 'pytorch',

@@ -53,3 +53,15 @@ test('module paths turned off are said; a file that does not say (a pickle) gets
   assert.deepEqual(notRecorded(headerInfoOf({})), []);
   assert.deepEqual(notRecorded(headerInfoOf({ stacks: 'no' })), [], 'a value of the wrong type is dropped');
 });
+
+test('tags turned off are said, beside stacks turned off, which then no longer call the categories complete', () => {
+  const tagsOff = 'Parameters, gradients and optimizer state were not tagged (GPUMEM_TAGS=0): the categories count their ' +
+    'bytes as other memory.';
+  assert.deepEqual(notRecorded(headerInfoOf({ stacks: true, module_paths: true, tags: false })), [tagsOff]);
+  assert.deepEqual(notRecorded(headerInfoOf({ stacks: true, module_paths: true, tags: true })), []);
+  const both = notRecorded(headerInfoOf({ stacks: false, tags: false }));
+  assert.equal(both.length, 2);
+  assert.match(both[0], /totals and segments are complete\.$/);
+  assert.equal(both[1], tagsOff);
+  assert.match(notRecorded(headerInfoOf({ stacks: false, tags: true }))[0], /totals, segments and categories are complete\.$/);
+});

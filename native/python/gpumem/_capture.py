@@ -12,7 +12,7 @@ import socket as _socket
 import sys
 
 from . import _native, _session_folder as _session
-from ._settings import module_paths_wanted, rank_info
+from ._settings import module_paths_wanted, rank_info, tags_wanted
 from ._state import STATE
 from ._where import warn
 
@@ -37,6 +37,7 @@ def _header(torch):
         "allocator_mode": STATE.settings.allocator_mode if STATE.settings is not None else "lens",
         # Note [Not recorded] (src/core/analyses/summary/notRecorded.ts): the panels say what a setting left out.
         "module_paths": module_paths_wanted(),
+        "tags": tags_wanted(),
         "allocator_mode_reason": (STATE.mode_choice.reason + (" at " + STATE.mode_choice.where if STATE.mode_choice.where else ""))
         if STATE.mode_choice is not None else "",
         # Frames under this folder are the bootstrap's own (e.g. the backward() bracket, which is the

@@ -17,7 +17,7 @@ import ctypes
 import functools
 
 from . import _keeper, _native
-from ._settings import module_paths_wanted
+from ._settings import module_paths_wanted, tags_wanted
 from ._state import STATE
 from ._tags import TagWalk
 
@@ -109,7 +109,8 @@ def _tag_many(items):
 
 
 _WALK = TagWalk(_tag_many)
-_walk_failed = False
+# False with GPUMEM_TAGS=0 (Note [Not recorded]: the phases and step facts stay, a C call each) or once a walk failed
+_walking = tags_wanted()
 
 
 def _on_optimizer_step_begin(optimizer, args, kwargs):
@@ -117,12 +118,12 @@ def _on_optimizer_step_begin(optimizer, args, kwargs):
 
 
 def _on_optimizer_step(optimizer, args, kwargs):
-    global _walk_failed
-    if STATE.configured and not _walk_failed:
+    global _walking
+    if STATE.configured and _walking:
         try:
             _WALK.walk(optimizer)
         except Exception as e:  # an optimizer we do not understand must never stop training
-            _walk_failed = True
+            _walking = False
             STATE.native.notice("gpumem: parameters, gradients and optimizer state are not categorised "
                                 "(walking %s failed: %s: %s)" % (type(optimizer).__name__, type(e).__name__, e))
     _mark("optimizer.step", _native.MARK_STEP)

@@ -136,7 +136,7 @@ TABLE = (
         "help": "bytes of the simulated device (sim backend only) (binary units: 256MiB, 1GiB; 0 = the simulator's default; default: 0)",
     },
 )
-USER_ENV_SWITCHES = ("GPUMEM_STRICT_COMPILE", "GPUMEM_GIL_FREE_WALK")
+USER_ENV_SWITCHES = ("GPUMEM_STRICT_COMPILE", "GPUMEM_GIL_FREE_WALK", "GPUMEM_MODULE_PATHS", "GPUMEM_TAGS", "GPUMEM_KEEPER", "GPUMEM_KEEPER_MS")
 # ---- end of the generated part ----
 
 # Note [Size input] (src/core/base/units/parseBytes.ts, readSize): binary units only, decimal ones refused; the
@@ -233,6 +233,14 @@ def module_paths_wanted(env=None):
     src/core/analyses/summary/notRecorded.ts)."""
     env = os.environ if env is None else env
     return env.get("GPUMEM_MODULE_PATHS", "1") not in ("0", "false", "no", "off")
+
+
+def tags_wanted(env=None):
+    """False when GPUMEM_TAGS turns the optimizer walk off (Note [Batched tags] in _tags.py): no parameter, gradient or
+    optimizer-state tags, so the categories count those bytes as other memory; the capture header says so (Note [Not
+    recorded] in src/core/analyses/summary/notRecorded.ts)."""
+    env = os.environ if env is None else env
+    return env.get("GPUMEM_TAGS", "1") not in ("0", "false", "no", "off")
 
 
 def rank_info(env=None):

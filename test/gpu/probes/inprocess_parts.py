@@ -47,7 +47,7 @@ def set_stacks(on):
 
 def set_tags(on):
     if markers is not None:
-        markers._walk_failed = not on
+        markers._walking = on
 
 
 states = {"all": (True, True), "no-tags": (True, False)}

@@ -51,7 +51,7 @@ def main():
                "-python": ("modules", "tags", "stacks")}[name]
         if resolver is not None:
             lib.gpumem_modules_enable(_modules._RESOLVER() if "modules" in off else resolver)
-        _markers._walk_failed = "tags" in off
+        _markers._walking = "tags" not in off
         if tracker is not None:
             tracker.record("stacks" not in off, 0, 1, 1, [])
 

@@ -2,19 +2,26 @@
 // the panels say what is missing") is said wherever the file's figures are shown — the snapshot panel under the
 // device line, the live panel, `gpumem summary` (text and --json) — so an empty lines table never reads as "no
 // allocation had a line". The capture header says which settings were in force (`stacks` from the recorder,
-// `module_paths` from the bootstrap); a file that does not say (a pickle, an older capture) gets no sentence.
+// `module_paths` and `tags` from the bootstrap); a file that does not say (a pickle, an older capture) gets no
+// sentence. The switches reach the workload through both launchers (USER_ENV_SWITCHES in ../../base/settings/table.ts).
 import type { CaptureHeaderInfo } from '../../base/model/types';
 
 /** One sentence per part a setting left out of this file, in the order a reader meets them. */
-export function notRecorded(h: Pick<CaptureHeaderInfo, 'stacks' | 'modulePaths'>): string[] {
+export function notRecorded(h: Pick<CaptureHeaderInfo, 'stacks' | 'modulePaths' | 'tags'>): string[] {
+  const out: string[] = [];
   if (h.stacks === false) {
-    return [
+    out.push(
       'Python lines were not recorded (stacks off: --no-stacks or gpumem.stacks = false): no sizes by line, no editor ' +
-        'annotations, no module paths; totals, segments and categories are complete.',
-    ];
+        `annotations, no module paths; totals${h.tags === false ? ' and segments' : ', segments and categories'} are complete.`,
+    );
+  } else if (h.modulePaths === false) {
+    out.push('Module paths were off (GPUMEM_MODULE_PATHS=0): activations are grouped by module class, not by module path.');
   }
-  if (h.modulePaths === false) {
-    return ['Module paths were off (GPUMEM_MODULE_PATHS=0): activations are grouped by module class, not by module path.'];
+  if (h.tags === false) {
+    out.push(
+      'Parameters, gradients and optimizer state were not tagged (GPUMEM_TAGS=0): the categories count their bytes ' +
+        'as other memory.',
+    );
   }
-  return [];
+  return out;
 }

@@ -421,6 +421,8 @@ export interface CaptureHeaderInfo {
   stacks?: boolean;
   /** false: module paths were turned off (GPUMEM_MODULE_PATHS=0); absent: not said */
   modulePaths?: boolean;
+  /** false: the optimizer walk's tags were turned off (GPUMEM_TAGS=0); absent: not said */
+  tags?: boolean;
   /** from the capture's REC_DEVICE records (the header is written before CUDA exists: Note [Devices]) */
   devices: DeviceIdentity[];
 }

@@ -178,7 +178,16 @@ export const SETTINGS: readonly SettingDecl[] = [
  * GPUMEM_* variables a user sets on purpose (native/python/README.md): they pass through to the workload.
  * Every other GPUMEM_* is session plumbing, and a stale one from an outer tracked run must not leak into this one.
  */
-export const USER_ENV_SWITCHES: readonly string[] = ['GPUMEM_STRICT_COMPILE', 'GPUMEM_GIL_FREE_WALK'];
+export const USER_ENV_SWITCHES: readonly string[] = [
+  'GPUMEM_STRICT_COMPILE',
+  'GPUMEM_GIL_FREE_WALK',
+  // Note [Not recorded]: the switches that turn a recording part off (issue 26) must reach the workload, or the part
+  // stays on under `gpumem run` and the extension while the README says how to turn it off.
+  'GPUMEM_MODULE_PATHS',
+  'GPUMEM_TAGS',
+  'GPUMEM_KEEPER',
+  'GPUMEM_KEEPER_MS',
+];
 
 /** The setting of a key (throws on a key the table does not have: a typo is a bug). */
 export function setting(key: SettingDecl['key']): SettingDecl {
