@@ -46,8 +46,9 @@ void attach() {
 
 
 def setup(config, so):
-    """config: native (also "native:ANY=1", a second native process: the A/A noise floor) | native-ring | native-tracker | native-history | ours | ours-bare | ours-stacks | ours-recording | ours-fixed |
-    ours-expandable, optionally + "+trim" (expandable with trim_on_growth)."""
+    """config: native (also "native:ANY=1", a second native process: the A/A noise floor) | native-ring |
+    native-tracker | native-history | ours | ours-bare | ours-stacks | ours-recording | ours-fixed | ours-expandable,
+    optionally + "+trim" (expandable with trim_on_growth)."""
     import torch
 
     if config == "ours-bare":  # the allocator alone: no capture file, no trace ring, no stacks
