@@ -75,6 +75,8 @@ import time
 import types
 import weakref
 
+from . import _settings
+
 GROWING = 3
 COOLDOWN = 200
 SAMPLE = 64  # survivors whose referrers are looked up
@@ -621,7 +623,7 @@ _WATCH = None
 def watch():
     """The process's watch (None when GPUMEM_KEEPER=0)."""
     global _WATCH
-    if _WATCH is None and os.environ.get("GPUMEM_KEEPER", "1") not in ("0", "false", "no", "off"):
+    if _WATCH is None and _settings.part_on("GPUMEM_KEEPER"):
         from ._state import STATE
 
         _WATCH = KeeperWatch(lambda text: STATE.native.notice(text, 0) if STATE.configured else None)

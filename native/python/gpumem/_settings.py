@@ -228,19 +228,24 @@ class Settings:
         self.strict_compile = env.get("GPUMEM_STRICT_COMPILE", "0") not in ("0", "", "false", "no")
 
 
+def part_on(name, env=None):
+    """A recording part's user switch (GPUMEM_MODULE_PATHS, GPUMEM_TAGS, GPUMEM_KEEPER): on unless set to 0, false,
+    no or off. Both launchers pass these through (USER_ENV_SWITCHES above)."""
+    env = os.environ if env is None else env
+    return env.get(name, "1") not in ("0", "false", "no", "off")
+
+
 def module_paths_wanted(env=None):
     """False when GPUMEM_MODULE_PATHS turns module paths off; the capture header says so (Note [Not recorded] in
     src/core/analyses/summary/notRecorded.ts)."""
-    env = os.environ if env is None else env
-    return env.get("GPUMEM_MODULE_PATHS", "1") not in ("0", "false", "no", "off")
+    return part_on("GPUMEM_MODULE_PATHS", env)
 
 
 def tags_wanted(env=None):
     """False when GPUMEM_TAGS turns the optimizer walk off (Note [Batched tags] in _tags.py): no parameter, gradient or
     optimizer-state tags, so the categories count those bytes as other memory; the capture header says so (Note [Not
     recorded] in src/core/analyses/summary/notRecorded.ts)."""
-    env = os.environ if env is None else env
-    return env.get("GPUMEM_TAGS", "1") not in ("0", "false", "no", "off")
+    return part_on("GPUMEM_TAGS", env)
 
 
 def rank_info(env=None):
