@@ -5,7 +5,10 @@ Between two processes of the same configuration the host time of a step differs 
 `gpumem run` switches parts off and on block by block (10 steps a block, the states in rotating order, CYCLES
 times), so every state sees the same process, CPUs and minutes:
   all        everything the run records;
-  no-stacks  the default mode's stacks off (PyTorch's context recorder and history off: _tracker.record(False, …));
+  no-stacks  the default mode's context recorder off (PyTorch's recordHistory off: _tracker.record(False, …)). The
+             tracker then still takes each ALLOC's stack from the GIL-free cache (stacks::capture_if_gil_held), with
+             no module marks, and a call site new since gets none: in a settled loop this state is the "gather in
+             the tracker" design of test/gpu/README.md's eighth session, less its module marks;
   no-tags    the optimizer's tag walk off (Note [Batched tags]);
   neither    both off.
 Under the lens allocator only the tag walk can be switched (its stacks are set once, at configure).
