@@ -56,14 +56,15 @@ class TagWalk:
             params = self._params
             for group in optimizer.param_groups:
                 for p in group["params"]:
-                    see(p, TAG_PARAMETER, items)
+                    device, nbytes = p.get_device(), p.numel() * p.element_size()
+                    see(p, TAG_PARAMETER, items, device, nbytes)
                     try:  # Note [Gradient tags from the parameter]
-                        params[id(p)] = (weakref.ref(p), p.get_device(), p.numel() * p.element_size())
+                        params[id(p)] = (weakref.ref(p), device, nbytes)
                     except TypeError:
                         pass
                     g = p.grad
                     if g is not None:
-                        see(g, TAG_GRADIENT, items)
+                        see(g, TAG_GRADIENT, items, device, nbytes)
             for state in optimizer.state.values():
                 for v in state.values():
                     if hasattr(v, "data_ptr"):
@@ -86,7 +87,7 @@ class TagWalk:
         A parameter moved to another device by `p.data = …` keeps its old device here until the next full walk. The
         byte count only describes the tag: the reader gives the category to the allocation at its address (Note
         [Categories])."""
-        seen, params = self._seen, self._params
+        see, params = self._see, self._params
         for group in optimizer.param_groups:
             for p in group["params"]:
                 g = p.grad
@@ -94,23 +95,9 @@ class TagWalk:
                     continue
                 meta = params.get(id(p))
                 if meta is None or meta[0]() is not p:
-                    self._see(g, TAG_GRADIENT, items)
-                    continue
-                device = meta[1]
-                if device < 0:  # a CPU parameter's gradient is not device memory
-                    continue
-                ptr = g.data_ptr()
-                key = id(g)
-                entry = seen.get(key)
-                if entry is not None and entry[1] == ptr and entry[0]() is g:
-                    continue
-                if not ptr:
-                    continue
-                items += (ptr, meta[2], TAG_GRADIENT, device)
-                try:
-                    seen[key] = (weakref.ref(g), ptr)
-                except TypeError:
-                    pass
+                    see(g, TAG_GRADIENT, items)
+                else:
+                    see(g, TAG_GRADIENT, items, meta[1], meta[2])
 
     def sweep(self):
         """Forgets the entries of tensors that are gone."""
@@ -118,8 +105,11 @@ class TagWalk:
         self._seen = {k: e for k, e in self._seen.items() if e[0]() is not None}
         self._params = {k: e for k, e in self._params.items() if e[0]() is not None}
 
-    def _see(self, t, category, items):
-        device = t.get_device()
+    def _see(self, t, category, items, device=None, nbytes=None):
+        """Tags `t` unless this very tensor was tagged at this data pointer; `device` and `nbytes` when the caller
+        knows them (a parameter and its gradient: Note [Gradient tags from the parameter])."""
+        if device is None:
+            device = t.get_device()
         if device < 0:  # CPU tensors (AdamW's `step` counters) are not device memory
             return
         key = id(t)
@@ -129,7 +119,7 @@ class TagWalk:
             return
         if not ptr:
             return
-        items += (ptr, t.numel() * t.element_size(), category, device)
+        items += (ptr, t.numel() * t.element_size() if nbytes is None else nbytes, category, device)
         try:
             self._seen[key] = (weakref.ref(t), ptr)
         except TypeError:
