@@ -365,7 +365,9 @@ class Handle : public Napi::ObjectWrap<Handle> {
                                          (int)Num(info, 3, 100), owners));
   }
   Napi::Value StateAt(const Napi::CallbackInfo& info) {
-    return Str(info.Env(), state_json(M(info.Env()), Dev(info, 0), Num(info, 1, INFINITY)));
+    const double events = Num(info, 2, -1);  // optional: exactly this many events (a category moment's "events")
+    return Str(info.Env(), state_json(M(info.Env()), Dev(info, 0), Num(info, 1, INFINITY),
+                                      std::isfinite(events) && events >= 0 ? (int64_t)events : -1));
   }
   Napi::Value LineStats(const Napi::CallbackInfo& info) {
     return Str(info.Env(), line_stats_json(M(info.Env()), Dev(info, 0)));

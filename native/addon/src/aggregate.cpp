@@ -380,13 +380,13 @@ void range_min_max(const std::vector<int64_t>& base, const Pyramid& p, size_t lo
 
 }  // namespace
 
-std::string state_json(const Model& m, int index, double t_us) {
+std::string state_json(const Model& m, int index, double t_us, int64_t events) {
   const DeviceData* d = dev(m, index);
   json::Writer j;
   std::vector<SegmentData> segs;
   double at = t_us;
   if (d) {
-    size_t n = events_up_to(*d, t_us);
+    size_t n = events >= 0 ? std::min<size_t>((size_t)events, d->count()) : events_up_to(*d, t_us);
     segs = state_after(*d, n);
     if (!std::isfinite(t_us)) at = d->count() ? (double)d->t.back() : 0;
   }

@@ -13,7 +13,9 @@ std::string time_range_json(const Model& m, int dev);
 std::string current_json(const Model& m, int dev);
 // owners: also the owner groups per bucket (Note [Owner bands]); the live view's polls leave them out.
 std::string timeline_json(Model& m, int dev, double t0, double t1, int buckets, bool owners = false);
-std::string state_json(const Model& m, int dev, double t_us);
+// The allocator state after the events up to t_us, or, when events >= 0, after exactly that many events: a moment
+// inside one microsecond (a peak whose free came in the same µs, Note [Moment events] in categories.cpp).
+std::string state_json(const Model& m, int dev, double t_us, int64_t events = -1);
 std::string line_stats_json(const Model& m, int dev);
 std::string stack_json(const Model& m, uint32_t id);
 std::string markers_json(const Model& m, int dev);

@@ -434,7 +434,10 @@ std::string categories_json(const Model& m, int index, const std::vector<double>
     }
     const bool want_lines = with_lines && (mo.slot == -1 || mo.slot + 1 == (int)times_us.size());
     json::Writer o;
-    o.open('{').kvd("timeUs", mo.t_us);
+    // Note [Moment events]: the moment is exactly after `events` events. Times are in µs and several events can
+    // share one (the peak's allocation and a free right after it), so a state asked for by time alone may include
+    // events after the peak; stateAt(device, timeUs, events) gives this very moment's layout.
+    o.open('{').kvd("timeUs", mo.t_us).kvu("events", mo.after);
     const int64_t allocated = mo.after ? d.allocated[mo.after - 1] : d.start_allocated;
     const int64_t reserved = mo.after ? d.reserved[mo.after - 1] : d.start_reserved;
     uint64_t sum = 0;

@@ -28,7 +28,7 @@ export interface CategoriesJson {
 // them from the GPU check); the text shows the top few.
 export function categoriesJson(model: Model, device: number, view: CategoryView): CategoriesJson {
   const p = view.report.peak;
-  const frag = p ? model.stateAt(device, p.timeUs).fragmentation : undefined;
+  const frag = p ? model.stateAt(device, p.timeUs, p.events).fragmentation : undefined;  // Note [Moment events]
   return {
     device,
     has_tags: view.report.hasTags,

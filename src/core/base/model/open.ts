@@ -44,7 +44,7 @@ export interface NativeHandle extends WhatIfHandle {
   timeRange(device: number): string;
   current(device: number): string;
   timeline(device: number, t0Us: number, t1Us: number, buckets: number, owners?: boolean): string;
-  stateAt(device: number, timeUs: number): string;
+  stateAt(device: number, timeUs: number, events?: number): string;
   lineStats(device: number): string;
   stack(id: number): string;
   markers(device: number): string;
@@ -285,8 +285,8 @@ class NativeModel implements Model {
     if (tl.deviceUsedMax) tl.deviceUsedMax = tl.deviceUsedMax.map((v) => (v === null ? NaN : v));
     return tl as TimelineBuckets;
   }
-  stateAt(device: number, timeUs: number): AllocatorState {
-    return parse<AllocatorState>(this.handle.stateAt(device, timeUs));
+  stateAt(device: number, timeUs: number, events?: number): AllocatorState {
+    return parse<AllocatorState>(events === undefined ? this.handle.stateAt(device, timeUs) : this.handle.stateAt(device, timeUs, events));
   }
   lineStats(device: number): LineStat[] {
     return parse<LineStat[]>(this.answers.get(`lineStats:${device}`) ?? this.handle.lineStats(device));

@@ -275,6 +275,11 @@ export type CategoryBytes = Record<Category, number>;
 
 export interface CategoryMoment {
   timeUs: number;
+  /**
+   * the moment is exactly after this many events (Note [Moment events] in native/addon/src/categories.cpp): several
+   * events can share one µs, so its layout is stateAt(device, timeUs, events), not stateAt(device, timeUs)
+   */
+  events?: number;
   allocatedBytes: number;
   reservedBytes: number;
   /** Σ bytes = allocatedBytes − untracedBytes */
@@ -533,7 +538,8 @@ export interface Model {
   /** owners: also the owner groups per bucket (TimelineOwners; costs a pass over new events) */
   timeline(device: number, t0Us: number, t1Us: number, buckets: number, owners?: boolean): TimelineBuckets;
   /** allocator state at `timeUs` (Infinity = end of the capture) */
-  stateAt(device: number, timeUs: number): AllocatorState;
+  /** `events`: exactly after that many events instead of all those up to timeUs (a category moment's `events`) */
+  stateAt(device: number, timeUs: number, events?: number): AllocatorState;
   /** per-line statistics (DESIGN §3), sorted by selfBytesAtPeak descending */
   lineStats(device: number): LineStat[];
   stack(id: number): Stack | undefined;

@@ -33,7 +33,7 @@ export function categoriesView(
           bytes: m.bytes,
           untracedBytes: m.untracedBytes,
           modules: m.modules.slice(0, MAX_MODULES),
-          beyond: beyondAllocated(m, model.stateAt(device, m.timeUs).fragmentation),
+          beyond: beyondAllocated(m, model.stateAt(device, m.timeUs, m.events).fragmentation), // Note [Moment events]
         }
       : null;
   let moment: CategoryMomentView | null = null;
