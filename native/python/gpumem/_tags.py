@@ -81,7 +81,7 @@ class TagWalk:
         (data_ptr). PyTorch keeps a .grad on its parameter's device, with its dtype and shape (AccumulateGrad makes it
         so; the .grad setter refuses anything else), so the device and byte count a full walk read from the parameter
         are the gradient's too; get_device(), numel() and element_size() were three of the four calls on each gradient.
-        Inside one process, switching the whole walk off and on every 10 steps (test/gpu/probes/inprocess_parts.py,
+        Inside one process, switching the whole walk off and on every 10 steps (test/gpu/probes/observer_parts.py,
         ResNet-50 on an H100), the walk was 0.6 ms (lens) and 1.5 ms (default mode) of a step's host time before, with a
         block-to-block spread larger than that. A parameter the full walks have not met (added since) is read in full.
         A parameter moved to another device by `p.data = …` keeps its old device here until the next full walk. The

@@ -1,16 +1,24 @@
 #!/usr/bin/env python3
-"""Probe for issue 25 (not a test): the PyTorch-allocator mode's step-time cost split into its parts, in ONE
-process, so the cuDNN algorithms cudnn.benchmark picked and the machine's minute stay the same across parts.
+"""Probe for issues 25 and 26 (not a test): what each part of the recording costs a step, in ONE process, so the
+cuDNN algorithms cudnn.benchmark picked, the process's CPUs and the machine's minute stay the same across parts
+(between two processes of one configuration a ResNet-50 step's host time differs by ±1.5–3 ms on the lent hosts:
+the A/A rounds of test/gpu/README.md's eighth session).
 
-    python3 -m gpumem run --allocator pytorch -- python3 test/gpu/probes/observer_parts.py [--model resnet18|gpt2]
+    python3 -m gpumem run [--allocator pytorch|lens] -- python3 test/gpu/probes/observer_parts.py [--model resnet18|resnet50|gpt2]
 
 Blocks of steps alternate between configurations of the running instrumentation (interleaved, repeated):
   all           everything the mode does
   -modules      module marks off (Note [Module paths from frames])
   -tags         the optimizer's tag walk skipped (Note [Categories])
-  -stacks       the context recorder off (no stack per allocation; the tracker stays)
-  -python       modules, tags and stacks all off: the tracker's per-event cost alone
-Prints the median step ms of each and its ratio to `all`; RESULT line with the table.
+  -stacks       the context recorder off (PyTorch-allocator mode only). The tracker then still takes each
+                allocation's stack from the GIL-free cache (stacks::capture_if_gil_held), without module marks, and a
+                call site new since gets none: in a settled loop, the "gather in the tracker" design of the README's
+                eighth session, less its module marks
+  -python       modules, tags and (where they can be) stacks all off: the per-event cost alone
+Prints per configuration the median step ms and the median host ms a step issues in (step() returning, before the
+synchronize: what the tool adds to the host shows there first), each with its ratio to `all`; RESULT line with the
+table, also written to $OUT/observer_parts_<mode>_<model>.json when OUT is set. The eighth session's in-process
+figures (host ms, ResNet-50, blocks of 10 × 8) came from a copy of this probe since folded in here.
 """
 import argparse
 import faulthandler
@@ -46,6 +54,11 @@ def main():
     resolver = _modules._keep[0] if _modules._keep else None
     tracker = _observe._tracker
 
+    def set_stacks(on):  # as _HistoryView.apply_ours does, with our stacks on or off
+        hv = _observe._history_view
+        skip = hv.skip if hv.on else list(_observe.RING_ACTIONS)
+        tracker.record(on, hv.user_stacks, min(hv.max_entries, 2 ** 62), hv.when, skip)
+
     def configure(name):
         off = {"all": (), "-modules": ("modules",), "-tags": ("tags",), "-stacks": ("stacks",),
                "-python": ("modules", "tags", "stacks")}[name]
@@ -53,11 +66,13 @@ def main():
             lib.gpumem_modules_enable(_modules._RESOLVER() if "modules" in off else resolver)
         _markers._walking = "tags" not in off
         if tracker is not None:
-            tracker.record("stacks" not in off, 0, 1, 1, [])
+            set_stacks("stacks" not in off)
 
-    names = ["all", "-modules", "-tags", "-stacks", "-python"]
+    # the lens allocator's stacks are set once, at configure: its -stacks cannot be switched here
+    names = ["all", "-modules", "-tags"] + (["-stacks"] if tracker is not None else []) + ["-python"]
     times = {n: [] for n in names}
     every = {n: [] for n in names}
+    host = {n: [] for n in names}
     for r in range(a.repeats):
         for n in (names[r % len(names):] + names[:r % len(names)]):
             configure(n)
@@ -68,19 +83,31 @@ def main():
             for _ in range(a.block):
                 t0 = time.perf_counter()
                 step()
+                t1 = time.perf_counter()
                 torch.cuda.synchronize()
                 ts.append((time.perf_counter() - t0) * 1e3)
+                host[n].append((t1 - t0) * 1e3)
             times[n].append(statistics.median(ts))
             every[n].extend(ts)
     configure("all")
     base = statistics.median(times["all"])
     p10 = {n: sorted(v)[len(v) // 10] for n, v in every.items()}
+    host_all = statistics.median(host["all"])
     table = {n: {"ms": round(statistics.median(v), 3), "vs_all": round(statistics.median(v) / base, 4),
-                 "p10_ms": round(p10[n], 3), "p10_vs_all": round(p10[n] / p10["all"], 4), "blocks": [round(x, 3) for x in v]}
+                 "p10_ms": round(p10[n], 3), "p10_vs_all": round(p10[n] / p10["all"], 4),
+                 "host_ms": round(statistics.median(host[n]), 3),
+                 "host_vs_all": round(statistics.median(host[n]) / host_all, 4), "blocks": [round(x, 3) for x in v]}
              for n, v in times.items()}
     for n, t in table.items():
-        print("%-10s median %.3f ms ×%.4f of all; p10 %.3f ms ×%.4f   %s" % (n, t["ms"], t["vs_all"], t["p10_ms"], t["p10_vs_all"], t["blocks"]), flush=True)
-    print("RESULT " + json.dumps({"model": a.model, "tracker": tracker is not None, "parts": table}), flush=True)
+        print("%-10s median %.3f ms ×%.4f of all; p10 %.3f ms ×%.4f; host %.3f ms ×%.4f   %s"
+              % (n, t["ms"], t["vs_all"], t["p10_ms"], t["p10_vs_all"], t["host_ms"], t["host_vs_all"], t["blocks"]),
+              flush=True)
+    result = {"model": a.model, "tracker": tracker is not None, "parts": table}
+    print("RESULT " + json.dumps(result), flush=True)
+    if os.environ.get("OUT"):
+        mode = "pytorch" if tracker is not None else "lens"
+        with open(os.path.join(os.environ["OUT"], "observer_parts_%s_%s.json" % (mode, a.model)), "w") as f:
+            json.dump(result, f, indent=1)
 
 
 if __name__ == "__main__":
