@@ -286,7 +286,7 @@ class NativeModel implements Model {
     return tl as TimelineBuckets;
   }
   stateAt(device: number, timeUs: number, events?: number): AllocatorState {
-    return parse<AllocatorState>(events === undefined ? this.handle.stateAt(device, timeUs) : this.handle.stateAt(device, timeUs, events));
+    return parse<AllocatorState>(this.handle.stateAt(device, timeUs, events)); // no events: by time (the addon's default)
   }
   lineStats(device: number): LineStat[] {
     return parse<LineStat[]>(this.answers.get(`lineStats:${device}`) ?? this.handle.lineStats(device));
