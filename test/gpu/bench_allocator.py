@@ -23,6 +23,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -299,8 +300,8 @@ class Gate:
     pipe the parent reads (GPUMEM_BENCH_GATE="<fd to write>,<block>") and waits for the parent's "go" on stdin.
     Outside lockstep every turn is the child's own at once."""
 
-    def __init__(self, fd=None, block=1 << 30):
-        self.fd, self.block = fd, block
+    def __init__(self, fd=None, block=1 << 30, places=None):
+        self.fd, self.block, self.places = fd, block, places
 
     @classmethod
     def from_env(cls):
@@ -308,7 +309,11 @@ class Gate:
         if not spec:
             return cls()
         fd, block = spec.split(",")
-        return cls(int(fd), max(1, int(block)))
+        places = os.environ.get("GPUMEM_BENCH_TURN_CPUS")
+        if places:
+            main, autograd, rest = places.split(";")
+            places = ({int(main)}, {int(autograd)}, {int(c) for c in rest.split(",") if c})
+        return cls(int(fd), max(1, int(block)), places or None)
 
     def turn(self):
         if self.fd is None:
@@ -316,6 +321,34 @@ class Gate:
         os.write(self.fd, b"r")  # the first one: set up and ready; then: this turn is over
         if sys.stdin.buffer.read(1) != b"g":
             raise SystemExit("lockstep parent went away")
+        if self.places:
+            place_threads(*self.places)
+
+
+def place_threads(main, autograd, rest):
+    """Note [Turn CPUs]: at the start of each turn, this process's main thread goes to the CPU `main`, PyTorch's
+    autograd device threads (pt_autograd_*) to `autograd`, and every other thread (the CUDA driver's, ours: gpumem-*)
+    to `rest`, the same sets in every configuration. Pinning the process to one CPU per core (Note [Pinned children])
+    left where its two busy threads land to the scheduler, and that choice stays for the process's life: two native
+    processes of one round then differed by up to 6 % (the eighth session's A/A rounds in test/gpu/README.md), the
+    lent VM's CPUs not being equally fast. Here every configuration's timed blocks run their main and autograd threads
+    on the same two CPUs, turn after turn, and our threads are kept off them as an idle machine's scheduler would."""
+    me = threading.get_native_id()
+    try:
+        tids = os.listdir("/proc/self/task")
+    except OSError:
+        return
+    for tid in tids:
+        t = int(tid)
+        try:
+            if t == me:
+                cpus = main
+            else:
+                with open("/proc/self/task/%s/comm" % tid) as f:
+                    cpus = autograd if f.read().startswith("pt_autograd") else rest
+            os.sched_setaffinity(t, cpus)
+        except OSError:  # the thread ended meanwhile
+            pass
 
 
 def _keeper_passes():
@@ -409,6 +442,7 @@ CHILDREN = {"micro": child_micro, "steps": child_steps, "frag": child_frag}
 
 
 CPUS = [None]  # --cpus: the logical CPUs every child runs on
+TURN_CPUS = [None]  # --turn-cpus: "main;autograd;rest,…" (Note [Turn CPUs])
 
 
 def one_cpu_per_core(limit):
@@ -489,6 +523,8 @@ def run_lockstep(configs, so, block, timeout=400):
         r, w = os.pipe()
         cmd, env, session = child_command("steps", c, so)
         env["GPUMEM_BENCH_GATE"] = "%d,%d" % (w, block)
+        if TURN_CPUS[0]:
+            env["GPUMEM_BENCH_TURN_CPUS"] = TURN_CPUS[0]
         out = tempfile.TemporaryFile(mode="w+")
         err = tempfile.TemporaryFile(mode="w+")
         p = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=out, stderr=err, env=env, pass_fds=(w,),
@@ -557,6 +593,9 @@ def main():
     ap.add_argument("--lockstep", type=int, default=0, metavar="BLOCK",
                     help="Note [Lockstep rounds]: every configuration of a round alive at once, taking turns of BLOCK "
                          "timed steps (warm-up steps one a turn); 0: one configuration after another")
+    ap.add_argument("--turn-cpus", action="store_true",
+                    help="Note [Turn CPUs]: in each turn, the main thread on the first CPU of --cpus, the autograd "
+                         "threads on the second, every other thread on the rest")
     ap.add_argument("--cpus", type=int, default=0,
                     help="pin every child to this many logical CPUs, one per physical core (Note [Pinned children])")
     ap.add_argument("--child")
@@ -571,6 +610,12 @@ def main():
     if args.cpus:
         CPUS[0] = one_cpu_per_core(args.cpus)
         print(json.dumps({"pinned_cpus": sorted(CPUS[0])}), flush=True)
+    if args.turn_cpus:
+        if not args.lockstep or not CPUS[0] or len(CPUS[0]) < 3:
+            raise SystemExit("--turn-cpus needs --lockstep and --cpus 3 or more")
+        cpus = sorted(CPUS[0])
+        TURN_CPUS[0] = "%d;%d;%s" % (cpus[0], cpus[1], ",".join(str(c) for c in cpus[2:]))
+        print(json.dumps({"turn_cpus": TURN_CPUS[0]}), flush=True)
     WARMUP[0] = args.warmup
     STEPS[0] = args.steps
     results = {}

@@ -102,11 +102,12 @@ for s in "${stages[@]}"; do
     # Issue 26: step time of `gpumem run` (full recording: stacks, tags, phases, module paths) vs native, the lens
     # and the default mode, ROUNDS interleaved rounds (default 5): settled (STEPS timed steps, default 100: the lent
     # host's slow bursts last about a second, a third of GPT-2's window rather than half) and settling (warm-up).
-    # The configurations of a round take turns of BLOCK steps (default 10; Note [Lockstep rounds], test/gpu/README.md).
+    # The configurations of a round take turns of BLOCK steps (default 10; Note [Lockstep rounds], test/gpu/README.md),
+    # their main and autograd threads on the same two CPUs in every turn (Note [Turn CPUs]; NO_TURN_CPUS=1: as before).
     categories-cost) run_stage categories-cost 580 bash -c "PYTHONPATH=$PWD/native/python python3 -m gpumem build-observer >/dev/null 2>&1
         python3 test/gpu/bench_allocator.py --so $SO --only steps --models gpt2 resnet50 \
         --step-configs native ${AA:+native:GPUMEM_AA=1} gpumem-run gpumem-run-auto --rounds ${ROUNDS:-5} --steps ${STEPS:-100} --cpus 6 \
-        --lockstep ${BLOCK:-10} | grep --line-buffered -E 'step_ratio|median|error'" ;;
+        --lockstep ${BLOCK:-10} $([ -n "${NO_TURN_CPUS:-}" ] || echo --turn-cpus) | grep --line-buffered -E 'step_ratio|median|error'" ;;
     # Issue 26, probes: where the default mode's added host time goes, part by part. ResNet-50 in lockstep rounds:
     # PyTorch's trace entries to a tracker that does nothing (native-tracker), PyTorch's history ring (native-ring),
     # the default mode without stacks and with them, the lens mode without stacks and with them;
@@ -114,7 +115,7 @@ for s in "${stages[@]}"; do
     # mode twice each, interleaved (test/gpu/probes/perf_host.sh; carry .carry/perfpkg from probes/pack_perf.sh).
     host-bisect) run_stage host-bisect 520 bash -c "PYTHONPATH=$PWD/native/python python3 -m gpumem build-observer >/dev/null 2>&1
         python3 test/gpu/bench_allocator.py --so $SO --only steps --models resnet50 --rounds ${ROUNDS:-3} --steps ${STEPS:-60} \
-        --cpus 6 --lockstep ${BLOCK:-10} --step-configs native native-tracker native-ring gpumem-run-auto:GPUMEM_STACKS=0 \
+        --cpus 6 --lockstep ${BLOCK:-10} $([ -n "${NO_TURN_CPUS:-}" ] || echo --turn-cpus) --step-configs native native-tracker native-ring gpumem-run-auto:GPUMEM_STACKS=0 \
         gpumem-run-auto gpumem-run:GPUMEM_STACKS=0 gpumem-run | grep --line-buffered -E 'step_ratio|median|error'" ;;
     host-profile) run_stage host-profile 200 env CONFIGS="native gpumem-auto gpumem-auto native" bash test/gpu/probes/perf_host.sh 5 ;;
     # Issue 13: what the summary says empty_cache() would release and the largest request without growth,

@@ -96,3 +96,56 @@ class LockstepTest(unittest.TestCase):
 
 if __name__ == "__main__":
     unittest.main()
+
+
+class TurnCpusTest(unittest.TestCase):
+    """Note [Turn CPUs]: at each turn the main thread, PyTorch's autograd threads (by their name) and every other
+    thread go to their own CPU sets."""
+
+    def test_threads_placed_by_role(self):
+        import ctypes
+        import threading
+
+        cpus = sorted(os.sched_getaffinity(0))
+        if len(cpus) < 2:
+            self.skipTest("needs two CPUs")
+        libc = ctypes.CDLL(None)
+        ready, stop = threading.Barrier(3), threading.Event()
+        tids = {}
+
+        def worker(name):
+            if name:
+                libc.prctl(15, name.encode(), 0, 0, 0)  # PR_SET_NAME, as PyTorch names its device threads
+            tids[name or "other"] = threading.get_native_id()
+            ready.wait()
+            stop.wait(10)
+
+        threads = [threading.Thread(target=worker, args=(n,)) for n in ("pt_autograd_0", "")]
+        for t in threads:
+            t.start()
+        ready.wait()
+        before = os.sched_getaffinity(0)
+        try:
+            main, autograd, rest = {cpus[0]}, {cpus[1]}, set(cpus[1:])
+            bench_allocator.place_threads(main, autograd, rest)
+            self.assertEqual(os.sched_getaffinity(threading.get_native_id()), main)
+            self.assertEqual(os.sched_getaffinity(tids["pt_autograd_0"]), autograd)
+            self.assertEqual(os.sched_getaffinity(tids["other"]), rest)
+        finally:
+            stop.set()
+            for t in threads:
+                t.join()
+            os.sched_setaffinity(0, before)
+
+    def test_gate_reads_its_places(self):
+        old = dict(os.environ)
+        try:
+            os.environ["GPUMEM_BENCH_GATE"] = "7,10"
+            os.environ["GPUMEM_BENCH_TURN_CPUS"] = "0;2;4,6,8"
+            g = bench_allocator.Gate.from_env()
+            self.assertEqual((g.fd, g.block, g.places), (7, 10, ({0}, {2}, {4, 6, 8})))
+            del os.environ["GPUMEM_BENCH_TURN_CPUS"]
+            self.assertIsNone(bench_allocator.Gate.from_env().places)
+        finally:
+            os.environ.clear()
+            os.environ.update(old)

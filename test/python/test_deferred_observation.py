@@ -140,5 +140,52 @@ class DeferredObservationTest(unittest.TestCase):
         self.assertEqual(info["end"]["queue"]["full_drains"], 0)
 
 
+# Note [Probe switches] (native/allocator/src/c_api.cc): what the in-process step probe switches.
+PROBE_DRIVER = r"""
+import ctypes as c, json, sys
+lib = c.CDLL(sys.argv[1])
+lib.gpumem_configure.argtypes = [c.c_char_p]
+lib.gpumem_observe_start.argtypes = [c.c_void_p, c.c_void_p]
+ev = lib.gpumem_observe_event_queued
+ev.argtypes = [c.c_int, c.c_int, c.c_uint64, c.c_uint64, c.c_uint64, c.c_uint32, c.c_uint64]
+probe = lib.gpumem_probe_set
+probe.argtypes, probe.restype = [c.c_char_p, c.c_int64], c.c_int
+lib.gpumem_last_error.restype = c.c_char_p
+lib.gpumem_observe_gather.restype = c.c_uint32
+assert lib.gpumem_configure(json.dumps({"capture_path": sys.argv[2], "trace_entries": 0, "stacks": False,
+                                        "sample_interval_ms": 0}).encode()) == 0
+lib.gpumem_observe_start(None, None)
+out = {"set": [probe(b"drain_ms", 200), probe(b"drain_wake", 3), probe(b"flush_ms", 7)]}
+ev(0, 3, 1 << 32, 4 << 20, 7, 0, 0)              # SEGMENT_ALLOC, recorded
+out["hold"] = probe(b"observe_hold", 1)
+for i in range(5):                               # held: returned at once, never queued
+    ev(0, 0, (1 << 32) + i * 4096, 512, 7, 0, 0)
+out["gather_held"] = lib.gpumem_observe_gather()
+probe(b"observe_hold", 0)
+ev(0, 0, (1 << 32) + 8192, 1024, 7, 0, 0)        # ALLOC, recorded
+out["unknown"] = probe(b"nothing", 1)
+out["error"] = lib.gpumem_last_error().decode()
+lib.gpumem_shutdown(0)
+print(json.dumps(out))
+"""
+
+
+class ProbeSwitchesTest(unittest.TestCase):
+    def test_hold_records_nothing_and_cadence_loses_nothing(self):
+        so = support.real_so_or_skip(self)
+        cap = os.path.join(support.new_dir("probe-switches"), "c.gpumem")
+        r = subprocess.run([sys.executable, "-c", PROBE_DRIVER, so, cap], capture_output=True, text=True, timeout=120)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        out = json.loads(r.stdout)
+        self.assertEqual(out["set"], [0, 0, 0])
+        self.assertEqual((out["hold"], out["gather_held"]), (0, 0))
+        self.assertEqual(out["unknown"], -1)
+        self.assertIn("unknown switch 'nothing'", out["error"])
+        _header, recs = support.read_capture(cap)
+        blocks = [(t, F.BlockEvent.unpack_dict(p)["size"]) for t, p in recs if t == F.REC_ALLOC]
+        self.assertEqual(blocks, [(F.REC_ALLOC, 1024)], "the held allocations are not in the capture, the next one is")
+        self.assertEqual(sum(1 for t, _ in recs if t == F.REC_SEGMENT_ALLOC), 1)
+
+
 if __name__ == "__main__":
     unittest.main()

@@ -20,6 +20,7 @@
 #include "snapshot_pickle.h"
 #include "stack_capture.h"
 #include "version.h"
+#include "writer.h"
 
 // The library is built with hidden visibility; only the C API is exported.
 #define GPUMEM_API extern "C" __attribute__((visibility("default")))
@@ -326,8 +327,36 @@ GPUMEM_API int gpumem_observe_event(int device, int action, uint64_t addr, uint6
   return rec::observer::on_event(device, action, addr, size, stream, stack, t_ns) ? 1 : 0;
 }
 
+// Note [Probe switches]: a probe of what the recording costs a step (test/gpu/probes/observer_parts.py) switches parts
+// off and on inside one running workload, because two processes of one configuration differ by more than the parts
+// on the lent hosts. Not settings: nothing of the product sets them, and a capture taken while one is on is not
+// complete. "observe_hold" 1: the tracker's entries and the context recorder's calls return at once (the
+// PyTorch-allocator mode's whole per-event path off; PyTorch still builds the entries); "drain_ms" and
+// "drain_wake": the observer thread's cadence (sequencer::set_cadence); "flush_ms": the writer's.
+namespace {
+std::atomic<bool> g_observe_hold{false};
+}
+
+GPUMEM_API int gpumem_probe_set(const char* name, int64_t value) {
+  const std::string n = name ? name : "";
+  if (n == "observe_hold") {
+    g_observe_hold.store(value != 0);
+  } else if (n == "drain_ms" || n == "drain_wake") {
+    static std::atomic<uint32_t> period{5}, wake{rec::sequencer::kWake};
+    (n == "drain_ms" ? period : wake).store(uint32_t(std::max<int64_t>(1, std::min<int64_t>(value, 1 << 20))));
+    rec::sequencer::set_cadence(period.load(), wake.load());
+  } else if (n == "flush_ms") {
+    rec::writer::set_flush_interval_ms(uint32_t(std::max<int64_t>(1, std::min<int64_t>(value, 10000))));
+  } else {
+    set_last_error("gpumem_probe_set: unknown switch '" + n + "' (observe_hold, drain_ms, drain_wake, flush_ms)");
+    return -1;
+  }
+  return 0;
+}
+
 GPUMEM_API int gpumem_observe_event_queued(int device, int action, uint64_t addr, uint64_t size, uint64_t stream,
                                            uint32_t stack, uint64_t t_ns) {
+  if (g_observe_hold.load(std::memory_order_relaxed)) return 1;
   rec::self_time::Scope timed(rec::self_time::kObserve);
   return rec::observer::queue_event(device, action, addr, size, stream, stack, t_ns) ? 1 : 0;
 }
@@ -338,11 +367,13 @@ GPUMEM_API void gpumem_observe_figures(int device, uint64_t allocated, uint64_t 
 }
 
 GPUMEM_API uint32_t gpumem_observe_gather(void) {
+  if (g_observe_hold.load(std::memory_order_relaxed)) return 0;
   rec::self_time::Scope timed(rec::self_time::kGather);
   return rec::recording() ? rec::observer::gather() : 0;
 }
 
 GPUMEM_API uint32_t gpumem_observe_take_stack(int action) {
+  if (g_observe_hold.load(std::memory_order_relaxed)) return 0;
   return rec::recording() ? rec::observer::take_stack(action) : 0;
 }
 

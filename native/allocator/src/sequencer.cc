@@ -46,6 +46,7 @@ struct alignas(64) State {
   std::thread thread;
   uint64_t events = 0, records = 0, drains = 0, max_depth = 0, folded = 0;  // under drain_mu
   std::atomic<uint64_t> full_drains{0};
+  std::atomic<uint32_t> period_ms{5}, wake{kWake};  // Note [Probe switches]
 };
 State& S() {
   static State* s = new State();  // never destroyed: trace entries may come from atexit
@@ -104,7 +105,7 @@ bool enqueue(const Item& it) {
     s.in.push_back(it);
     n = s.in.size();
   }
-  if (n == kWake) s.cv.notify_one();
+  if (n == s.wake.load(std::memory_order_relaxed)) s.cv.notify_one();
   if (n >= kMaxItems) {
     s.full_drains.fetch_add(1, std::memory_order_relaxed);
     drain();
@@ -124,7 +125,8 @@ void run() {
   State& s = S();
   std::unique_lock<std::mutex> lk(s.mu);
   while (s.on.load()) {
-    s.cv.wait_for(lk, std::chrono::milliseconds(5), [&] { return !s.on.load() || s.in.size() >= kWake; });
+    s.cv.wait_for(lk, std::chrono::milliseconds(s.period_ms.load(std::memory_order_relaxed)),
+                  [&] { return !s.on.load() || s.in.size() >= s.wake.load(std::memory_order_relaxed); });
     if (!s.on.load()) break;
     lk.unlock();
     drain();
@@ -148,6 +150,12 @@ bool start(Apply apply) {
 }
 
 bool running() { return S().on.load(); }
+
+void set_cadence(uint32_t period_ms, uint32_t wake_items) {
+  State& s = S();
+  s.period_ms.store(std::max<uint32_t>(1, period_ms));
+  s.wake.store(std::min<uint32_t>(std::max<uint32_t>(1, wake_items), kMaxItems));
+}
 
 bool push(const Event& e) {
   Item it;  // no zeroing: an event fills all it uses

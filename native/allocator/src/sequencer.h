@@ -57,6 +57,9 @@ bool push(const Event& e);
 // A record in its place among the queued events when the sequencer runs and it fits; otherwise the queue is
 // drained first and the record goes straight to the writer (pinned records stay pinned: writer::pinned_type).
 void record(uint8_t type, uint8_t device, uint16_t flags, const void* payload, uint32_t bytes);
+// Note [Probe switches] (c_api.cc): how often the thread drains, and how many queued items wake it early (a probe
+// of the workload's step cost sets them; 5 ms and kWake otherwise).
+void set_cadence(uint32_t period_ms, uint32_t wake_items);
 // Applies everything queued so far, on the calling thread, and returns once it is applied.
 void drain();
 // drain(), then the thread ends; later pushes return false. Idempotent.

@@ -616,6 +616,12 @@ void close(int exit_code, uint64_t end_t_ns) {
   s.fd = -1;
 }
 
+void set_flush_interval_ms(uint32_t ms) {
+  State& s = S();
+  std::lock_guard<std::mutex> lk(s.mu);
+  s.opt.flush_interval_ms = std::min<uint32_t>(std::max<uint32_t>(1, ms), 10000);
+}
+
 void forget_after_fork() {
   // Runs in a fork child: no locks (another thread may have held them at the fork) and no writer
   // thread. The file belongs to the parent, so the child writes nothing, not even REC_END.

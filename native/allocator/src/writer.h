@@ -34,6 +34,9 @@ int64_t append(uint8_t type, uint8_t device, uint16_t flags, const void* a, uint
                uint32_t bn = 0, bool pinned = false);
 bool pinned_type(uint8_t type);
 
+// Note [Probe switches] (c_api.cc): how often the thread writes when nothing asks it to (the option's
+// flush_interval_ms otherwise); 1–10000 ms.
+void set_flush_interval_ms(uint32_t ms);
 // Hands everything queued so far to the file and waits until it is written.
 void flush();
 // Appends REC_END, flushes, stops the thread and closes the file. Idempotent.
