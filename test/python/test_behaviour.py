@@ -114,6 +114,19 @@ class OptimizerTagTest(unittest.TestCase):
             header = json.loads(next(l for l in log if l.startswith("configure "))[len("configure "):])["header"]
             self.assertIs(header["tags"], tagged)
 
+    def test_figures_only_is_refused_by_the_lens_mode_in_one_line(self):
+        """Note [Figures only] (gpumem/_observe.py): the lens allocator records every allocation whatever GPUMEM_EVENTS
+        says; asked for, it says so once and its header keeps "events": true (the panels would say otherwise)."""
+        source = """
+            import torch
+            torch.empty(4096, device="cuda")
+        """
+        run = support.run_script(source, env={"GPUMEM_EVENTS": "0", "GPUMEM_ALLOCATOR": "lens"})
+        self.assertEqual(run.code, 0, run.err)
+        self.assertEqual(run.err.count("GPUMEM_EVENTS=0 is for PyTorch's own allocator"), 1, run.err)
+        header = json.loads(next(l for l in run.log() if l.startswith("configure "))[len("configure "):])["header"]
+        self.assertEqual((header["allocator_mode"], header["events"]), ("lens", True))
+
 
 class ForkTest(unittest.TestCase):
     def test_forked_child_never_writes_into_the_parents_capture(self):

@@ -155,7 +155,7 @@ lib.gpumem_observe_gather.restype = c.c_uint32
 assert lib.gpumem_configure(json.dumps({"capture_path": sys.argv[2], "trace_entries": 0, "stacks": False,
                                         "sample_interval_ms": 0}).encode()) == 0
 lib.gpumem_observe_start(None, None)
-out = {"set": [probe(b"drain_ms", 200), probe(b"drain_wake", 3), probe(b"flush_ms", 7)]}
+out = {"set": [probe(b"drain_ms", 200), probe(b"drain_wake", 3), probe(b"flush_ms", 7), probe(b"stacks", 1)]}
 ev(0, 3, 1 << 32, 4 << 20, 7, 0, 0)              # SEGMENT_ALLOC, recorded
 out["hold"] = probe(b"observe_hold", 1)
 for i in range(5):                               # held: returned at once, never queued
@@ -177,7 +177,7 @@ class ProbeSwitchesTest(unittest.TestCase):
         r = subprocess.run([sys.executable, "-c", PROBE_DRIVER, so, cap], capture_output=True, text=True, timeout=120)
         self.assertEqual(r.returncode, 0, r.stderr)
         out = json.loads(r.stdout)
-        self.assertEqual(out["set"], [0, 0, 0])
+        self.assertEqual(out["set"], [0, 0, 0, 0])
         self.assertEqual((out["hold"], out["gather_held"]), (0, 0))
         self.assertEqual(out["unknown"], -1)
         self.assertIn("unknown switch 'nothing'", out["error"])

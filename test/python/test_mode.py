@@ -177,6 +177,15 @@ class EnvironmentAndRequestTest(unittest.TestCase):
                 self.assertIn(value, c.line())
             self.assertEqual(_mode.decide("auto", script, env={"PYTORCH_CUDA_ALLOC_CONF": "  "}, roots=[d], observer=NO_OBSERVER).mode, "lens")
 
+    def test_figures_only_takes_pytorchs_allocator(self):
+        # Note [Figures only] (gpumem/_observe.py): only PyTorch's allocator has figures without per-allocation events
+        with tempfile.TemporaryDirectory() as d:
+            script = write(d, "train.py", "import torch\n")
+            c = _mode.decide("auto", script, env={"GPUMEM_EVENTS": "0"}, roots=[d], observer=NO_OBSERVER)
+            self.assertEqual((c.mode, c.reason), ("pytorch", "GPUMEM_EVENTS=0: figures only, read from PyTorch's own allocator"))
+            self.assertEqual(_mode.decide("auto", script, env={"GPUMEM_EVENTS": "1"}, roots=[d], observer=NO_OBSERVER).mode, "lens")
+            self.assertEqual(_mode.decide("lens", script, env={"GPUMEM_EVENTS": "0"}).mode, "lens")  # asked for: refused later
+
     def test_explicit_modes_win(self):
         with tempfile.TemporaryDirectory() as d:
             script = write(d, "train.py", "import torch\ntorch.backends.cudnn.benchmark = True\n")

@@ -98,6 +98,44 @@ class ObserveModeTest(unittest.TestCase):
         stats = [F.StatsRec.unpack_dict(p) for t, p in recs if t == F.REC_STATS]
         self.assertTrue(stats and stats[-1]["peak_allocated"] == (1 << 20) + 4096, "REC_STATS peak from the observer's running figures")
 
+    def test_events_off_records_pytorchs_figures_only(self):
+        """Note [Figures only] (gpumem/_observe.py): GPUMEM_EVENTS=0 takes PyTorch's stats, never its history or a
+        tracker, even where both exist; the header says so, the tag walk is off."""
+        workload = WORKLOAD.replace("torch.cuda.init()", """stats = {"allocated_bytes.all.current": 3 << 20, "reserved_bytes.all.current": 40 << 20,
+         "allocated_bytes.all.peak": 5 << 20, "reserved_bytes.all.peak": 40 << 20, "num_ooms": 0}
+torch.cuda.memory_stats = mem.memory_stats = lambda device=None: dict(stats)
+torch.cuda.init()""").replace('"swapped": STATE.swapped,', '"swapped": STATE.swapped, "walking": __import__("gpumem._markers").'
+                              '_markers._walking,')
+        proc, work, session = support.start_workload(workload, self.so, env={
+            "GPUMEM_ALLOCATOR": "auto", "GPUMEM_SAMPLE_MS": "50", "GPUMEM_EVENTS": "0"}, cwd_is_work=True)
+        try:
+            first = json.loads(proc.stdout.readline() or "{}")
+            import time
+            time.sleep(0.5)  # a few polls of PyTorch's stats
+            proc.stdin.write("\n")
+            proc.stdin.flush()
+            _out, err = proc.communicate(timeout=60)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+        self.assertEqual(proc.returncode, 0, err)
+        self.assertEqual((first.get("mode"), first.get("source"), first.get("swapped"), first.get("walking")),
+                         ("pytorch", "stats", False, False))
+        lines = [l for l in err.splitlines() if l.startswith("gpumem: allocator mode")]
+        self.assertEqual(len(lines), 1, err)
+        self.assertIn("GPUMEM_EVENTS=0", lines[0])  # auto's reason: before the cudnn.benchmark line the scan finds
+        self.assertNotIn("memory history", err)
+        (cap,) = [f for f in os.listdir(session) if f.endswith(".gpumem")]
+        header, recs = support.read_capture(os.path.join(session, cap))
+        self.assertIs(header["events"], False)
+        types = [t for t, _ in recs]
+        for t in (F.REC_ALLOC, F.REC_FREE_REQUESTED, F.REC_FREE_COMPLETED, F.REC_SEGMENT_ALLOC, F.REC_TAG):
+            self.assertNotIn(t, types)
+        stats = [F.StatsRec.unpack_dict(p) for t, p in recs if t == F.REC_STATS]
+        self.assertTrue(stats, "the sampler writes PyTorch's figures")
+        self.assertEqual((stats[-1]["allocated"], stats[-1]["reserved"], stats[-1]["peak_allocated"]),
+                         (3 << 20, 40 << 20, 5 << 20))
+
 
 if __name__ == "__main__":
     unittest.main()

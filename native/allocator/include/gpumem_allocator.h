@@ -127,7 +127,7 @@ uint32_t gpumem_observe_gather(void);
 // `action` on this thread, the gathered one if any (ALLOC and OOM consume it).
 uint32_t gpumem_observe_take_stack(int action);
 // Note [Probe switches] (src/c_api.cc): parts of the recording off and on inside a running workload, for the step
-// cost probe only ("observe_hold", "drain_ms", "drain_wake", "flush_ms"). 0, or -1 for an unknown name.
+// cost probe only ("observe_hold", "stacks", "drain_ms", "drain_wake", "flush_ms"). 0, or -1 for an unknown name.
 int gpumem_probe_set(const char* name, int64_t value);
 // Interns a stack from JSON [[file, function, line], …] innermost first (e.g. a snapshot's frames).
 uint32_t gpumem_observe_frames(const char* frames_json, uint32_t flags);

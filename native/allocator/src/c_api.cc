@@ -331,7 +331,8 @@ GPUMEM_API int gpumem_observe_event(int device, int action, uint64_t addr, uint6
 // off and on inside one running workload, because two processes of one configuration differ by more than the parts
 // on the lent hosts. Not settings: nothing of the product sets them, and a capture taken while one is on is not
 // complete. "observe_hold" 1: the tracker's entries and the context recorder's calls return at once (the
-// PyTorch-allocator mode's whole per-event path off; PyTorch still builds the entries); "drain_ms" and
+// PyTorch-allocator mode's whole per-event path off; PyTorch still builds the entries); "stacks" 0: no stack is
+// walked anywhere (stacks::set_enabled, as --no-stacks at start; the entries still queued); "drain_ms" and
 // "drain_wake": the observer thread's cadence (sequencer::set_cadence); "flush_ms": the writer's.
 namespace {
 std::atomic<bool> g_observe_hold{false};
@@ -345,10 +346,12 @@ GPUMEM_API int gpumem_probe_set(const char* name, int64_t value) {
     static std::atomic<uint32_t> period{5}, wake{rec::sequencer::kWake};
     (n == "drain_ms" ? period : wake).store(uint32_t(std::max<int64_t>(1, std::min<int64_t>(value, 1 << 20))));
     rec::sequencer::set_cadence(period.load(), wake.load());
+  } else if (n == "stacks") {
+    rec::stacks::set_enabled(value != 0);
   } else if (n == "flush_ms") {
     rec::writer::set_flush_interval_ms(uint32_t(std::max<int64_t>(1, std::min<int64_t>(value, 10000))));
   } else {
-    set_last_error("gpumem_probe_set: unknown switch '" + n + "' (observe_hold, drain_ms, drain_wake, flush_ms)");
+    set_last_error("gpumem_probe_set: unknown switch '" + n + "' (observe_hold, stacks, drain_ms, drain_wake, flush_ms)");
     return -1;
   }
   return 0;

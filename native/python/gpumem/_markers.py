@@ -74,6 +74,11 @@ def apply(torch):
         cls = getattr(module, "record_function", None) if module is not None else None
         if isinstance(cls, type):
             _patch_record_function(cls)
+    global _walking
+    if STATE.observer_source == "stats":
+        # Figures only (Note [Figures only] in _observe.py; also cudaMallocAsync): no allocation is recorded, so no
+        # tag or module mark could name one; the step facts and phases stay (a C call each).
+        _walking = False
     autograd = torch.autograd
     # Tensor.backward() calls torch.autograd.backward by attribute at call time: one patch covers both.
     autograd.backward = _bracket(autograd.backward)
@@ -85,7 +90,7 @@ def apply(torch):
 
 def _hook_modules(torch):
     """Module paths from the frames the allocator walks (Note [Module paths]); no hook in the user's forward."""
-    if not module_paths_wanted():
+    if not module_paths_wanted() or STATE.observer_source == "stats":
         return
     from . import _modules
 

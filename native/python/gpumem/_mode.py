@@ -41,6 +41,8 @@ import ast
 import os
 import sys
 
+from ._settings import part_on
+
 MODES = ("auto", "lens", "pytorch")
 ALLOC_CONF_VARS = ("PYTORCH_CUDA_ALLOC_CONF", "PYTORCH_ALLOC_CONF")
 GRAPH_COMPILE_MODES = ("reduce-overhead", "max-autotune")
@@ -78,6 +80,8 @@ def decide(requested, entry, env=None, roots=None, observer=None):
         return Choice("lens", "asked for (--allocator lens / gpuMemoryLens.allocator)")
     if requested == "pytorch":
         return Choice("pytorch", "asked for (--allocator pytorch / gpuMemoryLens.allocator)")
+    if not part_on("GPUMEM_EVENTS", env):  # Note [Figures only] in _observe.py: only PyTorch's allocator has them
+        return Choice("pytorch", "GPUMEM_EVENTS=0: figures only, read from PyTorch's own allocator")
     for var in ALLOC_CONF_VARS:
         conf = env.get(var, "").strip()
         if conf:

@@ -23,6 +23,7 @@ import sys
 import threading
 
 from . import _native
+from ._settings import events_wanted
 from ._state import STATE
 from ._where import warn
 
@@ -537,8 +538,20 @@ class _HistoryDrain:
 
 
 def _start_source(torch):
-    """Tracker, else history, else stats (each tried in turn); (name, one line to say, or None)."""
+    """Tracker, else history, else stats (each tried in turn); (name, one line to say, or None).
+
+    Note [Figures only]: GPUMEM_EVENTS=0 takes the stats source at once, whatever the allocator offers. Per-allocation
+    recording is the one part of the PyTorch-allocator mode that no other switch turns off, and on a step near
+    host-bound it costs more than the 1 % the rest of the tool is held to (issue 26: ResNet-50 ×1.03–1.06 on an H100,
+    test/gpu/README.md); with it off, nothing of ours runs per allocation: no trace tracker, no context recorder,
+    no tag walk, no module marks (_markers.py), only PyTorch's stats read at the sampling rate on a thread of ours,
+    and the graphs keep allocated, reserved and device memory. The header says `"events": false` and every panel says
+    what is missing (Note [Not recorded]). `auto` takes PyTorch's allocator for it (_mode.decide); the lens mode
+    records every allocation by its nature, so there the switch is refused in one line (_capture.configure)."""
     global _fallback, _tracker
+    if not events_wanted():
+        _StatsPoll(torch, (STATE.settings.sample_ms or 200) / 1000.0)
+        return "stats", None
     backend = ""
     try:
         backend = torch.cuda.memory.get_allocator_backend()

@@ -136,7 +136,7 @@ TABLE = (
         "help": "bytes of the simulated device (sim backend only) (binary units: 256MiB, 1GiB; 0 = the simulator's default; default: 0)",
     },
 )
-USER_ENV_SWITCHES = ("GPUMEM_STRICT_COMPILE", "GPUMEM_GIL_FREE_WALK", "GPUMEM_MODULE_PATHS", "GPUMEM_TAGS", "GPUMEM_KEEPER", "GPUMEM_KEEPER_MS")
+USER_ENV_SWITCHES = ("GPUMEM_STRICT_COMPILE", "GPUMEM_GIL_FREE_WALK", "GPUMEM_MODULE_PATHS", "GPUMEM_TAGS", "GPUMEM_KEEPER", "GPUMEM_KEEPER_MS", "GPUMEM_EVENTS")
 # ---- end of the generated part ----
 
 # Note [Size input] (src/core/base/units/parseBytes.ts, readSize): binary units only, decimal ones refused; the
@@ -229,7 +229,7 @@ class Settings:
 
 
 def part_on(name, env=None):
-    """A recording part's user switch (GPUMEM_MODULE_PATHS, GPUMEM_TAGS, GPUMEM_KEEPER): on unless set to 0, false,
+    """A recording part's user switch (GPUMEM_MODULE_PATHS, GPUMEM_TAGS, GPUMEM_KEEPER, GPUMEM_EVENTS): on unless set to 0, false,
     no or off. Both launchers pass these through (USER_ENV_SWITCHES above)."""
     env = os.environ if env is None else env
     return env.get(name, "1") not in ("0", "false", "no", "off")
@@ -246,6 +246,13 @@ def tags_wanted(env=None):
     optimizer-state tags, so the categories count those bytes as other memory; the capture header says so (Note [Not
     recorded] in src/core/analyses/summary/notRecorded.ts)."""
     return part_on("GPUMEM_TAGS", env)
+
+
+def events_wanted(env=None):
+    """False when GPUMEM_EVENTS turns per-allocation recording off (Note [Figures only] in _observe.py): PyTorch's own
+    allocator keeps the run and its figures are read at the sampling rate; the capture header says so (Note [Not
+    recorded] in src/core/analyses/summary/notRecorded.ts)."""
+    return part_on("GPUMEM_EVENTS", env)
 
 
 def rank_info(env=None):

@@ -15,6 +15,8 @@ Blocks of steps alternate between configurations of the running instrumentation 
                 call site new since gets none: in a settled loop, the "gather in the tracker" design of the README's
                 eighth session, less its module marks
   -python       modules, tags and (where they can be) stacks all off: the per-event cost alone
+  -walk         -python, and no stack walked at all (the tracker's take_stack walks the GIL-free cache in -python):
+                what is left is the queue, its drain and the writer (PyTorch-allocator mode only)
   -events       -python, and the tracker's entries return at once (Note [Probe switches] in c_api.cc: PyTorch still
                 builds them): the PyTorch-allocator mode's whole per-event path off, the nearest this process gets to
                 native (PyTorch-allocator mode only)
@@ -82,7 +84,8 @@ def main():
             probe(b"drain_ms" if what == "drain" else b"flush_ms", int(ms))
             return
         off = {"all": (), "-modules": ("modules",), "-tags": ("tags",), "-stacks": ("stacks",),
-               "-python": ("modules", "tags", "stacks"), "-events": ("modules", "tags", "stacks", "events"),
+               "-python": ("modules", "tags", "stacks"), "-walk": ("modules", "tags", "stacks", "walk"),
+               "-events": ("modules", "tags", "stacks", "events"),
                "-threads": ("threads",)}[name]
         if resolver is not None:
             lib.gpumem_modules_enable(_modules._RESOLVER() if "modules" in off else resolver)
@@ -91,6 +94,7 @@ def main():
             set_stacks("stacks" not in off)
         if probe is not None:
             probe(b"observe_hold", 1 if "events" in off else 0)
+            probe(b"stacks", 0 if "walk" in off else 1)
             quiet = "threads" in off
             probe(b"drain_ms", 500 if quiet else 5)
             probe(b"drain_wake", (1 << 17) - 1 if quiet else 4096)
@@ -98,7 +102,7 @@ def main():
 
     # the lens allocator's stacks are set once, at configure: its -stacks cannot be switched here
     names = ["all", "-modules", "-tags"] + (["-stacks"] if tracker is not None else []) + ["-python"]
-    names += (["-events"] if tracker is not None and probe is not None else []) + (["-threads"] if probe is not None else [])
+    names += (["-walk", "-events"] if tracker is not None and probe is not None else []) + (["-threads"] if probe is not None else [])
     if a.states:
         names = ["all"] + [n for n in a.states.split(",") if (n in names or n == "all'" or (probe is not None and n.startswith(
             ("drain:", "flush:")))) and n != "all"]

@@ -2,13 +2,21 @@
 // the panels say what is missing") is said wherever the file's figures are shown — the snapshot panel under the
 // device line, the live panel, `gpumem summary` (text and --json) — so an empty lines table never reads as "no
 // allocation had a line". The capture header says which settings were in force (`stacks` from the recorder,
-// `module_paths` and `tags` from the bootstrap); a file that does not say (a pickle, an older capture) gets no
+// `module_paths`, `tags` and `events` from the bootstrap); a file that does not say (a pickle, an older capture) gets no
 // sentence. The switches reach the workload through both launchers (USER_ENV_SWITCHES in ../../base/settings/table.ts).
 import type { CaptureHeaderInfo } from '../../base/model/types';
 
 /** One sentence per part a setting left out of this file, in the order a reader meets them. */
-export function notRecorded(h: Pick<CaptureHeaderInfo, 'stacks' | 'modulePaths' | 'tags'>): string[] {
+export function notRecorded(h: Pick<CaptureHeaderInfo, 'stacks' | 'modulePaths' | 'tags' | 'events'>): string[] {
   const out: string[] = [];
+  if (h.events === false) {
+    // Note [Figures only]: nothing per allocation at all, so the finer sentences below would only repeat it.
+    return [
+      'Allocations were not recorded one by one (GPUMEM_EVENTS=0, figures only): allocated and reserved are ' +
+        "PyTorch's own figures read at each sample; no sizes by line, editor annotations, segments, categories or " +
+        'leak findings.',
+    ];
+  }
   if (h.stacks === false) {
     out.push(
       'Python lines were not recorded (stacks off: --no-stacks or gpumem.stacks = false): no sizes by line, no editor ' +

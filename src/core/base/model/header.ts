@@ -38,6 +38,7 @@ export function headerInfoOf(parsed: unknown, devices: DeviceIdentity[] = []): C
     stacks: bool(raw.stacks),
     modulePaths: bool(raw.module_paths),
     tags: bool(raw.tags),
+    events: bool(raw.events),
     devices,
   };
 }

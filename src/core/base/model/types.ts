@@ -428,6 +428,8 @@ export interface CaptureHeaderInfo {
   modulePaths?: boolean;
   /** false: the optimizer walk's tags were turned off (GPUMEM_TAGS=0); absent: not said */
   tags?: boolean;
+  /** false: allocations were not recorded one by one, only PyTorch's figures (GPUMEM_EVENTS=0); absent: not said */
+  events?: boolean;
   /** from the capture's REC_DEVICE records (the header is written before CUDA exists: Note [Devices]) */
   devices: DeviceIdentity[];
 }

@@ -187,6 +187,8 @@ export const USER_ENV_SWITCHES: readonly string[] = [
   'GPUMEM_TAGS',
   'GPUMEM_KEEPER',
   'GPUMEM_KEEPER_MS',
+  // Note [Figures only] (native/python/gpumem/_observe.py): no per-allocation recording at all.
+  'GPUMEM_EVENTS',
 ];
 
 /** The setting of a key (throws on a key the table does not have: a typo is a bug). */
