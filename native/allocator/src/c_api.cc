@@ -351,7 +351,8 @@ GPUMEM_API int gpumem_probe_set(const char* name, int64_t value) {
   } else if (n == "flush_ms") {
     rec::writer::set_flush_interval_ms(uint32_t(std::max<int64_t>(1, std::min<int64_t>(value, 10000))));
   } else {
-    set_last_error("gpumem_probe_set: unknown switch '" + n + "' (observe_hold, stacks, drain_ms, drain_wake, flush_ms)");
+    set_last_error("gpumem_probe_set: unknown switch '" + n +
+                   "' (observe_hold, stacks, drain_ms, drain_wake, flush_ms)");
     return -1;
   }
   return 0;
