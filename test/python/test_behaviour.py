@@ -123,7 +123,7 @@ class OptimizerTagTest(unittest.TestCase):
         """
         run = support.run_script(source, env={"GPUMEM_EVENTS": "0", "GPUMEM_ALLOCATOR": "lens"})
         self.assertEqual(run.code, 0, run.err)
-        self.assertEqual(run.err.count("GPUMEM_EVENTS=0 is for PyTorch's own allocator"), 1, run.err)
+        self.assertEqual(run.err.count("figures only (GPUMEM_EVENTS=0) is for PyTorch's own allocator"), 1, run.err)
         header = json.loads(next(l for l in run.log() if l.startswith("configure "))[len("configure "):])["header"]
         self.assertEqual((header["allocator_mode"], header["events"]), ("lens", True))
 

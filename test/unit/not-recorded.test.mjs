@@ -69,7 +69,7 @@ test('tags turned off are said, beside stacks turned off, which then no longer c
 test('figures only (GPUMEM_EVENTS=0) is said once, in place of every finer part it already leaves out', () => {
   const said = notRecorded(headerInfoOf({ stacks: true, module_paths: true, tags: true, events: false }));
   assert.equal(said.length, 1);
-  assert.match(said[0], /^Allocations were not recorded one by one \(GPUMEM_EVENTS=0, figures only\)/);
+  assert.match(said[0], /^Allocations were not recorded one by one \(figures only: --figures-only or gpuMemoryLens\.recordAllocations = false\)/);
   assert.match(said[0], /no sizes by line, editor annotations, segments, categories or leak findings/);
   assert.deepEqual(notRecorded(headerInfoOf({ stacks: false, tags: false, events: false })), said);
   assert.deepEqual(notRecorded(headerInfoOf({ stacks: true, events: true })), []);

@@ -149,13 +149,13 @@ print(json.dumps(out))`,
 });
 
 test('the launchers write the environment the bootstrap reads back: every setting, the same variables, the same switches', () => {
-  const given = { segments: 'fixed', trimOnGrowth: false, stacks: false, sampleMs: 0, budgetBytes: 256 * 2 ** 20, allocator: 'lens', backend: 'sim', simCapacity: 2 ** 30 };
+  const given = { segments: 'fixed', trimOnGrowth: false, stacks: false, events: false, sampleMs: 0, budgetBytes: 256 * 2 ** 20, allocator: 'lens', backend: 'sim', simCapacity: 2 ** 30 };
   const ts = buildWorkloadEnv({ sessionDir: '/s', allocatorSo: '/a.so', pythonPathPrefix: PY_DIR, baseEnv: { GPUMEM_BUDGET: '1', GPUMEM_STRICT_COMPILE: '1' }, settings: given });
   const py = python(
     `import json, sys
 from gpumem import _launch, _settings
 g = json.load(sys.stdin)
-env = _launch.workload_env("/s", "/a.so", segments=g["segments"], trim=g["trimOnGrowth"], stacks=g["stacks"], sample_ms=g["sampleMs"],
+env = _launch.workload_env("/s", "/a.so", segments=g["segments"], trim=g["trimOnGrowth"], stacks=g["stacks"], events=g["events"], sample_ms=g["sampleMs"],
                            budget=g["budgetBytes"], allocator_mode=g["allocator"], backend=g["backend"], sim_capacity=g["simCapacity"],
                            base={"GPUMEM_BUDGET": "1", "GPUMEM_STRICT_COMPILE": "1"})
 s = _settings.Settings(env)
@@ -184,7 +184,7 @@ print(json.dumps({a.option_strings[0]: a.help for a in p._actions if a.option_st
   for (const argv of [['--budget', '1GB'], ['--budget', '4KiB'], ['--sample-ms', 'often'], ['--segments', 'huge'], ['--allocator', '/x/libgpumem_allocator.so']]) {
     let ts;
     try {
-      settingsFromOptions(parseArgs('run', [...argv, 'x.py'], Object.fromEntries(runOptions().map((o) => [o.slice(2), { value: !['--no-trim', '--no-stacks'].includes(o) }])), true));
+      settingsFromOptions(parseArgs('run', [...argv, 'x.py'], Object.fromEntries(runOptions().map((o) => [o.slice(2), { value: !['--no-trim', '--no-stacks', '--figures-only'].includes(o) }])), true));
     } catch (e) {
       ts = e.message;
     }

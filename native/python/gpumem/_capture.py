@@ -74,7 +74,7 @@ def configure(mode="lens"):
     torch = sys.modules["torch"]
     pid = os.getpid()
     if mode != "pytorch" and not events_wanted():
-        warn("GPUMEM_EVENTS=0 is for PyTorch's own allocator (figures only); the lens allocator records every "
+        warn("figures only (GPUMEM_EVENTS=0) is for PyTorch's own allocator; the lens allocator records every "
              "allocation: run with --allocator auto or pytorch for figures only")
     capture = _session.capture_path(settings.session_dir, pid)
     sock = _session.socket_path(settings.session_dir, pid)

@@ -81,7 +81,8 @@ def decide(requested, entry, env=None, roots=None, observer=None):
     if requested == "pytorch":
         return Choice("pytorch", "asked for (--allocator pytorch / gpuMemoryLens.allocator)")
     if not part_on("GPUMEM_EVENTS", env):  # Note [Figures only] in _observe.py: only PyTorch's allocator has them
-        return Choice("pytorch", "GPUMEM_EVENTS=0: figures only, read from PyTorch's own allocator")
+        return Choice("pytorch", "figures only (--figures-only / gpuMemoryLens.recordAllocations): PyTorch's own "
+                      "allocator has them without recording each allocation")
     for var in ALLOC_CONF_VARS:
         conf = env.get(var, "").strip()
         if conf:

@@ -540,7 +540,8 @@ class _HistoryDrain:
 def _start_source(torch):
     """Tracker, else history, else stats (each tried in turn); (name, one line to say, or None).
 
-    Note [Figures only]: GPUMEM_EVENTS=0 takes the stats source at once, whatever the allocator offers. Per-allocation
+    Note [Figures only]: GPUMEM_EVENTS=0 (`--figures-only`, gpuMemoryLens.recordAllocations = false) takes the stats
+    source at once, whatever the allocator offers. Per-allocation
     recording is the one part of the PyTorch-allocator mode that no other switch turns off, and on a step near
     host-bound it costs more than the 1 % the rest of the tool is held to (issue 26: ResNet-50 ×1.03–1.06 on an H100,
     test/gpu/README.md); with it off, nothing of ours runs per allocation: no trace tracker, no context recorder,

@@ -76,6 +76,21 @@ TABLE = (
         "help": "do not record Python stacks (no line attribution)",
     },
     {
+        "key": "events",
+        "py": "events",
+        "env": "GPUMEM_EVENTS",
+        "json": None,
+        "cli": "--figures-only",
+        "kind": "flag",
+        "choices": None,
+        "default": True,
+        "min": None,
+        "zero": None,
+        "rule": "must be '1' (every allocation recorded) or '0'",
+        "metavar": None,
+        "help": "figures only: PyTorch's allocated and reserved memory at each sample, nothing recorded per allocation (no lines, categories or leak findings)",
+    },
+    {
         "key": "sampleMs",
         "py": "sample_ms",
         "env": "GPUMEM_SAMPLE_MS",
@@ -136,7 +151,7 @@ TABLE = (
         "help": "bytes of the simulated device (sim backend only) (binary units: 256MiB, 1GiB; 0 = the simulator's default; default: 0)",
     },
 )
-USER_ENV_SWITCHES = ("GPUMEM_STRICT_COMPILE", "GPUMEM_GIL_FREE_WALK", "GPUMEM_MODULE_PATHS", "GPUMEM_TAGS", "GPUMEM_KEEPER", "GPUMEM_KEEPER_MS", "GPUMEM_EVENTS")
+USER_ENV_SWITCHES = ("GPUMEM_STRICT_COMPILE", "GPUMEM_GIL_FREE_WALK", "GPUMEM_MODULE_PATHS", "GPUMEM_TAGS", "GPUMEM_KEEPER", "GPUMEM_KEEPER_MS")
 # ---- end of the generated part ----
 
 # Note [Size input] (src/core/base/units/parseBytes.ts, readSize): binary units only, decimal ones refused; the

@@ -20,7 +20,7 @@ import { SETTINGS, type SettingDecl } from '../../core/base/settings/table';
 import { parseArgs, str, UsageError, type OptionSpec, type Parsed } from './args';
 
 // Note [Same options]: `gpumem run` and `python3 -m gpumem run` take the same options: the settings table's
-// (Note [Settings table]: --allocator, --segments, --no-trim, --no-stacks, --sample-ms, --budget, --backend), read
+// (Note [Settings table]: --allocator, --segments, --no-trim, --no-stacks, --figures-only, --sample-ms, --budget, --backend), read
 // and refused by the table's rules, plus --out, --python and --allocator-so; test/unit/settings.test.mjs compares
 // both CLIs' options and their refusals.
 const SETTING_OPTIONS = SETTINGS.filter((d) => d.cli !== undefined);

@@ -12,15 +12,15 @@ export function notRecorded(h: Pick<CaptureHeaderInfo, 'stacks' | 'modulePaths' 
   if (h.events === false) {
     // Note [Figures only]: nothing per allocation at all, so the finer sentences below would only repeat it.
     return [
-      'Allocations were not recorded one by one (GPUMEM_EVENTS=0, figures only): allocated and reserved are ' +
-        "PyTorch's own figures read at each sample; no sizes by line, editor annotations, segments, categories or " +
-        'leak findings.',
+      'Allocations were not recorded one by one (figures only: --figures-only or gpuMemoryLens.recordAllocations = ' +
+        "false): allocated and reserved are PyTorch's own figures, read at each sample; no sizes by line, editor " +
+        'annotations, segments, categories or leak findings.',
     ];
   }
   if (h.stacks === false) {
     out.push(
-      'Python lines were not recorded (stacks off: --no-stacks or gpumem.stacks = false): no sizes by line, no editor ' +
-        `annotations, no module paths; totals${h.tags === false ? ' and segments' : ', segments and categories'} are complete.`,
+      'Python lines were not recorded (stacks off: --no-stacks or gpuMemoryLens.captureStacks = false): no sizes by ' +
+        `line, no editor annotations, no module paths; totals${h.tags === false ? ' and segments' : ', segments and categories'} are complete.`,
     );
   } else if (h.modulePaths === false) {
     out.push('Module paths were off (GPUMEM_MODULE_PATHS=0): activations are grouped by module class, not by module path.');

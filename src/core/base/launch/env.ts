@@ -21,6 +21,8 @@ export interface RecordingSettings {
   segments: SegmentStrategy;
   trimOnGrowth: boolean;
   stacks: boolean;
+  /** false: figures only, nothing recorded per allocation (Note [Figures only] in native/python/gpumem/_observe.py) */
+  events?: boolean;
   /** ms; 0 = off */
   sampleMs: number;
   backend?: Backend;

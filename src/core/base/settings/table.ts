@@ -28,7 +28,16 @@ export type SettingKind =
 
 export interface SettingDecl {
   /** the key in TS (RecordingSettings) */
-  readonly key: 'segments' | 'trimOnGrowth' | 'stacks' | 'sampleMs' | 'budgetBytes' | 'allocator' | 'backend' | 'simCapacity';
+  readonly key:
+    | 'segments'
+    | 'trimOnGrowth'
+    | 'stacks'
+    | 'events'
+    | 'sampleMs'
+    | 'budgetBytes'
+    | 'allocator'
+    | 'backend'
+    | 'simCapacity';
   /** the attribute of the bootstrap's Settings (native/python/gpumem/_settings.py) */
   readonly py: string;
   /** the environment variable the launchers set and the bootstrap reads */
@@ -120,6 +129,20 @@ export const SETTINGS: readonly SettingDecl[] = [
     description: 'Record the Python stack of every allocation (needed for line annotations).',
   },
   {
+    // Note [Figures only] (native/python/gpumem/_observe.py): the bootstrap reads it; the allocator never does.
+    key: 'events',
+    py: 'events',
+    env: 'GPUMEM_EVENTS',
+    cli: '--figures-only',
+    vscode: 'gpuMemoryLens.recordAllocations',
+    kind: 'flag',
+    default: true,
+    on: 'every allocation recorded',
+    help: "figures only: PyTorch's allocated and reserved memory at each sample, nothing recorded per allocation (no lines, categories or leak findings)",
+    description:
+      "Record every allocation: sizes by line, editor annotations, categories, leak findings. Off: figures only, PyTorch's allocated and reserved memory read at each sample with nothing of the tool running per allocation, for a run that cannot afford a few per cent of its step; the panels say what is left out. The lens allocator always records every allocation.",
+  },
+  {
     key: 'sampleMs',
     py: 'sample_ms',
     env: 'GPUMEM_SAMPLE_MS',
@@ -187,8 +210,6 @@ export const USER_ENV_SWITCHES: readonly string[] = [
   'GPUMEM_TAGS',
   'GPUMEM_KEEPER',
   'GPUMEM_KEEPER_MS',
-  // Note [Figures only] (native/python/gpumem/_observe.py): no per-allocation recording at all.
-  'GPUMEM_EVENTS',
 ];
 
 /** The setting of a key (throws on a key the table does not have: a typo is a bug). */
