@@ -43,7 +43,7 @@ test('sessionSlug keeps names file-system safe and bounded', () => {
 test('buildWorkloadEnv sets the contract variables and puts the bootstrap first on PYTHONPATH', () => {
   const env = buildWorkloadEnv({
     sessionDir: '/s/1', allocatorSo: '/x/lib.so', pythonPathPrefix: '/ext/native/python',
-    settings: { segments: 'fixed', trimOnGrowth: false, stacks: false, sampleMs: 0, backend: 'sim', simCapacity: 1 << 30, allocator: 'pytorch' },
+    settings: { segments: 'fixed', trimOnGrowth: false, stacks: false, events: false, sampleMs: 0, backend: 'sim', simCapacity: 1 << 30, allocator: 'pytorch' },
     userRoots: ['/w1', '/w2'],
     baseEnv: {
       PATH: '/bin', PYTHONPATH: `/mine${path.delimiter}/ext/native/python`, GPUMEM_SESSION_DIR: '/stale', GPUMEM_FOO: '1',
@@ -58,7 +58,7 @@ test('buildWorkloadEnv sets the contract variables and puts the bootstrap first 
     GPUMEM_STRICT_COMPILE: '1', GPUMEM_GIL_FREE_WALK: '0', GPUMEM_MODULE_PATHS: '0', GPUMEM_TAGS: '0', GPUMEM_KEEPER: '0',
     GPUMEM_KEEPER_MS: '50',
     PYTHONPATH: `/ext/native/python${path.delimiter}/mine`,
-    GPUMEM_SESSION_DIR: '/s/1', GPUMEM_ALLOCATOR_SO: '/x/lib.so', GPUMEM_SEGMENTS: 'fixed', GPUMEM_TRIM: '0', GPUMEM_STACKS: '0',
+    GPUMEM_SESSION_DIR: '/s/1', GPUMEM_ALLOCATOR_SO: '/x/lib.so', GPUMEM_SEGMENTS: 'fixed', GPUMEM_TRIM: '0', GPUMEM_STACKS: '0', GPUMEM_EVENTS: '0',
     GPUMEM_SAMPLE_MS: '0', GPUMEM_BACKEND: 'sim', GPUMEM_SIM_CAPACITY: String(1 << 30), GPUMEM_ALLOCATOR: 'pytorch',
     GPUMEM_BUDGET: String(2 ** 30), // Note [Capture budget]: 1 GiB when not set
     GPUMEM_USER_ROOTS: `/w1${path.delimiter}/w2`,
@@ -69,6 +69,7 @@ test('buildWorkloadEnv defaults and rejects what the bootstrap would reject', ()
   const env = buildWorkloadEnv({ sessionDir: '/s', allocatorSo: '/a.so', pythonPathPrefix: '/p', baseEnv: {} });
   assert.equal(env.GPUMEM_SEGMENTS, 'expandable');
   assert.equal(env.GPUMEM_STACKS, '1');
+  assert.equal(env.GPUMEM_EVENTS, '1', 'every allocation recorded unless figures only is asked for');
   assert.equal(env.GPUMEM_TRIM, '1');
   assert.equal(env.GPUMEM_SAMPLE_MS, '200');
   assert.equal(env.GPUMEM_BACKEND, 'cuda');

@@ -89,7 +89,9 @@ size_t events_up_to(const DeviceData& d, double t_us) {
 // Note [Devices with no events]: a device the process never allocated on still gets samples (the
 // recorder samples every device it announced) and may carry process-wide markers; it has nothing to show
 // and is left out of devices(), summaries and panels. Its markers stay reachable (markers_json).
-bool has_memory_data(const DeviceData& d) { return d.count() > 0 || !d.final_segments.empty() || !d.ooms.empty(); }
+bool has_memory_data(const DeviceData& d) {
+  return d.count() > 0 || !d.final_segments.empty() || !d.ooms.empty() || d.figures_only();
+}
 
 std::string devices_json(const Model& m) {
   json::Writer j;
@@ -178,10 +180,16 @@ std::string summary_json(const Model& m) {
     std::vector<SegmentData> segs = final_state(d);
     FragFigures f = fragmentation(segs);
     int64_t peak_t = d.peak_index >= 0 ? d.t[d.peak_index] : (d.count() ? d.t[0] : 0);
+    int64_t peak = d.peak_allocated;
+    if (d.figures_only()) {  // Note [Figures from stats]: the highest peak PyTorch reported, by the sample that said so
+      peak = -1;
+      for (const FigureSample& s : d.figures)
+        if (s.peak_allocated > peak) peak = s.peak_allocated, peak_t = s.t_us;
+    }
     j.open('{').kv("device", idx).kvu("reserved_bytes", f.reserved).kvu("allocated_bytes", f.allocated);
     j.kvu("segments", segs.size()).kvu("blocks", f.blocks).kvu("allocated_blocks", f.allocated_blocks);
     j.kvu("largest_free_block_bytes", f.largest_free).kvu("events", d.count());
-    j.kv("peak_allocated_bytes", d.peak_allocated).kv("peak_at_time_us", peak_t).close('}');
+    j.kv("peak_allocated_bytes", peak).kv("peak_at_time_us", peak_t).close('}');
     for (size_t i = 0; i < d.count(); i++)
       if (d.action[i] == ACT_ALLOC && live_at_peak(d, i)) top[self_line(m, d.stack[i])] += d.size[i];
   }
@@ -305,6 +313,11 @@ std::string time_range_json(const Model& m, int index) {
       if (!d->count() && t0 == 0 && t1 == 0) t0 = t1 = s.t_us;
       t0 = std::min(t0, s.t_us), t1 = std::max(t1, s.t_us);
     }
+    if (d->figures_only())  // Note [Figures from stats]
+      for (const auto& f : d->figures) {
+        if (t0 == 0 && t1 == 0) t0 = t1 = f.t_us;
+        t0 = std::min(t0, f.t_us), t1 = std::max(t1, f.t_us);
+      }
   }
   json::Writer j;
   return j.open('{').kv("t0Us", t0).kv("t1Us", t1).close('}').s;
@@ -323,9 +336,16 @@ std::string current_json(const Model& m, int index) {
         .close('}')
         .s;
   size_t n = d->count();
-  j.kv("allocatedBytes", allocated_before(*d, n)).kv("reservedBytes", reserved_before(*d, n));
-  j.kv("peakAllocatedBytes", d->peak_allocated).kv("peakReservedBytes", d->peak_reserved);
   int64_t t_last = n ? d->t.back() : 0;
+  if (d->figures_only()) {  // Note [Figures from stats]: PyTorch's figures as the last sample gave them
+    const FigureSample& f = d->figures.back();
+    j.kv("allocatedBytes", f.allocated).kv("reservedBytes", f.reserved);
+    j.kv("peakAllocatedBytes", f.peak_allocated).kv("peakReservedBytes", f.peak_reserved);
+    t_last = f.t_us;
+  } else {
+    j.kv("allocatedBytes", allocated_before(*d, n)).kv("reservedBytes", reserved_before(*d, n));
+    j.kv("peakAllocatedBytes", d->peak_allocated).kv("peakReservedBytes", d->peak_reserved);
+  }
   if (!d->samples.empty()) {
     j.kvu("deviceUsedBytes", d->samples.back().used).kvu("deviceTotalBytes", d->samples.back().total);
     t_last = std::max(t_last, d->samples.back().t_us);
@@ -818,6 +838,32 @@ std::string diff_json(const Model& a, int index, double a_us, const Model& b, do
   return j.close(']').s;
 }
 
+// Note [Figures from stats]: a device with no events, bucketed from its samples of PyTorch's figures. A bucket holds
+// the value carried in from the sample before it and every sample inside it; where the peak rose since the sample
+// before, allocated (reserved) reached that peak between the two, and the bucket of the later sample shows it.
+static void figures_timeline(const DeviceData& d, double t0, double t1, int buckets, std::vector<int64_t>& amin,
+                             std::vector<int64_t>& amax, std::vector<int64_t>& rmin, std::vector<int64_t>& rmax) {
+  const std::vector<FigureSample>& f = d.figures;
+  const double w = (t1 - t0) / buckets;
+  size_t i = 0;
+  while (i < f.size() && (double)f[i].t_us < t0) i++;
+  int64_t a = 0, r = 0;  // before the first sample nothing is known: 0, and a bucket's own samples replace it
+  bool known = i > 0;
+  if (known) a = f[i - 1].allocated, r = f[i - 1].reserved;
+  for (int k = 0; k < buckets; k++) {
+    const double tb = k == buckets - 1 ? t1 : t0 + (k + 1) * w;
+    int64_t alo = a, ahi = a, rlo = r, rhi = r;
+    for (; i < f.size() && ((double)f[i].t_us < tb || (k == buckets - 1 && (double)f[i].t_us <= tb)); i++) {
+      a = f[i].allocated, r = f[i].reserved;
+      if (!known) alo = ahi = a, rlo = rhi = r, known = true;
+      alo = std::min(alo, a), ahi = std::max(ahi, a), rlo = std::min(rlo, r), rhi = std::max(rhi, r);
+      if (i > 0 && f[i].peak_allocated > f[i - 1].peak_allocated) ahi = std::max(ahi, f[i].peak_allocated);
+      if (i > 0 && f[i].peak_reserved > f[i - 1].peak_reserved) rhi = std::max(rhi, f[i].peak_reserved);
+    }
+    amin[k] = alo, amax[k] = ahi, rmin[k] = rlo, rmax[k] = rhi;
+  }
+}
+
 std::string timeline_json(Model& m, int index, double t0, double t1, int buckets, bool with_owners) {
   buckets = std::max(1, std::min(buckets, 1 << 16));
   if (!(t1 > t0)) t1 = t0 + 1;
@@ -873,6 +919,7 @@ std::string timeline_json(Model& m, int index, double t0, double t1, int buckets
         rmin[k] = std::min(rmin[k], cb.reserved_min), rmax[k] = std::max(rmax[k], cb.reserved_max);
       }
     }
+    if (d.figures_only()) figures_timeline(d, t0, t1, buckets, amin, amax, rmin, rmax);
     if (!d.samples.empty()) {
       for (const auto& s : d.samples) {
         if (s.t_us < t0 || s.t_us > t1) continue;

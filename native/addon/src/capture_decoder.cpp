@@ -233,8 +233,6 @@ size_t CaptureDecoder::feed_records(Model& m, const uint8_t* data, size_t len) {
 
 // Note [Record types]: every record type of gpumem_format.h is consumed by a case below, or ignored here
 // with the reason; test/python/test_format_contract.py fails when a type is added without either.
-//   Ignored: REC_STATS — the allocator's own counters for the live status line; every figure the reader
-//            shows is recomputed from the events, so the counters would only be a second, unchecked source.
 //   Ignored: REC_INDEX — the whole run's overview for a first view (Note [Capture index], read by
 //            capture_overview.cpp before the open); the open recomputes every figure from the events.
 bool CaptureDecoder::record(Model& m, uint8_t type, uint8_t device, uint16_t flags, const uint8_t* p, uint32_t n,
@@ -515,7 +513,13 @@ bool CaptureDecoder::record(Model& m, uint8_t type, uint8_t device, uint16_t fla
       id.pci_bus_id = r.pci_bus_id ? m.strings[str(r.pci_bus_id)] : "";
       return true;
     }
-    case f::REC_STATS: return true;  // ignored: Note [Record types]
+    case f::REC_STATS: {  // Note [Figures from stats]: read only where a device has no events
+      if (n < sizeof(f::StatsRec)) return too_short("stats");
+      auto r = load<f::StatsRec>(p);
+      dev(m, device).figures.push_back(FigureSample{to_us(r.t_ns), (int64_t)r.allocated, (int64_t)r.reserved,
+                                                    (int64_t)r.peak_allocated, (int64_t)r.peak_reserved});
+      return true;
+    }
     case f::REC_INDEX: return true;  // ignored: Note [Record types]
     default:
       // Note [Strict about our own writer]: a record type this reader does not know is skipped only in a

@@ -117,6 +117,16 @@ struct SampleData {
   uint64_t used, total;
 };
 
+// Note [Figures from stats]: REC_STATS holds the recorder's running figures at each sample. Every figure this reader
+// shows is recomputed from the events, so where a device has events these are not read. A device with none at all
+// (figures only: GPUMEM_EVENTS=0, or PyTorch's cudaMallocAsync backend, Note [Figures only] in
+// native/python/gpumem/_observe.py) has nothing else: there current(), timeline() and the summary's peak come from
+// these, as PyTorch's stats gave them, at the sampling rate.
+struct FigureSample {
+  int64_t t_us;
+  int64_t allocated, reserved, peak_allocated, peak_reserved;
+};
+
 // Min/max pyramid over a step series (value after each event): level k holds min/max of 8^k events.
 struct Pyramid {
   std::vector<std::vector<int64_t>> mins, maxs;
@@ -199,6 +209,7 @@ struct DeviceData {
   std::vector<MarkerData> markers;
   std::vector<OomData> ooms;
   std::vector<SampleData> samples;
+  std::vector<FigureSample> figures;  // Note [Figures from stats]
   std::vector<TagData> tags;
   std::vector<PhaseMark> phases;
   std::vector<ModuleMark> module_marks;
@@ -212,6 +223,14 @@ struct DeviceData {
   std::vector<Bucket> compacted_timeline;
 
   size_t count() const { return t.size(); }
+  // Note [Figures from stats]: no event at all, but the recorder's figures, and memory in them (a device the
+  // process never used has samples of zeros: Note [Devices with no events] leaves it out).
+  bool figures_only() const {
+    if (!t.empty()) return false;
+    for (const FigureSample& f : figures)
+      if (f.reserved > 0 || f.peak_reserved > 0 || f.allocated > 0) return true;
+    return false;
+  }
   void reserve(size_t n) {
     t.reserve(n), addr.reserve(n), size.reserve(n), waste.reserve(n), stream.reserve(n), stack.reserve(n);
     action.reserve(n), pool.reserve(n);

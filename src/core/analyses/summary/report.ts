@@ -140,7 +140,11 @@ export function summaryReport(input: ReportInput): string {
   const total = summary.top_lines.reduce((s, l) => s + l.bytes_at_peak, 0);
   out.push(row('Top lines at the peak (allocations made in the trace, live at the peak)'));
   out.push(rule('-'));
-  if (summary.top_lines.length === 0) out.push(row('none: no allocation of the trace was live at the peak'));
+  if (summary.top_lines.length === 0) {
+    // Note [Figures only]: a file without events has no line to name, and the sentence above says why
+    const unrecorded = summary.devices.every((d) => d.events === 0) && (summary.identity.not_recorded?.length ?? 0) > 0;
+    out.push(row(unrecorded ? 'none: allocations were not recorded one by one (Not recorded, above)' : 'none: no allocation of the trace was live at the peak'));
+  }
   for (const l of summary.top_lines.slice(0, n)) {
     const share = total > 0 ? `${((100 * l.bytes_at_peak) / total).toFixed(1)}%` : '';
     const where = l.line > 0 ? `${l.file}:${l.line}` : l.file;
