@@ -14,14 +14,18 @@ import support
 sys.path.insert(0, str(support.PY_DIR))
 from gpumem import _format as F  # noqa: E402
 
-# One fixed sequence of calls, as a workload's tracker, module marks, step markers, tags and labels make them.
-DRIVER = r"""
+# The library as the live tracker calls it: the queued entry point (`ev`).
+PREAMBLE = r"""
 import ctypes as c, json, sys, threading
 lib = c.CDLL(sys.argv[1])
 lib.gpumem_configure.argtypes = [c.c_char_p]
 lib.gpumem_observe_start.argtypes = [c.c_void_p, c.c_void_p]
 ev = lib.gpumem_observe_event_queued
 ev.argtypes = [c.c_int, c.c_int, c.c_uint64, c.c_uint64, c.c_uint64, c.c_uint32, c.c_uint64]
+"""
+
+# One fixed sequence of calls, as a workload's tracker, module marks, step markers, tags and labels make them.
+DRIVER = PREAMBLE + r"""
 lib.gpumem_mark.argtypes = [c.c_char_p, c.c_uint32]
 lib.gpumem_tag.argtypes = [c.c_uint64, c.c_uint64, c.c_uint32, c.c_char_p, c.c_int]
 lib.gpumem_user_metadata.argtypes = [c.c_char_p]
@@ -141,13 +145,7 @@ class DeferredObservationTest(unittest.TestCase):
 
 
 # Note [Probe switches] (native/allocator/src/c_api.cc): what the in-process step probe switches.
-PROBE_DRIVER = r"""
-import ctypes as c, json, sys
-lib = c.CDLL(sys.argv[1])
-lib.gpumem_configure.argtypes = [c.c_char_p]
-lib.gpumem_observe_start.argtypes = [c.c_void_p, c.c_void_p]
-ev = lib.gpumem_observe_event_queued
-ev.argtypes = [c.c_int, c.c_int, c.c_uint64, c.c_uint64, c.c_uint64, c.c_uint32, c.c_uint64]
+PROBE_DRIVER = PREAMBLE + r"""
 probe = lib.gpumem_probe_set
 probe.argtypes, probe.restype = [c.c_char_p, c.c_int64], c.c_int
 lib.gpumem_last_error.restype = c.c_char_p

@@ -48,6 +48,22 @@ sys.stdin.readline()
 
 
 
+def finish(test, proc):
+    """Lets the workload end (a line on its stdin), checks it exited 0 and said its allocator mode in one line.
+    (stderr, that line in a list)."""
+    try:
+        proc.stdin.write("\n")
+        proc.stdin.flush()
+        _out, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    test.assertEqual(proc.returncode, 0, err)
+    lines = [l for l in err.splitlines() if l.startswith("gpumem: allocator mode")]
+    test.assertEqual(len(lines), 1, err)
+    return err, lines
+
+
 class ObserveModeTest(unittest.TestCase):
     def setUp(self):
         self.so = support.real_so_or_skip(self)
@@ -67,15 +83,10 @@ class ObserveModeTest(unittest.TestCase):
             import pickle
             with open(snap["pickle"], "rb") as f:
                 self.assertEqual(len(pickle.load(f)["device_traces"][0]), 5)  # PyTorch's own snapshot, as _dump_snapshot writes it
-            proc.stdin.write("\n")
-            proc.stdin.flush()
-            _out, err = proc.communicate(timeout=60)
-        finally:
-            if proc.poll() is None:
-                proc.kill()
-        self.assertEqual(proc.returncode, 0, err)
-        lines = [l for l in err.splitlines() if l.startswith("gpumem: allocator mode")]
-        self.assertEqual(len(lines), 1, err)
+        except BaseException:
+            proc.kill()
+            raise
+        err, lines = finish(self, proc)
         self.assertRegex(lines[0], r"^gpumem: allocator mode pytorch .*cudnn\.benchmark.* at train\.py:4$")
         self.assertIn("recording from PyTorch's memory history instead", err)
         (cap,) = [f for f in os.listdir(session) if f.endswith(".gpumem")]
@@ -112,17 +123,12 @@ torch.cuda.init()""").replace('"swapped": STATE.swapped,', '"swapped": STATE.swa
             first = json.loads(proc.stdout.readline() or "{}")
             import time
             time.sleep(0.5)  # a few polls of PyTorch's stats
-            proc.stdin.write("\n")
-            proc.stdin.flush()
-            _out, err = proc.communicate(timeout=60)
-        finally:
-            if proc.poll() is None:
-                proc.kill()
-        self.assertEqual(proc.returncode, 0, err)
+        except BaseException:
+            proc.kill()
+            raise
+        err, lines = finish(self, proc)
         self.assertEqual((first.get("mode"), first.get("source"), first.get("swapped"), first.get("walking")),
                          ("pytorch", "stats", False, False))
-        lines = [l for l in err.splitlines() if l.startswith("gpumem: allocator mode")]
-        self.assertEqual(len(lines), 1, err)
         self.assertIn("figures only", lines[0])  # auto's reason: before the cudnn.benchmark line the scan finds
         self.assertNotIn("memory history", err)
         (cap,) = [f for f in os.listdir(session) if f.endswith(".gpumem")]
