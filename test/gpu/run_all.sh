@@ -97,7 +97,8 @@ for s in "${stages[@]}"; do
         GPUMEM_WATCHDOG_S=250 python3 test/gpu/categories_check.py --allocator lens --out $OUT/categories/lens; a=\$?
         GPUMEM_WATCHDOG_S=250 python3 test/gpu/categories_check.py --allocator pytorch --out $OUT/categories/pytorch; b=\$?
         exit \$((a | b))" ;;
-    # FIGURES=1 adds the default mode with figures only (GPUMEM_EVENTS=0, Note [Figures only]: nothing per allocation).
+    # FIGURES=1 adds the default mode with figures only (GPUMEM_EVENTS=0, Note [Figures only]: nothing per allocation);
+    # with it, MODELS=resnet50 keeps the call under its limit (four processes a round).
     # AA=1 adds a second native process to every round (native:GPUMEM_AA=1): the run's own noise floor (eighth session
     # in test/gpu/README.md: two identical processes differed by up to 6 % a round), at a quarter more time.
     # Issue 26: step time of `gpumem run` (full recording: stacks, tags, phases, module paths) vs native, the lens
@@ -106,7 +107,7 @@ for s in "${stages[@]}"; do
     # The configurations of a round take turns of BLOCK steps (default 10; Note [Lockstep rounds], test/gpu/README.md),
     # their main and autograd threads on the same two CPUs in every turn (Note [Turn CPUs]; NO_TURN_CPUS=1: as before).
     categories-cost) run_stage categories-cost 580 bash -c "PYTHONPATH=$PWD/native/python python3 -m gpumem build-observer >/dev/null 2>&1
-        python3 test/gpu/bench_allocator.py --so $SO --only steps --models gpt2 resnet50 \
+        python3 test/gpu/bench_allocator.py --so $SO --only steps --models ${MODELS:-gpt2 resnet50} \
         --step-configs native ${AA:+native:GPUMEM_AA=1} gpumem-run gpumem-run-auto ${FIGURES:+gpumem-run-auto:GPUMEM_EVENTS=0} --rounds ${ROUNDS:-5} --steps ${STEPS:-100} --cpus 6 \
         --lockstep ${BLOCK:-10} $([ -n "${NO_TURN_CPUS:-}" ] || echo --turn-cpus) | grep --line-buffered -E 'step_ratio|median|error'" ;;
     # Issue 26, probes: where the default mode's added host time goes, part by part. ResNet-50 in lockstep rounds:
