@@ -343,9 +343,8 @@ GPUMEM_API int gpumem_probe_set(const char* name, int64_t value) {
   if (n == "observe_hold") {
     g_observe_hold.store(value != 0);
   } else if (n == "drain_ms" || n == "drain_wake") {
-    static std::atomic<uint32_t> period{5}, wake{rec::sequencer::kWake};
-    (n == "drain_ms" ? period : wake).store(uint32_t(std::max<int64_t>(1, std::min<int64_t>(value, 1 << 20))));
-    rec::sequencer::set_cadence(period.load(), wake.load());
+    const uint32_t v = uint32_t(std::max<int64_t>(1, std::min<int64_t>(value, 1 << 20)));
+    rec::sequencer::set_cadence(n == "drain_ms" ? v : 0, n == "drain_wake" ? v : 0);
   } else if (n == "stacks") {
     rec::stacks::set_enabled(value != 0);
   } else if (n == "flush_ms") {

@@ -37,8 +37,9 @@ constexpr uint8_t kEvent = 0, kRecord = 1, kFreePair = 2;  // kFreePair: Note [F
 struct alignas(64) State {
   std::mutex mu;  // in, and every change of `on`: held for a push or a swap only
   std::vector<Item> in;
-  std::atomic<bool> on{false};       // the thread runs; read without the lock where a stale answer is harmless
-  std::atomic<bool> started{false};  // apply is set
+  std::atomic<bool> on{false};        // the thread runs; read without the lock where a stale answer is harmless
+  std::atomic<bool> started{false};   // apply is set
+  std::atomic<uint32_t> wake{kWake};  // Note [Probe switches]: read by every push, so on the producers' line
   alignas(64) std::condition_variable cv;
   alignas(64) std::mutex drain_mu;  // one drainer at a time, so batches are applied in the order they were queued
   std::vector<Item> out;
@@ -46,7 +47,7 @@ struct alignas(64) State {
   std::thread thread;
   uint64_t events = 0, records = 0, drains = 0, max_depth = 0, folded = 0;  // under drain_mu
   std::atomic<uint64_t> full_drains{0};
-  std::atomic<uint32_t> period_ms{5}, wake{kWake};  // Note [Probe switches]
+  std::atomic<uint32_t> period_ms{5};  // Note [Probe switches]
 };
 State& S() {
   static State* s = new State();  // never destroyed: trace entries may come from atexit
@@ -153,8 +154,8 @@ bool running() { return S().on.load(); }
 
 void set_cadence(uint32_t period_ms, uint32_t wake_items) {
   State& s = S();
-  s.period_ms.store(std::max<uint32_t>(1, period_ms));
-  s.wake.store(std::min<uint32_t>(std::max<uint32_t>(1, wake_items), kMaxItems));
+  if (period_ms) s.period_ms.store(period_ms);
+  if (wake_items) s.wake.store(std::min<uint32_t>(wake_items, kMaxItems));
 }
 
 bool push(const Event& e) {

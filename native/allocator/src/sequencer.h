@@ -58,7 +58,7 @@ bool push(const Event& e);
 // drained first and the record goes straight to the writer (pinned records stay pinned: writer::pinned_type).
 void record(uint8_t type, uint8_t device, uint16_t flags, const void* payload, uint32_t bytes);
 // Note [Probe switches] (c_api.cc): how often the thread drains, and how many queued items wake it early (a probe
-// of the workload's step cost sets them; 5 ms and kWake otherwise).
+// of the workload's step cost sets them; 5 ms and kWake otherwise). 0 leaves one as it is.
 void set_cadence(uint32_t period_ms, uint32_t wake_items);
 // Applies everything queued so far, on the calling thread, and returns once it is applied.
 void drain();
