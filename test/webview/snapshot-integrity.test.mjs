@@ -93,7 +93,7 @@ describe('snapshot panel: integrity, OOMs and identity', () => {
     try {
       await wv.page.waitForSelector('[data-testid=not-recorded]', { timeout: 20_000 });
       const text = (await wv.page.locator('[data-testid=not-recorded]').textContent()).trim();
-      assert.match(text, /^Not recorded: Python lines were not recorded \(stacks off: --no-stacks or gpumem\.stacks = false\)/);
+      assert.match(text, /^Not recorded: Python lines were not recorded \(stacks off: --no-stacks or gpuMemoryLens\.captureStacks = false\)/);
       assert.equal(await wv.page.locator('[data-testid=not-recorded]').count(), 1);
       await wv.screenshot('snapshot-not-recorded');
     } finally {
