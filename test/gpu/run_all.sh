@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Every GPU check in one device call (device time is scarce). Build here first, then carry dist/native:
 #   make -C native/allocator && <device run, carry dist/native> bash test/gpu/run_all.sh [stage…]
-# Stages: env allocator workload sanitizer stacks micro steps frag probes varlen leaks pytorch-tests summaries oom-sample leaks-convnet no-false-leaks keeper-probe budget monitors metadata export-viz categories categories-cost what-if host-bisect host-profile resnet-overhead long-run advice pytorch-mode pytorch-mode-cost ranks-2gpu notebooks (default: env allocator stacks workload sanitizer).
+# Stages: env allocator workload sanitizer stacks micro steps frag probes varlen leaks pytorch-tests summaries oom-sample leaks-convnet no-false-leaks keeper-probe budget monitors metadata export-viz categories categories-cost figures-only what-if host-bisect host-profile resnet-overhead long-run advice pytorch-mode pytorch-mode-cost ranks-2gpu notebooks (default: env allocator stacks workload sanitizer).
 # Each of micro, steps and frag is one part of test/gpu/bench_allocator.py; "bench" runs all three.
 # Results land under $OUT (logs + JSON), one file per stage, so they come back with the call.
 set -u
@@ -123,6 +123,10 @@ for s in "${stages[@]}"; do
     # Issue 13: what the summary says empty_cache() would release and the largest request without growth,
     # against the allocator then doing it (control socket empty_cache; an allocation of that size).
     what-if) run_stage what-if 240 python3 test/gpu/what_if_check.py --out "$OUT/what-if" ;;
+    # Issue 26: figures only (Note [Figures only]): the same run as natively, no events in its capture, and the
+    # reader's peak from PyTorch's figures (Note [Figures from stats]) equal to max_memory_allocated(); the same for the
+    # cudaMallocAsync backend. Needs Node (GPUMEM_NODE) for the summaries.
+    figures-only) run_stage figures-only 300 python3 test/gpu/figures_only_check.py --out "$OUT" ;;
     # Issue 16: GPT-2 small for 10 minutes under gpumem run with the default 1 GiB capture budget (plus a 1-minute
     # native baseline): capture size, step time at minute 1 and 10 vs native, and the summary's peak lines.
     long-run) run_stage long-run 750 python3 test/gpu/long_run_check.py --minutes 10 --out "$OUT/long-run" ;;
