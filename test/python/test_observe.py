@@ -115,7 +115,11 @@ class ObserveModeTest(unittest.TestCase):
         workload = WORKLOAD.replace("torch.cuda.init()", """stats = {"allocated_bytes.all.current": 3 << 20, "reserved_bytes.all.current": 40 << 20,
          "allocated_bytes.all.peak": 5 << 20, "reserved_bytes.all.peak": 40 << 20, "num_ooms": 0}
 torch.cuda.memory_stats = mem.memory_stats = lambda device=None: dict(stats)
-torch.cuda.init()""").replace('"swapped": STATE.swapped,', '"swapped": STATE.swapped, "walking": __import__("gpumem._markers").'
+oom_observers = []
+torch._C._cuda_attach_out_of_memory_observer = oom_observers.append
+torch.cuda.init()
+for observer in oom_observers:  # as PyTorch's allocator calls them: device, request, device limit, driver's free bytes
+    observer(0, 6 << 30, 8 << 30, 1 << 30)""").replace('"swapped": STATE.swapped,', '"swapped": STATE.swapped, "walking": __import__("gpumem._markers").'
                               '_markers._walking,')
         proc, work, session = support.start_workload(workload, self.so, env={
             "GPUMEM_ALLOCATOR": "auto", "GPUMEM_SAMPLE_MS": "50", "GPUMEM_EVENTS": "0"}, cwd_is_work=True)
@@ -137,6 +141,10 @@ torch.cuda.init()""").replace('"swapped": STATE.swapped,', '"swapped": STATE.swa
         types = [t for t, _ in recs]
         for t in (F.REC_ALLOC, F.REC_FREE_REQUESTED, F.REC_FREE_COMPLETED, F.REC_SEGMENT_ALLOC, F.REC_TAG):
             self.assertNotIn(t, types)
+        (oom,) = [F.OomRec.unpack_dict(p) for t, p in recs if t == F.REC_OOM]
+        self.assertEqual((oom["requested"], oom["device_free"]), (6 << 30, 1 << 30), "the OOM observer's request")
+        after = [F.StateRec.unpack_dict(p)["reason"] for t, p in recs[types.index(F.REC_OOM):] if t == F.REC_STATE]
+        self.assertEqual(after[:1], [1], "the state that explains it follows (reason: OOM)")
         stats = [F.StatsRec.unpack_dict(p) for t, p in recs if t == F.REC_STATS]
         self.assertTrue(stats, "the sampler writes PyTorch's figures")
         self.assertEqual((stats[-1]["allocated"], stats[-1]["reserved"], stats[-1]["peak_allocated"]),
