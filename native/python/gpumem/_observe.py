@@ -541,12 +541,12 @@ def _start_source(torch):
     """Tracker, else history, else stats (each tried in turn); (name, one line to say, or None).
 
     Note [Figures only]: GPUMEM_EVENTS=0 (`--figures-only`, gpuMemoryLens.recordAllocations = false) takes the stats
-    source at once, whatever the allocator offers. Per-allocation
-    recording is the one part of the PyTorch-allocator mode that no other switch turns off, and on a step near
-    host-bound it costs more than the 1 % the rest of the tool is held to (issue 26: ResNet-50 ×1.03–1.06 on an H100,
-    test/gpu/README.md); with it off, nothing of ours runs per allocation: no trace tracker, no context recorder,
-    no tag walk, no module marks (_markers.py), only PyTorch's stats read at the sampling rate on a thread of ours,
-    and the graphs keep allocated, reserved and device memory. The header says `"events": false` and every panel says
+    source at once, whatever the allocator offers. Per-allocation recording is the one part of the PyTorch-allocator
+    mode that no other switch turns off, and on a step near host-bound it costs more than the 1 % the rest of the tool
+    is held to (issue 26: ResNet-50 ×1.03–1.06 on an H100, test/gpu/README.md). With it off nothing of ours runs per
+    allocation (no trace tracker, context recorder, tag walk or module marks: _markers.py), only PyTorch's stats read
+    at the sampling rate on a thread of ours, and the graphs keep allocated, reserved and device memory (Note [Figures
+    from stats] in native/addon/src/model.h); an out-of-memory error is still written (_attach_oom_observer). The header says `"events": false` and every panel says
     what is missing (Note [Not recorded]). `auto` takes PyTorch's allocator for it (_mode.decide); the lens mode
     records every allocation by its nature, so there the switch is refused in one line (_capture.configure)."""
     global _fallback, _tracker

@@ -244,8 +244,8 @@ class Settings:
 
 
 def part_on(name, env=None):
-    """A recording part's user switch (GPUMEM_MODULE_PATHS, GPUMEM_TAGS, GPUMEM_KEEPER, GPUMEM_EVENTS): on unless set to 0, false,
-    no or off. Both launchers pass these through (USER_ENV_SWITCHES above)."""
+    """A recording part's switch (GPUMEM_MODULE_PATHS, GPUMEM_TAGS, GPUMEM_KEEPER, which both launchers pass through:
+    USER_ENV_SWITCHES above; GPUMEM_EVENTS, which they write from the table): on unless 0, false, no or off."""
     env = os.environ if env is None else env
     return env.get(name, "1") not in ("0", "false", "no", "off")
 
