@@ -12,7 +12,7 @@ import socket as _socket
 import sys
 
 from . import _native, _session_folder as _session
-from ._settings import events_wanted, module_paths_wanted, rank_info, tags_wanted
+from ._settings import module_paths_wanted, rank_info, tags_wanted
 from ._state import STATE
 from ._where import warn
 
@@ -39,7 +39,7 @@ def _header(torch):
         "module_paths": module_paths_wanted(),
         "tags": tags_wanted(),
         # Note [Figures only] (_observe.py): the lens mode records every allocation, whatever GPUMEM_EVENTS says
-        "events": events_wanted() or (STATE.settings is not None and STATE.settings.allocator_mode != "pytorch"),
+        "events": STATE.settings is None or STATE.settings.events or STATE.settings.allocator_mode != "pytorch",
         "allocator_mode_reason": (STATE.mode_choice.reason + (" at " + STATE.mode_choice.where if STATE.mode_choice.where else ""))
         if STATE.mode_choice is not None else "",
         # Frames under this folder are the bootstrap's own (e.g. the backward() bracket, which is the
@@ -73,7 +73,7 @@ def configure(mode="lens"):
     settings = STATE.settings
     torch = sys.modules["torch"]
     pid = os.getpid()
-    if mode != "pytorch" and not events_wanted():
+    if mode != "pytorch" and not settings.events:
         warn("figures only (GPUMEM_EVENTS=0) is for PyTorch's own allocator; the lens allocator records every "
              "allocation: run with --allocator auto or pytorch for figures only")
     capture = _session.capture_path(settings.session_dir, pid)

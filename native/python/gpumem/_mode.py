@@ -41,7 +41,7 @@ import ast
 import os
 import sys
 
-from ._settings import part_on
+from ._settings import table_value
 
 MODES = ("auto", "lens", "pytorch")
 ALLOC_CONF_VARS = ("PYTORCH_CUDA_ALLOC_CONF", "PYTORCH_ALLOC_CONF")
@@ -80,7 +80,7 @@ def decide(requested, entry, env=None, roots=None, observer=None):
         return Choice("lens", "asked for (--allocator lens / gpuMemoryLens.allocator)")
     if requested == "pytorch":
         return Choice("pytorch", "asked for (--allocator pytorch / gpuMemoryLens.allocator)")
-    if not part_on("GPUMEM_EVENTS", env):  # Note [Figures only] in _observe.py: only PyTorch's allocator has them
+    if not table_value("events", env):  # Note [Figures only] in _observe.py: only PyTorch's allocator has them
         return Choice("pytorch", "figures only (--figures-only / gpuMemoryLens.recordAllocations): PyTorch's own "
                       "allocator has them without recording each allocation")
     for var in ALLOC_CONF_VARS:

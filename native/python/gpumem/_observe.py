@@ -23,7 +23,6 @@ import sys
 import threading
 
 from . import _native
-from ._settings import events_wanted
 from ._state import STATE
 from ._where import warn
 
@@ -546,11 +545,11 @@ def _start_source(torch):
     is held to (issue 26: ResNet-50 ×1.03–1.06 on an H100, test/gpu/README.md). With it off nothing of ours runs per
     allocation (no trace tracker, context recorder, tag walk or module marks: _markers.py), only PyTorch's stats read
     at the sampling rate on a thread of ours, and the graphs keep allocated, reserved and device memory (Note [Figures
-    from stats] in native/addon/src/model.h); an out-of-memory error is still written (_attach_oom_observer). The header says `"events": false` and every panel says
-    what is missing (Note [Not recorded]). `auto` takes PyTorch's allocator for it (_mode.decide); the lens mode
+    from stats] in native/addon/src/model.h); an out-of-memory error is still written (_attach_oom_observer). The
+    header says `"events": false` and every panel says what is missing (Note [Not recorded]). `auto` takes PyTorch's allocator for it (_mode.decide); the lens mode
     records every allocation by its nature, so there the switch is refused in one line (_capture.configure)."""
     global _fallback, _tracker
-    if not events_wanted():
+    if not STATE.settings.events:
         _StatsPoll(torch, (STATE.settings.sample_ms or 200) / 1000.0)
         return "stats", None
     backend = ""

@@ -244,8 +244,8 @@ class Settings:
 
 
 def part_on(name, env=None):
-    """A recording part's switch (GPUMEM_MODULE_PATHS, GPUMEM_TAGS, GPUMEM_KEEPER, which both launchers pass through:
-    USER_ENV_SWITCHES above; GPUMEM_EVENTS, which they write from the table): on unless 0, false, no or off."""
+    """A recording part's user switch (GPUMEM_MODULE_PATHS, GPUMEM_TAGS, GPUMEM_KEEPER): on unless set to 0, false,
+    no or off. Both launchers pass these through (USER_ENV_SWITCHES above)."""
     env = os.environ if env is None else env
     return env.get(name, "1") not in ("0", "false", "no", "off")
 
@@ -263,11 +263,12 @@ def tags_wanted(env=None):
     return part_on("GPUMEM_TAGS", env)
 
 
-def events_wanted(env=None):
-    """False when GPUMEM_EVENTS turns per-allocation recording off (Note [Figures only] in _observe.py): PyTorch's own
-    allocator keeps the run and its figures are read at the sampling rate; the capture header says so (Note [Not
-    recorded] in src/core/analyses/summary/notRecorded.ts)."""
-    return part_on("GPUMEM_EVENTS", env)
+def table_value(py, env=None):
+    """A table setting (by its _settings name) read from the environment with the table's rule, as Settings reads it;
+    for callers that decide before Settings exists or without it (_mode.decide). Raises SettingsError."""
+    env = os.environ if env is None else env
+    decl = next(d for d in TABLE if d["py"] == py)
+    return parse_text(decl, env.get(decl["env"], ""), decl["env"])
 
 
 def rank_info(env=None):
