@@ -23,12 +23,13 @@ namespace fmt {
 
 GPUMEM_CONSTEXPR char kMagic[8] = {'G', 'P', 'U', 'M', 'E', 'M', '\r', '\n'};
 GPUMEM_CONSTEXPR uint16_t kMajor = 1;
-GPUMEM_CONSTEXPR uint16_t kMinor = 7;  // 1: REC_DEVICE · 2: EndRec.reason/message, DeviceRec.pci_bus_id · 3: REC_TAG,
+GPUMEM_CONSTEXPR uint16_t kMinor = 8;  // 1: REC_DEVICE · 2: EndRec.reason/message, DeviceRec.pci_bus_id · 3: REC_TAG,
                                        // MARK_PHASE · 4: MARK_MODULE_* · 5: REC_AGGREGATED, REC_TIMELINE,
                                        // REC_LINE_TOTALS, kRestated (Note [Capture budget]) · 6: REC_INDEX,
                                        // EndRec.index_bytes (Note [Capture index]) · 7: REC_USER_METADATA
                                        // (Note [User metadata]), the index's sections (lines at the peak,
-                                       // device names, losses; a reader skips a kind it does not know)
+                                       // device names, losses; a reader skips a kind it does not know) ·
+                                       // 8: MARK_EVENTS_OFF (Note [Recorded steps])
 // Upper bound on one record's payload; a larger length means damage, not a real record.
 GPUMEM_CONSTEXPR uint32_t kMaxPayload = 64u << 20;
 GPUMEM_CONSTEXPR uint32_t kMaxHeaderJson = 1u << 20;
@@ -218,6 +219,12 @@ enum MarkerKind : uint32_t {
   // paths]. MARK_MODULE_END: that forward returns (name = the same path); begins and ends nest like a call stack.
   MARK_MODULE_BEGIN = 6,
   MARK_MODULE_END = 7,
+  // MARK_EVENTS_OFF (minor 8): from this moment on the process's allocations, frees and segment events are no longer
+  // recorded one by one (name = why: "recordSteps 5"); a process-wide fact (written once, device 0) that holds for
+  // every device. The REC_STATS samples after it carry the figures: allocated, reserved and their peaks as PyTorch's
+  // stats give them (Note [Recorded steps] in native/python/gpumem/_observe.py; the reader: Note [Figures after the
+  // events] in native/addon/src/model.h).
+  MARK_EVENTS_OFF = 8,
 };
 
 struct MarkerRec {

@@ -12,6 +12,12 @@ A ResNet-18 training loop (bf16 autocast, 30 steps), natively and under `python3
                  own torch.cuda.max_memory_allocated(), and the summary says what was not recorded
  4 async         PYTORCH_CUDA_ALLOC_CONF=backend:cudaMallocAsync under the default settings (the stats source, no
                  events either): the same peak rule
+ 5 record-steps  `--record-steps 5` (Note [Recorded steps] in native/python/gpumem/_observe.py): the same losses and
+                 max_memory_allocated() as natively; MARK_EVENTS_OFF between the 5th and 6th optimizer.step facts;
+                 allocation events and tags before it, none after; the samples after it carry PyTorch's peak
+ 6 steps-peak    its `gpumem summary --json`: the peak is the workload's max_memory_allocated(), the not-recorded sentence
+                 names the 5 steps, and the categories at the recorded peak hold parameters and activations by module
+                 (their peak's allocated bytes printed beside max_memory_allocated())
 Prints PASS/FAIL/SKIP per item; JSON in $OUT/figures-only/result.json. A watchdog (faulthandler) ends the script with
 every thread's stack before the stage's limit.
 """
@@ -137,6 +143,49 @@ def main():
             say("async", asy["backend"] == "cudaMallocAsync" and dev.get("peak_allocated_bytes") == asy["max_allocated"],
                 "backend %s; summary peak %s against max_memory_allocated %d" % (
                     asy["backend"], dev.get("peak_allocated_bytes"), asy["max_allocated"]))
+    rr, rec, rcap = run(script, os.path.join(out, "steps"), True, flags=["--record-steps", "5"])
+    if native is None or rec is None or rcap is None:
+        say("record-steps", False, "the --record-steps run failed (rc %d)\n%s" % (rr.returncode, rr.stderr[-1500:]))
+    else:
+        header, recs = records_of(rcap)
+        strings = {}
+        for t, p in recs:
+            if t == F.REC_STRING:
+                r = F.StringRec.unpack_dict(p[:F.StringRec.size])
+                strings[r["id"]] = p[F.StringRec.size:F.StringRec.size + r["len"]].decode("utf-8", "replace")
+        marks = [(i, F.MarkerRec.unpack_dict(p)) for i, (t, p) in enumerate(recs) if t == F.REC_MARKER]
+        offs = [i for i, m in marks if m["kind"] == F.MARK_EVENTS_OFF]
+        steps = [i for i, m in marks if m["kind"] == F.MARK_STEP and strings.get(m["name"]) == "optimizer.step"]
+        per = (F.REC_ALLOC, F.REC_FREE_REQUESTED, F.REC_FREE_COMPLETED, F.REC_TAG)
+        off = offs[0] if offs else len(recs)
+        before = sum(1 for t, _ in recs[:off] if t == F.REC_ALLOC)
+        after = sum(1 for t, _ in recs[off:] if t in per)
+        later = [F.StatsRec.unpack_dict(p) for t, p in recs[off:] if t == F.REC_STATS]
+        placed = len(offs) == 1 and len(steps) == 30 and steps[4] < off < steps[5]
+        same = native["losses"] == rec["losses"] and native["max_allocated"] == rec["max_allocated"]
+        say("record-steps", same and placed and before > 0 and after == 0 and bool(later) and
+            later[-1]["peak_allocated"] == rec["max_allocated"] and header.get("record_steps") == 5,
+            "losses equal: %s; max_memory_allocated %d natively, %d; events off %s (between steps 5 and 6: %s); %d "
+            "allocations before, %d events or tags after; %d samples after, last peak %d; header record_steps %r" % (
+                native["losses"] == rec["losses"], native["max_allocated"], rec["max_allocated"], bool(offs), placed,
+                before, after, len(later), later[-1]["peak_allocated"] if later else -1, header.get("record_steps")))
+        s = summary_json(rcap)
+        if s is None:
+            say("steps-peak", None, "no $GPUMEM_NODE to run dist/cli.js")
+        else:
+            dev = (s.get("devices") or [{}])[0]
+            said = (s.get("identity") or {}).get("not_recorded") or []
+            cat = next(iter(s.get("categories") or []), {}) or {}
+            peak = cat.get("peak") or {}
+            b = peak.get("bytes") or {}
+            mods = peak.get("activations_by_module") or []
+            say("steps-peak", dev.get("peak_allocated_bytes") == rec["max_allocated"] and
+                any("first 5 optimizer steps" in x for x in said) and cat.get("has_tags") and bool(mods) and
+                all((b.get(k) or 0) > 0 for k in ("parameter", "activation")),
+                "summary peak %s against max_memory_allocated %d; categories at the recorded peak (%s allocated): %s, "
+                "%d modules (top %s); not recorded: %s" % (
+                    dev.get("peak_allocated_bytes"), rec["max_allocated"], peak.get("allocated_bytes"),
+                    json.dumps(b), len(mods), mods[:1], said[:1] or s.get("error")))
     with open(os.path.join(out, "result.json"), "w") as f:
         json.dump(res, f, indent=1)
     return 0 if all(r["ok"] is not False for r in res.values()) else 1

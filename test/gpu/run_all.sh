@@ -108,7 +108,7 @@ for s in "${stages[@]}"; do
     # their main and autograd threads on the same two CPUs in every turn (Note [Turn CPUs]; NO_TURN_CPUS=1: as before).
     categories-cost) run_stage categories-cost 580 bash -c "PYTHONPATH=$PWD/native/python python3 -m gpumem build-observer >/dev/null 2>&1
         python3 test/gpu/bench_allocator.py --so $SO --only steps --models ${MODELS:-gpt2 resnet50} \
-        --step-configs native ${AA:+native:GPUMEM_AA=1} gpumem-run gpumem-run-auto ${FIGURES:+gpumem-run-auto:GPUMEM_EVENTS=0} --rounds ${ROUNDS:-5} --steps ${STEPS:-100} --cpus 6 \
+        --step-configs native ${AA:+native:GPUMEM_AA=1} gpumem-run gpumem-run-auto ${FIGURES:+gpumem-run-auto:GPUMEM_EVENTS=0} ${RECORD:+gpumem-run-auto:GPUMEM_RECORD_STEPS=$RECORD} --rounds ${ROUNDS:-5} --steps ${STEPS:-100} --cpus 6 \
         --lockstep ${BLOCK:-10} $([ -n "${NO_TURN_CPUS:-}" ] || echo --turn-cpus) | grep --line-buffered -E 'step_ratio|median|error'" ;;
     # Issue 26, probes: where the default mode's added host time goes, part by part. ResNet-50 in lockstep rounds:
     # PyTorch's trace entries to a tracker that does nothing (native-tracker), PyTorch's history ring (native-ring),

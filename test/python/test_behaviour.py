@@ -127,6 +127,20 @@ class OptimizerTagTest(unittest.TestCase):
         header = json.loads(next(l for l in run.log() if l.startswith("configure "))[len("configure "):])["header"]
         self.assertEqual((header["allocator_mode"], header["events"]), ("lens", True))
 
+    def test_recording_the_first_steps_only_is_refused_by_the_lens_mode_in_one_line(self):
+        """Note [Recorded steps] (gpumem/_observe.py): the lens allocator records every allocation at every step; asked
+        for, it says so once and its header says record_steps 0 (the panels would say otherwise)."""
+        source = """
+            import torch
+            torch.empty(4096, device="cuda")
+        """
+        run = support.run_script(source, env={"GPUMEM_RECORD_STEPS": "3", "GPUMEM_ALLOCATOR": "lens"})
+        self.assertEqual(run.code, 0, run.err)
+        self.assertEqual(run.err.count("recording the first steps only (GPUMEM_RECORD_STEPS=3) is for PyTorch's own "
+                                       "allocator"), 1, run.err)
+        header = json.loads(next(l for l in run.log() if l.startswith("configure "))[len("configure "):])["header"]
+        self.assertEqual((header["allocator_mode"], header["record_steps"]), ("lens", 0))
+
 
 class ForkTest(unittest.TestCase):
     def test_forked_child_never_writes_into_the_parents_capture(self):

@@ -141,7 +141,7 @@ class Layouts(unittest.TestCase):
     def test_user_metadata_record_is_minor_7_and_documented_so(self):
         # Note [User metadata]: REC_USER_METADATA (51) came with minor 7 (older readers skip it as a newer minor's);
         # FORMAT.md gives the version and the same layout, field by field.
-        self.assertEqual((F.REC_USER_METADATA, F.kMajor, F.kMinor), (51, 1, 7))
+        self.assertEqual((F.REC_USER_METADATA, F.kMajor), (51, 1))
         self.assertIs(F.PAYLOAD[F.REC_USER_METADATA], F.UserMetadataRec)
         L = F.UserMetadataRec
         self.assertEqual((L.format, L.size, L.fields), ("<QII", 16, ("t_ns", "text", "thread")))
@@ -151,6 +151,14 @@ class Layouts(unittest.TestCase):
         self.assertIn("**REC_USER_METADATA = 51** (minor 7) — `UserMetadataRec` (16): `0 u64 t_ns · 8 u32 text", doc)
         self.assertIn("· 12 u32 thread`", doc)
         self.assertIn("1.7 — memory labels", doc)
+
+    def test_events_off_marker_is_minor_8_and_documented_so(self):
+        # Note [Recorded steps]: marker kind 8 came with minor 8; FORMAT.md gives the kind, its version and its reading.
+        self.assertEqual((F.MARK_EVENTS_OFF, F.kMajor, F.kMinor), (8, 1, 8))
+        doc = (support.ROOT / "native" / "format" / "FORMAT.md").read_text()
+        self.assertIn("| 10 | u16 | minor | 8 |", doc)
+        self.assertIn("8 events off (minor 8): name = why", doc)
+        self.assertIn("1.8 — marker kind 8 (events off", doc)
 
     def test_every_record_type_has_its_payload_layout(self):
         self.assertEqual(set(F.PAYLOAD), set(F.RecordType))

@@ -187,6 +187,19 @@ class EnvironmentAndRequestTest(unittest.TestCase):
             self.assertEqual(_mode.decide("auto", script, env={"GPUMEM_EVENTS": "1"}, roots=[d], observer=NO_OBSERVER).mode, "lens")
             self.assertEqual(_mode.decide("lens", script, env={"GPUMEM_EVENTS": "0"}).mode, "lens")  # asked for: refused later
 
+    def test_recording_the_first_steps_only_takes_pytorchs_allocator(self):
+        # Note [Recorded steps] (gpumem/_observe.py): only PyTorch's allocator keeps its figures once we stop recording
+        with tempfile.TemporaryDirectory() as d:
+            script = write(d, "train.py", "import torch\n")
+            c = _mode.decide("auto", script, env={"GPUMEM_RECORD_STEPS": "20"}, roots=[d], observer=NO_OBSERVER)
+            self.assertEqual(c.mode, "pytorch")
+            self.assertIn("first steps only (--record-steps / gpuMemoryLens.recordSteps)", c.reason)
+            self.assertEqual(_mode.decide("auto", script, env={"GPUMEM_RECORD_STEPS": "0"}, roots=[d],
+                                          observer=NO_OBSERVER).mode, "lens")
+            self.assertEqual(_mode.decide("lens", script, env={"GPUMEM_RECORD_STEPS": "5"}).mode, "lens")
+            with self.assertRaisesRegex(ValueError, "GPUMEM_RECORD_STEPS must be a non-negative whole number"):
+                _mode.decide("auto", script, env={"GPUMEM_RECORD_STEPS": "-1"}, roots=[d], observer=NO_OBSERVER)
+
     def test_explicit_modes_win(self):
         with tempfile.TemporaryDirectory() as d:
             script = write(d, "train.py", "import torch\ntorch.backends.cudnn.benchmark = True\n")

@@ -74,3 +74,21 @@ test('figures only (GPUMEM_EVENTS=0) is said once, in place of every finer part 
   assert.deepEqual(notRecorded(headerInfoOf({ stacks: false, tags: false, events: false })), said);
   assert.deepEqual(notRecorded(headerInfoOf({ stacks: true, events: true })), []);
 });
+
+test('recording the first steps only is said with its number, and only when a step limit was in force', () => {
+  // Note [Recorded steps] (native/python/gpumem/_observe.py): the header's record_steps, from the bootstrap
+  const said = notRecorded(headerInfoOf({ stacks: true, module_paths: true, tags: true, events: true, record_steps: 20 }));
+  assert.deepEqual(said, [
+    'Allocations were recorded one by one for the first 20 optimizer steps only (--record-steps 20 or ' +
+      'gpuMemoryLens.recordSteps = 20): sizes by line, editor annotations, segments, categories and leak findings ' +
+      "cover those steps; after them, allocated and reserved are PyTorch's own figures, read at each sample.",
+  ]);
+  assert.match(notRecorded(headerInfoOf({ record_steps: 1 }))[0], /for the first 1 optimizer step only/);
+  assert.deepEqual(notRecorded(headerInfoOf({ stacks: true, record_steps: 0 })), [], '0: every step');
+  assert.deepEqual(notRecorded(headerInfoOf({ stacks: true, record_steps: '5' })), [], 'a value of the wrong type is dropped');
+  // with stacks off too, both are said, the step limit first
+  const both = notRecorded(headerInfoOf({ stacks: false, record_steps: 3 }));
+  assert.equal(both.length, 2);
+  assert.match(both[0], /^Allocations were recorded one by one for the first 3/);
+  assert.match(both[1], /^Python lines were not recorded/);
+});

@@ -120,6 +120,10 @@ int gpumem_observe_event_queued(int device, int action, uint64_t addr, uint64_t 
 // Figures from PyTorch's stats API (the stats-only source, when no trace tracker or history is offered).
 void gpumem_observe_figures(int device, uint64_t allocated, uint64_t reserved, uint64_t peak_allocated,
                             uint64_t peak_reserved, uint64_t num_ooms);
+// Note [Recorded steps] (src/observer.h): from now on the tracker's entries and the recorder's calls return at once,
+// for good; what was queued is applied, then a MARK_EVENTS_OFF marker named `why`. The figures then come from
+// gpumem_observe_figures. 0, or -1 (why NULL).
+int gpumem_observe_events_off(const char* why);
 // From PyTorch's context recorder (malloc, before the allocator lock): takes the calling thread's stack,
 // the GIL if needed, and keeps it for the thread's next trace entries (Note [Observer stacks]).
 uint32_t gpumem_observe_gather(void);

@@ -359,9 +359,20 @@ GPUMEM_API int gpumem_probe_set(const char* name, int64_t value) {
 
 GPUMEM_API int gpumem_observe_event_queued(int device, int action, uint64_t addr, uint64_t size, uint64_t stream,
                                            uint32_t stack, uint64_t t_ns) {
-  if (g_observe_hold.load(std::memory_order_relaxed)) return 1;
+  if (g_observe_hold.load(std::memory_order_relaxed) || rec::observer::events_are_off()) return 1;
   rec::self_time::Scope timed(rec::self_time::kObserve);
   return rec::observer::queue_event(device, action, addr, size, stream, stack, t_ns) ? 1 : 0;
+}
+
+// Note [Recorded steps] (observer.h): the live tracker's entries stop being recorded, for good; `why` names the
+// setting in the marker. 0, or -1 with NULL.
+GPUMEM_API int gpumem_observe_events_off(const char* why) {
+  if (!why) {
+    set_last_error("gpumem_observe_events_off: why must not be NULL");
+    return -1;
+  }
+  rec::observer::events_off(why);
+  return 0;
 }
 
 GPUMEM_API void gpumem_observe_figures(int device, uint64_t allocated, uint64_t reserved, uint64_t peak_allocated,
@@ -370,13 +381,13 @@ GPUMEM_API void gpumem_observe_figures(int device, uint64_t allocated, uint64_t 
 }
 
 GPUMEM_API uint32_t gpumem_observe_gather(void) {
-  if (g_observe_hold.load(std::memory_order_relaxed)) return 0;
+  if (g_observe_hold.load(std::memory_order_relaxed) || rec::observer::events_are_off()) return 0;
   rec::self_time::Scope timed(rec::self_time::kGather);
   return rec::recording() ? rec::observer::gather() : 0;
 }
 
 GPUMEM_API uint32_t gpumem_observe_take_stack(int action) {
-  if (g_observe_hold.load(std::memory_order_relaxed)) return 0;
+  if (g_observe_hold.load(std::memory_order_relaxed) || rec::observer::events_are_off()) return 0;
   return rec::recording() ? rec::observer::take_stack(action) : 0;
 }
 

@@ -286,12 +286,27 @@ uint32_t take_stack(int action) {
   return stacks::capture_if_gil_held();
 }
 
-uint32_t stack_of(int device, uint64_t addr) {
+uint32_t stack_of(int device, uint64_t addr, uint64_t size) {
   if (device < 0 || device >= kMaxDevices) return 0;
   Dev& d = devs()[size_t(device)];
   std::lock_guard<std::mutex> lk(d.mu);
   const Live* it = d.live.find(addr);
+  if (it && size && it->size != size && events_are_off()) return 0;  // Note [Recorded steps]: another block now
   return it ? it->stack : 0;
+}
+
+namespace {
+std::atomic<bool> g_events_off{false};
+}
+
+bool events_are_off() { return g_events_off.load(std::memory_order_relaxed); }
+
+void events_off(const std::string& why) {
+  if (g_events_off.exchange(true)) return;  // once: the first marker says from when
+  // Entries a thread was pushing as the flag turned are queued behind what drain() takes now; they are applied at
+  // the next drain, after the marker: at most one per allocating thread, all of them from before this moment.
+  sequencer::drain();
+  mark(why, fmt::MARK_EVENTS_OFF);
 }
 
 namespace {
@@ -354,8 +369,9 @@ int64_t write_state_json(int device, uint32_t reason, const std::string& segment
       uint8_t state = st && st->is_string() ? block_state(st->as_string()) : uint8_t(fmt::BLOCK_INACTIVE);
       uint64_t addr = u64(b, "address");
       uint64_t requested = b.find("requested_size") ? u64(b, "requested_size") : u64(b, "size");
-      fmt::StateBlock sb{addr,  u64(b, "size"), requested, state == fmt::BLOCK_INACTIVE ? 0u : stack_of(device, addr),
-                         state, {0, 0, 0}};
+      fmt::StateBlock sb{addr,      u64(b, "size"),
+                         requested, state == fmt::BLOCK_INACTIVE ? 0u : stack_of(device, addr, u64(b, "size")),
+                         state,     {0, 0, 0}};
       body.append(reinterpret_cast<const char*>(&sb), sizeof sb);
     }
     nseg++;

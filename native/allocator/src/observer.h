@@ -99,8 +99,18 @@ uint32_t gather();
 // and OOM), else whatever can be had without the GIL. Safe under PyTorch's allocator lock.
 uint32_t take_stack(int action);
 
-// The stack of the live block at addr (0 if unknown), for state records.
-uint32_t stack_of(int device, uint64_t addr);
+// Note [Recorded steps] (native/python/gpumem/_observe.py): from now on the tracker's entries and the context
+// recorder's calls return at once (one relaxed load), for good. Whatever was queued is applied first, then a
+// MARK_EVENTS_OFF marker (name = why) is written in its place after the last event, so a reader knows from when the
+// figures are the REC_STATS samples' (the host sets them through set_figures from PyTorch's stats). The live-block map
+// is kept as it was at that moment: a state record names a block's stack only where a block of the same address and
+// size was live then (a persistent tensor, or the same tensor of a repeating step), else none.
+void events_off(const std::string& why);
+bool events_are_off();
+
+// The stack of the live block at addr (0 if unknown), for state records; with size, 0 too when the events are off and
+// the block there then had another size (Note [Recorded steps]).
+uint32_t stack_of(int device, uint64_t addr, uint64_t size = 0);
 
 // A state record of one device from a JSON array of PyTorch snapshot segments (keys: address,
 // total_size, stream, segment_type, segment_pool_id, is_expandable, blocks: [address, size,

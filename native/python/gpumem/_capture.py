@@ -40,6 +40,9 @@ def _header(torch):
         "tags": tags_wanted(),
         # Note [Figures only] (_observe.py): the lens mode records every allocation, whatever GPUMEM_EVENTS says
         "events": STATE.settings is None or STATE.settings.events or STATE.settings.allocator_mode != "pytorch",
+        # Note [Recorded steps] (_observe.py): allocations recorded for the first N optimizer steps only (0: every step)
+        "record_steps": STATE.settings.record_steps
+        if STATE.settings is not None and STATE.settings.allocator_mode == "pytorch" and STATE.settings.events else 0,
         "allocator_mode_reason": (STATE.mode_choice.reason + (" at " + STATE.mode_choice.where if STATE.mode_choice.where else ""))
         if STATE.mode_choice is not None else "",
         # Frames under this folder are the bootstrap's own (e.g. the backward() bracket, which is the
@@ -76,6 +79,9 @@ def configure(mode="lens"):
     if mode != "pytorch" and not settings.events:
         warn("figures only (GPUMEM_EVENTS=0) is for PyTorch's own allocator; the lens allocator records every "
              "allocation: run with --allocator auto or pytorch for figures only")
+    if mode != "pytorch" and settings.record_steps:
+        warn("recording the first steps only (GPUMEM_RECORD_STEPS=%d) is for PyTorch's own allocator; the lens "
+             "allocator records every allocation: run with --allocator auto or pytorch for it" % settings.record_steps)
     capture = _session.capture_path(settings.session_dir, pid)
     sock = _session.socket_path(settings.session_dir, pid)
     config = {

@@ -10,7 +10,7 @@ import struct
 # ---- constants
 kMagic = b'GPUMEM\r\n'
 kMajor = 1
-kMinor = 7
+kMinor = 8
 kMaxPayload = 67108864
 kMaxHeaderJson = 1048576
 kStackBackward = 1
@@ -66,7 +66,8 @@ MARK_STEP = 4
 MARK_PHASE = 5
 MARK_MODULE_BEGIN = 6
 MARK_MODULE_END = 7
-MarkerKind = {0: 'MARK_INSTANT', 1: 'MARK_BEGIN', 2: 'MARK_END', 3: 'MARK_SNAPSHOT', 4: 'MARK_STEP', 5: 'MARK_PHASE', 6: 'MARK_MODULE_BEGIN', 7: 'MARK_MODULE_END'}
+MARK_EVENTS_OFF = 8
+MarkerKind = {0: 'MARK_INSTANT', 1: 'MARK_BEGIN', 2: 'MARK_END', 3: 'MARK_SNAPSHOT', 4: 'MARK_STEP', 5: 'MARK_PHASE', 6: 'MARK_MODULE_BEGIN', 7: 'MARK_MODULE_END', 8: 'MARK_EVENTS_OFF'}
 
 # ---- enum TagCategory : uint32_t
 TAG_PARAMETER = 1

@@ -134,6 +134,27 @@ def _on_optimizer_step(optimizer, args, kwargs):
     _mark("optimizer.step", _native.MARK_STEP)
     if STATE.configured:
         _keeper.step_end("optimizer")  # Note [Leak keeper search]: one requested-bytes read per step end
+        _count_recorded_step()
+
+
+_steps = 0  # Optimizer.step() ends so far (Note [Recorded steps])
+
+
+def _count_recorded_step():
+    """Note [Recorded steps] in _observe.py: after the N-th optimizer step, nothing of ours runs per allocation."""
+    global _steps, _walking
+    n = STATE.settings.record_steps if STATE.settings is not None else 0
+    if not n or _steps > n:
+        return
+    _steps += 1
+    if _steps == n:
+        from . import _observe
+
+        if _observe.events_off("recordSteps %d" % n):
+            _walking = False  # tags name recorded allocations only
+            STATE.native.notice("gpumem: allocations were recorded one by one for the first %d optimizer steps "
+                                "(gpuMemoryLens.recordSteps / --record-steps); from here on the figures are "
+                                "PyTorch's own, read at each sample" % n, _native.NOTICE_INFO)
 
 
 def _hook_optimizer_steps(torch):

@@ -83,6 +83,9 @@ def decide(requested, entry, env=None, roots=None, observer=None):
     if not table_value("events", env):  # Note [Figures only] in _observe.py: only PyTorch's allocator has them
         return Choice("pytorch", "figures only (--figures-only / gpuMemoryLens.recordAllocations): PyTorch's own "
                       "allocator has them without recording each allocation")
+    if table_value("record_steps", env):  # Note [Recorded steps] in _observe.py: only PyTorch's allocator stops
+        return Choice("pytorch", "allocations recorded for the first steps only (--record-steps / "
+                      "gpuMemoryLens.recordSteps): PyTorch's own allocator keeps the figures after them")
     for var in ALLOC_CONF_VARS:
         conf = env.get(var, "").strip()
         if conf:

@@ -29,7 +29,8 @@ from ._where import warn
 # PyTorch's TraceEntry action names, in its enum order (the codes gpumem_observe_event takes).
 ACTIONS = {"alloc": 0, "free_requested": 1, "free_completed": 2, "segment_alloc": 3, "segment_free": 4,
            "segment_map": 5, "segment_unmap": 6, "snapshot": 7, "oom": 8, "user_defined": 9}
-OBSERVER_VERSION = 4  # 3: the lens OOM glue (Note [Lens OOM type]) · 4: trace entries' user_metadata (labels)
+OBSERVER_VERSION = 5  # 3: the lens OOM glue (Note [Lens OOM type]) · 4: trace entries' user_metadata (labels) · 5:
+#                      events_off (Note [Recorded steps])
 
 # Note [Observer stacks] (native/allocator/src/observer.h): the tracker hands each TraceEntry to
 # gpumem_observe_event under PyTorch's allocator lock, where the GIL must never be taken; the stack comes
@@ -41,6 +42,7 @@ TRACKER_SRC = r"""
 #include <torch/extension.h>
 #include <c10/cuda/CUDACachingAllocator.h>
 #include <torch/csrc/profiler/combined_traceback.h>
+#include <atomic>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -59,6 +61,9 @@ static EventFn g_event = nullptr;
 static TakeFn g_take = nullptr;
 static GatherFn g_gather = nullptr;
 static LabelFn g_label = nullptr;
+// Note [Recorded steps] (_observe.py): once on, the tracker and our context recorders return at once, for good.
+static std::atomic<bool> g_off{false};
+void events_off() { g_off.store(true); }
 // Note [User metadata] (native/format/gpumem_format.h): PyTorch 2.10+ stamps each trace entry with its thread's
 // _set_memory_metadata label (TraceEntry::user_metadata_); older ones have no such field (nothing to pass on).
 template <class T> auto label_of(const T& te, int) -> decltype(&te.user_metadata_) { return &te.user_metadata_; }
@@ -71,6 +76,7 @@ void attach(int64_t event_fn, int64_t take_fn, int64_t gather_fn, int64_t label_
   g_label = reinterpret_cast<LabelFn>(label_fn);
   py::gil_scoped_release no_gil;  // attaching takes each device's allocator lock
   CCA::attachAllocatorTraceTracker([](const CCA::TraceEntry& te) {
+    if (g_off.load(std::memory_order_relaxed)) return;  // Note [Recorded steps]: PyTorch has no detach
     const int a = static_cast<int>(te.action_);
     if (a > CCA::TraceEntry::OOM) return;
     // The label first, so the capture has it before the event it labels; only when this thread's label changed
@@ -115,9 +121,10 @@ extern "C" __attribute__((visibility("default"))) void gpumem_glue_free(void* p,
   g_lens_free(p, size, device, stream);
 }
 // Context recorders: malloc calls one before it takes the allocator lock, on the allocating thread.
-static std::shared_ptr<c10::GatheredContext> ours() { g_gather(); return nullptr; }
-static std::shared_ptr<c10::GatheredContext> ours_and_python() { g_gather(); return torch::CapturedTraceback::gather(true, true, false); }
-static std::shared_ptr<c10::GatheredContext> ours_and_cpp() { g_gather(); return torch::CapturedTraceback::gather(true, true, true); }
+static void gather_ours() { if (!g_off.load(std::memory_order_relaxed)) g_gather(); }
+static std::shared_ptr<c10::GatheredContext> ours() { gather_ours(); return nullptr; }
+static std::shared_ptr<c10::GatheredContext> ours_and_python() { gather_ours(); return torch::CapturedTraceback::gather(true, true, false); }
+static std::shared_ptr<c10::GatheredContext> ours_and_cpp() { gather_ours(); return torch::CapturedTraceback::gather(true, true, true); }
 static std::shared_ptr<c10::GatheredContext> theirs_python() { return torch::CapturedTraceback::gather(true, true, false); }
 static std::shared_ptr<c10::GatheredContext> theirs_cpp() { return torch::CapturedTraceback::gather(true, true, true); }
 // recordHistory's signature grew over the versions (4 arguments, + clearHistory, + skip_actions in 2.11).
@@ -268,7 +275,7 @@ _BUILD_CHILD = r"""
 import sys
 from torch.utils.cpp_extension import load_inline
 src, folder, name = open(sys.argv[1]).read(), sys.argv[2], sys.argv[3]
-load_inline(name=name, cpp_sources=[src], functions=["attach", "record"], with_cuda=True, build_directory=folder, verbose=False)
+load_inline(name=name, cpp_sources=[src], functions=["attach", "record", "events_off"], with_cuda=True, build_directory=folder, verbose=False)
 """
 
 
@@ -384,7 +391,7 @@ def build_tracker(torch):
         from torch.utils.cpp_extension import load_inline
 
         # Built: this only checks the sources' hash and imports the module.
-        mod = load_inline(name=name, cpp_sources=[TRACKER_SRC], functions=["attach", "record"], with_cuda=True,
+        mod = load_inline(name=name, cpp_sources=[TRACKER_SRC], functions=["attach", "record", "events_off"], with_cuda=True,
                           build_directory=folder, verbose=False)
         return mod, None
     except Exception as exc:  # no compiler, no ninja, no headers, a layout change
@@ -610,6 +617,48 @@ def start(torch):
         return True
 
 
+# Note [Recorded steps]: GPUMEM_RECORD_STEPS=N (`--record-steps N`, gpuMemoryLens.recordSteps) records every
+# allocation for the first N optimizer steps only. What the lines, categories, activations by module and leak
+# findings need is in a training loop's first steps, which then repeat: recording them costs a step near host-bound
+# 3–6 % (ResNet-50 on an H100, issue 26), figures only about nothing (×1.001, test/gpu/README.md), so after step N the
+# run pays what figures only pays while the graphs go on. At the N-th Optimizer.step() end (_markers.py):
+#  - the tracker extension's flag and the library's (gpumem_observe_events_off) make the trace tracker and our
+#    context recorder return at once (PyTorch has no way to detach a tracker); the library applies what was queued
+#    and writes MARK_EVENTS_OFF after the last event (FORMAT.md, marker kind 8);
+#  - our recorder leaves PyTorch's recordHistory (the user's own history, if on, is kept as they set it), so PyTorch
+#    stops gathering contexts for us;
+#  - the tag walk stops (tags only name recorded allocations); the step facts, phases and the leak keeper stay;
+#  - PyTorch's stats are read at the sampling rate (_StatsPoll, as figures only does), so the REC_STATS samples, the
+#    live view and the control channel carry PyTorch's own figures; the reader takes the figures after the marker
+#    from them (Note [Figures after the events] in native/addon/src/model.h).
+# The header says `record_steps`; the panels say from which step on allocations were not recorded (Note [Not
+# recorded]). Only the tracker source can stop (the history fallback and the stats source ignore it), and only
+# PyTorch's allocator: `auto` takes it (_mode.decide), the lens mode refuses the setting in one line.
+_events_off = False
+
+
+def events_off(why):
+    """Note [Recorded steps]: from now on nothing of ours runs per allocation; True if it took effect here."""
+    global _events_off
+    with _lock:
+        if _events_off or _obs is None or _tracker is None or STATE.observer_source != "tracker":
+            return False
+        _events_off = True
+        torch = sys.modules.get("torch")
+        try:
+            _tracker.events_off()
+        except Exception:  # an extension built before version 5 cannot: the library's flag alone does it
+            pass
+        _obs.lib.gpumem_observe_events_off(why.encode("utf-8", "replace"))
+        try:
+            _history_view.apply_ours()  # our recorder out of PyTorch's history; the user's history as they set it
+        except Exception as exc:
+            warn("recordHistory not restored after the recorded steps: %s: %s" % (type(exc).__name__, exc))
+        if torch is not None:
+            _StatsPoll(torch, (STATE.settings.sample_ms or 200) / 1000.0 if STATE.settings is not None else 0.2)
+        return True
+
+
 def _attach_oom_observer(torch):
     attach = getattr(torch._C, "_cuda_attach_out_of_memory_observer", None)
     if attach is None:
@@ -722,6 +771,7 @@ class _HistoryView:
     def apply_ours(self):
         """Puts the observer's recorder (or the fallback's history) back after the user's settings."""
         stacks = bool(STATE.settings.stacks) if STATE.settings is not None else True
+        stacks = stacks and not _events_off  # Note [Recorded steps]: our recorder is out of PyTorch's history for good
         if _tracker is not None:
             # With the user's history off, PyTorch's trace ring is kept empty (every action skipped): the
             # tracker still sees every entry (probed on torch 2.11: skip_actions gates the ring only), and

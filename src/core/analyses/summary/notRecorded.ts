@@ -2,12 +2,14 @@
 // the panels say what is missing") is said wherever the file's figures are shown — the snapshot panel under the
 // device line, the live panel, `gpumem summary` (text and --json) — so an empty lines table never reads as "no
 // allocation had a line". The capture header says which settings were in force (`stacks` from the recorder,
-// `module_paths`, `tags` and `events` from the bootstrap); a file that does not say (a pickle, an older capture) gets no
+// `module_paths`, `tags`, `events` and `record_steps` from the bootstrap); a file that does not say (a pickle, an older capture) gets no
 // sentence. The switches reach the workload through both launchers (USER_ENV_SWITCHES in ../../base/settings/table.ts).
 import type { CaptureHeaderInfo } from '../../base/model/types';
 
 /** One sentence per part a setting left out of this file, in the order a reader meets them. */
-export function notRecorded(h: Pick<CaptureHeaderInfo, 'stacks' | 'modulePaths' | 'tags' | 'events'>): string[] {
+export function notRecorded(
+  h: Pick<CaptureHeaderInfo, 'stacks' | 'modulePaths' | 'tags' | 'events' | 'recordSteps'>,
+): string[] {
   const out: string[] = [];
   if (h.events === false) {
     // Note [Figures only]: nothing per allocation at all, so the finer sentences below would only repeat it.
@@ -16,6 +18,16 @@ export function notRecorded(h: Pick<CaptureHeaderInfo, 'stacks' | 'modulePaths' 
         "false): allocated and reserved are PyTorch's own figures, read at each sample; no sizes by line, editor " +
         'annotations, segments, categories or leak findings.',
     ];
+  }
+  if (h.recordSteps !== undefined && h.recordSteps > 0) {
+    // Note [Recorded steps]: what follows is said of the steps that were recorded.
+    const n = h.recordSteps;
+    out.push(
+      `Allocations were recorded one by one for the first ${n} optimizer step${n === 1 ? '' : 's'} only ` +
+        `(--record-steps ${n} or gpuMemoryLens.recordSteps = ${n}): sizes by line, editor annotations, segments, ` +
+        "categories and leak findings cover those steps; after them, allocated and reserved are PyTorch's own " +
+        'figures, read at each sample.',
+    );
   }
   if (h.stacks === false) {
     out.push(

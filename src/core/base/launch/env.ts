@@ -23,6 +23,8 @@ export interface RecordingSettings {
   stacks: boolean;
   /** false: figures only, nothing recorded per allocation (Note [Figures only] in native/python/gpumem/_observe.py) */
   events?: boolean;
+  /** record allocations for the first N optimizer steps only; 0 = every step (Note [Recorded steps] in _observe.py) */
+  recordSteps?: number;
   /** ms; 0 = off */
   sampleMs: number;
   backend?: Backend;

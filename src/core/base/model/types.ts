@@ -430,6 +430,11 @@ export interface CaptureHeaderInfo {
   tags?: boolean;
   /** false: allocations were not recorded one by one, only PyTorch's figures (GPUMEM_EVENTS=0); absent: not said */
   events?: boolean;
+  /**
+   * allocations were recorded one by one for the first N optimizer steps only, then PyTorch's figures
+   * (GPUMEM_RECORD_STEPS, Note [Recorded steps] in native/python/gpumem/_observe.py); 0 or absent: every step
+   */
+  recordSteps?: number;
   /** from the capture's REC_DEVICE records (the header is written before CUDA exists: Note [Devices]) */
   devices: DeviceIdentity[];
 }

@@ -33,6 +33,7 @@ export interface SettingDecl {
     | 'trimOnGrowth'
     | 'stacks'
     | 'events'
+    | 'recordSteps'
     | 'sampleMs'
     | 'budgetBytes'
     | 'allocator'
@@ -141,6 +142,21 @@ export const SETTINGS: readonly SettingDecl[] = [
     help: "figures only: PyTorch's allocated and reserved memory at each sample, nothing recorded per allocation (no lines, categories or leak findings)",
     description:
       "Record every allocation: sizes by line, editor annotations, categories, leak findings. Off: figures only, PyTorch's allocated and reserved memory read at each sample with nothing of the tool running per allocation, for a run that cannot afford a few per cent of its step; the panels say what is left out. The lens allocator always records every allocation.",
+  },
+  {
+    // Note [Recorded steps] (native/python/gpumem/_observe.py): the bootstrap reads it; the allocator never does.
+    key: 'recordSteps',
+    py: 'record_steps',
+    env: 'GPUMEM_RECORD_STEPS',
+    cli: '--record-steps',
+    vscode: 'gpuMemoryLens.recordSteps',
+    kind: 'count',
+    default: 0,
+    min: 1,
+    zero: 'every step',
+    help: "record allocations one by one for the first N optimizer steps only, then PyTorch's figures (no per-step cost after step N)",
+    description:
+      "Record every allocation for the first N optimizer steps only: sizes by line, editor annotations, categories and leak findings come from those steps, and after step N the graphs show PyTorch's allocated and reserved memory read at each sample, with nothing of the tool running per allocation (a settled step costs what it does natively). 0: every step. PyTorch's allocator only (`auto` takes it); the panels say from which step on allocations were not recorded.",
   },
   {
     key: 'sampleMs',
