@@ -69,6 +69,15 @@ void write_segments(json::Writer& j, const Model& m, const std::vector<SegmentDa
 // Final allocator state: what the file states (pickle segments), else the replay to the end.
 std::vector<SegmentData> final_state(const DeviceData& d) { return state_after(d, d.count()); }
 
+// Note [Figures after the events]: the first of d's samples read after its events stopped, or d.figures.size() when
+// the reader reads none (no MARK_EVENTS_OFF, a device without events, no sample at or after the marker).
+size_t figures_after_events(const Model& m, const DeviceData& d) {
+  if (!m.events_off || d.count() == 0) return d.figures.size();
+  return std::lower_bound(d.figures.begin(), d.figures.end(), m.events_off_us,
+                          [](const FigureSample& f, int64_t t) { return f.t_us < t; }) -
+         d.figures.begin();
+}
+
 }  // namespace
 
 // double → int64 without undefined behaviour for out-of-range values.
@@ -186,6 +195,10 @@ std::string summary_json(const Model& m) {
       for (const FigureSample& s : d.figures)
         if (s.peak_allocated > peak) peak = s.peak_allocated, peak_t = s.t_us;
     }
+    // Note [Figures after the events]: a higher peak the samples report after the events stopped (a tie keeps the
+    // events' own peak and its exact time).
+    for (size_t i = figures_after_events(m, d); i < d.figures.size(); i++)
+      if (d.figures[i].peak_allocated > peak) peak = d.figures[i].peak_allocated, peak_t = d.figures[i].t_us;
     j.open('{').kv("device", idx).kvu("reserved_bytes", f.reserved).kvu("allocated_bytes", f.allocated);
     j.kvu("segments", segs.size()).kvu("blocks", f.blocks).kvu("allocated_blocks", f.allocated_blocks);
     j.kvu("largest_free_block_bytes", f.largest_free).kvu("events", d.count());
@@ -318,6 +331,9 @@ std::string time_range_json(const Model& m, int index) {
         if (t0 == 0 && t1 == 0) t0 = t1 = f.t_us;
         t0 = std::min(t0, f.t_us), t1 = std::max(t1, f.t_us);
       }
+    // Note [Figures after the events]: the samples read after the events stopped (the device has events, so t0 is set).
+    for (size_t i = figures_after_events(m, *d); i < d->figures.size(); i++)
+      t0 = std::min(t0, d->figures[i].t_us), t1 = std::max(t1, d->figures[i].t_us);
   }
   json::Writer j;
   return j.open('{').kv("t0Us", t0).kv("t1Us", t1).close('}').s;
@@ -341,6 +357,16 @@ std::string current_json(const Model& m, int index) {
     const FigureSample& f = d->figures.back();
     j.kv("allocatedBytes", f.allocated).kv("reservedBytes", f.reserved);
     j.kv("peakAllocatedBytes", f.peak_allocated).kv("peakReservedBytes", f.peak_reserved);
+    t_last = f.t_us;
+  } else if (size_t after = figures_after_events(m, *d); after < d->figures.size()) {
+    // Note [Figures after the events]: now is the last sample's; the peaks are the higher of the events' and the
+    // samples' since the events stopped.
+    const FigureSample& f = d->figures.back();
+    int64_t peak_a = d->peak_allocated, peak_r = d->peak_reserved;
+    for (size_t i = after; i < d->figures.size(); i++)
+      peak_a = std::max(peak_a, d->figures[i].peak_allocated), peak_r = std::max(peak_r, d->figures[i].peak_reserved);
+    j.kv("allocatedBytes", f.allocated).kv("reservedBytes", f.reserved);
+    j.kv("peakAllocatedBytes", peak_a).kv("peakReservedBytes", peak_r);
     t_last = f.t_us;
   } else {
     j.kv("allocatedBytes", allocated_before(*d, n)).kv("reservedBytes", reserved_before(*d, n));
@@ -838,27 +864,47 @@ std::string diff_json(const Model& a, int index, double a_us, const Model& b, do
   return j.close(']').s;
 }
 
+// Where a run of samples starts (Note [Figures after the events]): the value before its first sample (known: false,
+// nothing is known: 0 until a bucket's own sample replaces it) and the peaks then, from which the first sample's peak
+// rise is measured (INT64_MAX: none is).
+struct FiguresCarried {
+  bool known = false;
+  int64_t allocated = 0, reserved = 0;
+  int64_t peak_allocated = std::numeric_limits<int64_t>::max(), peak_reserved = std::numeric_limits<int64_t>::max();
+};
+
 // Note [Figures from stats]: a device with no events, bucketed from its samples of PyTorch's figures. A bucket holds
 // the value carried in from the sample before it and every sample inside it; where the peak rose since the sample
 // before, allocated (reserved) reached that peak between the two, and the bucket of the later sample shows it.
-static void figures_timeline(const DeviceData& d, double t0, double t1, int buckets, std::vector<int64_t>& amin,
-                             std::vector<int64_t>& amax, std::vector<int64_t>& rmin, std::vector<int64_t>& rmax) {
-  const std::vector<FigureSample>& f = d.figures;
+// Note [Figures after the events]: the samples f[first, …), all at or after `from` (µs), from the value `carried`;
+// buckets wholly before `from` keep the events' figures, and the bucket `from` falls in spans both (sample times are
+// whole µs, so a bucket [ta, tb) holds samples at or after `from` when tb > from, events up to it when ta <= from).
+static void figures_timeline(const std::vector<FigureSample>& f, size_t first, double from, FiguresCarried carried,
+                             double t0, double t1, int buckets, std::vector<int64_t>& amin, std::vector<int64_t>& amax,
+                             std::vector<int64_t>& rmin, std::vector<int64_t>& rmax) {
   const double w = (t1 - t0) / buckets;
-  size_t i = 0;
+  size_t i = first;
   while (i < f.size() && (double)f[i].t_us < t0) i++;
-  int64_t a = 0, r = 0;  // before the first sample nothing is known: 0, and a bucket's own samples replace it
-  bool known = i > 0;
-  if (known) a = f[i - 1].allocated, r = f[i - 1].reserved;
+  int64_t a = carried.allocated, r = carried.reserved;
+  bool known = carried.known;
+  if (i > first) a = f[i - 1].allocated, r = f[i - 1].reserved, known = true;
   for (int k = 0; k < buckets; k++) {
-    const double tb = k == buckets - 1 ? t1 : t0 + (k + 1) * w;
+    const bool last = k == buckets - 1;
+    const double ta = t0 + k * w, tb = last ? t1 : t0 + (k + 1) * w;
+    if (last ? t1 < from : tb <= from) continue;  // before the samples: the events'
     int64_t alo = a, ahi = a, rlo = r, rhi = r;
-    for (; i < f.size() && ((double)f[i].t_us < tb || (k == buckets - 1 && (double)f[i].t_us <= tb)); i++) {
+    if (ta <= from) {  // the events' part of the bucket, up to `from`
+      alo = std::min(alo, amin[k]), ahi = std::max(ahi, amax[k]);
+      rlo = std::min(rlo, rmin[k]), rhi = std::max(rhi, rmax[k]);
+    }
+    for (; i < f.size() && ((double)f[i].t_us < tb || (last && (double)f[i].t_us <= tb)); i++) {
       a = f[i].allocated, r = f[i].reserved;
       if (!known) alo = ahi = a, rlo = rhi = r, known = true;
       alo = std::min(alo, a), ahi = std::max(ahi, a), rlo = std::min(rlo, r), rhi = std::max(rhi, r);
-      if (i > 0 && f[i].peak_allocated > f[i - 1].peak_allocated) ahi = std::max(ahi, f[i].peak_allocated);
-      if (i > 0 && f[i].peak_reserved > f[i - 1].peak_reserved) rhi = std::max(rhi, f[i].peak_reserved);
+      const int64_t pa = i > first ? f[i - 1].peak_allocated : carried.peak_allocated;
+      const int64_t pr = i > first ? f[i - 1].peak_reserved : carried.peak_reserved;
+      if (f[i].peak_allocated > pa) ahi = std::max(ahi, f[i].peak_allocated);
+      if (f[i].peak_reserved > pr) rhi = std::max(rhi, f[i].peak_reserved);
     }
     amin[k] = alo, amax[k] = ahi, rmin[k] = rlo, rmax[k] = rhi;
   }
@@ -893,6 +939,9 @@ std::string timeline_json(Model& m, int index, double t0, double t1, int buckets
     }
     build_pyramid(d.allocated, d.alloc_pyr);
     build_pyramid(d.reserved, d.res_pyr);
+    // Note [Figures after the events]: the events count up to the time they stopped (n_off), the samples after it.
+    const size_t after = figures_after_events(m, d);
+    const size_t n_off = after < d.figures.size() ? events_up_to(d, (double)m.events_off_us) : d.count();
     double w = (t1 - t0) / buckets;
     for (int k = 0; k < buckets; k++) {
       double ta = t0 + k * w, tb = k == buckets - 1 ? t1 : t0 + (k + 1) * w;
@@ -902,6 +951,7 @@ std::string timeline_json(Model& m, int index, double t0, double t1, int buckets
                       ? events_up_to(d, tb)
                       : (size_t)(std::lower_bound(d.t.begin(), d.t.end(), clamp_to_i64(std::ceil(tb))) - d.t.begin());
       i1 = std::max(i1, i0);
+      i0 = std::min(i0, n_off), i1 = std::min(i1, n_off);
       int64_t a = allocated_before(d, i0), r = reserved_before(d, i0);
       int64_t alo = a, ahi = a, rlo = r, rhi = r;
       range_min_max(d.allocated, d.alloc_pyr, i0, i1, alo, ahi);
@@ -919,7 +969,23 @@ std::string timeline_json(Model& m, int index, double t0, double t1, int buckets
         rmin[k] = std::min(rmin[k], cb.reserved_min), rmax[k] = std::max(rmax[k], cb.reserved_max);
       }
     }
-    if (d.figures_only()) figures_timeline(d, t0, t1, buckets, amin, amax, rmin, rmax);
+    if (d.figures_only()) {
+      figures_timeline(d.figures, 0, -INFINITY, FiguresCarried{}, t0, t1, buckets, amin, amax, rmin, rmax);
+    } else if (after < d.figures.size()) {
+      // Note [Figures after the events]: carried in, the events' figures when they stopped; the first sample's peak
+      // rise counts from the events' peak up to then (or the sample before it, if that said more).
+      FiguresCarried c{true, allocated_before(d, n_off), reserved_before(d, n_off), d.start_allocated,
+                       d.start_reserved};
+      int64_t lo = c.peak_allocated;
+      range_min_max(d.allocated, d.alloc_pyr, 0, n_off, lo, c.peak_allocated);
+      lo = c.peak_reserved;
+      range_min_max(d.reserved, d.res_pyr, 0, n_off, lo, c.peak_reserved);
+      if (after > 0) {
+        c.peak_allocated = std::max(c.peak_allocated, d.figures[after - 1].peak_allocated);
+        c.peak_reserved = std::max(c.peak_reserved, d.figures[after - 1].peak_reserved);
+      }
+      figures_timeline(d.figures, after, (double)m.events_off_us, c, t0, t1, buckets, amin, amax, rmin, rmax);
+    }
     if (!d.samples.empty()) {
       for (const auto& s : d.samples) {
         if (s.t_us < t0 || s.t_us > t1) continue;

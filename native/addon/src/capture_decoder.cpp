@@ -429,6 +429,21 @@ bool CaptureDecoder::record(Model& m, uint8_t type, uint8_t device, uint16_t fla
           if (d) d->module_marks.push_back(ModuleMark{(uint32_t)d->count(), name, r.kind == f::MARK_MODULE_BEGIN});
         return true;  // not a marker users see (hundreds per step)
       }
+      if (r.kind == f::MARK_EVENTS_OFF) {
+        // Note [Figures after the events]: process-wide, so the model holds it for every device, those announced
+        // later included; the first marker wins. Users see it as a notice (process-wide on device 0) that says why.
+        if (m.events_off) return true;
+        m.events_off = true;
+        m.events_off_us = to_us(r.t_ns);
+        const std::string& why = m.strings[name];
+        std::string text = "allocations no longer recorded one by one";
+        if (!why.empty()) text += " (" + why + ")";
+        text += ": from here on, PyTorch's figures at each sample";
+        json::Writer detail;
+        detail.open('{').kvs("level", "info").close('}');
+        dev(m, device).markers.push_back(MarkerData{m.events_off_us, 6, m.intern(text), detail.s});
+        return true;
+      }
       if (r.kind == f::MARK_STEP) {
         const std::string& s = m.strings[name];
         if (s == "backward" || s == "optimizer.step") boundary(PHASE_OTHER);
@@ -513,7 +528,8 @@ bool CaptureDecoder::record(Model& m, uint8_t type, uint8_t device, uint16_t fla
       id.pci_bus_id = r.pci_bus_id ? m.strings[str(r.pci_bus_id)] : "";
       return true;
     }
-    case f::REC_STATS: {  // Note [Figures from stats]: read only where a device has no events
+    case f::REC_STATS: {  // read where a device has no events, or after the events stop (Notes [Figures from stats],
+                          // [Figures after the events])
       if (n < sizeof(f::StatsRec)) return too_short("stats");
       auto r = load<f::StatsRec>(p);
       dev(m, device).figures.push_back(FigureSample{to_us(r.t_ns), (int64_t)r.allocated, (int64_t)r.reserved,

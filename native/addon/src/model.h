@@ -118,14 +118,37 @@ struct SampleData {
 };
 
 // Note [Figures from stats]: REC_STATS holds the recorder's running figures at each sample. Every figure this reader
-// shows is recomputed from the events, so where a device has events these are not read. A device with none at all
-// (figures only: GPUMEM_EVENTS=0, or PyTorch's cudaMallocAsync backend, Note [Figures only] in
-// native/python/gpumem/_observe.py) has nothing else: there current(), timeline() and the summary's peak come from
-// these, as PyTorch's stats gave them, at the sampling rate.
+// shows is recomputed from the events, so where a device has events these are not read, until its events stop (Note
+// [Figures after the events]). A device with none at all (figures only: GPUMEM_EVENTS=0, or PyTorch's
+// cudaMallocAsync backend, Note [Figures only] in native/python/gpumem/_observe.py) has nothing else: there
+// current(), timeline() and the summary's peak come from these, as PyTorch's stats gave them, at the sampling rate.
 struct FigureSample {
   int64_t t_us;
   int64_t allocated, reserved, peak_allocated, peak_reserved;
 };
+
+// Note [Figures after the events]: a capture may stop recording events part way (MARK_EVENTS_OFF, Note [Recorded
+// steps] in native/python/gpumem/_observe.py: recordSteps N keeps the first N steps one by one). From the marker's
+// time T_off on, the process records no allocation, free or segment event on any device, so a device that has events
+// reads the REC_STATS samples at or after T_off (Note [Figures from stats]) for the figures the events no longer give:
+//  - the marker is a process-wide fact (written once, device 0) held by the model (Model::events_off_us, the first
+//    marker wins), so a device announced after it knows it too; each device applies it only where it has events and
+//    samples at or after T_off (a live capture whose next sample has not come reads as before);
+//  - timeline: buckets wholly before T_off are the events' as before; a bucket at or after it is bucketed from the
+//    samples by Note [Figures from stats]'s rules (the value carried in, the bucket's own samples, the peak rise),
+//    the value carried into the first being the events' allocated/reserved at T_off, and the peak rise of the first
+//    sample measured from the events' peak up to T_off; the bucket T_off falls in spans both (min/max of the events
+//    up to T_off and the samples from it);
+//  - current: allocated/reserved as the last sample gave them, at its time; peaks the higher of the events' and the
+//    samples' after T_off;
+//  - summary: the peak is the higher of the events' peak and the samples' peaks after T_off, at the time of the
+//    sample that first said so. PyTorch's peak counts from the process start, so a sample usually repeats the events'
+//    peak: on a tie the events' peak (and its exact time) is kept;
+//  - the time range extends to the last sample after T_off.
+// What the events alone can tell stays on them: the lines at the peak, categories, leaks, segments and the allocator
+// state (the summary's reserved/allocated/segments are the state after the last event, whose blocks they count).
+// The user sees the moment as a notice on device 0 (process-wide, like every notice): "allocations no longer
+// recorded one by one (recordSteps 5): from here on, PyTorch's figures at each sample".
 
 // Min/max pyramid over a step series (value after each event): level k holds min/max of 8^k events.
 struct Pyramid {
@@ -358,6 +381,9 @@ struct Model {
   // Latest time of any record read (events, samples, markers…): where a capture that ends early stops.
   bool have_last_us = false;
   int64_t last_us = 0;
+  // Note [Figures after the events]: from this time on (MARK_EVENTS_OFF) no device records events one by one.
+  bool events_off = false;
+  int64_t events_off_us = 0;
   void saw_time(int64_t t_us) {
     if (!have_last_us || t_us > last_us) last_us = t_us;
     have_last_us = true;

@@ -150,11 +150,9 @@ def _count_recorded_step():
     if _steps == n:
         from . import _observe
 
+        # The marker it writes is what users see (the reader shows it as a notice with this name): no notice here.
         if _observe.events_off("recordSteps %d" % n):
             _walking = False  # tags name recorded allocations only
-            STATE.native.notice("gpumem: allocations were recorded one by one for the first %d optimizer steps "
-                                "(gpuMemoryLens.recordSteps / --record-steps); from here on the figures are "
-                                "PyTorch's own, read at each sample" % n, _native.NOTICE_INFO)
 
 
 def _hook_optimizer_steps(torch):
