@@ -1,0 +1,108 @@
+#!/usr/bin/env python3
+"""Probe for issue 26 (not a test): what still costs a step after the recorded steps (Note [Recorded steps] in
+native/python/gpumem/_observe.py), in ONE process. Across processes (test/gpu/README.md, the tenth session) a
+ResNet-50 step after the stop still issued ~1.2 ms slower than under figures only, and a trace tracker that does
+nothing (native-tracker) cost nothing; this finds which part is left.
+
+    python3 -m gpumem run --record-steps 10 -- python3 test/gpu/probes/recorded_steps_parts.py [--model resnet50]
+
+After 20 steps (the stop at the 10th), blocks of steps alternate between states of what is left running:
+  left        as the product leaves it after the stop
+  left'       the same again: the paired ratios' own noise
+  -history    PyTorch's recordHistory explicitly off (the tracker extension's record(False, …)); put back as the
+              product had it after the block (apply_ours)
+  -poll       the stats poll (_StatsPoll.poll) does nothing
+  -keeper     the leak keeper's step end is off
+  -marks      the step facts, phases and backward() bracket's native calls are no-ops
+Prints per state the median host ms a step issues in and its paired ratio to `left` (the median over cycles of the
+state's block against left's block of the same cycle); RESULT line, also $OUT/recorded_steps_parts_<model>.json.
+"""
+import argparse
+import faulthandler
+import json
+import os
+import statistics
+import sys
+import time
+
+faulthandler.dump_traceback_later(int(os.environ.get("GPUMEM_WATCHDOG_S", "200")), exit=True)
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+
+import torch  # noqa: E402
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--model", default="resnet50")
+    ap.add_argument("--block", type=int, default=5)
+    ap.add_argument("--repeats", type=int, default=24)
+    a = ap.parse_args()
+    from bench_allocator import step_fn
+
+    step = step_fn(a.model)
+    for _ in range(20):
+        step()
+    torch.cuda.synchronize()
+    from gpumem import _keeper, _observe
+    from gpumem._state import STATE
+
+    info0 = STATE.native.stack_info()
+    native = STATE.native
+    lib = native.lib
+    real_mark = native.mark
+    real_begin, real_end = lib.gpumem_backward_begin, lib.gpumem_backward_end
+    real_poll = _observe._StatsPoll.poll
+    watch = _keeper.watch()
+
+    def configure(name):
+        _observe._history_view.apply_ours()  # as the product left it
+        _observe._StatsPoll.poll = real_poll
+        if watch is not None:
+            watch.off = False
+        native.mark = real_mark
+        lib.gpumem_backward_begin, lib.gpumem_backward_end = real_begin, real_end
+        if name == "-history":
+            _observe._tracker.record(False, 0, 1, 0, list(_observe.RING_ACTIONS))
+        elif name == "-poll":
+            _observe._StatsPoll.poll = lambda self: None
+        elif name == "-keeper" and watch is not None:
+            watch.off = True
+        elif name == "-marks":
+            native.mark = lambda *args, **kwargs: None
+            lib.gpumem_backward_begin = lib.gpumem_backward_end = lambda: None
+
+    names = ["left", "left'", "-history", "-poll", "-keeper", "-marks"]
+    host = {n: [] for n in names}
+    blocks = {n: [] for n in names}
+    for r in range(a.repeats):
+        for n in names[r % len(names):] + names[:r % len(names)]:
+            configure(n)
+            for _ in range(2):
+                step()
+            torch.cuda.synchronize()
+            hs = []
+            for _ in range(a.block):
+                t0 = time.perf_counter()
+                step()
+                hs.append((time.perf_counter() - t0) * 1e3)
+                torch.cuda.synchronize()
+            host[n].extend(hs)
+            blocks[n].append(statistics.median(hs))
+    configure("left")
+    table = {n: {"host_ms": round(statistics.median(host[n]), 3),
+                 "paired_vs_left": round(statistics.median(b / l for b, l in zip(blocks[n], blocks["left"])), 4)}
+             for n in names}
+    for n, t in table.items():
+        print("%-9s host %.3f ms  paired ×%.4f of left" % (n, t["host_ms"], t["paired_vs_left"]), flush=True)
+    info1 = native.stack_info()
+    result = {"model": a.model, "parts": table, "events_off": _observe._events_off,
+              "gil_free_answers": [info0.get("gil_free_answers"), info1.get("gil_free_answers")],
+              "queue": _observe._obs.info().get("queue") if _observe._obs is not None else None}
+    print("RESULT " + json.dumps(result), flush=True)
+    if os.environ.get("OUT"):
+        with open(os.path.join(os.environ["OUT"], "recorded_steps_parts_%s.json" % a.model), "w") as f:
+            json.dump(result, f, indent=1)
+
+
+if __name__ == "__main__":
+    main()
