@@ -11,7 +11,7 @@ const MiB = 2 ** 20;
 const T0 = 5_000_000_000; // ns
 
 // stats: [[t_ns, allocated, reserved, peak_allocated, peak_reserved], …]; alloc: one allocation event first, if given
-function capture(stats, { header = { events: false, allocator_mode: 'pytorch' }, alloc } = {}) {
+function capture(stats, { header = { events: false, allocator_mode: 'pytorch' }, alloc, oom } = {}) {
   const file = path.join(tmpDir(), 'figures.gpumem');
   pythonInline(
     `import json, sys
@@ -26,11 +26,15 @@ if spec["alloc"]:
     out += F.record(F.REC_ALLOC, F.BlockEvent.pack(t, 1 << 30, size, size, 0, 0, 0))
 for t, a, r, pa, pr in spec["stats"]:
     out += F.record(F.REC_STATS, F.StatsRec.pack(t, a, r, a, a, pa, pr, 0, 0))
+    if spec["oom"] and spec["oom"][0] <= t:  # after the first sample at or past its time
+        t_oom, requested = spec["oom"]
+        out += F.record(F.REC_OOM, F.OomRec.pack(t_oom, requested, 1 << 30, 80 << 30, r, a, 0, 0, 0, 0, 0))
+        spec["oom"] = None
 out += F.record(F.REC_END, F.EndRec.pack(spec["stats"][-1][0] + 1000, 0, 0, 0, 0))
 open(sys.argv[1], "wb").write(out)
 `,
     file,
-    JSON.stringify({ header, stats, alloc: alloc ?? null }),
+    JSON.stringify({ header, stats, alloc: alloc ?? null, oom: oom ?? null }),
     path.join(root, 'native/python'),
   );
   return file;
@@ -70,5 +74,21 @@ test('a device with events is read from its events: its stats are a second sourc
     assert.deepEqual([c.allocatedBytes, c.peakAllocatedBytes, c.reservedBytes], [4 * MiB, 4 * MiB, 64 * MiB]);
     assert.equal(summaryDocument(m).devices[0].peak_allocated_bytes, 4 * MiB);
     assert.equal(summaryDocument(m).identity.not_recorded, undefined);
+  });
+});
+
+test('figures only with an out-of-memory error: the OOM is told and the figures are still PyTorch\'s', () => {
+  // Note [Figures from stats]: figures only writes an OOM from PyTorch's OOM observer (Note [Figures only]); that one
+  // event row must not make the device read as one with events (it did: every figure read 0).
+  withModel(capture(STATS, { oom: [T0 + 150e6, 6 * 2 ** 30] }), (m) => {
+    const c = m.current(0);
+    assert.deepEqual([c.allocatedBytes, c.reservedBytes, c.peakAllocatedBytes], [2 * MiB, 40 * MiB, 9 * MiB]);
+    const doc = summaryDocument(m);
+    assert.equal(doc.devices[0].peak_allocated_bytes, 9 * MiB);
+    const { t0Us, t1Us } = m.timeRange(0);
+    const tl = m.timeline(0, t0Us, t1Us + 1, 4);
+    assert.deepEqual(tl.allocatedMax, [1 * MiB, 3 * MiB, 3 * MiB, 9 * MiB]);
+    const ooms = m.ooms();
+    assert.deepEqual(ooms.map((o) => [o.device, o.requestedBytes]), [[0, 6 * 2 ** 30]], 'the OOM is still told');
   });
 });

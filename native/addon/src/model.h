@@ -119,9 +119,10 @@ struct SampleData {
 
 // Note [Figures from stats]: REC_STATS holds the recorder's running figures at each sample. Every figure this reader
 // shows is recomputed from the events, so where a device has events these are not read, until its events stop (Note
-// [Figures after the events]). A device with none at all (figures only: GPUMEM_EVENTS=0, or PyTorch's
-// cudaMallocAsync backend, Note [Figures only] in native/python/gpumem/_observe.py) has nothing else: there
-// current(), timeline() and the summary's peak come from these, as PyTorch's stats gave them, at the sampling rate.
+// [Figures after the events]). A device with none at all, an out-of-memory error aside (figures only: GPUMEM_EVENTS=0,
+// or PyTorch's cudaMallocAsync backend, Note [Figures only] in native/python/gpumem/_observe.py) has nothing else:
+// there current(), timeline() and the summary's peak come from these, as PyTorch's stats gave them, at the sampling
+// rate.
 struct FigureSample {
   int64_t t_us;
   int64_t allocated, reserved, peak_allocated, peak_reserved;
@@ -249,7 +250,10 @@ struct DeviceData {
   // Note [Figures from stats]: no event at all, but the recorder's figures, and memory in them (a device the
   // process never used has samples of zeros: Note [Devices with no events] leaves it out).
   bool figures_only() const {
-    if (!t.empty()) return false;
+    // An out-of-memory error is an event row (ACT_OOM) but no allocation: figures only writes one from PyTorch's OOM
+    // observer (Note [Figures only]), and with it counted every figure of the device read 0.
+    for (uint8_t a : action)
+      if (a != ACT_OOM) return false;
     for (const FigureSample& f : figures)
       if (f.reserved > 0 || f.peak_reserved > 0 || f.allocated > 0) return true;
     return false;
