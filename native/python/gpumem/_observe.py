@@ -620,8 +620,11 @@ def start(torch):
 # Note [Recorded steps]: GPUMEM_RECORD_STEPS=N (`--record-steps N`, gpuMemoryLens.recordSteps) records every
 # allocation for the first N optimizer steps only. What the lines, categories, activations by module and leak
 # findings need is in a training loop's first steps, which then repeat: recording them costs a step near host-bound
-# 3–6 % (ResNet-50 on an H100, issue 26), figures only about nothing (×1.001, test/gpu/README.md), so after step N the
-# run pays what figures only pays while the graphs go on. At the N-th Optimizer.step() end (_markers.py):
+# 3–6 % (ResNet-50 on an H100, issue 26), figures only about nothing (×0.994–1.014), so after step N nothing of ours
+# runs per allocation while the graphs go on. Measured (test/gpu/README.md, the tenth session): settled steps after
+# the stop ×1.012 on GPT-2 small and ×1.014–1.044 on ResNet-50, a cost that comes with the tracker path (one recorded
+# step leaves as much as ten) and that no part left running explains yet. At the N-th Optimizer.step() end
+# (_markers.py):
 #  - the tracker extension's flag and the library's (gpumem_observe_events_off) make the trace tracker and our
 #    context recorder return at once (PyTorch has no way to detach a tracker); the library applies what was queued
 #    and writes MARK_EVENTS_OFF after the last event (FORMAT.md, marker kind 8);
