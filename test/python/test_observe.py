@@ -47,6 +47,40 @@ sys.stdin.readline()
 """
 
 
+# Note [Recorded steps]: a stand-in for the tracker extension (it cannot be built against the stand-in torch), with
+# its contract (attach/record/events_off; its own flag ignored, so the library's must hold), and 4 steps of an
+# allocation and its free each, ended by STEP_CALL.
+RECORD_STEPS_WORKLOAD = """import ctypes
+import gpumem
+stats = {"allocated_bytes.all.current": 7 << 20, "reserved_bytes.all.current": 40 << 20,
+         "allocated_bytes.all.peak": 9 << 20, "reserved_bytes.all.peak": 40 << 20, "num_ooms": 0}
+torch.cuda.memory_stats = mem.memory_stats = lambda device=None: dict(stats)
+EV = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_uint64, ctypes.c_uint64, ctypes.c_uint64,
+                      ctypes.c_uint32, ctypes.c_uint64)
+class Tracker:
+    records, off = [], False
+    def attach(self, event, take, gather, label):
+        self.event = EV(event)
+    def record(self, ours_on, user_stacks, max_entries, when, skip):
+        self.records.append(bool(ours_on))
+        return "6"
+    def events_off(self):
+        self.off = True
+tracker = Tracker()
+import gpumem._observe as observe
+observe.build_tracker = lambda torch: (tracker, None)
+torch.cuda.init()
+from torch.optim.optimizer import Optimizer
+opt = Optimizer([])
+for step in range(4):
+    base = (1 << 30) + (2 << 20) + step * (1 << 20)
+    tracker.event(0, 0, base, 4096, 0, 0, 0)        # alloc
+    tracker.event(0, 1, base, 4096, 0, 0, 0)        # free_requested
+    tracker.event(0, 2, base, 4096, 0, 0, 0)        # free_completed
+    STEP_CALL
+time.sleep(0.4)  # samples after the last step"""
+
+
 
 def finish(test, proc):
     """Lets the workload end (a line on its stdin), checks it exited 0 and said its allocator mode in one line.
@@ -150,41 +184,12 @@ for observer in oom_observers:  # as PyTorch's allocator calls them: device, req
         self.assertEqual((stats[-1]["allocated"], stats[-1]["reserved"], stats[-1]["peak_allocated"]),
                          (3 << 20, 40 << 20, 5 << 20))
 
-    def test_record_steps_stops_recording_after_the_nth_optimizer_step(self):
-        """Note [Recorded steps] (gpumem/_observe.py): with GPUMEM_RECORD_STEPS=2, the events of steps 1–2 are in the
-        capture, then MARK_EVENTS_OFF after the last of them, then no event (the library drops what a tracker still
-        hands it), no tag, PyTorch's figures in the samples, and our recorder out of PyTorch's history. The stand-in
-        torch cannot build the tracker extension, so a stand-in with its contract (attach/record/events_off) hands
-        the library its entries through the same entry points."""
-        workload = WORKLOAD.replace("torch.cuda.init()", """import ctypes
-stats = {"allocated_bytes.all.current": 7 << 20, "reserved_bytes.all.current": 40 << 20,
-         "allocated_bytes.all.peak": 9 << 20, "reserved_bytes.all.peak": 40 << 20, "num_ooms": 0}
-torch.cuda.memory_stats = mem.memory_stats = lambda device=None: dict(stats)
-EV = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_uint64, ctypes.c_uint64, ctypes.c_uint64,
-                      ctypes.c_uint32, ctypes.c_uint64)
-class Tracker:  # the extension's contract (TRACKER_SRC), its own flag ignored: the library's must hold
-    records, off = [], False
-    def attach(self, event, take, gather, label):
-        self.event = EV(event)
-    def record(self, ours_on, user_stacks, max_entries, when, skip):
-        self.records.append(bool(ours_on))
-        return "6"
-    def events_off(self):
-        self.off = True
-tracker = Tracker()
-import gpumem._observe as observe
-observe.build_tracker = lambda torch: (tracker, None)
-torch.cuda.init()
-from torch.optim.optimizer import Optimizer
-opt = Optimizer([])
-for step in range(4):
-    base = (1 << 30) + (2 << 20) + step * (1 << 20)
-    tracker.event(0, 0, base, 4096, 0, 0, 0)        # alloc
-    tracker.event(0, 1, base, 4096, 0, 0, 0)        # free_requested
-    tracker.event(0, 2, base, 4096, 0, 0, 0)        # free_completed
-    opt.step()
-time.sleep(0.4)  # samples after the last step""").replace('"swapped": STATE.swapped,', '"swapped": STATE.swapped, "walking": __import__("gpumem._markers").'
-                              '_markers._walking, "tracker_off": tracker.off, "records": tracker.records,')
+    def record_steps_run(self, step_call):
+        """The stand-in tracker's run of 4 steps (an alloc and its free each, then `step_call`) with
+        GPUMEM_RECORD_STEPS=2: (first line, stderr, allocator line, header, records, strings)."""
+        workload = WORKLOAD.replace("torch.cuda.init()", RECORD_STEPS_WORKLOAD.replace("STEP_CALL", step_call)).replace(
+            '"swapped": STATE.swapped,', '"swapped": STATE.swapped, "walking": __import__("gpumem._markers").'
+            '_markers._walking, "tracker_off": tracker.off, "records": tracker.records,')
         proc, work, session = support.start_workload(workload, self.so, env={
             "GPUMEM_ALLOCATOR": "auto", "GPUMEM_SAMPLE_MS": "50", "GPUMEM_RECORD_STEPS": "2"}, cwd_is_work=True)
         try:
@@ -193,19 +198,40 @@ time.sleep(0.4)  # samples after the last step""").replace('"swapped": STATE.swa
             proc.kill()
             raise
         err, lines = finish(self, proc)
-        self.assertEqual((first.get("mode"), first.get("source"), first.get("walking"), first.get("tracker_off")),
-                         ("pytorch", "tracker", False, True), err)
-        self.assertIn("first steps only", lines[0])  # auto's reason
-        self.assertEqual(first["records"][0], True)  # our recorder in PyTorch's history while recording…
-        self.assertEqual(first["records"][-1], False)  # …and out of it after step 2
         (cap,) = [f for f in os.listdir(session) if f.endswith(".gpumem")]
         header, recs = support.read_capture(os.path.join(session, cap))
-        self.assertEqual((header["record_steps"], header["events"]), (2, True))
         strings = {}
         for t, p in recs:
             if t == F.REC_STRING:
                 r = F.StringRec.unpack_dict(p[:F.StringRec.size])
                 strings[r["id"]] = p[F.StringRec.size:F.StringRec.size + r["len"]].decode()
+        return first, err, lines, header, recs, strings
+
+    def test_record_steps_counts_the_users_gpumem_step_marks(self):
+        """Note [Recorded steps] with Note [Steps]: a loop with no optimizer, marked with gpumem.step(), stops after
+        its 2nd mark."""
+        first, err, _, header, recs, strings = self.record_steps_run("gpumem.step()")
+        self.assertEqual((first.get("source"), first.get("tracker_off")), ("tracker", True), err)
+        marks = [(i, F.MarkerRec.unpack_dict(p)) for i, (t, p) in enumerate(recs) if t == F.REC_MARKER]
+        (off_at,) = [i for i, m in marks if m["kind"] == F.MARK_EVENTS_OFF]
+        steps = [i for i, m in marks if m["kind"] == F.MARK_STEP and strings[m["name"]] == "step"]
+        self.assertEqual(len(steps), 4)
+        self.assertTrue(steps[1] < off_at < steps[2], "off after the second mark")
+        self.assertEqual([t for t, _ in recs[off_at:] if t == F.REC_ALLOC], [])
+
+    def test_record_steps_stops_recording_after_the_nth_optimizer_step(self):
+        """Note [Recorded steps] (gpumem/_observe.py): with GPUMEM_RECORD_STEPS=2, the events of steps 1–2 are in the
+        capture, then MARK_EVENTS_OFF after the last of them, then no event (the library drops what a tracker still
+        hands it), no tag, PyTorch's figures in the samples, and our recorder out of PyTorch's history. The stand-in
+        torch cannot build the tracker extension, so a stand-in with its contract (attach/record/events_off) hands
+        the library its entries through the same entry points."""
+        first, err, lines, header, recs, strings = self.record_steps_run("opt.step()")
+        self.assertEqual((first.get("mode"), first.get("source"), first.get("walking"), first.get("tracker_off")),
+                         ("pytorch", "tracker", False, True), err)
+        self.assertIn("first steps only", lines[0])  # auto's reason
+        self.assertEqual(first["records"][0], True)  # our recorder in PyTorch's history while recording…
+        self.assertEqual(first["records"][-1], False)  # …and out of it after step 2
+        self.assertEqual((header["record_steps"], header["events"]), (2, True))
         marks = [(i, F.MarkerRec.unpack_dict(p)) for i, (t, p) in enumerate(recs) if t == F.REC_MARKER]
         (off_at,) = [i for i, m in marks if m["kind"] == F.MARK_EVENTS_OFF]
         self.assertEqual(strings[marks[[i for i, _ in marks].index(off_at)][1]["name"]], "recordSteps 2")
@@ -222,7 +248,6 @@ time.sleep(0.4)  # samples after the last step""").replace('"swapped": STATE.swa
                          (7 << 20, 40 << 20, 9 << 20), "PyTorch's own figures")
         notices = [strings[F.NoticeRec.unpack_dict(p)["text"]] for t, p in recs if t == F.REC_NOTICE]
         self.assertFalse([n for n in notices if "recorded" in n], "the marker is what the reader shows, once")
-
 
 if __name__ == "__main__":
     unittest.main()

@@ -55,10 +55,11 @@ def step(name="step"):
     the tool finds steps from Optimizer.step() and backward() ends (Note [Steps])."""
     if not _STATE.configured:
         return False
-    from . import _keeper, _native
+    from . import _keeper, _markers, _native
 
     ok = _STATE.native.mark(str(name), _native.MARK_STEP)
     _keeper.step_end("user")
+    _markers.count_recorded_step("user")  # Note [Recorded steps]: the user's steps, once there is one
     return ok
 
 

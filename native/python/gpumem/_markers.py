@@ -134,17 +134,24 @@ def _on_optimizer_step(optimizer, args, kwargs):
     _mark("optimizer.step", _native.MARK_STEP)
     if STATE.configured:
         _keeper.step_end("optimizer")  # Note [Leak keeper search]: one requested-bytes read per step end
-        _count_recorded_step()
+        count_recorded_step("optimizer")
 
 
-_steps = 0  # Optimizer.step() ends so far (Note [Recorded steps])
+_steps = 0  # step ends so far (Note [Recorded steps])
+_user_steps = False  # gpumem.step() was called: only its marks count from then on (Note [Steps])
 
 
-def _count_recorded_step():
-    """Note [Recorded steps] in _observe.py: after the N-th optimizer step, nothing of ours runs per allocation."""
-    global _steps, _walking
+def count_recorded_step(source):
+    """Note [Recorded steps] in _observe.py: after the N-th step end, nothing of ours runs per allocation. The steps
+    are Optimizer.step() ends, or the user's gpumem.step() marks once there is one, as Note [Steps] counts them
+    (so an inference loop marked with gpumem.step() stops too)."""
+    global _steps, _walking, _user_steps
     n = STATE.settings.record_steps if STATE.settings is not None else 0
     if not n or _steps > n:
+        return
+    if source == "user" and not _user_steps:
+        _user_steps, _steps = True, 0  # the user's marks are the steps from now on
+    elif source != "user" and _user_steps:
         return
     _steps += 1
     if _steps == n:
