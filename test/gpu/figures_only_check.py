@@ -180,7 +180,7 @@ def main():
             b = peak.get("bytes") or {}
             mods = peak.get("activations_by_module") or []
             say("steps-peak", dev.get("peak_allocated_bytes") == rec["max_allocated"] and
-                any("first 5 optimizer steps" in x for x in said) and cat.get("has_tags") and bool(mods) and
+                any("first 5 steps" in x for x in said) and cat.get("has_tags") and bool(mods) and
                 all((b.get(k) or 0) > 0 for k in ("parameter", "activation")),
                 "summary peak %s against max_memory_allocated %d; categories at the recorded peak (%s allocated): %s, "
                 "%d modules (top %s); not recorded: %s" % (

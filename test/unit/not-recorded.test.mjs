@@ -79,11 +79,11 @@ test('recording the first steps only is said with its number, and only when a st
   // Note [Recorded steps] (native/python/gpumem/_observe.py): the header's record_steps, from the bootstrap
   const said = notRecorded(headerInfoOf({ stacks: true, module_paths: true, tags: true, events: true, record_steps: 20 }));
   assert.deepEqual(said, [
-    'Allocations were recorded one by one for the first 20 optimizer steps only (--record-steps 20 or ' +
+    'Allocations were recorded one by one for the first 20 steps only (--record-steps 20 or ' +
       'gpuMemoryLens.recordSteps = 20): sizes by line, editor annotations, segments, categories and leak findings ' +
       "cover those steps; after them, allocated and reserved are PyTorch's own figures, read at each sample.",
   ]);
-  assert.match(notRecorded(headerInfoOf({ record_steps: 1 }))[0], /for the first 1 optimizer step only/);
+  assert.match(notRecorded(headerInfoOf({ record_steps: 1 }))[0], /for the first 1 step only/);
   assert.deepEqual(notRecorded(headerInfoOf({ stacks: true, record_steps: 0 })), [], '0: every step');
   assert.deepEqual(notRecorded(headerInfoOf({ stacks: true, record_steps: '5' })), [], 'a value of the wrong type is dropped');
   // with stacks off too, both are said, the step limit first

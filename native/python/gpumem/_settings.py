@@ -103,7 +103,7 @@ TABLE = (
         "zero": "every step",
         "rule": "must be a non-negative whole number (0 = every step)",
         "metavar": "N",
-        "help": "record allocations one by one for the first N optimizer steps only, then PyTorch's figures (no per-step cost after step N), 0 = every step (default: 0)",
+        "help": "record allocations one by one for the first N steps only (Optimizer.step() ends, or gpumem.step() marks), then PyTorch's figures, 0 = every step (default: 0)",
     },
     {
         "key": "sampleMs",

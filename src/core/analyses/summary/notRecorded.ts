@@ -23,7 +23,7 @@ export function notRecorded(
     // Note [Recorded steps]: what follows is said of the steps that were recorded.
     const n = h.recordSteps;
     out.push(
-      `Allocations were recorded one by one for the first ${n} optimizer step${n === 1 ? '' : 's'} only ` +
+      `Allocations were recorded one by one for the first ${n} step${n === 1 ? '' : 's'} only ` +
         `(--record-steps ${n} or gpuMemoryLens.recordSteps = ${n}): sizes by line, editor annotations, segments, ` +
         "categories and leak findings cover those steps; after them, allocated and reserved are PyTorch's own " +
         'figures, read at each sample.',
