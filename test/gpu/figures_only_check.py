@@ -90,6 +90,11 @@ def summary_json(capture):
     return json.loads(r.stdout) if r.returncode == 0 else {"error": r.stderr[-400:]}
 
 
+def device_and_sentences(summary):
+    """The first device's row and the not-recorded sentences of a `gpumem summary --json`."""
+    return (summary.get("devices") or [{}])[0], (summary.get("identity") or {}).get("not_recorded") or []
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", default=os.environ.get("OUT", tempfile.mkdtemp()))
@@ -125,8 +130,7 @@ def main():
         if s is None:
             say("peak", None, "no $GPUMEM_NODE to run dist/cli.js")
         else:
-            dev = (s.get("devices") or [{}])[0]
-            said = (s.get("identity") or {}).get("not_recorded") or []
+            dev, said = device_and_sentences(s)
             say("peak", dev.get("peak_allocated_bytes") == fig["max_allocated"] and bool(said),
                 "summary peak %s against max_memory_allocated %d; not recorded: %s" % (
                     dev.get("peak_allocated_bytes"), fig["max_allocated"], said[:1] or s.get("error")))
@@ -173,8 +177,7 @@ def main():
         if s is None:
             say("steps-peak", None, "no $GPUMEM_NODE to run dist/cli.js")
         else:
-            dev = (s.get("devices") or [{}])[0]
-            said = (s.get("identity") or {}).get("not_recorded") or []
+            dev, said = device_and_sentences(s)
             cat = next(iter(s.get("categories") or []), {}) or {}
             peak = cat.get("peak") or {}
             b = peak.get("bytes") or {}

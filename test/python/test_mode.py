@@ -177,26 +177,21 @@ class EnvironmentAndRequestTest(unittest.TestCase):
                 self.assertIn(value, c.line())
             self.assertEqual(_mode.decide("auto", script, env={"PYTORCH_CUDA_ALLOC_CONF": "  "}, roots=[d], observer=NO_OBSERVER).mode, "lens")
 
-    def test_figures_only_takes_pytorchs_allocator(self):
-        # Note [Figures only] (gpumem/_observe.py): only PyTorch's allocator has figures without per-allocation events
+    def test_settings_that_record_less_take_pytorchs_allocator(self):
+        # Note [Figures only] and Note [Recorded steps] (gpumem/_observe.py): only PyTorch's allocator has figures
+        # without per-allocation events, from the start or once we stop recording
+        cases = (("GPUMEM_EVENTS", "0", "1", "figures only (--figures-only / gpuMemoryLens.recordAllocations)"),
+                 ("GPUMEM_RECORD_STEPS", "20", "0", "first steps only (--record-steps / gpuMemoryLens.recordSteps)"))
         with tempfile.TemporaryDirectory() as d:
             script = write(d, "train.py", "import torch\n")
-            c = _mode.decide("auto", script, env={"GPUMEM_EVENTS": "0"}, roots=[d], observer=NO_OBSERVER)
-            self.assertEqual(c.mode, "pytorch")
-            self.assertIn("figures only (--figures-only / gpuMemoryLens.recordAllocations)", c.reason)
-            self.assertEqual(_mode.decide("auto", script, env={"GPUMEM_EVENTS": "1"}, roots=[d], observer=NO_OBSERVER).mode, "lens")
-            self.assertEqual(_mode.decide("lens", script, env={"GPUMEM_EVENTS": "0"}).mode, "lens")  # asked for: refused later
-
-    def test_recording_the_first_steps_only_takes_pytorchs_allocator(self):
-        # Note [Recorded steps] (gpumem/_observe.py): only PyTorch's allocator keeps its figures once we stop recording
-        with tempfile.TemporaryDirectory() as d:
-            script = write(d, "train.py", "import torch\n")
-            c = _mode.decide("auto", script, env={"GPUMEM_RECORD_STEPS": "20"}, roots=[d], observer=NO_OBSERVER)
-            self.assertEqual(c.mode, "pytorch")
-            self.assertIn("first steps only (--record-steps / gpuMemoryLens.recordSteps)", c.reason)
-            self.assertEqual(_mode.decide("auto", script, env={"GPUMEM_RECORD_STEPS": "0"}, roots=[d],
-                                          observer=NO_OBSERVER).mode, "lens")
-            self.assertEqual(_mode.decide("lens", script, env={"GPUMEM_RECORD_STEPS": "5"}).mode, "lens")
+            for var, less, every, reason in cases:
+                with self.subTest(var=var):
+                    c = _mode.decide("auto", script, env={var: less}, roots=[d], observer=NO_OBSERVER)
+                    self.assertEqual(c.mode, "pytorch")
+                    self.assertIn(reason, c.reason)
+                    self.assertEqual(_mode.decide("auto", script, env={var: every}, roots=[d], observer=NO_OBSERVER).mode,
+                                     "lens")
+                    self.assertEqual(_mode.decide("lens", script, env={var: less}).mode, "lens")  # asked for: refused later
             with self.assertRaisesRegex(ValueError, "GPUMEM_RECORD_STEPS must be a non-negative whole number"):
                 _mode.decide("auto", script, env={"GPUMEM_RECORD_STEPS": "-1"}, roots=[d], observer=NO_OBSERVER)
 
