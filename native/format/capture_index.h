@@ -17,11 +17,48 @@
 // REC_FREE_REQUESTED of a live address ends it. What was live at the peak is kept without a copy per new peak: the
 // changes per line since the last peak are pending, and a new peak adds them to the lines at the peak, so each event
 // is counted once whatever the number of peaks.
+//
+// Note [Figures after the events in the index]: where the reader reads REC_STATS (Notes [Figures from stats] and
+// [Figures after the events] in native/addon/src/model.h), so does this, by the reader's rules, so that a first view
+// and the full open agree; a capture without MARK_EVENTS_OFF whose devices all have events gets the same index as
+// before, byte for byte (the samples are kept apart and read by none of its devices).
+//  - In the index's layout as it is (FORMAT.md §6; no field added): a device of figures only is one with events 0 and
+//    buckets, and last_event_ns says where a device's buckets end (below).
+//  - After the events (the first MARK_EVENTS_OFF, at T_off; process-wide, so for every device): a device with events
+//    and a sample at or after T_off has, from T_off on, the samples' figures. Its buckets are the events' up to T_off
+//    and the samples' from it, on one grid: the samples go in their own slots (folded with the events'), each bucket
+//    with the value carried in from the sample before and the peak rise since it, and at the end the two are merged
+//    slot by slot, the bucket T_off falls in spanning both (its last value the samples'); the first sample's bucket
+//    also holds the events' figures at T_off (carried in), and the peak it reports where that rose above the events'
+//    peak up to T_off (or the sample before it, if that said more). Events after T_off (none from the recorder: it
+//    drops them) count, as in the reader, in the device's events, range and peaks but not in its buckets: the events'
+//    buckets as they were at T_off are kept when the first such event comes. The peak is the samples' first that is
+//    strictly higher than the events' (a tie keeps the events' peak and its time), the reserved peak the higher of the
+//    two, the end state the last sample's, and the time range reaches the last sample. last_event_ns is where the
+//    buckets end: the last sample's time (the first view's buckets reach it; a reader of an older addon reads the
+//    same field the same way).
+//  - Figures only (a device with no event at all, and memory in a sample: the reader's figures_only()): the device is
+//    in the index with events 0 and its samples as its buckets, on a grid of their own from its first sample that is
+//    not all zeros (before it, allocated and reserved are 0, as the reader shows them: the first view fills the
+//    columns before its first bucket with 0); its peak is the highest peak_allocated, at the first sample that
+//    reported it; peak_reserved and the end state are the last sample's; the range covers every sample, and
+//    last_event_ns is the last sample's time (first_event_ns stays 0: events == 0). The grid is dropped at the
+//    device's first event (then it is not figures only). A device whose samples are all zeros is left as it was (no
+//    entry of its own): the reader does not show it (Note [Devices with no events]).
+//  - "At or after T_off" is the reader's, in its microseconds (the header's clock anchors, as CaptureDecoder::to_us),
+//    so a sample in the marker's microsecond counts as after it and an event in it as before.
+//  - Read in file order, as written: samples and the marker come from different threads and their times may step
+//    back slightly (FORMAT.md §3), so when the marker is read, a device's last sample taken at or after it is one of
+//    the samples after it (samples are milliseconds apart: one at most). A sample read before its device's first
+//    event is not one of them (the recorder writes no event after T_off: a device without events then has none). A
+//    budgeted capture's index is fed the records before compaction (FORMAT.md §6): its samples are the run's, where
+//    a compacted range of the file keeps none.
 #pragma once
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
 #include <map>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <unordered_map>
@@ -41,6 +78,16 @@ class IndexBuilder {
     uint64_t size;
     uint32_t line;
   };
+  // A REC_STATS sample's figures (Note [Figures after the events in the index]).
+  struct Sample {
+    uint64_t t;            // as written
+    int64_t a, r, pa, pr;  // allocated, reserved, peak_allocated, peak_reserved
+  };
+  // The events' buckets and figures at T_off, kept when the device's first event after it comes.
+  struct AtOff {
+    std::vector<IndexBucket> slots;
+    int64_t a, r, peak_a, peak_r;
+  };
   struct Device {
     IndexDevice d{};
     std::vector<IndexBucket> slots;  // kIndexBuckets, dense from origin_ns; t_ns == ~0 when empty
@@ -52,17 +99,45 @@ class IndexBuilder {
     std::vector<int64_t> peak_bytes, peak_count, pending_bytes, pending_count;
     std::vector<uint32_t> dirty;
     std::vector<uint8_t> is_dirty;
+    // Note [Figures after the events in the index]: the samples at or after T_off, on the events' grid (empty: none
+    // read), the first and last of them (grid times: first_t, last_t), their time range and peaks, and the peaks of
+    // the sample before the first (if any).
+    std::optional<AtOff> at_off;
+    std::vector<IndexBucket> after;
+    Sample first_after{}, last_after{};
+    uint64_t first_t = 0, last_t = 0, after_t0 = 0, after_t1 = 0, after_peak_ns = 0;
+    int64_t after_peak_a = 0, after_peak_r = 0;
+    bool before = false;
+    int64_t before_pa = 0, before_pr = 0;
+  };
+  // Note [Figures after the events in the index]: a device's samples, kept apart from its Device (a device with
+  // samples alone is in the index only when they are all it has, and say something): the last one, the time range of
+  // all, and while the device has no event its figures only, on a grid of their own (g: origin_ns and bucket_ns; no
+  // slots until a sample that is not all zeros).
+  struct Figures {
+    bool any = false, memory = false, any_prev = false;
+    Sample last{}, prev{};  // the last sample read, and the one before it
+    uint64_t t0 = 0, t1 = 0, grid_t = 0, peak_ns = 0;
+    int64_t peak = -1;
+    IndexDevice g{};
+    std::vector<IndexBucket> slots;
   };
 
   // lines = false: the figures and buckets only (a first view's pass over a capture without an index), no sections.
   explicit IndexBuilder(bool lines = true) : lines_(lines) {}
 
-  // The capture's header JSON: the tool's own directories, which are never the user's lines (Note [User frames]).
+  // The capture's header JSON: the tool's own directories, which are never the user's lines (Note [User frames]), and
+  // the clock anchors, which say the reader's microsecond of a time (Note [Figures after the events in the index]).
   void header(std::string_view json_text) {
     json::Value h;
     std::string err;
     internal_dirs_.clear();
-    if (json::parse(std::string(json_text), &h, &err) && h.is_object()) internal_dirs_ = internal_dirs_of_header(h);
+    mono_ = wall_ = 0;
+    if (!json::parse(std::string(json_text), &h, &err) || !h.is_object()) return;
+    internal_dirs_ = internal_dirs_of_header(h);
+    const json::Value* m = h.find("mono_anchor_ns");
+    const json::Value* w = h.find("wall_anchor_ns");
+    if (m && w && m->is_int() && w->is_int()) mono_ = m->as_int(), wall_ = w->as_int();
   }
 
   // One whole record (header + payload).
@@ -118,6 +193,7 @@ class IndexBuilder {
         BlockEvent e;
         std::memcpy(&e, p, sizeof e);
         Device& d = dev(device);
+        keep_events_at_off(d, e.t_ns);
         if (type == REC_ALLOC && !lines_) {
           d.a = (int64_t)((uint64_t)d.a + e.size);
         } else if (type == REC_FREE_REQUESTED && !lines_) {
@@ -147,6 +223,7 @@ class IndexBuilder {
         SegmentEvent e;
         std::memcpy(&e, p, sizeof e);
         Device& d = dev(device);
+        keep_events_at_off(d, e.t_ns);
         if (type == REC_SEGMENT_ALLOC || type == REC_SEGMENT_MAP)
           d.r = (int64_t)((uint64_t)d.r + e.size);
         else
@@ -159,7 +236,17 @@ class IndexBuilder {
         StateRec s;
         std::memcpy(&s, p, sizeof s);
         if (s.reason != 0) return;
-        event(dev(device), s.t_ns);  // a requested snapshot is an event of the trace (and a marker)
+        Device& d = dev(device);
+        keep_events_at_off(d, s.t_ns);
+        event(d, s.t_ns);  // a requested snapshot is an event of the trace (and a marker)
+        return;
+      }
+      case REC_STATS: {
+        if (n < sizeof(StatsRec)) return;
+        StatsRec s;
+        std::memcpy(&s, p, sizeof s);
+        sample(device, Sample{s.t_ns, (int64_t)s.allocated, (int64_t)s.reserved, (int64_t)s.peak_allocated,
+                              (int64_t)s.peak_reserved});
         return;
       }
       case REC_OOM:
@@ -177,6 +264,17 @@ class IndexBuilder {
         range(dev(device), load_t(p));
         return;
       case REC_MARKER:
+        if (n < 8) return;
+        if (n >= sizeof(MarkerRec)) {
+          MarkerRec m;
+          std::memcpy(&m, p, sizeof m);
+          if (m.kind == MARK_EVENTS_OFF) {
+            if (off_) return;  // the first says from when; the reader shows no other
+            events_off(m.t_ns);
+          }
+        }
+        range(dev(device), load_t(p));
+        return;
       case REC_DEVICE_SAMPLE:
       case REC_EMPTY_CACHE:
       case REC_NOTICE:
@@ -207,8 +305,7 @@ class IndexBuilder {
   // 229 KiB index of 4096 buckets.
   std::string payload(uint64_t t_ns, size_t max_bytes = 0) const {
     const std::string extra = lines_ ? sections() : std::string();
-    std::vector<std::pair<IndexDevice, std::vector<IndexBucket>>> ds;
-    for (const auto& [idx, d] : devices_) ds.emplace_back(finished(d), d.slots);
+    std::vector<std::pair<IndexDevice, std::vector<IndexBucket>>> ds = outputs();
     if (max_bytes) {
       auto size_of = [&] {
         size_t n = sizeof(IndexRec) + extra.size();
@@ -238,14 +335,11 @@ class IndexBuilder {
 
   // Per device, as the index would carry it (for a reader without an index): the figures and non-empty buckets.
   std::vector<std::pair<IndexDevice, std::vector<IndexBucket>>> devices() const {
-    std::vector<std::pair<IndexDevice, std::vector<IndexBucket>>> out;
-    for (const auto& [idx, d] : devices_) {
-      std::vector<IndexBucket> used;
-      for (const IndexBucket& b : d.slots)
-        if (b.t_ns != kEmpty) used.push_back(b);
-      IndexDevice id = finished(d);
-      id.nbuckets = (uint32_t)used.size();
-      out.emplace_back(id, std::move(used));
+    std::vector<std::pair<IndexDevice, std::vector<IndexBucket>>> out = outputs();
+    for (auto& [id, slots] : out) {
+      slots.erase(std::remove_if(slots.begin(), slots.end(), [](const IndexBucket& b) { return b.t_ns == kEmpty; }),
+                  slots.end());
+      id.nbuckets = (uint32_t)slots.size();
     }
     return out;
   }
@@ -291,7 +385,7 @@ class IndexBuilder {
     if (it != devices_.end()) return it->second;
     Device& d = devices_[device];
     d.d.device = device;
-    d.slots.assign(kIndexBuckets, IndexBucket{kEmpty, 0, 0, 0, 0, 0, 0});
+    d.slots.assign(kIndexBuckets, none());
     return d;
   }
   static IndexDevice finished(const Device& d) {
@@ -306,19 +400,34 @@ class IndexBuilder {
     }
     d.d.range_first_ns = std::min(d.d.range_first_ns, t), d.d.range_last_ns = std::max(d.d.range_last_ns, t);
   }
+  static IndexBucket none() { return IndexBucket{kEmpty, 0, 0, 0, 0, 0, 0}; }
   // Doubles the bucket width, folding pairs, until `t` falls in the last slot or before.
   // A damaged time (2^63 ns) would double the width until `bucket_ns * kIndexBuckets` wraps to 0 and loop for ever
   // (found by fuzz_capture): the width stops at the largest that does not wrap, and such a time lands in the last slot.
-  static void widen(Device& d, uint64_t t) {
+  static bool narrow(const IndexDevice& g, uint64_t t) {
     constexpr uint64_t kWidest = (~0ull / kIndexBuckets) / 2;
-    while (t - d.d.origin_ns >= d.d.bucket_ns * kIndexBuckets && d.d.bucket_ns <= kWidest) fold(d);
+    return t - g.origin_ns >= g.bucket_ns * kIndexBuckets && g.bucket_ns <= kWidest;
   }
-  // Folds the buckets in pairs into the first half, doubling their width.
-  static void fold(Device& d) { fold(d.d, d.slots); }
+  static void widen(Device& d, uint64_t t) {
+    while (narrow(d.d, t)) fold(d);
+  }
+  static uint64_t slot(const IndexDevice& g, uint64_t t) {
+    return std::min<uint64_t>((t - g.origin_ns) / g.bucket_ns, kIndexBuckets - 1);
+  }
+  // Folds the buckets in pairs into the first half, doubling their width (every grid of the device alike).
+  static void fold(Device& d) {
+    if (d.at_off) fold_slots(d.d, d.at_off->slots);
+    if (!d.after.empty()) fold_slots(d.d, d.after);
+    fold(d.d, d.slots);
+  }
   static void fold(IndexDevice& dd, std::vector<IndexBucket>& slots) {
+    fold_slots(dd, slots);
+    dd.bucket_ns *= 2;
+  }
+  static void fold_slots(const IndexDevice& dd, std::vector<IndexBucket>& slots) {
     for (uint32_t k = 0; k < kIndexBuckets / 2; k++) {
       IndexBucket a = slots[2 * k], b = slots[2 * k + 1];
-      IndexBucket m{kEmpty, 0, 0, 0, 0, 0, 0};
+      IndexBucket m = none();
       if (a.t_ns != kEmpty && b.t_ns != kEmpty) {
         m = a;
         m.allocated_min = std::min(a.allocated_min, b.allocated_min);
@@ -334,8 +443,7 @@ class IndexBuilder {
       if (m.t_ns != kEmpty) m.t_ns = dd.origin_ns + (uint64_t)k * dd.bucket_ns * 2;
       slots[k] = m;
     }
-    for (uint32_t k = kIndexBuckets / 2; k < kIndexBuckets; k++) slots[k] = IndexBucket{kEmpty, 0, 0, 0, 0, 0, 0};
-    dd.bucket_ns *= 2;
+    for (uint32_t k = kIndexBuckets / 2; k < kIndexBuckets; k++) slots[k] = none();
   }
   static void event(Device& d, uint64_t t) {
     int64_t before_a = d.any_event ? d.d.end_allocated : 0, before_r = d.any_event ? d.d.end_reserved : 0;
@@ -381,6 +489,174 @@ class IndexBuilder {
     d.pending_bytes[line] = (int64_t)((uint64_t)d.pending_bytes[line] + (uint64_t)bytes);
     d.pending_count[line] += count;
     if (!d.is_dirty[line]) d.is_dirty[line] = 1, d.dirty.push_back(line);
+  }
+
+  // Note [Figures after the events in the index] ------------------------------------------------------------------
+
+  // The reader's microsecond of a time (CaptureDecoder::to_us).
+  int64_t us(uint64_t t_ns) const {
+    const int64_t w = (int64_t)((uint64_t)wall_ + (t_ns - (uint64_t)mono_));
+    return w / 1000 - (w % 1000 < 0 ? 1 : 0);
+  }
+
+  // Before an event of d is counted: the first after T_off leaves the events' buckets and figures as they were then.
+  void keep_events_at_off(Device& d, uint64_t t) {
+    if (!off_ || d.at_off) return;
+    if (d.any_event && t < d.d.last_event_ns) t = d.d.last_event_ns;  // as event() places it
+    if (us(t) <= off_us_) return;
+    d.at_off = AtOff{d.slots, d.a, d.r, d.d.peak_allocated, d.d.peak_reserved};
+  }
+
+  // The first MARK_EVENTS_OFF. Samples and markers are written from different threads, and their times may step
+  // back slightly (FORMAT.md §3): a device's last sample read before the marker, taken at or after it, is after it.
+  void events_off(uint64_t t_ns) {
+    off_ = true, off_us_ = us(t_ns);
+    for (auto& [idx, f] : figures_) {
+      auto it = devices_.find(idx);
+      if (f.any && it != devices_.end() && it->second.any_event && us(f.last.t) >= off_us_)
+        after_sample(it->second, f.any_prev ? &f.prev : nullptr, f.last);
+    }
+  }
+
+  void sample(uint8_t device, const Sample& x) {
+    Figures& f = figures_[device];
+    auto it = devices_.find(device);
+    if (it != devices_.end() && it->second.any_event) {
+      if (!f.slots.empty()) std::vector<IndexBucket>().swap(f.slots);  // not figures only: the device has events
+      if (off_ && us(x.t) >= off_us_) after_sample(it->second, f.any ? &f.last : nullptr, x);
+    } else {
+      figures_only_sample(f, x);
+    }
+    f.t0 = f.any ? std::min(f.t0, x.t) : x.t, f.t1 = f.any ? std::max(f.t1, x.t) : x.t;
+    f.prev = f.last, f.any_prev = f.any;
+    f.last = x, f.any = true;
+  }
+
+  // A sample at or after T_off of a device with events (before: the device's sample before it, if any): on the
+  // events' grid, in slots of its own.
+  static void after_sample(Device& d, const Sample* before, const Sample& x) {
+    const bool first = d.after.empty();
+    uint64_t t = std::max(x.t, d.d.origin_ns);
+    if (first) {
+      d.after.assign(kIndexBuckets, none());
+      d.before = before != nullptr;
+      if (before) d.before_pa = before->pa, d.before_pr = before->pr;
+      d.first_after = x, d.first_t = t;
+      d.after_t0 = d.after_t1 = d.after_peak_ns = x.t;
+      d.after_peak_a = x.pa, d.after_peak_r = x.pr;
+    } else {
+      t = std::max(t, d.last_t);  // file order is time order per device
+      d.after_t0 = std::min(d.after_t0, x.t), d.after_t1 = std::max(d.after_t1, x.t);
+      if (x.pa > d.after_peak_a) d.after_peak_a = x.pa, d.after_peak_ns = x.t;  // the first that said so
+      d.after_peak_r = std::max(d.after_peak_r, x.pr);
+    }
+    widen(d, t);
+    put(d.d, d.after, t, x, first ? nullptr : &d.last_after);  // the first's carry and rise: after_events()
+    d.last_after = x, d.last_t = t;
+  }
+
+  // A sample of a device without events (yet): its figures only.
+  static void figures_only_sample(Figures& f, const Sample& x) {
+    if (x.pa > f.peak) f.peak = x.pa, f.peak_ns = x.t;    // the first that said so (from -1, as the reader's summary)
+    if (x.a > 0 || x.r > 0 || x.pr > 0) f.memory = true;  // the reader's figures_only()
+    uint64_t t = x.t;
+    if (f.slots.empty()) {
+      if (!x.a && !x.r && !x.pa && !x.pr) return;  // all zeros: 0, as before the first bucket
+      f.g.origin_ns = t, f.g.bucket_ns = 1024;
+      f.slots.assign(kIndexBuckets, none());
+    } else if (t < f.grid_t) {
+      t = f.grid_t;
+    }
+    f.grid_t = t;
+    while (narrow(f.g, t)) fold(f.g, f.slots);
+    put(f.g, f.slots, t, x, f.any ? &f.last : nullptr);
+  }
+
+  // A sample into its bucket of `slots` (on g's grid), as the reader's figures_timeline buckets it: the value carried
+  // in from the sample before (prev; none: the sample's own), the sample's figures, and the peak it reports where that
+  // rose since prev (allocated, reserved reached it between the two).
+  static void put(const IndexDevice& g, std::vector<IndexBucket>& slots, uint64_t t, const Sample& x,
+                  const Sample* prev) {
+    const uint64_t k = slot(g, t);
+    IndexBucket& b = slots[k];
+    if (b.t_ns == kEmpty) {
+      const Sample& in = prev ? *prev : x;
+      b = IndexBucket{g.origin_ns + k * g.bucket_ns, in.a, in.a, in.r, in.r, in.a, in.r};
+    }
+    b.allocated_min = std::min(b.allocated_min, x.a), b.allocated_max = std::max(b.allocated_max, x.a);
+    b.reserved_min = std::min(b.reserved_min, x.r), b.reserved_max = std::max(b.reserved_max, x.r);
+    if (prev && x.pa > prev->pa) b.allocated_max = std::max(b.allocated_max, x.pa);
+    if (prev && x.pr > prev->pr) b.reserved_max = std::max(b.reserved_max, x.pr);
+    b.allocated_last = x.a, b.reserved_last = x.r;
+  }
+
+  // Per device, in device order, as the index carries it: its figures and every slot (empty: t_ns == kEmpty).
+  std::vector<std::pair<IndexDevice, std::vector<IndexBucket>>> outputs() const {
+    std::map<uint8_t, std::pair<IndexDevice, std::vector<IndexBucket>>> out;
+    for (const auto& [idx, d] : devices_)
+      out.emplace(idx, d.any_event && !d.after.empty() ? after_events(d) : std::make_pair(finished(d), d.slots));
+    for (const auto& [idx, f] : figures_) {
+      auto it = devices_.find(idx);
+      const Device* d = it == devices_.end() ? nullptr : &it->second;
+      if (f.memory && !(d && d->any_event)) out[idx] = figures_only(idx, f, d);
+    }
+    std::vector<std::pair<IndexDevice, std::vector<IndexBucket>>> v;
+    v.reserve(out.size());
+    for (auto& [idx, o] : out) v.push_back(std::move(o));
+    return v;
+  }
+
+  // A device with events and samples after T_off: the events' buckets up to T_off and the samples' from it, merged.
+  static std::pair<IndexDevice, std::vector<IndexBucket>> after_events(const Device& d) {
+    // The events' buckets and figures at T_off (as they are, when no event came after it).
+    std::vector<IndexBucket> slots = d.at_off ? d.at_off->slots : d.slots;
+    const int64_t a = d.at_off ? d.at_off->a : d.a, r = d.at_off ? d.at_off->r : d.r;
+    int64_t pa = d.at_off ? d.at_off->peak_a : d.d.peak_allocated, pr = d.at_off ? d.at_off->peak_r : d.d.peak_reserved;
+    for (uint32_t k = 0; k < kIndexBuckets; k++) {
+      const IndexBucket& s = d.after[k];
+      IndexBucket& b = slots[k];
+      if (s.t_ns == kEmpty) continue;
+      if (b.t_ns == kEmpty) {
+        b = s;
+        continue;
+      }
+      b.allocated_min = std::min(b.allocated_min, s.allocated_min);
+      b.allocated_max = std::max(b.allocated_max, s.allocated_max);
+      b.reserved_min = std::min(b.reserved_min, s.reserved_min);
+      b.reserved_max = std::max(b.reserved_max, s.reserved_max);
+      b.allocated_last = s.allocated_last, b.reserved_last = s.reserved_last;  // the samples come after the events
+    }
+    // The first sample's bucket: the events' figures at T_off carried in, and the peak it reports where that rose
+    // above the events' peak up to T_off (or the sample before it, if that said more).
+    IndexBucket& b = slots[slot(d.d, d.first_t)];
+    b.allocated_min = std::min(b.allocated_min, a), b.allocated_max = std::max(b.allocated_max, a);
+    b.reserved_min = std::min(b.reserved_min, r), b.reserved_max = std::max(b.reserved_max, r);
+    if (d.before) pa = std::max(pa, d.before_pa), pr = std::max(pr, d.before_pr);
+    if (d.first_after.pa > pa) b.allocated_max = std::max(b.allocated_max, d.first_after.pa);
+    if (d.first_after.pr > pr) b.reserved_max = std::max(b.reserved_max, d.first_after.pr);
+    // The figures: every event's, then the samples'.
+    IndexDevice id = finished(d);
+    id.last_event_ns = std::max(id.last_event_ns, d.last_t);  // where the buckets end
+    id.range_first_ns = std::min(id.range_first_ns, d.after_t0);
+    id.range_last_ns = std::max(id.range_last_ns, d.after_t1);
+    if (d.after_peak_a > id.peak_allocated) id.peak_allocated = d.after_peak_a, id.peak_allocated_ns = d.after_peak_ns;
+    id.peak_reserved = std::max(id.peak_reserved, d.after_peak_r);
+    id.end_allocated = d.last_after.a, id.end_reserved = d.last_after.r;
+    return {id, std::move(slots)};
+  }
+
+  // A device with no event and memory in its samples: its samples' figures and buckets.
+  static std::pair<IndexDevice, std::vector<IndexBucket>> figures_only(uint8_t idx, const Figures& f, const Device* d) {
+    IndexDevice id = d ? finished(*d) : IndexDevice{};
+    id.device = idx;
+    id.last_event_ns = f.grid_t;  // where the buckets end (first_event_ns stays 0: no event)
+    id.range_first_ns = d && d->any_range ? std::min(id.range_first_ns, f.t0) : f.t0;
+    id.range_last_ns = d && d->any_range ? std::max(id.range_last_ns, f.t1) : f.t1;
+    id.bucket_ns = f.g.bucket_ns, id.origin_ns = f.g.origin_ns;
+    id.peak_allocated = f.peak, id.peak_allocated_ns = f.peak_ns;
+    id.peak_reserved = f.last.pr;  // as the reader's current(): the last sample's
+    id.end_allocated = f.last.a, id.end_reserved = f.last.r;
+    return {id, f.slots};
   }
 
   // File names by content (ids of this builder, fixed when a frame is read, as the reader interns them).
@@ -450,6 +726,11 @@ class IndexBuilder {
 
   std::map<uint8_t, Device> devices_;
   bool lines_ = true;
+  // Note [Figures after the events in the index]
+  std::map<uint8_t, Figures> figures_;
+  bool off_ = false;  // a MARK_EVENTS_OFF read: the events stopped at off_us_ (the reader's µs)
+  int64_t off_us_ = 0;
+  int64_t mono_ = 0, wall_ = 0;  // the header's clock anchors
   // Note [Lines at the peak in the index]
   std::vector<std::string> internal_dirs_;
   std::unordered_map<uint32_t, std::string> strings_;                   // capture string id → text

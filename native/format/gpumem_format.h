@@ -385,9 +385,12 @@ struct IndexRec {
 struct IndexDevice {
   uint32_t device;
   uint32_t nbuckets;
-  uint64_t events;          // events as a reader counts them (block and segment events, requested snapshots)
+  uint64_t events;          // events as a reader counts them (block and segment events, requested snapshots); 0 with
+                            // buckets: figures only, its buckets from REC_STATS (Note [Figures after the events in
+                            // the index] in capture_index.h)
   uint64_t first_event_ns;  // 0 when events == 0
-  uint64_t last_event_ns;
+  uint64_t last_event_ns;   // where the buckets end: the last event's time, or the last sample's where samples carry
+                            // the figures (after MARK_EVENTS_OFF, figures only)
   uint64_t range_first_ns;  // events, markers, samples, OOMs, empty caches of the device (a reader's time range)
   uint64_t range_last_ns;
   uint64_t bucket_ns;          // width of a bucket
@@ -395,7 +398,7 @@ struct IndexDevice {
   int64_t peak_allocated;      // the highest allocated bytes (strictly greater: the first event reaching it)
   uint64_t peak_allocated_ns;  // that event's time (0: allocated never rose above 0)
   int64_t peak_reserved;
-  int64_t end_allocated;  // after the last event
+  int64_t end_allocated;  // after the last event (or the last sample, where samples carry the figures)
   int64_t end_reserved;
   uint32_t ooms;  // REC_OOM records of the device
   uint32_t pad;

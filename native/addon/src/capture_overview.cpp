@@ -9,7 +9,9 @@
 // IndexBuilder (capture_index.h) over the records, as the writer would have: a tree-less pass that decodes no
 // stack, interns nothing and stops at the first incomplete or oversized record (a truncated capture gives the
 // view of what it holds, "complete": false). Either way the per-device figures (events, time range, peaks, end
-// state) are the full open's (test/unit/capture-index.test.mjs); the buckets are the index's, resampled to the
+// state) are the full open's (test/unit/capture-index.test.mjs), the REC_STATS samples' where the full open reads them
+// (a capture whose events stopped at MARK_EVENTS_OFF, a device with figures only: Note [Figures after the events in the
+// index] in capture_index.h; test/unit/overview-after-events.test.mjs); the buckets are the index's, resampled to the
 // panel's: each panel bucket holds the min/max of every index bucket that overlaps it (and the value carried across
 // it), an envelope of the full open's buckets, never narrower.
 //
@@ -186,6 +188,7 @@ std::string capture_overview_json(const uint8_t* data, size_t size, int buckets,
   if (!from_index) {
     devs.clear();
     f::IndexBuilder b(false);  // the figures and buckets only
+    b.header(header_text);     // its clock anchors (Note [Figures after the events in the index])
     size_t used = data_start + b.observe_all(data + data_start, size - data_start);
     devs = b.devices();
     // Complete when the records end at the file's end with an END (a capture of an older writer that closed).
@@ -206,7 +209,9 @@ std::string capture_overview_json(const uint8_t* data, size_t size, int buckets,
   json::Writer j;
   j.open('{').kvs("source", from_index ? "index" : "scan").kvb("complete", complete).key("devices").open('[');
   for (const auto& [d, bk] : devs) {
-    if (d.events == 0) continue;  // the full open shows devices without events
+    // A device without events is shown where its buckets are its samples' (figures only, Note [Figures after the
+    // events in the index]), as the full open shows it (Note [Figures from stats]).
+    if (d.events == 0 && bk.empty()) continue;
     const double range_t0 = (double)clock.us(d.range_first_ns), range_t1 = (double)clock.us(d.range_last_ns);
     double t0 = range_t0, t1 = range_t1;
     if (window) t0 = window->t0_us, t1 = window->t1_us;
@@ -227,9 +232,17 @@ std::string capture_overview_json(const uint8_t* data, size_t size, int buckets,
         rmin[k] = std::min(rmin[k], rlo), rmax[k] = std::max(rmax[k], rhi);
       }
     };
+    // Where the buckets end: the last event, or the last sample where the samples carry the figures (capture_index.h).
     const double last_event = (double)clock.us(d.last_event_ns);
-    // Before the first event: the start (0), carried into the bucket of the first event.
-    if (!bk.empty() && buckets) widen(0, col((double)clock.us(bk[0].t_ns)), 0, 0, 0, 0);
+    // Before the first event: the start (0), carried into the bucket of the first event. Figures only: 0 before the
+    // first sample, whose bucket starts from its own figures (the reader's figures_timeline).
+    if (!bk.empty() && buckets) {
+      const int first = col((double)clock.us(bk[0].t_ns));
+      if (d.events)
+        widen(0, first, 0, 0, 0, 0);
+      else if (first > 0)
+        widen(0, first - 1, 0, 0, 0, 0);
+    }
     for (size_t i = 0; buckets && i < bk.size(); i++) {
       const f::IndexBucket& b = bk[i];
       const double s = (double)clock.us(b.t_ns);

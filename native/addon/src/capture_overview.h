@@ -7,8 +7,9 @@
 
 namespace gpumem {
 
-// Allocated and reserved over the whole run of every device with events, as `buckets` min/max buckets between the
-// device's first and last moment, with the peaks: the JSON of a pickle's overview (OverviewView in
+// Allocated and reserved over the whole run of every device with events or with figures only (its REC_STATS samples:
+// Note [Figures after the events in the index] in capture_index.h), as `buckets` min/max buckets between the device's
+// first and last moment, with the peaks: the JSON of a pickle's overview (OverviewView in
 // src/core/base/model/types.ts) plus "source" ("index": read from the capture's REC_INDEX; "scan": computed from
 // the records, the capture having no index) and "complete" (false: the capture ends without REC_END, or damaged,
 // and the view is of the records before that), and "row" when the index carries what a rank row needs (Note [Rank
