@@ -11,6 +11,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { test } from 'node:test';
 import { ALLOCATOR_LIB, captureRecords, needsAllocator, openModel, pythonInline, root, tmpDir } from './reader-support.mjs';
+import { overviewOf } from '../../webview/snapshot/overviewText.ts';
 
 const { openOverviewAsync, captureIndex } = await import('../../src/core/base/model/open.ts');
 
@@ -364,4 +365,9 @@ test('the recorder\'s own capture of recorded steps: the writer\'s index has the
     assert.equal(Math.max(...d0.allocatedMax), 60 * MiB, 'the samples\' peak is in the buckets');
     if (buckets > 1) assert.deepEqual([d0.allocatedMin.at(-1), d0.allocatedMax.at(-1)], [12 * MiB, 12 * MiB], 'the last bucket is the last samples\'');
   }
+});
+
+test('the first view names what it is an overview of: events, or PyTorch figures where none were recorded', () => {
+  assert.equal(overviewOf({ events: 55681, device: 0 }), 'Overview of 55,681 events on device 0');
+  assert.equal(overviewOf({ events: 0, device: 1 }), "Overview of PyTorch's figures on device 1 (allocations not recorded one by one)");
 });

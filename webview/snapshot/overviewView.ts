@@ -5,6 +5,7 @@ import { formatBytes } from '../../src/core/base/units/bytes';
 import type { OverviewView, RangeChoiceView } from '../../src/core/base/protocol/snapshot';
 import { themeColor } from '../common/theme';
 import { h } from './dom';
+import { overviewOf } from './overviewText';
 import { atTime, formatSeconds } from './timelineTab';
 
 type DeviceOverview = OverviewView['devices'][number];
@@ -24,7 +25,7 @@ export function renderOverview(body: HTMLElement, view: OverviewView, device: nu
       'div',
       { class: 'loading', 'data-testid': 'overview-loading' },
       h('vscode-progress-ring'),
-      h('span', {}, `Overview of ${d.events.toLocaleString('en-US')} events on device ${d.device}; reading full detail of ${view.fileName}…`),
+      h('span', {}, `${overviewOf(d)}; reading full detail of ${view.fileName}…`),
     ),
     h(
       'p',
