@@ -5,66 +5,21 @@
 import assert from 'node:assert/strict';
 import path from 'node:path';
 import { test } from 'node:test';
-import { pythonInline, root, tmpDir, withModel } from './reader-support.mjs';
+import { eventsBeforeOff, eventsOffCapture, tmpDir, withModel } from './reader-support.mjs';
 
 const MiB = 2 ** 20;
 const T0 = 5_000_000_000; // ns
 const ms = (x) => T0 + x * 1e6; // ns, x ms after T0
 const us = (x) => ms(x) / 1000; // the reader's µs (clock anchors 0: monotonic time)
 
-// events: [[kind, t_ns, device, addr, size], …] kind 'seg' | 'alloc' | 'free'; off: the marker's time (null: none);
-// stats: [[t_ns, device, allocated, reserved, peak_allocated, peak_reserved], …]; all in file order
-function capture({ events, off, stats }) {
-  const file = path.join(tmpDir(), 'after-events.gpumem');
-  pythonInline(
-    `import json, sys
-sys.path.insert(0, sys.argv[3])
-from gpumem import _format as F
-spec = json.loads(sys.argv[2])
-head = json.dumps({"events": True, "mono_anchor_ns": 0, "wall_anchor_ns": 0}).encode()
-out = F.FileHeader.pack(F.kMagic, F.kMajor, F.kMinor, len(head)) + head
-name = b"recordSteps 5"
-out += F.record(F.REC_STRING, F.StringRec.pack(1, len(name)) + name)
-rows = [(t, 0, e) for e in spec["events"] for t in [e[1]]]
-rows += [(t, 1, s) for s in spec["stats"] for t in [s[0]]]
-if spec["off"] is not None:
-    rows.append((spec["off"], 2, None))
-last = 0
-for t, what, r in sorted(rows, key=lambda x: (x[0], x[1])):
-    last = max(last, t)
-    if what == 0:
-        kind, t, dev, addr, size = r
-        if kind == "seg":
-            out += F.record(F.REC_SEGMENT_ALLOC, F.SegmentEvent.pack(t, addr, size, 0, 0, 0, 0, 0), dev)
-        else:
-            rt = F.REC_ALLOC if kind == "alloc" else F.REC_FREE_REQUESTED
-            out += F.record(rt, F.BlockEvent.pack(t, addr, size, size, 0, 0, 0), dev)
-    elif what == 1:
-        t, dev, a, res, pa, pr = r
-        out += F.record(F.REC_STATS, F.StatsRec.pack(t, a, res, a, a, pa, pr, 0, 0), dev)
-    else:
-        out += F.record(F.REC_MARKER, F.MarkerRec.pack(t, 1, F.MARK_EVENTS_OFF), 0)
-out += F.record(F.REC_END, F.EndRec.pack(last + 1000, 0, 0, 0, 0))
-open(sys.argv[1], "wb").write(out)
-`,
-    file,
-    JSON.stringify({ events, off: off ?? null, stats }),
-    path.join(root, 'native/python'),
-  );
-  return file;
+// { events, off, stats }: eventsOffCapture's (./reader-support.mjs)
+function capture(spec) {
+  return eventsOffCapture(path.join(tmpDir(), 'after-events.gpumem'), spec);
 }
 
 // Device 0: a 64 MiB segment, A 10 MiB, B 20 MiB (the events' peak, 30 MiB at 20 ms), B freed, C 5 MiB at 120 ms:
 // 15 MiB when the events stop at 150 ms. Device 1: 8 MiB of a 32 MiB segment, before the marker.
-const EVENTS = [
-  ['seg', ms(0), 0, 2 ** 30, 64 * MiB],
-  ['seg', ms(5), 1, 2 ** 31, 32 * MiB],
-  ['alloc', ms(6), 1, 2 ** 31, 8 * MiB],
-  ['alloc', ms(10), 0, 2 ** 30, 10 * MiB],
-  ['alloc', ms(20), 0, 2 ** 30 + 10 * MiB, 20 * MiB],
-  ['free', ms(30), 0, 2 ** 30 + 10 * MiB, 20 * MiB],
-  ['alloc', ms(120), 0, 2 ** 30 + 30 * MiB, 5 * MiB],
-];
+const EVENTS = eventsBeforeOff(ms);
 const OFF = ms(150);
 // PyTorch's figures: one sample before the marker (31 MiB: the events say 30, so a reader of it would show it), then
 // samples after it rising above the events' peak, the peak reaching 50 MiB between the 250 ms and 350 ms samples.

@@ -86,6 +86,68 @@ export function pythonInline(code, ...args) {
   return r.stdout;
 }
 
+/**
+ * A capture written record by record with the format's own layouts (native/python/gpumem/_format.py), for the readers
+ * of Note [Figures after the events]: `events` [[kind, t_ns, device, addr, size], …] (kind 'seg' | 'alloc' | 'free'),
+ * `stats` [[t_ns, device, allocated, reserved, peak_allocated, peak_reserved], …] and MARK_EVENTS_OFF at `off`
+ * (null: none), written in time order, the marker after what shares its time; the header's clock anchors 0.
+ */
+export function eventsOffCapture(file, { events = [], off = null, stats = [] }) {
+  pythonInline(
+    `import json, sys
+sys.path.insert(0, sys.argv[3])
+from gpumem import _format as F
+spec = json.loads(sys.argv[2])
+head = json.dumps({"events": bool(spec["events"]), "mono_anchor_ns": 0, "wall_anchor_ns": 0}).encode()
+out = F.FileHeader.pack(F.kMagic, F.kMajor, F.kMinor, len(head)) + head
+name = b"recordSteps 5"
+out += F.record(F.REC_STRING, F.StringRec.pack(1, len(name)) + name)
+rows = [(e[1], 0, e) for e in spec["events"]] + [(s[0], 1, s) for s in spec["stats"]]
+if spec["off"] is not None:
+    rows.append((spec["off"], 2, None))
+last = 0
+for t, what, r in sorted(rows, key=lambda x: (x[0], x[1])):
+    last = max(last, t)
+    if what == 0:
+        kind, t, dev, addr, size = r
+        if kind == "seg":
+            out += F.record(F.REC_SEGMENT_ALLOC, F.SegmentEvent.pack(t, addr, size, 0, 0, 0, 0, 0), dev)
+        else:
+            rt = F.REC_ALLOC if kind == "alloc" else F.REC_FREE_REQUESTED
+            out += F.record(rt, F.BlockEvent.pack(t, addr, size, size, 0, 0, 0), dev)
+    elif what == 1:
+        t, dev, a, res, pa, pr = r
+        out += F.record(F.REC_STATS, F.StatsRec.pack(t, a, res, a, a, pa, pr, 0, 0), dev)
+    else:
+        out += F.record(F.REC_MARKER, F.MarkerRec.pack(t, 1, F.MARK_EVENTS_OFF), 0)
+out += F.record(F.REC_END, F.EndRec.pack(last + 1000, 0, 0, 0, 0))
+open(sys.argv[1], "wb").write(out)
+`,
+    file,
+    JSON.stringify({ events, off, stats }),
+    path.join(root, 'native/python'),
+  );
+  return file;
+}
+
+/**
+ * The events of the Note [Figures after the events] tests, `ms(x)` giving x ms as ns: device 0 a 64 MiB segment,
+ * A 10 MiB, B 20 MiB (the events' peak, 30 MiB at 20 ms), B freed, C 5 MiB at 120 ms: 15 MiB when the events stop at
+ * 150 ms; device 1 8 MiB of a 32 MiB segment.
+ */
+export function eventsBeforeOff(ms) {
+  const MiB = 2 ** 20;
+  return [
+    ['seg', ms(0), 0, 2 ** 30, 64 * MiB],
+    ['seg', ms(5), 1, 2 ** 31, 32 * MiB],
+    ['alloc', ms(6), 1, 2 ** 31, 8 * MiB],
+    ['alloc', ms(10), 0, 2 ** 30, 10 * MiB],
+    ['alloc', ms(20), 0, 2 ** 30 + 10 * MiB, 20 * MiB],
+    ['free', ms(30), 0, 2 ** 30 + 10 * MiB, 20 * MiB],
+    ['alloc', ms(120), 0, 2 ** 30 + 30 * MiB, 5 * MiB],
+  ];
+}
+
 export function tmpDir() {
   return fs.mkdtempSync(path.join(os.tmpdir(), 'gpumem-reader-'));
 }
