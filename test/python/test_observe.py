@@ -55,6 +55,8 @@ import gpumem
 stats = {"allocated_bytes.all.current": 7 << 20, "reserved_bytes.all.current": 40 << 20,
          "allocated_bytes.all.peak": 9 << 20, "reserved_bytes.all.peak": 40 << 20, "num_ooms": 0}
 torch.cuda.memory_stats = mem.memory_stats = lambda device=None: dict(stats)
+oom_observers = []
+torch._C._cuda_attach_out_of_memory_observer = oom_observers.append
 EV = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_uint64, ctypes.c_uint64, ctypes.c_uint64,
                       ctypes.c_uint32, ctypes.c_uint64)
 class Tracker:
@@ -78,6 +80,8 @@ for step in range(4):
     tracker.event(0, 1, base, 4096, 0, 0, 0)        # free_requested
     tracker.event(0, 2, base, 4096, 0, 0, 0)        # free_completed
     STEP_CALL
+for observer in oom_observers:  # an OOM after the stop: the tracker no longer writes it (device, request, limit, free)
+    observer(0, 6 << 30, 8 << 30, 1 << 30)
 time.sleep(0.4)  # samples after the last step"""
 
 
@@ -248,6 +252,8 @@ for observer in oom_observers:  # as PyTorch's allocator calls them: device, req
                          (7 << 20, 40 << 20, 9 << 20), "PyTorch's own figures")
         notices = [strings[F.NoticeRec.unpack_dict(p)["text"]] for t, p in recs if t == F.REC_NOTICE]
         self.assertFalse([n for n in notices if "recorded" in n], "the marker is what the reader shows, once")
+        (oom,) = [F.OomRec.unpack_dict(p) for t, p in recs[off_at:] if t == F.REC_OOM]
+        self.assertEqual((oom["requested"], oom["device_free"]), (6 << 30, 1 << 30), "an OOM after the stop is told")
 
 if __name__ == "__main__":
     unittest.main()

@@ -670,10 +670,11 @@ def _attach_oom_observer(torch):
     def on_oom(device, alloc, device_allocated, device_free):
         # The tracker already wrote REC_OOM (its TraceEntry); the state that explains it follows, as
         # in lens mode (reason 1). The fallback has no tracker: the history holds the oom entry. Figures only has
-        # neither (Note [Figures only]): the OOM itself is written here, as a trace entry would give it (addr: the
-        # driver's free bytes, size: the request), so the panels still tell it, without a line.
+        # neither (Note [Figures only]), nor has the tracker once the recorded steps are over (Note [Recorded steps]: it
+        # returns at once): the OOM itself is written here, as a trace entry would give it (addr: the driver's free
+        # bytes, size: the request), so the panels still tell it, without a line.
         try:
-            if STATE.observer_source == "stats":
+            if STATE.observer_source == "stats" or _events_off:
                 _obs.event(int(device), ACTIONS["oom"], int(device_free), int(alloc))
             _write_states(torch, int(device), 1, "")
         except Exception as exc:
