@@ -86,6 +86,16 @@ time.sleep(0.4)  # samples after the last step"""
 
 
 
+def strings_of(recs):
+    """The capture's interned strings by id."""
+    out = {}
+    for t, p in recs:
+        if t == F.REC_STRING:
+            r = F.StringRec.unpack_dict(p[:F.StringRec.size])
+            out[r["id"]] = p[F.StringRec.size:F.StringRec.size + r["len"]].decode()
+    return out
+
+
 def finish(test, proc):
     """Lets the workload end (a line on its stdin), checks it exited 0 and said its allocator mode in one line.
     (stderr, that line in a list)."""
@@ -204,12 +214,33 @@ for observer in oom_observers:  # as PyTorch's allocator calls them: device, req
         err, lines = finish(self, proc)
         (cap,) = [f for f in os.listdir(session) if f.endswith(".gpumem")]
         header, recs = support.read_capture(os.path.join(session, cap))
-        strings = {}
-        for t, p in recs:
-            if t == F.REC_STRING:
-                r = F.StringRec.unpack_dict(p[:F.StringRec.size])
-                strings[r["id"]] = p[F.StringRec.size:F.StringRec.size + r["len"]].decode()
+        strings = strings_of(recs)
         return first, err, lines, header, recs, strings
+
+    def test_record_steps_says_it_cannot_stop_the_history_source(self):
+        """Note [Recorded steps]: only the tracker stops; where PyTorch's history is drained instead (the observer
+        could not be built), the run says once that every step is recorded."""
+        workload = WORKLOAD.replace('from gpumem._state import STATE', """from torch.optim.optimizer import Optimizer
+opt = Optimizer([])
+for _ in range(3):
+    opt.step()
+from gpumem._state import STATE""")
+        proc, work, session = support.start_workload(workload, self.so, env={
+            "GPUMEM_ALLOCATOR": "auto", "GPUMEM_RECORD_STEPS": "2"}, cwd_is_work=True)
+        try:
+            first = json.loads(proc.stdout.readline() or "{}")
+        except BaseException:
+            proc.kill()
+            raise
+        finish(self, proc)
+        self.assertEqual(first.get("source"), "history")
+        (cap,) = [f for f in os.listdir(session) if f.endswith(".gpumem")]
+        _, recs = support.read_capture(os.path.join(session, cap))
+        strings = strings_of(recs)
+        notices = [strings[F.NoticeRec.unpack_dict(p)["text"]] for t, p in recs if t == F.REC_NOTICE]
+        self.assertEqual([n for n in notices if "recordSteps 2 has no effect here" in n and "memory history" in n],
+                         [next(n for n in notices if "recordSteps" in n)], notices)
+        self.assertNotIn(F.MARK_EVENTS_OFF, [F.MarkerRec.unpack_dict(p)["kind"] for t, p in recs if t == F.REC_MARKER])
 
     def test_record_steps_counts_the_users_gpumem_step_marks(self):
         """Note [Recorded steps] with Note [Steps]: a loop with no optimizer, marked with gpumem.step(), stops after

@@ -160,6 +160,10 @@ def count_recorded_step(source):
         # The marker it writes is what users see (the reader shows it as a notice with this name): no notice here.
         if _observe.events_off("recordSteps %d" % n):
             _walking = False  # tags name recorded allocations only
+        elif STATE.observer_source == "history":  # PyTorch's history drained: a source that cannot stop (_observe.py)
+            STATE.native.notice("gpumem: recordSteps %d has no effect here: allocations come from PyTorch's memory "
+                                "history (the observer could not be built), recorded at every step" % n,
+                                _native.NOTICE_WARNING)
 
 
 def _hook_optimizer_steps(torch):
