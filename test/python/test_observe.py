@@ -203,7 +203,8 @@ for observer in oom_observers:  # as PyTorch's allocator calls them: device, req
         GPUMEM_RECORD_STEPS=2: (first line, stderr, allocator line, header, records, strings)."""
         workload = WORKLOAD.replace("torch.cuda.init()", RECORD_STEPS_WORKLOAD.replace("STEP_CALL", step_call)).replace(
             '"swapped": STATE.swapped,', '"swapped": STATE.swapped, "walking": __import__("gpumem._markers").'
-            '_markers._walking, "tracker_off": tracker.off, "records": tracker.records,')
+            '_markers._walking, "tracker_off": tracker.off, "records": tracker.records, '
+            '"queue_running": observe._obs.info()["queue"]["running"],')
         proc, work, session = support.start_workload(workload, self.so, env={
             "GPUMEM_ALLOCATOR": "auto", "GPUMEM_SAMPLE_MS": "50", "GPUMEM_RECORD_STEPS": "2"}, cwd_is_work=True)
         try:
@@ -266,6 +267,7 @@ from gpumem._state import STATE""")
         self.assertIn("first steps only", lines[0])  # auto's reason
         self.assertEqual(first["records"][0], True)  # our recorder in PyTorch's history while recording…
         self.assertEqual(first["records"][-1], False)  # …and out of it after step 2
+        self.assertIs(first["queue_running"], False, "the observer's thread ends with the events")
         self.assertEqual((header["record_steps"], header["events"]), (2, True))
         marks = [(i, F.MarkerRec.unpack_dict(p)) for i, (t, p) in enumerate(recs) if t == F.REC_MARKER]
         (off_at,) = [i for i, m in marks if m["kind"] == F.MARK_EVENTS_OFF]

@@ -307,6 +307,9 @@ void events_off(const std::string& why) {
   // the next drain, after the marker: at most one per allocating thread, all of them from before this moment.
   sequencer::drain();
   mark(why, fmt::MARK_EVENTS_OFF);
+  // Nothing is queued from now on but the records of markers, tags and notices, which then go to the writer at once
+  // (sequencer::record): the thread would only wake 200 times a second for nothing.
+  sequencer::stop();
 }
 
 namespace {

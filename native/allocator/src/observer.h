@@ -102,7 +102,8 @@ uint32_t take_stack(int action);
 // Note [Recorded steps] (native/python/gpumem/_observe.py): from now on the tracker's entries and the context
 // recorder's calls return at once (one relaxed load), for good. Whatever was queued is applied first, then a
 // MARK_EVENTS_OFF marker (name = why) is written in its place after the last event, so a reader knows from when the
-// figures are the REC_STATS samples' (the host sets them through set_figures from PyTorch's stats). The live-block map
+// figures are the REC_STATS samples' (the host sets them through set_figures from PyTorch's stats); the sequencer's
+// thread then ends, its queue having nothing left to order. The live-block map
 // is kept as it was at that moment: a state record names a block's stack only where a block of the same address and
 // size was live then (a persistent tensor, or the same tensor of a repeating step), else none.
 void events_off(const std::string& why);
