@@ -483,6 +483,11 @@ def _seed(torch):
     return snap
 
 
+def _poll_period_s():
+    """How often PyTorch's stats are read where they carry the figures: the sampling period (200 ms when off)."""
+    return (STATE.settings.sample_ms or 200) / 1000.0 if STATE.settings is not None else 0.2
+
+
 class _StatsPoll:
     """The last source, for allocators with neither trace trackers nor history (backend:cudaMallocAsync):
     PyTorch's stats API read at the sampling rate (≥ 5 Hz); figures and samples, no per-line data."""
@@ -557,7 +562,7 @@ def _start_source(torch):
     records every allocation by its nature, so there the switch is refused in one line (_capture.configure)."""
     global _fallback, _tracker
     if not STATE.settings.events:
-        _StatsPoll(torch, (STATE.settings.sample_ms or 200) / 1000.0)
+        _StatsPoll(torch, _poll_period_s())
         return "stats", None
     backend = ""
     try:
@@ -566,7 +571,7 @@ def _start_source(torch):
         pass
     if backend and backend != "native":
         # cudaMallocAsync: neither trace trackers nor history nor snapshots; its stats API works.
-        _StatsPoll(torch, (STATE.settings.sample_ms or 200) / 1000.0)
+        _StatsPoll(torch, _poll_period_s())
         return "stats", ("the %s backend offers PyTorch's stats only (no trace trackers, no history): recording "
                          "allocated/reserved figures, no per-line data" % backend)
     mod, why = build_tracker(torch)
@@ -588,7 +593,7 @@ def _start_source(torch):
                            "(updates every second, higher overhead)" % why)
     except Exception as exc:
         _fallback = None
-        _StatsPoll(torch, (STATE.settings.sample_ms or 200) / 1000.0)
+        _StatsPoll(torch, _poll_period_s())
         return "stats", ("the observer cannot stream (%s) and PyTorch's history is unavailable (%s: %s); recording "
                          "allocated/reserved figures only, no per-line data" % (why, type(exc).__name__, str(exc).splitlines()[0] if str(exc) else ""))
 
@@ -618,25 +623,27 @@ def start(torch):
 
 
 # Note [Recorded steps]: GPUMEM_RECORD_STEPS=N (`--record-steps N`, gpuMemoryLens.recordSteps) records every
-# allocation for the first N optimizer steps only. What the lines, categories, activations by module and leak
+# allocation for the first N steps only (Optimizer.step() ends, or the user's gpumem.step() marks once there is one, as
+# Note [Steps] counts them: _markers.count_recorded_step). What the lines, categories, activations by module and leak
 # findings need is in a training loop's first steps, which then repeat: recording them costs a step near host-bound
 # 3–6 % (ResNet-50 on an H100, issue 26), figures only about nothing (×0.994–1.014), so after step N nothing of ours
 # runs per allocation while the graphs go on. Measured (test/gpu/README.md, the tenth session): settled steps after
 # the stop ×1.012 on GPT-2 small and ×1.014–1.044 on ResNet-50, a cost that comes with the tracker path (one recorded
-# step leaves as much as ten) and that no part left running explains yet. At the N-th Optimizer.step() end
-# (_markers.py):
+# step leaves as much as ten) and that no part left running explains yet. At the N-th step end:
 #  - the tracker extension's flag and the library's (gpumem_observe_events_off) make the trace tracker and our
-#    context recorder return at once (PyTorch has no way to detach a tracker); the library applies what was queued
-#    and writes MARK_EVENTS_OFF after the last event (FORMAT.md, marker kind 8);
+#    context recorder return at once (PyTorch has no way to detach a tracker); the library applies what was queued,
+#    writes MARK_EVENTS_OFF after the last event (FORMAT.md, marker kind 8) and ends the observer's thread;
 #  - our recorder leaves PyTorch's recordHistory (the user's own history, if on, is kept as they set it), so PyTorch
 #    stops gathering contexts for us;
-#  - the tag walk stops (tags only name recorded allocations); the step facts, phases and the leak keeper stay;
+#  - the tag walk stops (tags only name recorded allocations); the step facts, phases and the leak keeper stay, and
+#    an out-of-memory error is still written (by the OOM observer, as under figures only);
 #  - PyTorch's stats are read at the sampling rate (_StatsPoll, as figures only does), so the REC_STATS samples, the
 #    live view and the control channel carry PyTorch's own figures; the reader takes the figures after the marker
 #    from them (Note [Figures after the events] in native/addon/src/model.h).
 # The header says `record_steps`; the panels say from which step on allocations were not recorded (Note [Not
-# recorded]). Only the tracker source can stop (the history fallback and the stats source ignore it), and only
-# PyTorch's allocator: `auto` takes it (_mode.decide), the lens mode refuses the setting in one line.
+# recorded]). Only the tracker source can stop: the history fallback says once that it cannot, the stats source
+# records nothing per allocation anyway. And only PyTorch's allocator: `auto` takes it (_mode.decide), the lens mode
+# refuses the setting in one line.
 _events_off = False
 
 
@@ -650,7 +657,7 @@ def events_off(why):
         torch = sys.modules.get("torch")
         try:
             _tracker.events_off()
-        except Exception:  # an extension built before version 5 cannot: the library's flag alone does it
+        except Exception:  # a tracker without the flag (a stand-in): the library's flag alone does it
             pass
         _obs.lib.gpumem_observe_events_off(why.encode("utf-8", "replace"))
         try:
@@ -658,7 +665,7 @@ def events_off(why):
         except Exception as exc:
             warn("recordHistory not restored after the recorded steps: %s: %s" % (type(exc).__name__, exc))
         if torch is not None:
-            _StatsPoll(torch, (STATE.settings.sample_ms or 200) / 1000.0 if STATE.settings is not None else 0.2)
+            _StatsPoll(torch, _poll_period_s())
         return True
 
 
