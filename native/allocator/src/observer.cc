@@ -303,8 +303,8 @@ bool events_are_off() { return g_events_off.load(std::memory_order_relaxed); }
 
 void events_off(const std::string& why) {
   if (g_events_off.exchange(true)) return;  // once: the first marker says from when
-  // Entries a thread was pushing as the flag turned are queued behind what drain() takes now; they are applied at
-  // the next drain, after the marker: at most one per allocating thread, all of them from before this moment.
+  // An entry a thread was pushing as the flag turned lands behind what drain() takes now and before the marker, and
+  // is applied with it by stop(): at most one per allocating thread, from before this moment.
   sequencer::drain();
   mark(why, fmt::MARK_EVENTS_OFF);
   // Nothing is queued from now on but the records of markers, tags and notices, which then go to the writer at once
