@@ -78,6 +78,12 @@ size_t figures_after_events(const Model& m, const DeviceData& d) {
          d.figures.begin();
 }
 
+// The first of d's samples any figure is read from: all of them for a device of figures only (Note [Figures from
+// stats]), those from the events' stop on otherwise (Note [Figures after the events]), none (d.figures.size()) else.
+size_t first_figure_read(const Model& m, const DeviceData& d) {
+  return d.figures_only() ? 0 : figures_after_events(m, d);
+}
+
 }  // namespace
 
 // double → int64 without undefined behaviour for out-of-range values.
@@ -190,14 +196,11 @@ std::string summary_json(const Model& m) {
     FragFigures f = fragmentation(segs);
     int64_t peak_t = d.peak_index >= 0 ? d.t[d.peak_index] : (d.count() ? d.t[0] : 0);
     int64_t peak = d.peak_allocated;
-    if (d.figures_only()) {  // Note [Figures from stats]: the highest peak PyTorch reported, by the sample that said so
-      peak = -1;
-      for (const FigureSample& s : d.figures)
-        if (s.peak_allocated > peak) peak = s.peak_allocated, peak_t = s.t_us;
-    }
-    // Note [Figures after the events]: a higher peak the samples report after the events stopped (a tie keeps the
-    // events' own peak and its exact time).
-    for (size_t i = figures_after_events(m, d); i < d.figures.size(); i++)
+    // The highest peak PyTorch reported, by the first sample that said so: of figures only, every sample's (Note
+    // [Figures from stats]); after the events stopped, a higher one than the events' (a tie keeps the events' own
+    // peak and its exact time: Note [Figures after the events]).
+    if (d.figures_only()) peak = -1;
+    for (size_t i = first_figure_read(m, d); i < d.figures.size(); i++)
       if (d.figures[i].peak_allocated > peak) peak = d.figures[i].peak_allocated, peak_t = d.figures[i].t_us;
     j.open('{').kv("device", idx).kvu("reserved_bytes", f.reserved).kvu("allocated_bytes", f.allocated);
     j.kvu("segments", segs.size()).kvu("blocks", f.blocks).kvu("allocated_blocks", f.allocated_blocks);
@@ -326,14 +329,12 @@ std::string time_range_json(const Model& m, int index) {
       if (!d->count() && t0 == 0 && t1 == 0) t0 = t1 = s.t_us;
       t0 = std::min(t0, s.t_us), t1 = std::max(t1, s.t_us);
     }
-    if (d->figures_only())  // Note [Figures from stats]
-      for (const auto& f : d->figures) {
-        if (t0 == 0 && t1 == 0) t0 = t1 = f.t_us;
-        t0 = std::min(t0, f.t_us), t1 = std::max(t1, f.t_us);
-      }
-    // Note [Figures after the events]: the samples read after the events stopped (the device has events, so t0 is set).
-    for (size_t i = figures_after_events(m, *d); i < d->figures.size(); i++)
-      t0 = std::min(t0, d->figures[i].t_us), t1 = std::max(t1, d->figures[i].t_us);
+    // The samples figures are read from (Notes [Figures from stats], [Figures after the events]).
+    for (size_t i = first_figure_read(m, *d); i < d->figures.size(); i++) {
+      const int64_t t = d->figures[i].t_us;
+      if (t0 == 0 && t1 == 0) t0 = t1 = t;
+      t0 = std::min(t0, t), t1 = std::max(t1, t);
+    }
   }
   json::Writer j;
   return j.open('{').kv("t0Us", t0).kv("t1Us", t1).close('}').s;

@@ -336,7 +336,10 @@ GPUMEM_API int gpumem_observe_event(int device, int action, uint64_t addr, uint6
 // "drain_wake": the observer thread's cadence (sequencer::set_cadence); "flush_ms": the writer's.
 namespace {
 std::atomic<bool> g_observe_hold{false};
-}
+// The tracker's entry points return at once: a probe holds them, or the recorded steps are over (Note [Recorded
+// steps] in observer.h).
+bool observe_quiet() { return g_observe_hold.load(std::memory_order_relaxed) || rec::observer::events_are_off(); }
+}  // namespace
 
 GPUMEM_API int gpumem_probe_set(const char* name, int64_t value) {
   const std::string n = name ? name : "";
@@ -359,7 +362,7 @@ GPUMEM_API int gpumem_probe_set(const char* name, int64_t value) {
 
 GPUMEM_API int gpumem_observe_event_queued(int device, int action, uint64_t addr, uint64_t size, uint64_t stream,
                                            uint32_t stack, uint64_t t_ns) {
-  if (g_observe_hold.load(std::memory_order_relaxed) || rec::observer::events_are_off()) return 1;
+  if (observe_quiet()) return 1;
   rec::self_time::Scope timed(rec::self_time::kObserve);
   return rec::observer::queue_event(device, action, addr, size, stream, stack, t_ns) ? 1 : 0;
 }
@@ -381,13 +384,13 @@ GPUMEM_API void gpumem_observe_figures(int device, uint64_t allocated, uint64_t 
 }
 
 GPUMEM_API uint32_t gpumem_observe_gather(void) {
-  if (g_observe_hold.load(std::memory_order_relaxed) || rec::observer::events_are_off()) return 0;
+  if (observe_quiet()) return 0;
   rec::self_time::Scope timed(rec::self_time::kGather);
   return rec::recording() ? rec::observer::gather() : 0;
 }
 
 GPUMEM_API uint32_t gpumem_observe_take_stack(int action) {
-  if (g_observe_hold.load(std::memory_order_relaxed) || rec::observer::events_are_off()) return 0;
+  if (observe_quiet()) return 0;
   return rec::recording() ? rec::observer::take_stack(action) : 0;
 }
 
