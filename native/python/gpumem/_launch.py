@@ -53,15 +53,14 @@ def create_session_folder(root, name, command=None, now=None):
     raise RuntimeError("too many sessions named %s in %s" % (base, root))
 
 
-def workload_env(session_dir, allocator_so, segments=None, stacks=None, sample_ms=None, backend=None, user_roots=None,
-                 base=None, trim=None, allocator_mode=None, budget=None, sim_capacity=None, events=None,
-                 record_steps=None):
+def workload_env(session_dir, allocator_so, user_roots=None, base=None, **given):
     """The workload's environment: `base` (default: this one) without stale GPUMEM_* plumbing (the user's own
-    switches, _settings.USER_ENV_SWITCHES, pass through), every recording setting by the table (None: its
-    default), and our bootstrap first on PYTHONPATH. A wrong value raises SettingsError with the table's message."""
-    given = {"segments": segments, "stacks": stacks, "sample_ms": sample_ms, "backend": backend, "trim": trim,
-             "allocator_mode": allocator_mode, "budget": budget, "sim_capacity": sim_capacity, "events": events,
-             "record_steps": record_steps}
+    switches, _settings.USER_ENV_SWITCHES, pass through), every recording setting by the table (`given` by its
+    _settings names; None or absent: its default), and our bootstrap first on PYTHONPATH. A wrong value raises
+    SettingsError with the table's message; a name the table does not have, TypeError (a typo is a bug)."""
+    unknown = sorted(set(given) - {d["py"] for d in _settings.TABLE})
+    if unknown:
+        raise TypeError("workload_env: no recording setting %s" % ", ".join(unknown))
     env = {k: v for k, v in (os.environ if base is None else base).items()
            if not k.startswith("GPUMEM_") or k in _settings.USER_ENV_SWITCHES}
     env.update({"GPUMEM_SESSION_DIR": session_dir, "GPUMEM_ALLOCATOR_SO": allocator_so})
@@ -82,9 +81,8 @@ def workload_env(session_dir, allocator_so, segments=None, stacks=None, sample_m
 
 def run(argv, out_dir, python=None, allocator_so=None, quiet=False, **settings):
     """Run `argv` (script + args, or ['-m', mod, …], or a full command when argv[0] is not a .py and
-    not -m) under the lens; `settings`: recording settings by their _settings names (segments, trim, stacks,
-    events, record_steps, sample_ms, backend, allocator_mode, budget). Returns the workload's exit status as a shell would report it,
-    and the session folder."""
+    not -m) under the lens; `settings`: recording settings by their _settings names (the settings table's `py`).
+    Returns the workload's exit status as a shell would report it, and the session folder."""
     allocator_so = os.path.abspath(allocator_so or default_allocator_so())
     if not os.path.exists(allocator_so):
         raise SystemExit("gpumem: the lens allocator is not built: %s is missing (run `make -C native/allocator`)" % allocator_so)
