@@ -4,6 +4,7 @@ autocast; ResNet-50 with SGD+momentum and bf16 autocast; 10 steps each) under `g
 `gpumem summary --json` of each capture, compared with what the workload measured from PyTorch objects.
 
     python3 test/gpu/categories_check.py [--node PATH] [--out DIR] [--models gpt2 resnet50] [--steps 10] [--allocator lens|pytorch]
+                                         [--record-steps R]
 
 PASS when, for each model:
 - at every step end: parameters, gradients and optimizer state equal the workload's Σ of the blocks holding the
@@ -22,6 +23,10 @@ PASS when, for each model:
   missed. The one residue allowed: a saved storage freed in the same microsecond as the peak (the capture's time
   resolution cannot say whether before or after it): its bytes are printed as "same µs" and the check allows
   the tool anywhere between the two readings.
+With --record-steps R (Note [Recorded steps] in native/python/gpumem/_observe.py: allocations recorded for the first R
+steps only, the PyTorch-allocator mode): the step-end checks cover the first R steps (the later ones have step facts
+but no allocation), the peak's are unchanged (the categories' peak is the recorded one), and two more: every step is
+still found, and the summary's peak is the workload's own max_memory_allocated() (the figures after the stop).
 Prints a table per model; writes categories_check.json and the summaries under --out; exits 1 on any failure."""
 import faulthandler
 import os
@@ -41,8 +46,10 @@ MiB = 1 << 20
 def run_model(a, model):
     env = dict(os.environ, PYTHONPATH=os.path.join(ROOT, "native", "python"), PYTHONUNBUFFERED="1")
     session_root = os.path.join(a.out, model)
-    run = subprocess.run([sys.executable, "-m", "gpumem", "run", "--allocator", a.allocator, "--allocator-so", os.path.join(ROOT, "dist", "native", "libgpumem_allocator.so"),
-                          "--out", session_root, "--", sys.executable, os.path.join(ROOT, "test", "gpu", "workloads", "categories_train.py"),
+    record = ["--record-steps", str(a.record_steps)] if a.record_steps else []
+    run = subprocess.run([sys.executable, "-m", "gpumem", "run", "--allocator", a.allocator, "--allocator-so",
+                          os.path.join(ROOT, "dist", "native", "libgpumem_allocator.so"), "--out", session_root] + record +
+                         ["--", sys.executable, os.path.join(ROOT, "test", "gpu", "workloads", "categories_train.py"),
                           "--model", model, "--steps", str(a.steps)], capture_output=True, text=True, env=env)
     if run.returncode != 0:
         return None, "workload failed: %s" % run.stderr[-3000:]
@@ -76,7 +83,7 @@ def misses_at(a, capture, device, time_us, addrs):
     return json.loads(out.stdout) if out.returncode == 0 else [{"error": out.stderr[-2000:]}]
 
 
-def check(model, result, summary, alive, misses=lambda addrs, t: []):
+def check(model, result, summary, alive, misses=lambda addrs, t: [], record_steps=0):
     checks, ok = {}, {}
     steps = [d for d in summary["steps"] if d["steps"]][0]
     cats = [c for c in summary["categories"] if c["device"] == steps["device"]][0]
@@ -84,7 +91,11 @@ def check(model, result, summary, alive, misses=lambda addrs, t: []):
     tool = steps["steps"]
     checks["steps_found"] = [len(tool), len(ref), steps["source"]]
     ok["steps_found"] = len(tool) == len(ref)
-    n = min(len(tool), len(ref))
+    n = min(len(tool), len(ref), record_steps or len(ref))  # recorded steps only: the later ones have no allocation
+    if record_steps:
+        dev = next((d for d in summary.get("devices", []) if d.get("device", steps["device"]) == steps["device"]), {})
+        checks["run_peak_is_max_memory_allocated"] = [dev.get("peak_allocated_bytes"), result.get("max_allocated")]
+        ok["run_peak_is_max_memory_allocated"] = dev.get("peak_allocated_bytes") == result.get("max_allocated") is not None
     for k in ("parameter", "gradient", "optimizer_state"):
         pairs = [[tool[i]["categories"][k], ref[i][k]] for i in range(n)]
         checks["%s_at_step_ends" % k] = pairs
@@ -168,6 +179,8 @@ def main():
     ap.add_argument("--out", default=os.environ.get("OUT", "/tmp/gpumem-categories"))
     ap.add_argument("--models", nargs="+", default=["gpt2", "resnet50"])
     ap.add_argument("--steps", type=int, default=10)
+    ap.add_argument("--record-steps", type=int, default=0,
+                    help="gpumem run --record-steps R: allocations of the first R steps only (the PyTorch-allocator mode)")
     ap.add_argument("--allocator", default="lens", choices=("lens", "pytorch"),
                     help="which allocator tracks the workload (issue 25: the PyTorch-allocator mode must give the same)")
     a = ap.parse_args()
@@ -183,7 +196,7 @@ def main():
         result, summary, text, capture = got
         device = [d for d in summary["steps"] if d["steps"]][0]["device"]
         checks, ok, cats = check(model, result, summary, lambda t, c=capture, d=device: alive_at(a, c, d, t),
-                                 lambda addrs, t, c=capture, d=device: misses_at(a, c, d, t, addrs))
+                                 lambda addrs, t, c=capture, d=device: misses_at(a, c, d, t, addrs), a.record_steps)
         print_table(model, cats, checks)
         for k in ok:
             print("%s %s %s" % ("PASS" if ok[k] else "FAIL", model, k))

@@ -92,13 +92,16 @@ for s in "${stages[@]}"; do
     # (segsum, trace, trace_plot, segment_plot; stats where it exists), labels kept. JSON: $OUT/export-viz/export_viz.json.
     export-viz) run_stage export-viz 170 python3 test/gpu/export_viz_check.py --out "$OUT/export-viz" ;;
     # Issues 17 and 26: categories of GPT-2 (AdamW, bf16) and ResNet-50 under gpumem run vs what the workload
-    # measures, under the lens and under PyTorch's allocator (the default mode's). Its cost is the next stage.
+    # measures, under the lens and under PyTorch's allocator (the default mode's), and under PyTorch's allocator recording
+    # the first 5 of the 10 steps (Note [Recorded steps]). Its cost is the next stage.
     categories) run_stage categories 560 bash -c "PYTHONPATH=$PWD/native/python python3 -m gpumem build-observer >/dev/null 2>&1
         GPUMEM_WATCHDOG_S=250 python3 test/gpu/categories_check.py --allocator lens --out $OUT/categories/lens; a=\$?
         GPUMEM_WATCHDOG_S=250 python3 test/gpu/categories_check.py --allocator pytorch --out $OUT/categories/pytorch; b=\$?
-        exit \$((a | b))" ;;
+        GPUMEM_WATCHDOG_S=250 python3 test/gpu/categories_check.py --allocator pytorch --record-steps 5 --out $OUT/categories/record5; c=\$?
+        exit \$((a | b | c))" ;;
     # FIGURES=1 adds the default mode with figures only (GPUMEM_EVENTS=0, Note [Figures only]: nothing per allocation);
-    # with it, MODELS=resnet50 keeps the call under its limit (four processes a round).
+    # with it, MODELS=resnet50 keeps the call under its limit (four processes a round). MODES= leaves out the modes
+    # recording every step (default MODES="gpumem-run gpumem-run-auto"), e.g. MODES= RECORD=10 for the recorded steps.
     # AA=1 adds a second native process to every round (native:GPUMEM_AA=1): the run's own noise floor (eighth session
     # in test/gpu/README.md: two identical processes differed by up to 6 % a round), at a quarter more time.
     # Issue 26: step time of `gpumem run` (full recording: stacks, tags, phases, module paths) vs native, the lens
@@ -108,7 +111,7 @@ for s in "${stages[@]}"; do
     # their main and autograd threads on the same two CPUs in every turn (Note [Turn CPUs]; NO_TURN_CPUS=1: as before).
     categories-cost) run_stage categories-cost 580 bash -c "PYTHONPATH=$PWD/native/python python3 -m gpumem build-observer >/dev/null 2>&1
         python3 test/gpu/bench_allocator.py --so $SO --only steps --models ${MODELS:-gpt2 resnet50} \
-        --step-configs native ${AA:+native:GPUMEM_AA=1} gpumem-run gpumem-run-auto ${FIGURES:+gpumem-run-auto:GPUMEM_EVENTS=0} ${RECORD:+gpumem-run-auto:GPUMEM_RECORD_STEPS=$RECORD} --rounds ${ROUNDS:-5} --steps ${STEPS:-100} --cpus 6 \
+        --step-configs native ${AA:+native:GPUMEM_AA=1} ${MODES-gpumem-run gpumem-run-auto} ${FIGURES:+gpumem-run-auto:GPUMEM_EVENTS=0} ${RECORD:+gpumem-run-auto:GPUMEM_RECORD_STEPS=$RECORD} --rounds ${ROUNDS:-5} --steps ${STEPS:-100} --cpus 6 \
         --lockstep ${BLOCK:-10} $([ -n "${NO_TURN_CPUS:-}" ] || echo --turn-cpus) | grep --line-buffered -E 'step_ratio|median|error'" ;;
     # Issue 26, probes: where the default mode's added host time goes, part by part. ResNet-50 in lockstep rounds:
     # PyTorch's trace entries to a tracker that does nothing (native-tracker), PyTorch's history ring (native-ring),

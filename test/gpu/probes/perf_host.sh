@@ -7,6 +7,9 @@
 # summary.txt line per profile: the steps inside the window and their median time. Our threads are named
 # gpumem-* (Note [Thread names]), so the report by thread (comm) tells their work from the workload's.
 #   bash test/gpu/probes/perf_host.sh [seconds per profile, default 5]   (CONFIGS="native gpumem-auto" by default)
+# A gpumem configuration may carry `gpumem run` options after a colon, comma-separated (the launcher sets every
+# GPUMEM_* variable from its options, so variables of ours in this environment would not reach the workload):
+# gpumem-auto:--record-steps=1 or gpumem-auto:--figures-only.
 set -u
 cd "$(dirname "$0")/../../.."
 OUT=${OUT:-$(mktemp -d)}
@@ -17,13 +20,14 @@ PERF=(/tmp/perfpkg/perf/lib/ld-linux-x86-64.so.2 --library-path /tmp/perfpkg/per
 export PYTHONPATH=$PWD/native/python GPUMEM_WATCHDOG_S=$((W + 70))
 python3 -m gpumem build-observer > /dev/null 2>&1
 i=0
-for c in ${CONFIGS:-native gpumem-auto}; do
-  i=$((i + 1)); r=$i-$c
+for spec in ${CONFIGS:-native gpumem-auto}; do
+  c=${spec%%:*}; settings=""; [ "$c" = "$spec" ] || settings=${spec#*:}
+  i=$((i + 1)); r=$i-$(echo "$spec" | tr ':,=' '_+-' | sed 's/_--/_/g')
   pidf=/tmp/perf-$r.pid; rm -f "$pidf"
   if [ $c = native ]; then
     python3 ${PROBE_WORKLOAD:-test/gpu/probes/perf_workload.py} "$pidf" $((W + 2)) > "$OUT/perf/$r.out" 2>&1 &
   else
-    python3 -m gpumem run --allocator-so dist/native/libgpumem_allocator.so --out /tmp/perf-session $([ $c = gpumem-lens ] && echo --allocator lens) -- \
+    python3 -m gpumem run --allocator-so dist/native/libgpumem_allocator.so --out /tmp/perf-session $([ $c = gpumem-lens ] && echo --allocator lens) ${settings//,/ } -- \
       python3 ${PROBE_WORKLOAD:-test/gpu/probes/perf_workload.py} "$pidf" $((W + 2)) > "$OUT/perf/$r.out" 2>&1 &
   fi
   bg=$!
@@ -41,6 +45,6 @@ for c in ${CONFIGS:-native gpumem-auto}; do
     echo "steps in window: $n, median step ms: $med, samples at 4999 Hz"
     "${PERF[@]}" report -i /tmp/perf-$r.data --stdio --sort comm -n 2>/dev/null | grep -v '^#' | grep . | head -12
     "${PERF[@]}" report -i /tmp/perf-$r.data --stdio --sort comm,dso -n 2>/dev/null | grep -v '^#' | grep . | head -30
-    "${PERF[@]}" report -i /tmp/perf-$r.data --stdio --sort comm,dso,sym -n 2>/dev/null | grep -v '^#' | grep . | head -150
+    "${PERF[@]}" report -i /tmp/perf-$r.data --stdio --sort comm,dso,sym -n 2>/dev/null | grep -v '^#' | grep . | head -300
   } >> "$OUT/perf/$r.txt"
 done

@@ -177,7 +177,7 @@ def main():
         del loss
     torch.cuda.synchronize()
     print("RESULT " + json.dumps({"model": a.model, "steps": a.steps, "step_ends": ends, "activations": activations, "saved": saved_steps,
-                                  "file": os.path.abspath(__file__)}), flush=True)
+                                  "max_allocated": torch.cuda.max_memory_allocated(), "file": os.path.abspath(__file__)}), flush=True)
     sys.stdout.flush()
 
 
