@@ -52,9 +52,9 @@ sys.stdin.readline()
 # allocation and its free each, ended by STEP_CALL.
 RECORD_STEPS_WORKLOAD = """import ctypes
 import gpumem
-stats = {"allocated_bytes.all.current": 7 << 20, "reserved_bytes.all.current": 40 << 20,
-         "allocated_bytes.all.peak": 9 << 20, "reserved_bytes.all.peak": 40 << 20, "num_ooms": 0}
-torch.cuda.memory_stats = mem.memory_stats = lambda device=None: dict(stats)
+stats = {"allocated_bytes": {"all": {"current": 7 << 20, "peak": 9 << 20}},
+         "reserved_bytes": {"all": {"current": 40 << 20, "peak": 40 << 20}}, "num_ooms": 0}
+torch.cuda.memory_stats_as_nested_dict = mem.memory_stats_as_nested_dict = lambda device=None: stats
 oom_observers = []
 torch._C._cuda_attach_out_of_memory_observer = oom_observers.append
 EV = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_uint64, ctypes.c_uint64, ctypes.c_uint64,
@@ -160,15 +160,18 @@ class ObserveModeTest(unittest.TestCase):
     def test_events_off_records_pytorchs_figures_only(self):
         """Note [Figures only] (gpumem/_observe.py): GPUMEM_EVENTS=0 takes PyTorch's stats, never its history or a
         tracker, even where both exist; the header says so, the tag walk is off."""
-        workload = WORKLOAD.replace("torch.cuda.init()", """stats = {"allocated_bytes.all.current": 3 << 20, "reserved_bytes.all.current": 40 << 20,
-         "allocated_bytes.all.peak": 5 << 20, "reserved_bytes.all.peak": 40 << 20, "num_ooms": 0}
-torch.cuda.memory_stats = mem.memory_stats = lambda device=None: dict(stats)
+        workload = WORKLOAD.replace("torch.cuda.init()", """stats = {"allocated_bytes": {"all": {"current": 3 << 20, "peak": 5 << 20}},
+         "reserved_bytes": {"all": {"current": 40 << 20, "peak": 40 << 20}}, "num_ooms": 0}
+torch.cuda.memory_stats_as_nested_dict = mem.memory_stats_as_nested_dict = lambda device=None: stats
+# the poll reads the nested dict, never the flattened one (Python work under the GIL the user's steps need)
+torch.cuda.memory_stats = mem.memory_stats = lambda device=None: 1 / 0
 oom_observers = []
 torch._C._cuda_attach_out_of_memory_observer = oom_observers.append
 torch.cuda.init()
 for observer in oom_observers:  # as PyTorch's allocator calls them: device, request, device limit, driver's free bytes
     observer(0, 6 << 30, 8 << 30, 1 << 30)""").replace('"swapped": STATE.swapped,', '"swapped": STATE.swapped, "walking": __import__("gpumem._markers").'
-                              '_markers._walking,')
+                              '_markers._walking, "queue_running": __import__("gpumem._observe").'
+                              '_observe._obs.info()["queue"]["running"],')
         proc, work, session = support.start_workload(workload, self.so, env={
             "GPUMEM_ALLOCATOR": "auto", "GPUMEM_SAMPLE_MS": "50", "GPUMEM_EVENTS": "0"}, cwd_is_work=True)
         try:
@@ -181,6 +184,7 @@ for observer in oom_observers:  # as PyTorch's allocator calls them: device, req
         err, lines = finish(self, proc)
         self.assertEqual((first.get("mode"), first.get("source"), first.get("swapped"), first.get("walking")),
                          ("pytorch", "stats", False, False))
+        self.assertIs(first.get("queue_running"), False, "no event to order: the observer's thread ends at the start")
         self.assertIn("figures only", lines[0])  # auto's reason: before the cudnn.benchmark line the scan finds
         self.assertNotIn("memory history", err)
         (cap,) = [f for f in os.listdir(session) if f.endswith(".gpumem")]

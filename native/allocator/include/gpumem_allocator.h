@@ -124,6 +124,9 @@ void gpumem_observe_figures(int device, uint64_t allocated, uint64_t reserved, u
 // for good; what was queued is applied, then a MARK_EVENTS_OFF marker named `why`. The figures then come from
 // gpumem_observe_figures. 0, or -1 (why NULL).
 int gpumem_observe_events_off(const char* why);
+// Note [Figures only] (native/python/gpumem/_observe.py): no event will come (PyTorch's stats are the source), so the
+// observer's thread ends; markers, tags and notices go to the writer at once.
+void gpumem_observe_unqueued(void);
 // From PyTorch's context recorder (malloc, before the allocator lock): takes the calling thread's stack,
 // the GIL if needed, and keeps it for the thread's next trace entries (Note [Observer stacks]).
 uint32_t gpumem_observe_gather(void);

@@ -378,6 +378,9 @@ GPUMEM_API int gpumem_observe_events_off(const char* why) {
   return 0;
 }
 
+// Note [Figures only] (native/python/gpumem/_observe.py): the stats source has no event to order (observer.h).
+GPUMEM_API void gpumem_observe_unqueued(void) { rec::observer::unqueued(); }
+
 GPUMEM_API void gpumem_observe_figures(int device, uint64_t allocated, uint64_t reserved, uint64_t peak_allocated,
                                        uint64_t peak_reserved, uint64_t num_ooms) {
   rec::observer::set_figures(device, allocated, reserved, peak_allocated, peak_reserved, num_ooms);

@@ -312,6 +312,8 @@ void events_off(const std::string& why) {
   sequencer::stop();
 }
 
+void unqueued() { sequencer::stop(); }
+
 namespace {
 // A state names segments and blocks the observer may not have seen made (those from before it started): they
 // join the layout that block sizes are read from (Note [Observed block sizes]).

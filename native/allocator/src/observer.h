@@ -108,6 +108,11 @@ uint32_t take_stack(int action);
 // size was live then (a persistent tensor, or the same tensor of a repeating step), else none.
 void events_off(const std::string& why);
 bool events_are_off();
+// Note [Figures only] (native/python/gpumem/_observe.py): a source with no event at all (PyTorch's stats: figures only,
+// the cudaMallocAsync backend) ends the sequencer's thread at the start, as events_off does after the recorded steps:
+// it would wake 200 times a second to drain a queue that only markers, tags and notices use, and those then go to the
+// writer at once. No marker: there is no event for one to follow.
+void unqueued();
 
 // The stack of the live block at addr (0 if unknown), for state records; with size, 0 too when the events are off and
 // the block there then had another size (Note [Recorded steps]).

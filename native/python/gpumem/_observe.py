@@ -175,6 +175,7 @@ class Observer:
             "gpumem_observe_info": (c.c_size_t, [c.c_char_p, c.c_size_t]),
             "gpumem_user_metadata": (c.c_int, [c.c_char_p]),
             "gpumem_observe_figures": (None, [c.c_int] + [c.c_uint64] * 5),
+            "gpumem_observe_unqueued": (None, []),
         }
         for name, (res, args) in sig.items():
             fn = getattr(lib, name, None)
@@ -498,8 +499,19 @@ class _StatsPoll:
         threading.Thread(target=self._loop, name="gpumem-stats-poll", daemon=True).start()
 
     def poll(self):
-        for d in range(self.torch.cuda.device_count()):
-            st = self.torch.cuda.memory_stats(d)
+        cuda = self.torch.cuda
+        nested = getattr(cuda, "memory_stats_as_nested_dict", None)
+        for d in range(cuda.device_count()):
+            if nested is not None:
+                # The nested dict, as PyTorch's allocator gives it: memory_stats() flattens and sorts its ~150 entries
+                # in Python, on this thread but holding the GIL the user's steps need (Note [Keeper reads requested
+                # bytes] reads it the same way).
+                st = nested(d)
+                a, r = st.get("allocated_bytes", {}).get("all", {}), st.get("reserved_bytes", {}).get("all", {})
+                _obs.figures(d, a.get("current", 0), r.get("current", 0), a.get("peak", 0), r.get("peak", 0),
+                             st.get("num_ooms", 0))
+                continue
+            st = cuda.memory_stats(d)
             _obs.figures(d, st.get("allocated_bytes.all.current", 0), st.get("reserved_bytes.all.current", 0),
                          st.get("allocated_bytes.all.peak", 0), st.get("reserved_bytes.all.peak", 0), st.get("num_ooms", 0))
 
@@ -556,7 +568,9 @@ def _start_source(torch):
     mode that no other switch turns off, and on a step near host-bound it costs more than the 1 % the rest of the tool
     is held to (issue 26: ResNet-50 ×1.03–1.06 on an H100, test/gpu/README.md). With it off nothing of ours runs per
     allocation (no trace tracker, context recorder, tag walk or module marks: _markers.py), only PyTorch's stats read
-    at the sampling rate on a thread of ours, and the graphs keep allocated, reserved and device memory (Note [Figures
+    at the sampling rate on a thread of ours (the nested dict, not memory_stats()'s flattening in Python under the
+    GIL; the observer's own thread ends at once, having no event to order), and the graphs keep allocated, reserved
+    and device memory (Note [Figures
     from stats] in native/addon/src/model.h); an out-of-memory error is still written (_attach_oom_observer). The
     header says `"events": false` and every panel says what is missing (Note [Not recorded]). `auto` takes PyTorch's allocator for it (_mode.decide); the lens mode
     records every allocation by its nature, so there the switch is refused in one line (_capture.configure)."""
@@ -614,6 +628,8 @@ def start(torch):
         _history_view.install(torch)
         source, line = _start_source(torch)
         STATE.observer_source = source
+        if source == "stats":  # no event to order: the observer's thread ends (Note [Figures only])
+            _obs.lib.gpumem_observe_unqueued()
         if line:
             warn(line)
             STATE.native.notice(line, _native.NOTICE_WARNING)

@@ -24,8 +24,20 @@ def _unsupported(what):
 
 
 def memory_stats(device=None):
-    _unsupported("getDeviceStats")
-    return collections.OrderedDict()
+    """As PyTorch's: the nested dict flattened in Python ("allocated_bytes.all.current"), sorted; so a test that sets
+    memory_stats_as_nested_dict gets both, as under real torch."""
+    result = []
+
+    def add(prefix, obj):
+        if isinstance(obj, dict):
+            for k, v in obj.items():
+                add(prefix + k + "." if isinstance(v, dict) else prefix + k, v)
+        else:
+            result.append((prefix, obj))
+
+    add("", memory_stats_as_nested_dict(device=device))
+    result.sort()
+    return collections.OrderedDict(result)
 
 
 def memory_stats_as_nested_dict(device=None):
