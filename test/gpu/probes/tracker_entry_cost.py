@@ -1,0 +1,81 @@
+#!/usr/bin/env python3
+"""Probe for issue 26 (not a test): what PyTorch's allocator costs per alloc/free once a trace tracker is attached
+and returns at once, in ONE process, before and after; the state a run is left in after the recorded steps (Note
+[Recorded steps] in native/python/gpumem/_observe.py: PyTorch has no way to detach a tracker).
+
+    python3 test/gpu/probes/tracker_entry_cost.py [--pairs 200000] [--blocks 5] [--out DIR]
+
+Phases, each BLOCKS blocks of PAIRS `torch.empty(256, device="cuda")` + `del` (all from the cache: no driver call):
+  bare        PyTorch's allocator as a native run has it
+  history     after _record_memory_history(context="state", stacks="python") then _record_memory_history(None): what
+              a history switched on and off leaves (our recorder's recordHistory does the same)
+  tracker     after attaching a tracker that returns at once (the product's own after its flag turns)
+No detach, so no `bare` again after `tracker`: the spread of each phase's blocks is the drift check.
+Prints per phase the median ns a pair and the ratio to `bare`; a RESULT line, also $OUT/tracker_entry_cost.json.
+A ResNet-50 b64 step makes ~765 pairs (about 2,300 trace entries), so (tracker − bare) × 765 is what the attached
+tracker costs a step; the host time the recorded-steps runs keep after the stop is +1–3 ms (test/gpu/README.md,
+eleventh session): if this is a tenth of it, the tracker is not the cause.
+"""
+import argparse
+import faulthandler
+import json
+import os
+import statistics
+import sys
+import tempfile
+import time
+
+faulthandler.dump_traceback_later(int(os.environ.get("GPUMEM_WATCHDOG_S", "150")), exit=True)
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+import torch  # noqa: E402
+
+from bench_allocator import NOOP_TRACKER  # noqa: E402
+
+
+def blocks(n_blocks, pairs):
+    out = []
+    for _ in range(n_blocks):
+        t0 = time.perf_counter_ns()
+        for _ in range(pairs):
+            x = torch.empty(256, device="cuda")
+            del x
+        out.append((time.perf_counter_ns() - t0) / pairs)
+    return out
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--pairs", type=int, default=200_000)
+    ap.add_argument("--blocks", type=int, default=5)
+    ap.add_argument("--out", default=os.environ.get("OUT", tempfile.gettempdir()))
+    a = ap.parse_args()
+    torch.empty(1, device="cuda")
+    blocks(1, a.pairs // 4)  # warm: the cached block, the interpreter's caches
+    phases = {"bare": blocks(a.blocks, a.pairs)}
+    torch.cuda.memory._record_memory_history(enabled="all", context="state", stacks="python", max_entries=1)
+    torch.cuda.memory._record_memory_history(enabled=None)
+    phases["history"] = blocks(a.blocks, a.pairs)
+    from torch.utils.cpp_extension import load_inline
+
+    folder = os.path.join(tempfile.gettempdir(), "gpumem-bench-noop-tracker")
+    os.makedirs(folder, exist_ok=True)
+    load_inline(name="gpumem_bench_noop_tracker", cpp_sources=[NOOP_TRACKER], functions=["attach"], with_cuda=True,
+                build_directory=folder, verbose=False).attach()
+    phases["tracker"] = blocks(a.blocks, a.pairs)
+    base = statistics.median(phases["bare"])
+    result = {"pairs": a.pairs, "blocks": a.blocks, "torch": torch.__version__, "phases": {}}
+    for name, ns in phases.items():
+        med = statistics.median(ns)
+        result["phases"][name] = {"ns_per_pair": round(med, 1), "blocks": [round(x, 1) for x in ns],
+                                  "ratio_to_bare": round(med / base, 4), "extra_ns": round(med - base, 1),
+                                  "extra_ms_per_resnet50_step": round((med - base) * 765 / 1e6, 3)}
+        print("%-8s %8.1f ns a pair (blocks %s)  ×%.3f  %+.1f ns, %+.3f ms a ResNet-50 step" % (
+            name, med, " ".join("%.0f" % x for x in ns), med / base, med - base, (med - base) * 765 / 1e6))
+    os.makedirs(a.out, exist_ok=True)
+    with open(os.path.join(a.out, "tracker_entry_cost.json"), "w") as f:
+        json.dump(result, f, indent=1)
+    print("RESULT " + json.dumps(result))
+
+
+if __name__ == "__main__":
+    main()
