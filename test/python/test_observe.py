@@ -202,6 +202,36 @@ for observer in oom_observers:  # as PyTorch's allocator calls them: device, req
         self.assertEqual((stats[-1]["allocated"], stats[-1]["reserved"], stats[-1]["peak_allocated"]),
                          (3 << 20, 40 << 20, 5 << 20))
 
+    def test_a_backend_with_stats_only_is_recorded_as_figures_and_the_header_says_so(self):
+        """backend:cudaMallocAsync has neither trace trackers nor history: the stats source, whatever GPUMEM_EVENTS and
+        GPUMEM_RECORD_STEPS say, and a header that says so (Note [Not recorded]), so the panels tell why no line shows."""
+        workload = WORKLOAD.replace("torch.cuda.init()", """stats = {"allocated_bytes": {"all": {"current": 2 << 20, "peak": 6 << 20}},
+         "reserved_bytes": {"all": {"current": 32 << 20, "peak": 32 << 20}}, "num_ooms": 0}
+torch.cuda.memory_stats_as_nested_dict = mem.memory_stats_as_nested_dict = lambda device=None: stats
+mem.get_allocator_backend = lambda: "cudaMallocAsync"
+torch.cuda.init()""").replace('"swapped": STATE.swapped,', '"swapped": STATE.swapped, "queue_running": '
+                              '__import__("gpumem._observe")._observe._obs.info()["queue"]["running"],')
+        proc, work, session = support.start_workload(workload, self.so, env={
+            "GPUMEM_ALLOCATOR": "auto", "GPUMEM_SAMPLE_MS": "50", "GPUMEM_RECORD_STEPS": "3"}, cwd_is_work=True)
+        try:
+            first = json.loads(proc.stdout.readline() or "{}")
+            import time
+            time.sleep(0.4)  # a few polls of PyTorch's stats
+        except BaseException:
+            proc.kill()
+            raise
+        err, _lines = finish(self, proc)
+        self.assertEqual((first.get("mode"), first.get("source"), first.get("queue_running")), ("pytorch", "stats", False))
+        self.assertIn("cudaMallocAsync backend offers PyTorch's stats only", err)
+        (cap,) = [f for f in os.listdir(session) if f.endswith(".gpumem")]
+        header, recs = support.read_capture(os.path.join(session, cap))
+        self.assertEqual((header["events"], header["record_steps"], header["pytorch_allocator_backend"]),
+                         (False, 0, "cudaMallocAsync"))
+        stats = [F.StatsRec.unpack_dict(p) for t, p in recs if t == F.REC_STATS]
+        self.assertTrue(stats, "the sampler writes PyTorch's figures")
+        self.assertEqual((stats[-1]["allocated"], stats[-1]["reserved"], stats[-1]["peak_allocated"]),
+                         (2 << 20, 32 << 20, 6 << 20))
+
     def record_steps_run(self, step_call):
         """The stand-in tracker's run of 4 steps (an alloc and its free each, then `step_call`) with
         GPUMEM_RECORD_STEPS=2: (first line, stderr, allocator line, header, records, strings)."""

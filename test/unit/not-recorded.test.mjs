@@ -75,6 +75,17 @@ test('figures only (GPUMEM_EVENTS=0) is said once, in place of every finer part 
   assert.deepEqual(notRecorded(headerInfoOf({ stacks: true, events: true })), []);
 });
 
+test('a PyTorch backend with stats only (cudaMallocAsync) is said with its name, not as a setting the user chose', () => {
+  // the bootstrap writes events: false for it (native/python/gpumem/_capture.py), whatever GPUMEM_EVENTS said
+  const [said, ...rest] = notRecorded(headerInfoOf({ stacks: true, events: false, record_steps: 0,
+    pytorch_allocator_backend: 'cudaMallocAsync' }));
+  assert.deepEqual(rest, []);
+  assert.match(said, /^Allocations were not recorded one by one \(PyTorch's cudaMallocAsync backend offers its stats only/);
+  assert.doesNotMatch(said, /--figures-only/);
+  const native = notRecorded(headerInfoOf({ stacks: true, events: false, pytorch_allocator_backend: 'native' }));
+  assert.match(native[0], /\(figures only: --figures-only/, "the native backend's figures only is the setting");
+});
+
 test('recording the first steps only is said with its number, and only when a step limit was in force', () => {
   // Note [Recorded steps] (native/python/gpumem/_observe.py): the header's record_steps, from the bootstrap
   const said = notRecorded(headerInfoOf({ stacks: true, module_paths: true, tags: true, events: true, record_steps: 20 }));

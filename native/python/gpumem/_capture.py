@@ -61,7 +61,12 @@ def _header(torch):
     elif settings is not None:
         # PyTorch's own policy made the numbers (Note [Policy of the data] in native/addon/src/policy_replay.cpp).
         try:
-            header["pytorch_allocator_backend"] = torch.cuda.memory.get_allocator_backend()
+            header["pytorch_allocator_backend"] = backend = torch.cuda.memory.get_allocator_backend()
+            if backend and backend != "native":
+                # Note [Not recorded]: the observer takes PyTorch's stats for such a backend (cudaMallocAsync has
+                # neither trace trackers nor history: _observe._start_source), whatever the events setting says,
+                # so the file says so and the panels tell why.
+                header["events"], header["record_steps"] = False, 0
             header["pytorch_expandable_segments"] = bool(
                 torch.cuda.memory._snapshot().get("allocator_settings", {}).get("expandable_segments"))
         except Exception:

@@ -8,15 +8,20 @@ import type { CaptureHeaderInfo } from '../../base/model/types';
 
 /** One sentence per part a setting left out of this file, in the order a reader meets them. */
 export function notRecorded(
-  h: Pick<CaptureHeaderInfo, 'stacks' | 'modulePaths' | 'tags' | 'events' | 'recordSteps'>,
+  h: Pick<CaptureHeaderInfo, 'stacks' | 'modulePaths' | 'tags' | 'events' | 'recordSteps' | 'pytorchAllocatorBackend'>,
 ): string[] {
   const out: string[] = [];
   if (h.events === false) {
-    // Note [Figures only]: nothing per allocation at all, so the finer sentences below would only repeat it.
+    // Note [Figures only]: nothing per allocation at all, so the finer sentences below would only repeat it. A backend
+    // of PyTorch's other than its native caching allocator (cudaMallocAsync) gives its stats only, whatever was asked.
+    const backend = h.pytorchAllocatorBackend;
+    const why =
+      backend && backend !== 'native'
+        ? `PyTorch's ${backend} backend offers its stats only, no trace of its allocations`
+        : 'figures only: --figures-only or gpuMemoryLens.recordAllocations = false';
     return [
-      'Allocations were not recorded one by one (figures only: --figures-only or gpuMemoryLens.recordAllocations = ' +
-        "false): allocated and reserved are PyTorch's own figures, read at each sample; no sizes by line, editor " +
-        'annotations, segments, categories or leak findings.',
+      `Allocations were not recorded one by one (${why}): allocated and reserved are PyTorch's own figures, read at ` +
+        'each sample; no sizes by line, editor annotations, segments, categories or leak findings.',
     ];
   }
   if (h.recordSteps !== undefined && h.recordSteps > 0) {

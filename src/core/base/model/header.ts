@@ -1,7 +1,7 @@
 // A capture's header JSON (written by the allocator's writer, with the bootstrap's keys merged in at the top
 // level: FORMAT.md "Header JSON") → CaptureHeaderInfo.
 // Note [Header keys]: only the spellings a writer emits are read (`pid`, `rank`, `local_rank`, `world_size`,
-// `host`, `argv`, `torch_version`, `allocator_mode`, `allocator_mode_reason`, `stacks`, `module_paths`, `tags`, `events`, `record_steps`); a value of the wrong type is dropped rather than shown wrong. Devices are
+// `host`, `argv`, `torch_version`, `allocator_mode`, `allocator_mode_reason`, `stacks`, `module_paths`, `tags`, `events`, `record_steps`, `pytorch_allocator_backend`); a value of the wrong type is dropped rather than shown wrong. Devices are
 // not in the header (it is written before CUDA exists): they come from the capture's REC_DEVICE records.
 // Pickles have no header: their JSON is "{}".
 import type { CaptureHeaderInfo, DeviceIdentity } from './types';
@@ -40,6 +40,7 @@ export function headerInfoOf(parsed: unknown, devices: DeviceIdentity[] = []): C
     tags: bool(raw.tags),
     events: bool(raw.events),
     recordSteps: int(raw.record_steps),
+    pytorchAllocatorBackend: str(raw.pytorch_allocator_backend) || undefined,
     devices,
   };
 }

@@ -435,6 +435,11 @@ export interface CaptureHeaderInfo {
    * (GPUMEM_RECORD_STEPS, Note [Recorded steps] in native/python/gpumem/_observe.py); 0 or absent: every step
    */
   recordSteps?: number;
+  /**
+   * PyTorch's allocator backend in the PyTorch-allocator mode ("native", "cudaMallocAsync"); absent under the lens. A
+   * backend other than "native" offers its stats only, so such a file has `events: false` (Note [Not recorded])
+   */
+  pytorchAllocatorBackend?: string;
   /** from the capture's REC_DEVICE records (the header is written before CUDA exists: Note [Devices]) */
   devices: DeviceIdentity[];
 }
