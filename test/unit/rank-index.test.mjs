@@ -9,7 +9,7 @@ import { spawnSync } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
 import { test } from 'node:test';
-import { ALLOCATOR_LIB, needsAllocator, openModel, root, tmpDir, captureRecords as records } from './reader-support.mjs';
+import { ALLOCATOR_LIB, needsAllocator, openModel, pythonInline, root, tmpDir, captureRecords as records } from './reader-support.mjs';
 
 const { captureIndex, openCaptureIndexAsync } = await import('../../src/core/base/model/open.ts');
 const { rankRow, rankRowOf, rankRowOfIndex, rankTable } = await import('../../src/core/analyses/ranks/index.ts');
@@ -220,4 +220,50 @@ test('the header\'s own directories are never the top line, in the index as in t
   const file = rewritten(write('own-dir-source.capture', Buffer.concat([fh, text, buf.subarray(16 + json)])), 'own-dir.capture');
   const row = assertRowOfIndex(file);
   assert.notEqual(row.top_line.file, top);
+});
+
+// Figures only (Note [Figures from stats] in native/addon/src/model.h): a rank recorded with --figures-only (or under
+// the cudaMallocAsync backend) has no event, only REC_STATS samples; its row takes its peaks from them, in the full
+// open as from the index, so the ranks table compares such ranks instead of showing 0 for each.
+function figuresOnlyCapture(name, rank, samples) {
+  const file = path.join(dir, `${name}.raw`);
+  pythonInline(
+    `import json, sys
+sys.path.insert(0, sys.argv[3])
+from gpumem import _format as F
+spec = json.loads(sys.argv[2])
+head = json.dumps({"events": False, "allocator_mode": "pytorch", "rank": spec["rank"], "world_size": 2}).encode()
+out = F.FileHeader.pack(F.kMagic, F.kMajor, F.kMinor, len(head)) + head
+for t, a, r, pa, pr in spec["samples"]:
+    out += F.record(F.REC_STATS, F.StatsRec.pack(t, a, r, a, a, pa, pr, 0, 0))
+out += F.record(F.REC_END, F.EndRec.pack(spec["samples"][-1][0] + 1000, 0, 0, 0, 0))
+open(sys.argv[1], "wb").write(out)
+`,
+    file,
+    JSON.stringify({ rank, samples }),
+    path.join(root, 'native/python'),
+  );
+  return rewritten(file, `${name}.capture`);
+}
+
+test('figures-only ranks get their peaks from their samples, in the index as in the full open, and are compared', { skip }, () => {
+  const MiB = 2 ** 20;
+  const T = 5_000_000_000;
+  // allocated, reserved, peak allocated, peak reserved; rank 1 peaks 2 GiB above rank 0
+  const r0 = figuresOnlyCapture('figures-rank0', 0, [[T, 100 * MiB, 512 * MiB, 100 * MiB, 512 * MiB], [T + 1e8, 200 * MiB, 1024 * MiB, 900 * MiB, 1024 * MiB]]);
+  const r1 = figuresOnlyCapture('figures-rank1', 1, [[T, 100 * MiB, 512 * MiB, 100 * MiB, 512 * MiB], [T + 1e8, 300 * MiB, 4096 * MiB, 2948 * MiB, 4096 * MiB]]);
+  // The writer's index has no row for a capture without events: the row comes from a full open (Note [Rank row from
+  // the index]); where an index row exists it must agree.
+  const rows = [r0, r1].map((f) => {
+    const o = captureIndex(f, 1);
+    if (o?.row) assert.deepEqual(rankRowOfIndex(f, o), fullRow(f));
+    assert.deepEqual(rankRow(f), fullRow(f));
+    return rankRow(f);
+  });
+  assert.deepEqual(rows.map((r) => [r.rank, r.peak_allocated_bytes, r.peak_reserved_bytes, r.top_line]), [
+    [0, 900 * MiB, 1024 * MiB, null],
+    [1, 2948 * MiB, 4096 * MiB, null],
+  ]);
+  const table = rankTable([r0, r1]);
+  assert.deepEqual(table.ranks.map((r) => [r.rank, r.flag, r.apart_bytes]), [[0, null, 0], [1, 'high', 2048 * MiB]]);
 });

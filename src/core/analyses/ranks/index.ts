@@ -90,10 +90,12 @@ export function rankRow(file: string): RankRow {
 export function rankRowOf(file: string, model: Model): RankRow {
   const h = model.header();
   const summary = model.summary();
-  const top = summary.devices.filter((d) => d.events > 0).sort((a, b) => b.peak_allocated_bytes - a.peak_allocated_bytes)[0];
+  // Note [Rank figures]: the devices with events, and those whose figures are PyTorch's samples (figures only, the
+  // cudaMallocAsync backend: Note [Figures from stats] in native/addon/src/model.h), which have a peak but no event.
+  const counted = summary.devices.filter((d) => d.events > 0 || d.peak_allocated_bytes > 0);
+  const top = [...counted].sort((a, b) => b.peak_allocated_bytes - a.peak_allocated_bytes)[0];
   let reserved = 0;
-  for (const d of summary.devices) {
-    if (d.events === 0) continue;
+  for (const d of counted) {
     const { t0Us, t1Us } = model.timeRange(d.device);
     const tl = model.timeline(d.device, t0Us, t1Us, 1);
     reserved = Math.max(reserved, tl.reservedMax[0] ?? 0);
@@ -148,7 +150,7 @@ export function rankRowOfIndex(file: string, overview: PickleOverview | undefine
     x.header,
     x.deviceNames.map((d) => ({ index: d.device, name: d.name, totalBytes: d.totalBytes })),
   );
-  const withEvents = x.devices.filter((d) => d.events + d.ooms > 0);
+  const withEvents = x.devices.filter((d) => d.events + d.ooms > 0 || d.peakAllocatedBytes > 0); // Note [Rank figures]
   const top = [...withEvents].sort((a, b) => b.peakAllocatedBytes - a.peakAllocatedBytes)[0];
   const line = x.topLines[0];
   return row(file, h, {
