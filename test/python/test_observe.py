@@ -112,6 +112,23 @@ def finish(test, proc):
     return err, lines
 
 
+def run_polled(test, workload, env):
+    """Runs a workload whose source is PyTorch's stats for a few polls, then lets it end: (its first line, stderr,
+    the allocator-mode line in a list, the capture's header, its records)."""
+    proc, work, session = support.start_workload(workload, test.so, env=dict(env, GPUMEM_SAMPLE_MS="50"), cwd_is_work=True)
+    try:
+        first = json.loads(proc.stdout.readline() or "{}")
+        import time
+        time.sleep(0.5)  # a few polls of PyTorch's stats
+    except BaseException:
+        proc.kill()
+        raise
+    err, lines = finish(test, proc)
+    (cap,) = [f for f in os.listdir(session) if f.endswith(".gpumem")]
+    header, recs = support.read_capture(os.path.join(session, cap))
+    return first, err, lines, header, recs
+
+
 class ObserveModeTest(unittest.TestCase):
     def setUp(self):
         self.so = support.real_so_or_skip(self)
@@ -172,23 +189,12 @@ for observer in oom_observers:  # as PyTorch's allocator calls them: device, req
     observer(0, 6 << 30, 8 << 30, 1 << 30)""").replace('"swapped": STATE.swapped,', '"swapped": STATE.swapped, "walking": __import__("gpumem._markers").'
                               '_markers._walking, "queue_running": __import__("gpumem._observe").'
                               '_observe._obs.info()["queue"]["running"],')
-        proc, work, session = support.start_workload(workload, self.so, env={
-            "GPUMEM_ALLOCATOR": "auto", "GPUMEM_SAMPLE_MS": "50", "GPUMEM_EVENTS": "0"}, cwd_is_work=True)
-        try:
-            first = json.loads(proc.stdout.readline() or "{}")
-            import time
-            time.sleep(0.5)  # a few polls of PyTorch's stats
-        except BaseException:
-            proc.kill()
-            raise
-        err, lines = finish(self, proc)
+        first, err, lines, header, recs = run_polled(self, workload, {"GPUMEM_ALLOCATOR": "auto", "GPUMEM_EVENTS": "0"})
         self.assertEqual((first.get("mode"), first.get("source"), first.get("swapped"), first.get("walking")),
                          ("pytorch", "stats", False, False))
         self.assertIs(first.get("queue_running"), False, "no event to order: the observer's thread ends at the start")
         self.assertIn("figures only", lines[0])  # auto's reason: before the cudnn.benchmark line the scan finds
         self.assertNotIn("memory history", err)
-        (cap,) = [f for f in os.listdir(session) if f.endswith(".gpumem")]
-        header, recs = support.read_capture(os.path.join(session, cap))
         self.assertIs(header["events"], False)
         types = [t for t, _ in recs]
         for t in (F.REC_ALLOC, F.REC_FREE_REQUESTED, F.REC_FREE_COMPLETED, F.REC_SEGMENT_ALLOC, F.REC_TAG):
@@ -211,20 +217,9 @@ torch.cuda.memory_stats_as_nested_dict = mem.memory_stats_as_nested_dict = lambd
 mem.get_allocator_backend = lambda: "cudaMallocAsync"
 torch.cuda.init()""").replace('"swapped": STATE.swapped,', '"swapped": STATE.swapped, "queue_running": '
                               '__import__("gpumem._observe")._observe._obs.info()["queue"]["running"],')
-        proc, work, session = support.start_workload(workload, self.so, env={
-            "GPUMEM_ALLOCATOR": "auto", "GPUMEM_SAMPLE_MS": "50", "GPUMEM_RECORD_STEPS": "3"}, cwd_is_work=True)
-        try:
-            first = json.loads(proc.stdout.readline() or "{}")
-            import time
-            time.sleep(0.4)  # a few polls of PyTorch's stats
-        except BaseException:
-            proc.kill()
-            raise
-        err, _lines = finish(self, proc)
+        first, err, _lines, header, recs = run_polled(self, workload, {"GPUMEM_ALLOCATOR": "auto", "GPUMEM_RECORD_STEPS": "3"})
         self.assertEqual((first.get("mode"), first.get("source"), first.get("queue_running")), ("pytorch", "stats", False))
         self.assertIn("cudaMallocAsync backend offers PyTorch's stats only", err)
-        (cap,) = [f for f in os.listdir(session) if f.endswith(".gpumem")]
-        header, recs = support.read_capture(os.path.join(session, cap))
         self.assertEqual((header["events"], header["record_steps"], header["pytorch_allocator_backend"]),
                          (False, 0, "cudaMallocAsync"))
         stats = [F.StatsRec.unpack_dict(p) for t, p in recs if t == F.REC_STATS]

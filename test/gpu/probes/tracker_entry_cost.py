@@ -5,7 +5,7 @@ and returns at once, in ONE process, before and after; the state a run is left i
 
     python3 test/gpu/probes/tracker_entry_cost.py [--pairs 200000] [--blocks 5] [--out DIR]
 
-Phases, each BLOCKS blocks of PAIRS `torch.empty(256, device="cuda")` + `del` (all from the cache: no driver call):
+Phases, each BLOCKS blocks of PAIRS `torch.empty(1024, device="cuda")` + `del` (all from the cache: no driver call):
   bare        PyTorch's allocator as a native run has it
   history     after _record_memory_history(context="state", stacks="python") then _record_memory_history(None): what
               a history switched on and off leaves (our recorder's recordHistory does the same)
@@ -23,24 +23,21 @@ import os
 import statistics
 import sys
 import tempfile
-import time
 
 faulthandler.dump_traceback_later(int(os.environ.get("GPUMEM_WATCHDOG_S", "150")), exit=True)
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 import torch  # noqa: E402
 
 from bench_allocator import NOOP_TRACKER  # noqa: E402
+from workloads.pytorch_mode.alloc_micro import pair_us  # noqa: E402
+
+# after that import, whose own watchdog (240 s) would otherwise replace this probe's
+faulthandler.dump_traceback_later(int(os.environ.get("GPUMEM_WATCHDOG_S", "150")), exit=True)
 
 
 def blocks(n_blocks, pairs):
-    out = []
-    for _ in range(n_blocks):
-        t0 = time.perf_counter_ns()
-        for _ in range(pairs):
-            x = torch.empty(256, device="cuda")
-            del x
-        out.append((time.perf_counter_ns() - t0) / pairs)
-    return out
+    """ns a pair, one value a block (alloc_micro.pair_us's loop: `torch.empty(1024, device="cuda")` + `del`)."""
+    return [pair_us(blocks=1, n=pairs) * 1e3 for _ in range(n_blocks)]
 
 
 def main():
