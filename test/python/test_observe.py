@@ -112,14 +112,14 @@ def finish(test, proc):
     return err, lines
 
 
-def run_polled(test, workload, env):
-    """Runs a workload whose source is PyTorch's stats for a few polls, then lets it end: (its first line, stderr,
-    the allocator-mode line in a list, the capture's header, its records)."""
+def run_to_end(test, workload, env, wait_s=0.0):
+    """Runs a workload (sampling every 50 ms), reads its first line, waits wait_s (a few polls of PyTorch's stats), then
+    lets it end: (its first line, stderr, the allocator-mode line in a list, the capture's header, its records)."""
     proc, work, session = support.start_workload(workload, test.so, env=dict(env, GPUMEM_SAMPLE_MS="50"), cwd_is_work=True)
     try:
         first = json.loads(proc.stdout.readline() or "{}")
         import time
-        time.sleep(0.5)  # a few polls of PyTorch's stats
+        time.sleep(wait_s)
     except BaseException:
         proc.kill()
         raise
@@ -189,7 +189,7 @@ for observer in oom_observers:  # as PyTorch's allocator calls them: device, req
     observer(0, 6 << 30, 8 << 30, 1 << 30)""").replace('"swapped": STATE.swapped,', '"swapped": STATE.swapped, "walking": __import__("gpumem._markers").'
                               '_markers._walking, "queue_running": __import__("gpumem._observe").'
                               '_observe._obs.info()["queue"]["running"],')
-        first, err, lines, header, recs = run_polled(self, workload, {"GPUMEM_ALLOCATOR": "auto", "GPUMEM_EVENTS": "0"})
+        first, err, lines, header, recs = run_to_end(self, workload, {"GPUMEM_ALLOCATOR": "auto", "GPUMEM_EVENTS": "0"}, 0.5)
         self.assertEqual((first.get("mode"), first.get("source"), first.get("swapped"), first.get("walking")),
                          ("pytorch", "stats", False, False))
         self.assertIs(first.get("queue_running"), False, "no event to order: the observer's thread ends at the start")
@@ -217,7 +217,7 @@ torch.cuda.memory_stats_as_nested_dict = mem.memory_stats_as_nested_dict = lambd
 mem.get_allocator_backend = lambda: "cudaMallocAsync"
 torch.cuda.init()""").replace('"swapped": STATE.swapped,', '"swapped": STATE.swapped, "queue_running": '
                               '__import__("gpumem._observe")._observe._obs.info()["queue"]["running"],')
-        first, err, _lines, header, recs = run_polled(self, workload, {"GPUMEM_ALLOCATOR": "auto", "GPUMEM_RECORD_STEPS": "3"})
+        first, err, _lines, header, recs = run_to_end(self, workload, {"GPUMEM_ALLOCATOR": "auto", "GPUMEM_RECORD_STEPS": "3"}, 0.5)
         self.assertEqual((first.get("mode"), first.get("source"), first.get("queue_running")), ("pytorch", "stats", False))
         self.assertIn("cudaMallocAsync backend offers PyTorch's stats only", err)
         self.assertEqual((header["events"], header["record_steps"], header["pytorch_allocator_backend"]),
@@ -234,16 +234,7 @@ torch.cuda.init()""").replace('"swapped": STATE.swapped,', '"swapped": STATE.swa
             '"swapped": STATE.swapped,', '"swapped": STATE.swapped, "walking": __import__("gpumem._markers").'
             '_markers._walking, "tracker_off": tracker.off, "records": tracker.records, '
             '"queue_running": observe._obs.info()["queue"]["running"],')
-        proc, work, session = support.start_workload(workload, self.so, env={
-            "GPUMEM_ALLOCATOR": "auto", "GPUMEM_SAMPLE_MS": "50", "GPUMEM_RECORD_STEPS": "2"}, cwd_is_work=True)
-        try:
-            first = json.loads(proc.stdout.readline() or "{}")
-        except BaseException:
-            proc.kill()
-            raise
-        err, lines = finish(self, proc)
-        (cap,) = [f for f in os.listdir(session) if f.endswith(".gpumem")]
-        header, recs = support.read_capture(os.path.join(session, cap))
+        first, err, lines, header, recs = run_to_end(self, workload, {"GPUMEM_ALLOCATOR": "auto", "GPUMEM_RECORD_STEPS": "2"})
         strings = strings_of(recs)
         return first, err, lines, header, recs, strings
 
