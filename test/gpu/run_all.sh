@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Every GPU check in one device call (device time is scarce). Build here first, then carry dist/native:
 #   make -C native/allocator && <device run, carry dist/native> bash test/gpu/run_all.sh [stage…]
-# Stages: env allocator workload sanitizer stacks micro steps frag probes varlen leaks pytorch-tests summaries oom-sample leaks-convnet no-false-leaks keeper-probe budget monitors metadata export-viz categories categories-cost figures-only what-if host-bisect host-profile resnet-overhead long-run advice pytorch-mode pytorch-mode-cost ranks-2gpu notebooks (default: env allocator stacks workload sanitizer).
+# Stages: env allocator workload sanitizer stacks micro steps frag probes varlen leaks pytorch-tests summaries oom-sample leaks-convnet no-false-leaks keeper-probe budget monitors metadata export-viz categories categories-cost figures-only tracker-cost what-if host-bisect host-profile resnet-overhead long-run advice pytorch-mode pytorch-mode-cost ranks-2gpu notebooks (default: env allocator stacks workload sanitizer).
 # Each of micro, steps and frag is one part of test/gpu/bench_allocator.py; "bench" runs all three.
 # Results land under $OUT (logs + JSON), one file per stage, so they come back with the call.
 set -u
@@ -122,6 +122,9 @@ for s in "${stages[@]}"; do
         python3 test/gpu/bench_allocator.py --so $SO --only steps --models resnet50 --rounds ${ROUNDS:-3} --steps ${STEPS:-60} \
         --cpus 6 --lockstep ${BLOCK:-10} $([ -n "${NO_TURN_CPUS:-}" ] || echo --turn-cpus) --step-configs native native-tracker native-ring gpumem-run-auto:GPUMEM_STACKS=0 \
         gpumem-run-auto gpumem-run:GPUMEM_STACKS=0 gpumem-run | grep --line-buffered -E 'step_ratio|median|error'" ;;
+    # Issue 26, probe (builds the tracker extension: about a minute on a fresh machine): what an attached trace tracker that returns at once (the state after the recorded steps: PyTorch has
+    # no detach) costs an alloc/free pair, in one process, against bare; JSON: $OUT/tracker-cost/tracker_entry_cost.json.
+    tracker-cost) run_stage tracker-cost 200 env GPUMEM_WATCHDOG_S=180 python3 test/gpu/probes/tracker_entry_cost.py --out "$OUT/tracker-cost" ;;
     host-profile) run_stage host-profile 200 env CONFIGS="native gpumem-auto gpumem-auto native" bash test/gpu/probes/perf_host.sh 5 ;;
     # Issue 13: what the summary says empty_cache() would release and the largest request without growth,
     # against the allocator then doing it (control socket empty_cache; an allocation of that size).
