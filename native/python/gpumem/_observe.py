@@ -570,10 +570,10 @@ def _start_source(torch):
     allocation (no trace tracker, context recorder, tag walk or module marks: _markers.py), only PyTorch's stats read
     at the sampling rate on a thread of ours (the nested dict, not memory_stats()'s flattening in Python under the
     GIL; the observer's own thread ends at once, having no event to order), and the graphs keep allocated, reserved
-    and device memory (Note [Figures
-    from stats] in native/addon/src/model.h); an out-of-memory error is still written (_attach_oom_observer). The
-    header says `"events": false` and every panel says what is missing (Note [Not recorded]). `auto` takes PyTorch's allocator for it (_mode.decide); the lens mode
-    records every allocation by its nature, so there the switch is refused in one line (_capture.configure)."""
+    and device memory (Note [Figures from stats] in native/addon/src/model.h); an out-of-memory error is still
+    written (_attach_oom_observer). The header says `"events": false` and every panel says what is missing (Note [Not
+    recorded]). `auto` takes PyTorch's allocator for it (_mode.decide); the lens mode records every allocation by its
+    nature, so there the switch is refused in one line (_capture.configure)."""
     global _fallback, _tracker
     if not STATE.settings.events:
         _StatsPoll(torch, _poll_period_s())
@@ -628,8 +628,9 @@ def start(torch):
         _history_view.install(torch)
         source, line = _start_source(torch)
         STATE.observer_source = source
-        if source == "stats":  # no event to order: the observer's thread ends (Note [Figures only])
-            _obs.lib.gpumem_observe_unqueued()
+        unqueued = getattr(_obs.lib, "gpumem_observe_unqueued", None)  # absent from a stand-in library
+        if source == "stats" and unqueued is not None:  # no event to order: the observer's thread ends (Note [Figures only])
+            unqueued()
         if line:
             warn(line)
             STATE.native.notice(line, _native.NOTICE_WARNING)
