@@ -309,7 +309,7 @@ void events_off(const std::string& why) {
   mark(why, fmt::MARK_EVENTS_OFF);
   // Nothing is queued from now on but the records of markers, tags and notices, which then go to the writer at once
   // (sequencer::record): the thread would only wake 200 times a second for nothing.
-  sequencer::stop();
+  unqueued();
 }
 
 void unqueued() { sequencer::stop(); }

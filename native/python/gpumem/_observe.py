@@ -499,21 +499,15 @@ class _StatsPoll:
         threading.Thread(target=self._loop, name="gpumem-stats-poll", daemon=True).start()
 
     def poll(self):
+        # The nested dict, as PyTorch's allocator gives it (every torch since 1.4): memory_stats() flattens and sorts
+        # its ~150 entries in Python, on this thread but holding the GIL the user's steps need (Note [Keeper reads
+        # requested bytes] reads it the same way).
         cuda = self.torch.cuda
-        nested = getattr(cuda, "memory_stats_as_nested_dict", None)
         for d in range(cuda.device_count()):
-            if nested is not None:
-                # The nested dict, as PyTorch's allocator gives it: memory_stats() flattens and sorts its ~150 entries
-                # in Python, on this thread but holding the GIL the user's steps need (Note [Keeper reads requested
-                # bytes] reads it the same way).
-                st = nested(d)
-                a, r = st.get("allocated_bytes", {}).get("all", {}), st.get("reserved_bytes", {}).get("all", {})
-                _obs.figures(d, a.get("current", 0), r.get("current", 0), a.get("peak", 0), r.get("peak", 0),
-                             st.get("num_ooms", 0))
-                continue
-            st = cuda.memory_stats(d)
-            _obs.figures(d, st.get("allocated_bytes.all.current", 0), st.get("reserved_bytes.all.current", 0),
-                         st.get("allocated_bytes.all.peak", 0), st.get("reserved_bytes.all.peak", 0), st.get("num_ooms", 0))
+            st = cuda.memory_stats_as_nested_dict(d)
+            a, r = st.get("allocated_bytes", {}).get("all", {}), st.get("reserved_bytes", {}).get("all", {})
+            _obs.figures(d, a.get("current", 0), r.get("current", 0), a.get("peak", 0), r.get("peak", 0),
+                         st.get("num_ooms", 0))
 
     def _loop(self):
         import time
@@ -644,9 +638,11 @@ def start(torch):
 # Note [Steps] counts them: _markers.count_recorded_step). What the lines, categories, activations by module and leak
 # findings need is in a training loop's first steps, which then repeat: recording them costs a step near host-bound
 # 3–6 % (ResNet-50 on an H100, issue 26), figures only about nothing (×0.994–1.014), so after step N nothing of ours
-# runs per allocation while the graphs go on. Measured (test/gpu/README.md, the tenth session): settled steps after
-# the stop ×1.012 on GPT-2 small and ×1.014–1.044 on ResNet-50, a cost that comes with the tracker path (one recorded
-# step leaves as much as ten) and that no part left running explains yet. At the N-th step end:
+# runs per allocation while the graphs go on. Measured (test/gpu/README.md, tenth and eleventh sessions): settled
+# steps after the stop ×1.005–1.012 on GPT-2 small and ×1.011–1.051 on ResNet-50, whose step then still issues in
+# 1–3 ms more host time than natively. No part left running explains it (the bisect singled none out), and PyTorch's
+# entries to the tracker we cannot detach come to a tenth of it by its source (probe: tracker_entry_cost.py). At the
+# N-th step end:
 #  - the tracker extension's flag and the library's (gpumem_observe_events_off) make the trace tracker and our
 #    context recorder return at once (PyTorch has no way to detach a tracker); the library applies what was queued,
 #    writes MARK_EVENTS_OFF after the last event (FORMAT.md, marker kind 8) and ends the observer's thread;
