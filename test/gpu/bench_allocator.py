@@ -63,7 +63,7 @@ def setup(config, so):
         folder = os.path.join(tempfile.gettempdir(), "gpumem-bench-noop-tracker")  # built once, loaded by later rounds
         os.makedirs(folder, exist_ok=True)
         load_inline(name="gpumem_bench_noop_tracker", cpp_sources=[NOOP_TRACKER], functions=["attach"], with_cuda=True,
-                    build_directory=folder, verbose=False).attach()
+                    build_directory=folder, verbose=False, extra_cflags=["-O2"]).attach()
         return None
     if config == "native-history":
         torch.cuda.memory._record_memory_history(enabled="all", context="all", stacks="python")

@@ -16,22 +16,25 @@ import support
 # torch's FileBaton does (waits while it exists), so a stale lock really would hang without the watchdog.
 CPP_EXTENSION = r'''
 import os, sys, time
-def load_inline(name, cpp_sources, functions, with_cuda, build_directory, verbose):
+def load_inline(name, cpp_sources, functions, with_cuda, build_directory, verbose, extra_cflags=None):
     lock = os.path.join(build_directory, "lock")
     while os.path.exists(lock):
         time.sleep(0.05)
     behaviour = os.environ.get("FAKE_BUILD", "ok")
     built = os.path.join(build_directory, name + ".so")
+    # torch hashes the build flags with the sources: other flags than the built module's mean a rebuild.
+    flags = " ".join(extra_cflags or []) or "-"
+    same = os.path.exists(built) and open(built).read() == flags
     with open(os.path.join(build_directory, "calls.log"), "a") as f:
-        f.write("%d %s\n" % (os.getpid(), "import" if os.path.exists(built) else "build"))
-    if not os.path.exists(built):
+        f.write("%d %s %s\n" % (os.getpid(), "import" if same else "build", flags))
+    if not same:
         if behaviour == "hang":
             time.sleep(3600)
         if behaviour == "fail":
             sys.stderr.write("x.cpp:1: error: something the compiler said\n")
             raise RuntimeError("Error building extension '%s'" % name)
         with open(built, "w") as f:
-            f.write("so")
+            f.write(flags)
     class Module:
         source = cpp_sources[0]
     return Module
@@ -45,9 +48,10 @@ from gpumem import _observe
 t0 = time.monotonic()
 mod, why = _observe.build_tracker(torch)
 folder, name = _observe._build_dir(torch)
-calls = open(os.path.join(folder, "calls.log")).read().split() if os.path.exists(os.path.join(folder, "calls.log")) else []
+log = os.path.join(folder, "calls.log")
+calls = [l.split() for l in open(log).read().splitlines()] if os.path.exists(log) else []
 print(json.dumps({"built": mod is not None, "why": why, "secs": time.monotonic() - t0, "pid": os.getpid(),
-                  "calls": [[int(calls[i]), calls[i + 1]] for i in range(0, len(calls), 2)],
+                  "calls": [[int(c[0]), c[1], " ".join(c[2:])] for c in calls],
                   "source_is_tracker": mod is not None and mod.source == _observe.TRACKER_SRC,
                   "lock_left": os.path.exists(os.path.join(folder, "lock")), "folder": folder}))
 '''
@@ -111,6 +115,8 @@ class ObserverBuildWatchdog(unittest.TestCase):
         self.assertEqual([c[1] for c in r["calls"]], ["build", "import"])
         self.assertNotEqual(r["calls"][0][0], r["pid"])  # built in the child
         self.assertEqual(r["calls"][1][0], r["pid"])  # imported here
+        # Note [Observer build flags]: optimized, and the same flags in both processes (else torch rebuilds here)
+        self.assertEqual([c[2] for c in r["calls"]], ["-O2", "-O2"])
         r2, err2 = self.run_driver("ok", 30)
         self.assertTrue(r2["built"])
         self.assertEqual([c[1] for c in r2["calls"]][2:], ["import"])

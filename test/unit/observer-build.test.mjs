@@ -20,7 +20,7 @@ function standInTorch() {
   fs.writeFileSync(
     path.join(pkg, 'utils', 'cpp_extension.py'),
     `import os
-def load_inline(name, cpp_sources, functions, with_cuda, build_directory, verbose):
+def load_inline(name, cpp_sources, functions, with_cuda, build_directory, verbose, extra_cflags=None):
     built = os.path.join(build_directory, name + ".so")
     if not os.path.exists(built):
         with open(built, "w") as f:

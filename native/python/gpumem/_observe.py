@@ -29,8 +29,15 @@ from ._where import warn
 # PyTorch's TraceEntry action names, in its enum order (the codes gpumem_observe_event takes).
 ACTIONS = {"alloc": 0, "free_requested": 1, "free_completed": 2, "segment_alloc": 3, "segment_free": 4,
            "segment_map": 5, "segment_unmap": 6, "snapshot": 7, "oom": 8, "user_defined": 9}
-OBSERVER_VERSION = 5  # 3: the lens OOM glue (Note [Lens OOM type]) · 4: trace entries' user_metadata (labels) · 5:
-#                      events_off (Note [Recorded steps])
+OBSERVER_VERSION = 6  # 3: the lens OOM glue (Note [Lens OOM type]) · 4: trace entries' user_metadata (labels) · 5:
+#                      events_off (Note [Recorded steps]) · 6: built optimized (Note [Observer build flags])
+
+# Note [Observer build flags]: torch.utils.cpp_extension's JIT build passes no -O flag, so the tracker was built
+# at -O0: a profile of a ResNet-50 step after the recorded steps (issue 26, twelfth session in test/gpu/README.md)
+# showed `std::atomic<bool>::load` as a function of its own, the tracker's "return at once" costing about 70 ns a
+# trace entry, 2,300 entries a step. Both builds (the child's and the in-process load that imports it) must pass
+# the same flags: torch hashes them with the sources, and a difference would rebuild in the workload's process.
+BUILD_CFLAGS = ["-O2"]
 
 # Note [Observer stacks] (native/allocator/src/observer.h): the tracker hands each TraceEntry to
 # gpumem_observe_event under PyTorch's allocator lock, where the GIL must never be taken; the stack comes
@@ -260,7 +267,8 @@ _fallback = None  # the history drain, when no tracker could be built
 
 
 def _build_dir(torch):
-    key = hashlib.sha1(("%s|%s|%d" % (torch.__version__, TRACKER_SRC, OBSERVER_VERSION)).encode()).hexdigest()[:12]
+    text = "%s|%s|%d|%s" % (torch.__version__, TRACKER_SRC, OBSERVER_VERSION, " ".join(BUILD_CFLAGS))
+    key = hashlib.sha1(text.encode()).hexdigest()[:12]
     base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
     return os.path.join(base, "gpumem", "observer-" + key), "gpumem_observer_" + key
 
@@ -275,8 +283,9 @@ BUILD_TIMEOUT_S = 240.0
 _BUILD_CHILD = r"""
 import sys
 from torch.utils.cpp_extension import load_inline
-src, folder, name = open(sys.argv[1]).read(), sys.argv[2], sys.argv[3]
-load_inline(name=name, cpp_sources=[src], functions=["attach", "record", "events_off"], with_cuda=True, build_directory=folder, verbose=False)
+src, folder, name, cflags = open(sys.argv[1]).read(), sys.argv[2], sys.argv[3], sys.argv[4].split()
+load_inline(name=name, cpp_sources=[src], functions=["attach", "record", "events_off"], with_cuda=True, build_directory=folder,
+            verbose=False, extra_cflags=cflags)
 """
 
 
@@ -306,8 +315,8 @@ def _build_in_child(folder, name, timeout):
     env = {k: v for k, v in os.environ.items() if not k.startswith("GPUMEM_")}
     try:
         # Its own process group: on time-out the compiler and ninja it started end with it.
-        p = subprocess.Popen([sys.executable, "-c", _BUILD_CHILD, src, folder, name], env=env, start_new_session=True,
-                             stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+        p = subprocess.Popen([sys.executable, "-c", _BUILD_CHILD, src, folder, name, " ".join(BUILD_CFLAGS)], env=env,
+                             start_new_session=True, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
     except OSError as exc:
         return "cannot start %s to build the observer (%s)" % (sys.executable, exc)
     try:
@@ -393,7 +402,7 @@ def build_tracker(torch):
 
         # Built: this only checks the sources' hash and imports the module.
         mod = load_inline(name=name, cpp_sources=[TRACKER_SRC], functions=["attach", "record", "events_off"], with_cuda=True,
-                          build_directory=folder, verbose=False)
+                          build_directory=folder, verbose=False, extra_cflags=BUILD_CFLAGS)
         return mod, None
     except Exception as exc:  # no compiler, no ninja, no headers, a layout change
         text = str(exc).strip().splitlines()

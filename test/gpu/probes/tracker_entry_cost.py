@@ -57,7 +57,7 @@ def main():
     folder = os.path.join(tempfile.gettempdir(), "gpumem-bench-noop-tracker")
     os.makedirs(folder, exist_ok=True)
     load_inline(name="gpumem_bench_noop_tracker", cpp_sources=[NOOP_TRACKER], functions=["attach"], with_cuda=True,
-                build_directory=folder, verbose=False).attach()
+                build_directory=folder, verbose=False, extra_cflags=["-O2"]).attach()
     phases["tracker"] = blocks(a.blocks, a.pairs)
     base = statistics.median(phases["bare"])
     result = {"pairs": a.pairs, "blocks": a.blocks, "torch": torch.__version__, "phases": {}}
