@@ -647,11 +647,11 @@ def start(torch):
 # Note [Steps] counts them: _markers.count_recorded_step). What the lines, categories, activations by module and leak
 # findings need is in a training loop's first steps, which then repeat: recording them costs a step near host-bound
 # 3–6 % (ResNet-50 on an H100, issue 26), figures only about nothing (×0.994–1.014), so after step N nothing of ours
-# runs per allocation while the graphs go on. Measured (test/gpu/README.md, tenth and eleventh sessions): settled
-# steps after the stop ×1.005–1.012 on GPT-2 small and ×1.011–1.051 on ResNet-50, whose step then still issues in
-# 1–3 ms more host time than natively. No part left running explains it (the bisect singled none out), and PyTorch's
-# entries to the tracker we cannot detach come to a tenth of it by its source (probe: tracker_entry_cost.py). At the
-# N-th step end:
+# runs per allocation while the graphs go on. Measured (test/gpu/README.md, tenth to twelfth sessions): settled
+# steps after the stop ×0.999–1.012 on GPT-2 small and ×0.985–1.051 on ResNet-50 (native against native up to
+# ×1.020 in the same runs). What stays per allocation is the tracker we cannot detach: by a profile of ResNet-50 steps
+# after the stop, PyTorch's record_trace 0.13 ms a step and, until Note [Observer build flags], our -O0 callback 0.16.
+# At the N-th step end:
 #  - the tracker extension's flag and the library's (gpumem_observe_events_off) make the trace tracker and our
 #    context recorder return at once (PyTorch has no way to detach a tracker); the library applies what was queued,
 #    writes MARK_EVENTS_OFF after the last event (FORMAT.md, marker kind 8) and ends the observer's thread;

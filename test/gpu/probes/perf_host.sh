@@ -44,6 +44,8 @@ for spec in ${CONFIGS:-native gpumem-auto}; do
   {
     echo "steps in window: $n, median step ms: $med, samples at 4999 Hz"
     "${PERF[@]}" report -i /tmp/perf-$r.data --stdio --sort comm -n 2>/dev/null | grep -v '^#' | grep . | head -12
+    # by thread id: Python threads (the stats poll) share the process's comm, so the comm report adds them to main's
+    "${PERF[@]}" report -i /tmp/perf-$r.data --stdio --sort pid -n 2>/dev/null | grep -v '^#' | grep . | head -12
     "${PERF[@]}" report -i /tmp/perf-$r.data --stdio --sort comm,dso -n 2>/dev/null | grep -v '^#' | grep . | head -30
     "${PERF[@]}" report -i /tmp/perf-$r.data --stdio --sort comm,dso,sym -n 2>/dev/null | grep -v '^#' | grep . | head -300
   } >> "$OUT/perf/$r.txt"
