@@ -213,6 +213,10 @@ class Observer:
     def device(self, index, name, total, pci):
         return self.lib.gpumem_observe_device(index, name.encode(), total, pci.encode() if pci else None)
 
+    def unqueued(self):
+        """No event will come (Note [Figures only]): the library's observer thread ends."""
+        self.lib.gpumem_observe_unqueued()
+
     def figures(self, device, allocated, reserved, peak_allocated, peak_reserved, num_ooms):
         self.lib.gpumem_observe_figures(device, allocated, reserved, peak_allocated, peak_reserved, num_ooms)
 
@@ -631,9 +635,8 @@ def start(torch):
         _history_view.install(torch)
         source, line = _start_source(torch)
         STATE.observer_source = source
-        unqueued = getattr(_obs.lib, "gpumem_observe_unqueued", None)  # absent from a stand-in library
-        if source == "stats" and unqueued is not None:  # no event to order: the observer's thread ends (Note [Figures only])
-            unqueued()
+        if source == "stats":  # no event to order: the observer's thread ends (Note [Figures only])
+            _obs.unqueued()
         if line:
             warn(line)
             STATE.native.notice(line, _native.NOTICE_WARNING)

@@ -140,8 +140,8 @@ function row(
  * index alone (its overview with `row`, openCaptureIndexAsync); undefined when the index cannot give the same row: no
  * index or an older one without the row's sections, or a capture whose recorder lost events (the full open reports
  * each loss as a problem). The same figures by the same rules: the devices with events (a REC_OOM is an event of the
- * full open's), the one with the highest peak allocated first in device order, the highest peak reserved of those,
- * every OOM, the first of the lines at the peak. test/unit/rank-index.test.mjs holds it to rankRowOf on real captures.
+ * full open's) or with a peak from PyTorch's samples (Note [Rank figures]), the one with the highest peak allocated
+ * first in device order, the highest peak reserved of those, every OOM, the first of the lines at the peak. test/unit/rank-index.test.mjs holds it to rankRowOf on real captures.
  */
 export function rankRowOfIndex(file: string, overview: PickleOverview | undefined): RankRow | undefined {
   const x = overview?.source === 'index' ? overview.row : undefined;
@@ -150,13 +150,13 @@ export function rankRowOfIndex(file: string, overview: PickleOverview | undefine
     x.header,
     x.deviceNames.map((d) => ({ index: d.device, name: d.name, totalBytes: d.totalBytes })),
   );
-  const withEvents = x.devices.filter((d) => d.events + d.ooms > 0 || d.peakAllocatedBytes > 0); // Note [Rank figures]
-  const top = [...withEvents].sort((a, b) => b.peakAllocatedBytes - a.peakAllocatedBytes)[0];
+  const counted = x.devices.filter((d) => d.events + d.ooms > 0 || d.peakAllocatedBytes > 0); // Note [Rank figures]
+  const top = [...counted].sort((a, b) => b.peakAllocatedBytes - a.peakAllocatedBytes)[0];
   const line = x.topLines[0];
   return row(file, h, {
     device: top?.device,
     peakAllocated: top?.peakAllocatedBytes ?? 0,
-    peakReserved: withEvents.reduce((m, d) => Math.max(m, d.peakReservedBytes), 0),
+    peakReserved: counted.reduce((m, d) => Math.max(m, d.peakReservedBytes), 0),
     ooms: x.devices.reduce((n, d) => n + d.ooms, 0),
     line: line ? { file: line.file, line: line.line, bytes_at_peak: line.bytesAtPeak } : null,
     problems: [],
