@@ -180,8 +180,9 @@ def child_steps(args):
         step = step_fn(model)
         settling, settling_host, settling_cpu = [], [], []
         for i in range(args.warmup):
-            if i:
-                gate.turn()  # the warm-up's steps one turn each: settling is compared step by step
+            if i and i % gate.warmup_block == 0:
+                # the warm-up's steps one turn each by default (settling compared step by step); Note [Warm-up turns]
+                gate.turn()
             c0, t0 = time.process_time(), time.perf_counter()
             step()
             t1, c1 = time.perf_counter(), time.process_time()
@@ -304,25 +305,33 @@ class _GcTime:
             gc.callbacks.remove(self._cb)
 
 
+# Note [Warm-up turns]: in lockstep (Note [Lockstep rounds]) each warm-up step has been a turn of its own, so that
+# step i of every configuration runs at about the same moment and "settling" is compared step by step. Every such step
+# then starts right after another process's turn on the same CPUs, its caches holding that process's data: a cost
+# that falls on whatever each allocation touches, so on a recording process more than on a native one, and that a
+# training loop, whose steps follow each other, never pays. --warmup-block N runs N warm-up steps a turn (10: the
+# whole warm-up back to back, as the timed steps run in blocks); run_all.sh's categories-cost passes WARMUP_BLOCK.
+# Which of the two a figure used is said beside it (test/gpu/README.md).
 class Gate:
     """Note [Lockstep rounds]: a child's side of the turn-taking. turn() says "my turn is over" on the
     pipe the parent reads (GPUMEM_BENCH_GATE="<fd to write>,<block>") and waits for the parent's "go" on stdin.
     Outside lockstep every turn is the child's own at once."""
 
-    def __init__(self, fd=None, block=1 << 30, places=None):
-        self.fd, self.block, self.places = fd, block, places
+    def __init__(self, fd=None, block=1 << 30, places=None, warmup_block=1):
+        self.fd, self.block, self.places, self.warmup_block = fd, block, places, warmup_block
 
     @classmethod
     def from_env(cls):
         spec = os.environ.get("GPUMEM_BENCH_GATE")
         if not spec:
             return cls()
-        fd, block = spec.split(",")
+        fd, block, *rest = spec.split(",")
+        warmup_block = max(1, int(rest[0])) if rest else 1
         places = os.environ.get("GPUMEM_BENCH_TURN_CPUS")
         if places:
             main, autograd, rest = places.split(";")
             places = ({int(main)}, {int(autograd)}, {int(c) for c in rest.split(",") if c})
-        return cls(int(fd), max(1, int(block)), places or None)
+        return cls(int(fd), max(1, int(block)), places or None, warmup_block)
 
     def turn(self):
         if self.fd is None:
@@ -522,7 +531,7 @@ def run_child(kind, config, so, model=None, env_extra=None):
     return child_result(p.stdout, p.stderr, p.returncode, session)
 
 
-def run_lockstep(configs, so, block, timeout=400):
+def run_lockstep(configs, so, block, timeout=400, warmup_block=1):
     """Note [Lockstep rounds]: one process per configuration, all alive at once, taking turns: each sets up, builds
     a model, runs a warm-up step or a block of `block` timed steps (and synchronizes) only in its turn, in the order
     of `configs` rotated by one at every turn. A burst of host load (they last about a second on the lent hosts)
@@ -531,7 +540,7 @@ def run_lockstep(configs, so, block, timeout=400):
     for c in configs:
         r, w = os.pipe()
         cmd, env, session = child_command("steps", c, so)
-        env["GPUMEM_BENCH_GATE"] = "%d,%d" % (w, block)
+        env["GPUMEM_BENCH_GATE"] = "%d,%d,%d" % (w, block, warmup_block)
         if TURN_CPUS[0]:
             env["GPUMEM_BENCH_TURN_CPUS"] = TURN_CPUS[0]
         out = tempfile.TemporaryFile(mode="w+")
@@ -602,6 +611,9 @@ def main():
     ap.add_argument("--lockstep", type=int, default=0, metavar="BLOCK",
                     help="Note [Lockstep rounds]: every configuration of a round alive at once, taking turns of BLOCK "
                          "timed steps (warm-up steps one a turn); 0: one configuration after another")
+    ap.add_argument("--warmup-block", type=int, default=1, metavar="N",
+                    help="Note [Warm-up turns]: in lockstep, N warm-up steps a turn (default 1: settling compared step "
+                         "by step; 10: the warm-up back to back, as in a training loop)")
     ap.add_argument("--turn-cpus", action="store_true",
                     help="Note [Turn CPUs]: in each turn, the main thread on the first CPU of --cpus, the autograd "
                          "threads on the second, every other thread on the rest")
@@ -665,7 +677,7 @@ def main():
             k = r % len(configs)
             order = configs[k:] + configs[:k]
             if args.lockstep:
-                rounds.append(run_lockstep(order, args.so, args.lockstep))
+                rounds.append(run_lockstep(order, args.so, args.lockstep, warmup_block=args.warmup_block))
             else:
                 rounds.append({c: run_child("steps", c, args.so) for c in order})
             print(json.dumps({"round": r, "result": rounds[-1]}), flush=True)

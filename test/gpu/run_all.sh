@@ -109,10 +109,11 @@ for s in "${stages[@]}"; do
     # host's slow bursts last about a second, a third of GPT-2's window rather than half) and settling (warm-up).
     # The configurations of a round take turns of BLOCK steps (default 10; Note [Lockstep rounds], test/gpu/README.md),
     # their main and autograd threads on the same two CPUs in every turn (Note [Turn CPUs]; NO_TURN_CPUS=1: as before).
+    # WARMUP_BLOCK=10: the warm-up's steps back to back in one turn instead of one a turn (Note [Warm-up turns]).
     categories-cost) run_stage categories-cost 580 bash -c "PYTHONPATH=$PWD/native/python python3 -m gpumem build-observer >/dev/null 2>&1
         python3 test/gpu/bench_allocator.py --so $SO --only steps --models ${MODELS:-gpt2 resnet50} \
         --step-configs native ${AA:+native:GPUMEM_AA=1} ${MODES-gpumem-run gpumem-run-auto} ${FIGURES:+gpumem-run-auto:GPUMEM_EVENTS=0} ${RECORD:+gpumem-run-auto:GPUMEM_RECORD_STEPS=$RECORD} --rounds ${ROUNDS:-5} --steps ${STEPS:-100} --cpus 6 \
-        --lockstep ${BLOCK:-10} $([ -n "${NO_TURN_CPUS:-}" ] || echo --turn-cpus) | grep --line-buffered -E 'step_ratio|median|error'" ;;
+        --lockstep ${BLOCK:-10} --warmup-block ${WARMUP_BLOCK:-1} $([ -n "${NO_TURN_CPUS:-}" ] || echo --turn-cpus) | grep --line-buffered -E 'step_ratio|median|error'" ;;
     # Issue 26, probes: where the default mode's added host time goes, part by part. ResNet-50 in lockstep rounds:
     # PyTorch's trace entries to a tracker that does nothing (native-tracker), PyTorch's history ring (native-ring),
     # the default mode without stacks and with them, the lens mode without stacks and with them;

@@ -27,8 +27,8 @@ gate = Gate.from_env()
 steps = 0
 for model in ("a", "b"):
     gate.turn(); mark("start")
-    for i in range(3):  # warm-up: one step a turn
-        if i:
+    for i in range(3):  # warm-up: one step a turn, or gate.warmup_block steps (Note [Warm-up turns])
+        if i and i %% gate.warmup_block == 0:
             mark("end"); gate.turn(); mark("start")
         time.sleep(0.002); steps += 1
     for i in range(10):
@@ -42,7 +42,7 @@ print("RESULT " + json.dumps({"steps": steps, "name": name}))
 
 
 class LockstepTest(unittest.TestCase):
-    def run_round(self, configs, block, crash=()):
+    def run_round(self, configs, block, crash=(), warmup_block=1):
         tmp = tempfile.mkdtemp(prefix="lockstep-test-")
         log = os.path.join(tmp, "log")
         script = os.path.join(tmp, "child.py")
@@ -58,7 +58,7 @@ class LockstepTest(unittest.TestCase):
 
         bench_allocator.child_command = fake
         try:
-            results = bench_allocator.run_lockstep(configs, "unused.so", block, timeout=60)
+            results = bench_allocator.run_lockstep(configs, "unused.so", block, timeout=60, warmup_block=warmup_block)
         finally:
             bench_allocator.child_command = real
         with open(log) as f:
@@ -84,6 +84,25 @@ class LockstepTest(unittest.TestCase):
         # rotation: the first of each pass moves on by one, so no configuration always goes first
         firsts = [turns[i][0] for i in range(0, len(turns), 3)]
         self.assertEqual(firsts[:4], ["native", "lens", "auto", "native"])
+
+    @staticmethod
+    def turns_of(rows):
+        turns = []
+        for row in sorted(rows, key=lambda r: r[2]):
+            if row[1] == "start":
+                turns.append(row[0])
+        return turns
+
+    def test_warm_up_back_to_back(self):
+        """Note [Warm-up turns]: with warmup_block 3 the whole warm-up runs in the build turn, back to back."""
+        results, rows = self.run_round(["native", "auto"], block=4, warmup_block=3)
+        self.assertEqual(results["native"], {"steps": 26, "name": "native"})
+        turns = self.turns_of(rows)
+        # per model: the build turn (with the 3 warm-up steps) and ceil(10 / 4) = 3 blocks
+        self.assertEqual(turns.count("native"), 2 * (1 + 3))
+        self.assertEqual(turns.count("auto"), 2 * (1 + 3))
+        _, rows1 = self.run_round(["native", "auto"], block=4)
+        self.assertEqual(self.turns_of(rows1).count("native"), 2 * (1 + 2 + 3))
 
     def test_a_child_that_dies_ends_its_turns_not_the_round(self):
         t0 = time.monotonic()
@@ -144,6 +163,9 @@ class TurnCpusTest(unittest.TestCase):
             os.environ["GPUMEM_BENCH_TURN_CPUS"] = "0;2;4,6,8"
             g = bench_allocator.Gate.from_env()
             self.assertEqual((g.fd, g.block, g.places), (7, 10, ({0}, {2}, {4, 6, 8})))
+            self.assertEqual(g.warmup_block, 1)
+            os.environ["GPUMEM_BENCH_GATE"] = "7,10,10"
+            self.assertEqual(bench_allocator.Gate.from_env().warmup_block, 10)
             del os.environ["GPUMEM_BENCH_TURN_CPUS"]
             self.assertIsNone(bench_allocator.Gate.from_env().places)
         finally:
