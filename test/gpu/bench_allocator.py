@@ -242,8 +242,8 @@ def child_steps(args):
                       # a low percentile: the step without host interference (the machine is shared)
                       "p10_ms": sorted(times)[len(times) // 10] * 1e3,
                       "host_ms": statistics.median(host) * 1e3, "cpu_ms": statistics.median(cpu) * 1e3,
-                      # while settling: the warm-up's steps 2.. (the first is CUDA/cuDNN/cuBLAS start-up), where
-                      # caches fill and the tag walk looks at everything (Note [Light walks])
+                      # while settling: the warm-up's steps 2.. (the first is CUDA/cuDNN/cuBLAS start-up, and the tag
+                      # walk's full one), where caches fill and new call sites are met (Note [Full walk on a new shape])
                       "settling_ms": statistics.median(settling[1:] or settling) * 1e3 if settling else None,
                       "allocs_per_step": per_step("allocation.all.allocated"),
                       # cudaMalloc/cudaFree (fixed) or page maps/unmaps (expandable) per step: driver

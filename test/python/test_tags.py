@@ -130,7 +130,7 @@ class LightWalkTest(unittest.TestCase):
                 w.ptr = 0x7000  # the parameter moves (p.data = ...) between full walks
             walk.walk(opt)
         got = [(c, a) for c, a in calls if c != TAG_GRADIENT]
-        # Walks 0-2 are full (FULL_FIRST), then every 4th: 4 and 8. The moved parameter is tagged at walk 8.
+        # Walk 0 is full, then every 4th: 4 and 8 (the shape never changes). The moved parameter is tagged at walk 8.
         self.assertEqual(got, [(TAG_PARAMETER, 0x1000), (TAG_OPTIMIZER_STATE, 0x5000), (TAG_PARAMETER, 0x7000)])
         self.assertEqual([a for c, a in calls if c == TAG_GRADIENT], [0x3000 + i for i in range(12)])
 
@@ -155,7 +155,7 @@ class LightWalkTest(unittest.TestCase):
         walk = TagWalk(lambda items: tags.extend(quads(items)), full_every=100)
         w, b, cpu = T(0x1000, 256), T(0x2000, 16, device=1, element_size=2), T(0x9000, 4, device=-1)
         opt = Opt([w, b, cpu])
-        for _ in range(TagWalk.FULL_FIRST):  # the full walks
+        for _ in range(3):  # the first walk is full, then light ones
             w.grad, b.grad, cpu.grad = T(0x3000, 256), T(0x4000, 16, device=1, element_size=2), T(0x9100, 4, device=-1)
             walk.walk(opt)
         tags.clear()
@@ -173,19 +173,53 @@ class LightWalkTest(unittest.TestCase):
         walk.walk(opt)
         self.assertEqual(tags, [], "the same gradient objects again: nothing")
 
+    def test_new_state_makes_a_full_walk_and_nothing_new_makes_none(self):
+        """Note [Full walk on a new shape]: the walks after the first are light until state or parameters appear."""
+        reads = []
+
+        class Counted(T):
+            def get_device(self):
+                reads.append(self.ptr)
+                return super().get_device()
+
+        tags = []
+        walk = TagWalk(lambda items: tags.extend(quads(items)), full_every=100)
+        w, u = Counted(0x1000, 256), Counted(0x2000, 64)  # u gets no gradient (and so no state) until walk 3
+        opt = Opt([w, u])
+        per_walk = []
+        for step in range(6):
+            w.grad = T(0x3000 + step, 256)
+            if step == 0:
+                opt.state[w] = {"exp_avg": T(0x5000, 256)}  # made by the step the walk follows
+            if step == 3:
+                u.grad = T(0x4000, 64)
+                opt.state[u] = {"exp_avg": T(0x6000, 64)}
+            reads.clear()
+            walk.walk(opt)
+            per_walk.append((sorted(reads), [(c, a) for c, a, _, _ in tags if c != TAG_GRADIENT]))
+            tags.clear()
+        self.assertEqual(per_walk[0], ([0x1000, 0x2000], [(TAG_PARAMETER, 0x1000), (TAG_PARAMETER, 0x2000),
+                                                          (TAG_OPTIMIZER_STATE, 0x5000)]))
+        self.assertEqual(per_walk[1], ([], []), "walk 1: nothing new, a light walk (it was a full one before)")
+        self.assertEqual(per_walk[2], ([], []))
+        self.assertEqual(per_walk[3], ([0x1000, 0x2000], [(TAG_OPTIMIZER_STATE, 0x6000)]),
+                         "walk 3: new state, a full walk tags it at once (it waited for walk 16 before)")
+        self.assertEqual(per_walk[4], ([], []))
+        self.assertEqual(per_walk[5], ([], []))
+
     def test_a_parameter_added_after_the_full_walks_is_read_in_full(self):
         tags = []
         walk = TagWalk(lambda items: tags.extend(quads(items)), full_every=100)
         w = T(0x1000, 8)
         opt = Opt([w])
-        for _ in range(TagWalk.FULL_FIRST):
+        for _ in range(3):
             walk.walk(opt)
         tags.clear()
         late = T(0x2000, 16, device=1, element_size=2)
         opt.param_groups.append({"params": [late]})
         late.grad = T(0x5000, 16, device=1, element_size=2)
-        walk.walk(opt)  # light: `late` has no entry from a full walk
-        self.assertEqual(tags, [(TAG_GRADIENT, 0x5000, 32, 1)])
+        walk.walk(opt)  # Note [Full walk on a new shape]: a group was added, so this walk is a full one
+        self.assertEqual(tags, [(TAG_PARAMETER, 0x2000, 32, 1), (TAG_GRADIENT, 0x5000, 32, 1)])
         # a parameter object that died, whose id a new one took, is not taken for the old one
         tags.clear()
         walk._params[id(late)] = (weakref.ref(w), 0, 999)
