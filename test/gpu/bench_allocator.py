@@ -305,16 +305,18 @@ class _GcTime:
             gc.callbacks.remove(self._cb)
 
 
-# Note [Warm-up turns]: in lockstep (Note [Lockstep rounds]) each warm-up step has been a turn of its own, so that
-# step i of every configuration runs at about the same moment and "settling" is compared step by step. Every such step
-# then starts right after another process's turn on the same CPUs, its caches holding that process's data: a cost
-# that falls on whatever each allocation touches, so on a recording process more than on a native one, and that a
-# training loop, whose steps follow each other, never pays. --warmup-block N runs N warm-up steps a turn (10: the
-# whole warm-up back to back, as the timed steps run in blocks); run_all.sh's categories-cost passes WARMUP_BLOCK.
-# Which of the two a figure used is said beside it (test/gpu/README.md).
+# Note [Warm-up turns]: in lockstep (Note [Lockstep rounds]) each warm-up step is a turn of its own, so that step i
+# of every configuration runs at about the same moment and "settling" is compared step by step. Every such step then
+# starts right after another process's turn on the same CPUs, on caches that process filled: a cost a training loop,
+# whose steps follow each other, does not pay, and one that could weigh more on a recording process than on a native
+# one. --warmup-block N runs N warm-up steps a turn (10: the whole warm-up back to back); run_all.sh's categories-cost
+# passes WARMUP_BLOCK. Tried once on ResNet-50 (H100, thirteenth session, test/gpu/README.md): back to back, the
+# recorded warm-up's ratio was ×1.007 against ×1.023 step by step, but native against native went from ×1.001 to
+# ×1.019 with a round at ×1.25: the drift that one step a turn cancels came back, and the measurement did not get
+# better. So the default stays one step a turn.
 class Gate:
     """Note [Lockstep rounds]: a child's side of the turn-taking. turn() says "my turn is over" on the
-    pipe the parent reads (GPUMEM_BENCH_GATE="<fd to write>,<block>") and waits for the parent's "go" on stdin.
+    pipe the parent reads (GPUMEM_BENCH_GATE="<fd to write>,<block>[,<warm-up steps a turn>]") and waits for the parent's "go" on stdin.
     Outside lockstep every turn is the child's own at once."""
 
     def __init__(self, fd=None, block=1 << 30, places=None, warmup_block=1):
