@@ -207,6 +207,38 @@ class LightWalkTest(unittest.TestCase):
         self.assertEqual(per_walk[4], ([], []))
         self.assertEqual(per_walk[5], ([], []))
 
+    def test_an_optimizer_on_a_dead_ones_id_starts_with_a_full_walk(self):
+        tags = []
+        walk = TagWalk(lambda items: tags.extend(quads(items)), full_every=100)
+        old = Opt([T(0x1000, 8)])
+        for _ in range(3):
+            walk.walk(old)
+        new = Opt([T(0x2000, 8)])  # the same shape as `old`
+        new.param_groups[0]["params"][0].grad = T(0x3000, 8)
+        # as if `new` had been made where `old` was: its id names old's entry, whose reference is dead
+        walk._optimizers[id(new)] = [weakref.ref(Opt([])), 3, walk._optimizers[id(old)][2]]
+        tags.clear()
+        walk.walk(new)
+        self.assertEqual([(c, a) for c, a, _, _ in tags], [(TAG_PARAMETER, 0x2000), (TAG_GRADIENT, 0x3000)],
+                         "a full walk: the new optimizer's parameter is tagged (a light walk tagged its gradient only)")
+        walk.walk(new)
+        self.assertEqual(walk._optimizers[id(new)][1], 2)
+
+    def test_state_without_a_length_keeps_the_periodic_full_walks(self):
+        class NoLen(dict):
+            def __len__(self):
+                raise TypeError("no len")
+
+        tags = []
+        walk = TagWalk(lambda items: tags.extend(quads(items)), full_every=4)
+        w = T(0x1000, 8)
+        opt = Opt([w])
+        opt.state = NoLen()
+        for step in range(6):
+            w.ptr = 0x1000 + step  # moves at every step: tagged at the full walks only
+            walk.walk(opt)
+        self.assertEqual([a for c, a, _, _ in tags if c == TAG_PARAMETER], [0x1000, 0x1004])
+
     def test_a_parameter_added_after_the_full_walks_is_read_in_full(self):
         tags = []
         walk = TagWalk(lambda items: tags.extend(quads(items)), full_every=100)

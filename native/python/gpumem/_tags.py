@@ -16,6 +16,14 @@ import weakref
 from ._format import TAG_GRADIENT, TAG_OPTIMIZER_STATE, TAG_PARAMETER
 
 
+def _weak(obj):
+    """A weak reference to obj, or None where it takes none."""
+    try:
+        return weakref.ref(obj)
+    except TypeError:
+        return None
+
+
 class TagWalk:
     """Note [Light walks]: parameters and optimizer state keep their storages from step to step (they are updated in
     place); gradients are new allocations at every step under zero_grad(set_to_none=True). So every walk looks at
@@ -38,8 +46,9 @@ class TagWalk:
         self._tag_many = tag_many
         self._seen = {}  # id(tensor) → (weakref to it, data_ptr when tagged)
         self._params = {}  # id(parameter) → (weakref to it, device, nbytes) at the last full walk
-        self._walks = {}  # id(optimizer) → walks so far (a dead optimizer's id may be reused: a full walk then)
-        self._shapes = {}  # id(optimizer) → its shape at the last walk (Note [Full walk on a new shape])
+        # id(optimizer) → [weak reference to it, walks so far, its shape at the last walk (Note [Full walk on a new
+        # shape])]; an optimizer whose id a dead one had starts again at its first, full walk
+        self._optimizers = {}
         self._since_sweep = 0
         self.full_every = max(1, int(full_every))
         self.tagged = 0  # records written, for tests and the probe
@@ -54,11 +63,12 @@ class TagWalk:
         (`python3 test/bench/allocator/tag_walk.py`, two runs on the 2-core CPU machine)."""
         items = []
         see = self._see
-        n = self._walks.get(id(optimizer), 0)
-        self._walks[id(optimizer)] = n + 1
+        entry = self._optimizers.get(id(optimizer))
+        if entry is None or (entry[0] is not None and entry[0]() is not optimizer):
+            entry = self._optimizers[id(optimizer)] = [_weak(optimizer), 0, None]
+        n, entry[1] = entry[1], entry[1] + 1
         shape = self._shape(optimizer)
-        same = self._shapes.get(id(optimizer)) == shape
-        self._shapes[id(optimizer)] = shape
+        same, entry[2] = entry[2] == shape, shape
         if n and same and n % self.full_every:
             self._light(optimizer, items)
         else:
@@ -87,8 +97,12 @@ class TagWalk:
 
     @staticmethod
     def _shape(optimizer):
-        """Note [Full walk on a new shape]: what changes when state or parameters are added."""
-        return (len(optimizer.state),) + tuple(len(g["params"]) for g in optimizer.param_groups)
+        """Note [Full walk on a new shape]: what changes when state or parameters are added (None for an optimizer
+        whose state has no length: its full walks are then the first and every full_every-th)."""
+        try:
+            return (len(optimizer.state),) + tuple(len(g["params"]) for g in optimizer.param_groups)
+        except TypeError:
+            return None
 
     def _light(self, optimizer, items):
         """Note [Gradient tags from the parameter]: a light walk's gradients, each with one call on the tensor
@@ -118,6 +132,7 @@ class TagWalk:
         self._since_sweep = 0
         self._seen = {k: e for k, e in self._seen.items() if e[0]() is not None}
         self._params = {k: e for k, e in self._params.items() if e[0]() is not None}
+        self._optimizers = {k: e for k, e in self._optimizers.items() if e[0] is None or e[0]() is not None}
 
     def _see(self, t, category, items, device=None, nbytes=None):
         """Tags `t` unless this very tensor was tagged at this data pointer; `device` and `nbytes` when the caller
