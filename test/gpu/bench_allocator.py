@@ -315,9 +315,9 @@ class _GcTime:
 # ×1.019 with a round at ×1.25: the drift that one step a turn cancels came back, and the measurement did not get
 # better. So the default stays one step a turn.
 class Gate:
-    """Note [Lockstep rounds]: a child's side of the turn-taking. turn() says "my turn is over" on the
-    pipe the parent reads (GPUMEM_BENCH_GATE="<fd to write>,<block>[,<warm-up steps a turn>]") and waits for the parent's "go" on stdin.
-    Outside lockstep every turn is the child's own at once."""
+    """Note [Lockstep rounds]: a child's side of the turn-taking. turn() says "my turn is over" on the pipe the
+    parent reads (GPUMEM_BENCH_GATE="<fd to write>,<block>[,<warm-up steps a turn>]") and waits for the parent's "go"
+    on stdin. Outside lockstep every turn is the child's own at once."""
 
     def __init__(self, fd=None, block=1 << 30, places=None, warmup_block=1):
         self.fd, self.block, self.places, self.warmup_block = fd, block, places, warmup_block
@@ -327,8 +327,8 @@ class Gate:
         spec = os.environ.get("GPUMEM_BENCH_GATE")
         if not spec:
             return cls()
-        fd, block, *rest = spec.split(",")
-        warmup_block = max(1, int(rest[0])) if rest else 1
+        fd, block, *warmup = spec.split(",")
+        warmup_block = max(1, int(warmup[0])) if warmup else 1
         places = os.environ.get("GPUMEM_BENCH_TURN_CPUS")
         if places:
             main, autograd, rest = places.split(";")
@@ -612,7 +612,7 @@ def main():
     ap.add_argument("--micro-rounds", type=int, default=1, help="interleaved rounds of the micro benchmark")
     ap.add_argument("--lockstep", type=int, default=0, metavar="BLOCK",
                     help="Note [Lockstep rounds]: every configuration of a round alive at once, taking turns of BLOCK "
-                         "timed steps (warm-up steps one a turn); 0: one configuration after another")
+                         "timed steps (warm-up steps: --warmup-block); 0: one configuration after another")
     ap.add_argument("--warmup-block", type=int, default=1, metavar="N",
                     help="Note [Warm-up turns]: in lockstep, N warm-up steps a turn (default 1: settling compared step "
                          "by step; 10: the warm-up back to back, as in a training loop)")
