@@ -38,6 +38,8 @@ OBSERVER_VERSION = 6  # 3: the lens OOM glue (Note [Lens OOM type]) · 4: trace 
 # trace entry, 2,300 entries a step. Both builds (the child's and the in-process load that imports it) must pass
 # the same flags: torch hashes them with the sources, and a difference would rebuild in the workload's process.
 BUILD_CFLAGS = ["-O2"]
+# The functions the extension exports to Python: the same in both builds, since torch binds them into the source it hashes.
+TRACKER_FUNCTIONS = ["attach", "record", "events_off"]
 
 # Note [Observer stacks] (native/allocator/src/observer.h): the tracker hands each TraceEntry to
 # gpumem_observe_event under PyTorch's allocator lock, where the GIL must never be taken; the stack comes
@@ -287,9 +289,10 @@ BUILD_TIMEOUT_S = 240.0
 _BUILD_CHILD = r"""
 import sys
 from torch.utils.cpp_extension import load_inline
-src, folder, name, cflags = open(sys.argv[1]).read(), sys.argv[2], sys.argv[3], sys.argv[4].split()
-load_inline(name=name, cpp_sources=[src], functions=["attach", "record", "events_off"], with_cuda=True, build_directory=folder,
-            verbose=False, extra_cflags=cflags)
+src, folder, name = open(sys.argv[1]).read(), sys.argv[2], sys.argv[3]
+cflags, functions = sys.argv[4].split(), sys.argv[5].split()
+load_inline(name=name, cpp_sources=[src], functions=functions, with_cuda=True, build_directory=folder, verbose=False,
+            extra_cflags=cflags)
 """
 
 
@@ -319,8 +322,9 @@ def _build_in_child(folder, name, timeout):
     env = {k: v for k, v in os.environ.items() if not k.startswith("GPUMEM_")}
     try:
         # Its own process group: on time-out the compiler and ninja it started end with it.
-        p = subprocess.Popen([sys.executable, "-c", _BUILD_CHILD, src, folder, name, " ".join(BUILD_CFLAGS)], env=env,
-                             start_new_session=True, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+        argv = [sys.executable, "-c", _BUILD_CHILD, src, folder, name, " ".join(BUILD_CFLAGS), " ".join(TRACKER_FUNCTIONS)]
+        p = subprocess.Popen(argv, env=env, start_new_session=True, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                             stderr=subprocess.STDOUT)
     except OSError as exc:
         return "cannot start %s to build the observer (%s)" % (sys.executable, exc)
     try:
@@ -405,7 +409,7 @@ def build_tracker(torch):
         from torch.utils.cpp_extension import load_inline
 
         # Built: this only checks the sources' hash and imports the module.
-        mod = load_inline(name=name, cpp_sources=[TRACKER_SRC], functions=["attach", "record", "events_off"], with_cuda=True,
+        mod = load_inline(name=name, cpp_sources=[TRACKER_SRC], functions=TRACKER_FUNCTIONS, with_cuda=True,
                           build_directory=folder, verbose=False, extra_cflags=BUILD_CFLAGS)
         return mod, None
     except Exception as exc:  # no compiler, no ninja, no headers, a layout change

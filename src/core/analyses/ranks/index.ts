@@ -141,7 +141,8 @@ function row(
  * index or an older one without the row's sections, or a capture whose recorder lost events (the full open reports
  * each loss as a problem). The same figures by the same rules: the devices with events (a REC_OOM is an event of the
  * full open's) or with a peak from PyTorch's samples (Note [Rank figures]), the one with the highest peak allocated
- * first in device order, the highest peak reserved of those, every OOM, the first of the lines at the peak. test/unit/rank-index.test.mjs holds it to rankRowOf on real captures.
+ * first in device order, the highest peak reserved of those, every OOM, the first of the lines at the peak.
+ * test/unit/rank-index.test.mjs holds it to rankRowOf on real captures.
  */
 export function rankRowOfIndex(file: string, overview: PickleOverview | undefined): RankRow | undefined {
   const x = overview?.source === 'index' ? overview.row : undefined;
