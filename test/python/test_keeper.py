@@ -304,7 +304,7 @@ class LiveBytesTest(unittest.TestCase):
         builds both from one set of figures; `stats` yields the flat dicts."""
         import types
 
-        def as_nested():
+        def as_nested(device=None):
             out = {}
             for key, value in next(stats).items():
                 d = out
@@ -359,6 +359,44 @@ class LiveBytesTest(unittest.TestCase):
         torch = self._torch(iter([{"requested_bytes.all.current": 11}]), nested=True)
         torch.cuda.memory_stats = lambda: self.fail("memory_stats() flattens the stats in Python at every step end")
         self.assertEqual(live_bytes(torch), 11)
+
+    def test_the_tracker_extensions_figures_are_read_without_the_dict(self):
+        """Note [Figures without the dict]: where the tracker extension has figures(), the requested bytes come from
+        it, for the current device, and no stats dict is built; a figures() that fails falls back to the dict."""
+        import sys
+        import types
+        sys.path.insert(0, str(support.PY_DIR))
+        from gpumem import _observe
+        from gpumem._keeper import live_bytes
+
+        asked = []
+
+        def figures(device):
+            asked.append(device)
+            # allocated, reserved, peak allocated, peak reserved, OOMs, requested: each from its own device
+            return [100 + device, 200 + device, 300 + device, 400 + device, 0, (device + 1) * 7000]
+
+        torch = self._torch(iter([{"requested_bytes.all.current": 11}] * 2), nested=True)
+        torch.cuda.current_device = lambda: 2
+        nested = torch.cuda.memory_stats_as_nested_dict
+        torch.cuda.memory_stats_as_nested_dict = lambda *a: self.fail("the nested dict was built")
+        saved = _observe._tracker
+        try:
+            _observe._tracker = types.SimpleNamespace(figures=figures)
+            self.assertEqual(live_bytes(torch), 21000)
+            self.assertEqual(asked, [2])
+            self.assertEqual(_observe.figures_now(torch, 1), (101, 201, 301, 401, 0, 14000))
+
+            def broken(device):
+                raise RuntimeError("no stats in this build")
+            _observe._tracker = types.SimpleNamespace(figures=broken)
+            torch.cuda.memory_stats_as_nested_dict = nested
+            self.assertEqual(live_bytes(torch), 11)
+            # a stand-in tracker without figures (the history fallback has none): the dict, whole
+            _observe._tracker = types.SimpleNamespace()
+            self.assertEqual(_observe.figures_now(torch, 0), (0, 0, 0, 0, 0, 11))
+        finally:
+            _observe._tracker = saved
 
 
 class FormatTest(unittest.TestCase):

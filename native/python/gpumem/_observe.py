@@ -29,8 +29,9 @@ from ._where import warn
 # PyTorch's TraceEntry action names, in its enum order (the codes gpumem_observe_event takes).
 ACTIONS = {"alloc": 0, "free_requested": 1, "free_completed": 2, "segment_alloc": 3, "segment_free": 4,
            "segment_map": 5, "segment_unmap": 6, "snapshot": 7, "oom": 8, "user_defined": 9}
-OBSERVER_VERSION = 6  # 3: the lens OOM glue (Note [Lens OOM type]) · 4: trace entries' user_metadata (labels) · 5:
-#                      events_off (Note [Recorded steps]) · 6: built optimized (Note [Observer build flags])
+OBSERVER_VERSION = 7  # 3: the lens OOM glue (Note [Lens OOM type]) · 4: trace entries' user_metadata (labels) · 5:
+#                      events_off (Note [Recorded steps]) · 6: built optimized (Note [Observer build flags]) · 7:
+#                      figures (Note [Figures without the dict])
 
 # Note [Observer build flags]: torch.utils.cpp_extension's JIT build passes no -O flag, so the tracker was built
 # at -O0: a profile of a ResNet-50 step after the recorded steps (issue 26, twelfth session in test/gpu/README.md)
@@ -39,7 +40,7 @@ OBSERVER_VERSION = 6  # 3: the lens OOM glue (Note [Lens OOM type]) · 4: trace 
 # the same flags: torch hashes them with the sources, and a difference would rebuild in the workload's process.
 BUILD_CFLAGS = ["-O2"]
 # The functions the extension exports to Python: the same in both builds, since torch binds them into the source it hashes.
-TRACKER_FUNCTIONS = ["attach", "record", "events_off"]
+TRACKER_FUNCTIONS = ["attach", "record", "events_off", "figures"]
 
 # Note [Observer stacks] (native/allocator/src/observer.h): the tracker hands each TraceEntry to
 # gpumem_observe_event under PyTorch's allocator lock, where the GIL must never be taken; the stack comes
@@ -77,6 +78,14 @@ void events_off() { g_off.store(true); }
 // _set_memory_metadata label (TraceEntry::user_metadata_); older ones have no such field (nothing to pass on).
 template <class T> auto label_of(const T& te, int) -> decltype(&te.user_metadata_) { return &te.user_metadata_; }
 template <class T> const std::string* label_of(const T&, long) { return nullptr; }
+// Note [Figures without the dict] (_observe.py): one device's counters as PyTorch's allocator keeps them, read under
+// its lock as memory_stats() reads them, without the ~150-entry dict: allocated, reserved, peak allocated, peak
+// reserved, OOMs, requested (current; index 0 of each stat array is StatType::AGGREGATE in every torch since 1.4).
+std::vector<int64_t> figures(int64_t device) {
+  const auto s = CCA::get()->getDeviceStats(static_cast<c10::DeviceIndex>(device));
+  return {s.allocated_bytes[0].current, s.reserved_bytes[0].current, s.allocated_bytes[0].peak,
+          s.reserved_bytes[0].peak,     s.num_ooms,                   s.requested_bytes[0].current};
+}
 // Runs under PyTorch's allocator lock: no GIL, no I/O (gpumem_observe_event only appends to a buffer).
 void attach(int64_t event_fn, int64_t take_fn, int64_t gather_fn, int64_t label_fn) {
   g_event = reinterpret_cast<EventFn>(event_fn);
@@ -501,6 +510,28 @@ def _seed(torch):
     return snap
 
 
+# Note [Figures without the dict]: PyTorch's own counters are read at every step end (the leak keeper's requested
+# bytes, Note [Keeper reads requested bytes] in _keeper.py) and at the sampling rate once they carry the figures
+# (_StatsPoll: figures only, and after the recorded steps), on a thread that holds the GIL the user's steps need.
+# torch.cuda.memory_stats_as_nested_dict() builds a dict of ~150 entries for the few we read: 27-30 µs a call on an
+# H100 host with torch 2.11 (memory_stats(), which flattens it in Python, 150-170 µs; test/gpu/probes/
+# post_stop_parts.py). Where the tracker extension is built, its figures() reads the same counters under the same
+# lock and returns six numbers; elsewhere (the history fallback, cudaMallocAsync, a stand-in tracker) the nested
+# dict is read as before.
+def figures_now(torch, device):
+    """(allocated, reserved, peak allocated, peak reserved, OOMs, requested or None) of one device, now."""
+    read = getattr(_tracker, "figures", None)
+    if read is not None:
+        try:
+            return tuple(int(x) for x in read(int(device)))
+        except Exception:  # a torch whose stats this build cannot read: the dict, as before
+            pass
+    st = torch.cuda.memory_stats_as_nested_dict(device)
+    a, r = st.get("allocated_bytes", {}).get("all", {}), st.get("reserved_bytes", {}).get("all", {})
+    return (a.get("current", 0), r.get("current", 0), a.get("peak", 0), r.get("peak", 0), st.get("num_ooms", 0),
+            (st.get("requested_bytes") or {}).get("all", {}).get("current"))
+
+
 def _poll_period_s():
     """How often PyTorch's stats are read where they carry the figures: the sampling period (200 ms when off)."""
     return (STATE.settings.sample_ms or 200) / 1000.0 if STATE.settings is not None else 0.2
@@ -516,15 +547,11 @@ class _StatsPoll:
         threading.Thread(target=self._loop, name="gpumem-stats-poll", daemon=True).start()
 
     def poll(self):
-        # The nested dict, as PyTorch's allocator gives it (every torch since 1.4): memory_stats() flattens and sorts
-        # its ~150 entries in Python, on this thread but holding the GIL the user's steps need (Note [Keeper reads
-        # requested bytes] reads it the same way).
-        cuda = self.torch.cuda
-        for d in range(cuda.device_count()):
-            st = cuda.memory_stats_as_nested_dict(d)
-            a, r = st.get("allocated_bytes", {}).get("all", {}), st.get("reserved_bytes", {}).get("all", {})
-            _obs.figures(d, a.get("current", 0), r.get("current", 0), a.get("peak", 0), r.get("peak", 0),
-                         st.get("num_ooms", 0))
+        # On this thread, but holding the GIL the user's steps need: figures_now reads them without a dict where it
+        # can (Note [Figures without the dict]).
+        for d in range(self.torch.cuda.device_count()):
+            f = figures_now(self.torch, d)
+            _obs.figures(d, *f[:5])
 
     def _loop(self):
         import time
