@@ -14,8 +14,13 @@ After 20 steps (the stop at the 10th), blocks of steps alternate between states 
   -poll       the stats poll (_StatsPoll.poll) does nothing
   -keeper     the leak keeper's step end is off
   -marks      the step facts, phases and backward() bracket's native calls are no-ops
+  -hooks      our optimizer pre/post hooks out of torch's global hook dicts (marks, keeper, step count)
 Prints per state the median host ms a step issues in and its paired ratio to `left` (the median over cycles of the
-state's block against left's block of the same cycle); RESULT line, also $OUT/recorded_steps_parts_<model>.json.
+state's block against left's block of the same cycle), then µs a call of the parts on this torch (a mark, the keeper's
+read, PyTorch's nested stats dict, memory_allocated()) and whether the tracker extension's figures() equal the dict's
+(Note [Figures without the dict] in native/python/gpumem/_observe.py); RESULT line, also
+$OUT/recorded_steps_parts_<model>.json. The fourteenth session's figures in test/gpu/README.md came from a copy of
+this probe (post_stop_parts.py at 5ea00de) since folded in here.
 """
 import argparse
 import faulthandler
@@ -29,6 +34,27 @@ faulthandler.dump_traceback_later(int(os.environ.get("GPUMEM_WATCHDOG_S", "200")
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
 import torch  # noqa: E402
+
+
+def micro(fn, n=2000):
+    """µs a call of fn, after one call."""
+    fn()
+    t0 = time.perf_counter()
+    for _ in range(n):
+        fn()
+    return round((time.perf_counter() - t0) / n * 1e6, 3)
+
+
+def figures_check(torch, observe, keeper):
+    """Note [Figures without the dict]: the extension's six numbers against the nested dict's, at one moment."""
+    torch.cuda.synchronize()
+    st = torch.cuda.memory_stats_as_nested_dict(0)
+    want = tuple(st[k]["all"][f] for k, f in (("allocated_bytes", "current"), ("reserved_bytes", "current"),
+                                              ("allocated_bytes", "peak"), ("reserved_bytes", "peak")))
+    want += (st["num_ooms"], st["requested_bytes"]["all"]["current"])
+    got = observe.figures_now(torch, 0)
+    return {"from_extension": getattr(observe._tracker, "figures", None) is not None, "got": list(got),
+            "want": list(want), "equal": tuple(got) == want, "keeper_requested": keeper.live_bytes(torch)}
 
 
 def main():
@@ -54,8 +80,18 @@ def main():
     real_poll = _observe._StatsPoll.poll
     watch = _keeper.watch()
 
+    opt_mod = sys.modules["torch.optim.optimizer"]
+    ours = [(table, {k: v for k, v in table.items() if getattr(v, "__module__", "").startswith("gpumem")})
+            for table in (opt_mod._global_optimizer_pre_hooks, opt_mod._global_optimizer_post_hooks)]
+
     def configure(name):
         _observe._history_view.apply_ours()  # as the product left it
+        for table, hooks in ours:
+            for k, v in hooks.items():
+                if name == "-hooks":
+                    table.pop(k, None)
+                else:
+                    table[k] = v
         _observe._StatsPoll.poll = real_poll
         if watch is not None:
             watch.off = False
@@ -71,7 +107,7 @@ def main():
             native.mark = lambda *args, **kwargs: None
             lib.gpumem_backward_begin = lib.gpumem_backward_end = lambda: None
 
-    names = ["left", "left'", "-history", "-poll", "-keeper", "-marks"]
+    names = ["left", "left'", "-history", "-poll", "-keeper", "-marks", "-hooks"]
     host = {n: [] for n in names}
     blocks = {n: [] for n in names}
     for r in range(a.repeats):
@@ -95,7 +131,14 @@ def main():
     for n, t in table.items():
         print("%-9s host %.3f ms  paired ×%.4f of left" % (n, t["host_ms"], t["paired_vs_left"]), flush=True)
     info1 = native.stack_info()
-    result = {"model": a.model, "parts": table, "events_off": _observe._events_off,
+    timings = {"mark_us": micro(lambda: native.mark("probe", 0)),
+               "keeper_live_bytes_us": micro(lambda: _keeper.live_bytes(torch)),
+               "figures_now_us": micro(lambda: _observe.figures_now(torch, 0)),
+               "nested_stats_us": micro(lambda: torch.cuda.memory_stats_as_nested_dict()),
+               "memory_allocated_us": micro(lambda: torch.cuda.memory_allocated())}
+    figures = figures_check(torch, _observe, _keeper)
+    print("µs a call: %s\nfigures: %s" % (timings, figures), flush=True)
+    result = {"model": a.model, "parts": table, "micro": timings, "figures": figures, "events_off": _observe._events_off,
               "gil_free_answers": [info0.get("gil_free_answers"), info1.get("gil_free_answers")],
               "queue": _observe._obs.info().get("queue") if _observe._obs is not None else None}
     print("RESULT " + json.dumps(result), flush=True)
