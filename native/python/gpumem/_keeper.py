@@ -645,7 +645,7 @@ def live_bytes(torch):
     The nested stats dict is read, not memory_stats(): that one flattens the nested dict in Python (about 150 keys
     joined, sorted and copied into an OrderedDict), at every step end, on the workload's main thread: 80–82 µs a
     step end on the 2-core CPU machine, against 0.1 (`python3 test/bench/keeper/live_bytes_read.py`, two runs). On an
-    H100 host with real torch 2.11 the nested dict is still 27-30 µs a read; where the tracker extension is built its
+    H100 host with real torch 2.11 the nested dict is still 17-30 µs a read; where the tracker extension is built its
     figures() gives the same counter without the dict (Note [Figures without the dict] in _observe.py)."""
     from ._state import STATE
 

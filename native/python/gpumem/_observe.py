@@ -513,7 +513,7 @@ def _seed(torch):
 # Note [Figures without the dict]: PyTorch's own counters are read at every step end (the leak keeper's requested
 # bytes, Note [Keeper reads requested bytes] in _keeper.py) and at the sampling rate once they carry the figures
 # (_StatsPoll: figures only, and after the recorded steps), on a thread that holds the GIL the user's steps need.
-# torch.cuda.memory_stats_as_nested_dict() builds a dict of ~150 entries for the few we read: 27-30 µs a call on an
+# torch.cuda.memory_stats_as_nested_dict() builds a dict of ~150 entries for the few we read: 17-30 µs a call on an
 # H100 host with torch 2.11 (memory_stats(), which flattens it in Python, 150-170 µs; test/gpu/probes/
 # recorded_steps_parts.py). Where the tracker extension is built, its figures() reads the same counters under the same
 # lock and returns six numbers; elsewhere (the history fallback, cudaMallocAsync, a stand-in tracker) the nested
