@@ -148,7 +148,9 @@ export function manifestEntry(t, d) {
   } else if (d.kind === 'count') {
     e.type = 'integer';
     e.default = d.default;
-    e.minimum = d.min ?? 0;
+    // A count whose 0 means something ("every step", "off") takes 0 in VS Code too; the table's bound for the other
+    // values, which a JSON schema cannot say beside 0, is the runtime's rule (ruleOf) to check.
+    e.minimum = d.zero ? 0 : (d.min ?? 0);
   } else {
     e.type = 'string';
     e.default = t.formatSize(d.default);

@@ -74,6 +74,11 @@ observe.build_tracker = lambda torch: (tracker, None)
 torch.cuda.init()
 from torch.optim.optimizer import Optimizer
 opt = Optimizer([])
+def bw0(): torch.autograd.backward(None)
+def bw1(): torch.autograd.backward(None)
+def bw2(): torch.autograd.backward(None)
+def bw3(): torch.autograd.backward(None)
+bws = [bw0, bw1, bw2, bw3]
 for step in range(4):
     base = (1 << 30) + (2 << 20) + step * (1 << 20)
     tracker.event(0, 0, base, 4096, 0, 0, 0)        # alloc
@@ -307,6 +312,27 @@ from gpumem._state import STATE""")
         self.assertFalse([n for n in notices if "recorded" in n], "the marker is what the reader shows, once")
         (oom,) = [F.OomRec.unpack_dict(p) for t, p in recs[off_at:] if t == F.REC_OOM]
         self.assertEqual((oom["requested"], oom["device_free"]), (6 << 30, 1 << 30), "an OOM after the stop is told")
+
+    def test_no_stack_is_walked_for_backward_once_the_recorded_steps_are_over(self):
+        """Note [Recorded steps]: a backward() walks its thread's stack for the autograd threads' allocations
+        (stacks::backward_begin) only while entries can still come. Each step's backward() runs from its own function,
+        so a walk shows as a new backward stack (flag kStackBackward) naming it: steps 1 and 2 have one, 3 and 4 none."""
+        workload_steps = "bws[step]()\n    opt.step()"
+        first, err, lines, header, recs, strings = self.record_steps_run(workload_steps)
+        self.assertEqual(first.get("tracker_off"), True, err)
+        frames = {}
+        for t, p in recs:
+            if t == F.REC_FRAME:
+                fr = F.FrameRec.unpack_dict(p)
+                frames[fr["id"]] = strings.get(fr["function"])
+        walked = set()
+        for t, p in recs:
+            if t == F.REC_STACK:
+                st = F.StackRec.unpack_dict(p[:F.StackRec.size])
+                if st["flags"] & 1:  # kStackBackward
+                    walked |= {frames.get(f) for f in F.frame_ids(p, st["nframes"])} & {"bw0", "bw1", "bw2", "bw3"}
+        self.assertEqual(walked, {"bw0", "bw1"}, "backward stacks of the recorded steps only")
+
 
 if __name__ == "__main__":
     unittest.main()

@@ -66,6 +66,18 @@ test("package.json's settings are the table's: name, type, default, choices, bou
     // the pattern (VS Code's check as the user types) lets through what readSize reads as a size, and only that
     const sizeLike = (t) => t.toLowerCase() === 'none' || typeof readSize(t) === 'number' || readSize(t) === SIZE_PROBLEMS.notWhole || readSize(t) === SIZE_PROBLEMS.tooLarge;
     if (d.kind === 'size') for (const t of TEXTS.size(d)) assert.equal(new RegExp(p.pattern).test(t), sizeLike(t), `${d.vscode} pattern on ${t}`);
+    if (d.kind === 'count') {
+      // VS Code's bound as the user types agrees with the table's rule on every text it reads as a count: a value
+      // the runtime takes (0 where 0 means "every step" or "off") is never marked invalid in the settings UI
+      // (recordSteps had minimum 1 against its default 0), and one it refuses below the bound is
+      for (const t of TEXTS.count(d)) {
+        const n = Number(t);
+        if (!Number.isInteger(n) || !Number.isSafeInteger(n)) continue;
+        const runtime = !('error' in tsAnswer(d, t, d.vscode));
+        assert.equal(n >= p.minimum, runtime || n > (d.min ?? 0), `${d.vscode}: minimum ${p.minimum} on ${t} (runtime takes it: ${runtime})`);
+      }
+      assert.ok(p.default >= p.minimum, `${d.vscode}: default ${p.default} below minimum ${p.minimum}`);
+    }
   }
 });
 

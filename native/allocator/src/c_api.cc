@@ -289,7 +289,8 @@ GPUMEM_API size_t gpumem_stack_info(char* buf, size_t cap) {
 
 GPUMEM_API void gpumem_backward_begin(void) {
   rec::modules::close_all();  // no forward runs while autograd's threads allocate (module_marks.h)
-  rec::stacks::backward_begin(rec::recording());
+  // After the recorded steps (Note [Recorded steps]) and under figures only no entry will take this stack: no walk.
+  rec::stacks::backward_begin(rec::recording() && rec::observer::entries_expected());
 }
 
 // ---- Module paths from frames (Note [Module paths from frames] in src/module_marks.h) ---------------

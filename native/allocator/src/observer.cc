@@ -297,6 +297,7 @@ uint32_t stack_of(int device, uint64_t addr, uint64_t size) {
 
 namespace {
 std::atomic<bool> g_events_off{false};
+std::atomic<bool> g_unqueued{false};  // unqueued(): the stats source, no event will ever come
 }
 
 bool events_are_off() { return g_events_off.load(std::memory_order_relaxed); }
@@ -312,7 +313,14 @@ void events_off(const std::string& why) {
   unqueued();
 }
 
-void unqueued() { sequencer::stop(); }
+void unqueued() {
+  g_unqueued.store(true, std::memory_order_relaxed);
+  sequencer::stop();
+}
+
+bool entries_expected() {
+  return !g_events_off.load(std::memory_order_relaxed) && !g_unqueued.load(std::memory_order_relaxed);
+}
 
 namespace {
 // A state names segments and blocks the observer may not have seen made (those from before it started): they

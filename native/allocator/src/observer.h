@@ -113,6 +113,10 @@ bool events_are_off();
 // it would wake 200 times a second to drain a queue that only markers, tags and notices use, and those then go to the
 // writer at once. No marker: there is no event for one to follow.
 void unqueued();
+// Whether trace entries may still come (false after events_off or unqueued): the recorder's one stack a backward()
+// (stacks::backward_begin, for the autograd threads' allocations) is walked only then; in the lens mode, where the
+// observer never starts, always true.
+bool entries_expected();
 
 // The stack of the live block at addr (0 if unknown), for state records; with size, 0 too when the events are off and
 // the block there then had another size (Note [Recorded steps]).

@@ -142,7 +142,7 @@ _user_steps = False  # gpumem.step() was called: only its marks count from then 
 
 
 def count_recorded_step(source):
-    """Note [Recorded steps] in _observe.py: after the N-th step end, nothing of ours runs per allocation. The steps
+    """Note [Recorded steps] in _observe.py: after the N-th step end, nothing is recorded per allocation. The steps
     are Optimizer.step() ends, or the user's gpumem.step() marks once there is one, as Note [Steps] counts them
     (so an inference loop marked with gpumem.step() stops too)."""
     global _steps, _walking, _user_steps

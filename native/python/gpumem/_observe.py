@@ -704,7 +704,8 @@ _events_off = False
 
 
 def events_off(why):
-    """Note [Recorded steps]: from now on nothing of ours runs per allocation; True if it took effect here."""
+    """Note [Recorded steps]: from now on nothing is recorded per allocation (the tracker returns at once); True if it
+    took effect here."""
     global _events_off
     with _lock:
         if _events_off or _obs is None or _tracker is None or STATE.observer_source != "tracker":

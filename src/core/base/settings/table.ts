@@ -156,7 +156,7 @@ export const SETTINGS: readonly SettingDecl[] = [
     zero: 'every step',
     help: "record allocations one by one for the first N steps only (Optimizer.step() ends, or gpumem.step() marks), then PyTorch's figures",
     description:
-      "Record every allocation for the first N steps only (Optimizer.step() ends, or your gpumem.step() marks): sizes by line, editor annotations, categories and leak findings come from those steps, and after step N the graphs show PyTorch's allocated and reserved memory read at each sample, with nothing of the tool running per allocation. 0: every step. PyTorch's allocator only (`auto` takes it); the panels say from which step on allocations were not recorded.",
+      "Record every allocation for the first N steps only (Optimizer.step() ends, or your gpumem.step() marks): sizes by line, editor annotations, categories and leak findings come from those steps, and after step N the graphs show PyTorch's allocated and reserved memory read at each sample, with no recording per allocation (PyTorch still hands each one to the tool's tracker, which returns at once: PyTorch cannot detach it). 0: every step. PyTorch's allocator only (`auto` takes it); the panels say from which step on allocations were not recorded.",
   },
   {
     key: 'sampleMs',
