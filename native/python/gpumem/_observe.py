@@ -700,6 +700,22 @@ def start(torch):
 # recorded]). Only the tracker source can stop: the history fallback says once that it cannot, the stats source
 # records nothing per allocation anyway. And only PyTorch's allocator: `auto` takes it (_mode.decide), the lens mode
 # refuses the setting in one line.
+#
+# Note [Why the recorded steps keep the tracker]: the one source that PyTorch lets us switch off for good is its
+# history ring (recordHistory(false): record_trace then returns at its first line, as natively), so recording the
+# first steps into the ring, with our context recorder returning a context that carries our stack id, would leave
+# nothing attached after the stop. Decided against (fifteenth session, issue 26), for three reasons:
+#  - order: the capture's order is what readers rely on (Note [Deferred observation] in sequencer.h). Module marks are
+#    written as our recorder walks each malloc's frames, phase and step marks and tags from Python, all live into the
+#    sequencer's queue; ring entries would reach the queue only when drained. Frees carry no context, so nothing would
+#    say where a free falls among the marks between two mallocs; every mark and tag would need a drain first (a
+#    module's forward is one), and each drain copies the whole ring (CCA::snapshot(): every entry, every block);
+#  - the user's own history shares the ring: their _record_memory_history and _snapshot() would see our entries, and
+#    PyTorch's snapshot converts every entry's context as its own CapturedTraceback;
+#  - the gain: the tracker left attached costs PyTorch's trace entry, about 0.13 ms a ResNet-50 step (2,300 entries,
+#    record_trace in a profile, thirteenth session), and a history switched on and off left +0.19 µs a pair in the
+#    twelfth session's probe; the recording process's larger and varying excess after the stop (+0.1 to +1.8 ms a
+#    step against native, A/A up to +1.6 in the same rounds, test/gpu/README.md) has shown in no part of ours.
 _events_off = False
 
 
