@@ -147,10 +147,10 @@ def check_summary(out):
     # from a second dlopen in the recorder; NVML finds the device by that bus id.
     import torch
     names, samples = device_records(captures[0]) if captures else ({}, [])
-    # (A process share needs NVML to see our pid, which a container's PID namespace can hide: reported only.)
-    emit("a-identity", names.get(0) == torch.cuda.get_device_name(0) and any(s[0] > 0 for s in samples),
-         device_name=names.get(0), torch_name=torch.cuda.get_device_name(0), samples=len(samples),
-         samples_with_process_share=sum(1 for s in samples if s[2] > 0))
+    # (No process share since Note [One NVML call a sample]: process_used is 0 in every sample.)
+    emit("a-identity", names.get(0) == torch.cuda.get_device_name(0) and any(s[0] > 0 for s in samples)
+         and all(s[2] == 0 for s in samples),
+         device_name=names.get(0), torch_name=torch.cuda.get_device_name(0), samples=len(samples))
 
 
 def check_ddp(out, gpus):

@@ -35,6 +35,19 @@ def stub_so():
     return _stub
 
 
+def fake_nvml_dir():
+    """A folder holding fake_nvml.c built as libnvidia-ml.so.1, for LD_LIBRARY_PATH (the sampler dlopens that name)."""
+    folder = os.path.join(_tmp_root, "fake-nvml")
+    lib = os.path.join(folder, "libnvidia-ml.so.1")
+    if not os.path.exists(lib):
+        cc = shutil.which("cc") or shutil.which("gcc")
+        if cc is None:
+            raise unittest.SkipTest("no C compiler to build the stand-in NVML (apt-get install gcc)")
+        os.makedirs(folder, exist_ok=True)
+        subprocess.run([cc, "-shared", "-fPIC", "-O1", "-o", lib, str(Path(__file__).with_name("fake_nvml.c"))], check=True)
+    return folder
+
+
 def real_so_or_skip(test):
     if not REAL_SO.exists():
         test.skipTest("dist/native/libgpumem_allocator.so is not built (make -C native/allocator); real-allocator tests skipped")

@@ -313,6 +313,26 @@ from gpumem._state import STATE""")
         (oom,) = [F.OomRec.unpack_dict(p) for t, p in recs[off_at:] if t == F.REC_OOM]
         self.assertEqual((oom["requested"], oom["device_free"]), (6 << 30, 1 << 30), "an OOM after the stop is told")
 
+    def test_a_device_sample_is_one_nvml_memory_query_with_a_handle_looked_up_once(self):
+        """Note [One NVML call a sample] (native/allocator/src/device_sampler.cc): with NVML present (a stand-in
+        libnvidia-ml.so.1 that counts its calls), every device sample carries NVML's used/total for the device
+        announced by its PCI bus id, asks nothing else (no per-process query: process_used 0), and the handle is
+        looked up once for the whole run."""
+        folder = support.fake_nvml_dir()
+        out = os.path.join(support.new_dir("nvml"), "calls.txt")
+        used = (7 << 30) + 12345
+        env = {"GPUMEM_ALLOCATOR": "auto", "LD_LIBRARY_PATH": folder + os.pathsep + os.environ.get("LD_LIBRARY_PATH", ""),
+               "FAKE_NVML_OUT": out, "FAKE_NVML_USED": str(used), "FAKE_NVML_TOTAL": str(80 << 30)}
+        first, err, lines, header, recs = run_to_end(self, WORKLOAD, env, wait_s=0.5)
+        samples = [F.DeviceSampleRec.unpack_dict(p) for t, p in recs if t == F.REC_DEVICE_SAMPLE]
+        self.assertGreaterEqual(len(samples), 5, "sampling every 50 ms for half a second")
+        self.assertEqual({(s["used"], s["total"], s["process_used"]) for s in samples}, {(used, 80 << 30, 0)}, err)
+        with open(out) as f:
+            n_init, n_handle, n_memory, n_processes, pci = f.read().split()
+        self.assertEqual(pci, "0000:3B:00.0", "the device's own PCI bus id (the stand-in torch's)")
+        self.assertEqual((int(n_init), int(n_handle), int(n_processes)), (1, 1, 0))
+        self.assertEqual(int(n_memory), len(samples), "one memory query a sample")
+
     def test_no_stack_is_walked_for_backward_once_the_recorded_steps_are_over(self):
         """Note [Recorded steps]: a backward() walks its thread's stack for the autograd threads' allocations
         (stacks::backward_begin) only while entries can still come. Each step's backward() runs from its own function,

@@ -10,8 +10,8 @@
 
 namespace gpumem::rec::sampler {
 
-// Used/total of `device`, and this process's share: NVML, matched to the CUDA device by PCI bus id so
-// that CUDA_VISIBLE_DEVICES cannot mix devices up; else the backend's free/total (process_used 0).
+// Used/total of `device`: NVML, matched to the CUDA device by PCI bus id so that CUDA_VISIBLE_DEVICES cannot mix
+// devices up; else the backend's free/total. process_used is always 0 (Note [One NVML call a sample]).
 // total == 0 when neither knows. The memory figure and t_ns are read under the device lock (Note [Settled
 // samples] in device_sampler.cc): never while a growth is halfway.
 fmt::DeviceSampleRec sample_device(int device, const std::string& pci_bus_id);
