@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Every GPU check in one device call (device time is scarce). Build here first, then carry dist/native:
 #   make -C native/allocator && <device run, carry dist/native> bash test/gpu/run_all.sh [stage…]
-# Stages: env allocator workload sanitizer stacks micro steps frag probes varlen leaks pytorch-tests summaries oom-sample leaks-convnet no-false-leaks keeper-probe budget monitors metadata export-viz categories categories-cost figures-only tracker-cost what-if host-bisect host-profile resnet-overhead long-run advice pytorch-mode pytorch-mode-cost ranks-2gpu notebooks (default: env allocator stacks workload sanitizer).
+# Stages: env allocator workload sanitizer stacks micro steps frag probes varlen leaks pytorch-tests summaries oom-sample leaks-convnet no-false-leaks keeper-probe budget monitors metadata export-viz categories categories-cost figures-only tracker-cost nvml-cost what-if host-bisect host-profile resnet-overhead long-run advice pytorch-mode pytorch-mode-cost ranks-2gpu notebooks (default: env allocator stacks workload sanitizer).
 # Each of micro, steps and frag is one part of test/gpu/bench_allocator.py; "bench" runs all three.
 # Results land under $OUT (logs + JSON), one file per stage, so they come back with the call.
 set -u
@@ -110,9 +110,10 @@ for s in "${stages[@]}"; do
     # The configurations of a round take turns of BLOCK steps (default 10; Note [Lockstep rounds], test/gpu/README.md),
     # their main and autograd threads on the same two CPUs in every turn (Note [Turn CPUs]; NO_TURN_CPUS=1: as before).
     # WARMUP_BLOCK=10: the warm-up's steps back to back in one turn instead of one a turn (Note [Warm-up turns]).
+    # NOSAMPLE=1 adds the recorded-steps configuration without device sampling (Note [One NVML call a sample]).
     categories-cost) run_stage categories-cost 580 bash -c "PYTHONPATH=$PWD/native/python python3 -m gpumem build-observer >/dev/null 2>&1
         python3 test/gpu/bench_allocator.py --so $SO --only steps --models ${MODELS:-gpt2 resnet50} \
-        --step-configs native ${AA:+native:GPUMEM_AA=1} ${MODES-gpumem-run gpumem-run-auto} ${FIGURES:+gpumem-run-auto:GPUMEM_EVENTS=0} ${RECORD:+gpumem-run-auto:GPUMEM_RECORD_STEPS=$RECORD} --rounds ${ROUNDS:-5} --steps ${STEPS:-100} --cpus 6 \
+        --step-configs native ${AA:+native:GPUMEM_AA=1} ${MODES-gpumem-run gpumem-run-auto} ${FIGURES:+gpumem-run-auto:GPUMEM_EVENTS=0} ${RECORD:+gpumem-run-auto:GPUMEM_RECORD_STEPS=$RECORD} ${NOSAMPLE:+gpumem-run-auto:GPUMEM_RECORD_STEPS=${RECORD:-10},GPUMEM_SAMPLE_MS=0} --rounds ${ROUNDS:-5} --steps ${STEPS:-100} --cpus 6 \
         --lockstep ${BLOCK:-10} --warmup-block ${WARMUP_BLOCK:-1} $([ -n "${NO_TURN_CPUS:-}" ] || echo --turn-cpus) | grep --line-buffered -E 'step_ratio|median|error'" ;;
     # Issue 26, probes: where the default mode's added host time goes, part by part. ResNet-50 in lockstep rounds:
     # PyTorch's trace entries to a tracker that does nothing (native-tracker), PyTorch's history ring (native-ring),
@@ -126,6 +127,9 @@ for s in "${stages[@]}"; do
     # Issue 26, probe (builds the tracker extension: about a minute on a fresh machine): what an attached trace tracker that returns at once (the state after the recorded steps: PyTorch has
     # no detach) costs an alloc/free pair, in one process, against bare; JSON: $OUT/tracker-cost/tracker_entry_cost.json.
     tracker-cost) run_stage tracker-cost 200 env GPUMEM_WATCHDOG_S=180 python3 test/gpu/probes/tracker_entry_cost.py --out "$OUT/tracker-cost" ;;
+    # Issue 26, probe: what the device sampler's NVML calls cost a ResNet-50 step in one process, natively (Note [One
+    # NVML call a sample]); JSON: $OUT/nvml_cost_resnet50.json.
+    nvml-cost) run_stage nvml-cost 200 env GPUMEM_WATCHDOG_S=180 OUT="$OUT" python3 test/gpu/probes/nvml_cost.py ;;
     host-profile) run_stage host-profile 200 env CONFIGS="native gpumem-auto gpumem-auto native" bash test/gpu/probes/perf_host.sh 5 ;;
     # Issue 13: what the summary says empty_cache() would release and the largest request without growth,
     # against the allocator then doing it (control socket empty_cache; an allocation of that size).
