@@ -201,7 +201,8 @@ struct DeviceSampleRec {
   uint64_t t_ns;
   uint64_t used;  // device-wide used bytes (what nvidia-smi shows)
   uint64_t total;
-  uint64_t process_used;  // 0: not known (the recorder no longer asks: Note [One NVML call a sample] in device_sampler.cc)
+  // This process's share: 0, not known (the recorder no longer asks: Note [One NVML call a sample], device_sampler.cc).
+  uint64_t process_used;
 };
 
 enum MarkerKind : uint32_t {

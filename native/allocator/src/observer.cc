@@ -298,7 +298,7 @@ uint32_t stack_of(int device, uint64_t addr, uint64_t size) {
 namespace {
 std::atomic<bool> g_events_off{false};
 std::atomic<bool> g_unqueued{false};  // unqueued(): the stats source, no event will ever come
-}
+}  // namespace
 
 bool events_are_off() { return g_events_off.load(std::memory_order_relaxed); }
 
