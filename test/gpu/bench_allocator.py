@@ -108,6 +108,22 @@ def child_micro(args):
     return {"us_per_alloc_free": best, "stack_info": _stack_info()}
 
 
+def timed_steps(step, n):
+    """The probes' loop (test/gpu/probes/): n steps, each synchronized; ([host ms a step issues in], [wall ms to its
+    end]). Host time stops when step() returns, before the synchronize (which spins)."""
+    import torch
+
+    host, wall = [], []
+    for _ in range(n):
+        t0 = time.perf_counter()
+        step()
+        t1 = time.perf_counter()
+        torch.cuda.synchronize()
+        host.append((t1 - t0) * 1e3)
+        wall.append((time.perf_counter() - t0) * 1e3)
+    return host, wall
+
+
 def step_fn(model_name):
     import torch
 

@@ -652,13 +652,10 @@ def live_bytes(torch):
     if STATE.swapped and STATE.native is not None:
         return STATE.native.requested(-1)  # the lens allocator's own counter: no stats dict built
     observe = sys.modules.get("gpumem._observe")
-    if observe is not None and getattr(observe._tracker, "figures", None) is not None:
-        try:  # Note [Figures without the dict] in _observe.py: six numbers, no dict
-            requested = observe.figures_now(torch, torch.cuda.current_device())[5]
-            if requested is not None:
-                return int(requested)
-        except Exception:
-            pass
+    if observe is not None and observe._tracker is not None:  # Note [Figures without the dict]: six numbers, no dict
+        f = observe.extension_figures(torch.cuda.current_device())
+        if f is not None:
+            return f[5]
     nested = getattr(torch.cuda, "memory_stats_as_nested_dict", None)
     if nested is not None:
         requested = ((nested().get("requested_bytes") or {}).get("all") or {}).get("current")

@@ -518,14 +518,23 @@ def _seed(torch):
 # recorded_steps_parts.py). Where the tracker extension is built, its figures() reads the same counters under the same
 # lock and returns six numbers; elsewhere (the history fallback, cudaMallocAsync, a stand-in tracker) the nested
 # dict is read as before.
+def extension_figures(device):
+    """The tracker extension's six numbers for one device (as figures_now), or None where it is not built or cannot
+    read this torch's stats."""
+    read = getattr(_tracker, "figures", None)
+    if read is None:
+        return None
+    try:
+        return tuple(int(x) for x in read(int(device)))
+    except Exception:  # a torch whose stats this build cannot read: callers read the dict, as before
+        return None
+
+
 def figures_now(torch, device):
     """(allocated, reserved, peak allocated, peak reserved, OOMs, requested or None) of one device, now."""
-    read = getattr(_tracker, "figures", None)
-    if read is not None:
-        try:
-            return tuple(int(x) for x in read(int(device)))
-        except Exception:  # a torch whose stats this build cannot read: the dict, as before
-            pass
+    f = extension_figures(device)
+    if f is not None:
+        return f
     st = torch.cuda.memory_stats_as_nested_dict(device)
     a, r = st.get("allocated_bytes", {}).get("all", {}), st.get("reserved_bytes", {}).get("all", {})
     return (a.get("current", 0), r.get("current", 0), a.get("peak", 0), r.get("peak", 0), st.get("num_ooms", 0),

@@ -98,7 +98,7 @@ def main():
     ap.add_argument("--block", type=int, default=10)
     ap.add_argument("--cycles", type=int, default=8)
     a = ap.parse_args()
-    from bench_allocator import step_fn
+    from bench_allocator import step_fn, timed_steps
 
     calls, pci = nvml_calls(0)
     timings = {name: micro(fn) for name, fn in calls.items()}
@@ -116,14 +116,7 @@ def main():
             caller.state = n
             step()
             torch.cuda.synchronize()
-            hs, ws = [], []
-            for _ in range(a.block):
-                t0 = time.perf_counter()
-                step()
-                t1 = time.perf_counter()
-                torch.cuda.synchronize()
-                hs.append((t1 - t0) * 1e3)
-                ws.append((time.perf_counter() - t0) * 1e3)
+            hs, ws = timed_steps(step, a.block)
             host[n].append(statistics.median(hs))
             wall[n].append(statistics.median(ws))
     caller.done = True

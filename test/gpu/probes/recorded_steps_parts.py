@@ -63,7 +63,7 @@ def main():
     ap.add_argument("--block", type=int, default=5)
     ap.add_argument("--repeats", type=int, default=24)
     a = ap.parse_args()
-    from bench_allocator import step_fn
+    from bench_allocator import step_fn, timed_steps
 
     step = step_fn(a.model)
     for _ in range(20):
@@ -116,12 +116,7 @@ def main():
             for _ in range(2):
                 step()
             torch.cuda.synchronize()
-            hs = []
-            for _ in range(a.block):
-                t0 = time.perf_counter()
-                step()
-                hs.append((time.perf_counter() - t0) * 1e3)
-                torch.cuda.synchronize()
+            hs, _ = timed_steps(step, a.block)
             host[n].extend(hs)
             blocks[n].append(statistics.median(hs))
     configure("left")

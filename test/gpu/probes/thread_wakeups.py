@@ -27,7 +27,6 @@ import statistics
 import sys
 import tempfile
 import threading
-import time
 
 faulthandler.dump_traceback_later(int(os.environ.get("GPUMEM_WATCHDOG_S", "150")), exit=True)
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
@@ -77,7 +76,7 @@ def main():
     ap.add_argument("--steps", type=int, default=100)
     ap.add_argument("--phases", default="bare")
     a = ap.parse_args()
-    from bench_allocator import step_fn
+    from bench_allocator import step_fn, timed_steps
 
     step = step_fn(a.model)
     for _ in range(20):
@@ -96,12 +95,7 @@ def main():
         step()
         torch.cuda.synchronize()
         before = threads()
-        host = []
-        for _ in range(a.steps):
-            t0 = time.perf_counter()
-            step()
-            host.append((time.perf_counter() - t0) * 1e3)
-            torch.cuda.synchronize()
+        host, _ = timed_steps(step, a.steps)
         after = threads()
         table = {}
         for name, row in after.items():
