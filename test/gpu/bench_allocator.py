@@ -361,6 +361,34 @@ class Gate:
             place_threads(*self.places)
 
 
+def paired_view(rounds, base, config, model, block):
+    """Note [Paired view]: two more readings of the same steps as the reported ratios (which stay the medians over
+    rounds of each round's median-step ratio, the target's statistic), because a near-host-bound step (ResNet-50 on
+    the lent H200s) goes host-bound in whole turns when the shared host is busy, and a round's median then moves
+    with how many of its ten turns were busy, not with what the configuration costs:
+      - host_delta_ms: per round, `config`'s median host time a step (issued, before the synchronize) minus `base`'s,
+        and their mean: what the configuration costs the host, whether or not the step showed it;
+      - turns: the median over every turn of every round of `config`'s turn median over `base`'s turn of the same
+        cycle (the k-th turn of each, minutes apart at most), so both met the host in the same state.
+    None where a round lacks either side (a child that failed)."""
+    deltas, pairs = [], []
+    for r in rounds:
+        a, b = r.get(base, {}).get(model), r.get(config, {}).get(model)
+        if not a or not b:
+            deltas.append(None)
+            continue
+        deltas.append(round(b["host_ms"] - a["host_ms"], 3))
+        ta, tb = a.get("times_ms") or [], b.get("times_ms") or []
+        step = max(1, block)
+        for k in range(0, min(len(ta), len(tb)), step):
+            ma, mb = statistics.median(ta[k:k + step]), statistics.median(tb[k:k + step])
+            if ma:
+                pairs.append(mb / ma)
+    ok = [d for d in deltas if d is not None]
+    return {"host_delta_ms": {"mean": round(statistics.mean(ok), 3) if ok else None, "rounds": deltas},
+            "turns": {"median": round(statistics.median(pairs), 4) if pairs else None, "n": len(pairs)}}
+
+
 def place_threads(main, autograd, rest):
     """Note [Turn CPUs]: at the start of each turn, this process's main thread goes to the CPU `main`, PyTorch's
     autograd device threads (pt_autograd_*) to `autograd`, and every other thread (the CUDA driver's, ours: gpumem-*)
@@ -708,6 +736,8 @@ def main():
                     ok = [x for x in per_round if x is not None]
                     show("step_ratio_%s_%s_vs_%s_%s" % (model, c, configs[0], stat[:-3]),
                          {"median": statistics.median(ok) if ok else None, "rounds": per_round})
+                show("step_paired_%s_%s_vs_%s" % (model, c, configs[0]),
+                     paired_view(rounds, configs[0], c, model, args.lockstep or args.steps))
     if want("frag"):
         configs = {"native": {}, "native-expandable": {"PYTORCH_CUDA_ALLOC_CONF": "expandable_segments:True"},
                    "ours-fixed": {}, "ours-expandable": {}, "ours-expandable+trim": {}, "gpumem-run": {}}

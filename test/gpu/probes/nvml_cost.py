@@ -9,6 +9,9 @@ makes one kind of call at a fixed rate while the main thread times blocks of ste
   memory      nvmlDeviceGetMemoryInfo every period (what a sample does now)
   handle      nvmlDeviceGetHandleByPciBusId_v2 every period (what each sample did before)
   processes   nvmlDeviceGetComputeRunningProcesses_v3 every period (what each sample did before)
+  shut        NVML shut down (nvmlShutdown; initialized again after the block): whether an initialized NVML that
+              makes no call costs the steps anything (sixteenth session: the recording processes' excess after
+              the stop did not move with one call a sample)
 The period is --period-ms (default 20: ten times the product's rate, so a cost per call shows ten times larger than in
 the product; divide the excess by the ratio to read it at 200 ms). ctypes drops the GIL during each call.
 
@@ -59,9 +62,16 @@ def nvml_calls(device):
         count.value = 64
         return lib.nvmlDeviceGetComputeRunningProcesses_v3(handle, ctypes.byref(count), procs)
 
+    def shut(on):
+        """NVML shut down (on) or initialized again with the handle found anew (off): the `shut` state."""
+        if on:
+            lib.nvmlShutdown()
+        elif lib.nvmlInit_v2() != 0 or lib.nvmlDeviceGetHandleByPciBusId_v2(pci, ctypes.byref(handle)) != 0:
+            raise SystemExit("NVML did not come back after nvmlShutdown")
+
     return {"memory": lambda: lib.nvmlDeviceGetMemoryInfo(handle, ctypes.byref(mem)),
             "handle": lambda: lib.nvmlDeviceGetHandleByPciBusId_v2(pci, ctypes.byref(scratch)),
-            "processes": processes}, pci.decode()
+            "processes": processes}, pci.decode(), shut
 
 
 def micro(fn, n=200):
@@ -100,7 +110,7 @@ def main():
     a = ap.parse_args()
     from bench_allocator import step_fn, timed_steps
 
-    calls, pci = nvml_calls(0)
+    calls, pci, shut = nvml_calls(0)
     timings = {name: micro(fn) for name, fn in calls.items()}
     print("NVML at %s, µs a call (median, max of 200): %s" % (pci, timings), flush=True)
     step = step_fn(a.model)
@@ -108,11 +118,13 @@ def main():
         step()
     torch.cuda.synchronize()
     caller = Caller(calls, a.period_ms / 1e3)
-    names = ["quiet", "memory", "handle", "processes"]
+    names = ["quiet", "memory", "handle", "processes", "shut"]
     host = {n: [] for n in names}
     wall = {n: [] for n in names}
     for c in range(a.cycles):
         for n in names[c % len(names):] + names[:c % len(names)]:
+            if (n == "shut") != (caller.state == "shut"):
+                shut(n == "shut")
             caller.state = n
             step()
             torch.cuda.synchronize()
