@@ -369,9 +369,9 @@ def paired_view(rounds, base, config, model, block):
       - host_delta_ms: per round, `config`'s median host time a step (issued, before the synchronize) minus `base`'s,
         and their mean: what the configuration costs the host, whether or not the step showed it;
       - turns: the median over every turn of every round of `config`'s turn median over `base`'s turn of the same
-        cycle (the k-th turn of each, minutes apart at most), so both met the host in the same state.
+        cycle (the k-th turn of each, about a second apart in lockstep), so both met the host in the same state.
     None where a round lacks either side (a child that failed)."""
-    deltas, pairs = [], []
+    deltas, pairs, step = [], [], max(1, block)
     for r in rounds:
         a, b = r.get(base, {}).get(model), r.get(config, {}).get(model)
         if not a or not b:
@@ -379,7 +379,6 @@ def paired_view(rounds, base, config, model, block):
             continue
         deltas.append(round(b["host_ms"] - a["host_ms"], 3))
         ta, tb = a.get("times_ms") or [], b.get("times_ms") or []
-        step = max(1, block)
         for k in range(0, min(len(ta), len(tb)), step):
             ma, mb = statistics.median(ta[k:k + step]), statistics.median(tb[k:k + step])
             if ma:

@@ -124,6 +124,9 @@ def main():
     for c in range(a.cycles):
         for n in names[c % len(names):] + names[:c % len(names)]:
             if (n == "shut") != (caller.state == "shut"):
+                if n == "shut":  # the caller's last call of the previous state is over before NVML shuts down
+                    caller.state = n
+                    time.sleep(2 * a.period_ms / 1e3)
                 shut(n == "shut")
             caller.state = n
             step()
