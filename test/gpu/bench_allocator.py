@@ -46,6 +46,17 @@ void attach() {
 """
 
 
+
+def attach_noop_tracker():
+    """NOOP_TRACKER built (once: later processes load the same folder's build) and attached to PyTorch's allocator,
+    for good: PyTorch has no detach. The native-tracker configuration and the probes that price the tracker use it."""
+    from torch.utils.cpp_extension import load_inline
+
+    folder = os.path.join(tempfile.gettempdir(), "gpumem-bench-noop-tracker")
+    os.makedirs(folder, exist_ok=True)
+    load_inline(name="gpumem_bench_noop_tracker", cpp_sources=[NOOP_TRACKER], functions=["attach"], with_cuda=True,
+                build_directory=folder, verbose=False, extra_cflags=["-O2"]).attach()
+
 def setup(config, so):
     """config: native (also "native:ANY=1", a second native process: the A/A noise floor) | native-ring |
     native-tracker | native-history | ours | ours-bare | ours-stacks | ours-recording | ours-fixed | ours-expandable,
@@ -58,12 +69,7 @@ def setup(config, so):
         torch.cuda.memory._record_memory_history(enabled="all", context=None, stacks="python", max_entries=1)
         return None
     if config == "native-tracker":  # a trace tracker that does nothing: PyTorch's TraceEntry per event and its call
-        from torch.utils.cpp_extension import load_inline
-
-        folder = os.path.join(tempfile.gettempdir(), "gpumem-bench-noop-tracker")  # built once, loaded by later rounds
-        os.makedirs(folder, exist_ok=True)
-        load_inline(name="gpumem_bench_noop_tracker", cpp_sources=[NOOP_TRACKER], functions=["attach"], with_cuda=True,
-                    build_directory=folder, verbose=False, extra_cflags=["-O2"]).attach()
+        attach_noop_tracker()
         return None
     if config == "native-history":
         torch.cuda.memory._record_memory_history(enabled="all", context="all", stacks="python")

@@ -488,13 +488,18 @@ def _host_callbacks(torch):
     return empty_cache, state
 
 
+def pci_bus_id(props):
+    """The device's PCI bus id as NVML takes it (nvmlDeviceGetHandleByPciBusId), from torch's device properties; ""
+    where torch does not say. The device sampler finds its NVML handle by it (device_sampler.cc)."""
+    if not hasattr(props, "pci_bus_id"):
+        return ""
+    return "%04X:%02X:%02X.0" % (getattr(props, "pci_domain_id", 0), props.pci_bus_id, getattr(props, "pci_device_id", 0))
+
+
 def _announce_devices(torch):
     for d in range(torch.cuda.device_count()):
         p = torch.cuda.get_device_properties(d)
-        pci = ""
-        if hasattr(p, "pci_bus_id"):
-            pci = "%04X:%02X:%02X.0" % (getattr(p, "pci_domain_id", 0), p.pci_bus_id, getattr(p, "pci_device_id", 0))
-        _obs.device(d, p.name, int(p.total_memory), pci)
+        _obs.device(d, p.name, int(p.total_memory), pci_bus_id(p))
 
 
 def _seed(torch):

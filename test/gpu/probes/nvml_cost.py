@@ -34,7 +34,11 @@ import time
 faulthandler.dump_traceback_later(int(os.environ.get("GPUMEM_WATCHDOG_S", "170")), exit=True)
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "..", "native", "python"))
+
 import torch  # noqa: E402
+
+from gpumem._observe import pci_bus_id  # noqa: E402
 
 
 class Memory(ctypes.Structure):
@@ -51,7 +55,7 @@ def nvml_calls(device):
     if lib.nvmlInit_v2() != 0:
         raise SystemExit("nvmlInit_v2 failed")
     p = torch.cuda.get_device_properties(device)
-    pci = ("%04X:%02X:%02X.0" % (getattr(p, "pci_domain_id", 0), p.pci_bus_id, getattr(p, "pci_device_id", 0))).encode()
+    pci = pci_bus_id(p).encode()  # as the product's sampler finds its handle
     handle = ctypes.c_void_p()
     if lib.nvmlDeviceGetHandleByPciBusId_v2(pci, ctypes.byref(handle)) != 0:
         raise SystemExit("no NVML device at %s" % pci.decode())

@@ -25,7 +25,6 @@ import json
 import os
 import statistics
 import sys
-import tempfile
 import threading
 
 faulthandler.dump_traceback_later(int(os.environ.get("GPUMEM_WATCHDOG_S", "150")), exit=True)
@@ -59,24 +58,13 @@ def threads():
     return out
 
 
-def attach_noop_tracker():
-    from torch.utils.cpp_extension import load_inline
-
-    from bench_allocator import NOOP_TRACKER
-
-    folder = os.path.join(tempfile.gettempdir(), "gpumem-bench-noop-tracker")
-    os.makedirs(folder, exist_ok=True)
-    load_inline(name="gpumem_bench_noop_tracker", cpp_sources=[NOOP_TRACKER], functions=["attach"], with_cuda=True,
-                build_directory=folder, verbose=False, extra_cflags=["-O2"]).attach()
-
-
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--model", default="resnet50")
     ap.add_argument("--steps", type=int, default=100)
     ap.add_argument("--phases", default="bare")
     a = ap.parse_args()
-    from bench_allocator import step_fn, timed_steps
+    from bench_allocator import attach_noop_tracker, step_fn, timed_steps
 
     step = step_fn(a.model)
     for _ in range(20):

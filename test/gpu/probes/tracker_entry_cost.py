@@ -28,7 +28,7 @@ faulthandler.dump_traceback_later(int(os.environ.get("GPUMEM_WATCHDOG_S", "150")
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 import torch  # noqa: E402
 
-from bench_allocator import NOOP_TRACKER  # noqa: E402
+from bench_allocator import attach_noop_tracker  # noqa: E402
 from workloads.pytorch_mode.alloc_micro import pair_us  # noqa: E402
 
 # after that import, whose own watchdog (240 s) would otherwise replace this probe's
@@ -52,12 +52,7 @@ def main():
     torch.cuda.memory._record_memory_history(enabled="all", context="state", stacks="python", max_entries=1)
     torch.cuda.memory._record_memory_history(enabled=None)
     phases["history"] = blocks(a.blocks, a.pairs)
-    from torch.utils.cpp_extension import load_inline
-
-    folder = os.path.join(tempfile.gettempdir(), "gpumem-bench-noop-tracker")
-    os.makedirs(folder, exist_ok=True)
-    load_inline(name="gpumem_bench_noop_tracker", cpp_sources=[NOOP_TRACKER], functions=["attach"], with_cuda=True,
-                build_directory=folder, verbose=False, extra_cflags=["-O2"]).attach()
+    attach_noop_tracker()
     phases["tracker"] = blocks(a.blocks, a.pairs)
     base = statistics.median(phases["bare"])
     result = {"pairs": a.pairs, "blocks": a.blocks, "torch": torch.__version__, "phases": {}}
