@@ -199,6 +199,7 @@ def child_steps(args):
     for model in args.models:
         torch.manual_seed(0)
         gate.turn()  # the model is built in this process's turn, so nothing else runs beside a timed block
+        before_model = _process_state(torch)
         step = step_fn(model)
         settling, settling_host, settling_cpu = [], [], []
         for i in range(args.warmup):
@@ -292,7 +293,9 @@ def child_steps(args):
                       # GPUMEM_BENCH_CPROFILE=1: per step, [ms own, ms with callees, calls, function], by own time
                       "profile_top": profile_top,
                       # Python's cyclic collector while the timed steps ran: per generation [collections, ms]
-                      "gc": gc_seen.per_generation}
+                      "gc": gc_seen.per_generation,
+                      # before this model was built (the one before it dropped): what a process carries into it
+                      "before_model": before_model}
         del step
         import gc
         gc.collect()
@@ -418,6 +421,30 @@ def place_threads(main, autograd, rest):
             os.sched_setaffinity(t, cpus)
         except OSError:  # the thread ended meanwhile
             pass
+
+
+def _process_state(torch):
+    """What a child carries from what ran before (issue 26: ResNet-50 after GPT-2 in one recording process was
+    ×1.009–1.028 settled in five H200 runs, alone ×0.998–1.002 in three): the C heap (glibc's mallinfo2: arena
+    bytes, free chunks and their bytes, mmapped bytes), Python's tracked objects, CUDA memory still allocated."""
+    import ctypes
+    import gc
+
+    out = {"py_objects": len(gc.get_objects()), "cuda_allocated": torch.cuda.memory_allocated(),
+           "cuda_reserved": torch.cuda.memory_reserved()}
+
+    class MallInfo2(ctypes.Structure):
+        _fields_ = [(n, ctypes.c_size_t) for n in ("arena", "ordblks", "smblks", "hblks", "hblkhd", "usmblks",
+                                                   "fsmblks", "uordblks", "fordblks", "keepcost")]
+    try:
+        libc = ctypes.CDLL(None)
+        libc.mallinfo2.restype = MallInfo2
+        m = libc.mallinfo2()
+        out.update(heap_arena=m.arena, heap_free_chunks=m.ordblks, heap_used=m.uordblks, heap_free=m.fordblks,
+                   heap_mmapped=m.hblkhd)
+    except (OSError, AttributeError):
+        pass
+    return out
 
 
 def _keeper_passes():

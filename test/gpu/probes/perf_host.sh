@@ -17,7 +17,9 @@ W=${1:-5}
 mkdir -p "$OUT/perf" /tmp/perfpkg
 tar xJf .carry/perfpkg/perf.tar.xz -C /tmp/perfpkg
 PERF=(/tmp/perfpkg/perf/lib/ld-linux-x86-64.so.2 --library-path /tmp/perfpkg/perf/lib /tmp/perfpkg/perf/perf)
-export PYTHONPATH=$PWD/native/python GPUMEM_WATCHDOG_S=$((W + 70))
+export PYTHONPATH=$PWD/native/python GPUMEM_WATCHDOG_S=$((W + 100))
+# PY_PERF=1: Python's own perf trampolines (3.12+), so the report names Python functions (py::…), ours included
+[ -n "${PY_PERF:-}" ] && export PYTHONPERFSUPPORT=1
 python3 -m gpumem build-observer > /dev/null 2>&1
 i=0
 for spec in ${CONFIGS:-native gpumem-auto}; do
@@ -31,7 +33,7 @@ for spec in ${CONFIGS:-native gpumem-auto}; do
       python3 ${PROBE_WORKLOAD:-test/gpu/probes/perf_workload.py} "$pidf" $((W + 2)) > "$OUT/perf/$r.out" 2>&1 &
   fi
   bg=$!
-  for _ in $(seq 600); do [ -f "$pidf" ] && break; sleep 0.1; done
+  for _ in $(seq 1200); do [ -f "$pidf" ] && break; sleep 0.1; done
   [ -f "$pidf" ] || { echo "$r: no pid"; kill $bg; continue; }
   pid=$(cat "$pidf")
   t0=$(date +%s.%N)
@@ -40,7 +42,8 @@ for spec in ${CONFIGS:-native gpumem-auto}; do
   wait $bg
   n=$(awk -v a="$t0" -v b="$t1" '$1 == "STEP" && $2 > a && $2 < b' "$OUT/perf/$r.out" | wc -l)
   med=$(awk -v a="$t0" -v b="$t1" '$1 == "STEP" && $2 > a && $2 < b {print $3}' "$OUT/perf/$r.out" | sort -n | awk '{v[NR]=$1} END {print v[int((NR+1)/2)]}')
-  echo "$r steps $n median_ms $med" | tee -a "$OUT/perf/summary.txt"
+  host=$(awk -v a="$t0" -v b="$t1" '$1 == "STEP" && $2 > a && $2 < b {print $4}' "$OUT/perf/$r.out" | sort -n | awk '{v[NR]=$1} END {print v[int((NR+1)/2)]}')
+  echo "$r steps $n median_ms $med host_ms $host" | tee -a "$OUT/perf/summary.txt"
   {
     echo "steps in window: $n, median step ms: $med, samples at 4999 Hz"
     "${PERF[@]}" report -i /tmp/perf-$r.data --stdio --sort comm -n 2>/dev/null | grep -v '^#' | grep . | head -12
