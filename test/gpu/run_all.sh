@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Every GPU check in one device call (device time is scarce). Build here first, then carry dist/native:
 #   make -C native/allocator && <device run, carry dist/native> bash test/gpu/run_all.sh [stage…]
-# Stages: env allocator workload sanitizer stacks micro steps frag probes varlen leaks pytorch-tests summaries oom-sample leaks-convnet no-false-leaks keeper-probe budget monitors metadata export-viz categories categories-cost figures-only tracker-cost nvml-cost what-if host-bisect host-profile resnet-overhead long-run advice pytorch-mode pytorch-mode-cost ranks-2gpu notebooks (default: env allocator stacks workload sanitizer).
+# Stages: env allocator workload sanitizer stacks micro steps frag probes varlen leaks pytorch-tests summaries oom-sample leaks-convnet no-false-leaks keeper-probe budget monitors metadata export-viz categories categories-cost probe-off figures-only tracker-cost nvml-cost what-if host-bisect host-profile resnet-overhead long-run advice pytorch-mode pytorch-mode-cost ranks-2gpu notebooks (default: env allocator stacks workload sanitizer).
 # Each of micro, steps and frag is one part of test/gpu/bench_allocator.py; "bench" runs all three.
 # Results land under $OUT (logs + JSON), one file per stage, so they come back with the call.
 set -u
@@ -115,6 +115,16 @@ for s in "${stages[@]}"; do
         python3 test/gpu/bench_allocator.py --so $SO --only steps --models ${MODELS:-gpt2 resnet50} \
         --step-configs native ${AA:+native:GPUMEM_AA=1} ${MODES-gpumem-run gpumem-run-auto} ${FIGURES:+gpumem-run-auto:GPUMEM_EVENTS=0} ${RECORD:+gpumem-run-auto:GPUMEM_RECORD_STEPS=$RECORD} ${NOSAMPLE:+gpumem-run-auto:GPUMEM_RECORD_STEPS=${RECORD:-10},GPUMEM_SAMPLE_MS=0} --rounds ${ROUNDS:-5} --steps ${STEPS:-100} --cpus 6 \
         --lockstep ${BLOCK:-10} --warmup-block ${WARMUP_BLOCK:-1} $([ -n "${NO_TURN_CPUS:-}" ] || echo --turn-cpus) | grep --line-buffered -E 'step_ratio|median|error'" ;;
+    # Issue 26, probe: which part of what runs after the stop (and under figures only) costs the host time a step that
+    # no profile shows (Note [Probe switches off] in native/python/gpumem/_probe_off.py): ResNet-50 in lockstep rounds,
+    # native twice, figures only, figures only with the stats poll, the hooks or the writer's tick off, and with all
+    # of them and the device sampler off. host_delta_ms per configuration in the step_paired lines.
+    probe-off) run_stage probe-off 580 bash -c "PYTHONPATH=$PWD/native/python python3 -m gpumem build-observer >/dev/null 2>&1
+        python3 test/gpu/bench_allocator.py --so $SO --only steps --models resnet50 --rounds ${ROUNDS:-5} --steps ${STEPS:-100} \
+        --cpus 6 --lockstep ${BLOCK:-10} --turn-cpus --step-configs native native:GPUMEM_AA=1 gpumem-run-auto:GPUMEM_EVENTS=0 \
+        gpumem-run-auto:GPUMEM_EVENTS=0,GPUMEM_PROBE_OFF=poll gpumem-run-auto:GPUMEM_EVENTS=0,GPUMEM_PROBE_OFF=hooks \
+        gpumem-run-auto:GPUMEM_EVENTS=0,GPUMEM_PROBE_OFF=writer gpumem-run-auto:GPUMEM_EVENTS=0,GPUMEM_PROBE_OFF=all,GPUMEM_SAMPLE_MS=0 \
+        | grep --line-buffered -E 'step_ratio|step_paired|error'" ;;
     # Issue 26, probes: where the default mode's added host time goes, part by part. ResNet-50 in lockstep rounds:
     # PyTorch's trace entries to a tracker that does nothing (native-tracker), PyTorch's history ring (native-ring),
     # the default mode without stacks and with them, the lens mode without stacks and with them;

@@ -32,14 +32,15 @@ class ProcessStateTest(unittest.TestCase):
     def test_python_objects_follow_what_the_process_keeps(self):
         gc.collect()  # garbage from before would otherwise go during the count below
         before = bench_allocator._process_state(_Torch(0, 0))["py_objects"]
-        kept = [[i] for i in range(5000)]  # 5000 tracked lists (and the outer one)
+        kept = [[i] for i in range(20000)]  # 20,000 tracked lists (and the outer one)
         gc.collect()
         after = bench_allocator._process_state(_Torch(0, 0))["py_objects"]
-        self.assertGreaterEqual(after - before, 5000)
+        # other tests' threads and finalizers may add or drop a few hundred objects meanwhile
+        self.assertGreater(after - before, 19000)
         del kept
         gc.collect()
         again = bench_allocator._process_state(_Torch(0, 0))["py_objects"]
-        self.assertLess(again, after - 4000)
+        self.assertLess(again, after - 19000)
 
     def test_c_heap_grows_with_what_malloc_keeps(self):
         libc = ctypes.CDLL(None)

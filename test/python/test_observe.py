@@ -213,6 +213,36 @@ for observer in oom_observers:  # as PyTorch's allocator calls them: device, req
         self.assertEqual((stats[-1]["allocated"], stats[-1]["reserved"], stats[-1]["peak_allocated"]),
                          (3 << 20, 40 << 20, 5 << 20))
 
+    def test_probe_switches_keep_whole_parts_off(self):
+        """Note [Probe switches off] (gpumem/_probe_off.py): under figures only, GPUMEM_PROBE_OFF=poll+hooks+writer
+        starts no stats poll (PyTorch's figures never reach the capture), installs none of the markers' hooks (backward() is
+        torch's own) and sets the writer's tick through the library, which takes the switch; without it, the same run
+        has the poll's figures and the bracketed backward()."""
+        workload = WORKLOAD.replace("torch.cuda.init()", """stats = {"allocated_bytes": {"all": {"current": 3 << 20, "peak": 5 << 20}},
+         "reserved_bytes": {"all": {"current": 40 << 20, "peak": 40 << 20}}, "num_ooms": 0}
+torch.cuda.memory_stats_as_nested_dict = mem.memory_stats_as_nested_dict = lambda device=None: stats
+torch.cuda.init()""").replace('"swapped": STATE.swapped,', '"swapped": STATE.swapped, "bracketed": hasattr(torch.autograd.backward, '
+                              '"__wrapped__"), "applied": __import__("gpumem._probe_off")._probe_off.applied, "threads": '
+                              '[t.name for t in __import__("threading").enumerate()],')
+        runs = {}
+        for off in ("", "poll+hooks+writer"):
+            env = {"GPUMEM_ALLOCATOR": "auto", "GPUMEM_EVENTS": "0"}
+            if off:
+                env["GPUMEM_PROBE_OFF"] = off
+            first, err, _lines, header, recs = run_to_end(self, workload, env, 0.5)
+            stats = [F.StatsRec.unpack_dict(p) for t, p in recs if t == F.REC_STATS]
+            runs[off] = (first, stats)
+        first, stats = runs[""]
+        self.assertEqual((first.get("source"), first.get("bracketed"), first.get("applied")), ("stats", True, {}))
+        self.assertIn("gpumem-stats-poll", first.get("threads"))
+        self.assertEqual(stats[-1]["allocated"], 3 << 20)
+        first, stats = runs["poll+hooks+writer"]
+        self.assertEqual((first.get("source"), first.get("bracketed"), first.get("applied")), ("stats", False, {"writer": 0}))
+        self.assertNotIn("gpumem-stats-poll", first.get("threads"))
+        # the sampler still writes its records, but nothing reads PyTorch's figures into them
+        self.assertTrue(stats)
+        self.assertEqual({(r["allocated"], r["reserved"], r["peak_allocated"]) for r in stats}, {(0, 0, 0)})
+
     def test_a_backend_with_stats_only_is_recorded_as_figures_and_the_header_says_so(self):
         """backend:cudaMallocAsync has neither trace trackers nor history: the stats source, whatever GPUMEM_EVENTS and
         GPUMEM_RECORD_STEPS say, and a header that says so (Note [Not recorded]), so the panels tell why no line shows."""

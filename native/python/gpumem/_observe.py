@@ -22,7 +22,7 @@ import pickle
 import sys
 import threading
 
-from . import _native
+from . import _native, _probe_off
 from ._state import STATE
 from ._where import warn
 
@@ -558,6 +558,8 @@ class _StatsPoll:
     def __init__(self, torch, period_s):
         self.torch = torch
         self.period_s = max(0.02, min(period_s, 0.2))
+        if _probe_off.off("poll"):  # Note [Probe switches off]: a benchmark child pricing the poll thread
+            return
         threading.Thread(target=self._loop, name="gpumem-stats-poll", daemon=True).start()
 
     def poll(self):
@@ -686,7 +688,13 @@ def start(torch):
             warn(line)
             STATE.native.notice(line, _native.NOTICE_WARNING)
         _attach_oom_observer(torch)
-        _markers.apply(torch)
+        off = _probe_off.parts_off()  # Note [Probe switches off]: benchmark children only
+        if "hooks" not in off:
+            _markers.apply(torch)
+        if "writer" in off:
+            probe_set = STATE.native.lib.gpumem_probe_set
+            probe_set.restype, probe_set.argtypes = ctypes.c_int, [ctypes.c_char_p, ctypes.c_int64]
+            _probe_off.applied["writer"] = probe_set(b"flush_ms", 10000)  # 0: the library took it
         return True
 
 
