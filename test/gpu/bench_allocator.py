@@ -424,9 +424,9 @@ def place_threads(main, autograd, rest):
 
 
 def _process_state(torch):
-    """What a child carries from what ran before (issue 26: ResNet-50 after GPT-2 in one recording process was
-    ×1.009–1.028 settled in five H200 runs, alone ×0.998–1.002 in three): the C heap (glibc's mallinfo2: arena
-    bytes, free chunks and their bytes, mmapped bytes), Python's tracked objects, CUDA memory still allocated."""
+    """What a child carries from what ran before: the C heap (glibc's mallinfo2: arena bytes, free chunks and their
+    bytes, mmapped bytes), Python's tracked objects, CUDA memory still allocated. Issue 26 asked whether ResNet-50
+    after GPT-2 in a recording process starts from another state (seventeenth session in test/gpu/README.md)."""
     import ctypes
     import gc
 

@@ -18,8 +18,6 @@ mkdir -p "$OUT/perf" /tmp/perfpkg
 tar xJf .carry/perfpkg/perf.tar.xz -C /tmp/perfpkg
 PERF=(/tmp/perfpkg/perf/lib/ld-linux-x86-64.so.2 --library-path /tmp/perfpkg/perf/lib /tmp/perfpkg/perf/perf)
 export PYTHONPATH=$PWD/native/python GPUMEM_WATCHDOG_S=$((W + 100))
-# PY_PERF=1: Python's own perf trampolines (3.12+), so the report names Python functions (py::…), ours included
-[ -n "${PY_PERF:-}" ] && export PYTHONPERFSUPPORT=1
 python3 -m gpumem build-observer > /dev/null 2>&1
 i=0
 for spec in ${CONFIGS:-native gpumem-auto}; do
@@ -40,9 +38,11 @@ for spec in ${CONFIGS:-native gpumem-auto}; do
   "${PERF[@]}" record -q -e cpu-clock -F 4999 -o /tmp/perf-$r.data -p "$pid" -- sleep "$W" 2> /dev/null
   t1=$(date +%s.%N)
   wait $bg
-  n=$(awk -v a="$t0" -v b="$t1" '$1 == "STEP" && $2 > a && $2 < b' "$OUT/perf/$r.out" | wc -l)
-  med=$(awk -v a="$t0" -v b="$t1" '$1 == "STEP" && $2 > a && $2 < b {print $3}' "$OUT/perf/$r.out" | sort -n | awk '{v[NR]=$1} END {print v[int((NR+1)/2)]}')
-  host=$(awk -v a="$t0" -v b="$t1" '$1 == "STEP" && $2 > a && $2 < b {print $4}' "$OUT/perf/$r.out" | sort -n | awk '{v[NR]=$1} END {print v[int((NR+1)/2)]}')
+  window() { awk -v a="$t0" -v b="$t1" -v c="$1" '$1 == "STEP" && $2 > a && $2 < b {print $c}' "$OUT/perf/$r.out"; }
+  median() { sort -n | awk '{v[NR]=$1} END {print v[int((NR+1)/2)]}'; }
+  n=$(window 2 | wc -l)
+  med=$(window 3 | median)
+  host=$(window 4 | median)  # host time: until step() returned (perf_workload.py's fourth column)
   echo "$r steps $n median_ms $med host_ms $host" | tee -a "$OUT/perf/summary.txt"
   {
     echo "steps in window: $n, median step ms: $med, samples at 4999 Hz"
