@@ -370,6 +370,19 @@ class Gate:
             place_threads(*self.places)
 
 
+def _ratio(a, b):
+    return (a / b) if isinstance(a, (int, float)) and isinstance(b, (int, float)) and b else None
+
+
+def round_ratios(rounds, base, config, model, stat):
+    """Note [Interleaved rounds]: `stat` of `config` over `base` in each round (None where a child failed or lacks
+    it), and their median: the figure the targets are read from."""
+    per_round = [_ratio(r.get(config, {}).get(model, {}).get(stat), r.get(base, {}).get(model, {}).get(stat))
+                 for r in rounds]
+    ok = [x for x in per_round if x is not None]
+    return {"median": statistics.median(ok) if ok else None, "rounds": per_round}
+
+
 def paired_view(rounds, base, config, model, block):
     """Note [Paired view]: two more readings of the same steps as the reported ratios (which stay the medians over
     rounds of each round's median-step ratio, the target's statistic), because a near-host-bound step (ResNet-50 on
@@ -723,7 +736,6 @@ def main():
         results[name] = value
         print(json.dumps({name: value}), flush=True)
 
-    ratio = lambda a, b: (a / b) if isinstance(a, (int, float)) and isinstance(b, (int, float)) and b else None  # noqa: E731
     if want("micro"):
         # "ours-bare" is the allocator with nothing recorded: the ≤1.0× comparison with native. "ours"
         # is a bare install_lens (the trace ring for PyTorch-format snapshots, with stacks).
@@ -741,9 +753,9 @@ def main():
                                                 for c, v in every.items()})
         show("micro_stack_info", {c: r.get("stack_info") for c, r in m.items() if r.get("stack_info")})
         if "ours-bare" in us and "native" in us:
-            show("micro_ratio_ours_bare_vs_native", ratio(us["ours-bare"], us["native"]))
+            show("micro_ratio_ours_bare_vs_native", _ratio(us["ours-bare"], us["native"]))
         if "ours-stacks" in us and "native-history" in us:
-            show("micro_ratio_ours_stacks_vs_native_history", ratio(us["ours-stacks"], us["native-history"]))
+            show("micro_ratio_ours_stacks_vs_native_history", _ratio(us["ours-stacks"], us["native-history"]))
     if want("steps"):
         # Note [Interleaved rounds]: GPU clocks and a shared host drift by a few percent between minutes,
         # more than the 1 % being measured; so each round runs every configuration once, back to back
@@ -763,11 +775,8 @@ def main():
         for model in args.models:
             for c in configs[1:]:
                 for stat in ("median_ms", "p10_ms", "cpu_ms", "settling_ms"):
-                    per_round = [ratio(r[c].get(model, {}).get(stat), r[configs[0]].get(model, {}).get(stat))
-                                 for r in rounds]
-                    ok = [x for x in per_round if x is not None]
                     show("step_ratio_%s_%s_vs_%s_%s" % (model, c, configs[0], stat[:-3]),
-                         {"median": statistics.median(ok) if ok else None, "rounds": per_round})
+                         round_ratios(rounds, configs[0], c, model, stat))
                 show("step_paired_%s_%s_vs_%s" % (model, c, configs[0]),
                      paired_view(rounds, configs[0], c, model, args.lockstep or args.steps))
     if want("frag"):
