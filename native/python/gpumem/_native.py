@@ -100,6 +100,14 @@ class Allocator:
         fn(buf, len(buf))
         return json.loads(buf.value.decode())
 
+    def probe_set(self):
+        """gpumem_probe_set(name bytes, value) with its signature (Note [Probe switches] in c_api.cc: 0 taken, -1 an
+        unknown switch), or None where the library predates it. For probes only: nothing of the product sets one."""
+        fn = getattr(self.lib, "gpumem_probe_set", None)
+        if fn is not None:
+            fn.restype, fn.argtypes = ctypes.c_int, [ctypes.c_char_p, ctypes.c_int64]
+        return fn
+
     def allocated(self, device):
         return int(self.lib.gpumem_allocated(device))
 

@@ -692,9 +692,7 @@ def start(torch):
         if "hooks" not in off:
             _markers.apply(torch)
         if "writer" in off:
-            probe_set = STATE.native.lib.gpumem_probe_set
-            probe_set.restype, probe_set.argtypes = ctypes.c_int, [ctypes.c_char_p, ctypes.c_int64]
-            _probe_off.applied["writer"] = probe_set(b"flush_ms", 10000)  # 0: the library took it
+            _probe_off.applied["writer"] = STATE.native.probe_set()(b"flush_ms", 10000)  # 0: the library took it
         return True
 
 

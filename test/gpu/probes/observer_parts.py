@@ -69,11 +69,7 @@ def main():
         skip = hv.skip if hv.on else list(_observe.RING_ACTIONS)
         tracker.record(on, hv.user_stacks, min(hv.max_entries, 2 ** 62), hv.when, skip)
 
-    import ctypes
-
-    probe = getattr(lib, "gpumem_probe_set", None)
-    if probe is not None:
-        probe.restype, probe.argtypes = ctypes.c_int, [ctypes.c_char_p, ctypes.c_int64]
+    probe = STATE.native.probe_set()
 
     def configure(name):
         if name == "all'":
