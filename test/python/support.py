@@ -48,6 +48,19 @@ def fake_nvml_dir():
     return folder
 
 
+def fake_tracker_figures():
+    """fake_tracker_figures.c built: a stand-in for the tracker extension's C reader (gpumem_tracker_figures)."""
+    lib = os.path.join(_tmp_root, "fake-tracker-figures", "fake_tracker_figures.so")
+    if not os.path.exists(lib):
+        cc = shutil.which("cc") or shutil.which("gcc")
+        if cc is None:
+            raise unittest.SkipTest("no C compiler to build the stand-in figures reader (apt-get install gcc)")
+        os.makedirs(os.path.dirname(lib), exist_ok=True)
+        subprocess.run([cc, "-shared", "-fPIC", "-O1", "-o", lib, str(Path(__file__).with_name("fake_tracker_figures.c")),
+                        "-lpthread"], check=True)
+    return lib
+
+
 def real_so_or_skip(test):
     if not REAL_SO.exists():
         test.skipTest("dist/native/libgpumem_allocator.so is not built (make -C native/allocator); real-allocator tests skipped")

@@ -380,23 +380,23 @@ class LiveBytesTest(unittest.TestCase):
         torch.cuda.current_device = lambda: 2
         nested = torch.cuda.memory_stats_as_nested_dict
         torch.cuda.memory_stats_as_nested_dict = lambda *a: self.fail("the nested dict was built")
-        saved = _observe._tracker
+        saved = _observe._figures_ext
         try:
-            _observe._tracker = types.SimpleNamespace(figures=figures)
+            _observe._figures_ext = types.SimpleNamespace(figures=figures)
             self.assertEqual(live_bytes(torch), 21000)
             self.assertEqual(asked, [2])
             self.assertEqual(_observe.figures_now(torch, 1), (101, 201, 301, 401, 0, 14000))
 
             def broken(device):
                 raise RuntimeError("no stats in this build")
-            _observe._tracker = types.SimpleNamespace(figures=broken)
+            _observe._figures_ext = types.SimpleNamespace(figures=broken)
             torch.cuda.memory_stats_as_nested_dict = nested
             self.assertEqual(live_bytes(torch), 11)
             # a stand-in tracker without figures (the history fallback has none): the dict, whole
-            _observe._tracker = types.SimpleNamespace()
+            _observe._figures_ext = types.SimpleNamespace()
             self.assertEqual(_observe.figures_now(torch, 0), (0, 0, 0, 0, 0, 11))
         finally:
-            _observe._tracker = saved
+            _observe._figures_ext = saved
 
 
 class FormatTest(unittest.TestCase):

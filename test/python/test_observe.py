@@ -118,9 +118,9 @@ def finish(test, proc):
 
 
 def run_to_end(test, workload, env, wait_s=0.0):
-    """Runs a workload (sampling every 50 ms), reads its first line, waits wait_s (a few polls of PyTorch's stats), then
+    """Runs a workload (sampling every 50 ms unless env says), reads its first line, waits wait_s (a few polls of PyTorch's stats), then
     lets it end: (its first line, stderr, the allocator-mode line in a list, the capture's header, its records)."""
-    proc, work, session = support.start_workload(workload, test.so, env=dict(env, GPUMEM_SAMPLE_MS="50"), cwd_is_work=True)
+    proc, work, session = support.start_workload(workload, test.so, env=dict({"GPUMEM_SAMPLE_MS": "50"}, **env), cwd_is_work=True)
     try:
         first = json.loads(proc.stdout.readline() or "{}")
         import time
@@ -243,6 +243,45 @@ torch.cuda.init()""").replace('"swapped": STATE.swapped,', '"swapped": STATE.swa
         self.assertTrue(stats)
         self.assertEqual({(r["allocated"], r["reserved"], r["peak_allocated"]) for r in stats}, {(0, 0, 0)})
 
+    def figures_reader_workload(self, base):
+        """`base` with a stand-in extension whose C reader (fake_tracker_figures.c) gives figures other than the stats
+        dict's, so the capture says which of the two reached it."""
+        lib = support.fake_tracker_figures()
+        return base.replace("torch.cuda.init()", """import ctypes, types
+fake = ctypes.CDLL(%r)
+fake.fake_figures_set.argtypes = [ctypes.c_int64] * 6
+fake.fake_figures_set(11 << 20, 44 << 20, 13 << 20, 44 << 20, 0, 10 << 20)
+import gpumem._observe as observe
+ext = types.SimpleNamespace(__file__=%r, figures=lambda d: [11 << 20, 44 << 20, 13 << 20, 44 << 20, 0, 10 << 20])
+observe.build_tracker = lambda torch: (ext, None)
+torch.cuda.init()""" % (lib, lib)).replace("from gpumem._state import STATE", """time.sleep(0.3)  # a few sampler passes (every 50 ms)
+from gpumem._state import STATE""").replace('"swapped": STATE.swapped,', '"swapped": STATE.swapped, "by": __import__("gpumem._observe")'
+                  '._observe.figures_by, "threads": [t.name for t in __import__("threading").enumerate()], "reads": '
+                  'fake.fake_figures_reads(), "reads_off_main": fake.fake_figures_reads_off_main(),')
+
+    def test_figures_only_reads_pytorchs_figures_on_the_samplers_thread(self):
+        """Note [Figures on the sampler's thread] (native/allocator/src/observer.h): under figures only, where the
+        extension has its C reader, the library's sampler reads PyTorch's figures itself: no Python thread polls them
+        (none wakes to take the GIL), every read comes from a thread other than the workload's, and the samples carry
+        the reader's figures, not the stats dict's; with sampling off the poll thread reads them, as before."""
+        workload = self.figures_reader_workload(WORKLOAD.replace("torch.cuda.init()", """stats = {"allocated_bytes": {"all": {"current": 3 << 20, "peak": 5 << 20}},
+         "reserved_bytes": {"all": {"current": 40 << 20, "peak": 40 << 20}}, "num_ooms": 0}
+torch.cuda.memory_stats_as_nested_dict = mem.memory_stats_as_nested_dict = lambda device=None: stats
+torch.cuda.init()"""))
+        first, err, _lines, header, recs = run_to_end(self, workload, {"GPUMEM_ALLOCATOR": "auto", "GPUMEM_EVENTS": "0"}, 0.3)
+        self.assertEqual((first.get("source"), first.get("by")), ("stats", "sampler"), err)
+        self.assertNotIn("gpumem-stats-poll", first.get("threads"))
+        self.assertGreaterEqual(first.get("reads"), 2, "a read a pass, every 50 ms")
+        self.assertEqual(first.get("reads_off_main"), first.get("reads"), "never on the workload's thread")
+        stats = [F.StatsRec.unpack_dict(p) for t, p in recs if t == F.REC_STATS]
+        self.assertEqual({(r["allocated"], r["reserved"], r["peak_allocated"], r["peak_reserved"]) for r in stats[1:]},
+                         {(11 << 20, 44 << 20, 13 << 20, 44 << 20)}, "the reader's figures from the second pass on")
+        # sampling off: nothing would call the reader, so the poll reads the dict (and no sample is written)
+        first, err, _lines, header, recs = run_to_end(self, workload, {"GPUMEM_ALLOCATOR": "auto", "GPUMEM_EVENTS": "0",
+                                                                       "GPUMEM_SAMPLE_MS": "0"}, 0.3)
+        self.assertEqual((first.get("source"), first.get("by"), first.get("reads")), ("stats", "poll", 0), err)
+        self.assertIn("gpumem-stats-poll", first.get("threads"))
+
     def test_a_backend_with_stats_only_is_recorded_as_figures_and_the_header_says_so(self):
         """backend:cudaMallocAsync has neither trace trackers nor history: the stats source, whatever GPUMEM_EVENTS and
         GPUMEM_RECORD_STEPS say, and a header that says so (Note [Not recorded]), so the panels tell why no line shows."""
@@ -342,6 +381,30 @@ from gpumem._state import STATE""")
         self.assertFalse([n for n in notices if "recorded" in n], "the marker is what the reader shows, once")
         (oom,) = [F.OomRec.unpack_dict(p) for t, p in recs[off_at:] if t == F.REC_OOM]
         self.assertEqual((oom["requested"], oom["device_free"]), (6 << 30, 1 << 30), "an OOM after the stop is told")
+
+    def test_after_the_recorded_steps_the_sampler_reads_pytorchs_figures(self):
+        """Note [Figures on the sampler's thread] with Note [Recorded steps]: once the recorded steps are over, the
+        tracker extension's C reader gives the sampler PyTorch's figures (no poll thread), and the samples after the
+        marker carry them, not the stats dict's."""
+        lib = support.fake_tracker_figures()
+        workload = WORKLOAD.replace("torch.cuda.init()", RECORD_STEPS_WORKLOAD.replace("STEP_CALL", "opt.step()").replace(
+            "tracker = Tracker()\n", """tracker = Tracker()
+tracker.__file__ = %r
+fake = ctypes.CDLL(tracker.__file__)
+fake.fake_figures_set.argtypes = [ctypes.c_int64] * 6
+fake.fake_figures_set(21 << 20, 48 << 20, 23 << 20, 48 << 20, 0, 20 << 20)
+""" % lib)).replace('"swapped": STATE.swapped,', '"swapped": STATE.swapped, "by": observe.figures_by, "threads": '
+                    '[t.name for t in __import__("threading").enumerate()], "reads_off_main": fake.fake_figures_reads_off_main(),')
+        first, err, lines, header, recs = run_to_end(self, workload, {"GPUMEM_ALLOCATOR": "auto", "GPUMEM_RECORD_STEPS": "2"})
+        self.assertEqual((first.get("source"), first.get("by")), ("tracker", "sampler"), err)
+        self.assertNotIn("gpumem-stats-poll", first.get("threads"))
+        self.assertGreaterEqual(first.get("reads_off_main"), 1)
+        marks = [(i, F.MarkerRec.unpack_dict(p)) for i, (t, p) in enumerate(recs) if t == F.REC_MARKER]
+        (off_at,) = [i for i, m in marks if m["kind"] == F.MARK_EVENTS_OFF]
+        after = [F.StatsRec.unpack_dict(p) for t, p in recs[off_at:] if t == F.REC_STATS]
+        self.assertTrue(after, "samples after the marker")
+        self.assertEqual((after[-1]["allocated"], after[-1]["reserved"], after[-1]["peak_allocated"]),
+                         (21 << 20, 48 << 20, 23 << 20), "the reader's figures, not the dict's (7, 40, 9 MiB)")
 
     def test_a_device_sample_is_one_nvml_memory_query_with_a_handle_looked_up_once(self):
         """Note [One NVML call a sample] (native/allocator/src/device_sampler.cc): with NVML present (a stand-in

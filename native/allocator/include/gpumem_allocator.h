@@ -120,6 +120,11 @@ int gpumem_observe_event_queued(int device, int action, uint64_t addr, uint64_t 
 // Figures from PyTorch's stats API (the stats-only source, when no trace tracker or history is offered).
 void gpumem_observe_figures(int device, uint64_t allocated, uint64_t reserved, uint64_t peak_allocated,
                             uint64_t peak_reserved, uint64_t num_ooms);
+// Note [Figures on the sampler's thread] (src/observer.h): the sampler's thread reads each device's figures through
+// `read` (device, out[6]: allocated, reserved, peak allocated, peak reserved, OOMs, requested; 0 = read) before each
+// REC_STATS, instead of the host polling gpumem_observe_figures. 0 taken, -1 when the sampler does not run (the host
+// polls). NULL clears it, returning once a read in progress has ended.
+int gpumem_observe_figures_reader(int (*read)(int device, int64_t* out));
 // Note [Recorded steps] (src/observer.h): from now on the tracker's entries and the recorder's calls return at once,
 // for good; what was queued is applied, then a MARK_EVENTS_OFF marker named `why`. The figures then come from
 // gpumem_observe_figures. 0, or -1 (why NULL).

@@ -12,6 +12,7 @@
 #include "../include/gpumem_allocator.h"
 #include "allocator.h"
 #include "control_commands.h"
+#include "device_sampler.h"
 #include "module_marks.h"
 #include "observer.h"
 #include "recorder.h"
@@ -385,6 +386,17 @@ GPUMEM_API void gpumem_observe_unqueued(void) { rec::observer::unqueued(); }
 GPUMEM_API void gpumem_observe_figures(int device, uint64_t allocated, uint64_t reserved, uint64_t peak_allocated,
                                        uint64_t peak_reserved, uint64_t num_ooms) {
   rec::observer::set_figures(device, allocated, reserved, peak_allocated, peak_reserved, num_ooms);
+}
+
+// Note [Figures on the sampler's thread] (src/observer.h): taken only where the sampler runs, since nothing else
+// would call it (the host then polls, as before).
+GPUMEM_API int gpumem_observe_figures_reader(int (*read)(int device, int64_t* out)) {
+  if (read != nullptr && !rec::sampler::running()) {
+    set_last_error("gpumem_observe_figures_reader: the sampler does not run (sample_interval_ms 0 or no capture)");
+    return -1;
+  }
+  rec::observer::set_figures_reader(read);
+  return 0;
 }
 
 GPUMEM_API uint32_t gpumem_observe_gather(void) {

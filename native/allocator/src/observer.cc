@@ -104,6 +104,7 @@ void start(const Host& host) {
   if (!(inline_env && std::strcmp(inline_env, "1") == 0)) sequencer::start(&apply);
   Sources src;
   src.figures = &figures;
+  src.refresh = &refresh_figures;
   src.state = host.state;
   set_sources(src);
 }
@@ -246,6 +247,30 @@ void set_figures(int device, uint64_t allocated, uint64_t reserved, uint64_t pea
   d.peak_allocated = peak_allocated;
   d.peak_reserved = peak_reserved;
   d.num_ooms = num_ooms;
+}
+
+namespace {
+std::mutex g_reader_mu;  // Note [Figures on the sampler's thread]: taken before PyTorch's allocator lock, never after
+FiguresReader g_reader = nullptr;
+}  // namespace
+
+void set_figures_reader(FiguresReader read) {
+  std::lock_guard<std::mutex> lk(g_reader_mu);  // a read in progress ends first
+  g_reader = read;
+}
+
+bool has_figures_reader() {
+  std::lock_guard<std::mutex> lk(g_reader_mu);
+  return g_reader != nullptr;
+}
+
+void refresh_figures(int device) {
+  int64_t v[6] = {0, 0, 0, 0, 0, 0};
+  std::lock_guard<std::mutex> lk(g_reader_mu);
+  if (g_reader == nullptr || g_reader(device, v) != 0) return;  // a device it cannot read keeps its last figures
+  for (int64_t x : v)
+    if (x < 0) return;
+  set_figures(device, uint64_t(v[0]), uint64_t(v[1]), uint64_t(v[2]), uint64_t(v[3]), uint64_t(v[4]));
 }
 
 core::Figures figures(int device) {

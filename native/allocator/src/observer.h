@@ -85,6 +85,19 @@ void apply(const sequencer::Event& e);
 // (backend:cudaMallocAsync): the stats-only source (Note [Observing PyTorch's allocator]).
 void set_figures(int device, uint64_t allocated, uint64_t reserved, uint64_t peak_allocated, uint64_t peak_reserved,
                  uint64_t num_ooms);
+// Note [Figures on the sampler's thread]: where the figures come from PyTorch's stats (figures only, and after the
+// recorded steps), the tracker extension's C reader gives them to the sampler's pass (recorder.h's Sources::refresh),
+// so no thread of the host's wakes to poll them holding the GIL the user's steps need. `read(device, out)` fills
+// allocated, reserved, peak allocated, peak reserved, OOMs, requested and returns 0; it takes PyTorch's allocator
+// lock, so it is only ever called from the sampler's thread, holding no lock of ours but the reader's own.
+// Lock order: the reader's mutex, then PyTorch's allocator lock (inside read, released on return), then a device's
+// figures lock (set_figures); nothing of ours is taken under PyTorch's lock here. nullptr clears the reader and
+// returns once a read in progress has ended (the host clears it before its interpreter goes away).
+using FiguresReader = int (*)(int device, int64_t* out);
+void set_figures_reader(FiguresReader read);
+bool has_figures_reader();
+// One device's figures through the reader, when one is set (the sampler's pass, before it writes REC_STATS).
+void refresh_figures(int device);
 // The device's figures as the events made them (summed when device == -1).
 core::Figures figures(int device);
 uint64_t dropped_frees();

@@ -136,6 +136,7 @@ void sample_pass() {
   for (int d = 0; d < n; d++) {
     fmt::DeviceSampleRec s = sampler::sample_device(d, pci[size_t(d)]);
     if (s.total) writer::append(fmt::REC_DEVICE_SAMPLE, uint8_t(d), 0, &s, sizeof s);
+    if (g_sources_set.load() && g_sources.refresh) g_sources.refresh(d);
     core::Figures f = g_sources_set.load() ? g_sources.figures(d) : core::figures(d);
     fmt::StatsRec st{now_ns(),         f.allocated,     f.reserved, f.active,           f.requested,
                      f.peak_allocated, f.peak_reserved, f.num_ooms, f.num_alloc_retries};

@@ -39,6 +39,9 @@ void on_init(int device_count);
 // depends on the observer (the observer sits above it, like the control commands).
 struct Sources {
   core::Figures (*figures)(int device) = nullptr;  // required when set
+  // Optional: the sampler's pass calls it for each device before reading its figures, on the sampler's thread
+  // (Note [Figures on the sampler's thread] in observer.h).
+  void (*refresh)(int device) = nullptr;
   // Writes the states (and the pickle, when pickle_path is not empty); first offset or -1. May be null.
   int64_t (*state)(int device, uint32_t reason, const char* pickle_path) = nullptr;
 };

@@ -652,7 +652,7 @@ def live_bytes(torch):
     if STATE.swapped and STATE.native is not None:
         return STATE.native.requested(-1)  # the lens allocator's own counter: no stats dict built
     observe = sys.modules.get("gpumem._observe")
-    if observe is not None and observe._tracker is not None:  # Note [Figures without the dict]: six numbers, no dict
+    if observe is not None and observe._figures_ext is not None:  # Note [Figures without the dict]: six numbers, no dict
         f = observe.extension_figures(torch.cuda.current_device())
         if f is not None:
             return f[5]

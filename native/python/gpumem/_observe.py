@@ -29,9 +29,10 @@ from ._where import warn
 # PyTorch's TraceEntry action names, in its enum order (the codes gpumem_observe_event takes).
 ACTIONS = {"alloc": 0, "free_requested": 1, "free_completed": 2, "segment_alloc": 3, "segment_free": 4,
            "segment_map": 5, "segment_unmap": 6, "snapshot": 7, "oom": 8, "user_defined": 9}
-OBSERVER_VERSION = 7  # 3: the lens OOM glue (Note [Lens OOM type]) · 4: trace entries' user_metadata (labels) · 5:
+OBSERVER_VERSION = 8  # 3: the lens OOM glue (Note [Lens OOM type]) · 4: trace entries' user_metadata (labels) · 5:
 #                      events_off (Note [Recorded steps]) · 6: built optimized (Note [Observer build flags]) · 7:
-#                      figures (Note [Figures without the dict])
+#                      figures (Note [Figures without the dict]) · 8: gpumem_tracker_figures (Note [Figures on the
+#                      sampler's thread])
 
 # Note [Observer build flags]: torch.utils.cpp_extension's JIT build passes no -O flag, so the tracker was built
 # at -O0: a profile of a ResNet-50 step after the recorded steps (issue 26, twelfth session in test/gpu/README.md)
@@ -85,6 +86,17 @@ std::vector<int64_t> figures(int64_t device) {
   const auto s = CCA::get()->getDeviceStats(static_cast<c10::DeviceIndex>(device));
   return {s.allocated_bytes[0].current, s.reserved_bytes[0].current, s.allocated_bytes[0].peak,
           s.reserved_bytes[0].peak,     s.num_ooms,                   s.requested_bytes[0].current};
+}
+// Note [Figures on the sampler's thread] (native/allocator/src/observer.h): the same six numbers for the library's
+// sampler thread, through a C pointer: PyTorch's allocator lock, never the GIL. 0 read, -1 not (a bad device).
+extern "C" __attribute__((visibility("default"))) int gpumem_tracker_figures(int device, int64_t* out) {
+  try {
+    const std::vector<int64_t> v = figures(device);
+    for (size_t i = 0; i < 6 && i < v.size(); i++) out[i] = v[i];
+    return 0;
+  } catch (...) {
+    return -1;
+  }
 }
 // Runs under PyTorch's allocator lock: no GIL, no I/O (gpumem_observe_event only appends to a buffer).
 void attach(int64_t event_fn, int64_t take_fn, int64_t gather_fn, int64_t label_fn) {
@@ -517,16 +529,17 @@ def _seed(torch):
 
 # Note [Figures without the dict]: PyTorch's own counters are read at every step end (the leak keeper's requested
 # bytes, Note [Keeper reads requested bytes] in _keeper.py) and at the sampling rate once they carry the figures
-# (_StatsPoll: figures only, and after the recorded steps), on a thread that holds the GIL the user's steps need.
+# (figures only, and after the recorded steps: now on the library's sampler thread where the extension is loaded, Note
+# [Figures on the sampler's thread]; else _StatsPoll, on a thread that holds the GIL the user's steps need).
 # torch.cuda.memory_stats_as_nested_dict() builds a dict of ~150 entries for the few we read: 17-30 µs a call on an
 # H100 host with torch 2.11 (memory_stats(), which flattens it in Python, 150-170 µs; test/gpu/probes/
 # recorded_steps_parts.py). Where the tracker extension is built, its figures() reads the same counters under the same
 # lock and returns six numbers; elsewhere (the history fallback, cudaMallocAsync, a stand-in tracker) the nested
 # dict is read as before.
 def extension_figures(device):
-    """The tracker extension's six numbers for one device (as figures_now), or None where it is not built or cannot
+    """The tracker extension's six numbers for one device (as figures_now), or None where it is not loaded or cannot
     read this torch's stats."""
-    read = getattr(_tracker, "figures", None)
+    read = getattr(_figures_ext, "figures", None)
     if read is None:
         return None
     try:
@@ -551,6 +564,56 @@ def _poll_period_s():
     return (STATE.settings.sample_ms or 200) / 1000.0 if STATE.settings is not None else 0.2
 
 
+# Note [Figures on the sampler's thread] (native/allocator/src/observer.h): where PyTorch's figures are the source
+# (figures only, after the recorded steps), the library's sampler thread reads them through the extension's C reader
+# (gpumem_tracker_figures), just before it writes each REC_STATS. It used to be _StatsPoll alone: a Python thread
+# waking at the sampling rate (5 Hz by default) to take the GIL from the user's steps, for a read of 17-30 µs, and a
+# REC_STATS then carried figures up to one period old. Issue 26's probe switches (Note [Probe switches off]; ResNet-50
+# on an H200, figures only, 5 lockstep rounds) put the poll at about half of what figures only added to a step's host
+# time (+0.69 ms a step with it, +0.34 without; all parts off −0.50, native against native −0.29): within the host's
+# spread, but the one part of ours that took the GIL on a timer. Under figures only the extension is loaded for its
+# reader alone (nothing attached; CCA::get() is whichever backend serves, cudaMallocAsync included). The poll stays
+# where there is no reader: no built extension (no compiler), the cudaMallocAsync backend with recording on (no
+# extension is loaded there), a stand-in without the symbol, or sampling off (GPUMEM_SAMPLE_MS=0: nothing would call
+# the reader).
+def _figures_reader_on():
+    """True once the library's sampler reads PyTorch's figures itself (the extension in _figures_ext has the C
+    reader and the sampler runs)."""
+    path = getattr(_figures_ext, "__file__", None)
+    if not path or _obs is None:
+        return False
+    try:
+        ext = ctypes.CDLL(path)  # already loaded by Python's import: the same handle
+        reader = ext.gpumem_tracker_figures
+        take = _obs.lib.gpumem_observe_figures_reader
+    except (OSError, AttributeError):
+        return False
+    take.restype, take.argtypes = ctypes.c_int, [ctypes.c_void_p]
+    if take(ctypes.cast(reader, ctypes.c_void_p).value) != 0:
+        return False
+    _obs._keep.append(ext)
+    import atexit
+
+    # Before the capture's own end (atexit: last in, first out): the sampler stops reading PyTorch's allocator before
+    # the interpreter goes away; the call releases the GIL and returns once a read in progress has ended.
+    atexit.register(take, None)
+    return True
+
+
+def start_figures(torch):
+    """PyTorch's figures into the capture from now on: "sampler" (the library's sampler thread reads them), "poll" (a
+    thread of ours, _StatsPoll) or None (Note [Probe switches off]: a benchmark child pricing this part)."""
+    global figures_by
+    if _probe_off.off("poll"):  # Note [Probe switches off]: a benchmark child pricing the figures' source
+        return None
+    if _figures_reader_on():
+        figures_by = "sampler"
+    else:
+        _StatsPoll(torch, _poll_period_s())
+        figures_by = "poll"
+    return figures_by
+
+
 class _StatsPoll:
     """The last source, for allocators with neither trace trackers nor history (backend:cudaMallocAsync):
     PyTorch's stats API read at the sampling rate (≥ 5 Hz); figures and samples, no per-line data."""
@@ -558,8 +621,6 @@ class _StatsPoll:
     def __init__(self, torch, period_s):
         self.torch = torch
         self.period_s = max(0.02, min(period_s, 0.2))
-        if _probe_off.off("poll"):  # Note [Probe switches off]: a benchmark child pricing the poll thread
-            return
         threading.Thread(target=self._loop, name="gpumem-stats-poll", daemon=True).start()
 
     def poll(self):
@@ -622,15 +683,18 @@ def _start_source(torch):
     mode that no other switch turns off, and on a step near host-bound it costs more than the 1 % the rest of the tool
     is held to (issue 26: ResNet-50 ×1.03–1.06 on an H100, test/gpu/README.md). With it off nothing of ours runs per
     allocation (no trace tracker, context recorder, tag walk or module marks: _markers.py), only PyTorch's stats read
-    at the sampling rate on a thread of ours (the nested dict, not memory_stats()'s flattening in Python under the
-    GIL; the observer's own thread ends at once, having no event to order), and the graphs keep allocated, reserved
+    at the sampling rate by the library's sampler thread (Note [Figures on the sampler's thread]; where it cannot,
+    by a thread of ours, the nested dict; the observer's own thread ends at once, having no event to order), and the graphs keep allocated, reserved
     and device memory (Note [Figures from stats] in native/addon/src/model.h); an out-of-memory error is still
     written (_attach_oom_observer). The header says `"events": false` and every panel says what is missing (Note [Not
     recorded]). `auto` takes PyTorch's allocator for it (_mode.decide); the lens mode records every allocation by its
     nature, so there the switch is refused in one line (_capture.configure)."""
-    global _fallback, _tracker
+    global _fallback, _tracker, _figures_ext
     if not STATE.settings.events:
-        _StatsPoll(torch, _poll_period_s())
+        # The extension only for its figures (Note [Figures on the sampler's thread]): nothing is attached. Where it
+        # cannot be built, the poll reads PyTorch's stats, as before.
+        _figures_ext, _ = build_tracker(torch)
+        start_figures(torch)
         return "stats", None
     backend = ""
     try:
@@ -648,12 +712,12 @@ def _start_source(torch):
             # queued: applied off the allocating thread, in order (Note [Deferred observation] in sequencer.h)
             mod.attach(_obs.address("gpumem_observe_event_queued"), _obs.address("gpumem_observe_take_stack"),
                        _obs.address("gpumem_observe_gather"), _obs.address("gpumem_user_metadata"))
-            _tracker = mod
+            _tracker = _figures_ext = mod
             _history_view.apply_ours()
             _seed(torch)
             return "tracker", None
         except Exception as exc:
-            _tracker = None
+            _tracker = _figures_ext = None
             why = "%s: %s" % (type(exc).__name__, str(exc).splitlines()[0] if str(exc) else "")
     try:
         _fallback = _HistoryDrain(torch)
@@ -713,7 +777,7 @@ def start(torch):
 #    stops gathering contexts for us;
 #  - the tag walk stops (tags only name recorded allocations); the step facts, phases and the leak keeper stay, and
 #    an out-of-memory error is still written (by the OOM observer, as under figures only);
-#  - PyTorch's stats are read at the sampling rate (_StatsPoll, as figures only does), so the REC_STATS samples, the
+#  - PyTorch's stats are read at the sampling rate (start_figures, as figures only does), so the REC_STATS samples, the
 #    live view and the control channel carry PyTorch's own figures; the reader takes the figures after the marker
 #    from them (Note [Figures after the events] in native/addon/src/model.h).
 # The header says `record_steps`; the panels say from which step on allocations were not recorded (Note [Not
@@ -758,7 +822,7 @@ def events_off(why):
         except Exception as exc:
             warn("recordHistory not restored after the recorded steps: %s: %s" % (type(exc).__name__, exc))
         if torch is not None:
-            _StatsPoll(torch, _poll_period_s())
+            start_figures(torch)
         return True
 
 
@@ -888,6 +952,8 @@ class _HistoryView:
 
 _history_view = _HistoryView()
 _tracker = None
+_figures_ext = None  # the extension whose figures are read: the tracker's, or loaded for figures only (no tracker)
+figures_by = None  # who reads PyTorch's figures once they are the source: "sampler", "poll" (start_figures)
 
 
 # ---- whether the observer can run here (for `auto`, Note [Choosing the mode]) -----------------------------

@@ -8,8 +8,9 @@ parts off there).
 
 Like Note [Probe switches] in native/allocator/src/c_api.cc, not a setting: nothing of the product sets it, and a
 capture taken with a part off is not complete, so it is for benchmark children only. Parts:
-- "poll": the stats poll thread (PyTorch's figures at the sampling rate; no figures without it under figures only or
-  after the recorded steps);
+- "poll": PyTorch's figures at the sampling rate, whichever reads them (the library's sampler through the extension,
+  Note [Figures on the sampler's thread] in _observe.py, or the stats poll thread); no figures without it under
+  figures only or after the recorded steps;
 - "hooks": everything _markers.apply installs (record_function marks, the backward() brackets, the optimizer hooks
   with their tag walk, leak keeper read and step count): no steps, phases or categories, and the recorded steps never
   stop, so pair it with figures only (GPUMEM_EVENTS=0);
