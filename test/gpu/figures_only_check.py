@@ -7,7 +7,8 @@ figures for a capture without events (Note [Figures from stats] in native/addon/
 A ResNet-18 training loop (bf16 autocast, 30 steps), natively and under `python3 -m gpumem run`:
  1 same-run      `--figures-only`: the same losses as natively, bit for bit, and the same max_memory_allocated()
  2 no-events     its capture's header says "events": false; it holds no allocation or segment event and no tag, and
-                 it holds PyTorch's figures (REC_STATS)
+                 it holds PyTorch's figures (REC_STATS), read by the library's sampler (no Python poll thread: Note
+                 [Figures on the sampler's thread])
  3 peak          `gpumem summary --json` of it (dist/cli.js with $GPUMEM_NODE): the peak allocated is the workload's
                  own torch.cuda.max_memory_allocated(), and the summary says what was not recorded
  4 async         PYTORCH_CUDA_ALLOC_CONF=backend:cudaMallocAsync under the default settings (the stats source, no
@@ -58,8 +59,12 @@ for _ in range(30):
     losses.append(loss.item())
 torch.cuda.synchronize()
 time.sleep(0.6)  # a sample of the figures after the last step (every 200 ms)
+import sys, threading
+observe = sys.modules.get("gpumem._observe")  # who read PyTorch's figures (Note [Figures on the sampler's thread])
 print("RESULT " + json.dumps({"losses": losses, "max_allocated": torch.cuda.max_memory_allocated(),
-                              "backend": torch.cuda.memory.get_allocator_backend()}), flush=True)
+                              "backend": torch.cuda.memory.get_allocator_backend(),
+                              "figures_by": getattr(observe, "figures_by", None),
+                              "threads": sorted(t.name for t in threading.enumerate())}), flush=True)
 """
 
 
@@ -123,9 +128,11 @@ def main():
         kinds = {t for t, _ in recs}
         events = kinds & {F.REC_ALLOC, F.REC_FREE_REQUESTED, F.REC_FREE_COMPLETED, F.REC_SEGMENT_ALLOC, F.REC_TAG}
         stats = [F.StatsRec.unpack_dict(p) for t, p in recs if t == F.REC_STATS]
-        say("no-events", header.get("events") is False and not events and bool(stats),
-            "header events=%r, event or tag record types present: %s, %d REC_STATS, last peak %d" % (
-                header.get("events"), sorted(events), len(stats), stats[-1]["peak_allocated"] if stats else -1))
+        say("no-events", header.get("events") is False and not events and bool(stats) and fig["figures_by"] == "sampler"
+            and "gpumem-stats-poll" not in fig["threads"],
+            "header events=%r, event or tag record types present: %s, %d REC_STATS, last peak %d; figures read by %s, "
+            "Python threads %s" % (header.get("events"), sorted(events), len(stats),
+                                   stats[-1]["peak_allocated"] if stats else -1, fig["figures_by"], fig["threads"]))
         s = summary_json(cap)
         if s is None:
             say("peak", None, "no $GPUMEM_NODE to run dist/cli.js")
@@ -168,11 +175,14 @@ def main():
         placed = len(offs) == 1 and len(steps) == 30 and steps[4] < off < steps[5]
         same = native["losses"] == rec["losses"] and native["max_allocated"] == rec["max_allocated"]
         say("record-steps", same and placed and before > 0 and after == 0 and bool(later) and
-            later[-1]["peak_allocated"] == rec["max_allocated"] and header.get("record_steps") == 5,
+            later[-1]["peak_allocated"] == rec["max_allocated"] and header.get("record_steps") == 5 and
+            rec["figures_by"] == "sampler" and "gpumem-stats-poll" not in rec["threads"],
             "losses equal: %s; max_memory_allocated %d natively, %d; events off %s (between steps 5 and 6: %s); %d "
-            "allocations before, %d events or tags after; %d samples after, last peak %d; header record_steps %r" % (
+            "allocations before, %d events or tags after; %d samples after, last peak %d; header record_steps %r; "
+            "figures after the stop read by %s, Python threads %s" % (
                 native["losses"] == rec["losses"], native["max_allocated"], rec["max_allocated"], bool(offs), placed,
-                before, after, len(later), later[-1]["peak_allocated"] if later else -1, header.get("record_steps")))
+                before, after, len(later), later[-1]["peak_allocated"] if later else -1, header.get("record_steps"),
+                rec["figures_by"], rec["threads"]))
         s = summary_json(rcap)
         if s is None:
             say("steps-peak", None, "no $GPUMEM_NODE to run dist/cli.js")
