@@ -259,11 +259,6 @@ void set_figures_reader(FiguresReader read) {
   g_reader = read;
 }
 
-bool has_figures_reader() {
-  std::lock_guard<std::mutex> lk(g_reader_mu);
-  return g_reader != nullptr;
-}
-
 void refresh_figures(int device) {
   int64_t v[6] = {0, 0, 0, 0, 0, 0};
   std::lock_guard<std::mutex> lk(g_reader_mu);

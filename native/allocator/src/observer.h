@@ -95,7 +95,6 @@ void set_figures(int device, uint64_t allocated, uint64_t reserved, uint64_t pea
 // returns once a read in progress has ended (the host clears it before its interpreter goes away).
 using FiguresReader = int (*)(int device, int64_t* out);
 void set_figures_reader(FiguresReader read);
-bool has_figures_reader();
 // One device's figures through the reader, when one is set (the sampler's pass, before it writes REC_STATS).
 void refresh_figures(int device);
 // The device's figures as the events made them (summed when device == -1).

@@ -684,11 +684,11 @@ def _start_source(torch):
     is held to (issue 26: ResNet-50 ×1.03–1.06 on an H100, test/gpu/README.md). With it off nothing of ours runs per
     allocation (no trace tracker, context recorder, tag walk or module marks: _markers.py), only PyTorch's stats read
     at the sampling rate by the library's sampler thread (Note [Figures on the sampler's thread]; where it cannot,
-    by a thread of ours, the nested dict; the observer's own thread ends at once, having no event to order), and the graphs keep allocated, reserved
-    and device memory (Note [Figures from stats] in native/addon/src/model.h); an out-of-memory error is still
-    written (_attach_oom_observer). The header says `"events": false` and every panel says what is missing (Note [Not
-    recorded]). `auto` takes PyTorch's allocator for it (_mode.decide); the lens mode records every allocation by its
-    nature, so there the switch is refused in one line (_capture.configure)."""
+    by a thread of ours, the nested dict; the observer's own thread ends at once, having no event to order), and
+    the graphs keep allocated, reserved and device memory (Note [Figures from stats] in native/addon/src/model.h); an
+    out-of-memory error is still written (_attach_oom_observer). The header says `"events": false` and every panel
+    says what is missing (Note [Not recorded]). `auto` takes PyTorch's allocator for it (_mode.decide); the lens mode
+    records every allocation by its nature, so there the switch is refused in one line (_capture.configure)."""
     global _fallback, _tracker, _figures_ext
     if not STATE.settings.events:
         # The extension only for its figures (Note [Figures on the sampler's thread]): nothing is attached. Where it
@@ -703,7 +703,7 @@ def _start_source(torch):
         pass
     if backend and backend != "native":
         # cudaMallocAsync: neither trace trackers nor history nor snapshots; its stats API works.
-        _StatsPoll(torch, _poll_period_s())
+        start_figures(torch)
         return "stats", ("the %s backend offers PyTorch's stats only (no trace trackers, no history): recording "
                          "allocated/reserved figures, no per-line data" % backend)
     mod, why = build_tracker(torch)
@@ -725,7 +725,7 @@ def _start_source(torch):
                            "(updates every second, higher overhead)" % why)
     except Exception as exc:
         _fallback = None
-        _StatsPoll(torch, _poll_period_s())
+        start_figures(torch)
         return "stats", ("the observer cannot stream (%s) and PyTorch's history is unavailable (%s: %s); recording "
                          "allocated/reserved figures only, no per-line data" % (why, type(exc).__name__, str(exc).splitlines()[0] if str(exc) else ""))
 
