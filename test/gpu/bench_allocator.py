@@ -46,7 +46,6 @@ void attach() {
 """
 
 
-
 def attach_noop_tracker():
     """NOOP_TRACKER built (once: later processes load the same folder's build) and attached to PyTorch's allocator,
     for good: PyTorch has no detach. The native-tracker configuration and the probes that price the tracker use it."""
@@ -56,6 +55,7 @@ def attach_noop_tracker():
     os.makedirs(folder, exist_ok=True)
     load_inline(name="gpumem_bench_noop_tracker", cpp_sources=[NOOP_TRACKER], functions=["attach"], with_cuda=True,
                 build_directory=folder, verbose=False, extra_cflags=["-O2"]).attach()
+
 
 def setup(config, so):
     """config: native (also "native:ANY=1", a second native process: the A/A noise floor) | native-ring |

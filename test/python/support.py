@@ -15,6 +15,16 @@ ROOT = Path(__file__).resolve().parents[2]
 PY_DIR = ROOT / "native" / "python"
 FAKE_TORCH = ROOT / "test" / "python" / "fake_torch"
 REAL_SO = ROOT / "dist" / "native" / "libgpumem_allocator.so"
+# A real step benchmark's rounds (ResNet-50 on an H200: native, a second native process, and recording the first 10
+# steps; reduced to host, median and step times), for the benchmark's statistics (test_bench_paired_view, _table).
+BENCH_STEPS_FIXTURE = str(ROOT / "test" / "fixtures" / "bench_steps_resnet50_h200.json")
+BENCH_RECORD10 = "gpumem-run-auto:GPUMEM_RECORD_STEPS=10"
+
+
+def bench_step_rounds():
+    """BENCH_STEPS_FIXTURE's step_rounds (bench_allocator.py's JSON), a fresh copy each call."""
+    with open(BENCH_STEPS_FIXTURE) as f:
+        return json.load(f)["step_rounds"]
 
 _tmp_root = tempfile.mkdtemp(prefix="gpumem-pytest-")
 atexit.register(shutil.rmtree, _tmp_root, True)

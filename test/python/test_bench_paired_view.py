@@ -1,6 +1,5 @@
 """Note [Paired view] (test/gpu/bench_allocator.py) on a real run's rounds: ResNet-50 steps on an H200, native, a
 second native process and recording the first 10 steps (test/fixtures/bench_steps_resnet50_h200.json)."""
-import json
 import os
 import statistics
 import sys
@@ -9,16 +8,15 @@ import unittest
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(os.path.dirname(HERE), "gpu"))
 import bench_allocator  # noqa: E402  (imports no torch at module level)
+import support  # noqa: E402
 
-FIXTURE = os.path.join(os.path.dirname(HERE), "fixtures", "bench_steps_resnet50_h200.json")
-RECORD, AA = "gpumem-run-auto:GPUMEM_RECORD_STEPS=10", "native:GPUMEM_AA=1"
+RECORD, AA = support.BENCH_RECORD10, "native:GPUMEM_AA=1"
 
 
 class PairedViewTest(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
-        with open(FIXTURE) as f:
-            cls.rounds = json.load(f)["step_rounds"]
+        cls.rounds = support.bench_step_rounds()
 
     def test_host_deltas_are_each_rounds_difference(self):
         v = bench_allocator.paired_view(self.rounds, "native", RECORD, "resnet50", 10)

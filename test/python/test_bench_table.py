@@ -1,6 +1,5 @@
 """test/gpu/bench_table.py on a real run's rounds (test/fixtures/bench_steps_resnet50_h200.json: ResNet-50 on an
 H200, native, a second native process and recording the first 10 steps; reduced to host, median and step times)."""
-import json
 import os
 import statistics
 import subprocess
@@ -12,16 +11,15 @@ GPU = os.path.join(os.path.dirname(HERE), "gpu")
 sys.path.insert(0, GPU)
 import bench_allocator  # noqa: E402
 import bench_table  # noqa: E402
+import support  # noqa: E402
 
-FIXTURE = os.path.join(os.path.dirname(HERE), "fixtures", "bench_steps_resnet50_h200.json")
-RECORD = "gpumem-run-auto:GPUMEM_RECORD_STEPS=10"
+FIXTURE, RECORD = support.BENCH_STEPS_FIXTURE, support.BENCH_RECORD10
 
 
 class BenchTableTest(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
-        with open(FIXTURE) as f:
-            cls.rounds = json.load(f)["step_rounds"]
+        cls.rounds = support.bench_step_rounds()
 
     def test_settled_is_the_median_of_each_rounds_median_ratio(self):
         per_round = [r[RECORD]["resnet50"]["median_ms"] / r["native"]["resnet50"]["median_ms"] for r in self.rounds]

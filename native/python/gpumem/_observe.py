@@ -205,6 +205,7 @@ class Observer:
             "gpumem_observe_info": (c.c_size_t, [c.c_char_p, c.c_size_t]),
             "gpumem_user_metadata": (c.c_int, [c.c_char_p]),
             "gpumem_observe_figures": (None, [c.c_int] + [c.c_uint64] * 5),
+            "gpumem_observe_figures_reader": (c.c_int, [c.c_void_p]),
             "gpumem_observe_unqueued": (None, []),
         }
         for name, (res, args) in sig.items():
@@ -242,6 +243,11 @@ class Observer:
 
     def figures(self, device, allocated, reserved, peak_allocated, peak_reserved, num_ooms):
         self.lib.gpumem_observe_figures(device, allocated, reserved, peak_allocated, peak_reserved, num_ooms)
+
+    def figures_reader(self, address):
+        """Note [Figures on the sampler's thread]: the sampler reads the figures through the C function at `address`
+        from now on (None: no more; returns once a read in progress has ended). True if taken."""
+        return self.lib.gpumem_observe_figures_reader(address) == 0
 
     def info(self):
         buf = ctypes.create_string_buffer(1024)
@@ -585,18 +591,16 @@ def _figures_reader_on():
     try:
         ext = ctypes.CDLL(path)  # already loaded by Python's import: the same handle
         reader = ext.gpumem_tracker_figures
-        take = _obs.lib.gpumem_observe_figures_reader
     except (OSError, AttributeError):
         return False
-    take.restype, take.argtypes = ctypes.c_int, [ctypes.c_void_p]
-    if take(ctypes.cast(reader, ctypes.c_void_p).value) != 0:
+    if not _obs.figures_reader(ctypes.cast(reader, ctypes.c_void_p).value):
         return False
     _obs._keep.append(ext)
     import atexit
 
     # Before the capture's own end (atexit: last in, first out): the sampler stops reading PyTorch's allocator before
     # the interpreter goes away; the call releases the GIL and returns once a read in progress has ended.
-    atexit.register(take, None)
+    atexit.register(_obs.figures_reader, None)
     return True
 
 
