@@ -47,15 +47,21 @@ sys.stdin.readline()
 """
 
 
+def stats_dict(allocated_mib, peak_mib, reserved_mib):
+    """Workload lines that give the stand-in torch PyTorch's nested stats dict (`stats`, which a workload may change)
+    with these figures: what the stats poll reads."""
+    return ('stats = {"allocated_bytes": {"all": {"current": %d << 20, "peak": %d << 20}},\n'
+            '         "reserved_bytes": {"all": {"current": %d << 20, "peak": %d << 20}}, "num_ooms": 0}\n'
+            'torch.cuda.memory_stats_as_nested_dict = mem.memory_stats_as_nested_dict = lambda device=None: stats\n'
+            % (allocated_mib, peak_mib, reserved_mib, reserved_mib))
+
+
 # Note [Recorded steps]: a stand-in for the tracker extension (it cannot be built against the stand-in torch), with
 # its contract (attach/record/events_off; its own flag ignored, so the library's must hold), and 4 steps of an
 # allocation and its free each, ended by STEP_CALL.
 RECORD_STEPS_WORKLOAD = """import ctypes
 import gpumem
-stats = {"allocated_bytes": {"all": {"current": 7 << 20, "peak": 9 << 20}},
-         "reserved_bytes": {"all": {"current": 40 << 20, "peak": 40 << 20}}, "num_ooms": 0}
-torch.cuda.memory_stats_as_nested_dict = mem.memory_stats_as_nested_dict = lambda device=None: stats
-oom_observers = []
+""" + stats_dict(7, 9, 40) + """oom_observers = []
 torch._C._cuda_attach_out_of_memory_observer = oom_observers.append
 EV = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_uint64, ctypes.c_uint64, ctypes.c_uint64,
                       ctypes.c_uint32, ctypes.c_uint64)
@@ -182,9 +188,7 @@ class ObserveModeTest(unittest.TestCase):
     def test_events_off_records_pytorchs_figures_only(self):
         """Note [Figures only] (gpumem/_observe.py): GPUMEM_EVENTS=0 takes PyTorch's stats, never its history or a
         tracker, even where both exist; the header says so, the tag walk is off."""
-        workload = WORKLOAD.replace("torch.cuda.init()", """stats = {"allocated_bytes": {"all": {"current": 3 << 20, "peak": 5 << 20}},
-         "reserved_bytes": {"all": {"current": 40 << 20, "peak": 40 << 20}}, "num_ooms": 0}
-torch.cuda.memory_stats_as_nested_dict = mem.memory_stats_as_nested_dict = lambda device=None: stats
+        workload = WORKLOAD.replace("torch.cuda.init()", stats_dict(3, 5, 40) + """\
 # the poll reads the nested dict, never the flattened one (Python work under the GIL the user's steps need)
 torch.cuda.memory_stats = mem.memory_stats = lambda device=None: 1 / 0
 oom_observers = []
@@ -218,12 +222,10 @@ for observer in oom_observers:  # as PyTorch's allocator calls them: device, req
         starts no stats poll (PyTorch's figures never reach the capture), installs none of the markers' hooks (backward() is
         torch's own) and sets the writer's tick through the library, which takes the switch; without it, the same run
         has the poll's figures and the bracketed backward()."""
-        workload = WORKLOAD.replace("torch.cuda.init()", """stats = {"allocated_bytes": {"all": {"current": 3 << 20, "peak": 5 << 20}},
-         "reserved_bytes": {"all": {"current": 40 << 20, "peak": 40 << 20}}, "num_ooms": 0}
-torch.cuda.memory_stats_as_nested_dict = mem.memory_stats_as_nested_dict = lambda device=None: stats
-torch.cuda.init()""").replace('"swapped": STATE.swapped,', '"swapped": STATE.swapped, "bracketed": hasattr(torch.autograd.backward, '
-                              '"__wrapped__"), "applied": __import__("gpumem._probe_off")._probe_off.applied, "threads": '
-                              '[t.name for t in __import__("threading").enumerate()],')
+        workload = WORKLOAD.replace("torch.cuda.init()", stats_dict(3, 5, 40) + "torch.cuda.init()").replace(
+            '"swapped": STATE.swapped,', '"swapped": STATE.swapped, "bracketed": hasattr(torch.autograd.backward, '
+            '"__wrapped__"), "applied": __import__("gpumem._probe_off")._probe_off.applied, "threads": '
+            '[t.name for t in __import__("threading").enumerate()],')
         runs = {}
         for off in ("", "poll+hooks+writer"):
             env = {"GPUMEM_ALLOCATOR": "auto", "GPUMEM_EVENTS": "0"}
@@ -264,10 +266,8 @@ from gpumem._state import STATE""").replace('"swapped": STATE.swapped,', '"swapp
         extension has its C reader, the library's sampler reads PyTorch's figures itself: no Python thread polls them
         (none wakes to take the GIL), every read comes from a thread other than the workload's, and the samples carry
         the reader's figures, not the stats dict's; with sampling off the poll thread reads them, as before."""
-        workload = self.figures_reader_workload(WORKLOAD.replace("torch.cuda.init()", """stats = {"allocated_bytes": {"all": {"current": 3 << 20, "peak": 5 << 20}},
-         "reserved_bytes": {"all": {"current": 40 << 20, "peak": 40 << 20}}, "num_ooms": 0}
-torch.cuda.memory_stats_as_nested_dict = mem.memory_stats_as_nested_dict = lambda device=None: stats
-torch.cuda.init()"""))
+        workload = self.figures_reader_workload(
+            WORKLOAD.replace("torch.cuda.init()", stats_dict(3, 5, 40) + "torch.cuda.init()"))
         first, err, _lines, header, recs = run_to_end(self, workload, {"GPUMEM_ALLOCATOR": "auto", "GPUMEM_EVENTS": "0"}, 0.3)
         self.assertEqual((first.get("source"), first.get("by")), ("stats", "sampler"), err)
         self.assertNotIn("gpumem-stats-poll", first.get("threads"))
@@ -285,9 +285,7 @@ torch.cuda.init()"""))
     def test_a_backend_with_stats_only_is_recorded_as_figures_and_the_header_says_so(self):
         """backend:cudaMallocAsync has neither trace trackers nor history: the stats source, whatever GPUMEM_EVENTS and
         GPUMEM_RECORD_STEPS say, and a header that says so (Note [Not recorded]), so the panels tell why no line shows."""
-        workload = WORKLOAD.replace("torch.cuda.init()", """stats = {"allocated_bytes": {"all": {"current": 2 << 20, "peak": 6 << 20}},
-         "reserved_bytes": {"all": {"current": 32 << 20, "peak": 32 << 20}}, "num_ooms": 0}
-torch.cuda.memory_stats_as_nested_dict = mem.memory_stats_as_nested_dict = lambda device=None: stats
+        workload = WORKLOAD.replace("torch.cuda.init()", stats_dict(2, 6, 32) + """\
 mem.get_allocator_backend = lambda: "cudaMallocAsync"
 torch.cuda.init()""").replace('"swapped": STATE.swapped,', '"swapped": STATE.swapped, "queue_running": '
                               '__import__("gpumem._observe")._observe._obs.info()["queue"]["running"],')
