@@ -9,11 +9,14 @@ import { h } from '../common/dom';
 
 const COLOURS: Record<Category, string> = {
   parameter: '#4e79a7',
+  buffer: '#76b7b2',
   gradient: '#f28e2b',
   optimizer_state: '#e15759',
   activation: '#59a14f',
+  kv_cache: '#9c755f',
   temporary: '#edc948',
   other: '#b07aa1',
+  block_overhead: '#bab0ac',
 };
 const HEIGHT = 90;
 

@@ -22,11 +22,14 @@ export interface CategoriesHost {
 // Fixed colours per part (Note [Palette]); cache and not-from-allocator in neutral tones.
 const PART_COLOURS: Record<Category | 'cache' | 'outside', string> = {
   parameter: PALETTE_CSS[0],
+  buffer: PALETTE_CSS[3],
   gradient: PALETTE_CSS[1],
   optimizer_state: PALETTE_CSS[2],
   activation: PALETTE_CSS[4],
+  kv_cache: PALETTE_CSS[7],
   temporary: PALETTE_CSS[5],
   other: PALETTE_CSS[6],
+  block_overhead: PALETTE_CSS[8],
   cache: PALETTE_CSS[9],
   outside: PALETTE_CSS[19],
 };

@@ -15,6 +15,8 @@ export interface Keeper {
   device: number;
   /** the bootstrap's count of step ends when it confirmed */
   step: number;
+  /** 'end': read again at the process's exit, its figures are the end's (Note [Keeper at the end] in _keeper.py) */
+  at: 'step' | 'end';
   /** the keeping line: history.append(…) (how 'stores'), else the assignment of the name (how 'assigns'); 0 when unknown */
   file: string;
   line: number;
@@ -60,6 +62,7 @@ export function keeperOf(m: Marker): Keeper | undefined {
     timeUs: m.timeUs,
     device: num(j.device, m.device),
     step: num(j.step),
+    at: j.at === 'end' ? 'end' : 'step',
     file: str(j.file),
     line: num(j.line),
     how: how === 'stores' || how === 'assigns' ? how : '',

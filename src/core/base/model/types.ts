@@ -270,7 +270,16 @@ export interface StepTable {
 }
 
 /** What every allocated byte is (Note [Categories] in native/addon/src/categories.cpp). */
-export type Category = 'parameter' | 'gradient' | 'optimizer_state' | 'activation' | 'temporary' | 'other';
+export type Category =
+  | 'parameter'
+  | 'buffer'
+  | 'gradient'
+  | 'optimizer_state'
+  | 'activation'
+  | 'kv_cache'
+  | 'temporary'
+  | 'other'
+  | 'block_overhead';
 export type CategoryBytes = Record<Category, number>;
 
 export interface CategoryMoment {

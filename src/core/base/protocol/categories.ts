@@ -5,25 +5,44 @@ import type { Category, CategoryBytes } from '../model/types';
 
 export type { Category, CategoryBytes } from '../model/types';
 
-export const CATEGORIES: readonly Category[] = ['parameter', 'gradient', 'optimizer_state', 'activation', 'temporary', 'other'];
+// Note [Tensor bytes] (native/addon/src/categories.cpp): every category holds its tensors' bytes, the same in both
+// allocator modes; what blocks hold beyond their tensors (512 B rounding, PyTorch's unsplit remainders) is the last
+// row, so that the rows sum to allocated. Weights are parameters and buffers, with or without an optimizer.
+export const CATEGORIES: readonly Category[] = [
+  'parameter',
+  'buffer',
+  'gradient',
+  'optimizer_state',
+  'activation',
+  'kv_cache',
+  'temporary',
+  'other',
+  'block_overhead',
+];
 
 export const CATEGORY_LABELS: Record<Category, string> = {
   parameter: 'parameters',
+  buffer: 'buffers',
   gradient: 'gradients',
   optimizer_state: 'optimizer state',
   activation: 'activations',
+  kv_cache: 'KV cache',
   temporary: 'temporaries',
   other: 'other',
+  block_overhead: 'block overhead',
 };
 
 /** Short column headings (tables) */
 export const CATEGORY_HEADERS: Record<Category, string> = {
   parameter: 'params',
+  buffer: 'buffers',
   gradient: 'grads',
   optimizer_state: 'optimizer',
   activation: 'activations',
+  kv_cache: 'KV cache',
   temporary: 'temporary',
   other: 'other',
+  block_overhead: 'overhead',
 };
 
 /** Everything the device holds beyond allocated, split by cause: the allocator's cache and what is not its. */
