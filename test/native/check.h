@@ -1,4 +1,4 @@
-// check.h — the one C++ test harness (issue 14): the allocator's, the recorder's and the reader's tests
+// check.h — the one C++ test harness: the allocator's, the recorder's and the reader's tests
 // (test/native/allocator, test/native/recorder, native/addon/tests) all use it. Header-only.
 //
 //   TEST(name) { CHECK(x); CHECK_EQ(a, b); }      registers a case; t::main("suite", argc, argv) runs them
