@@ -17,7 +17,7 @@ const SHOW_LIVE_PANEL = 'GPU Memory: Show Live Panel';
 async function expectShowLivePanelOutcome(vsc) {
   const frame = await vsc.webviewFrame('GPU Memory — Live');
   const empty = (await frame.locator('#empty').textContent({ timeout: 20_000 })).replace(/\s+/g, ' ').trim();
-  assert.match(empty, /Run a Python file with GPU Memory: Run Python File with Memory Tracking/);
+  assert.match(empty, /Run your Python file with GPU Memory: Run Python File with Memory Tracking/);
   assert.equal((await frame.locator('#run-name').textContent()).trim(), 'No run');
 }
 

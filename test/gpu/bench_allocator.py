@@ -625,7 +625,7 @@ def run_child(kind, config, so, model=None, env_extra=None):
 
 def run_lockstep(configs, so, block, timeout=400, warmup_block=1):
     """Note [Lockstep rounds]: one process per configuration, all alive at once, taking turns: each sets up, builds
-    a model, runs a warm-up step or a block of `block` timed steps (and synchronizes) only in its turn, in the order
+    a model, runs one warm-up step or a block of `block` timed steps (and synchronizes) only in its turn, in the order
     of `configs` rotated by one at every turn. A burst of host load (they last about a second on the lent hosts)
     then falls on every configuration alike instead of on whichever process ran in that minute."""
     kids = []
