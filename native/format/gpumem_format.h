@@ -418,7 +418,7 @@ struct IndexBucket {
   int64_t reserved_last;
 };
 
-// Note [Index sections] (minor 6, writers from issue 28 on): after the devices, REC_INDEX carries sections, each an
+// Note [Index sections] (minor 6): after the devices, REC_INDEX carries sections, each an
 // IndexSection header and `bytes` of payload, so that a capture's rank row (host, rank, device and its name, peaks,
 // OOMs, the top line at the peak: `gpumem summary DIR…`, the ranks view) comes from the index alone. A reader skips
 // a kind it does not know and steps by `bytes`; an index that ends after its devices (the first minor-6 writers) has

@@ -27,7 +27,7 @@ export const HELP: Record<string, string> = {
 Usage: gpumem <command> [options]
 
 Commands:
-  run           run a script or module with memory tracking, leaving a capture per process
+  run           run your script or module with memory tracking, leaving a capture per process
   ping          show running workloads of a session folder (allocated / reserved now)
   empty-cache   release a running workload's cached memory (prints reserved before/after)
   snapshot      write a PyTorch snapshot pickle of a running workload

@@ -1,4 +1,4 @@
-// Categories, steps and a leak in a real VS Code (code-server + Chromium), issue 17. The replay workload
+// Categories, steps and a leak in a real VS Code (code-server + Chromium). The replay workload
 // (test/e2e/replay/replay.py) streams a capture the real allocator wrote on its simulated device for a training
 // loop that keeps one 64 KiB tensor per step, like history.append(loss) (test/unit/reference/sim_training.py
 // --leak --module-paths: its phase marks, tags and module marks are the bootstrap's). The live panel names the

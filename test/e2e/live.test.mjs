@@ -244,7 +244,7 @@ test('an OOM in a second run: the notification names the line, the request and t
     const [oom] = JSON.parse(execFileSync('python3', [path.join(REPLAY, 'expected_lines.py'), oomCapture], { encoding: 'utf8' })).ooms;
     const verdict = oom.reserved - oom.allocated >= oom.requested ? 'fragmentation' : 'shortage';
     const want = `CUDA out of memory at ${path.basename(oom.file)}:${oom.line} on cuda:${oom.device}: requested ${formatBytes(oom.requested)} — ${verdict}`;
-    // A second session with another command: the settings file changes under the running VS Code.
+    // A second launch with another command: the settings file changes under the running VS Code.
     const settingsFile = path.join(vsc.workspaceDir, '.vscode/settings.json');
     const settings = JSON.parse(fs.readFileSync(settingsFile, 'utf8'));
     settings['gpuMemoryLens.launchCommand'] = `\${python} ${REPLAY}/replay.py ${oomCapture} --speed 4 --hold 0`;

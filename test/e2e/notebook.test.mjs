@@ -1,4 +1,4 @@
-// Issue 30's notebook kernel in a real VS Code (code-server + Chromium): a 3-cell .ipynb runs with the "GPU Memory
+// The notebook kernel in a real VS Code (code-server + Chromium): a 3-cell .ipynb runs with the "GPU Memory
 // Lens (Python)" kernel over VS Code's built-in .ipynb support, and each cell's status-bar item shows the figures of
 // that cell's own window of the kernel's capture. CI has no GPU: the kernel runs on the stand-in torch
 // (test/python/fake_torch) with the real lens allocator on its simulated device (gpuMemoryLens.kernel.command sets

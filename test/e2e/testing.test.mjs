@@ -1,4 +1,4 @@
-// Issue 30's Testing view in a real VS Code (code-server + Chromium): a workspace with a pytest file whose two
+// The Testing view in a real VS Code (code-server + Chromium): a workspace with a pytest file whose two
 // tests carry @pytest.mark.gpu_memory(peak="1MiB"), one that fits and one that does not. The tests are found by
 // the "GPU Memory budgets" controller (nothing else activates the extension: its workspaceContains activation is
 // under test too), run with the Testing view's own Run Tests button, and marked passed and failed; the failure's

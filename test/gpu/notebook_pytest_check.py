@@ -1,4 +1,4 @@
-"""Issue 30 on the GPU: per-cell figures of a small training notebook (IPython's InteractiveShell in-process,
+"""On the GPU: per-cell figures of a small training notebook (IPython's InteractiveShell in-process,
 `%load_ext gpumem`, `%%gpumem`) and per-test figures of a pytest file (a test that fits, one over budget, one that
 leaks) under `pytest -p gpumem`, each compared with `torch.cuda.max_memory_allocated()` measured inside the cell or
 test: the figure itself (the allocator's counter, equal by construction) and the peak replayed from the capture

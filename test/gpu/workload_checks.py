@@ -143,7 +143,7 @@ def check_summary(out):
          same_layout=same_layout, loss_equal=ours["loss"] == theirs["loss"], captures=len(captures),
          summary=[l for l in lens.stdout.splitlines() if l.startswith("| Allocated memory") or l.startswith("| GPU reserved memory")],
          stderr_tail=lens.stderr.strip().splitlines()[-3:])
-    # Issue 14: device identity comes from the Backend (cuDeviceGetName / cuDeviceGetPCIBusId), no longer
+    # Device identity comes from the Backend (cuDeviceGetName / cuDeviceGetPCIBusId), no longer
     # from a second dlopen in the recorder; NVML finds the device by that bus id.
     import torch
     names, samples = device_records(captures[0]) if captures else ({}, [])

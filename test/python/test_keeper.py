@@ -98,7 +98,7 @@ class KeeperTest(unittest.TestCase):
         self.assertEqual(len(k["addrs"]), 8)
 
     def test_retained_graphs_name_every_storage_they_save_not_the_shared_inputs(self):
-        # Issue 27 item 2, the leaky convnet in small: backward(retain_graph=True), then history.append(loss). Each
+        # The leaky convnet in small: backward(retain_graph=True), then history.append(loss). Each
         # step's graph is shaped like PyTorch's (ConvolutionBackward0._saved_input, ReluBackward0._saved_result,
         # MeanBackward1's plain _saved_dim, AddmmBackward0._saved_mat1, LogSoftmaxBackward0._saved_result,
         # NllLossBackward0._saved_self/_saved_target/_saved_total_weight) and keeps six storages alive: 24 for the

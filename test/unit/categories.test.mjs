@@ -1,4 +1,4 @@
-// Categories for every allocation (issue 17, Note [Categories]), on captures written by the real allocator on the
+// Categories for every allocation (Note [Categories]), on captures written by the real allocator on the
 // simulated device with the tags and phases the bootstrap writes (test/unit/reference/sim_training.py): every
 // figure below is what the loop allocated, by construction, and the sums are checked against the allocator state
 // replayed independently (stateAt).

@@ -77,7 +77,7 @@ test('run: usage errors exit 2 and say what to do', () => {
     [['run', '--frobnicate', 'x.py'], 'gpumem run: unknown option --frobnicate'],
     [['run', '-m'], 'gpumem run: -m needs a module name, e.g. gpumem run -m mypkg.train'],
     [['run', 'missing.py'], 'gpumem run: no such script: missing.py'],
-    // Issue 15: --allocator is the mode; the library's path has its own flag.
+    // --allocator is the mode; the library's path has its own flag.
     [['run', '--allocator', '/x/libgpumem_allocator.so', 'x.py'], "gpumem run: --allocator must be 'auto', 'lens' or 'pytorch', got '/x/libgpumem_allocator.so'"],
     [['run', '--allocator-so', '/no/lib.so', script('print(1)\n')], 'gpumem run: --allocator-so: no such file: /no/lib.so (build it with make -C native/allocator)'],
   ];

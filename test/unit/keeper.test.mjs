@@ -135,7 +135,7 @@ test('live: a keeper notice that arrives alone, inside the 2 s categories interv
   });
 });
 
-// Issue 27 item 2: backward(retain_graph=True) then history.append(loss). The kept losses' graphs hold every step's
+// The leaky convnet: backward(retain_graph=True) then history.append(loss). The kept losses' graphs hold every step's
 // activations (Attention 3 × 6 MiB and MLP 6 MiB a step) past the backward that would have freed them; the
 // keeper notice lists every storage held (Note [Keeper graph walk]: 4 losses + 16 activations = 20, more than the
 // 16 it used to list), so the keeper is named on every line whose bytes it keeps, and the categories count those
@@ -191,7 +191,7 @@ test('retained graphs: the keeper is named on every line they keep, and their by
   assert.equal(plain.summary.categories[0].peak.kept_activation_bytes, undefined);
 });
 
-// Issue 27 item 2 on a real run: test/gpu/workloads/leak_history.py --model convnet --steps 8 under `gpumem run`
+// The leaky convnet on a real run: test/gpu/workloads/leak_history.py --model convnet --steps 8 under `gpumem run`
 // (lens allocator, H100, torch 2.11), paths relocated. backward(retain_graph=True), then history.append(loss): each
 // kept loss's graph saves the three ReLU results (392 + 392 + 196 MiB) and the mean of its forward. The keeper's
 // notice lists the 28 storages the graph walk found (Note [Node wrappers die] in _keeper.py); the moment of the

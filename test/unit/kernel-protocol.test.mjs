@@ -1,4 +1,4 @@
-// The notebook kernel (issue 30): its line protocol (src/core/base/kernel/protocol.ts, Note [Kernel protocol] in
+// The notebook kernel: its line protocol (src/core/base/kernel/protocol.ts, Note [Kernel protocol] in
 // native/python/gpumem/_kernel.py), the cell figures' text (src/core/views/notebook/cellFigures.ts), and the real
 // kernel process driven by KernelProcess on the stand-in torch with the real allocator on the simulated device:
 // each cell's figures equal its own window of the capture, read back by the reader (markers, states, timeline).

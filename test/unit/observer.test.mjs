@@ -1,4 +1,4 @@
-// Issue 15: the PyTorch-allocator mode's conversion from PyTorch's trace entries to capture records
+// The PyTorch-allocator mode's conversion from PyTorch's trace entries to capture records
 // (native/allocator/src/observer.cc, the same code the live trace tracker calls), on real PyTorch 2.11
 // pickles. Each pickle's device trace goes through gpumem_observe_event into a capture
 // (reference/observe_pickle.py convert); the reader opens the capture; the peak and the bytes per line at

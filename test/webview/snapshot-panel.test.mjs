@@ -1,6 +1,6 @@
 // The snapshot panel in Chromium, fed exactly what the extension host would send: OpenedCapture over the
 // real native Model of the PyTorch 2.11 fixtures (dist/native/gpumem_addon.node). Every expected value is
-// computed by python3 from the same pickle (test/unit/reference/snapshot_summary.py for issue 4's figures,
+// computed by python3 from the same pickle (test/unit/reference/snapshot_summary.py for the summary figures,
 // test/unit/snapshot_reference.py for the breakdown). Screenshots land in .test-output/webview/.
 import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';

@@ -1,4 +1,4 @@
-// The live panel's categories over time (issue 17): a stacked area of parameters, gradients, optimizer state,
+// The live panel's categories over time: a stacked area of parameters, gradients, optimizer state,
 // activations, temporaries and other under each track's chart, step ends numbered along it, and the leak
 // findings named as they appear (Note [Live categories] in src/core/views/live/categoriesTrack.ts). Drawn on a
 // canvas with theme-independent category colours (the same as the snapshot panel's Categories tab).

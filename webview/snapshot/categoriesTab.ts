@@ -1,4 +1,4 @@
-// Categories tab (issue 17): what the memory is — parameters, gradients, optimizer state, activations by module,
+// Categories tab: what the memory is — parameters, gradients, optimizer state, activations by module,
 // temporaries, other — plus the allocator's cache by cause and what is not from the allocator, so every byte the
 // device shows is accounted; at the peak and at the chosen moment (the timeline's / segment map's moment, or a
 // step end picked in the step table). Then the per-step table and the leak findings (Note [Categories]).

@@ -1,4 +1,4 @@
-// categories.cpp — what every allocated byte is (issue 17): see Note [Categories].
+// categories.cpp — what every allocated byte is: see Note [Categories].
 #include "categories.h"
 
 #include <algorithm>
@@ -32,7 +32,7 @@ namespace gpumem {
 //        a live capture's current forward is "other" until its backward frees it).
 //      A capture with no phase facts (no backward seen, an older bootstrap) has no activations or
 //      temporaries: everything untagged is other.
-//   4. activations *kept by a container* (issue 27): a graph that outlives its backward (backward(retain_graph=True)
+//   4. activations *kept by a container*: a graph that outlives its backward (backward(retain_graph=True)
 //      then history.append(loss)) keeps its saved activations past the backward that would have freed them. The
 //      bootstrap's leak keeper (Note [Leak keeper search] in native/python/gpumem/_keeper.py) writes, in its notice,
 //      the address of every storage the kept tensors and their graphs hold (Note [Keeper graph walk]), and which of
@@ -317,7 +317,7 @@ bool is_forward(std::string_view name) {
 // Only when the stretch has no sample at all does a sample from elsewhere stand in, with the reserved bytes at
 // its own time subtracted (what lies outside the allocator changes far less often than reserved does): the
 // latest before the moment, else the earliest after, never one taken while a failed call was running (between
-// the event before an OOM and the OOM). Issue 27: an OOM script on an H100 had its peak right after the OOM,
+// the event before an OOM and the OOM). Why: an OOM script on an H100 had its peak right after the OOM,
 // and the latest sample before the peak had been read while the failed 90 % growth had ~55 GiB mapped; "not
 // from the allocator" said 54.8 GiB where NVML at the end said about 1 GiB.
 class MomentSamples {

@@ -665,7 +665,7 @@ void DeviceAllocator::unmap_free_pages(Segment* seg, int64_t* budget, size_t kee
     }
     uint64_t lo = seg->addr + (b->addr - seg->addr + page - 1) / page * page;
     uint64_t hi = seg->addr + (b->end() - seg->addr) / page * page;
-    // Pages [keep_first, keep_last) stay mapped (the run a growth is about to use).
+    // Pages [keep_first, keep_last) stay mapped (the run of pages a growth is about to use).
     const uint64_t keep_lo = seg->addr + keep_first * page, keep_hi = seg->addr + keep_last * page;
     if (keep_lo < keep_hi && lo < keep_hi && hi > keep_lo) {
       if (lo >= keep_lo)

@@ -1,4 +1,4 @@
-// observer.h — PyTorch's own caching allocator, observed (the "pytorch" allocator mode, issue 15).
+// observer.h — PyTorch's own caching allocator, observed (the "pytorch" allocator mode).
 //
 // Note [Observer]: in pytorch mode PyTorch's CUDACachingAllocator serves every allocation and the
 // lens allocator core is never used. What PyTorch did arrives as its trace entries (TraceEntry, from

@@ -1,4 +1,4 @@
-"""The leak keeper (issue 17): when allocated memory at step end grows step after step, name the Python container
+"""The leak keeper: when allocated memory at step end grows step after step, name the Python container
 that keeps tensors with autograd graphs alive, and the user's line that stores them there.
 
 Note [Leak keeper search]: the reader finds leaks (Note [Leak rule] in src/core/analyses/steps/leaks.ts) and names the
@@ -592,7 +592,7 @@ def _held_bytes(held, budget, max_nodes=20000, max_addrs=MAX_ADDRS):
     complete = True
     # Note [Node wrappers die]: PyTorch hands out a C++ node's Python object afresh once the last one died
     # (functionToPyObject), so the id() of a node walked and dropped can come back as another node's. On real torch
-    # that ended the walk two nodes below the loss (10 KiB found of 3.9 GiB, issue 27 item 2). Every walked wrapper
+    # that ended the walk two nodes below the loss (10 KiB found of 3.9 GiB on the leaky convnet). Every walked wrapper
     # stays alive in `walked` until the walk ends, so each id names one node for the whole walk.
     walked = []
     saved = {}   # base → bytes

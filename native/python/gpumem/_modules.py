@@ -1,4 +1,4 @@
-"""Module paths for activations (issues 17 and 26), with nothing running per module call.
+"""Module paths for activations, with nothing running per module call.
 
 Note [Module paths]: the reader gives each activation the innermost module whose forward was running when it was
 allocated (native/addon/src/categories.cpp), from MARK_MODULE_BEGIN/END records named by the module's path. The

@@ -1,5 +1,5 @@
 // The Testing view's "GPU Memory budgets": pytest tests with a gpu_memory marker, run under the tool, each passed
-// or failed with the plugin's message and a link that opens the capture (issue 30).
+// or failed with the plugin's message and a link that opens the capture.
 /**
  * Note [Testing view]:
  * - Discovery is a scan of the workspace's test files' text (findBudgetTests in src/core/views/testing), not

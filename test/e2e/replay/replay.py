@@ -395,7 +395,7 @@ class Replay:
 
     def run(self):
         header = dict(self.header, pid=self.pid, replay_of=self.header.get("pid"))
-        # Like the bootstrap, the replay honours an explicit allocator mode (issue 15): the replayed capture
+        # Like the bootstrap, the replay honours an explicit allocator mode: the replayed capture
         # then reads as PyTorch's allocator observed, with the reason the bootstrap would give.
         if os.environ.get("GPUMEM_ALLOCATOR") in ("lens", "pytorch"):
             header["allocator_mode"] = os.environ["GPUMEM_ALLOCATOR"]

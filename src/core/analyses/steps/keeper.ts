@@ -1,4 +1,4 @@
-// The leak keeper (issue 17): the line that keeps a leak's memory alive, as the workload found it.
+// The leak keeper: the line that keeps a leak's memory alive, as the workload found it.
 //
 // The bootstrap writes it as one notice (Note [Leak keeper search] in native/python/gpumem/_keeper.py): a sentence,
 // then a line `gpumem-keeper {json}`. The model splits that line off (splitKeeperNotice in

@@ -252,7 +252,7 @@ export interface TopLine {
   bytes_at_peak: number;
 }
 
-/** `gpumem summary FILE --json` (issue #4 defines every field exactly). */
+/** `gpumem summary FILE --json` (test/unit/reference/snapshot_summary.py defines every field exactly). */
 export interface SnapshotSummary {
   format: SourceFormat;
   devices: DeviceSummary[];
@@ -425,7 +425,7 @@ export interface CaptureHeaderInfo {
   argv?: string[];
   torchVersion?: string;
   /**
-   * Which allocator made the numbers (issue 15): `lens` (ours) or `pytorch` (PyTorch's own, observed);
+   * Which allocator made the numbers: `lens` (ours) or `pytorch` (PyTorch's own, observed);
    * absent in captures from before the modes existed (they are lens captures) and in pickles.
    */
   allocatorMode?: 'lens' | 'pytorch';

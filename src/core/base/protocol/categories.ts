@@ -1,4 +1,4 @@
-// What memory is, in the words host and page share (issue 17): the categories in their order with their labels,
+// What memory is, in the words host and page share: the categories in their order with their labels,
 // and the snapshot panel's Categories tab: the peak and a chosen moment, the per-step table and the leak findings.
 // Part of the snapshot contract (./snapshot.ts); the live panel's categories use the same words (./live.ts).
 import type { Category, CategoryBytes } from '../model/types';
