@@ -53,7 +53,7 @@ test('the live panel stacks categories and names the leak of the kept tensors', 
     // the keeper notice comes at step 5's end, after the finding first shows (3 growing step ends)
     const kept = panel.locator('[data-testid=live-leak]', { hasText: 'kept alive by history' }).first();
     await kept.waitFor({ timeout: 60_000 });
-    assert.match(await kept.textContent(), new RegExp(`kept alive by history \\(a list: 4 tensors with autograd graphs, 256 KiB\\), stored at \\S*sim_training\\.py:${info.lines.keeper}: history\\.append\\(kept\\)`));
+    assert.match(await kept.textContent(), new RegExp(`kept alive by history \\(a list: 4 tensors with autograd graphs, 256 KiB at step \\d+\\), stored at \\S*sim_training\\.py:${info.lines.keeper}: history\\.append\\(kept\\)`));
     const optimizer = panel.locator('[data-testid=live-categories] .categories-item[data-category=optimizer_state]').first();
     assert.equal(Number(await optimizer.getAttribute('data-bytes')), 24 * MiB);
     await vsc.screenshot('categories-live');

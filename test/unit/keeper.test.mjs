@@ -25,7 +25,7 @@ test('the keeper notice: its sentence is the marker, its JSON the keeper, on the
     assert.equal(notices.length, 1);
     assert.equal(
       notices[0].label,
-      `gpumem: history (a list) keeps 4 tensors with autograd graphs alive across steps (256 KiB); stores them at sim_training.py:${info.lines.keeper}: history.append(kept)`,
+      `gpumem: history (a list) keeps 4 tensors with autograd graphs alive across steps (256 KiB at step 5); stores them at sim_training.py:${info.lines.keeper}: history.append(kept)`,
     );
     const [k] = keepers(m, 0);
     assert.deepEqual(
@@ -66,7 +66,7 @@ test('a leak finding carries the keeper tied by the kept blocks\' allocating lin
     s.text,
     new RegExp(
       `Leak: \\S*sim_training\\.py:${info.lines.leak} keeps 64\\.0 KiB more at each step end \\(steps 1–${STEPS}, [^)]*\\); ` +
-        `kept alive by history \\(a list: 4 tensors with autograd graphs, 256 KiB\\), stored at \\S*sim_training\\.py:${info.lines.keeper}: history\\.append\\(kept\\)`,
+        `kept alive by history \\(a list: 4 tensors with autograd graphs, 256 KiB at step 5\\), stored at \\S*sim_training\\.py:${info.lines.keeper}: history\\.append\\(kept\\)`,
     ),
   );
 });
@@ -178,7 +178,7 @@ test('retained graphs: the keeper is named on every line they keep, and their by
     s.text,
     new RegExp(
       `Leak: \\S*sim_training\\.py:${info.lines.act} keeps 18\\.0 MiB more at each step end \\(steps 1–${STEPS}, 144 MiB at the last step end, ` +
-        `saved activations kept past their backward\\); kept alive by history \\(a list: 4 tensors with autograd graphs, 96\\.0 MiB\\), ` +
+        `saved activations kept past their backward\\); kept alive by history \\(a list: 4 tensors with autograd graphs, 96\\.0 MiB at step 5\\), ` +
         `stored at \\S*sim_training\\.py:${info.lines.keeper}: history\\.append\\(loss\\)`,
     ),
   );

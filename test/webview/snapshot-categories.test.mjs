@@ -110,7 +110,7 @@ describe('Categories tab: categories, cache and the step table with the leak', {
     assert.equal(await keeper.getAttribute('data-match'), 'address');
     assert.match(
       await keeper.textContent(),
-      new RegExp(`^kept alive by history \\(a list: 4 tensors with autograd graphs, 256 KiB\\), stored at \\S*sim_training\\.py:${info.lines.keeper}: history\\.append\\(kept\\)$`),
+      new RegExp(`^kept alive by history \\(a list: 4 tensors with autograd graphs, 256 KiB at step \\d+\\), stored at \\S*sim_training\\.py:${info.lines.keeper}: history\\.append\\(kept\\)$`),
     );
     const before = wv.forEditor.filter((m) => m.type === 'goToSource').length;
     await page.click('[data-testid=leak-keeper-line]');

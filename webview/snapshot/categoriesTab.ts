@@ -2,7 +2,7 @@
 // temporaries, other — plus the allocator's cache by cause and what is not from the allocator, so every byte the
 // device shows is accounted; at the peak and at the chosen moment (the timeline's / segment map's moment, or a
 // step end picked in the step table). Then the per-step table and the leak findings (Note [Categories]).
-import { CATEGORIES, CATEGORY_LABELS, type Category } from '../../src/core/base/protocol/categories';
+import { CATEGORY_LABELS, shownCategories, type Category } from '../../src/core/base/protocol/categories';
 import { formatBytes } from '../../src/core/base/units/bytes';
 import type { CategoriesView, CategoryMomentView } from '../../src/core/base/protocol/snapshot';
 import { newRequestId, send } from './api';
@@ -97,7 +97,7 @@ export class CategoriesPanel {
   private moment(m: CategoryMomentView, view: CategoriesView, id: string): HTMLElement {
     const box = h('section', { class: 'cat-moment', 'data-testid': `categories-${id}`, 'data-time-us': m.timeUs });
     box.append(h('h3', {}, `At ${m.label}`));
-    const parts: [Category | 'cache' | 'outside' | 'untraced', string, number, string][] = CATEGORIES.map((c) => [c, CATEGORY_LABELS[c], m.bytes[c], '']);
+    const parts: [Category | 'cache' | 'outside' | 'untraced', string, number, string][] = shownCategories([m.bytes]).map((c) => [c, CATEGORY_LABELS[c], m.bytes[c], '']);
     if (m.untracedBytes) parts.push(['untraced', 'before the trace began', m.untracedBytes, '']);
     const b = m.beyond;
     const causes = [
@@ -160,7 +160,8 @@ export class CategoriesPanel {
     box.append(h('h3', {}, `Steps (${view.steps.length}, found from ${view.stepSource})`));
     const table = h('table', { class: 'replay-table', 'data-testid': 'step-table' });
     const head = h('tr', {});
-    for (const t of ['Step', 'Peak allocated', 'Allocated at end', 'Reserved at end', ...CATEGORIES.map((c) => `${CATEGORY_LABELS[c]} at end`)]) head.append(h('th', { scope: 'col' }, t));
+    const cats = shownCategories(view.steps.map((s) => s.categories));
+    for (const t of ['Step', 'Peak allocated', 'Allocated at end', 'Reserved at end', ...cats.map((c) => `${CATEGORY_LABELS[c]} at end`)]) head.append(h('th', { scope: 'col' }, t));
     table.append(h('thead', {}, head));
     const body = h('tbody');
     const top = view.steps.reduce((a, s) => (s.peakAllocatedBytes > a.peakAllocatedBytes ? s : a));
@@ -172,7 +173,7 @@ export class CategoriesPanel {
         h('td', { class: 'num' }, formatBytes(s.peakAllocatedBytes)),
         h('td', { class: 'num' }, formatBytes(s.allocatedAtEndBytes)),
         h('td', { class: 'num' }, formatBytes(s.reservedAtEndBytes)),
-        ...CATEGORIES.map((c) => h('td', { class: 'num' }, s.categories ? formatBytes(s.categories[c]) : '—')),
+        ...cats.map((c) => h('td', { class: 'num' }, s.categories ? formatBytes(s.categories[c]) : '—')),
       );
       const pick = () => this.host.onMoment(s.endUs);
       row.addEventListener('click', pick);

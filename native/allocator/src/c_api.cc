@@ -397,6 +397,14 @@ GPUMEM_API void gpumem_observe_figures(int device, uint64_t allocated, uint64_t 
 
 // Note [Figures on the sampler's thread] (src/observer.h): taken only where the sampler runs, since nothing else
 // would call it (the host then polls, as before).
+GPUMEM_API int gpumem_observe_rounding(const char* settings_json) {
+  if (!settings_json || !rec::observer::set_rounding(settings_json)) {
+    set_last_error("gpumem_observe_rounding: settings_json must be the JSON object of PyTorch's allocator_settings");
+    return -1;
+  }
+  return 0;
+}
+
 GPUMEM_API int gpumem_observe_figures_reader(int (*read)(int device, int64_t* out)) {
   if (read != nullptr && !rec::sampler::running()) {
     set_last_error("gpumem_observe_figures_reader: the sampler does not run (sample_interval_ms 0 or no capture)");

@@ -81,6 +81,10 @@ bool queue_event(int device, int action, uint64_t addr, uint64_t size, uint64_t 
 // What the sequencer's thread calls for each queued entry.
 void apply(const sequencer::Event& e);
 
+// PyTorch's rounding and splitting settings, the JSON of _snapshot()["allocator_settings"] (Note [PyTorch's block sizes]
+// in pytorch_rounding.h); false when it is not a JSON object (the defaults stay).
+bool set_rounding(const std::string& settings_json);
+
 // Figures read from PyTorch's stats API, for allocators that offer neither trace trackers nor history
 // (backend:cudaMallocAsync): the stats-only source (Note [Observing PyTorch's allocator]).
 void set_figures(int device, uint64_t allocated, uint64_t reserved, uint64_t peak_allocated, uint64_t peak_reserved,

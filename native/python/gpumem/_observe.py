@@ -221,6 +221,23 @@ class Observer:
         self._keep.append(cbs)
         self.lib.gpumem_observe_start(*cbs)
 
+    def rounding(self, torch):
+        """PyTorch's own parse of the user's roundup_power2_divisions and max_split_size_mb, so the blocks the observer
+        records are PyTorch's (Note [PyTorch's block sizes] in native/allocator/src/pytorch_rounding.h). Read once, at
+        the start, when the allocator holds nothing yet (a snapshot is cheap then); a library without the call (an
+        older build, a stand-in) keeps 512 B rounding."""
+        fn = getattr(self.lib, "gpumem_observe_rounding", None)
+        if fn is None:
+            return False
+        try:
+            settings = torch.cuda.memory._snapshot().get("allocator_settings")
+        except Exception:
+            return False
+        if not isinstance(settings, dict):
+            return False
+        fn.restype, fn.argtypes = ctypes.c_int, [ctypes.c_char_p]
+        return fn(json.dumps(settings, default=str).encode()) == 0
+
     def event(self, device, action, addr, size, stream=0, stack=0, t_ns=0):
         return self.lib.gpumem_observe_event(device, action, addr, size, stream, stack, t_ns) == 1
 
@@ -746,6 +763,7 @@ def start(torch):
         _obs = Observer(STATE.native)
         empty_cache, state = _host_callbacks(torch)
         _obs.start(empty_cache, state)
+        _obs.rounding(torch)
         _announce_devices(torch)
         _history_view.install(torch)
         source, line = _start_source(torch)

@@ -25,6 +25,7 @@ import argparse
 import json
 import random
 import sys
+import time
 
 import torch
 
@@ -63,7 +64,8 @@ class Truth:
         buffers = storages(model.buffers(), skip=params)
         grads = storages((p.grad for p in model.parameters()), skip=params)
         state = storages(state_tensors(opt), skip={**params, **grads}) if opt is not None else {}
-        row = {"allocated": torch.cuda.memory_allocated(), "reserved": torch.cuda.memory_reserved(),
+        row = {"t_us": time.time_ns() // 1000,  # wall clock, as a capture's times are (its header's clock anchors)
+               "allocated": torch.cuda.memory_allocated(), "reserved": torch.cuda.memory_reserved(),
                "parameter": sum(params.values()), "buffer": sum(buffers.values()), "gradient": sum(grads.values()),
                "optimizer_state": sum(state.values())}
         if extra:
@@ -141,12 +143,15 @@ def truth_extra(keep):
     return {"kept_saved": sum(v for k, v in SAVED.items() if k not in own), "kept_tensors": len(keep)}
 
 
+HISTORY = []  # what the retained-graph loops keep: a module global, as a script's `history = []`, alive to the exit
+
+
 def retained(name, model, batches, loss_of, lr=0.01):
     opt = torch.optim.SGD(model.parameters(), lr=lr, momentum=0.9)
     PARAMS.update(storages(model.parameters()))
-    keep = []
+    PARAMS.update(storages(model.buffers()))  # buffers are weights, not what the graphs keep
     with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
-        return train(name, model, opt, batches, loss_of, keep=keep)
+        return train(name, model, opt, batches, loss_of, keep=HISTORY)
 
 
 # --- the workloads ----------------------------------------------------------------------------------------------
@@ -358,7 +363,8 @@ def generate():
     params = storages(model.parameters())
     weights = {**params, **storages(model.buffers(), skip=params)}
     kv = storages(tensors, skip=weights)
-    Truth("generate").finish(generate={"weights": sum(weights.values()), "parameters": sum(params.values()),
+    Truth("generate").finish(generate={"t_us": time.time_ns() // 1000, "allocated": torch.cuda.memory_allocated(),
+                                       "weights": sum(weights.values()), "parameters": sum(params.values()),
                                        "kv_cache": sum(kv.values()), "kv_tensors": len(kv),
                                        "cache_type": type(cache).__name__, "sequences": list(out.sequences.shape)})
 

@@ -1,6 +1,6 @@
 // The steps part of `gpumem summary`: per-step figures and leak findings, in text and in --json.
 import { categoryView, dominantCategory, lineCategories, lineKeptBytes, type CategoryView } from '../categories';
-import { CATEGORIES, CATEGORY_HEADERS } from '../../base/protocol/categories';
+import { CATEGORIES, CATEGORY_HEADERS, shownCategories } from '../../base/protocol/categories';
 import { formatBytes } from '../../base/units/bytes';
 import type { Category, CategoryBytes, Model } from '../../base/model/types';
 import { stepReport, type KeptLeak, type StepReport, type Steps } from '../steps';
@@ -121,7 +121,6 @@ export function toJson(device: number, r: StepReport, view: CategoryView): Steps
 
 // Step-end columns: what stays between steps (activations and temporaries are normally 0 there).
 const CATEGORY_COLUMNS: [Category, string][] = CATEGORIES.map((c) => [c, CATEGORY_HEADERS[c]]);
-const OPTIONAL_COLUMNS: ReadonlySet<Category> = new Set<Category>(['buffer', 'kv_cache', 'block_overhead']);
 
 const CATEGORY_TEXT: Record<Category, string> = {
   parameter: 'parameters',
@@ -153,9 +152,8 @@ export function stepsText(all: readonly StepsJson[], maxRows = 12): string[] {
     if (s.source === 'none' || s.steps.length === 0) continue;
     out.push(`Steps on device ${s.device}: ${s.steps.length}, found from ${SOURCE_TEXT[s.source]}`);
     // buffers, the KV cache and block overhead get a column where some step has them (a training run has no KV cache)
-    const cats = s.steps.every((r) => r.categories)
-      ? CATEGORY_COLUMNS.filter(([c]) => !OPTIONAL_COLUMNS.has(c) || s.steps.some((r) => (r.categories?.[c] ?? 0) > 0))
-      : [];
+    const columns = new Set(shownCategories(s.steps.map((r) => r.categories)));
+    const cats = s.steps.every((r) => r.categories) ? CATEGORY_COLUMNS.filter(([c]) => columns.has(c)) : [];
     out.push(
       `  ${'step'.padStart(6)} ${'peak allocated'.padStart(15)} ${'allocated at end'.padStart(17)} ${'reserved at end'.padStart(16)}` +
         cats.map(([, h]) => ` ${h.padStart(10)}`).join(''),

@@ -20,6 +20,15 @@ export const CATEGORIES: readonly Category[] = [
   'block_overhead',
 ];
 
+/** Categories a run often has none of (a training run has no KV cache, a ResNet no buffers but BatchNorm's): tables
+ * and legends show them only where they hold bytes. */
+export const OPTIONAL_CATEGORIES: ReadonlySet<Category> = new Set<Category>(['buffer', 'kv_cache', 'block_overhead']);
+
+/** The categories to show for rows of bytes: every other one, and an optional one where some row holds bytes of it. */
+export function shownCategories(rows: readonly (Partial<Record<Category, number>> | undefined)[]): Category[] {
+  return CATEGORIES.filter((c) => !OPTIONAL_CATEGORIES.has(c) || rows.some((r) => (r?.[c] ?? 0) > 0));
+}
+
 export const CATEGORY_LABELS: Record<Category, string> = {
   parameter: 'parameters',
   buffer: 'buffers',
