@@ -5,7 +5,7 @@ import assert from 'node:assert/strict';
 import fs from 'node:fs';
 import path from 'node:path';
 import { test } from 'node:test';
-import { captureRecords, needsAllocator, openModel, simTraining, withModel } from './reader-support.mjs';
+import { ALLOCATOR_LIB, captureRecords, needsAllocator, openModel, pythonInline, root, simTraining, tmpDir, withModel } from './reader-support.mjs';
 
 const { stepReport, keepers } = await import('../../src/core/analyses/steps/index.ts');
 const { summarizeFile } = await import('../../src/core/analyses/summary/index.ts');
@@ -227,4 +227,34 @@ test('a real retained-graph leak: the keeper is named on every forward line its 
     assert.equal(l.kept_bytes, l.bytes_at_last_end, `line ${line}`);
   }
   assert.equal(leaks.reduce((s, l) => s + l.growth_per_step_bytes, 0), 2 * 411041792 + 205520896 + 16384 + 2560);
+});
+
+test('a notice keeps every byte up to 1 MiB in the capture, so a keeper listing thousands of storages stays whole', { skip }, () => {
+  // Note [Long notices]: names are cut at 4096 bytes, a notice at 1 MiB; the real allocator writes, the reader reads
+  const cap = path.join(tmpDir(), 'long-notice.gpumem');
+  const addrs = Array.from({ length: 20000 }, (_, i) => 0x7f0000000000 + i * 512);
+  const text = `gpumem: a long notice\ngpumem-keeper ${JSON.stringify({ v: 1, addrs })}`;
+  pythonInline(
+    `import sys; sys.path.insert(0, ${JSON.stringify(path.join(root, 'native/python'))})
+from gpumem import _native
+n = _native.Allocator(sys.argv[1])
+n.configure({"capture_path": sys.argv[2], "backend": "sim", "sample_interval_ms": 0})
+import ctypes
+n.lib.gpumem_malloc.restype, n.lib.gpumem_malloc.argtypes = ctypes.c_void_p, [ctypes.c_size_t, ctypes.c_int, ctypes.c_void_p]
+n.lib.gpumem_malloc(4096, 0, None)  # a device with an event: its markers are read
+n.notice(open(sys.argv[3]).read(), 0)
+n.shutdown(0)`,
+    ALLOCATOR_LIB,
+    cap,
+    (() => {
+      const f = path.join(tmpDir(), 'notice.txt');
+      fs.writeFileSync(f, text);
+      return f;
+    })(),
+  );
+  assert.ok(Buffer.byteLength(text) > 300_000);
+  withModel(cap, (m) => {
+    const [k] = keepers(m, 0);
+    assert.deepEqual(k.addrs, addrs);
+  });
 });

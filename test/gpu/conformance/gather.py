@@ -14,8 +14,9 @@ import faulthandler
 import os
 import sys
 
+# a stall comes back as a stack, below run_all.sh's stage limit
+faulthandler.dump_traceback_later(int(os.environ.get("GPUMEM_WATCHDOG_S", "560")), exit=True)
 LIMIT = int(next((sys.argv[i + 1] for i, a in enumerate(sys.argv) if a == "--limit"), "500"))
-faulthandler.dump_traceback_later(LIMIT + 30, exit=True)  # a stall comes back as a stack
 import argparse
 import concurrent.futures
 import glob
