@@ -1,7 +1,10 @@
 """The pytest plugin (`pytest -p gpumem`, gpumem/_pytest.py) run by real pytest subprocesses, on the stand-in torch
-with the real lens allocator on the simulated device (GPUMEM_BACKEND=sim): budgets that hold and budgets that
-fail, with the figures each test measured itself through torch.cuda.max_memory_allocated(), the lines at the peak,
-the per-test report, a budget written wrong, a test that crashes the process, and the plugin under `gpumem run`."""
+with the real lens allocator on the simulated device (GPUMEM_BACKEND=sim), and in the observed mode with a stand-in
+trace tracker: budgets that hold and budgets that fail, with the figures each test measured itself through
+torch.cuda.max_memory_allocated() and memory_allocated(), each test's own peak and lines at it whatever ran before
+it (two orders of one file, both modes), what was live at its start, PyTorch's counters once the capture records no
+allocation, the per-test report, a budget written wrong, a test that crashes the process, and the plugin under
+`gpumem run`."""
 import json
 import os
 import re
@@ -361,6 +364,37 @@ class PytestPluginTest(unittest.TestCase):
                 "top lines at the test's peak (its own allocations, 2.00 MiB):",
                 "    2.00 MiB  test_order.py:%d in test_over" % support.line_of(runs[order]["script"], "OVER")]))
             self.assertIn(message, runs[order]["out"])
+
+    def test_after_the_recorded_steps_the_peak_comes_from_pytorchs_counters(self):
+        # The observed mode recording the first optimizer step only (Note [Recorded steps]): after it the capture has
+        # no allocation, so a test's peak is PyTorch's max_memory_allocated() above what was live at its start.
+        proc, work = run_pytest('''
+            import pytest, torch
+            from torch.optim.optimizer import Optimizer
+            keep = []
+            def test_recorded():
+                keep.append(torch.empty(1 << 20, device="cuda"))  # RECORDED
+            def test_step():
+                Optimizer([]).step()
+            @pytest.mark.gpu_memory(peak="1MiB")
+            def test_after():
+                x = torch.empty(2 << 20, device="cuda")
+                del x
+        ''', env={"GPUMEM_ALLOCATOR": "pytorch", "GPUMEM_RECORD_STEPS": "1"}, files=OBSERVED)
+        self.assertEqual(proc.returncode, 1, proc.stdout + proc.stderr)
+        (session,) = sessions(os.path.join(work, ".gpumem"))
+        done = {r["test"].split("::")[1]: r for r in rows(session) if r["status"] == "done"}
+        script = os.path.join(work, "test_budgets.py")
+        pick = lambda r: (r["peak_allocated"], r["peak_from"], r["allocated_before"], r["max_memory_allocated"])  # noqa: E731
+        self.assertEqual(pick(done["test_recorded"]), (1 << 20, "capture", 0, 1 << 20))
+        self.assertEqual(done["test_recorded"]["lines"], [[script, support.line_of(script, "RECORDED"), "test_recorded", 1 << 20]])
+        self.assertEqual(pick(done["test_step"]), (0, "counters", 1 << 20, 1 << 20))  # the step ended inside it
+        self.assertEqual(pick(done["test_after"]), (2 << 20, "counters", 1 << 20, 3 << 20))
+        self.assertEqual(done["test_after"]["lines"], [])
+        _, records = support.read_capture(done["test_after"]["capture"])
+        self.assertIn(F.MARK_EVENTS_OFF, [F.MarkerRec.unpack_from(p)[2] for t, p in records if t == F.REC_MARKER])
+        self.assertIn("gpu_memory: peak allocated 2.00 MiB exceeds the budget peak=1.00 MiB by 1.00 MiB\n"
+                      "live at the test's start: 1.00 MiB, not counted", proc.stdout)
 
     def test_a_budget_written_wrong_fails_the_collection_with_one_line(self):
         proc, _ = run_pytest('''
