@@ -5,11 +5,15 @@ under `pytest -p gpumem` in file order and reversed, in both allocator modes; it
 Each test writes what it measured itself to the JSON lines file named by ORDER_CHECK_SEEN: allocated at its first line
 (what was live at its start) and the bytes it allocated (torch.cuda.memory_allocated() after its allocation minus
 before). uint8 tensors of multiples of 512 bytes: what PyTorch's allocator and the lens count is the size asked for."""
+import faulthandler
 import json
 import os
 
 import pytest
 import torch
+
+# a stall comes back as a stack before the check's own limit on the run (RUN_TIMEOUT_S, 100 s)
+faulthandler.dump_traceback_later(int(os.environ.get("GPUMEM_WATCHDOG_S", "90")), exit=True)
 
 KEEP = []  # what test_leaves_32mib leaves live for the tests after it
 
