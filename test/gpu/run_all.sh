@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Every GPU check in one device call (device time is scarce). Build here first, then carry dist/native:
 #   make -C native/allocator && <device run, carry dist/native> bash test/gpu/run_all.sh [stage…]
-# Stages: conformance env allocator workload sanitizer stacks micro steps frag probes varlen leaks pytorch-tests summaries oom-sample leaks-convnet no-false-leaks keeper-probe budget monitors metadata export-viz categories categories-cost probe-off figures-only tracker-cost nvml-cost what-if host-bisect host-profile resnet-overhead long-run advice pytorch-mode pytorch-mode-cost ranks-2gpu notebooks (default: env allocator stacks workload sanitizer).
+# Stages: conformance env allocator workload sanitizer stacks micro steps frag probes varlen leaks pytorch-tests summaries oom-sample leaks-convnet no-false-leaks keeper-probe budget monitors metadata export-viz categories categories-cost probe-off figures-only tracker-cost nvml-cost what-if host-bisect host-profile resnet-overhead long-run advice pytorch-mode pytorch-mode-cost ranks-2gpu notebooks pytest-order (default: env allocator stacks workload sanitizer).
 # Each of micro, steps and frag is one part of test/gpu/bench_allocator.py; "bench" runs all three.
 # Results land under $OUT (logs + JSON), one file per stage, so they come back with the call.
 set -u
@@ -40,6 +40,8 @@ for s in "${stages[@]}"; do
     # modes, with the truth each run measured; copy $OUT/conformance/fixtures/* to test/fixtures/conformance/.
     conformance) run_stage conformance 590 bash -c "python3 test/gpu/conformance/gather.py --out $OUT/conformance --limit 540 ${CONFORMANCE_ARGS:-}; cd $OUT/conformance && tar -cf ../conformance.tar fixtures logs gather.json" ;;
     notebooks) run_stage notebooks 180 python3 test/gpu/notebook_pytest_check.py --out "$OUT" ;;
+    # pytest budgets in two orders of the tests, both allocator modes: each test's peak its own (Note [pytest budgets]).
+    pytest-order) run_stage pytest-order 170 python3 test/gpu/conformance/pytest_order_check.py --out "$OUT" ;;
     env) run_stage env 60 bash -c 'nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv; python3 -c "import sys,torch;print(sys.version);print(torch.__version__, torch.version.cuda, torch.cuda.device_count())"; which compute-sanitizer' ;;
     allocator) run_stage allocator 420 python3 test/gpu/allocator_checks.py --so "$SO" ;;
     workload) run_stage workload 300 python3 test/gpu/workload_checks.py --out "$OUT/workload" ;;
