@@ -161,13 +161,13 @@ def lm_varlen():
     from transformers import GPT2Config, GPT2LMHeadModel
 
     torch.manual_seed(0)
-    model = GPT2LMHeadModel(GPT2Config(n_positions=1024, n_layer=n(2, 6))).cuda()
+    model = GPT2LMHeadModel(GPT2Config(n_positions=1024, n_layer=n(2, 12))).cuda()  # full: GPT-2 small
     opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
     rng = random.Random(3)
     tokens = n(4096, 8192)
 
     def batches():
-        for _ in range(n(6, 24)):
+        for _ in range(n(6, 30)):
             seq = rng.choice(range(128, 1025, 64))
             ids = torch.randint(0, 50257, (max(1, tokens // seq), seq), device="cuda")
             yield ids
