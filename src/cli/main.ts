@@ -4,7 +4,7 @@ import { UsageError } from './commands/args';
 import { runControl } from './commands/control';
 import { run as runWorkload } from './commands/run';
 import { HELP } from './help';
-import { VERSION } from './version';
+import { VERSION } from './commands/version';
 
 type Runner = (argv: string[]) => Promise<number>;
 

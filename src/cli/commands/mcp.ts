@@ -11,7 +11,7 @@ import { StdioServerTransport } from '@modelcontextprotocol/sdk/server/stdio.js'
 import { CallToolRequestSchema, ListToolsRequestSchema, type CallToolResult, type Tool } from '@modelcontextprotocol/sdk/types.js';
 import { AssistantTools, answerText, liveOfSessionRoot, TOOLS, type ToolDeclaration } from '../../core/views/assistant';
 import { parseArgs, str, UsageError } from './args';
-import { VERSION } from '../version';
+import { VERSION } from './version';
 
 /** What the client is told about the server as a whole (MCP's `instructions`), for its model. */
 const INSTRUCTIONS =

@@ -5,7 +5,7 @@ import { openModelAsync } from '../../base/model/open';
 import { checkInput, type ToolInput } from './input';
 import { liveProcess, recordingFile, RecordingCache, type LiveLookup, type LiveTarget, type OpenRecording, type Recording } from './recordings';
 import { withSizes } from './sizes';
-import { ToolError } from './toolError';
+import { ToolError } from './answers/toolError';
 import { TOOLS, toolNamed, type ToolDeclaration } from './tools';
 import { summaryAnswer } from './answers/summary';
 import { peakLinesAnswer } from './answers/peakLines';

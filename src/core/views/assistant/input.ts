@@ -2,7 +2,7 @@
 // anything, and a wrong field must come back as a sentence it can act on, not as an exception from deep inside.
 // Only the schema features the declarations use (object, string, integer, number, array of integers, enum, bounds).
 import type { JsonSchema, ToolDeclaration } from './tools';
-import { ToolError } from './toolError';
+import { ToolError } from './answers/toolError';
 
 export type ToolInput = Record<string, unknown>;
 

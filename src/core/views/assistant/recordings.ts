@@ -9,40 +9,13 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import type { Model } from '../../base/model/types';
+import type { LiveProcess, LiveTarget } from './answers/subject';
+
+export type { LiveLookup, LiveProcess, LiveTarget, Recording } from './answers/subject';
 import { captureFiles } from '../../analyses/ranks';
-import { ToolError } from './toolError';
+import { ToolError } from './answers/toolError';
 
 export type OpenRecording = (file: string) => Promise<Model>;
-
-/** A process of the run followed now; `model` when the host already reads its capture (the extension's LiveRun). */
-export interface LiveProcess {
-  pid: number;
-  rank?: number;
-  capture: string;
-  /** its control socket, when it can take commands */
-  socket?: string;
-  model?: Model;
-}
-
-export interface LiveTarget {
-  /** the run's name for people (its session folder) */
-  name: string;
-  /** still producing events */
-  running: boolean;
-  processes: LiveProcess[];
-}
-
-/** The run followed now, or the sentence that says why there is none and what to do instead. */
-export type LiveLookup = LiveTarget | { none: string };
-
-/** One recording a tool answers about. */
-export interface Recording {
-  model: Model;
-  /** the path the answer names */
-  file: string;
-  /** said in the answer: which process of a live run this is, or which capture of a folder */
-  note?: string;
-}
 
 const KEEP_OPEN = 3;
 
@@ -134,7 +107,7 @@ export function liveProcess(target: LiveTarget): { process: LiveProcess; note: s
   const sorted = [...target.processes].sort((a, b) => (a.rank ?? 1e9) - (b.rank ?? 1e9) || a.pid - b.pid);
   const p = sorted[0];
   const who = p.rank !== undefined ? `rank ${p.rank} (pid ${p.pid})` : `pid ${p.pid}`;
-  let note = `the ${target.running ? 'running' : 'finished'} run ${target.name}, ${who}`;
+  let note = `${target.running ? 'the workload running now' : 'the last run (finished)'}: ${target.name}, ${who}`;
   if (sorted.length > 1) note += `; its other processes: ${sorted.slice(1, 8).map((o) => o.capture).join(', ')} (pass one as path)`;
   return { process: p, note };
 }

@@ -6,7 +6,7 @@ import type { Predicted } from '../../../base/protocol/advice';
 import { POLICY_LABELS, POLICY_SOURCE_WORDS } from '../../../base/model/whatIf';
 import { capacityOf } from './capacity';
 import { pickDevice } from './common';
-import type { Recording } from '../recordings';
+import type { Recording } from './subject';
 
 const ITEMS_SHOWN = 8;
 const EVIDENCE_SHOWN = 3;

@@ -3,9 +3,9 @@
 import type { CategoryMoment } from '../../../base/model/types';
 import { timeBaseOf } from '../../../analyses/steps/timebase';
 import { beyondAllocated, moduleNote } from '../../../analyses/categories';
-import { ToolError } from '../toolError';
+import { ToolError } from './toolError';
 import { categoryFields, momentLines, pickDevice, when } from './common';
-import type { Recording } from '../recordings';
+import type { Recording } from './subject';
 
 const TOP_MODULES = 8;
 const TOP_LINES = 8;

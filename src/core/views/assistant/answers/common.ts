@@ -3,7 +3,7 @@ import type { CategoryBytes, CategoryMoment, Model } from '../../../base/model/t
 import { CATEGORIES } from '../../../base/protocol/categories';
 import { defaultDevice } from '../../../analyses/replay';
 import { jsonSeconds, type TimeBase } from '../../../analyses/steps/timebase';
-import { ToolError } from '../toolError';
+import { ToolError } from './toolError';
 
 /** The device asked for, or the default one (the first with allocations); a ToolError when the file has no such device. */
 export function pickDevice(model: Model, file: string, asked?: number): number {

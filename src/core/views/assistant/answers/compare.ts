@@ -4,7 +4,7 @@
 import type { Model } from '../../../base/model/types';
 import { timeBaseOf } from '../../../analyses/steps/timebase';
 import { categoryFields, commandLine, pickDevice, when } from './common';
-import type { Recording } from '../recordings';
+import type { Recording } from './subject';
 
 const LINES_SHOWN = 10;
 

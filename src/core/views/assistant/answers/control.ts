@@ -1,8 +1,8 @@
 // gpumem_empty_cache and gpumem_capture_snapshot: the control commands (src/core/base/control) sent to every process
 // of the run followed now that can take them. The host has already asked the user to confirm (Note [Tool contract]).
 import { ControlError, emptyCache, snapshot } from '../../../base/control';
-import { ToolError } from '../toolError';
-import type { LiveProcess, LiveTarget } from '../recordings';
+import { ToolError } from './toolError';
+import type { LiveProcess, LiveTarget } from './subject';
 
 function controllable(target: LiveTarget): LiveProcess[] {
   const procs = target.processes.filter((p) => p.socket);

@@ -7,7 +7,7 @@ import { stepReport, MIN_GROWING_STEPS } from '../../../analyses/steps';
 import { categoryView } from '../../../analyses/categories';
 import { keeperSentence, SOURCE_TEXT, toJson, type KeeperJson } from '../../../analyses/summary/steps';
 import { pickDevice } from './common';
-import type { Recording } from '../recordings';
+import type { Recording } from './subject';
 
 const LEAKS_SHOWN = 10;
 

@@ -3,7 +3,7 @@
 import type { Model } from '../../../base/model/types';
 import { timeBaseOf } from '../../../analyses/steps/timebase';
 import { pickDevice, percent, when } from './common';
-import type { Recording } from '../recordings';
+import type { Recording } from './subject';
 
 const STACK_FRAMES = 6;
 
@@ -24,7 +24,7 @@ export function peakLinesAnswer(rec: Recording, asked: { device?: number; top?: 
   const dev = model.summary().devices.find((d) => d.device === device);
   const peak = dev?.peak_allocated_bytes ?? model.current(device).peakAllocatedBytes;
   const all = model.lineStats(device);
-  const held = all.filter((l) => l.selfBytesAtPeak > 0 || l.inclusiveBytesAtPeak > 0);
+  const held = all.filter((l) => l.selfBytesAtPeak > 0); // callers hold memory only through these: inclusive_at_peak
   const shown = held.slice(0, top);
   const heldBytes = held.reduce((s, l) => s + l.selfBytesAtPeak, 0);
   const shownBytes = shown.reduce((s, l) => s + l.selfBytesAtPeak, 0);

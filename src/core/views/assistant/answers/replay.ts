@@ -5,7 +5,7 @@ import { replayPolicies } from '../../../analyses/replay';
 import { jsonSeconds } from '../../../analyses/steps/timebase';
 import { capacityOf } from './capacity';
 import { pickDevice } from './common';
-import type { Recording } from '../recordings';
+import type { Recording } from './subject';
 
 const MARKERS_SHOWN = 3;
 

@@ -4,10 +4,9 @@ import { addWhatIf } from '../../../analyses/summary/whatIf';
 import { timeBaseOf } from '../../../analyses/steps/timebase';
 import { categoryView, beyondAllocated } from '../../../analyses/categories';
 import { stepReport } from '../../../analyses/steps';
-import { oomRows } from '../../../analyses/summary/ooms';
 import { SOURCE_TEXT } from '../../../analyses/summary/steps';
 import { categoryFields, commandLine, pickDevice, percent, when } from './common';
-import type { Recording } from '../recordings';
+import type { Recording } from './subject';
 
 const TOP_LINES = 5;
 const TOP_MODULES = 3;
