@@ -161,24 +161,26 @@ test('summary of a pickle with an OOM: the OOM row the reader gives', async () =
   assert.match(got.more.at(-1), /to avoid the OOM/);
 });
 
-test('peak lines: the per-line figures at the peak, each line with its heaviest stack of user frames', async () => {
+test('peak lines: the per-line figures at the peak, each line with its function and the lines that called it', async () => {
   const want = reader('summary', LEAKY, '--top', '50');
   const got = await call('gpumem_peak_lines', { path: LEAKY, top: 4 });
   assert.equal(got.peak.allocated_bytes, want.devices[0].peak_allocated_bytes);
   assert.equal(got.lines.length, 4);
   const lines = new Map(want.top_lines.map((l) => [lineKey(l.file, l.line), l.bytes_at_peak]));
-  for (const l of got.lines) {
-    assert.equal(l.self_at_peak_bytes, lines.get(lineKey(l.file, l.line)));
-    assert.equal(l.heaviest_stack[l.heaviest_stack[0].startsWith('(') ? 1 : 0].split(' in ')[0], lineKey(l.file, l.line));
-  }
+  for (const l of got.lines) assert.equal(l.self_at_peak_bytes, lines.get(lineKey(l.file, l.line)));
+  // the forward lines: ConvNet.forward, called from main's loop (leak_history.py:60) and the script's last line
+  const forward = got.lines.find((l) => l.line === 31);
+  assert.equal(forward.function, 'ConvNet.forward');
+  assert.deepEqual(forward.called_from, ['/home/user/project/leak_history.py:60 in main', '/home/user/project/leak_history.py:84 in <module>']);
   const shown = got.lines.reduce((s, l) => s + l.self_at_peak_bytes, 0);
   const all = want.top_lines.reduce((s, l) => s + l.bytes_at_peak, 0);
   assert.equal(got.lines_with_memory_at_peak, want.top_lines.length);
   assert.equal(got.other_lines_at_peak_bytes, all - shown);
   // line 62 is the backward() call: its memory was allocated on autograd threads
   const backward = got.lines.find((l) => l.line === 62);
-  assert.equal(backward.heaviest_stack[0], '(allocated by backward() on an autograd thread)');
+  assert.equal(backward.heaviest_stack_in_backward, true);
   assert.ok(backward.by_backward_at_peak_bytes > 0);
+  assert.equal(await callError('gpumem_peak_lines', { path: LEAKY, top: 26 }), 'top must be at most 25 (got 26)');
 });
 
 test('leaks: the findings and their keeper as the summary gives them, the keeper told once', async () => {

@@ -86,14 +86,14 @@ export const TOOLS: readonly ToolDeclaration[] = [
       'The source lines of the user\'s code that hold the most GPU memory at the peak. Each line has the bytes live at the ' +
       'peak that it allocated (self: it is the innermost user frame), the bytes live at the peak with it anywhere on the ' +
       'call stack (inclusive), what it allocated over the whole run and how many times, what is still live at the end, ' +
-      'the bytes allocated by backward() on its behalf, and the heaviest call stack through it (user frames, innermost ' +
-      `first). Use it to answer "which line of my code uses the memory". ${SIZES}`,
+      'the bytes allocated by backward() on its behalf, its function and the lines of user code that called it on its ' +
+      `heaviest call stack (innermost first). Use it to answer "which line of my code uses the memory". ${SIZES}`,
     inputSchema: {
       type: 'object',
       properties: {
         path: PATH,
         device: DEVICE,
-        top: { type: 'integer', minimum: 1, maximum: 50, description: 'How many lines (default 10).' },
+        top: { type: 'integer', minimum: 1, maximum: 25, description: 'How many lines (default 10, at most 25).' },
       },
       additionalProperties: false,
     },

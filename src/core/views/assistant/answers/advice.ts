@@ -52,7 +52,7 @@ export function adviceAnswer(rec: Recording, asked: { device?: number; capacity?
         ...(i.apply ? { apply: i.apply } : {}),
       };
     }),
-    ...(a.items.length > ITEMS_SHOWN ? { more_items: a.items.slice(ITEMS_SHOWN).map((i) => i.title) } : {}),
+    ...(a.items.length > ITEMS_SHOWN ? { more_items: a.items.length - ITEMS_SHOWN, more_items_kinds: [...new Set(a.items.slice(ITEMS_SHOWN).map((i) => i.kind))] } : {}),
     ...(a.items.length === 0 ? { nothing_to_advise: 'nothing this data shows is worth changing' } : {}),
     not_offered: a.notOffered,
     ...(fit

@@ -5,15 +5,30 @@ import { timeBaseOf } from '../../../analyses/steps/timebase';
 import { pickDevice, percent, when } from './common';
 import type { Recording } from './subject';
 
-const STACK_FRAMES = 6;
+const CALLERS = 3;
 
-function stackOf(model: Model, stackId: number | undefined): string[] | undefined {
-  if (!stackId) return undefined;
-  const st = model.stack(stackId);
-  if (!st) return undefined;
-  const frames = st.frames.filter((f) => f.user).slice(0, STACK_FRAMES).map((f) => `${f.file}:${f.line} in ${f.name}`);
-  if (st.backward) frames.unshift('(allocated by backward() on an autograd thread)');
-  return frames.length ? frames : undefined;
+/**
+ * The heaviest stack through a line, as the line's function and its user-code callers (innermost first): the line
+ * itself is the stack's innermost user frame, so it is not repeated, and a caller on the same line as the one before
+ * (a comprehension inside its function) is told once.
+ */
+function stackOf(model: Model, stackId: number | undefined): { function?: string; called_from?: string[]; by_backward?: true } {
+  const st = stackId ? model.stack(stackId) : undefined;
+  if (!st) return {};
+  const user = st.frames.filter((f) => f.user);
+  const callers: string[] = [];
+  let last = user[0] ? `${user[0].file}:${user[0].line}` : '';
+  for (const f of user.slice(1)) {
+    const at = `${f.file}:${f.line}`;
+    if (at === last) continue;
+    last = at;
+    if (callers.length === CALLERS) {
+      callers.push('…');
+      break;
+    }
+    callers.push(`${at} in ${f.name}`);
+  }
+  return { ...(user[0] ? { function: user[0].name } : {}), ...(callers.length ? { called_from: callers } : {}), ...(st.backward ? { by_backward: true } : {}) };
 }
 
 export function peakLinesAnswer(rec: Recording, asked: { device?: number; top?: number }): object {
@@ -34,18 +49,21 @@ export function peakLinesAnswer(rec: Recording, asked: { device?: number; top?: 
     device,
     peak: { allocated_bytes: peak, ...(dev && dev.events > 0 ? when(time, dev.peak_at_time_us) : {}) },
     lines: shown.map((l) => {
-      const stack = stackOf(model, l.topStacks[0]?.stackId);
+      const { function: fn, called_from, by_backward } = stackOf(model, l.topStacks[0]?.stackId);
       return {
         file: l.file,
         line: l.line,
+        ...(fn ? { function: fn } : {}),
         self_at_peak_bytes: l.selfBytesAtPeak,
         percent_of_peak: percent(l.selfBytesAtPeak, peak),
         ...(l.inclusiveBytesAtPeak !== l.selfBytesAtPeak ? { inclusive_at_peak_bytes: l.inclusiveBytesAtPeak } : {}),
         ...(l.backwardBytesAtPeak ? { by_backward_at_peak_bytes: l.backwardBytesAtPeak } : {}),
         allocated_in_total_bytes: l.totalAllocatedBytes,
         allocations: l.allocCount,
-        live_at_end_bytes: l.liveNowBytes,
-        ...(stack ? { heaviest_stack: stack } : {}),
+        ...(l.liveNowBytes ? { live_at_end_bytes: l.liveNowBytes } : {}),
+        // the heaviest stack through the line: made by backward() on an autograd thread, or called from these lines
+        ...(by_backward ? { heaviest_stack_in_backward: true } : {}),
+        ...(called_from ? { called_from } : {}),
       };
     }),
     lines_with_memory_at_peak: held.length,

@@ -1,6 +1,6 @@
 // gpumem_summary: `gpumem summary --json` for one device, cut to what answers "why so much memory / why the OOM".
 import { summaryDocument } from '../../../analyses/summary';
-import { addWhatIf } from '../../../analyses/summary/whatIf';
+import { summaryWhatIf } from '../../../analyses/summary/whatIf';
 import { timeBaseOf } from '../../../analyses/steps/timebase';
 import { categoryView, beyondAllocated } from '../../../analyses/categories';
 import { stepReport } from '../../../analyses/steps';
@@ -17,9 +17,17 @@ export function summaryAnswer(rec: Recording, asked: { device?: number }): objec
   const device = pickDevice(model, file, asked.device);
   const time = timeBaseOf(model);
   const doc = summaryDocument(model, time);
-  addWhatIf(model, doc);
   const dev = doc.devices.find((d) => d.device === device);
   const figures = model.current(device);
+  // the what-if at the end is one part of the answer: when the engine cannot restore this state, the rest still
+  // answers and the reason is said (`gpumem summary` fails as a whole instead)
+  let whatIf: ReturnType<typeof summaryWhatIf>;
+  let whatIfError: string | undefined;
+  try {
+    whatIf = summaryWhatIf(model, device);
+  } catch (e) {
+    whatIfError = e instanceof Error ? e.message : String(e);
+  }
   const id = doc.identity;
   const name = id.devices.find((d) => d.index === device);
   const view = categoryView(model, device, time.steps);
@@ -74,7 +82,8 @@ export function summaryAnswer(rec: Recording, asked: { device?: number }): objec
     at_end: {
       allocated_bytes: dev?.allocated_bytes ?? figures.allocatedBytes,
       reserved_bytes: dev?.reserved_bytes ?? figures.reservedBytes,
-      ...(dev?.what_if ? { empty_cache_would_release_bytes: dev.what_if.empty_cache_releases_bytes } : {}),
+      ...(whatIf ? { empty_cache_would_release_bytes: whatIf.empty_cache_releases_bytes } : {}),
+      ...(whatIfError ? { what_if_unavailable: whatIfError } : {}),
     },
     top_lines_at_peak: lines.map((l) => ({ file: l.file, line: l.line, bytes: l.selfBytesAtPeak, percent_of_peak: percent(l.selfBytesAtPeak, peakAllocated) })),
     ooms: {
