@@ -9,11 +9,11 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import type { Model } from '../../base/model/types';
+import { captureFiles } from '../../analyses/ranks';
 import type { LiveProcess, LiveTarget } from './answers/subject';
+import { ToolError } from './answers/toolError';
 
 export type { LiveLookup, LiveProcess, LiveTarget, Recording } from './answers/subject';
-import { captureFiles } from '../../analyses/ranks';
-import { ToolError } from './answers/toolError';
 
 export type OpenRecording = (file: string) => Promise<Model>;
 
