@@ -19,6 +19,7 @@ import { MemoryStatusBar } from './glue/runs/statusBar';
 import { GpuMemoryKernel, revealCellLine } from './glue/notebook/kernel';
 import { registerSnapshotFeatures } from './glue/snapshot';
 import { BudgetTests } from './glue/testing/controller';
+import { registerAssistantTools } from './glue/assistant/tools';
 
 export function activate(context: vscode.ExtensionContext): void {
   const runs = new LiveRuns(openModel);
@@ -40,6 +41,7 @@ export function activate(context: vscode.ExtensionContext): void {
     new MemoryStatusBar(runs),
     new ObserverPrebuild(context.extensionUri.fsPath),
     new BudgetTests(context.extensionUri.fsPath),
+    registerAssistantTools(runs),
     runs.onDidChange(() => annotations.refresh()),
     runs.onDidOom((e) => void notifyOom(e, () => Promise.resolve(snapshotAtOom(e)))),
     runs.onDidWriterFailure((e) => void notifyWriterFailure(e, () => livePanel.show())),
