@@ -149,4 +149,15 @@ test('a capture written by the real allocator (sim backend, expandable segments)
     await done;
     s.close();
   }
+  // what the replay wrote after the unmaps is a capture the reader takes whole: the allocator state at its end is
+  // the pages still mapped, whole pages of each pool's size (the summary once failed on it)
+  const cap = fs.readdirSync(dir).find((f) => /^capture-\d+\.gpumem$/.test(f));
+  const m = openModel(path.join(dir, cap));
+  try {
+    const st = m.stateAt(0, Infinity);
+    assert.equal(st.fragmentation.reservedBytes, want.end_reserved_busy);
+    assert.equal(m.summary().devices[0].reserved_bytes, want.end_reserved_busy);
+  } finally {
+    m.close();
+  }
 });

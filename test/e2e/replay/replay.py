@@ -10,7 +10,7 @@ empty_cache, snapshot, mark). Pure Python 3 standard library.
 
 Note [Empty cache on a replayed state]: the replay tracks the segments and allocated blocks of what it
 has streamed. empty_cache appends a REC_SEGMENT_FREE for every fixed segment holding no allocated block,
-a REC_SEGMENT_UNMAP for every run of whole free 2 MiB pages of an expandable segment's mapped ranges and a REC_EMPTY_CACHE (origin 1 = control channel) with reserved
+a REC_SEGMENT_UNMAP for every run of whole free pages (2 MiB in the small pool, 20 MiB in the large) of an expandable segment's mapped ranges and a REC_EMPTY_CACHE (origin 1 = control channel) with reserved
 before/after, like the allocator. Records streamed later stay consistent with that: an allocation in a
 released segment first re-reserves it (REC_SEGMENT_ALLOC), the fixture's own free of a released segment
 is dropped, and REC_STATS / REC_DEVICE_SAMPLE report reserved/used minus what was released. REC_STATE
@@ -246,7 +246,7 @@ class Replay:
                     seg = st.segments[addr]
                     if seg["kind"] == "map":
                         # expandable: unmap every whole free page, keep the mapped pieces around live blocks
-                        runs = R.free_page_runs(addr, seg["size"], blocks)
+                        runs = R.free_page_runs(addr, seg["size"], blocks, R.page_of(seg["flags"]))
                         if not runs:
                             continue
                         del st.segments[addr]
