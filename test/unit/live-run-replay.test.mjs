@@ -144,6 +144,15 @@ test('a capture written by the real allocator (sim backend, expandable segments)
       s.refresh();
       return s.totals().reservedBytes === want.end_reserved_busy;
     });
+    // its snapshot is a PyTorch pickle the reader opens: an expandable segment's blocks add up to its size
+    const snap = await snapshot(s.processes[0].entry.socket);
+    const pm = openModel(snap.pickle);
+    try {
+      const st = pm.stateAt(0, Infinity);
+      assert.deepEqual([st.fragmentation.reservedBytes, st.fragmentation.allocatedBytes], [want.end_reserved_busy, want.end_allocated]);
+    } finally {
+      pm.close();
+    }
   } finally {
     proc.kill('SIGINT');
     await done;

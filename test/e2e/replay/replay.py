@@ -71,6 +71,22 @@ def cut_range(table, lo, hi, only_maps=False):
     return removed
 
 
+
+def merged_mappings(segments):
+    """A snapshot's segments: fixed segments as they are; an expandable segment's mapped pieces that touch, joined
+    into one (the allocator maps each growth on its own, and a block may span two of them, as in PyTorch's snapshot
+    of an expandable segment: one segment, its blocks adding up to its size)."""
+    out, last = {}, None
+    for addr in sorted(segments):
+        seg = segments[addr]
+        prev = out.get(last) if last is not None else None
+        if (prev is not None and seg.get("kind") == "map" and prev.get("kind") == "map" and last + prev["size"] == addr
+                and all(prev[k] == seg[k] for k in ("stream", "pool0", "pool1", "flags"))):
+            out[last] = dict(prev, size=prev["size"] + seg["size"])
+            continue
+        out[addr], last = dict(seg), addr
+    return out
+
 class DeviceState:
     def __init__(self):
         self.segments = {}  # addr -> dict(size, flags, stream, pool0, pool1, stack, kind: 'segment'|'map')
@@ -289,8 +305,9 @@ class Replay:
             state_payloads = {}
             for device, st in sorted(self.devices.items()):
                 body = b""
-                for addr in sorted(st.segments):
-                    seg = st.segments[addr]
+                pieces = merged_mappings(st.segments)
+                for addr in sorted(pieces):
+                    seg = pieces[addr]
                     inside = sorted(a for a in st.blocks if addr <= a < addr + seg["size"])
                     blocks, cursor = [], addr
                     for a in inside:
@@ -312,7 +329,7 @@ class Replay:
                         "requested_size": sum(b[2] for b in blocks if b[4] == 1), "frames": self.frames_of(seg["stack"]),
                         "blocks": [{"address": b[0], "size": b[1], "requested_size": b[2], "state": states[b[4]], "frames": self.frames_of(b[3])} for b in blocks],
                     })
-                state_payloads[device] = STATE.pack(t, self.snapshots, 0, len([1 for _ in st.segments]), 0) + body
+                state_payloads[device] = STATE.pack(t, self.snapshots, 0, len(pieces), 0) + body
             for device, payload in state_payloads.items():
                 self.emit(R.REC_STATE, payload, device)
             name = self.intern_string(path)
