@@ -11,7 +11,7 @@ class MLP(torch.nn.Module):
         self.down = torch.nn.Linear(2048, 512)
 
     def forward(self, x):
-        hidden = torch.nn.functional.gelu(self.up(x))  # activations: the big forward allocation
+        hidden = torch.nn.functional.gelu(self.up(x))
         return self.down(hidden)
 
 

@@ -1,18 +1,16 @@
 // The first-run walkthrough's commands: Open Sample (its first step's button) and Get Started (opens it).
 import * as vscode from 'vscode';
-import { openSample, SAMPLES, type SampleKind } from './sample';
+import { SAMPLE_FILES, WALKTHROUGH_ID, type SampleKind } from '../../core/views/walkthrough/steps';
+import { openSample } from './sample';
 import type { WalkthroughProgress } from './progress';
 
-export { WalkthroughProgress, contextKey, WALKTHROUGH_STEPS, type WalkthroughStep } from './progress';
-
-/** package.json's contributes.walkthroughs id, as VS Code names it: publisher.name#id. */
-export const WALKTHROUGH_ID = 'gpu-memory-lens.gpu-memory-lens#gpuMemoryLens.start';
+export { WalkthroughProgress } from './progress';
 
 export function registerWalkthrough(extensionRoot: string, progress: WalkthroughProgress): vscode.Disposable[] {
   return [
     // A command link passes its argument ("test": the budget test); the palette passes none (the script).
     vscode.commands.registerCommand('gpuMemoryLens.openSample', async (kind?: unknown) => {
-      const which: SampleKind = typeof kind === 'string' && kind in SAMPLES ? (kind as SampleKind) : 'script';
+      const which: SampleKind = typeof kind === 'string' && kind in SAMPLE_FILES ? (kind as SampleKind) : 'script';
       const opened = await openSample(extensionRoot, which);
       if (opened && which === 'script') progress.mark('sampleOpened');
     }),

@@ -10,16 +10,11 @@
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import * as vscode from 'vscode';
-
-export const SAMPLES = {
-  script: 'gpumem_sample.py',
-  test: 'test_gpumem_sample.py',
-} as const;
-export type SampleKind = keyof typeof SAMPLES;
+import { SAMPLE_FILES, type SampleKind } from '../../core/views/walkthrough/steps';
 
 /** Writes the sample into the first workspace folder unless it is there, then opens it. Returns its path. */
 export async function openSample(extensionRoot: string, kind: SampleKind = 'script'): Promise<string | undefined> {
-  const name = SAMPLES[kind];
+  const name = SAMPLE_FILES[kind];
   const folder = vscode.workspace.workspaceFolders?.[0];
   if (!folder || folder.uri.scheme !== 'file') {
     void vscode.window.showErrorMessage(`GPU Memory Lens: open a folder first; the sample (${name}) is written into it, and runs keep their captures there.`);
@@ -27,8 +22,10 @@ export async function openSample(extensionRoot: string, kind: SampleKind = 'scri
   }
   const target = path.join(folder.uri.fsPath, name);
   if (!fs.existsSync(target)) fs.copyFileSync(path.join(extensionRoot, 'media', 'walkthrough', name), target);
-  // From the walkthrough (no text editor active) the sample opens beside it, so the steps stay in view.
-  const column = vscode.window.activeTextEditor ? vscode.ViewColumn.Active : vscode.ViewColumn.Beside;
+  // From the walkthrough (or another page that is not a text editor) the sample opens beside it, so the steps
+  // stay in view; otherwise where the user is.
+  const tab = vscode.window.tabGroups.activeTabGroup.activeTab;
+  const column = tab && !(tab.input instanceof vscode.TabInputText) ? vscode.ViewColumn.Beside : vscode.ViewColumn.Active;
   await vscode.window.showTextDocument(vscode.Uri.file(target), { viewColumn: column, preview: false });
   return target;
 }
