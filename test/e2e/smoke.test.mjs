@@ -24,9 +24,9 @@ async function expectShowLivePanelOutcome(vsc) {
 let vsc;
 const step = vsCodeSuite('smoke', {}, (v) => (vsc = v));
 
-test('all 10 commands are in the palette under the "GPU Memory" category', async (t) => {
+test('all 12 commands are in the palette under the "GPU Memory" category', async (t) => {
   await step('palette', async () => {
-    assert.equal(paletteTitles.length, 10, 'the manifest contributes 10 commands (Open Ranks Side by Side…, Restart Notebook Kernel and Open Snapshot by Time Range… among them)');
+    assert.equal(paletteTitles.length, 12, 'the manifest contributes 12 commands (Open Ranks Side by Side…, Restart Notebook Kernel, Open Snapshot by Time Range…, Open Sample Training Script and Get Started among them)');
     const labels = await vsc.paletteEntries('GPU Memory:', { expectAtLeast: paletteTitles.length });
     for (const title of paletteTitles) {
       assert.ok(labels.some((l) => l.startsWith(title)), `palette lacks "${title}"; it shows: ${JSON.stringify(labels)}`);

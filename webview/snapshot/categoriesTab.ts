@@ -125,7 +125,8 @@ export class CategoriesPanel {
         h(
           'tr',
           { 'data-part': key, 'data-bytes': bytes },
-          h('th', { scope: 'row' }, h('span', { class: 'cat-swatch', style: `background:${colour}` }), ` ${label}`),
+          // a no-break space: in a narrow panel the swatch stays on the line of its name
+          h('th', { scope: 'row' }, h('span', { class: 'cat-swatch', style: `background:${colour}` }), `\u00a0${label}`),
           h('td', { class: 'num', title: `${bytes.toLocaleString('en-US')} bytes` }, formatBytes(bytes)),
           h('td', { class: 'num' }, total > 0 ? `${Math.round((100 * bytes) / total)}%` : ''),
           h('td', { class: 'muted' }, detail),

@@ -45,7 +45,11 @@ export class BudgetTests implements vscode.Disposable {
   private readonly entries = new WeakMap<vscode.TestItem, Entry>();
   private readonly disposables: vscode.Disposable[] = [];
 
-  constructor(private readonly extensionRoot: string) {
+  /** @param onVerdicts  called after a run whose tests got verdicts (Note [Walkthrough progress]) */
+  constructor(
+    private readonly extensionRoot: string,
+    private readonly onVerdicts: () => void = () => {},
+  ) {
     this.controller.resolveHandler = async (item) => {
       if (!item) await this.discoverAll();
     };
@@ -181,6 +185,7 @@ export class BudgetTests implements vscode.Disposable {
       .filter((f) => f.startsWith('pytest-') && f.endsWith('.jsonl'))
       .flatMap((f) => parseRows(fs.readFileSync(path.join(sessionFolder.dir, f), 'utf8')));
     const results = verdicts(rows);
+    if (results.length > 0) this.onVerdicts();
     for (const item of items) {
       const mine = results.filter((v) => isRunOf(v.nodeid, rel(item), this.entries.get(item)!.name));
       if (!mine.length) {
