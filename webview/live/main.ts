@@ -140,9 +140,9 @@ function updateTrack(ui: TrackUi, track: LiveTrack): void {
     ...figureRows(track.figures).map((row) =>
       h(
         'div',
-        { class: `figure figure-${row.key}`, 'data-figure': row.key, 'data-bytes': row.bytes, title: row.help },
+        { class: `figure figure-${row.key}`, 'data-figure': row.key, 'data-bytes': row.bytes ?? '', title: row.help },
         h('span', { class: 'figure-label' }, row.label),
-        h('span', { class: 'figure-value' }, formatBytes(row.bytes)),
+        h('span', { class: 'figure-value' }, row.bytes === null ? '—' : formatBytes(row.bytes)),
       ),
     ),
   );

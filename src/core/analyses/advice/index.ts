@@ -19,6 +19,7 @@ import { trainingAdvice } from './training';
 import type { Policy, ReplayResult } from '../../base/model/whatIf';
 import { POLICIES, POLICY_LABELS, POLICY_SOURCE_WORDS } from '../../base/model/whatIf';
 import { replayPolicies } from '../replay';
+import { whyNoReplay } from '../replay/unmodelled';
 
 /** A policy is advised only when it saves at least this share of the peak and this many bytes. */
 const MIN_GAIN_SHARE = 0.05;
@@ -53,6 +54,19 @@ const ASSUMPTIONS = [
 export function advise(model: Model, device: number, capacityOrOptions?: number | AdviseOptions): Advice {
   const opts: AdviseOptions = typeof capacityOrOptions === 'number' ? { capacityBytes: capacityOrOptions } : (capacityOrOptions ?? {});
   const capacityBytes = opts.capacityBytes;
+  // Note [What the engine cannot answer] (../replay/unmodelled.ts): no replay, so no item and no prediction
+  const why = whyNoReplay(model, device);
+  if (why) {
+    const d = model.summary().devices.find((x) => x.device === device);
+    return {
+      device,
+      recordedPeakReservedBytes: d?.peak_reserved_bytes ?? model.current(device).peakReservedBytes,
+      recordedPeakAllocatedBytes: d?.peak_allocated_bytes ?? model.current(device).peakAllocatedBytes,
+      capacityBytes: null,
+      items: [],
+      notOffered: [`any advice: ${why}`],
+    };
+  }
   const own = model.whatIf(device, Infinity);
   const set = replayPolicies(model, device, POLICIES, capacityBytes);
   const by = new Map<Policy, ReplayResult>(set.results.map((r) => [r.policy, r]));
@@ -146,7 +160,8 @@ export function advise(model: Model, device: number, capacityOrOptions?: number 
 }
 
 export function adviceText(fileName: string, a: Advice): string {
-  const out = [`Advice for ${fileName}, device ${a.device} (it ran under ${POLICY_LABELS[a.ownPolicy]}, per ${POLICY_SOURCE_WORDS[a.ownPolicySource]}):`];
+  const ran = a.ownPolicy && a.ownPolicySource ? ` (it ran under ${POLICY_LABELS[a.ownPolicy]}, per ${POLICY_SOURCE_WORDS[a.ownPolicySource]})` : '';
+  const out = [`Advice for ${fileName}, device ${a.device}${ran}:`];
   if (!a.items.length) out.push('', 'Nothing to advise that this data shows.');
   a.items.forEach((item, i) => {
     out.push('', `${i + 1}. ${item.title}  [confidence: ${item.confidence}]`, `   Do: ${item.action}`);
