@@ -204,7 +204,7 @@ test('alloc_conf-auto: the peak has no sample of its own, so device used is not 
   });
   const { text } = summarizeFile(capture('alloc_conf-auto'));
   assert.match(text, /not from the allocator\s+1\.35 GiB .*the nearest device sample: 6\.89 GiB used, 5\.54 GiB reserved\)/);
-  assert.doesNotMatch(text, /\n  device used /);
+  assert.doesNotMatch(text, /\n {2}device used /);
 });
 
 test('a device sample whose pass read device used below reserved is never picked (cudaMallocAsync)', () => {

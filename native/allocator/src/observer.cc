@@ -240,6 +240,7 @@ void set_figures(int device, uint64_t allocated, uint64_t reserved, uint64_t pea
                  uint64_t num_ooms) {
   if (device < 0 || device >= kMaxDevices) return;
   note_device(device);
+  sample_at_close();  // PyTorch's stats carry the figures: the capture ends with them (Note [Last figures])
   Dev& d = devs()[size_t(device)];
   std::lock_guard<std::mutex> lk(d.mu);
   d.allocated = d.active = d.requested = allocated;
