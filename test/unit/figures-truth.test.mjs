@@ -86,11 +86,17 @@ for (const name of FIGURE_RUNS) {
     assert.doesNotMatch(text, /would release|served without reserving more/);
     assert.equal(text.split('\n').filter((l) => l.startsWith(`What-if, device ${d.device}: none, as `)).length, 1);
     withModel(file, (m) => {
-      const set = replayPolicies(m, d.device, POLICIES);
-      assert.deepEqual([set.results.length, set.none], [0, d.what_if_none]);
-      const a = advise(m, d.device);
-      assert.deepEqual([a.items.length, a.ownPolicy], [0, undefined]);
-      assert.deepEqual(a.notOffered, [`any advice: ${d.what_if_none}`]);
+      // with no event at all nothing can be replayed; after the recorded steps (--record-steps) their stream can,
+      // and only the end has no allocator state
+      if (d.events === 0) {
+        const set = replayPolicies(m, d.device, POLICIES);
+        assert.deepEqual([set.results.length, set.none], [0, d.what_if_none]);
+        const a = advise(m, d.device);
+        assert.deepEqual([a.items.length, a.ownPolicy], [0, undefined]);
+        assert.deepEqual(a.notOffered, [`any advice: ${d.what_if_none}`]);
+      } else {
+        assert.match(d.what_if_none, /after the recorded steps were not recorded one by one/);
+      }
       // the snapshot panel: PyTorch's figures at the end, the allocator state said to be unknown, no what-if verdict
       const s = buildSummary(m, d.device);
       assert.deepEqual([s.reservedBytes, s.allocatedBytes, s.peakReservedBytes], [d.reserved_bytes, d.allocated_bytes, d.peak_reserved_bytes]);

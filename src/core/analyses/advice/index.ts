@@ -146,6 +146,11 @@ export function advise(model: Model, device: number, capacityOrOptions?: number 
     : [];
   if (!better.length) notOffered.push(`no other allocator policy lowers the peak by at least ${(MIN_GAIN_SHARE * 100).toFixed(0)} % and ${formatBytes(MIN_GAIN_BYTES)} on this trace`);
   const training = trainingAdvice(model, device, opts, notOffered);
+  // Note [What the engine cannot answer]: after the recorded steps (--record-steps) no allocation was recorded, so
+  // whatever is predicted is of the recorded steps' stream
+  const off = model.fileInfo().eventsOffUs;
+  const partial = off !== undefined && off !== null ? ['the recorded steps hold the run\'s peak: after them no allocation was recorded one by one, so the replay covers those steps only'] : [];
+  if (partial.length) for (const item of [...items, ...training.items]) item.assumptions = [...item.assumptions, ...partial];
   return {
     device,
     ownPolicy: own.policy,
