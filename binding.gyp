@@ -14,6 +14,7 @@
         "native/addon/src/pickle_reader.cpp",
         "native/addon/src/range_open.cpp",
         "native/addon/src/replay.cpp",
+        "native/addon/src/samples.cpp",
         "native/addon/src/snapshot_import.cpp",
         "native/addon/src/policy_replay.cpp",
         "native/allocator/src/device_allocator.cc",

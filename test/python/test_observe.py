@@ -282,6 +282,28 @@ from gpumem._state import STATE""").replace('"swapped": STATE.swapped,', '"swapp
         self.assertEqual((first.get("source"), first.get("by"), first.get("reads")), ("stats", "poll", 0), err)
         self.assertIn("gpumem-stats-poll", first.get("threads"))
 
+    def test_the_last_figures_are_pytorchs_as_the_process_ends(self):
+        """Note [Last figures] (native/allocator/src/recorder.cc): where PyTorch's stats carry the figures, they are
+        read once more as the process ends and written in one last pass, so the capture ends with PyTorch's figures at
+        exit, not with the last periodic sample's: figures that change after the last periodic pass (sampling every
+        10 s here, so none comes after the first) reach the capture, read by the sampler's reader and by the poll."""
+        end = "sys.stdin.readline()\n"
+        base = WORKLOAD.replace("torch.cuda.init()", stats_dict(3, 5, 40) + "torch.cuda.init()")
+        env = {"GPUMEM_ALLOCATOR": "auto", "GPUMEM_EVENTS": "0", "GPUMEM_SAMPLE_MS": "10000"}
+        reader = self.figures_reader_workload(base).replace(
+            end, end + "fake.fake_figures_set(17 << 20, 64 << 20, 19 << 20, 64 << 20, 0, 16 << 20)\n")
+        first, err, _lines, _header, recs = run_to_end(self, reader, env)
+        self.assertEqual(first.get("by"), "sampler", err)
+        stats = [F.StatsRec.unpack_dict(p) for t, p in recs if t == F.REC_STATS]
+        self.assertEqual((stats[-1]["allocated"], stats[-1]["reserved"], stats[-1]["peak_allocated"]),
+                         (17 << 20, 64 << 20, 19 << 20), "the reader's figures at exit")
+        self.assertNotIn((17 << 20, 64 << 20), [(r["allocated"], r["reserved"]) for r in stats[:-1]], "the last pass only")
+        poll = base.replace(end, end + 'stats["allocated_bytes"]["all"]["current"] = 17 << 20\n'
+                                        'stats["reserved_bytes"]["all"]["current"] = 64 << 20\n')
+        first, err, _lines, _header, recs = run_to_end(self, poll, env)
+        stats = [F.StatsRec.unpack_dict(p) for t, p in recs if t == F.REC_STATS]
+        self.assertEqual((stats[-1]["allocated"], stats[-1]["reserved"]), (17 << 20, 64 << 20), "the poll's last read")
+
     def test_a_backend_with_stats_only_is_recorded_as_figures_and_the_header_says_so(self):
         """backend:cudaMallocAsync has neither trace trackers nor history: the stats source, whatever GPUMEM_EVENTS and
         GPUMEM_RECORD_STEPS say, and a header that says so (Note [Not recorded]), so the panels tell why no line shows."""

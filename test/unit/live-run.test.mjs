@@ -43,7 +43,14 @@ class FakeModel {
   current() {
     const s = this.step;
     const c = { allocatedBytes: s.allocated, reservedBytes: s.reserved, peakAllocatedBytes: s.allocated, peakReservedBytes: s.reserved, timeUs: 0 };
-    if (s.used !== undefined) { c.deviceUsedBytes = s.used; c.deviceTotalBytes = 8 * 1024 * MiB; }
+    // As the reader answers (Note [Device samples of a moment]): the latest sample with its own reserved (`sampled`,
+    // reserved now unless given), and device used only where that sample is of now (reserved has not changed since).
+    if (s.used !== undefined) {
+      const sampled = s.sampled ?? s.reserved;
+      c.deviceSample = { timeUs: 0, usedBytes: s.used, reservedBytes: sampled };
+      if (sampled === s.reserved) c.deviceUsedBytes = s.used;
+      c.deviceTotalBytes = 8 * 1024 * MiB;
+    }
     return c;
   }
   timeline(device, t0Us, t1Us, buckets) {
@@ -121,8 +128,13 @@ test('figures: the unattributed remainder is device used − reserved, present o
   const noSamples = figuresOf(new FakeModel('/x', [{ allocated: 1, reserved: 2 }]), 0);
   assert.equal(noSamples.unattributedBytes, undefined);
   assert.equal(noSamples.deviceUsedBytes, undefined);
-  // a sample older than a growth of reserved would give a negative remainder: clamp to 0
-  assert.equal(figuresOf(new FakeModel('/x', [{ allocated: 1, reserved: 100, used: 50 }]), 0).unattributedBytes, 0);
+  assert.equal(noSamples.deviceUsedPending, undefined);
+  // the last sample was read before reserved grew past its device used: the remainder is that sample's own (used −
+  // its reserved), and device used waits for the next sample rather than read below the reserved beside it
+  const before = figuresOf(new FakeModel('/x', [{ allocated: 1, reserved: 100, sampled: 40, used: 50 }]), 0);
+  assert.equal(before.unattributedBytes, 10);
+  assert.equal(before.deviceUsedBytes, undefined);
+  assert.equal(before.deviceUsedPending, true);
 });
 
 test('series: one point per bucket in epoch seconds, max values, NaN → null', () => {

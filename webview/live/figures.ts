@@ -5,7 +5,8 @@ import type { LiveFigures } from '../../src/core/base/protocol/live';
 export interface FigureRow {
   key: 'allocated' | 'reserved' | 'device-used' | 'unattributed' | 'peak-allocated' | 'peak-reserved';
   label: string;
-  bytes: number;
+  /** null: shown as "—" (device used while no sample of now has come) */
+  bytes: number | null;
   help: string;
 }
 
@@ -16,6 +17,13 @@ export function figureRows(f: LiveFigures): FigureRow[] {
   ];
   if (f.deviceUsedBytes !== undefined) {
     rows.push({ key: 'device-used', label: 'Device used', bytes: f.deviceUsedBytes, help: 'What the driver reports as used on the whole device (nvidia-smi), all processes included.' });
+  } else if (f.deviceUsedPending) {
+    rows.push({
+      key: 'device-used',
+      label: 'Device used',
+      bytes: null,
+      help: 'Reserved changed since the last device sample: the next sample (every 200 ms by default) tells device used with the reserved shown here.',
+    });
   }
   if (f.unattributedBytes !== undefined) {
     rows.push({

@@ -92,7 +92,7 @@ function render(view: LiveRunView | null): void {
   // Older hosts (and a state saved by one) send no origin: the earliest point drawn is 0 s then.
   originS = view.originS ?? Math.min(...view.tracks.map((t) => t.series.t[0] ?? Infinity));
   if (!Number.isFinite(originS)) originS = 0;
-  deviceUsedToggle.hidden = !view.tracks.some((t) => t.figures.deviceUsedBytes !== undefined);
+  deviceUsedToggle.hidden = !view.tracks.some((t) => t.figures.deviceUsedBytes !== undefined || t.figures.deviceUsedPending);
   stateEl.textContent = view.running ? 'running' : 'finished';
   stateEl.className = `state ${view.running ? 'running' : 'finished'}`;
   emptyEl.hidden = view.tracks.length > 0;
@@ -140,9 +140,9 @@ function updateTrack(ui: TrackUi, track: LiveTrack): void {
     ...figureRows(track.figures).map((row) =>
       h(
         'div',
-        { class: `figure figure-${row.key}`, 'data-figure': row.key, 'data-bytes': row.bytes, title: row.help },
+        { class: `figure figure-${row.key}`, 'data-figure': row.key, 'data-bytes': row.bytes ?? '', title: row.help },
         h('span', { class: 'figure-label' }, row.label),
-        h('span', { class: 'figure-value' }, formatBytes(row.bytes)),
+        h('span', { class: 'figure-value' }, row.bytes === null ? '—' : formatBytes(row.bytes)),
       ),
     ),
   );

@@ -107,7 +107,9 @@ export class CategoriesPanel {
     ].filter(Boolean);
     parts.push(['cache', 'cache (reserved − allocated)', b.cacheBytes, causes.join(', ')]);
     if (b.notFromAllocatorBytes !== undefined) {
-      parts.push(['outside', 'not from the allocator', b.notFromAllocatorBytes, 'CUDA context, cuBLAS/cuDNN workspaces, NCCL, other processes (device used − reserved)']);
+      // Note [Device samples of a moment]: both from one sample; one of another moment says so, with its own figures
+      const other = b.deviceUsedBytes === undefined && b.deviceSample ? `; no device sample of this moment: the nearest read ${formatBytes(b.deviceSample.usedBytes)} used, ${formatBytes(b.deviceSample.reservedBytes)} reserved` : '';
+      parts.push(['outside', 'not from the allocator', b.notFromAllocatorBytes, `CUDA context, cuBLAS/cuDNN workspaces, NCCL, other processes (device used − reserved${other})`]);
     }
     const total = parts.reduce((a, p) => a + p[2], 0);
     const bar = h('div', { class: 'cat-bar', 'data-testid': `categories-${id}-bar`, role: 'img', 'aria-label': parts.filter((p) => p[2] > 0).map((p) => `${p[1]} ${formatBytes(p[2])}`).join(', ') });
@@ -165,15 +167,29 @@ export class CategoriesPanel {
     for (const t of ['Step', 'Peak allocated', 'Allocated at end', 'Reserved at end', ...cats.map((c) => `${CATEGORY_LABELS[c]} at end`)]) head.append(h('th', { scope: 'col' }, t));
     table.append(h('thead', {}, head));
     const body = h('tbody');
-    const top = view.steps.reduce((a, s) => (s.peakAllocatedBytes > a.peakAllocatedBytes ? s : a));
+    // the highest of the steps' own peaks: PyTorch's peak counter (a step with no event) is the run's so far
+    const own = view.steps.filter((s) => s.peakAllocatedBytes !== null && !s.peakIsCounter);
+    const top = own.length ? own.reduce((a, s) => ((s.peakAllocatedBytes ?? 0) > (a.peakAllocatedBytes ?? 0) ? s : a)) : undefined;
+    const bytes = (b: number | null) => (b === null ? '—' : formatBytes(b));
     for (const s of view.steps) {
       const row = h(
         'tr',
-        { 'data-step': s.step, 'data-end-us': s.endUs, class: s === top ? 'cat-top-step' : undefined, tabindex: 0, title: 'Show the categories at this step end' },
+        {
+          'data-step': s.step,
+          'data-end-us': s.endUs,
+          class: s === top ? 'cat-top-step' : undefined,
+          tabindex: 0,
+          title:
+            s.source === 'stats'
+              ? s.sampleUs === null || s.sampleUs === undefined
+                ? 'No sample of PyTorch\'s figures was read in this step'
+                : `PyTorch's figures read ${((s.endUs - s.sampleUs) / 1000).toFixed(0)} ms before the step end`
+              : 'Show the categories at this step end',
+        },
         h('th', { scope: 'row' }, String(s.step) + (s === top ? ' (highest peak)' : '')),
-        h('td', { class: 'num' }, formatBytes(s.peakAllocatedBytes)),
-        h('td', { class: 'num' }, formatBytes(s.allocatedAtEndBytes)),
-        h('td', { class: 'num' }, formatBytes(s.reservedAtEndBytes)),
+        h('td', { class: 'num' }, `${s.peakIsCounter && s.peakAllocatedBytes !== null ? '≤ ' : ''}${bytes(s.peakAllocatedBytes)}`),
+        h('td', { class: 'num' }, bytes(s.allocatedAtEndBytes)),
+        h('td', { class: 'num' }, bytes(s.reservedAtEndBytes)),
         ...cats.map((c) => h('td', { class: 'num' }, s.categories ? formatBytes(s.categories[c]) : '—')),
       );
       const pick = () => this.host.onMoment(s.endUs);
@@ -185,6 +201,17 @@ export class CategoriesPanel {
     }
     table.append(body);
     box.append(table);
+    if (view.steps.some((s) => s.source === 'stats')) {
+      // Note [Figures at step ends] (native/addon/src/aggregate.cpp)
+      box.append(
+        h(
+          'p',
+          { class: 'muted', 'data-testid': 'step-table-stats' },
+          "Steps with no allocation recorded one by one show PyTorch's figures at the last sample read in the step (— where none was); " +
+            "their peak (≤) is PyTorch's peak counter then, the highest since the start or the workload's last reset_peak_memory_stats(), not the step's own.",
+        ),
+      );
+    }
     stackWhenTooWide(table);
     return box;
   }

@@ -58,6 +58,11 @@ export class ReplayPanel {
   onData(view: ReplayView): void {
     if (view.requestId !== this.pending) return;
     clear(this.result);
+    if (view.none) {
+      // Note [What the engine cannot answer] (src/core/analyses/replay/unmodelled.ts)
+      this.result.append(h('p', { class: 'muted', 'data-testid': 'replay-none' }, `No replay: ${view.none}.`));
+      return;
+    }
     const { t0Us } = this.host.range();
     const at = (tUs: number) => `${((tUs - t0Us) / 1e6).toFixed(3)} s`;
     const cap = view.capacityBytes === null ? null : formatBytes(view.capacityBytes);

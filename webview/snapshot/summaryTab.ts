@@ -36,6 +36,20 @@ export function renderSummary(root: HTMLElement, s: SummaryView, originUs: numbe
   // A peak with no moment (a trace-less file, or a range of the file without events: Note [Range-first open]) has no link.
   if (s.events > 0 || s.peakAtTimeUs >= originUs) peak.append(h('div', { class: 'figure-note' }, peakLink));
 
+  if (s.endFromStats) {
+    // Note [Figures at the end] (native/addon/src/aggregate.cpp): PyTorch's figures at the last sample; no allocator
+    // state is known there, so neither its counts nor the breakdown are shown (zeros would read as measured)
+    const at = `PyTorch's figure at the last sample, ${((s.endFromStats.sampleUs - originUs) / 1e6).toFixed(3)} s`;
+    root.append(
+      h('h3', {}, extras?.rangeOnly ? 'At the end of the range' : 'At the end of the file'),
+      h('div', { class: 'figures' }, fig('allocated', 'Allocated', s.allocatedBytes, at), fig('reserved', 'Reserved', s.reservedBytes, at)),
+      h('h3', {}, extras?.rangeOnly ? 'Over the range' : 'Over the whole run'),
+      h('div', { class: 'figures' }, peak, fig('peakReserved', 'Peak reserved', s.peakReservedBytes), count('ooms', 'Out-of-memory errors', s.oomCount), count('events', 'Trace events', s.events)),
+      h('p', { class: 'muted', 'data-testid': 'no-allocator-state' }, 'No allocation was recorded one by one at the end, so the allocator state (segments, blocks, where reserved − allocated went) is not known.'),
+    );
+    if (s.details) root.append(...detailSections(s.details, originUs, fig, count));
+    return;
+  }
   root.append(
     h('h3', {}, extras?.rangeOnly ? 'At the end of the range' : 'At the end of the file'),
     h(

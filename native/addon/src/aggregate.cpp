@@ -8,6 +8,7 @@
 
 #include "json.h"
 #include "replay.h"
+#include "samples.h"
 
 namespace gpumem {
 
@@ -69,21 +70,6 @@ void write_segments(json::Writer& j, const Model& m, const std::vector<SegmentDa
 // Final allocator state: what the file states (pickle segments), else the replay to the end.
 std::vector<SegmentData> final_state(const DeviceData& d) { return state_after(d, d.count()); }
 
-// Note [Figures after the events]: the first of d's samples read after its events stopped, or d.figures.size() when
-// the reader reads none (no MARK_EVENTS_OFF, a device without events, no sample at or after the marker).
-size_t figures_after_events(const Model& m, const DeviceData& d) {
-  if (!m.events_off || d.count() == 0) return d.figures.size();
-  return std::lower_bound(d.figures.begin(), d.figures.end(), m.events_off_us,
-                          [](const FigureSample& f, int64_t t) { return f.t_us < t; }) -
-         d.figures.begin();
-}
-
-// The first of d's samples any figure is read from: all of them for a device of figures only (Note [Figures from
-// stats]), those from the events' stop on otherwise (Note [Figures after the events]), none (d.figures.size()) else.
-size_t first_figure_read(const Model& m, const DeviceData& d) {
-  return d.figures_only() ? 0 : figures_after_events(m, d);
-}
-
 }  // namespace
 
 // double → int64 without undefined behaviour for out-of-range values.
@@ -132,6 +118,17 @@ std::string file_info_json(const Model& m) {
   int64_t origin = 0;
   for (const auto& [idx, d] : m.devices)
     if (d.count() && (!have_origin || d.t.front() < origin)) origin = d.t.front(), have_origin = true;
+  // A file with no event at all (figures only: Note [Figures from stats]) counts from the first sample that saw memory
+  // allocated, the nearest it has to its first allocation.
+  const bool from_events = have_origin;
+  for (const auto& [idx, d] : m.devices) {
+    if (from_events || !d.figures_only()) continue;
+    for (const FigureSample& f : d.figures)
+      if (f.allocated > 0 || f.reserved > 0) {
+        if (!have_origin || f.t_us < origin) origin = f.t_us, have_origin = true;
+        break;
+      }
+  }
   j.key("originUs");
   if (have_origin)
     j.num(origin);
@@ -170,6 +167,12 @@ std::string file_info_json(const Model& m) {
     j.num(m.first_lost_us);
   else
     j.raw("null");
+  // Note [Figures after the events]: from when no event is recorded one by one (null: they never stopped).
+  j.key("eventsOffUs");
+  if (m.events_off)
+    j.num(m.events_off_us);
+  else
+    j.raw("null");
   // Budgeted captures (FORMAT.md §5): the compacted ranges; full detail after the last one.
   j.key("aggregated").open('[');
   for (const auto& a : m.aggregated)
@@ -199,13 +202,30 @@ std::string summary_json(const Model& m) {
     // The highest peak PyTorch reported, by the first sample that said so: of figures only, every sample's (Note
     // [Figures from stats]); after the events stopped, a higher one than the events' (a tie keeps the events' own
     // peak and its exact time: Note [Figures after the events]).
-    if (d.figures_only()) peak = -1;
-    for (size_t i = first_figure_read(m, d); i < d.figures.size(); i++)
+    int64_t peak_reserved = d.peak_reserved;
+    if (d.figures_only()) peak = -1, peak_reserved = 0;
+    const size_t first = first_figure_read(m, d);
+    for (size_t i = first; i < d.figures.size(); i++) {
       if (d.figures[i].peak_allocated > peak) peak = d.figures[i].peak_allocated, peak_t = d.figures[i].t_us;
-    j.open('{').kv("device", idx).kvu("reserved_bytes", f.reserved).kvu("allocated_bytes", f.allocated);
-    j.kvu("segments", segs.size()).kvu("blocks", f.blocks).kvu("allocated_blocks", f.allocated_blocks);
-    j.kvu("largest_free_block_bytes", f.largest_free).kvu("events", d.count());
-    j.kv("peak_allocated_bytes", peak).kv("peak_at_time_us", peak_t).close('}');
+      peak_reserved = std::max(peak_reserved, d.figures[i].peak_reserved);
+    }
+    j.open('{').kv("device", idx);
+    if (first < d.figures.size()) {
+      // Note [Figures at the end]: the end lies where PyTorch's figures are read (figures only, after the events):
+      // allocated and reserved as its last sample gave them, at that sample's time; the allocator's segments and
+      // blocks then are not known (null, never the last recorded state's, nor zeros).
+      const FigureSample& last = d.figures.back();
+      j.kv("reserved_bytes", last.reserved).kv("allocated_bytes", last.allocated).kv("end_sample_us", last.t_us);
+      j.key("segments").raw("null").key("blocks").raw("null").key("allocated_blocks").raw("null");
+      j.key("largest_free_block_bytes").raw("null");
+    } else {
+      j.kvu("reserved_bytes", f.reserved).kvu("allocated_bytes", f.allocated);
+      j.kvu("segments", segs.size()).kvu("blocks", f.blocks).kvu("allocated_blocks", f.allocated_blocks);
+      j.kvu("largest_free_block_bytes", f.largest_free);
+      peak_reserved = std::max<int64_t>(peak_reserved, (int64_t)f.reserved);  // a trace may begin after a growth
+    }
+    j.kvu("events", d.count()).kv("peak_allocated_bytes", peak).kv("peak_reserved_bytes", peak_reserved);
+    j.kv("peak_at_time_us", peak_t).close('}');
     for (size_t i = 0; i < d.count(); i++)
       if (d.action[i] == ACT_ALLOC && live_at_peak(d, i)) top[self_line(m, d.stack[i])] += d.size[i];
   }
@@ -374,8 +394,18 @@ std::string current_json(const Model& m, int index) {
     j.kv("peakAllocatedBytes", d->peak_allocated).kv("peakReservedBytes", d->peak_reserved);
   }
   if (!d->samples.empty()) {
-    j.kvu("deviceUsedBytes", d->samples.back().used).kvu("deviceTotalBytes", d->samples.back().total);
-    t_last = std::max(t_last, d->samples.back().t_us);
+    // Now's device used with its own reserved (Note [Device samples of a moment] in samples.cpp): the latest sample
+    // of the current stretch, or of the last figure's pass; device used only where that sample is of now.
+    const MomentSamples moment(m, *d);
+    const bool by_figures = d->figures_only() || figures_after_events(m, *d) < d->figures.size();
+    const DeviceReading dr = by_figures ? moment.pick_figure(INFINITY) : moment.pick(n, INFINITY);
+    if (dr.sample) {
+      if (dr.of_moment) j.kvu("deviceUsedBytes", dr.sample->used);
+      j.key("deviceSample").open('{').kv("timeUs", dr.sample->t_us).kvu("usedBytes", dr.sample->used);
+      j.kv("reservedBytes", dr.reserved).close('}');
+    }
+    j.kvu("deviceTotalBytes", d->samples.back().total);
+    for (const SampleData& s : d->samples) t_last = std::max(t_last, s.t_us);
   }
   return j.kv("timeUs", t_last).close('}').s;
 }
@@ -993,6 +1023,11 @@ std::string timeline_json(Model& m, int index, double t0, double t1, int buckets
         int k = std::min(buckets - 1, std::max(0, (int)std::min(1e9, ((double)s.t_us - t0) / w)));
         if (std::isnan(used[k]) || (double)s.used > used[k]) used[k] = (double)s.used;
       }
+      // Device used is never below reserved: a bucket's highest device use is at least its highest reserved (the
+      // device held those bytes then), whether or not a sample caught that moment; NVML's reading of another
+      // instant in the bucket can be lower (Note [Device samples of a moment] in samples.cpp).
+      for (int k = 0; k < buckets; k++)
+        if (!std::isnan(used[k])) used[k] = std::max(used[k], (double)rmax[k]);
     }
   }
   auto arr = [&](const char* name, const std::vector<int64_t>& v) {
@@ -1047,7 +1082,16 @@ std::string step_table_json(const Model& m, int index, const std::vector<double>
   std::map<LineKey, Held> live;
   std::map<LineKey, Series> series;
   size_t i = 0;
-  const size_t k = ends_us.size();
+  // Note [Figures at step ends]: a step that ends where PyTorch's figures are read (figures only, after the events)
+  // shows what they say: allocated and reserved of the last sample read inside the step (after the step before it
+  // ended, at or before its own end: a sample of an earlier step says nothing of this one), and as its peak PyTorch's
+  // peak counter at that sample ("peakIsCounter": the highest since the process start or the workload's last
+  // reset_peak_memory_stats(), which the capture does not see, not the step's own peak). With no such sample the
+  // row's figures are null, never zeros. Lines are followed over the steps that end while the events are recorded
+  // (their series are that long): the leak rule reads nothing where nothing was recorded.
+  const int64_t figures_from = d ? figures_from_us(m, *d) : std::numeric_limits<int64_t>::max();
+  size_t k = 0;
+  while (d && k < ends_us.size() && ends_us[k] < (double)figures_from) k++;
   for (size_t s = 0; d && s < k; s++) {
     size_t n = std::max(i, events_up_to(*d, ends_us[s]));
     int64_t peak = allocated_before(*d, i);
@@ -1079,6 +1123,18 @@ std::string step_table_json(const Model& m, int index, const std::vector<double>
     }
     j.open('{').kvd("endUs", ends_us[s]).kv("peakAllocatedBytes", peak).kv("peakAtUs", peak_t);
     j.kv("allocatedAtEndBytes", allocated_before(*d, n)).kv("reservedAtEndBytes", reserved_before(*d, n)).close('}');
+  }
+  for (size_t s = k; d && s < ends_us.size(); s++) {
+    const FigureSample* f = figure_at(m, *d, ends_us[s], s ? ends_us[s - 1] : -INFINITY);
+    j.open('{').kvd("endUs", ends_us[s]).kvs("source", "stats");
+    if (f) {
+      j.kv("sampleUs", f->t_us).kv("peakAllocatedBytes", f->peak_allocated).kvb("peakIsCounter", true);
+      j.kv("allocatedAtEndBytes", f->allocated).kv("reservedAtEndBytes", f->reserved);
+    } else {
+      j.key("sampleUs").raw("null").key("peakAllocatedBytes").raw("null").key("allocatedAtEndBytes").raw("null");
+      j.key("reservedAtEndBytes").raw("null");
+    }
+    j.key("peakAtUs").raw("null").close('}');
   }
   j.close(']');
   j.key("lines").open('[');

@@ -12,6 +12,7 @@
 #include "aggregate.h"
 #include "gpumem_format.h"
 #include "json.h"
+#include "samples.h"
 
 namespace gpumem {
 
@@ -306,84 +307,6 @@ bool is_forward(std::string_view name) {
          name[name.size() - kForward.size() - 1] == '.';
 }
 
-// Note [Device samples of a moment]: "not from the allocator" (device used − reserved) describes one moment (the
-// peak, a step end), so it takes a device sample that belongs to that moment. Reserved changes only at segment
-// events, and a failed growth (an OOM) maps and gives back pages with no event at all, so a moment's reserved
-// holds from its last segment event or OOM up to the next one; the sample is the latest one of that stretch
-// at or before the moment, else its earliest after it (a stretch that starts at an OOM includes a sample
-// stamped in the OOM's microsecond: the recorder's sample taken once the growth was undone, Note [Settled
-// samples] in native/allocator/src/device_sampler.cc). A stretch that ends at an OOM ends before the failed
-// call began (at the event before the OOM record), since a sample read during the growth counts its pages.
-// Only when the stretch has no sample at all does a sample from elsewhere stand in, with the reserved bytes at
-// its own time subtracted (what lies outside the allocator changes far less often than reserved does): the
-// latest before the moment, else the earliest after, never one taken while a failed call was running (between
-// the event before an OOM and the OOM). Why: an OOM script on an H100 had its peak right after the OOM,
-// and the latest sample before the peak had been read while the failed 90 % growth had ~55 GiB mapped; "not
-// from the allocator" said 54.8 GiB where NVML at the end said about 1 GiB.
-class MomentSamples {
- public:
-  explicit MomentSamples(const DeviceData& d) : d_(d) {
-    for (size_t i = 0; i < d.count(); i++) {
-      const uint8_t a = d.action[i];
-      if (a == ACT_SEGMENT_ALLOC || a == ACT_SEGMENT_FREE || a == ACT_SEGMENT_MAP || a == ACT_SEGMENT_UNMAP ||
-          a == ACT_OOM)
-        changes_.push_back(i);
-      if (a == ACT_OOM) failed_.push_back({i ? d.t[i - 1] : std::numeric_limits<int64_t>::min(), d.t[i]});
-    }
-    by_time_.resize(d.samples.size());
-    for (size_t k = 0; k < by_time_.size(); k++) by_time_[k] = k;
-    std::stable_sort(by_time_.begin(), by_time_.end(),
-                     [&](size_t a, size_t b) { return d.samples[a].t_us < d.samples[b].t_us; });
-  }
-
-  // The sample for the moment after events [0, after) at t_us, and the reserved bytes to subtract from it.
-  const SampleData* pick(size_t after, double t_us, int64_t* reserved) const {
-    if (by_time_.empty()) return nullptr;
-    constexpr int64_t kMin = std::numeric_limits<int64_t>::min(), kMax = std::numeric_limits<int64_t>::max();
-    const auto hi = std::lower_bound(changes_.begin(), changes_.end(), after);
-    int64_t from = kMin;  // the stretch's first time, inclusive
-    if (hi != changes_.begin()) {
-      const size_t lo = *(hi - 1);
-      from = d_.action[lo] == ACT_OOM ? d_.t[lo] : d_.t[lo] + 1;
-    }
-    int64_t to = kMax;  // exclusive
-    if (hi != changes_.end()) to = d_.action[*hi] == ACT_OOM ? (*hi ? d_.t[*hi - 1] : kMin) : d_.t[*hi];
-    const SampleData* in = nearest(t_us, [&](const SampleData& s) { return s.t_us >= from && s.t_us < to; });
-    if (in) {
-      *reserved = after ? d_.reserved[after - 1] : d_.start_reserved;
-      return in;
-    }
-    const SampleData* other = nearest(t_us, [&](const SampleData& s) { return !during_failed_call(s.t_us); });
-    if (other) {
-      const size_t at = events_up_to(d_, (double)other->t_us);
-      *reserved = at ? d_.reserved[at - 1] : d_.start_reserved;
-    }
-    return other;
-  }
-
- private:
-  // The latest sample at or before t_us that `ok` accepts, else the earliest after it.
-  template <class Ok>
-  const SampleData* nearest(double t_us, Ok ok) const {
-    auto it = std::upper_bound(by_time_.begin(), by_time_.end(), t_us,
-                               [&](double t, size_t k) { return t < (double)d_.samples[k].t_us; });
-    for (auto b = it; b != by_time_.begin();)
-      if (ok(d_.samples[*--b])) return &d_.samples[*b];
-    for (auto a = it; a != by_time_.end(); ++a)
-      if (ok(d_.samples[*a])) return &d_.samples[*a];
-    return nullptr;
-  }
-  bool during_failed_call(int64_t t) const {
-    for (const auto& [begin, end] : failed_)
-      if (t > begin && t < end) return true;
-    return false;
-  }
-
-  const DeviceData& d_;
-  std::vector<size_t> changes_;                      // event indices that change reserved, and OOMs
-  std::vector<std::pair<int64_t, int64_t>> failed_;  // (event before an OOM, the OOM): open intervals
-  std::vector<size_t> by_time_;                      // sample indices in time order
-};
 }  // namespace
 
 std::string categories_json(const Model& m, int index, const std::vector<double>& times_us, bool with_lines) {
@@ -437,7 +360,8 @@ std::string categories_json(const Model& m, int index, const std::vector<double>
   std::stable_sort(moments.begin(), moments.end(), [](const Moment& a, const Moment& b) { return a.after < b.after; });
 
   std::vector<std::string> out(times_us.size() + 1);
-  const MomentSamples moment_samples(d);
+  const MomentSamples moment_samples(m, d);
+  const int64_t figures_from = figures_from_us(m, d);
   Bytes live{};
   uint64_t kept_live = 0;
   std::map<uint32_t, uint64_t> modules;
@@ -475,6 +399,12 @@ std::string categories_json(const Model& m, int index, const std::vector<double>
         }
       }
     }
+    // Note [Figures after the events] (model.h): no category is known where the events say nothing (a device of
+    // figures only, a moment after the events stopped): null, never the last recorded state passed off as then.
+    if (d.figures_only() || (mo.slot >= 0 && mo.t_us >= (double)figures_from)) {
+      out[mo.slot + 1] = "null";
+      continue;
+    }
     const bool want_lines = with_lines && (mo.slot == -1 || mo.slot + 1 == (int)times_us.size());
     json::Writer o;
     // Note [Moment events]: the moment is exactly after `events` events. Times are in µs and several events can
@@ -488,11 +418,12 @@ std::string categories_json(const Model& m, int index, const std::vector<double>
     for (int c = 0; c < C_COUNT; c++) o.kvu(kCatNames[c], live[c]), sum += live[c];
     o.close('}').kv("untracedBytes", wrap_sub(allocated, sum));
     if (categorized.has_keeper) o.kvu("keptBytes", kept_live);
-    // Beyond allocated: a device sample of the moment (Note [Device samples of a moment]).
-    int64_t res_at = 0;
-    if (const SampleData* sample = moment_samples.pick(mo.after, mo.t_us, &res_at))
-      o.kvu("deviceUsedBytes", sample->used)
-          .kv("notFromAllocatorBytes", std::max<int64_t>(0, wrap_sub((int64_t)sample->used, (uint64_t)res_at)));
+    // Beyond allocated: one device sample, with its own reserved (Note [Device samples of a moment] in samples.cpp).
+    if (const DeviceReading dr = moment_samples.pick(mo.after, mo.t_us); dr.sample) {
+      if (dr.of_moment) o.kvu("deviceUsedBytes", dr.sample->used);
+      o.kvu("notFromAllocatorBytes", dr.outside()).key("deviceSample").open('{').kv("timeUs", dr.sample->t_us);
+      o.kvu("usedBytes", dr.sample->used).kv("reservedBytes", dr.reserved).close('}');
+    }
     std::vector<std::pair<uint32_t, uint64_t>> mods(modules.begin(), modules.end());
     std::sort(mods.begin(), mods.end(),
               [](auto& x, auto& y) { return x.second != y.second ? x.second > y.second : x.first < y.first; });

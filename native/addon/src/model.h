@@ -146,8 +146,10 @@ struct FigureSample {
 //    sample that first said so. PyTorch's peak counts from the process start, so a sample usually repeats the events'
 //    peak: on a tie the events' peak (and its exact time) is kept;
 //  - the time range extends to the last sample after T_off.
-// What the events alone can tell stays on them: the lines at the peak, categories, leaks, segments and the allocator
-// state (the summary's reserved/allocated/segments are the state after the last event, whose blocks they count).
+// What the events alone can tell stays on them: the lines at the peak, categories up to T_off (null after it),
+// leaks over the steps that end before it, segments and the allocator state. The summary's end (reserved, allocated)
+// and the rows of steps that end after T_off are PyTorch's figures at a sample, with the allocator's segments and
+// blocks then null (Notes [Figures at the end] and [Figures at step ends] in aggregate.cpp).
 // The user sees the moment as a notice on device 0 (process-wide, like every notice): "allocations no longer
 // recorded one by one (recordSteps 5): from here on, PyTorch's figures at each sample".
 

@@ -260,6 +260,7 @@ void set_figures(int device, uint64_t allocated, uint64_t reserved, uint64_t pea
                  uint64_t num_ooms) {
   if (device < 0 || device >= kMaxDevices) return;
   note_device(device);
+  sample_at_close();  // PyTorch's stats carry the figures: the capture ends with them (Note [Last figures])
   Dev& d = devs()[size_t(device)];
   std::lock_guard<std::mutex> lk(d.mu);
   d.allocated = d.active = d.requested = allocated;
@@ -274,18 +275,29 @@ std::mutex g_reader_mu;  // Note [Figures on the sampler's thread]: taken before
 FiguresReader g_reader = nullptr;
 }  // namespace
 
-void set_figures_reader(FiguresReader read) {
-  std::lock_guard<std::mutex> lk(g_reader_mu);  // a read in progress ends first
-  g_reader = read;
-}
-
-void refresh_figures(int device) {
+namespace {
+// One device's figures through the reader; g_reader_mu held.
+void read_figures(int device) {
   int64_t v[6] = {0, 0, 0, 0, 0, 0};
-  std::lock_guard<std::mutex> lk(g_reader_mu);
   if (g_reader == nullptr || g_reader(device, v) != 0) return;  // a device it cannot read keeps its last figures
   for (int64_t x : v)
     if (x < 0) return;
   set_figures(device, uint64_t(v[0]), uint64_t(v[1]), uint64_t(v[2]), uint64_t(v[3]), uint64_t(v[4]));
+}
+}  // namespace
+
+void set_figures_reader(FiguresReader read) {
+  std::lock_guard<std::mutex> lk(g_reader_mu);  // a read in progress ends first
+  // Note [Last figures] (recorder.cc's shutdown): the host clears the reader as its interpreter ends; every device's
+  // figures are read once more first, for the capture's last pass.
+  if (read == nullptr)
+    for (int d = 0; d < device_count(); d++) read_figures(d);
+  g_reader = read;
+}
+
+void refresh_figures(int device) {
+  std::lock_guard<std::mutex> lk(g_reader_mu);
+  read_figures(device);
 }
 
 core::Figures figures(int device) {

@@ -96,7 +96,8 @@ void set_figures(int device, uint64_t allocated, uint64_t reserved, uint64_t pea
 // lock, so it is only ever called from the sampler's thread, holding no lock of ours but the reader's own.
 // Lock order: the reader's mutex, then PyTorch's allocator lock (inside read, released on return), then a device's
 // figures lock (set_figures); nothing of ours is taken under PyTorch's lock here. nullptr clears the reader and
-// returns once a read in progress has ended (the host clears it before its interpreter goes away).
+// returns once a read in progress has ended (the host clears it before its interpreter goes away), having read every
+// device's figures once more, on the caller's thread, for the capture's last pass (Note [Last figures]).
 using FiguresReader = int (*)(int device, int64_t* out);
 void set_figures_reader(FiguresReader read);
 // One device's figures through the reader, when one is set (the sampler's pass, before it writes REC_STATS).

@@ -172,6 +172,7 @@ void in_fork_child() {
 }
 
 std::atomic<bool> g_in_atexit{false};
+std::atomic<bool> g_last_pass{false};  // Note [Last figures] (shutdown)
 void at_exit() {
   g_in_atexit.store(true);
   shutdown(-1);
@@ -454,13 +455,31 @@ bool user_metadata(const std::string& text) {
   return true;
 }
 
+void sample_at_close() { g_last_pass.store(true, std::memory_order_relaxed); }
+
 void shutdown(int exit_code) {
   if (g_forked.load() || g_shut.exchange(true)) return;
   sampler::stop();
   control::stop();
   // Leaks and cache at exit, for the reader's "at exit" view. Only on an explicit shutdown: from the
   // atexit handler the core's state may already be destroyed.
-  if (!g_in_atexit.load()) write_state(-1, 2);
+  if (!g_in_atexit.load()) {
+    // Note [Last figures]: where PyTorch's stats carry the figures (figures only, after the recorded steps: the host
+    // set them, sample_at_close), one more sampler pass, on this thread, now that the sampler's own has stopped. The
+    // host read PyTorch's figures once more just before (the figures reader as it is cleared, Note [Figures on the
+    // sampler's thread] in observer.h; the poll's last read), so the end the reader shows (Note [Figures at the end]
+    // in native/addon/src/aggregate.cpp) is the run's, not the last periodic sample's: on an H200 a cudaMallocAsync
+    // run's last sample came 4 ms before its last step ended, with 640 MiB reserved where PyTorch said 704 MiB at
+    // the end (test/fixtures/conformance/figures_async-auto). Where the events make the figures the capture already
+    // ends with them (the last event, the state at exit): no pass is added.
+    bool sampling;
+    {
+      std::lock_guard<std::mutex> cl(g_cfg_mu);
+      sampling = g_cfg.sample_interval_ms > 0;
+    }
+    if (g_last_pass.load() && sampling && writer::is_open()) sample_pass();
+    write_state(-1, 2);
+  }
   sequencer::stop();  // every queued trace entry and record before the end (Note [Deferred observation])
   writer::close(exit_code);
   recorder_sink().set_active(false);

@@ -66,6 +66,9 @@ bool user_metadata(const std::string& text);
 int process_rank();                   // RANK from the environment (0 if unset)
 std::string default_snapshot_path();  // <capture folder>/snapshot-<pid>-<n>.pickle
 
+// Note [Last figures] (recorder.cc's shutdown): PyTorch's stats carry the figures (the observer sets them), so a clean
+// close writes one more sampler pass with the figures the host read last.
+void sample_at_close();
 // Ends the recording: stops the sampler and the control socket, writes the exit state (not from
 // atexit, when the allocator may be gone) and REC_END, closes the file. Idempotent; nothing in a fork
 // child.

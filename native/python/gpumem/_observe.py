@@ -640,9 +640,16 @@ class _StatsPoll:
     PyTorch's stats API read at the sampling rate (≥ 5 Hz); figures and samples, no per-line data."""
 
     def __init__(self, torch, period_s):
+        import atexit
+
         self.torch = torch
         self.period_s = max(0.02, min(period_s, 0.2))
+        self.lock = threading.Lock()  # a read and its figures, whole: the last one is never overwritten by an older
+        self.done = False
         threading.Thread(target=self._loop, name="gpumem-stats-poll", daemon=True).start()
+        # Note [Last figures] (native/allocator/src/recorder.cc): once more as the process ends, before the capture's
+        # end (atexit: last in, first out), for its last pass
+        atexit.register(self.last_poll)
 
     def poll(self):
         # On this thread, but holding the GIL the user's steps need: figures_now reads them without a dict where it
@@ -651,14 +658,25 @@ class _StatsPoll:
             f = figures_now(self.torch, d)
             _obs.figures(d, *f[:5])
 
+    def last_poll(self):
+        with self.lock:
+            self.done = True
+            try:
+                self.poll()
+            except Exception:  # an interpreter going away: the capture keeps the last periodic figures
+                pass
+
     def _loop(self):
         import time
 
         while True:
-            try:
-                self.poll()
-            except Exception:
-                return
+            with self.lock:
+                if self.done:
+                    return
+                try:
+                    self.poll()
+                except Exception:
+                    return
             time.sleep(self.period_s)
 
 

@@ -64,10 +64,19 @@ def summarize(snap):
                 peak, peak_index = cur, i
         # Decision: when the start value is the peak, no event reached it: report the first event's time.
         peak_t = trace[peak_index].get("time_us", 0) if peak_index >= 0 else (trace[0].get("time_us", 0) if trace else 0)
+        # Peak reserved: the segments' bytes replayed from their start value (the end's, less the trace's segment
+        # events), and never below the end's.
+        grows = {"segment_alloc": 1, "segment_map": 1, "segment_free": -1, "segment_unmap": -1}
+        reserved_end = sum(s.get("total_size", 0) for s in segs)
+        res = reserved_end - sum(grows.get(e.get("action"), 0) * e.get("size", 0) for e in trace)
+        peak_reserved = max(res, reserved_end)
+        for e in trace:
+            res += grows.get(e.get("action"), 0) * e.get("size", 0)
+            peak_reserved = max(peak_reserved, res)
         inactive = [b["size"] for b in blocks if b.get("state") == "inactive"]
         out["devices"].append({
             "device": dev,
-            "reserved_bytes": sum(s.get("total_size", 0) for s in segs),
+            "reserved_bytes": reserved_end,
             "allocated_bytes": allocated,
             "segments": len(segs),
             "blocks": len(blocks),
@@ -75,6 +84,7 @@ def summarize(snap):
             "largest_free_block_bytes": max(inactive) if inactive else 0,
             "events": len(trace),
             "peak_allocated_bytes": peak,
+            "peak_reserved_bytes": peak_reserved,
             "peak_at_time_us": peak_t,
         })
         # Allocations made in the trace and live at the peak: alloc at or before it, freed after it.

@@ -19,6 +19,7 @@ import { trainingAdvice } from './training';
 import type { Policy, ReplayResult } from '../../base/model/whatIf';
 import { POLICIES, POLICY_LABELS, POLICY_SOURCE_WORDS } from '../../base/model/whatIf';
 import { replayPolicies } from '../replay';
+import { whyNoReplay } from '../replay/unmodelled';
 
 /** A policy is advised only when it saves at least this share of the peak and this many bytes. */
 const MIN_GAIN_SHARE = 0.05;
@@ -53,6 +54,19 @@ const ASSUMPTIONS = [
 export function advise(model: Model, device: number, capacityOrOptions?: number | AdviseOptions): Advice {
   const opts: AdviseOptions = typeof capacityOrOptions === 'number' ? { capacityBytes: capacityOrOptions } : (capacityOrOptions ?? {});
   const capacityBytes = opts.capacityBytes;
+  // Note [What the engine cannot answer] (../replay/unmodelled.ts): no replay, so no item and no prediction
+  const why = whyNoReplay(model, device);
+  if (why) {
+    const d = model.summary().devices.find((x) => x.device === device);
+    return {
+      device,
+      recordedPeakReservedBytes: d?.peak_reserved_bytes ?? model.current(device).peakReservedBytes,
+      recordedPeakAllocatedBytes: d?.peak_allocated_bytes ?? model.current(device).peakAllocatedBytes,
+      capacityBytes: null,
+      items: [],
+      notOffered: [`any advice: ${why}`],
+    };
+  }
   const own = model.whatIf(device, Infinity);
   const set = replayPolicies(model, device, POLICIES, capacityBytes);
   const by = new Map<Policy, ReplayResult>(set.results.map((r) => [r.policy, r]));
@@ -132,6 +146,11 @@ export function advise(model: Model, device: number, capacityOrOptions?: number 
     : [];
   if (!better.length) notOffered.push(`no other allocator policy lowers the peak by at least ${(MIN_GAIN_SHARE * 100).toFixed(0)} % and ${formatBytes(MIN_GAIN_BYTES)} on this trace`);
   const training = trainingAdvice(model, device, opts, notOffered);
+  // Note [What the engine cannot answer]: after the recorded steps (--record-steps) no allocation was recorded, so
+  // whatever is predicted is of the recorded steps' stream
+  const off = model.fileInfo().eventsOffUs;
+  const partial = off !== undefined && off !== null ? ['the recorded steps hold the run\'s peak: after them no allocation was recorded one by one, so the replay covers those steps only'] : [];
+  if (partial.length) for (const item of [...items, ...training.items]) item.assumptions = [...item.assumptions, ...partial];
   return {
     device,
     ownPolicy: own.policy,
@@ -146,7 +165,8 @@ export function advise(model: Model, device: number, capacityOrOptions?: number 
 }
 
 export function adviceText(fileName: string, a: Advice): string {
-  const out = [`Advice for ${fileName}, device ${a.device} (it ran under ${POLICY_LABELS[a.ownPolicy]}, per ${POLICY_SOURCE_WORDS[a.ownPolicySource]}):`];
+  const ran = a.ownPolicy && a.ownPolicySource ? ` (it ran under ${POLICY_LABELS[a.ownPolicy]}, per ${POLICY_SOURCE_WORDS[a.ownPolicySource]})` : '';
+  const out = [`Advice for ${fileName}, device ${a.device}${ran}:`];
   if (!a.items.length) out.push('', 'Nothing to advise that this data shows.');
   a.items.forEach((item, i) => {
     out.push('', `${i + 1}. ${item.title}  [confidence: ${item.confidence}]`, `   Do: ${item.action}`);

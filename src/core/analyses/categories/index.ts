@@ -49,6 +49,7 @@ export function beyondAllocated(m: CategoryMoment, f?: Fragmentation): BeyondAll
   }
   if (m.notFromAllocatorBytes !== undefined) out.notFromAllocatorBytes = m.notFromAllocatorBytes;
   if (m.deviceUsedBytes !== undefined) out.deviceUsedBytes = m.deviceUsedBytes;
+  if (m.deviceSample) out.deviceSample = m.deviceSample;
   return out;
 }
 

@@ -3,6 +3,7 @@
 // `gpumem replay` and the snapshot panel's table. Note [What-if] in src/core/base/model/whatIf.ts.
 import type { Model } from '../../base/model/types';
 import type { Policy, ReplayResult } from '../../base/model/whatIf';
+import { whyNoReplay } from './unmodelled';
 
 export interface Capacity {
   /** undefined: unknown; the replay then runs without an OOM check */
@@ -31,10 +32,14 @@ export interface ReplaySet {
   /** the trace's first event, for times in seconds */
   t0Us: number;
   results: ReplayResult[];
+  /** why nothing was replayed (Note [What the engine cannot answer] in ./unmodelled.ts); results are then empty */
+  none?: string;
 }
 
 export function replayPolicies(model: Model, device: number, policies: readonly Policy[], capacityBytes?: number): ReplaySet {
   let capacity: Capacity = capacityBytes === undefined ? deviceCapacity(model, device) : { bytes: capacityBytes, source: 'given' };
+  const none = whyNoReplay(model, device);
+  if (none) return { device, capacity, t0Us: model.timeRange(device).t0Us, results: [], none };
   const results = policies.map((p) => model.replay(device, p, capacity.bytes));
   // Without a recorded size the engine still checks against a device of its choosing: say which, and that
   // it is an assumption.

@@ -19,6 +19,7 @@ export function oomText(r: ReplayResult, t0Us: number): string {
 }
 
 export function replayText(fileName: string, set: ReplaySet): string {
+  if (set.none) return `Replay of ${fileName}, device ${set.device}: none, as ${set.none}.`;
   const out: string[] = [];
   const cap = set.capacity.bytes === undefined ? `capacity ${set.capacity.source}` : `capacity ${formatBytes(set.capacity.bytes)} (${set.capacity.source})`;
   out.push(`Replay of ${fileName}, device ${set.device}, on the simulated device: ${cap}`);
@@ -52,6 +53,7 @@ export function replayJson(file: string, set: ReplaySet): object {
     device: set.device,
     capacity_bytes: set.capacity.bytes ?? null,
     capacity_source: set.capacity.source,
+    ...(set.none ? { none: set.none } : {}),
     replays: set.results.map((r) => ({
       policy: r.policy,
       capacity_bytes: r.capacityBytes,

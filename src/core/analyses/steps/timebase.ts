@@ -2,7 +2,8 @@
 //
 // Note [Time origin]: every time shown (summary text, panel, OOM list) is seconds since the first allocator
 // event of the process on any device (FileInfo.originUs: its first CUDA allocation, or for a pickle the
-// first trace entry). Raw µs since the epoch (PyTorch's time_us) stay in JSON fields named *_us only.
+// first trace entry; a capture with no event at all, figures only, counts from the first sample that saw memory
+// allocated). Raw µs since the epoch (PyTorch's time_us) stay in JSON fields named *_us only.
 //
 // The step at a moment is the iteration in progress, by the one rule of Note [Steps] (src/core/analyses/steps/detect.ts).
 // Markers are process-wide (the writer puts markers not tied to a device on device 0), so the rule reads

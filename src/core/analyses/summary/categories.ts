@@ -72,7 +72,10 @@ export function categoriesText(all: readonly CategoriesJson[], topModules = 5): 
     ].filter(Boolean);
     out.push(`  ${'cache (reserved − allocated)'.padEnd(28)} ${formatBytes(b.cacheBytes).padStart(10)}${causes.length ? `        ${causes.join(', ')}` : ''}`);
     if (b.notFromAllocatorBytes !== undefined) {
-      out.push(`  ${'not from the allocator'.padEnd(28)} ${formatBytes(b.notFromAllocatorBytes).padStart(10)}        CUDA context, libraries, other processes (device used − reserved)`);
+      // Note [Device samples of a moment]: device used and reserved of one sample; one of another moment says so
+      const other = b.deviceUsedBytes === undefined && b.deviceSample ? `; the nearest device sample: ${formatBytes(b.deviceSample.usedBytes)} used, ${formatBytes(b.deviceSample.reservedBytes)} reserved` : '';
+      out.push(`  ${'not from the allocator'.padEnd(28)} ${formatBytes(b.notFromAllocatorBytes).padStart(10)}        CUDA context, libraries, other processes (device used − reserved${other})`);
+      if (b.deviceUsedBytes !== undefined) out.push(`  ${'device used'.padEnd(28)} ${formatBytes(b.deviceUsedBytes).padStart(10)}        what nvidia-smi shows: reserved + not from the allocator`);
     }
     if (p.activations_by_module.length) {
       out.push(`  Activations by module ${c.module_names} (top ${Math.min(topModules, p.activations_by_module.length)}):`);

@@ -11,10 +11,13 @@ export interface SummaryDevice extends DeviceSummary {
   name?: string;
   total_bytes?: number;
   pci_bus_id?: string;
-  /** seconds since the time origin (Note [Time origin]); null when the device has no trace */
+  /** seconds since the time origin (Note [Time origin]); null when the device has neither a trace nor figures */
   peak_t_s: number | null;
   /** the step at the peak (Note [Steps]), null when no marker gives one */
   peak_step: number | null;
+  /** the time and step of end_sample_us (PyTorch's figures at the end), where the device has a trace to time it by */
+  end_sample_t_s?: number | null;
+  end_sample_step?: number | null;
 }
 
 /** Allocations made under one memory label (`_set_memory_metadata`), from the trace entries' user_metadata. */
@@ -49,9 +52,14 @@ export function summaryDocument(model: Model, time: TimeBase = timeBaseOf(model)
       out.total_bytes = id.total_bytes;
       if (id.pci_bus_id) out.pci_bus_id = id.pci_bus_id;
     }
-    if (d.events > 0) {
+    // a device of figures only is timed by its samples (Note [Time origin]): the peak is the sample that first said it
+    if (d.events > 0 || d.end_sample_us !== undefined) {
       out.peak_t_s = jsonSeconds(time.seconds(d.peak_at_time_us));
       out.peak_step = time.stepAt(d.peak_at_time_us) ?? null;
+    }
+    if (d.end_sample_us !== undefined) {
+      out.end_sample_t_s = jsonSeconds(time.seconds(d.end_sample_us));
+      out.end_sample_step = time.stepAt(d.end_sample_us) ?? null;
     }
     return out;
   });

@@ -83,9 +83,11 @@ export function summaryReport(input: ReportInput): string {
   const alloc = allocatorLine(summary.identity, true);
   if (alloc) out.push(...wrapped(alloc.charAt(0).toUpperCase() + alloc.slice(1)));
   for (const sentence of summary.identity.not_recorded ?? []) out.push(...wrapped(sentence, 'Not recorded: '));
-  if (summary.devices.some((d) => d.events > 0)) {
+  if (summary.devices.some((d) => d.events > 0 || d.end_sample_us !== undefined)) {
     const steps = summary.time.step_source ? `; ${STEP_SOURCE_TEXT[summary.time.step_source]}` : '';
-    out.push(...wrapped(`Times: seconds since the process's first allocation${steps}`));
+    // Note [Time origin]: with no event at all, from the first sample that saw memory allocated
+    const since = summary.devices.some((d) => d.events > 0) ? "the process's first allocation" : 'the first sample that saw memory allocated';
+    out.push(...wrapped(`Times: seconds since ${since}${steps}`));
   }
   out.push(rule('='));
   if (summary.integrity.sentences.length) {
@@ -96,10 +98,17 @@ export function summaryReport(input: ReportInput): string {
   for (const d of summary.devices) {
     out.push(row(`Device ${deviceLine(summary.identity, d.device)}`));
     out.push(rule('-'));
-    out.push(cells('GPU reserved memory', formatBytes(d.reserved_bytes), plural(d.segments, 'segment')));
-    out.push(cells('Allocated memory', formatBytes(d.allocated_bytes), `${plural(d.allocated_blocks, 'block')} of ${d.blocks}`));
+    // Note [Figures at the end] (native/addon/src/aggregate.cpp): PyTorch's figures at the last sample, where no
+    // event was recorded at the end; the allocator's segments and blocks then are not known.
+    const stats = d.end_sample_us !== undefined ? "PyTorch's figure" : '';
+    out.push(cells('GPU reserved memory', formatBytes(d.reserved_bytes), stats || plural(d.segments ?? 0, 'segment')));
+    out.push(cells('Allocated memory', formatBytes(d.allocated_bytes), stats || `${plural(d.allocated_blocks ?? 0, 'block')} of ${d.blocks ?? 0}`));
     out.push(cells('Reserved but unallocated', formatBytes(d.reserved_bytes - d.allocated_bytes)));
-    const st = input.states?.get(d.device);
+    if (stats) {
+      const at = d.end_sample_t_s === null || d.end_sample_t_s === undefined ? '' : ` (${when(d.end_sample_t_s, d.end_sample_step ?? null)})`;
+      out.push(...wrapped(`PyTorch's own figures at the last sample${at}: no allocation was recorded one by one then, so its segments and blocks are not known.`, '  ', '  '));
+    }
+    const st = stats ? undefined : input.states?.get(d.device);
     if (st) {
       // Named per kind of segment (Note [Breakdown]): an expandable segment's whole free pages are releasable.
       const f = breakdownFromSegments(st.segments);
@@ -109,8 +118,9 @@ export function summaryReport(input: ReportInput): string {
       if (f.fixedSegments) out.push(cells('  split remainders (fixed)', formatBytes(f.splitRemainderBytes), 'stay until the segment empties'));
       if (f.pendingFreeBytes) out.push(cells('  pending free (record_stream)', formatBytes(f.pendingFreeBytes)));
     }
-    out.push(cells('Largest free block', formatBytes(d.largest_free_block_bytes)));
+    out.push(cells('Largest free block', d.largest_free_block_bytes === null ? '—' : formatBytes(d.largest_free_block_bytes), d.largest_free_block_bytes === null ? 'not known' : ''));
     out.push(cells('Peak allocated memory', formatBytes(d.peak_allocated_bytes), when(d.peak_t_s, d.peak_step)));
+    out.push(cells('Peak reserved memory', formatBytes(d.peak_reserved_bytes)));
     out.push(cells('Trace events', String(d.events)));
     out.push(rule('-'));
   }

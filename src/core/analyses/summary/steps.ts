@@ -11,11 +11,20 @@ export interface StepsJson {
   steps: {
     step: number;
     end_us: number;
-    peak_allocated_bytes: number;
-    allocated_at_end_bytes: number;
-    reserved_at_end_bytes: number;
-    /** bytes per category at the step end (Note [Categories]) */
+    /** null: not known (a step with no event and no sample read inside it) */
+    peak_allocated_bytes: number | null;
+    allocated_at_end_bytes: number | null;
+    reserved_at_end_bytes: number | null;
+    /** bytes per category at the step end (Note [Categories]); absent where the events say nothing */
     categories?: CategoryBytes;
+    /**
+     * 'stats': the step ends where PyTorch's figures are read (Note [Figures at step ends] in
+     * native/addon/src/aggregate.cpp): its figures are its last sample's (sample_us), and its peak is PyTorch's peak
+     * counter then (since the start or the last reset_peak_memory_stats(), not the step's own)
+     */
+    source?: 'stats';
+    sample_us?: number | null;
+    peak_is_counter?: boolean;
   }[];
   leaks: {
     file: string;
@@ -102,7 +111,8 @@ export function toJson(device: number, r: StepReport, view: CategoryView): Steps
       peak_allocated_bytes: s.peakAllocatedBytes,
       allocated_at_end_bytes: s.allocatedAtEndBytes,
       reserved_at_end_bytes: s.reservedAtEndBytes,
-      categories: moments[i]?.bytes,
+      ...(moments[i] ? { categories: moments[i]?.bytes } : {}),
+      ...(s.source === 'stats' ? { source: s.source, sample_us: s.sampleUs ?? null, ...(s.peakIsCounter ? { peak_is_counter: true } : {}) } : {}),
     })),
     leaks: r.leaks.map((l) => ({
       file: l.file,
@@ -134,6 +144,10 @@ const CATEGORY_TEXT: Record<Category, string> = {
   block_overhead: 'block overhead (rounding, unsplit remainders)',
 };
 
+function orDash(bytes: number | null): string {
+  return bytes === null ? '—' : formatBytes(bytes);
+}
+
 /** A leak line whose bytes are activations a container keeps (Note [Categories] 4). */
 const KEPT_TEXT = 'saved activations kept past their backward';
 
@@ -151,14 +165,20 @@ export function stepsText(all: readonly StepsJson[], maxRows = 12): string[] {
   for (const s of all) {
     if (s.source === 'none' || s.steps.length === 0) continue;
     out.push(`Steps on device ${s.device}: ${s.steps.length}, found from ${SOURCE_TEXT[s.source]}`);
-    // buffers, the KV cache and block overhead get a column where some step has them (a training run has no KV cache)
+    // buffers, the KV cache and block overhead get a column where some step has them (a training run has no KV cache);
+    // a step whose figures are PyTorch's (Note [Figures at step ends]) has no categories: "—" there
     const columns = new Set(shownCategories(s.steps.map((r) => r.categories)));
-    const cats = s.steps.every((r) => r.categories) ? CATEGORY_COLUMNS.filter(([c]) => columns.has(c)) : [];
+    const cats = s.steps.some((r) => r.categories) ? CATEGORY_COLUMNS.filter(([c]) => columns.has(c)) : [];
+    // where the figures are PyTorch's (Note [Figures at step ends]), how long before the step end they were read
+    const read = s.steps.some((r) => r.source === 'stats');
     out.push(
       `  ${'step'.padStart(6)} ${'peak allocated'.padStart(15)} ${'allocated at end'.padStart(17)} ${'reserved at end'.padStart(16)}` +
+        (read ? ` ${'read before end'.padStart(16)}` : '') +
         cats.map(([, h]) => ` ${h.padStart(10)}`).join(''),
     );
-    const top = s.steps.reduce((a, b) => (b.peak_allocated_bytes > a.peak_allocated_bytes ? b : a));
+    // the highest peak of the steps' own peaks (PyTorch's peak counter is the run's so far, not a step's)
+    const own = s.steps.filter((r) => r.peak_allocated_bytes !== null && !r.peak_is_counter);
+    const top = own.length ? own.reduce((a, b) => ((b.peak_allocated_bytes ?? 0) > (a.peak_allocated_bytes ?? 0) ? b : a)) : undefined;
     const shown = new Set<number>();
     const half = Math.max(1, Math.floor((maxRows - 1) / 2));
     s.steps.forEach((r, i) => {
@@ -169,11 +189,22 @@ export function stepsText(all: readonly StepsJson[], maxRows = 12): string[] {
       if (last >= 0 && i > last + 1) out.push(`  ${'…'.padStart(6)}`);
       const r = s.steps[i];
       const mark = r === top ? '  ← highest peak' : '';
-      const catCells = cats.map(([c]) => ` ${formatBytes(r.categories?.[c] ?? 0).padStart(10)}`).join('');
-      out.push(`  ${String(r.step).padStart(6)} ${formatBytes(r.peak_allocated_bytes).padStart(15)} ${formatBytes(r.allocated_at_end_bytes).padStart(17)} ${formatBytes(r.reserved_at_end_bytes).padStart(16)}${catCells}${mark}`);
+      const catCells = cats.map(([c]) => ` ${(r.categories ? formatBytes(r.categories[c]) : '—').padStart(10)}`).join('');
+      const peak = r.peak_allocated_bytes === null ? '—' : `${r.peak_is_counter ? '≤ ' : ''}${formatBytes(r.peak_allocated_bytes)}`;
+      const age = !read ? '' : ` ${(r.sample_us === null || r.sample_us === undefined ? (r.source === 'stats' ? '—' : '') : `${((r.end_us - r.sample_us) / 1000).toFixed(0)} ms`).padStart(16)}`;
+      out.push(`  ${String(r.step).padStart(6)} ${peak.padStart(15)} ${orDash(r.allocated_at_end_bytes).padStart(17)} ${orDash(r.reserved_at_end_bytes).padStart(16)}${age}${catCells}${mark}`);
       last = i;
     }
-    if (s.leaks.length === 0) {
+    const stats = s.steps.filter((r) => r.source === 'stats');
+    if (stats.length) {
+      const which = stats.length === s.steps.length ? 'Every step' : `Steps ${stats[0].step}–${stats[stats.length - 1].step}`;
+      out.push(
+        `  ${which}: no allocation was recorded one by one, so the row is PyTorch's figures at the last sample read in ` +
+          "the step; its peak (≤) is PyTorch's peak counter then, the highest since the start or the workload's last " +
+          'reset_peak_memory_stats(), which the capture does not see; — where no sample was read in the step.',
+      );
+    }
+    if (s.leaks.length === 0 && s.steps.some((r) => r.source !== 'stats')) {
       out.push(`  No leak: no line's memory at step end grew for 3 steps in a row.`);
     }
     for (const l of s.leaks) out.push(`  Leak: ${leakSentence(l)}`);

@@ -6,6 +6,7 @@
 import { formatBytes } from '../../base/units/bytes';
 import type { Model, SnapshotSummary, SummaryWhatIf } from '../../base/model/types';
 import { POLICY_LABELS, POLICY_SOURCE_WORDS, WhatIfUnavailable } from '../../base/model/whatIf';
+import { whyNoWhatIf } from '../replay/unmodelled';
 
 export function summaryWhatIf(model: Model, device: number): SummaryWhatIf | undefined {
   try {
@@ -24,9 +25,17 @@ export function summaryWhatIf(model: Model, device: number): SummaryWhatIf | und
   }
 }
 
-/** Adds `what_if` to every device of `summary` (the hook summarizeFile calls). */
+/**
+ * Adds `what_if` to every device of `summary` (the hook summarizeFile calls), or `what_if_none`, the line that says
+ * why the engine cannot answer (Note [What the engine cannot answer] in ../replay/unmodelled.ts).
+ */
 export function addWhatIf(model: Model, summary: SnapshotSummary): void {
   for (const d of summary.devices) {
+    const why = whyNoWhatIf(model, d.device);
+    if (why) {
+      d.what_if_none = why;
+      continue;
+    }
     const w = summaryWhatIf(model, d.device);
     if (w) d.what_if = w;
   }
@@ -36,6 +45,7 @@ export function addWhatIf(model: Model, summary: SnapshotSummary): void {
 export function whatIfText(summary: SnapshotSummary): string {
   const out: string[] = [];
   for (const d of summary.devices) {
+    if (d.what_if_none) out.push(`What-if, device ${d.device}: none, as ${d.what_if_none}.`);
     const w = d.what_if;
     if (!w) continue;
     out.push(`What-if, device ${d.device}, at the end (${POLICY_LABELS[w.policy]} policy, from ${POLICY_SOURCE_WORDS[w.policy_source]}):`);

@@ -6,6 +6,7 @@ import type { WhatIfAnswer } from '../../base/model/whatIf';
 import { POLICY_LABELS, POLICY_SOURCE_WORDS, WhatIfUnavailable } from '../../base/model/whatIf';
 import type { BreakdownView } from '../../base/protocol/snapshot';
 import { freeBytes, unallocatedBytes } from '../breakdown/breakdown';
+import { whyNoWhatIf } from '../replay/unmodelled';
 
 /**
  * Note [Verdict]: the sentence states the figures (unallocated bytes, free blocks, the largest one), then
@@ -75,6 +76,9 @@ export function verdictQuery(b: BreakdownView, lastOom?: OomInfo): { requests?: 
  * A reader without the engine gives the figures only; an engine error is said, never papered over.
  */
 export function verdictAt(model: Model, device: number, timeUs: number, b: BreakdownView, lastOom?: OomInfo): string {
+  // Note [What the engine cannot answer] (../replay/unmodelled.ts): no allocator state, or not one the engine models
+  const why = lastOom ? undefined : whyNoWhatIf(model, device, timeUs);
+  if (why) return b.reservedBytes === 0 ? `No allocator state to explain: ${why}.` : `When its events were last recorded: ${verdictSentence(b)} No what-if answer: ${why}.`;
   const query = verdictQuery(b, lastOom);
   if (!query) return verdictSentence(b, undefined, lastOom);
   let answer: WhatIfAnswer | undefined;

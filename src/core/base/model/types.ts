@@ -233,17 +233,28 @@ export interface SummaryWhatIf {
 
 export interface DeviceSummary {
   device: number;
+  /** at the end: the allocator state after the last event, or PyTorch's figures at the last sample (end_sample_us) */
   reserved_bytes: number;
   allocated_bytes: number;
-  segments: number;
-  blocks: number;
-  allocated_blocks: number;
-  largest_free_block_bytes: number;
+  /**
+   * present when the end's allocated and reserved are PyTorch's figures at this sample (figures only, after the
+   * events: Note [Figures at the end] in native/addon/src/aggregate.cpp); the allocator's segments and blocks are
+   * then not known (null)
+   */
+  end_sample_us?: number;
+  segments: number | null;
+  blocks: number | null;
+  allocated_blocks: number | null;
+  largest_free_block_bytes: number | null;
   events: number;
   peak_allocated_bytes: number;
+  /** the events' peak reserved, PyTorch's peak counter where its figures are read (the higher) */
+  peak_reserved_bytes: number;
   peak_at_time_us: number;
   /** what empty_cache() and a request would do at the end, by the data's own policy (src/core/analyses/summary/whatIf.ts) */
   what_if?: SummaryWhatIf;
+  /** why there is no what_if, in one line (an allocator the engine does not model, no events at the end) */
+  what_if_none?: string;
 }
 
 export interface TopLine {
@@ -259,9 +270,25 @@ export interface SnapshotSummary {
   top_lines: TopLine[];
 }
 
+/**
+ * One step of the step table. A step ending where PyTorch's figures are read (source 'stats', Note [Figures at step
+ * ends] in native/addon/src/aggregate.cpp) has the figures of its last sample (null where none was read inside it),
+ * and as its peak PyTorch's peak counter then (peakIsCounter: since the start or the last reset, not the step's own).
+ */
+export interface StepTableRow {
+  endUs: number;
+  peakAllocatedBytes: number | null;
+  peakAtUs: number | null;
+  allocatedAtEndBytes: number | null;
+  reservedAtEndBytes: number | null;
+  source?: 'stats';
+  sampleUs?: number | null;
+  peakIsCounter?: boolean;
+}
+
 /** One pass of the addon over a device's events (Note [Step table] in native/addon/src/aggregate.cpp). */
 export interface StepTable {
-  steps: { endUs: number; peakAllocatedBytes: number; peakAtUs: number; allocatedAtEndBytes: number; reservedAtEndBytes: number }[];
+  steps: StepTableRow[];
   /**
    * per line (innermost user frame), at each step end: the bytes of its live blocks, and the bytes its live tensors
    * asked for (Note [Leak rule]); lines never live at a step end are absent
@@ -295,9 +322,14 @@ export interface CategoryMoment {
   bytes: CategoryBytes;
   /** allocated before the trace began (a pickle's start state): no category known */
   untracedBytes: number;
-  /** latest NVML sample at or before the moment, and what of it lies outside the allocator's reserved bytes */
+  /**
+   * Note [Device samples of a moment] (native/addon/src/samples.cpp): the device sample "not from the allocator" is
+   * read from (its device used − its own reserved); deviceUsedBytes only when that sample is of this moment (its
+   * reserved is reservedBytes), so device used is never shown below the moment's reserved
+   */
   deviceUsedBytes?: number;
   notFromAllocatorBytes?: number;
+  deviceSample?: DeviceSample;
   /**
    * of the activation bytes, those kept past their backward by a container the leak keeper named (Note
    * [Categories] 4 in native/addon/src/categories.cpp); present only when the capture has a keeper notice
@@ -322,7 +354,8 @@ export interface CategoryReport {
   categories: Category[];
   /** exactly after the event that reached the device's peak; null for a device with no events */
   peak: CategoryMoment | null;
-  moments: CategoryMoment[];
+  /** null where the events say nothing: a device of figures only, a moment after the events stopped */
+  moments: (CategoryMoment | null)[];
 }
 
 export interface LineDiff {
@@ -486,6 +519,8 @@ export interface FileInfo {
   end: CaptureEndInfo | null;
   lostEvents: number;
   firstLostUs: number | null;
+  /** from this time on no allocation is recorded one by one (--record-steps: Note [Recorded steps]); null: never */
+  eventsOffUs?: number | null;
   /** compacted ranges of a budgeted capture (FORMAT.md §5), in file order; empty when all is in full detail */
   aggregated?: AggregatedRange[];
 }
@@ -503,13 +538,23 @@ export interface AggregatedRange {
   peaks: number;
 }
 
+/** One NVML sample and the reserved bytes of its own moment (Note [Device samples of a moment]). */
+export interface DeviceSample {
+  timeUs: number;
+  usedBytes: number;
+  /** never above usedBytes: a sample that read less is never picked */
+  reservedBytes: number;
+}
+
 export interface CurrentFigures {
   allocatedBytes: number;
   reservedBytes: number;
   peakAllocatedBytes: number;
   peakReservedBytes: number;
-  /** last NVML sample, if any */
+  /** device used now: the sample of now (deviceSample, when its reserved is reservedBytes); absent otherwise */
   deviceUsedBytes?: number;
+  /** the latest device sample with its own reserved (Note [Device samples of a moment]) */
+  deviceSample?: DeviceSample;
   deviceTotalBytes?: number;
   timeUs: number;
 }

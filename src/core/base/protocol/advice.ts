@@ -38,8 +38,9 @@ export interface Predicted {
 
 export interface Advice {
   device: number;
-  ownPolicy: Policy;
-  ownPolicySource: PolicySource;
+  /** absent where the engine cannot replay the device (Note [What the engine cannot answer]): notOffered says why */
+  ownPolicy?: Policy;
+  ownPolicySource?: PolicySource;
   recordedPeakReservedBytes: number;
   capacityBytes: number | null;
   recordedPeakAllocatedBytes: number;

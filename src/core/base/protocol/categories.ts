@@ -1,7 +1,7 @@
 // What memory is, in the words host and page share: the categories in their order with their labels,
 // and the snapshot panel's Categories tab: the peak and a chosen moment, the per-step table and the leak findings.
 // Part of the snapshot contract (./snapshot.ts); the live panel's categories use the same words (./live.ts).
-import type { Category, CategoryBytes } from '../model/types';
+import type { Category, CategoryBytes, DeviceSample } from '../model/types';
 
 export type { Category, CategoryBytes } from '../model/types';
 
@@ -62,9 +62,12 @@ export interface BeyondAllocated {
   cachedFreeBytes?: number;
   splitRemainderBytes?: number;
   pendingFreeBytes?: number;
-  /** device used − reserved (CUDA context, cuBLAS/cuDNN workspaces, NCCL, other processes) */
+  /** device used − reserved of one device sample (CUDA context, cuBLAS/cuDNN workspaces, NCCL, other processes) */
   notFromAllocatorBytes?: number;
+  /** device used at the moment: only where that sample is of the moment (never below its reserved) */
   deviceUsedBytes?: number;
+  /** the sample both come from, with its own reserved (Note [Device samples of a moment] in native/addon/src/samples.cpp) */
+  deviceSample?: DeviceSample;
 }
 
 export interface CategoryMomentView {
@@ -85,10 +88,16 @@ export interface CategoryMomentView {
 export interface StepRowView {
   step: number;
   endUs: number;
-  peakAllocatedBytes: number;
-  allocatedAtEndBytes: number;
-  reservedAtEndBytes: number;
+  /** null: not known (Note [Figures at step ends] in native/addon/src/aggregate.cpp) */
+  peakAllocatedBytes: number | null;
+  allocatedAtEndBytes: number | null;
+  reservedAtEndBytes: number | null;
   categories?: CategoryBytes;
+  /** 'stats': PyTorch's figures at the step's last sample; the peak is its peak counter then (peakIsCounter) */
+  source?: 'stats';
+  peakIsCounter?: boolean;
+  /** when the figures of a 'stats' row were read (null: no sample inside the step) */
+  sampleUs?: number | null;
 }
 
 export interface LeakView {

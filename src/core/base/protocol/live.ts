@@ -17,9 +17,11 @@ export interface LiveMarker {
 }
 
 /** The model's current figures (deviceUsedBytes absent when the capture has no device samples), plus: */
-export interface LiveFigures extends Omit<CurrentFigures, 'timeUs'> {
-  /** device used − reserved: the CUDA context, other libraries, other processes. Absent without samples. */
+export interface LiveFigures extends Omit<CurrentFigures, 'timeUs' | 'deviceSample'> {
+  /** device used − reserved of one sample: the CUDA context, other libraries, other processes. Absent without samples. */
   unattributedBytes?: number;
+  /** the capture has device samples, but none since reserved last changed: device used shows "—" until the next */
+  deviceUsedPending?: boolean;
 }
 
 /** Time series at bucket resolution; `t` in seconds since the epoch, `null` where a bucket has no data. */

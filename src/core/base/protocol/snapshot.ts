@@ -88,6 +88,12 @@ export interface SummaryView {
   events: number;
   breakdown: BreakdownView;
   verdict: string;
+  /**
+   * the end's allocated and reserved are PyTorch's figures at this sample (no event at the end: figures only, after
+   * the recorded steps); the allocator state (segments, blocks, active, requested, the breakdown) is not known, and
+   * `why` says why no what-if is answered
+   */
+  endFromStats?: { sampleUs: number; why: string };
   /** what the snapshot carries beyond these figures; absent where there is nothing to show */
   details?: SnapshotDetailsView;
 }
@@ -359,6 +365,8 @@ export interface ReplayView {
   /** the policy the data was recorded under, when the engine can tell */
   ownPolicy?: Policy;
   rows: ReplayRowView[];
+  /** why nothing was replayed (rows empty): an allocator the engine does not model, no events */
+  none?: string;
 }
 
 /** `gpumem advise` for one device, for the panel's "What to do" tab; numbers are finite */

@@ -47,12 +47,13 @@ export class LiveCategoriesCache {
     const t = this.now();
     if (e && (e.generation === generation || t - e.at < this.minIntervalMs)) return e.value;
     this.computed++;
-    let value: LiveCategories;
+    let value: LiveCategories | undefined;
     try {
       value = liveCategories(model, device, t0Us, t1Us, this.points);
     } catch {
       return e?.value; // a reader without categories (or a damaged tail mid-read): the chart keeps its last answer
     }
+    if (!value) return undefined;
     perDevice.set(device, { generation, at: t, value });
     return value;
   }
@@ -73,11 +74,20 @@ export class LiveCategoriesCache {
   }
 }
 
-export function liveCategories(model: Model, device: number, t0Us: number, t1Us: number, points: number): LiveCategories {
+/**
+ * The categories at `points` moments of [t0Us, t1Us], or undefined where the events say nothing: a device of figures
+ * only. After the events stopped (--record-steps) the moments span the recorded stretch only (Note [Figures after the
+ * events] in native/addon/src/model.h): nothing is known of the categories after it.
+ */
+export function liveCategories(model: Model, device: number, t0Us: number, t1Us: number, points: number): LiveCategories | undefined {
+  const off = model.fileInfo().eventsOffUs;
+  if (off !== undefined && off !== null && off > t0Us) t1Us = Math.min(t1Us, off - 1);
   const n = Math.max(2, Math.floor(points));
   const times = Array.from({ length: n }, (_, i) => t0Us + ((t1Us - t0Us) * i) / (n - 1));
   const report = model.categories(device, times, false);
-  const bytes = Object.fromEntries(CATEGORIES.map((c) => [c, report.moments.map((m) => m.bytes[c])])) as Record<Category, number[]>;
+  const moments = report.moments.filter((m) => m !== null);
+  if (moments.length < report.moments.length) return undefined;
+  const bytes = Object.fromEntries(CATEGORIES.map((c) => [c, moments.map((m) => m.bytes[c])])) as Record<Category, number[]>;
   const time = timeBaseOf(model);
   const r = stepReport(model, device, time.steps);
   const leaks = r.leaks.length ? toJson(device, r, categoryView(model, device, r.steps)).leaks : [];

@@ -2,7 +2,13 @@
 import type { Model } from '../../base/model/types';
 import type { LiveFigures, LiveMarker, LiveSeries, LiveTrack } from '../../base/protocol/live';
 
-/** Figures of one device; the unattributed remainder only when the capture has NVML samples. */
+/**
+ * Figures of one device; device used and the unattributed remainder only when the capture has NVML samples, both
+ * from one sample with its own reserved (Note [Device samples of a moment] in native/addon/src/samples.cpp): the
+ * remainder is that sample's device used − its reserved, and device used is shown only while that sample is of now
+ * (reserved has not changed since), so it never reads below the reserved shown beside it; until the next sample it
+ * is "—" (deviceUsedPending).
+ */
 export function figuresOf(model: Model, device: number): LiveFigures {
   const c = model.current(device);
   const f: LiveFigures = {
@@ -11,10 +17,10 @@ export function figuresOf(model: Model, device: number): LiveFigures {
     peakAllocatedBytes: c.peakAllocatedBytes,
     peakReservedBytes: c.peakReservedBytes,
   };
-  if (c.deviceUsedBytes !== undefined) {
-    f.deviceUsedBytes = c.deviceUsedBytes;
-    // Never negative: NVML samples lag the allocator's counters by up to a sample interval.
-    f.unattributedBytes = Math.max(0, c.deviceUsedBytes - c.reservedBytes);
+  if (c.deviceSample) {
+    if (c.deviceUsedBytes !== undefined) f.deviceUsedBytes = c.deviceUsedBytes;
+    else f.deviceUsedPending = true;
+    f.unattributedBytes = c.deviceSample.usedBytes - c.deviceSample.reservedBytes;
   }
   if (c.deviceTotalBytes !== undefined) f.deviceTotalBytes = c.deviceTotalBytes;
   return f;

@@ -58,7 +58,8 @@ export function categoriesView(
       peakAllocatedBytes: s.peak_allocated_bytes,
       allocatedAtEndBytes: s.allocated_at_end_bytes,
       reservedAtEndBytes: s.reserved_at_end_bytes,
-      categories: s.categories,
+      ...(s.categories ? { categories: s.categories } : {}),
+      ...(s.source ? { source: s.source, sampleUs: s.sample_us ?? null, ...(s.peak_is_counter ? { peakIsCounter: true } : {}) } : {}),
     })),
     leaks: json.leaks.map((l) => ({
       file: l.file,

@@ -344,7 +344,7 @@ export class OpenedCapture {
     const set = replayPolicies(this.model, device, POLICIES);
     let ownPolicy: Policy | undefined;
     try {
-      ownPolicy = this.model.whatIf(device, Infinity).policy;
+      ownPolicy = set.none ? undefined : this.model.whatIf(device, Infinity).policy;
     } catch {
       ownPolicy = undefined; // the table stands without the mark
     }
@@ -354,6 +354,7 @@ export class OpenedCapture {
       capacityBytes: set.capacity.bytes ?? null,
       capacitySource: set.capacity.source,
       ownPolicy,
+      ...(set.none ? { none: set.none } : {}),
       rows: set.results.map((r) => {
         const best = r.emptyCacheAtMarkers.reduce<{ releasesBytes: number; name?: string }>((a, m) => (m.releasesBytes > a.releasesBytes ? m : a), { releasesBytes: 0 });
         return {

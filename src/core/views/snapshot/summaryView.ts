@@ -8,6 +8,7 @@ import { inTimeOrder, mergeByTime, numberSteps } from './stepMarkers';
 import { verdictAt } from '../../analyses/verdicts/verdict';
 import { snapshotSection } from '../../analyses/summary/snapshotSection';
 import { poolLabel } from '../../analyses/pools';
+import { whyNoWhatIf } from '../../analyses/replay/unmodelled';
 
 /**
  * Figures at the end of the file: for a PyTorch pickle that is the moment `_snapshot()` ran (its `segments`),
@@ -25,6 +26,33 @@ export function buildSummary(model: Model, device: number, displayPath: (file: s
   const dev = model.summary().devices.find((d) => d.device === device);
   const current = model.current(device);
   const ooms = model.ooms().filter((o) => o.device === device);
+  // Note [Figures at the end] (native/addon/src/aggregate.cpp): no event at the end, so the end's figures are
+  // PyTorch's at the last sample and the allocator state is not known: the page shows those two and says why.
+  const stats = dev?.end_sample_us !== undefined ? { sampleUs: dev.end_sample_us, why: whyNoWhatIf(model, device) ?? '' } : undefined;
+  if (dev && stats) {
+    return {
+      device,
+      allocatedBytes: dev.allocated_bytes,
+      reservedBytes: dev.reserved_bytes,
+      activeBytes: dev.allocated_bytes,
+      requestedBytes: dev.allocated_bytes,
+      segments: 0,
+      blocks: 0,
+      allocatedBlocks: 0,
+      peakAllocatedBytes: dev.peak_allocated_bytes,
+      peakAtTimeUs: dev.peak_at_time_us,
+      peakReservedBytes: dev.peak_reserved_bytes,
+      oomCount: ooms.length,
+      events: dev.events,
+      breakdown: b,
+      verdict:
+        `${formatBytes(dev.reserved_bytes - dev.allocated_bytes)} reserved but unallocated, by PyTorch's figures at the last sample ` +
+        `(${formatBytes(dev.reserved_bytes)} reserved, ${formatBytes(dev.allocated_bytes)} allocated); no allocation was recorded one ` +
+        `by one then, so its segments and blocks are not known${stats.why ? `, and no what-if is answered: ${stats.why}` : ''}.`,
+      endFromStats: stats,
+      ...detailsOf(model, device, displayPath, state),
+    };
+  }
   return {
     device,
     allocatedBytes: b.allocatedBytes,
@@ -37,7 +65,7 @@ export function buildSummary(model: Model, device: number, displayPath: (file: s
     peakAllocatedBytes: dev?.peak_allocated_bytes ?? current.peakAllocatedBytes,
     peakAtTimeUs: dev?.peak_at_time_us ?? current.timeUs,
     // Never below what is reserved now: a pickle's trace may start after segments were already reserved.
-    peakReservedBytes: Math.max(current.peakReservedBytes, b.reservedBytes),
+    peakReservedBytes: Math.max(current.peakReservedBytes, b.reservedBytes, dev?.peak_reserved_bytes ?? 0),
     oomCount: ooms.length,
     events: dev?.events ?? 0,
     breakdown: b,

@@ -35,7 +35,9 @@ export function adviceAnswer(rec: Recording, asked: { device?: number; capacity?
     ...(rec.note ? { about: rec.note } : {}),
     ...(other ? { other_file: other.file } : {}),
     device,
-    ran_under: `${POLICY_LABELS[a.ownPolicy]} (per ${POLICY_SOURCE_WORDS[a.ownPolicySource]})`,
+    ...(a.ownPolicy && a.ownPolicySource
+      ? { ran_under: `${POLICY_LABELS[a.ownPolicy]} (per ${POLICY_SOURCE_WORDS[a.ownPolicySource]})` }
+      : {}),
     recorded_peak_allocated_bytes: a.recordedPeakAllocatedBytes,
     recorded_peak_reserved_bytes: a.recordedPeakReservedBytes,
     ...(a.capacityBytes !== null ? { capacity_bytes: a.capacityBytes } : {}),

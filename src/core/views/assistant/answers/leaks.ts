@@ -27,7 +27,8 @@ export function leaksAnswer(rec: Recording, asked: { device?: number }): object 
   }
   const json = toJson(device, report, categoryView(model, device, report.steps));
   const rows = json.steps;
-  const top = rows.reduce((a, b) => (b.peak_allocated_bytes > a.peak_allocated_bytes ? b : a));
+  // a step whose figures are PyTorch's peak counter (peak_is_counter) has no peak of its own (Note [Figures at step ends])
+  const top = rows.reduce((a, b) => ((b.peak_allocated_bytes ?? -1) > (a.peak_allocated_bytes ?? -1) ? b : a));
   const shown = json.leaks.slice(0, LEAKS_SHOWN);
   // one keeper (history.append(loss)) usually keeps the memory of several lines: each is told once, leaks point at it
   const keepers: object[] = [];

@@ -39,7 +39,8 @@ export function summaryAnswer(rec: Recording, asked: { device?: number }): objec
   const frag = peak ? model.stateAt(device, peak.timeUs, peak.events).fragmentation : undefined;
   const beyond = peak ? beyondAllocated(peak, frag) : undefined;
   const highest = report.table.steps.reduce<{ i: number; bytes: number } | undefined>(
-    (best, s, i) => (!best || s.peakAllocatedBytes > best.bytes ? { i, bytes: s.peakAllocatedBytes } : best),
+    (best, s, i) =>
+      s.peakAllocatedBytes !== null && (!best || s.peakAllocatedBytes > best.bytes) ? { i, bytes: s.peakAllocatedBytes } : best,
     undefined,
   );
   return {
