@@ -69,8 +69,8 @@ enum Cat : uint8_t {
   C_OVERHEAD,
   C_COUNT
 };
-const char* const kCatNames[C_COUNT] = {"parameter",  "buffer",    "gradient", "optimizer_state", "activation",
-                                        "kv_cache",   "temporary", "other",    "block_overhead"};
+const char* const kCatNames[C_COUNT] = {"parameter", "buffer",    "gradient", "optimizer_state", "activation",
+                                        "kv_cache",  "temporary", "other",    "block_overhead"};
 using Bytes = std::array<uint64_t, C_COUNT>;
 using LineKey = std::pair<uint32_t, uint32_t>;
 constexpr uint32_t kNone = UINT32_MAX;

@@ -53,8 +53,8 @@ struct Rounding {
   static Rounding from_settings(const json::Value& s) {
     Rounding r;
     if (!s.is_object()) return r;
-    if (const json::Value* m = s.find("max_split_size"); m && m->is_number() && m->as_double() > 0 &&
-                                                         m->as_double() < 1.8e19)
+    if (const json::Value* m = s.find("max_split_size");
+        m && m->is_number() && m->as_double() > 0 && m->as_double() < 1.8e19)
       r.max_split_size = uint64_t(m->as_double());
     if (const json::Value* d = s.find("roundup_power2_divisions"); d && d->is_object())
       for (const auto& [key, v] : d->members()) {
