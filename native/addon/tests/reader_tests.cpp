@@ -488,5 +488,70 @@ int main() {
     CHECK((top == std::vector<std::string>{fmt::torch::kSegments, fmt::torch::kDeviceTraces,
                                            fmt::torch::kAllocatorSettings, fmt::torch::kExternalAnnotations}));
   });
+  // ---- Note [Settings of the data] (alloc_conf.h): PYTORCH_CUDA_ALLOC_CONF as PyTorch 2.11 reads it ----
+  run("alloc conf: PyTorch 2.11's grammar, what is modelled, what is not, and what PyTorch refuses", [] {
+    AllocConf c = parse_alloc_conf(" max_split_size_mb:64 , roundup_power2_divisions:4,expandable_segments:True");
+    CHECK_EQ(c.pytorch.max_split_size, uint64_t(64) << 20);
+    CHECK_EQ(c.pytorch.roundup_power2_divisions[0], uint32_t(4));
+    CHECK_EQ(c.pytorch.roundup_power2_divisions[15], uint32_t(4));
+    CHECK_EQ(c.expandable, 1);
+    CHECK(c.not_modelled.empty());
+    CHECK_EQ(conf_text(c.pytorch), std::string("max_split_size_mb:64,roundup_power2_divisions:4"));
+    // The bracket form: the first value fills the intervals below it, '>' those after the last one named.
+    c = parse_alloc_conf("roundup_power2_divisions:[64:8,256:2,>:1]");
+    const uint32_t want[16] = {8, 8, 8, 8, 8, 8, 8, 0, 2, 1, 1, 1, 1, 1, 1, 1};
+    for (size_t k = 0; k < 16; k++) CHECK_EQ(c.pytorch.roundup_power2_divisions[k], want[k]);
+    c = parse_alloc_conf("max_non_split_rounding_mb:128,release_lock_on_cudamalloc:True,pinned_num_register_threads:8");
+    CHECK_EQ(c.pytorch.max_non_split_rounding, uint64_t(128) << 20);
+    CHECK(c.not_modelled.empty());  // locking and pinned host memory do not change device memory
+    c = parse_alloc_conf(
+        "garbage_collection_threshold:0.6,backend:cudaMallocAsync,per_process_memory_fraction:0.5,mystery:[1:2]");
+    CHECK_EQ(c.not_modelled.size(), size_t(4));
+    CHECK_EQ(c.not_modelled[0], std::string("garbage_collection_threshold:0.6 (garbage collection of cached blocks)"));
+    CHECK(c.not_modelled[3].rfind("mystery", 0) == 0);
+    CHECK_EQ(c.backend, std::string("cudaMallocAsync"));
+    CHECK(parse_alloc_conf("").not_modelled.empty());
+    auto refused = [](const char* text, const char* why) {
+      try {
+        parse_alloc_conf(text);
+      } catch (const std::invalid_argument& e) {
+        CHECK(std::string(e.what()).find(why) != std::string::npos);
+        return;
+      }
+      CHECK(!"PyTorch refuses it");
+    };
+    refused("max_split_size_mb:10", "at least 20");
+    refused("roundup_power2_divisions:3", "power of 2");
+    refused("roundup_power2_divisions:[256:3]", "power of 2 or 0");
+    refused("garbage_collection_threshold:1.5", "between 0 and 1");
+    refused("expandable_segments:maybe", "True or False");
+    refused("backend:other", "native or cudaMallocAsync");
+    refused("max_split_size_mb", "expected ':'");
+  });
+
+  run("alloc conf: PyTorch 2.11's allocator_settings object, typed fields over the text", [] {
+    // What torch.cuda.memory._snapshot()["allocator_settings"] gave on an H200 (conformance fixture alloc_conf-auto).
+    json::Value v;
+    CHECK(json::parse(
+        R"({"PYTORCH_CUDA_ALLOC_CONF": "max_split_size_mb:64,roundup_power2_divisions:4", "max_split_size": 67108864,
+            "garbage_collection_threshold": 0.0, "expandable_segments": false, "pinned_num_register_threads": 1,
+            "release_lock_on_cudamalloc": false, "pinned_use_cuda_host_register": false,
+            "graph_capture_record_stream_reuse": false, "roundup_power2_divisions": {"1": 4, "2": 4, "4": 4, "8": 4,
+            "16": 4, "32": 4, "64": 4, "128": 4, "256": 4, "512": 4, "1024": 4, "2048": 4, "4096": 2, "8192": 4,
+            "16384": 4, "32768": 4}})",
+        &v, nullptr));
+    AllocConf c = alloc_conf_from_settings(v);
+    CHECK_EQ(c.pytorch.max_split_size, uint64_t(64) << 20);
+    CHECK_EQ(c.pytorch.roundup_power2_divisions[12], uint32_t(2));  // the dict, not the text, for each interval
+    CHECK_EQ(c.expandable, 0);
+    CHECK(c.not_modelled.empty());
+    CHECK(json::parse(R"({"PYTORCH_CUDA_ALLOC_CONF": "garbage_collection_threshold:0.6", "max_split_size": -1,
+                          "garbage_collection_threshold": 0.6, "expandable_segments": false})",
+                      &v, nullptr));
+    c = alloc_conf_from_settings(v);
+    CHECK_EQ(c.pytorch.max_split_size, core::kNoMaxSplit);
+    CHECK_EQ(c.not_modelled.size(), size_t(1));
+    CHECK(c.not_modelled[0].rfind("garbage_collection_threshold:0.6", 0) == 0);
+  });
   return t::finish();
 }

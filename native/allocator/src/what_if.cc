@@ -9,13 +9,14 @@
 namespace gpumem::core {
 
 // Note [Policies]: the four policies a user can compare, as allocator options.
-//  pytorch             PyTorch's default caching allocator: our fixed segments (same rounding, pools,
-//                      splitting and OOM ladder; max_split_size and garbage collection unset).
-//  pytorch-expandable  PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True: expandable segments whose
-//                      free pages stay mapped until empty_cache (PyTorch opens another reservation
-//                      when one is full; we keep one larger one, Note [Expandable reservation]).
+//  pytorch             PyTorch's caching allocator: our fixed segments (same rounding, pools, splitting
+//                      and OOM ladder), with the PYTORCH_CUDA_ALLOC_CONF settings it is given (Note
+//                      [PyTorch's settings] in device_allocator.h; by default PyTorch's defaults).
+//  pytorch-expandable  the same with expandable_segments:True: expandable segments whose free pages stay
+//                      mapped until empty_cache, and PyTorch's best fit among them (PyTorch opens another
+//                      reservation when one is full; we keep one larger one, Note [Expandable reservation]).
 //  lens                our default: expandable segments with trim on growth (Note [Trim on growth]).
-//  lens-no-trim        expandable without trim: `gpumem run --no-trim`, the same as pytorch-expandable.
+//  lens-no-trim        expandable without trim: `gpumem run --no-trim` (our best fit: the smallest block).
 const char* policy_name(Policy p) {
   switch (p) {
     case Policy::kPytorch: return "pytorch";
@@ -36,10 +37,18 @@ bool parse_policy(const std::string& name, Policy* out) {
   return false;
 }
 
-Options policy_options(Policy p) {
+bool is_pytorch(Policy p) { return p == Policy::kPytorch || p == Policy::kPytorchExpandable; }
+
+Options policy_options(Policy p, const PytorchSettings& settings) {
   Options o;
   o.expandable = p != Policy::kPytorch;
   o.trim_on_growth = p == Policy::kLens;
+  if (is_pytorch(p)) {
+    o.max_split_size = settings.max_split_size;
+    o.max_non_split_rounding = settings.max_non_split_rounding;
+    o.roundup_power2_divisions = settings.roundup_power2_divisions;
+    o.expandable_fit = p == Policy::kPytorchExpandable;
+  }
   return o;
 }
 
@@ -57,7 +66,8 @@ const char* outcome_name(Outcome o) {
   return "?";
 }
 
-SimCopy::SimCopy(const AllocatorState& s) : sim(1, s.capacity), allocator(0, sim, policy_options(s.policy)) {
+SimCopy::SimCopy(const AllocatorState& s)
+    : sim(1, s.capacity), allocator(0, sim, policy_options(s.policy, s.settings)) {
   allocator.restore(s.segments, s.reserved_peak);
 }
 

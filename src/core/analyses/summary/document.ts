@@ -1,6 +1,7 @@
 // `gpumem summary FILE --json`'s document: issue #4's summary of a model plus who, when and how complete (issue 13).
 // ./index.ts (summarizeFile) adds what-if, categories and steps and renders it with ./report.ts.
 import type { DeviceSummary, Model, SnapshotSummary } from '../../base/model/types';
+import type { ReplayCheck } from '../../base/model/whatIf';
 import { identityOf, type Identity } from './identity';
 import { integrityOf, type Integrity } from './integrity';
 import { oomRows, type OomRow } from './ooms';
@@ -15,6 +16,8 @@ export interface SummaryDevice extends DeviceSummary {
   peak_t_s: number | null;
   /** the step at the peak (Note [Steps]), null when no marker gives one */
   peak_step: number | null;
+  /** the replay of the policy that ran against the recorded peak (Note [Replay check]; ./replayCheck.ts adds it) */
+  replay_check?: ReplayCheck;
 }
 
 /** Allocations made under one memory label (`_set_memory_metadata`), from the trace entries' user_metadata. */
