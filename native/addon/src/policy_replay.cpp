@@ -174,8 +174,8 @@ std::string seconds(int64_t us, int64_t t0) {
 // as segment frees with no empty_cache() record) — and in its out-of-memory path, where this and other processes'
 // memory had filled the device, which the replay does not see. Either way the replay gives back what the run gave
 // back there: empty_cache() under every policy at the first segment release of a run of them; a private pool's
-// segment release means its owner released the pool (PyTorch frees a pool's memory only then), and the replay
-// releases it and empties that pool alone (a MemPool's destructor calls emptyCache on its id). Garbage
+// segment release means its owner released the pool (PyTorch frees a pool's memory only then, and so does the lens),
+// and the replay releases it and empties that pool alone (a MemPool's destructor calls emptyCache on its id). Garbage
 // collection also frees segments, but it is not modelled (Note [Settings of the data]). The lens allocator
 // records every empty_cache() it runs and trims pages on its own, so its segment events are not read this way.
 class Replayer {
@@ -257,9 +257,7 @@ class Replayer {
           break;
         }
         case ACT_SEGMENT_FREE:
-        case ACT_SEGMENT_UNMAP:
-          if (run_releases_) release_like_the_run(i);
-          break;
+        case ACT_SEGMENT_UNMAP: release_like_the_run(i); break;
         default: break;
       }
       r_.events++;
@@ -347,12 +345,16 @@ class Replayer {
   void release_like_the_run(size_t i) {
     const PoolKey pool = ranges_.at(d_.addr[i]);
     if (pool != PoolKey{}) {
+      // Either allocator frees a private pool's memory only once its owner released it (the lens's trims leave
+      // held pools alone), so the pool goes here; the lens's own empty_cache() record, or PyTorch's emptyCache on
+      // the pool's id, gives its memory back.
       auto it = pools_.find(pool);
       const core::PoolId id{pool.first, pool.second};
       if (it != pools_.end() && it->second) a_.release_pool(id), it->second = false;
-      a_.empty_pool_cache(id);
+      if (run_releases_) a_.empty_pool_cache(id);
       return;
     }
+    if (!run_releases_) return;
     const bool continues = i > 0 && (d_.action[i - 1] == ACT_SEGMENT_FREE || d_.action[i - 1] == ACT_SEGMENT_UNMAP) &&
                            ranges_.at(d_.addr[i - 1]) == PoolKey{};
     if (continues) return;

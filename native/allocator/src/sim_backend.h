@@ -5,16 +5,19 @@
 // deterministic: each device has its own 64 TiB window (room for many expandable reservations of
 // kExpandableRangeFactor × capacity, Note [Expandable reservation]), every driver allocation takes the
 // next 2 MiB-aligned range of it and ranges are never reused, so a replay always sees the same numbers
-// and a stale pointer can never alias a new segment. Capacity counts bytes held from the driver
+// and a stale pointer can never alias a new segment (a recorded address, below, is reused as the run
+// reused it). Capacity counts bytes held from the driver
 // (segments and mapped pages), like device memory.
 //
 // Note [Recorded addresses]: the caching allocator's best fit breaks ties between free blocks of one size by
 // address, and a real device's addresses are the driver's (cudaMalloc hands out falling addresses in one run and
 // reuses freed ones in another). Replaying a run, the sim's own rising addresses broke those ties otherwise than the
-// run did, and the replay of the policy that ran drifted by a segment here and there (the alloc_conf fixture's
-// replay under `pytorch` was 40 MiB, 0.5 %, short). So a replay may name the address the run got for the segment it
-// made at the same moment (prefer_address): the next cuMemAlloc of exactly that size takes it when no live memory
-// of this device and no window of the sim's own lies there; any other takes the next range of the window as before.
+// run did, and the replay of the policy that ran drifted by a segment here and there (`gpumem replay` of
+// test/fixtures/conformance/alloc_conf-auto under `pytorch` with its settings, 2026-12-02, on the CPU machine: 8.11 GiB
+// against the run's 8.15 GiB; with the run's addresses, 8.15 GiB). So a replay may name the address the run got for the
+// segment it made at the same moment (prefer_address): the next cuMemAlloc of exactly that size takes it when no live
+// memory of this device and no window of the sim's own lies there; any other takes the next range of the window as
+// before.
 //
 // Note [Adopted memory]: a what-if restores an allocator state recorded elsewhere (a capture, a
 // PyTorch pickle; Note [Restored state] in restore.cc) at its own addresses. adopt_* enter those

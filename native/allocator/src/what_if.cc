@@ -135,9 +135,22 @@ uint64_t WhatIf::largest_without_growth(Stream stream) const {
     return good * kMinBlockSize;
   };
   // A request no larger than the reserved memory is the most the cache can serve.
-  const uint64_t large = reserved_ > kSmallSize
-                             ? search(kSmallSize + kMinBlockSize, reserved_ / kMinBlockSize * kMinBlockSize, free_large)
-                             : 0;
+  uint64_t top = reserved_ / kMinBlockSize * kMinBlockSize;
+  uint64_t oversize = 0;
+  const uint64_t max_split = is_pytorch(state_.policy) ? state_.settings.max_split_size : kNoMaxSplit;
+  if (max_split != kNoMaxSplit) {
+    // Note [PyTorch's settings]: an oversize block serves only requests within max_non_split_rounding below it, so
+    // "served from the cache" is not monotone across max_split_size: below it bisection decides among the blocks
+    // that split; at or above it the largest such block serves a request of its own size.
+    for (const SegmentView& s : state_.segments)
+      if (s.stream == stream && !(s.flags & fmt::kPoolSmall))
+        for (const BlockView& b : s.blocks)
+          if (b.state == fmt::BLOCK_INACTIVE && b.size >= max_split && b.size > oversize && from_cache(b.size))
+            oversize = b.size;
+    top = std::min<uint64_t>(top, (max_split - 1) / kMinBlockSize * kMinBlockSize);
+  }
+  const uint64_t large =
+      reserved_ > kSmallSize ? std::max(oversize, search(kSmallSize + kMinBlockSize, top, free_large)) : 0;
   return large ? large : search(kMinBlockSize, kSmallSize, std::min(free_small, kSmallSize));
 }
 

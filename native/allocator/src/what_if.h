@@ -16,6 +16,9 @@
 //    expandable: one free mapped block fits, or with trim enough movable free pages exist), so
 //    bisection finds the largest; it costs about 30 copies. The largest free block of the stream is
 //    tried first: when the allocator confirms it (served, and 512 B more not), two copies suffice.
+//    With PyTorch's max_split_size set the answer is not monotone across it (an oversize block serves
+//    only requests near its size), so the range is cut there and the largest oversize free block that
+//    serves its own size is the answer above it (Note [PyTorch's settings] in device_allocator.h).
 #pragma once
 #include <cstdint>
 #include <memory>
