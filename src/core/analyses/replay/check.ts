@@ -13,16 +13,33 @@
 import { formatBytes } from '../../base/units/bytes';
 import type { Model } from '../../base/model/types';
 import type { Policy, ReplayCheck, ReplayResult } from '../../base/model/whatIf';
-import { POLICY_LABELS } from '../../base/model/whatIf';
+import { POLICY_LABELS, WhatIfUnavailable } from '../../base/model/whatIf';
 
 export type { ReplayCheck } from '../../base/model/whatIf';
 
 /** The check for `device`; `own` is the replay of the data's policy when the caller has it already. */
 export function replayCheck(model: Model, device: number, own?: ReplayResult): ReplayCheck {
   const w = model.whatIf(device, Infinity);
-  const mine = own ?? model.replay(device, w.policy);
   const cur = model.current(device);
   const recorded = cur.peakReservedBytes > 0 ? cur.peakReservedBytes : cur.peakAllocatedBytes;
+  let mine: ReplayResult;
+  try {
+    mine = own ?? model.replay(device, w.policy);
+  } catch (err) {
+    // The engine could not run this data at all (a pickle whose state before its trace does not restore): no figure.
+    if (err instanceof WhatIfUnavailable) throw err;
+    return {
+      policy: w.policy,
+      policy_source: w.policySource,
+      predicted_bytes: null,
+      recorded_bytes: recorded,
+      modelled: false,
+      not_modelled: [(err as Error).message],
+      deviation: null,
+      alloc_conf: '',
+      settings_source: '',
+    };
+  }
   const predicted = mine.modelled ? mine.peakReservedBytes : null;
   return {
     policy: w.policy,
