@@ -9,7 +9,9 @@
 //    a key the engine does not know: Note [Settings of the data] in native/addon/src/alloc_conf.h), or the data has
 //    no allocation to replay; `not_modelled` says which and there is no predicted figure, nor any prediction built
 //    on that policy's replay.
-// The recorded peak is the reader's own (the capture's segment events, PyTorch's peak where figures only).
+// The recorded peak is the reader's own (the capture's segment events, PyTorch's peak where figures only). A budgeted
+// capture's compacted ranges keep their restated moments, not every event (FORMAT.md §5), so its replay is of the
+// events the file holds and its check may differ from the unbudgeted capture's.
 import { formatBytes } from '../../base/units/bytes';
 import type { Model } from '../../base/model/types';
 import type { Policy, ReplayCheck, ReplayResult } from '../../base/model/whatIf';
