@@ -4,6 +4,7 @@
       "target_name": "gpumem_addon",
       "sources": [
         "native/addon/src/addon.cpp",
+        "native/addon/src/alloc_conf.cpp",
         "native/addon/src/aggregate.cpp",
         "native/addon/src/capture_decoder.cpp",
         "native/addon/src/capture_overview.cpp",

@@ -81,21 +81,29 @@ Given session folders (searched 3 levels deep) or several captures: one row per 
 peak allocated, peak reserved, OOMs, top line at the peak), with the ranks whose peak stands out flagged.`,
 
   replay: `Usage: gpumem replay FILE [--policy pytorch|pytorch-expandable|lens|lens-no-trim|all]
-                    [--capacity SIZE] [--device N] [--json]
+                    [--alloc-conf SETTINGS] [--capacity SIZE] [--device N] [--json]
 
 Replays the allocation stream of a capture (.gpumem) or a PyTorch snapshot pickle's trace on a simulated
 device, under each allocator policy, and prints per policy: peak reserved, peak reserved / peak allocated,
 what empty_cache() would release at each marker, and whether (and where, and why) the run would run out
-of memory at the capacity. No GPU is needed; the result is deterministic.
+of memory at the capacity. No GPU is needed; the result is deterministic. The self-check line compares the
+replay of the policy that ran with the peak the run recorded.
 
 Policies:
-  pytorch              PyTorch's default caching allocator (fixed segments)
-  pytorch-expandable   PyTorch with PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True
+  pytorch              PyTorch's caching allocator with fixed segments
+  pytorch-expandable   the same with PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True
   lens                 GPU Memory Lens' default (expandable segments, trim on growth)
   lens-no-trim         GPU Memory Lens with expandable segments, no trim
   all                  every policy above (default)
+The pytorch policies run with the PyTorch allocator settings the run recorded (max_split_size_mb,
+max_non_split_rounding_mb, roundup_power2_divisions), else PyTorch's defaults. A setting the replay does
+not model (garbage_collection_threshold, backend:cudaMallocAsync, an unknown key) is named, and that
+policy gets no figure.
 
 Options:
+  --alloc-conf SETTINGS  what if PyTorch had these settings: PYTORCH_CUDA_ALLOC_CONF text for the pytorch
+                       policies instead of the run's ("max_split_size_mb:128,roundup_power2_divisions:4");
+                       the policy decides expandable_segments
   --capacity SIZE      device size for the OOM check: bytes or a binary unit (80GiB, 81559MiB);
                        default: the device total the capture records (none in most pickles: no OOM check)
   --device N           which CUDA device's stream to replay (default: the first with events)

@@ -321,6 +321,33 @@ torch.cuda.init()""").replace('"swapped": STATE.swapped,', '"swapped": STATE.swa
         self.assertEqual((stats[-1]["allocated"], stats[-1]["reserved"], stats[-1]["peak_allocated"]),
                          (2 << 20, 32 << 20, 6 << 20))
 
+    def test_header_records_pytorchs_allocator_settings_and_segments_their_private_pool(self):
+        """Note [Settings of the data] (native/addon/src/alloc_conf.h): the header holds PyTorch's whole allocator_settings
+        (as torch 2.11's _snapshot() gives them, roundup_power2_divisions keyed by numbers), versioned; and a segment
+        entry of a private pool reaches the capture with its pool id (the tracker's SEGMENT_POOL entry just before it,
+        native/allocator/src/observer.h), the default pool's with none."""
+        settings = ('{"PYTORCH_CUDA_ALLOC_CONF": "max_split_size_mb:64,roundup_power2_divisions:4", "max_split_size": 67108864, '
+                    '"garbage_collection_threshold": 0.0, "expandable_segments": False, "release_lock_on_cudamalloc": False, '
+                    '"roundup_power2_divisions": {1 << k: 4 for k in range(16)}}')
+        pools = """tracker.event(0, 16, 0, 1, 0, 0, 0)                      # the next segment entry's pool: MemPool (0, 1)
+tracker.event(0, 3, (1 << 30) + (64 << 20), 20 << 20, 0, 0, 0)   # its segment_alloc
+tracker.event(0, 0, (1 << 30) + (64 << 20), 4096, 0, 0, 0)       # an allocation in it
+tracker.event(0, 3, (1 << 30) + (96 << 20), 2 << 20, 0, 0, 0)    # a default pool's segment
+STEP_CALL"""
+        workload = WORKLOAD.replace('"allocator_settings": {}', '"allocator_settings": ' + settings).replace(
+            "torch.cuda.init()", RECORD_STEPS_WORKLOAD.replace("STEP_CALL", pools, 1).replace("STEP_CALL", "pass"))
+        _first, _err, _lines, header, recs = run_to_end(self, workload, {"GPUMEM_ALLOCATOR": "auto"})
+        recorded = header["pytorch_allocator_settings"]
+        self.assertEqual(recorded["version"], 1)
+        self.assertEqual(recorded["settings"]["max_split_size"], 64 << 20)
+        self.assertEqual(recorded["settings"]["roundup_power2_divisions"], {str(1 << k): 4 for k in range(16)})
+        self.assertEqual(recorded["settings"]["PYTORCH_CUDA_ALLOC_CONF"], "max_split_size_mb:64,roundup_power2_divisions:4")
+        self.assertIs(header["pytorch_expandable_segments"], False)
+        segs = [F.SegmentEvent.unpack_dict(p) for t, p in recs if t == F.REC_SEGMENT_ALLOC]
+        by_addr = {e["addr"]: (e["pool_id0"], e["pool_id1"]) for e in segs}
+        self.assertEqual(by_addr[(1 << 30) + (64 << 20)], (0, 1))
+        self.assertEqual(by_addr[(1 << 30) + (96 << 20)], (0, 0), "the pool id is the next segment entry's only")
+
     def record_steps_run(self, step_call):
         """The stand-in tracker's run of 4 steps (an alloc and its free each, then `step_call`) with
         GPUMEM_RECORD_STEPS=2: (first line, stderr, allocator line, header, records, strings)."""

@@ -92,8 +92,12 @@ test('`gpumem summary --json` prints the summary document and the text report sh
   // name and the peak in seconds since the first allocation).
   const doc = JSON.parse(json.out);
   const { identity, time, integrity, ooms, steps, categories, snapshot, ...figures } = doc;
-  // what_if is the engine's answer (checked in what-if-engine.test.mjs).
-  const added = ['name', 'total_bytes', 'pci_bus_id', 'peak_t_s', 'peak_step', 'what_if'];
+  // what_if is the engine's answer (checked in what-if-engine.test.mjs), replay_check the replay's self-check
+  // (replay-conformance.test.mjs): here, PyTorch's own pickle replays to its own peak reserved.
+  const added = ['name', 'total_bytes', 'pci_bus_id', 'peak_t_s', 'peak_step', 'what_if', 'replay_check'];
+  const check = figures.devices[0].replay_check;
+  assert.deepEqual([check.policy, check.modelled, check.settings_source], ['pytorch', true, 'pickle-settings']);
+  assert.ok(check.recorded_bytes > 0 && check.deviation <= 0.02, JSON.stringify(check));
   const devices = figures.devices.map((dev) => Object.fromEntries(Object.entries(dev).filter(([k]) => !added.includes(k))));
   assert.deepEqual({ ...figures, devices }, expected);
   assert.deepEqual(identity, { devices: [] }, 'a pickle names no process or device');

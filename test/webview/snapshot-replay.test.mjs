@@ -6,6 +6,7 @@ import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
+import zlib from 'node:zlib';
 import { after, before, describe, test } from 'node:test';
 import { fileURLToPath } from 'node:url';
 import { formatBytes } from '../../src/core/base/units/bytes.ts';
@@ -81,6 +82,61 @@ describe('lens capture: breakdown per segment kind and the allocator what-if tab
       assert.equal(cells[2], 'no', policy);
     }
     assert.equal(await page.locator('[data-testid=replay-table] tr.own-policy').getAttribute('data-policy'), 'lens');
+    // Note [Replay check]: the policy that ran, replayed, against the capture's own peak reserved.
+    const own = model.replay(0, 'lens', cap.bytes);
+    assert.match(
+      await page.locator('[data-testid=replay-check]').textContent(),
+      new RegExp(`^Self-check: replay of the policy that ran \\(GPU Memory Lens \\(expandable \\+ trim\\)\\): ${formatBytes(own.peakReservedBytes).replace('.', '\\.')} against ${formatBytes(model.current(0).peakReservedBytes).replace('.', '\\.')} recorded`),
+    );
     await wv.screenshot('snapshot-lens-capture-replay');
+  });
+});
+
+describe('a PyTorch run with a setting the replay does not model: its row says which, and gives no figure', () => {
+  let model;
+  let wv;
+  let file;
+  before(async () => {
+    const dir = path.join(ROOT, '.test-output/webview/replay');
+    fs.mkdirSync(dir, { recursive: true });
+    // garbage_collection_threshold:0.6 on an H200 (test/fixtures/conformance); its header gets the run's settings as
+    // today's bootstrap writes them (replay-conformance.test.mjs does the same).
+    const name = 'gc_threshold-auto';
+    const truth = JSON.parse(fs.readFileSync(path.join(ROOT, `test/fixtures/conformance/${name}.truth.json`), 'utf8'));
+    let bytes = zlib.gunzipSync(fs.readFileSync(path.join(ROOT, `test/fixtures/conformance/${name}.capture.gz`)));
+    const n = bytes.readUInt32LE(12);
+    const header = JSON.parse(bytes.subarray(16, 16 + n).toString('utf8'));
+    if (!header.pytorch_allocator_settings) {
+      const json = Buffer.from(JSON.stringify({ ...header, pytorch_allocator_settings: { version: 1, settings: truth.allocator_settings } }));
+      const head = Buffer.from(bytes.subarray(0, 16));
+      head.writeUInt32LE(json.length, 12);
+      bytes = Buffer.concat([head, json, bytes.subarray(16 + n)]);
+    }
+    file = path.join(dir, `${name}.gpumem`);
+    fs.writeFileSync(file, bytes);
+    model = openModel(file);
+    wv = await openSnapshotPanel(model, { fileName: `${name}.gpumem` });
+    await wv.page.waitForSelector('[data-testid=verdict]', { timeout: 20_000 });
+  });
+  after(async () => {
+    await wv?.close();
+    model?.close();
+  });
+
+  test('the pytorch rows are not modelled, the lens rows keep their figures', async () => {
+    const { page } = wv;
+    await page.click('[data-testid=tab-replay]');
+    await page.click('[data-testid=replay-run]');
+    await page.waitForSelector('[data-testid=replay-table]', { timeout: 60_000 });
+    for (const policy of ['pytorch', 'pytorch-expandable']) {
+      const row = page.locator(`[data-testid=replay-table] tr[data-policy="${policy}"]`);
+      assert.equal(await row.getAttribute('data-peak-reserved'), 'not-modelled');
+      assert.match(await row.textContent(), /not modelled, no figure: garbage_collection_threshold:0\.6/);
+      assert.doesNotMatch(await row.textContent(), /[KMG]iB/);
+    }
+    const lens = model.replay(0, 'lens');
+    assert.equal(Number(await page.locator('[data-testid=replay-table] tr[data-policy="lens"]').getAttribute('data-peak-reserved')), lens.peakReservedBytes);
+    assert.match(await page.locator('[data-testid=replay-check]').textContent(), /not modelled, so no figure: garbage_collection_threshold:0\.6/);
+    await wv.screenshot('snapshot-pytorch-gc-replay');
   });
 });

@@ -82,6 +82,8 @@ export class AdvicePanel {
     this.pending = 0;
     clear(this.result);
     const a = view.advice;
+    // Note [Replay check]: what every prediction below rests on.
+    if (a.selfCheck) this.result.append(h('p', { class: 'muted', 'data-testid': 'advice-self-check' }, `Self-check: ${a.selfCheck}.`));
     if (!a.items.length) this.result.append(h('p', { 'data-testid': 'advice-none' }, 'Nothing to advise that this data shows.'));
     a.items.forEach((item, i) => this.result.append(this.item(item, i)));
     if (a.notOffered.length) {

@@ -75,6 +75,8 @@ export class ReplayPanel {
           : `Simulated device: ${cap} (from ${view.capacitySource}).`,
       ),
     );
+    // Note [Replay check]: the replay of the policy that ran against the run's own peak, before the other policies.
+    if (view.check) this.result.append(h('p', { 'data-testid': 'replay-check' }, `Self-check: ${view.check}.`));
     const table = h('table', { class: 'replay-table', 'data-testid': 'replay-table' });
     const head = h('tr', {});
     for (const title of ['Policy', 'Peak reserved', 'Peak reserved / allocated', cap === null ? 'Out of memory' : `Out of memory at ${cap}`, 'empty_cache() at a marker']) {
@@ -84,15 +86,29 @@ export class ReplayPanel {
     const body = h('tbody');
     for (const r of view.rows) {
       const own = r.policy === view.ownPolicy;
+      const label = h('th', { scope: 'row', title: r.allocConf ? `PYTORCH_CUDA_ALLOC_CONF ${r.allocConf}` : '' }, r.label + (own ? ' (ran)' : ''));
+      if (!r.modelled || r.peakReservedBytes === null) {
+        // Note [Settings of the data]: a setting this replay does not model: the row says which, and no figure.
+        body.append(
+          h(
+            'tr',
+            { 'data-policy': r.policy, 'data-peak-reserved': 'not-modelled', 'data-oom': 'not-modelled', class: own ? 'own-policy' : undefined },
+            label,
+            h('td', { colspan: '4', 'data-testid': `replay-not-modelled-${r.policy}` }, `not modelled, no figure: ${r.notModelled.join('; ')}`),
+          ),
+        );
+        continue;
+      }
       const oom = cap === null ? 'not checked' : r.oom ? `yes, at ${at(r.oom.atUs)} (${r.oom.cause})` : 'no';
       const marker = r.bestMarkerReleaseBytes > 0 ? `up to ${formatBytes(r.bestMarkerReleaseBytes)}${r.bestMarkerName ? ` at "${r.bestMarkerName}"` : ''}` : 'nothing';
+      const peakAt = r.peakAtUs === null ? '' : `, at ${at(r.peakAtUs)}`;
       body.append(
         h(
           'tr',
           { 'data-policy': r.policy, 'data-peak-reserved': r.peakReservedBytes, 'data-oom': r.oom ? r.oom.atUs : 'no', class: own ? 'own-policy' : undefined },
-          h('th', { scope: 'row' }, r.label + (own ? ' (ran)' : '')),
-          h('td', { class: 'num', title: `${r.peakReservedBytes.toLocaleString('en-US')} bytes, at ${at(r.peakAtUs)}` }, formatBytes(r.peakReservedBytes)),
-          h('td', { class: 'num' }, Number.isFinite(r.ratio) && r.ratio > 0 ? `×${r.ratio.toFixed(3)}` : '—'),
+          label,
+          h('td', { class: 'num', title: `${r.peakReservedBytes.toLocaleString('en-US')} bytes${peakAt}` }, formatBytes(r.peakReservedBytes)),
+          h('td', { class: 'num' }, r.ratio !== null && Number.isFinite(r.ratio) && r.ratio > 0 ? `×${r.ratio.toFixed(3)}` : '—'),
           h('td', { title: r.oom?.sentence ?? '' }, oom),
           h('td', {}, marker),
         ),

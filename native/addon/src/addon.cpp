@@ -452,7 +452,17 @@ class Handle : public Napi::ObjectWrap<Handle> {
       throw Napi::TypeError::New(env, std::string(what) + " must be a whole number of bytes");
     return (uint64_t)d;
   }
-  // whatIf(device, tUs, q?: {policy?, capacityBytes?, requests?}) → JSON (shape in policy_replay.h).
+  // A PYTORCH_CUDA_ALLOC_CONF text for the pytorch policies (Note [Settings of the data] in alloc_conf.h); its
+  // errors are the user's to fix, so they say what PyTorch would say.
+  static AllocConf ConfArg(Napi::Env env, const Napi::Value& v, const char* where) {
+    if (!v.IsString()) throw Napi::TypeError::New(env, std::string(where) + ": allocConf must be a string");
+    try {
+      return parse_alloc_conf(v.As<Napi::String>().Utf8Value());
+    } catch (const std::invalid_argument& e) {
+      throw Napi::Error::New(env, std::string(where) + ": " + e.what());
+    }
+  }
+  // whatIf(device, tUs, q?: {policy?, capacityBytes?, requests?, allocConf?}) → JSON (shape in policy_replay.h).
   Napi::Value WhatIf(const Napi::CallbackInfo& info) {
     Napi::Env env = info.Env();
     Model& m = M(env);
@@ -461,8 +471,9 @@ class Handle : public Napi::ObjectWrap<Handle> {
     WhatIfQuery q;
     if (info.Length() > 2 && info[2].IsObject()) {
       Napi::Object o = info[2].As<Napi::Object>();
-      Napi::Value p = o.Get("policy"), c = o.Get("capacityBytes"), r = o.Get("requests");
+      Napi::Value p = o.Get("policy"), c = o.Get("capacityBytes"), r = o.Get("requests"), a = o.Get("allocConf");
       if (!p.IsUndefined() && !p.IsNull()) q.have_policy = true, q.policy = PolicyArg(env, p, "whatIf");
+      if (!a.IsUndefined() && !a.IsNull()) q.have_conf = true, q.conf = ConfArg(env, a, "whatIf");
       if (!c.IsUndefined() && !c.IsNull()) q.capacity = BytesArg(env, c, "whatIf: capacityBytes");
       if (!r.IsUndefined() && !r.IsNull()) {
         if (!r.IsArray()) throw Napi::TypeError::New(env, "whatIf: requests must be an array of byte counts");
@@ -476,18 +487,24 @@ class Handle : public Napi::ObjectWrap<Handle> {
       throw Napi::Error::New(env, e.what());
     }
   }
-  // replay(device, policy, capacityBytes?) → JSON (shape in policy_replay.h).
+  // replay(device, policy, capacityBytes?, q?: {allocConf?}) → JSON (shape in policy_replay.h).
   Napi::Value Replay(const Napi::CallbackInfo& info) {
     Napi::Env env = info.Env();
     Model& m = M(env);
     if (info.Length() < 2 || !info[0].IsNumber())
-      throw Napi::TypeError::New(env, "replay(device, policy, capacityBytes?)");
+      throw Napi::TypeError::New(env, "replay(device, policy, capacityBytes?, q?)");
     core::Policy p = PolicyArg(env, info[1], "replay");
     uint64_t capacity = info.Length() > 2 && !info[2].IsUndefined() && !info[2].IsNull()
                             ? BytesArg(env, info[2], "replay: capacityBytes")
                             : 0;
+    bool have_conf = false;
+    AllocConf conf;
+    if (info.Length() > 3 && info[3].IsObject()) {
+      Napi::Value a = info[3].As<Napi::Object>().Get("allocConf");
+      if (!a.IsUndefined() && !a.IsNull()) have_conf = true, conf = ConfArg(env, a, "replay");
+    }
     try {
-      return Str(env, replay_json(replay_policy(m, Dev(info, 0), p, capacity)));
+      return Str(env, replay_json(replay_policy(m, Dev(info, 0), p, capacity, have_conf ? &conf : nullptr)));
     } catch (const std::exception& e) {
       throw Napi::Error::New(env, e.what());
     }

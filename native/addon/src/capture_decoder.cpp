@@ -334,7 +334,10 @@ bool CaptureDecoder::record(Model& m, uint8_t type, uint8_t device, uint16_t fla
                     : type == f::REC_SEGMENT_FREE ? ACT_SEGMENT_FREE
                     : type == f::REC_SEGMENT_MAP  ? ACT_SEGMENT_MAP
                                                   : ACT_SEGMENT_UNMAP;
-      d.push_event(to_us(e.t_ns), act, e.addr, e.size, 0, e.stream, stack(e.stack), pool_of(flags));
+      const bool private_pool = e.pool_id0 || e.pool_id1;
+      d.push_event(to_us(e.t_ns), act, e.addr, e.size, 0, e.stream, stack(e.stack),
+                   private_pool ? uint8_t(POOL_PRIVATE) : pool_of(flags));
+      if (private_pool) d.segment_pools[uint32_t(d.count() - 1)] = {e.pool_id0, e.pool_id1};
       return true;
     }
     case f::REC_EMPTY_CACHE: {

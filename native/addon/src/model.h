@@ -204,6 +204,9 @@ struct DeviceData {
 
   // Sparse extras for exact pickle round trips (event index → string ids).
   std::unordered_map<uint32_t, std::pair<uint32_t, uint32_t>> context_and_metadata;
+  // The private pool (MempoolId_t) of segment events in one: a CUDA graph's or a torch.cuda.MemPool's (event index →
+  // pool id; the default pools' events are not listed). The policy replay keeps each pool's allocations in it.
+  std::unordered_map<uint32_t, std::pair<uint64_t, uint64_t>> segment_pools;
 
   // Final allocator state as the file states it (pickle segments / a capture's last REC_STATE); its
   // position in the event stream: the state holds after events [0, final_after).

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <iterator>
+#include <map>
 #include <memory>
 #include <stdexcept>
 #include <unordered_map>
@@ -23,33 +25,78 @@ namespace f = gpumem::fmt;
 //    were made with the default, trim on (Note [Default segment strategy] in allocator.cc); the
 //    source stays "capture-header" since the segment kind, which decides the most, is recorded.
 //  - Captures of the PyTorch-allocator mode ("allocator_mode":"pytorch"): PyTorch's own
-//    allocator made them, with the header's "pytorch_expandable_segments" (written by the bootstrap from
-//    PyTorch's allocator_settings): true → pytorch-expandable, false → pytorch ("capture-header"); absent →
-//    pytorch ("assumed").
+//    allocator made them. The bootstrap writes PyTorch's allocator_settings in the header
+//    ("pytorch_allocator_settings": {"version": 1, "settings": {…}}, FORMAT.md) and the backend
+//    ("pytorch_allocator_backend"); expandable_segments there, else the older "pytorch_expandable_segments",
+//    picks pytorch-expandable or pytorch ("capture-header"); neither → pytorch ("assumed").
 //  - PyTorch pickles: a segment with is_expandable true → pytorch-expandable ("pickle-segments"; all
 //    false → pytorch); without that key allocator_settings' expandable_segments ("pickle-settings");
 //    else pytorch, PyTorch's default ("assumed").
+// Note [Settings of the data] (alloc_conf.h) reads the rest of PyTorch's settings from the same places; a
+// capture or pickle that does not record them replays under PyTorch's defaults ("defaults").
 DataPolicy data_policy(const Model& m) {
+  DataPolicy out;  // PyTorch's default policy, assumed until the data says
   if (m.format == "gpumem-capture") {
-    const std::string& h = m.header_json;
-    auto has = [&](const char* needle) { return h.find(needle) != std::string::npos; };
-    if (has("\"allocator_mode\":\"pytorch\"")) {
-      if (has("\"pytorch_expandable_segments\":true")) return {core::Policy::kPytorchExpandable, "capture-header"};
-      if (has("\"pytorch_expandable_segments\":false")) return {core::Policy::kPytorch, "capture-header"};
-      return {core::Policy::kPytorch, "assumed"};
+    json::Value h;
+    if (!json::parse(m.header_json, &h, nullptr) || !h.is_object()) h = json::Value::object();
+    auto str = [&](const char* key) -> std::string {
+      const json::Value* v = h.find(key);
+      return v && v->is_string() ? v->as_string() : std::string();
+    };
+    auto boolean = [&](const char* key) -> int {
+      const json::Value* v = h.find(key);
+      return v && v->is_bool() ? int(v->as_bool()) : -1;
+    };
+    if (str("allocator_mode") == "pytorch") {
+      out.pytorch_made = true;
+      out.settings_source = "defaults";
+      const json::Value* recorded = h.find("pytorch_allocator_settings");
+      const json::Value* settings = recorded && recorded->is_object() ? recorded->find("settings") : nullptr;
+      if (settings && settings->is_object()) {
+        out.conf = alloc_conf_from_settings(*settings);
+        out.settings_source = "capture-header";
+      }
+      const std::string backend = str("pytorch_allocator_backend");
+      if (!backend.empty() && backend != "native") {
+        const std::string what = "backend:" + backend + " (CUDA's allocator, not PyTorch's caching allocator)";
+        if (std::find(out.conf.not_modelled.begin(), out.conf.not_modelled.end(), what) == out.conf.not_modelled.end())
+          out.conf.not_modelled.push_back(what);
+      }
+      int expandable = out.conf.expandable >= 0 ? out.conf.expandable : boolean("pytorch_expandable_segments");
+      if (expandable >= 0) out.source = "capture-header";
+      out.policy = expandable == 1 ? core::Policy::kPytorchExpandable : core::Policy::kPytorch;
+      return out;
     }
-    if (has("\"segments\":\"fixed\"")) return {core::Policy::kPytorch, "capture-header"};
-    if (has("\"segments\":\"expandable\""))
-      return {has("\"trim_on_growth\":false") ? core::Policy::kLensNoTrim : core::Policy::kLens, "capture-header"};
-    return {core::Policy::kLens, "assumed"};
+    const std::string segments = str("segments");
+    if (segments == "fixed") {
+      out.source = "capture-header";
+      return out;
+    }
+    if (segments == "expandable") {
+      out.policy = boolean("trim_on_growth") == 0 ? core::Policy::kLensNoTrim : core::Policy::kLens;
+      out.source = "capture-header";
+      return out;
+    }
+    out.policy = core::Policy::kLens;
+    return out;
   }
-  if (m.pickle_segments_expandable >= 0)
-    return {m.pickle_segments_expandable ? core::Policy::kPytorchExpandable : core::Policy::kPytorch,
-            "pickle-segments"};
-  if (m.pickle_settings_expandable >= 0)
-    return {m.pickle_settings_expandable ? core::Policy::kPytorchExpandable : core::Policy::kPytorch,
-            "pickle-settings"};
-  return {core::Policy::kPytorch, "assumed"};
+  out.pytorch_made = true;
+  out.settings_source = "defaults";
+  if (!m.allocator_settings_json.empty()) {
+    json::Value settings;
+    if (json::parse(m.allocator_settings_json, &settings, nullptr) && settings.is_object()) {
+      out.conf = alloc_conf_from_settings(settings);
+      out.settings_source = "pickle-settings";
+    }
+  }
+  if (m.pickle_segments_expandable >= 0) {
+    out.policy = m.pickle_segments_expandable ? core::Policy::kPytorchExpandable : core::Policy::kPytorch;
+    out.source = "pickle-segments";
+  } else if (m.pickle_settings_expandable >= 0) {
+    out.policy = m.pickle_settings_expandable ? core::Policy::kPytorchExpandable : core::Policy::kPytorch;
+    out.source = "pickle-settings";
+  }
+  return out;
 }
 
 uint64_t device_capacity(const DeviceData& d) {
@@ -113,16 +160,39 @@ std::string seconds(int64_t us, int64_t t0) {
 //  - Markers: torch.cuda.empty_cache() and the Empty Cache command run where the run ran them (the
 //    OOM ladder's are the policy's own business); at user and range markers, empty_cache() runs on a
 //    copy (Note [What-if]) to report what it would release there.
-//  - Graph-private pools are not modelled: their allocations go to the default pools.
+//  - Private pools: an allocation whose block lies in a segment of a private pool (a CUDA graph's or a
+//    torch.cuda.MemPool's: the segment event's pool id) goes to that pool's own segments in the replay, never
+//    shared with the default pools, through the allocator's pool hooks (begin/end_allocate_to_pool); the pool
+//    lives until the run gave its memory back (Note [Releases of the run]), as the pool's owner held it. Data that
+//    does not record pool ids (captures of the PyTorch-allocator mode before its observer passed them on) replays
+//    such allocations in the default pools.
 //  - The first OOM at the capacity ends the replay (the run would have raised there).
+//
+// Note [Releases of the run]: where PyTorch's allocator made the data, a segment it freed (or pages it unmapped) is
+// memory the run gave back: PyTorch frees cached memory only in empty_cache() — the program's, from Python or
+// from C++ (cuDNN's benchmark mode calls it after each algorithm search, which convnet_benchmark's capture shows
+// as segment frees with no empty_cache() record) — and in its out-of-memory path, where this and other processes'
+// memory had filled the device, which the replay does not see. Either way the replay gives back what the run gave
+// back there: empty_cache() under every policy at the first segment release of a run of them; a private pool's
+// segment release means its owner released the pool (PyTorch frees a pool's memory only then, and so does the lens),
+// and the replay releases it and empties that pool alone (a MemPool's destructor calls emptyCache on its id). Garbage
+// collection also frees segments, but it is not modelled (Note [Settings of the data]). The lens allocator
+// records every empty_cache() it runs and trims pages on its own, so its segment events are not read this way.
 class Replayer {
  public:
-  Replayer(const DeviceData& d, core::Policy policy, uint64_t capacity)
-      : d_(d), sim_(1, capacity), a_(0, sim_, core::policy_options(policy)), policy_(policy), capacity_(capacity) {
+  Replayer(const DeviceData& d, core::Policy policy, uint64_t capacity, const DataPolicy& data,
+           const core::PytorchSettings& settings)
+      : d_(d),
+        sim_(1, capacity),
+        a_(0, sim_, core::policy_options(policy, settings)),
+        policy_(policy),
+        capacity_(capacity),
+        run_releases_(data.pytorch_made) {
     r_.policy = policy, r_.capacity = capacity;
     if (!d.start_empty) {
       // Blocks live before the trace's first event (undone from the pickle's final state).
       std::vector<SegmentData> start = state_after(d, 0);
+      for (const SegmentData& s : start) ranges_.set(s.addr, s.size, {s.pool_id0, s.pool_id1});
       const bool expandable = core::policy_options(policy).expandable;
       bool same_kind = !start.empty();
       uint64_t bytes = 0;
@@ -167,7 +237,10 @@ class Replayer {
       const size_t i = next_;
       if (m) markers_before(*m, d_.t[i]);
       switch (d_.action[i]) {
-        case ACT_ALLOC: malloc(d_.addr[i], d_.size[i] - d_.waste[i], d_.stream[i], d_.t[i]); break;
+        case ACT_ALLOC:
+          prefer_the_runs_segment(i);
+          malloc(d_.addr[i], d_.size[i] - d_.waste[i], d_.stream[i], d_.t[i]);
+          break;
         case ACT_FREE_REQUESTED:
           if (i + 1 < d_.count() && d_.action[i + 1] == ACT_FREE_COMPLETED && d_.addr[i + 1] == d_.addr[i]) {
             free(d_.addr[i]);
@@ -177,6 +250,14 @@ class Replayer {
           }
           break;
         case ACT_FREE_COMPLETED: complete(d_.addr[i]); break;
+        case ACT_SEGMENT_ALLOC:
+        case ACT_SEGMENT_MAP: {
+          auto pool = d_.segment_pools.find(uint32_t(i));
+          ranges_.set(d_.addr[i], d_.size[i], pool == d_.segment_pools.end() ? PoolKey{} : pool->second);
+          break;
+        }
+        case ACT_SEGMENT_FREE:
+        case ACT_SEGMENT_UNMAP: release_like_the_run(i); break;
         default: break;
       }
       r_.events++;
@@ -194,22 +275,91 @@ class Replayer {
   core::DeviceAllocator& allocator() { return a_; }
 
  private:
+  using PoolKey = std::pair<uint64_t, uint64_t>;  // a MempoolId_t; (0, 0): the default pools
+  // The run's segments by address, with their pool (Note [Policy replay]: private pools).
+  struct Ranges {
+    std::map<uint64_t, std::pair<uint64_t, PoolKey>> by_addr;  // addr → (size, pool)
+    void set(uint64_t addr, uint64_t size, PoolKey pool) {
+      auto it = by_addr.upper_bound(addr);
+      if (it != by_addr.begin()) --it;
+      while (it != by_addr.end() && it->first < addr + size)
+        it = it->first + it->second.first > addr ? by_addr.erase(it) : std::next(it);
+      by_addr[addr] = {size, pool};
+    }
+    PoolKey at(uint64_t addr) const {
+      auto it = by_addr.upper_bound(addr);
+      if (it == by_addr.begin()) return {};
+      --it;
+      return addr < it->first + it->second.first ? it->second.second : PoolKey{};
+    }
+  };
+
+  // Note [Recorded addresses] (sim_backend.h): the segment the run made for allocation i, just before it (its
+  // segment alloc, the OOM path's frees and the pool's id between them), is where a same-size segment of the
+  // replay goes.
+  void prefer_the_runs_segment(size_t i) {
+    for (size_t k = i; k-- > 0;) {
+      const uint8_t a = d_.action[k];
+      if (a == ACT_SEGMENT_ALLOC) {
+        if (d_.addr[i] >= d_.addr[k] && d_.addr[i] < d_.addr[k] + d_.size[k])
+          sim_.prefer_address(d_.addr[k], d_.size[k]);
+        return;
+      }
+      if (a != ACT_SEGMENT_FREE && a != ACT_SEGMENT_UNMAP) return;
+    }
+  }
   bool malloc(uint64_t addr, uint64_t bytes, uint64_t stream, int64_t t_us) {
     void* p = nullptr;
     if (bytes > capacity_) {  // more than the device (also keeps untrusted sizes far from overflow)
       oom(bytes, t_us);
       return false;
     }
+    const PoolKey pool = ranges_.at(addr);
+    const core::PoolId id{pool.first, pool.second};
+    const bool in_pool = pool != PoolKey{};
+    bool owned = false;  // the pool's owner holds it already: this allocation's use of it is given back after
+    if (in_pool) {
+      auto [it, fresh] = pools_.emplace(pool, true);
+      owned = !fresh && it->second;
+      it->second = true;
+      a_.begin_allocate_to_pool(id, [](core::Stream) { return true; });
+    }
     try {
       p = a_.malloc(size_t(bytes), stream, 0);
     } catch (const core::OutOfMemory&) {
+      if (in_pool) end_pool_use(id, owned);
       oom(bytes, t_us);
       return false;
     }
+    if (in_pool) end_pool_use(id, owned);
     ptrs_[addr] = p;
     const uint64_t reserved = uint64_t(a_.stats().reserved_bytes[core::kAll].current);
     if (reserved > r_.peak_reserved) r_.peak_reserved = reserved, r_.peak_at_us = t_us;
     return true;
+  }
+  void end_pool_use(const core::PoolId& id, bool owned) {
+    a_.end_allocate_to_pool(id);
+    if (owned) a_.release_pool(id);
+  }
+  // Note [Releases of the run]: the run gave memory back at event i.
+  void release_like_the_run(size_t i) {
+    const PoolKey pool = ranges_.at(d_.addr[i]);
+    if (pool != PoolKey{}) {
+      // Either allocator frees a private pool's memory only once its owner released it (the lens's trims leave
+      // held pools alone), so the pool goes here; the lens's own empty_cache() record, or PyTorch's emptyCache on
+      // the pool's id, gives its memory back.
+      auto it = pools_.find(pool);
+      const core::PoolId id{pool.first, pool.second};
+      if (it != pools_.end() && it->second) a_.release_pool(id), it->second = false;
+      if (run_releases_) a_.empty_pool_cache(id);
+      return;
+    }
+    if (!run_releases_) return;
+    const bool continues = i > 0 && (d_.action[i - 1] == ACT_SEGMENT_FREE || d_.action[i - 1] == ACT_SEGMENT_UNMAP) &&
+                           ranges_.at(d_.addr[i - 1]) == PoolKey{};
+    if (continues) return;
+    a_.empty_cache(nullptr, nullptr, 0);
+    r_.run_releases++;
   }
   void free(uint64_t addr) {
     auto it = ptrs_.find(addr);
@@ -277,6 +427,7 @@ class Replayer {
       core::AllocatorState s;
       s.capacity = capacity_;
       s.policy = policy_;
+      s.settings = settings_of(a_.options());
       s.segments = a_.segments();
       const std::string& label = m.strings[mk.label];
       r_.markers.push_back({mk.t_us,
@@ -286,16 +437,26 @@ class Replayer {
                             core::WhatIf(std::move(s)).empty_cache()});
     }
   }
+  static core::PytorchSettings settings_of(const core::Options& o) {
+    core::PytorchSettings s;
+    s.max_split_size = o.max_split_size;
+    s.max_non_split_rounding = o.max_non_split_rounding;
+    s.roundup_power2_divisions = o.roundup_power2_divisions;
+    return s;
+  }
 
   const DeviceData& d_;
   core::SimBackend sim_;
   core::DeviceAllocator a_;
   core::Policy policy_;
   uint64_t capacity_;
+  const bool run_releases_;                                               // Note [Releases of the run]
   static constexpr core::Stream kPendingStreams = core::Stream(1) << 63;  // one per deferred free
   std::unordered_map<uint64_t, void*> ptrs_;
   std::unordered_map<uint64_t, core::Stream> pending_;  // addr → the stream its deferred free waits on
   uint64_t pending_count_ = 0;
+  Ranges ranges_;
+  std::map<PoolKey, bool> pools_;  // private pools met: held by their owner (true) or released
   std::vector<const MarkerData*> markers_;
   size_t next_ = 0, next_marker_ = 0;
   PolicyReplayResult r_;
@@ -309,12 +470,54 @@ uint64_t reserved_peak_up_to(const DeviceData& d, size_t n) {
 
 }  // namespace
 
-PolicyReplayResult replay_policy(const Model& m, int device, core::Policy policy, uint64_t capacity) {
+namespace {
+
+// The settings a policy runs with (Note [Settings of the data]): the pytorch policies take the user's (a what-if)
+// or else the data's; the lens policies take none of PyTorch's.
+struct Applied {
+  core::PytorchSettings settings;
+  std::vector<std::string> not_modelled;
+  std::string conf;
+  const char* source = "";
+};
+Applied applied_settings(const DataPolicy& data, core::Policy policy, const AllocConf* given) {
+  Applied a;
+  if (!core::is_pytorch(policy)) return a;
+  const AllocConf& c = given ? *given : data.conf;
+  a.settings = c.pytorch;
+  a.not_modelled = c.not_modelled;
+  a.conf = conf_text(c.pytorch);
+  a.source = given ? "given" : *data.settings_source ? data.settings_source : "defaults";
+  return a;
+}
+
+}  // namespace
+
+PolicyReplayResult replay_policy(const Model& m, int device, core::Policy policy, uint64_t capacity,
+                                 const AllocConf* given) {
   const DeviceData& d = device_of(m, device);
+  const DataPolicy data = data_policy(m);
+  const Applied applied = applied_settings(data, policy, given);
+  if (!capacity) capacity = device_capacity(d);
+  std::vector<std::string> not_modelled = applied.not_modelled;
+  bool has_allocations = false;
+  for (uint8_t a : d.action) has_allocations |= a == ACT_ALLOC;
+  if (!has_allocations && (d.start_empty || !d.have_final))
+    not_modelled.push_back(
+        "allocations (the data records PyTorch's figures only, not each allocation: nothing to replay)");
+  if (!not_modelled.empty()) {
+    // Note [Settings of the data]: no replay, no figure.
+    PolicyReplayResult r;
+    r.policy = policy, r.capacity = capacity, r.modelled = false, r.not_modelled = std::move(not_modelled);
+    r.conf = applied.conf, r.settings_source = applied.source;
+    return r;
+  }
   try {
-    Replayer r(d, policy, capacity ? capacity : device_capacity(d));
+    Replayer r(d, policy, capacity, data, applied.settings);
     r.run(d.count(), &m);
-    return r.result();
+    PolicyReplayResult out = r.result();
+    out.conf = applied.conf, out.settings_source = applied.source;
+    return out;
   } catch (const core::BackendError& e) {  // the simulated device refused something the data asked
     throw std::runtime_error(std::string("cannot replay this run on the simulated device: ") + e.what());
   }
@@ -323,6 +526,16 @@ PolicyReplayResult replay_policy(const Model& m, int device, core::Policy policy
 std::string replay_json(const PolicyReplayResult& r) {
   json::Writer j;
   j.open('{').kvs("policy", core::policy_name(r.policy)).kvu("capacityBytes", r.capacity);
+  j.kvb("modelled", r.modelled).key("notModelled").open('[');
+  for (const std::string& s : r.not_modelled) j.item().str(s);
+  j.close(']').kvs("allocConf", r.conf).kvs("settingsSource", r.settings_source);
+  if (!r.modelled) {
+    // Note [Settings of the data]: a setting this replay does not model: no figure at all.
+    j.key("peakReservedBytes").raw("null").key("peakAllocatedBytes").raw("null").key("ratio").raw("null");
+    j.key("peakAtUs").raw("null").key("emptyCacheAtMarkers").open('[').close(']').key("oom").raw("null");
+    j.kvu("events", 0).kvu("startBlocks", 0).kvb("startRestored", false).kvu("runReleases", 0);
+    return j.close('}').s;
+  }
   j.kvu("peakReservedBytes", r.peak_reserved).kvu("peakAllocatedBytes", r.peak_allocated);
   j.kvd("ratio", r.peak_allocated ? double(r.peak_reserved) / double(r.peak_allocated) : 0)
       .kv("peakAtUs", r.peak_at_us);
@@ -341,6 +554,7 @@ std::string replay_json(const PolicyReplayResult& r) {
         .close('}');
   }
   j.kvu("events", r.events).kvu("startBlocks", r.start_blocks).kvb("startRestored", r.start_restored);
+  j.kvu("runReleases", r.run_releases);
   return j.close('}').s;
 }
 
@@ -360,9 +574,11 @@ static std::string what_if(const Model& m, int device, double t_us, const WhatIf
   const core::Policy policy = q.have_policy ? q.policy : data.policy;
   const uint64_t capacity = q.capacity ? q.capacity : device_capacity(d);
   const size_t n = events_up_to(d, t_us);
+  const Applied applied = applied_settings(data, policy, q.have_conf ? &q.conf : nullptr);
   core::AllocatorState s;
   s.capacity = capacity;
   s.policy = policy;
+  s.settings = applied.settings;
   const bool same_kind = core::policy_options(policy).expandable == core::policy_options(data.policy).expandable;
   if (same_kind) {
     s.segments = to_core_segments(state_after(d, n), device);
@@ -370,7 +586,7 @@ static std::string what_if(const Model& m, int device, double t_us, const WhatIf
   } else {
     // Note [What-if]: a policy with the other kind of segments cannot continue from this state; the
     // run up to t_us is replayed under it instead (Note [Policy replay]).
-    Replayer r(d, policy, capacity);
+    Replayer r(d, policy, capacity, data, applied.settings);
     if (!r.run(n, nullptr))
       throw std::runtime_error(std::string("under ") + core::policy_name(policy) +
                                " this run fails before that moment: " + r.result().oom.sentence);
@@ -401,7 +617,9 @@ static std::string what_if(const Model& m, int device, double t_us, const WhatIf
   }
   j.close(']').kvs("dataPolicy", core::policy_name(data.policy)).kvu("capacityBytes", capacity).kvu("stream", stream);
   j.kvs("stateFrom", same_kind ? "restored" : "replayed");
-  return j.close('}').s;
+  j.kvs("allocConf", applied.conf).kvs("settingsSource", applied.source).key("notModelled").open('[');
+  for (const std::string& nm : applied.not_modelled) j.item().str(nm);
+  return j.close(']').close('}').s;
 }
 
 }  // namespace gpumem

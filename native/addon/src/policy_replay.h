@@ -4,7 +4,8 @@
 //
 // Addon API (ModelHandle, src/addon.cpp); each returns ONE JSON string of this shape, like every
 // other ModelHandle query (parse it once in JS):
-//   whatIf(device: number, tUs: number, q?: { policy?: Policy; capacityBytes?: number; requests?: number[] }): {
+//   whatIf(device: number, tUs: number, q?: { policy?: Policy; capacityBytes?: number; requests?: number[];
+//                                             allocConf?: string }): {
 //     policy: Policy;  // default: the policy that made the data
 //     policySource: 'capture-header' | 'pickle-segments' | 'pickle-settings' | 'assumed';
 //     reservedBytes: number; emptyCacheReleasesBytes: number;
@@ -12,16 +13,21 @@
 //     requests: { bytes: number; outcome: 'from-cache' | 'grows' | 'oom'; growsByBytes: number }[];
 //     // additions: dataPolicy (the data's own policy), capacityBytes, stream (of largestWithoutGrowth and
 //     // requests), stateFrom: 'restored' (the recorded state) | 'replayed' (the run replayed under `policy`
-//     // up to tUs, when its segment kind differs from the data's)
+//     // up to tUs, when its segment kind differs from the data's), allocConf, settingsSource and notModelled
+//     // (Note [Settings of the data]; the answers stand: a setting not modelled changes what a request does)
 //   }
-//   replay(device: number, policy: Policy, capacityBytes?: number): {
-//     policy: Policy; capacityBytes: number; peakReservedBytes: number; peakAllocatedBytes: number; ratio: number;
-//     peakAtUs: number;
+//   replay(device: number, policy: Policy, capacityBytes?: number, q?: { allocConf?: string }): {
+//     policy: Policy; capacityBytes: number;
+//     modelled: boolean; notModelled: string[];  // Note [Settings of the data]: when false, the figures are null
+//     allocConf: string; settingsSource: string;  // the pytorch policies' settings and where they come from
+//     peakReservedBytes: number | null; peakAllocatedBytes: number | null; ratio: number | null;
+//     peakAtUs: number | null;
 //     emptyCacheAtMarkers: { tUs: number; name: string; releasesBytes: number }[];
 //     oom: null | { tUs: number; requestedBytes: number; reservedBytes: number; allocatedBytes: number;
 //                   cause: 'shortage' | 'fragmentation'; sentence: string };
 //     // additions: events (replayed), startBlocks (live before the trace, allocated first),
-//     // startRestored (the state before the trace was restored as it was instead)
+//     // startRestored (the state before the trace was restored as it was instead), runReleases (the run's own
+//     // releases replayed as empty_cache(), Note [Releases of the run])
 //   }
 //   type Policy = 'pytorch' | 'pytorch-expandable' | 'lens' | 'lens-no-trim';
 #pragma once
@@ -29,6 +35,7 @@
 #include <string>
 #include <vector>
 
+#include "alloc_conf.h"
 #include "model.h"
 #include "what_if.h"
 
@@ -38,8 +45,15 @@ namespace gpumem {
 constexpr uint64_t kUnknownCapacity = 192ull << 30;
 
 struct DataPolicy {
-  core::Policy policy;
-  const char* source;  // "capture-header" | "pickle-segments" | "pickle-settings" | "assumed"
+  core::Policy policy = core::Policy::kPytorch;
+  const char* source = "assumed";  // "capture-header" | "pickle-segments" | "pickle-settings" | "assumed"
+  // Note [Settings of the data]: PyTorch's allocator settings of the run (for data PyTorch's allocator made), and
+  // where they come from: "capture-header" | "pickle-settings" | "defaults" (not recorded: PyTorch's defaults
+  // assumed) | "" (the lens allocator made the data: PyTorch's settings did not apply).
+  AllocConf conf;
+  const char* settings_source = "";
+  // Note [Releases of the run]: PyTorch's allocator made the data, so its segment frees are the run's releases.
+  bool pytorch_made = false;
 };
 DataPolicy data_policy(const Model& m);
 // The device's memory as the data records it (device samples, OOM records), else kUnknownCapacity.
@@ -52,6 +66,8 @@ struct WhatIfQuery {
   core::Policy policy = core::Policy::kLens;
   uint64_t capacity = 0;  // 0: device_capacity
   std::vector<uint64_t> requests;
+  bool have_conf = false;  // settings for the pytorch policies instead of the data's (a what-if)
+  AllocConf conf;
 };
 // Throws std::runtime_error (the message is for the user) when the state cannot be restored.
 std::string what_if_json(const Model& m, int device, double t_us, const WhatIfQuery& q);
@@ -69,6 +85,13 @@ struct ReplayOom {
 };
 struct PolicyReplayResult {
   core::Policy policy = core::Policy::kLens;
+  // Note [Settings of the data]: false when a setting the policy runs with is not modelled (not_modelled says which)
+  // or the data has no allocation to replay: nothing was replayed and no figure is given.
+  bool modelled = true;
+  std::vector<std::string> not_modelled;
+  std::string conf;                  // the pytorch policies' settings as PYTORCH_CUDA_ALLOC_CONF text ("" defaults)
+  const char* settings_source = "";  // DataPolicy::settings_source, or "given"
+  uint64_t run_releases = 0;         // the run's releases replayed as empty_cache() (Note [Releases of the run])
   uint64_t capacity = 0, peak_reserved = 0, peak_allocated = 0, events = 0, start_blocks = 0;
   bool start_restored = false;  // the data's start state was restored (same segment kind as the policy)
   int64_t peak_at_us = 0;
@@ -76,8 +99,9 @@ struct PolicyReplayResult {
   bool have_oom = false;
   ReplayOom oom;
 };
-// capacity 0: device_capacity. Deterministic.
-PolicyReplayResult replay_policy(const Model& m, int device, core::Policy policy, uint64_t capacity);
+// capacity 0: device_capacity; `given`: settings for the pytorch policies instead of the data's. Deterministic.
+PolicyReplayResult replay_policy(const Model& m, int device, core::Policy policy, uint64_t capacity,
+                                 const AllocConf* given = nullptr);
 std::string replay_json(const PolicyReplayResult& r);
 
 }  // namespace gpumem

@@ -60,9 +60,14 @@ void AllocState::apply(const DeviceData& d, size_t i) {
     }
     case ACT_FREE_COMPLETED: blocks.erase(a); break;
     case ACT_SEGMENT_ALLOC:
-    case ACT_SEGMENT_MAP:
-      add_range(a, RangeInfo{sz, d.stream[i], d.stack[i], d.pool[i], d.action[i] == ACT_SEGMENT_MAP, 0, 0});
+    case ACT_SEGMENT_MAP: {
+      auto pool = d.segment_pools.find(uint32_t(i));
+      const std::pair<uint64_t, uint64_t> id =
+          pool == d.segment_pools.end() ? std::pair<uint64_t, uint64_t>{} : pool->second;
+      add_range(a,
+                RangeInfo{sz, d.stream[i], d.stack[i], d.pool[i], d.action[i] == ACT_SEGMENT_MAP, id.first, id.second});
       break;
+    }
     case ACT_SEGMENT_FREE:
     case ACT_SEGMENT_UNMAP: remove_range(a, sz); break;
     default: break;
@@ -97,9 +102,14 @@ void AllocState::undo(const DeviceData& d, size_t i) {
     case ACT_SEGMENT_ALLOC:
     case ACT_SEGMENT_MAP: remove_range(a, sz); break;
     case ACT_SEGMENT_FREE:
-    case ACT_SEGMENT_UNMAP:
-      add_range(a, RangeInfo{sz, d.stream[i], d.stack[i], d.pool[i], d.action[i] == ACT_SEGMENT_UNMAP, 0, 0});
+    case ACT_SEGMENT_UNMAP: {
+      auto pool = d.segment_pools.find(uint32_t(i));
+      const std::pair<uint64_t, uint64_t> id =
+          pool == d.segment_pools.end() ? std::pair<uint64_t, uint64_t>{} : pool->second;
+      add_range(
+          a, RangeInfo{sz, d.stream[i], d.stack[i], d.pool[i], d.action[i] == ACT_SEGMENT_UNMAP, id.first, id.second});
       break;
+    }
     default: break;
   }
 }

@@ -488,5 +488,153 @@ int main() {
     CHECK((top == std::vector<std::string>{fmt::torch::kSegments, fmt::torch::kDeviceTraces,
                                            fmt::torch::kAllocatorSettings, fmt::torch::kExternalAnnotations}));
   });
+  // ---- Note [Policy replay] and Note [Releases of the run]: private pools kept apart, the run's releases replayed
+  // ---- Event streams written by hand, as the PyTorch-allocator mode records them (addresses are the run's).
+  constexpr uint64_t MiB = 1ull << 20;
+  auto pytorch_model = [](const char* header) {
+    Model m;
+    m.format = "gpumem-capture";
+    m.header_json = header;
+    m.device(0).start_empty = true;
+    return m;
+  };
+  const char* kPytorchHeader =
+      R"({"allocator_mode":"pytorch","pytorch_allocator_backend":"native","pytorch_allocator_settings":)"
+      R"({"version":1,"settings":{"expandable_segments":false,"max_split_size":-1}}})";
+  run("policy replay: a private pool's allocations stay in its own segments until the run releases it", [&] {
+    Model m = pytorch_model(kPytorchHeader);
+    DeviceData& d = m.device(0);
+    const uint64_t A = 0x7f0000000000, B = A + 0x10000000, C = A + 0x20000000;
+    int64_t t = 1;
+    d.push_event(t++, ACT_SEGMENT_ALLOC, A, 20 * MiB, 0, 0, 0, POOL_PRIVATE);  // a MemPool's segment
+    d.segment_pools[uint32_t(d.count() - 1)] = {0, 1};
+    d.push_event(t++, ACT_ALLOC, A, 8 * MiB, 8 * MiB, 0, 0, POOL_LARGE);
+    d.push_event(t++, ACT_FREE_REQUESTED, A, 8 * MiB, 8 * MiB, 0, 0, POOL_LARGE);
+    d.push_event(t++, ACT_FREE_COMPLETED, A, 8 * MiB, 8 * MiB, 0, 0, POOL_LARGE);
+    d.push_event(t++, ACT_SEGMENT_ALLOC, B, 20 * MiB, 0, 0, 0, POOL_LARGE);  // the default pool cannot use the pool's
+    d.push_event(t++, ACT_ALLOC, B, 8 * MiB, 8 * MiB, 0, 0, POOL_LARGE);
+    d.push_event(t++, ACT_SEGMENT_FREE, A, 20 * MiB, 0, 0, 0, POOL_PRIVATE);  // the pool released, its memory freed
+    d.segment_pools[uint32_t(d.count() - 1)] = {0, 1};
+    d.push_event(t++, ACT_SEGMENT_ALLOC, C, 16 * MiB, 0, 0, 0, POOL_LARGE);
+    d.push_event(t++, ACT_ALLOC, C, 16 * MiB, 16 * MiB, 0, 0, POOL_LARGE);
+    m.derive();
+    CHECK_EQ(d.reserved.back(), int64_t(36 * MiB));
+    PolicyReplayResult r = replay_policy(m, 0, core::Policy::kPytorch, 0);
+    CHECK(r.modelled);
+    CHECK_EQ(r.peak_reserved, uint64_t(40 * MiB));  // as the run: A and B, then B and C
+    CHECK_EQ(r.run_releases, uint64_t(0));          // the pool's release empties that pool alone
+    CHECK_EQ(std::string(r.settings_source), std::string("capture-header"));
+  });
+  run("policy replay: segments PyTorch freed outside any empty_cache() record are the run's releases", [&] {
+    auto stream = [](Model& m) {
+      DeviceData& d = m.device(0);
+      const uint64_t X = 0x7f0000000000, Y = X + 0x10000000;
+      d.push_event(1, ACT_SEGMENT_ALLOC, X, 20 * MiB, 0, 0, 0, POOL_LARGE);
+      d.push_event(2, ACT_ALLOC, X, 8 * MiB, 8 * MiB, 0, 0, POOL_LARGE);
+      d.push_event(3, ACT_FREE_REQUESTED, X, 8 * MiB, 8 * MiB, 0, 0, POOL_LARGE);
+      d.push_event(4, ACT_FREE_COMPLETED, X, 8 * MiB, 8 * MiB, 0, 0, POOL_LARGE);
+      d.push_event(5, ACT_SEGMENT_FREE, X, 20 * MiB, 0, 0, 0, POOL_LARGE);  // cuDNN's emptyCache(), from C++
+      d.push_event(6, ACT_SEGMENT_ALLOC, Y, 24 * MiB, 0, 0, 0, POOL_LARGE);
+      d.push_event(7, ACT_ALLOC, Y, 24 * MiB, 24 * MiB, 0, 0, POOL_LARGE);
+      m.derive();
+    };
+    Model py = pytorch_model(kPytorchHeader);
+    stream(py);
+    PolicyReplayResult r = replay_policy(py, 0, core::Policy::kPytorch, 0);
+    CHECK_EQ(r.peak_reserved, uint64_t(24 * MiB));
+    CHECK_EQ(r.run_releases, uint64_t(1));
+    CHECK_EQ(replay_policy(py, 0, core::Policy::kLens, 0).peak_reserved, uint64_t(40 * MiB));  // every policy: 20 + 20
+    // The lens allocator records each empty_cache() it runs, and trims on its own: its segment events are its policy's.
+    Model lens = pytorch_model(R"({"allocator_mode":"lens","segments":"fixed"})");
+    stream(lens);
+    r = replay_policy(lens, 0, core::Policy::kPytorch, 0);
+    CHECK_EQ(r.peak_reserved, uint64_t(44 * MiB));
+    CHECK_EQ(r.run_releases, uint64_t(0));
+  });
+  run("policy replay: a setting not modelled gives no figure, for the pytorch policies only", [&] {
+    Model m = pytorch_model(
+        R"({"allocator_mode":"pytorch","pytorch_allocator_settings":{"version":1,"settings":)"
+        R"({"PYTORCH_CUDA_ALLOC_CONF":"garbage_collection_threshold:0.6","garbage_collection_threshold":0.6}}})");
+    m.device(0).push_event(1, ACT_SEGMENT_ALLOC, 0x7f0000000000, 20 * MiB, 0, 0, 0, POOL_LARGE);
+    m.device(0).push_event(2, ACT_ALLOC, 0x7f0000000000, 8 * MiB, 8 * MiB, 0, 0, POOL_LARGE);
+    m.derive();
+    PolicyReplayResult r = replay_policy(m, 0, core::Policy::kPytorch, 0);
+    CHECK(!r.modelled);
+    CHECK_EQ(r.peak_reserved, uint64_t(0));
+    CHECK_EQ(r.not_modelled.size(), size_t(1));
+    CHECK(replay_json(r).find("\"peakReservedBytes\":null") != std::string::npos);
+    CHECK(replay_policy(m, 0, core::Policy::kLens, 0).modelled);  // PyTorch's settings are not the lens's
+    AllocConf given = parse_alloc_conf("max_split_size_mb:64");   // a what-if with settings that are modelled
+    r = replay_policy(m, 0, core::Policy::kPytorch, 0, &given);
+    CHECK(r.modelled);
+    CHECK_EQ(r.peak_reserved, uint64_t(20 * MiB));
+    CHECK_EQ(r.conf, std::string("max_split_size_mb:64"));
+  });
+
+  // ---- Note [Settings of the data] (alloc_conf.h): PYTORCH_CUDA_ALLOC_CONF as PyTorch 2.11 reads it ----
+  run("alloc conf: PyTorch 2.11's grammar, what is modelled, what is not, and what PyTorch refuses", [] {
+    AllocConf c = parse_alloc_conf(" max_split_size_mb:64 , roundup_power2_divisions:4,expandable_segments:True");
+    CHECK_EQ(c.pytorch.max_split_size, uint64_t(64) << 20);
+    CHECK_EQ(c.pytorch.roundup_power2_divisions[0], uint32_t(4));
+    CHECK_EQ(c.pytorch.roundup_power2_divisions[15], uint32_t(4));
+    CHECK_EQ(c.expandable, 1);
+    CHECK(c.not_modelled.empty());
+    CHECK_EQ(conf_text(c.pytorch), std::string("max_split_size_mb:64,roundup_power2_divisions:4"));
+    // The bracket form: the first value fills the intervals below it, '>' those after the last one named.
+    c = parse_alloc_conf("roundup_power2_divisions:[64:8,256:2,>:1]");
+    const uint32_t want[16] = {8, 8, 8, 8, 8, 8, 8, 0, 2, 1, 1, 1, 1, 1, 1, 1};
+    for (size_t k = 0; k < 16; k++) CHECK_EQ(c.pytorch.roundup_power2_divisions[k], want[k]);
+    c = parse_alloc_conf("max_non_split_rounding_mb:128,release_lock_on_cudamalloc:True,pinned_num_register_threads:8");
+    CHECK_EQ(c.pytorch.max_non_split_rounding, uint64_t(128) << 20);
+    CHECK(c.not_modelled.empty());  // locking and pinned host memory do not change device memory
+    c = parse_alloc_conf(
+        "garbage_collection_threshold:0.6,backend:cudaMallocAsync,per_process_memory_fraction:0.5,mystery:[1:2]");
+    CHECK_EQ(c.not_modelled.size(), size_t(4));
+    CHECK_EQ(c.not_modelled[0], std::string("garbage_collection_threshold:0.6 (garbage collection of cached blocks)"));
+    CHECK(c.not_modelled[3].rfind("mystery", 0) == 0);
+    CHECK_EQ(c.backend, std::string("cudaMallocAsync"));
+    CHECK(parse_alloc_conf("").not_modelled.empty());
+    auto refused = [](const char* text, const char* why) {
+      try {
+        parse_alloc_conf(text);
+      } catch (const std::invalid_argument& e) {
+        CHECK(std::string(e.what()).find(why) != std::string::npos);
+        return;
+      }
+      CHECK(!"PyTorch refuses it");
+    };
+    refused("max_split_size_mb:10", "at least 20");
+    refused("roundup_power2_divisions:3", "power of 2");
+    refused("roundup_power2_divisions:[256:3]", "power of 2 or 0");
+    refused("garbage_collection_threshold:1.5", "between 0 and 1");
+    refused("expandable_segments:maybe", "True or False");
+    refused("backend:other", "native or cudaMallocAsync");
+    refused("max_split_size_mb", "expected ':'");
+  });
+
+  run("alloc conf: PyTorch 2.11's allocator_settings object, typed fields over the text", [] {
+    // What torch.cuda.memory._snapshot()["allocator_settings"] gave on an H200 (conformance fixture alloc_conf-auto).
+    json::Value v;
+    CHECK(json::parse(
+        R"({"PYTORCH_CUDA_ALLOC_CONF": "max_split_size_mb:64,roundup_power2_divisions:4", "max_split_size": 67108864,
+            "garbage_collection_threshold": 0.0, "expandable_segments": false, "pinned_num_register_threads": 1,
+            "release_lock_on_cudamalloc": false, "pinned_use_cuda_host_register": false,
+            "graph_capture_record_stream_reuse": false, "roundup_power2_divisions": {"1": 4, "2": 4, "4": 4, "8": 4,
+            "16": 4, "32": 4, "64": 4, "128": 4, "256": 4, "512": 4, "1024": 4, "2048": 4, "4096": 2, "8192": 4,
+            "16384": 4, "32768": 4}})",
+        &v, nullptr));
+    AllocConf c = alloc_conf_from_settings(v);
+    CHECK_EQ(c.pytorch.max_split_size, uint64_t(64) << 20);
+    CHECK_EQ(c.pytorch.roundup_power2_divisions[12], uint32_t(2));  // the dict, not the text, for each interval
+    CHECK_EQ(c.expandable, 0);
+    CHECK(c.not_modelled.empty());
+    CHECK(json::parse(R"({"PYTORCH_CUDA_ALLOC_CONF": "garbage_collection_threshold:0.6", "max_split_size": -1,
+                          "garbage_collection_threshold": 0.6, "expandable_segments": false})",
+                      &v, nullptr));
+    c = alloc_conf_from_settings(v);
+    CHECK_EQ(c.pytorch.max_split_size, core::kNoMaxSplit);
+    CHECK_EQ(c.not_modelled.size(), size_t(1));
+    CHECK(c.not_modelled[0].rfind("garbage_collection_threshold:0.6", 0) == 0);
+  });
   return t::finish();
 }

@@ -108,7 +108,9 @@ void gpumem_shutdown(int exit_code);
 //  state_fn(device, reason, pickle_path): REC_STATE records via gpumem_observe_state (and PyTorch's own
 //    pickle at pickle_path when it is not empty); returns the first record's offset or -1.
 int gpumem_observe_start(int (*empty_cache_fn)(uint64_t*, uint64_t*), int64_t (*state_fn)(int, uint32_t, const char*));
-// One TraceEntry (action = TraceEntry::Action: 0 alloc … 8 oom); t_ns 0 = now. 1 recorded, 0 dropped.
+// One TraceEntry (action = TraceEntry::Action: 0 alloc … 8 oom); t_ns 0 = now. 1 recorded, 0 dropped. Action 16 is
+// not an entry: the private pool (addr, size = MempoolId_t's first, second) of the device's next segment entry
+// (src/observer.h: SEGMENT_POOL).
 // Safe under PyTorch's allocator lock: takes no GIL, no allocator lock, does no I/O.
 int gpumem_observe_event(int device, int action, uint64_t addr, uint64_t size, uint64_t stream, uint32_t stack,
                          uint64_t t_ns);

@@ -25,6 +25,10 @@ constexpr int kTrimsPerDemand = 4;
 // trims may synchronize, and each reserved peak is defended this many times.
 constexpr uint64_t kPressedTenths = 9;
 constexpr int kTrimsPerPressedPeak = 16;
+// Note [PyTorch's settings] (device_allocator.h): roundup_power2_divisions has one value per power-of-two interval of
+// request sizes, from below 2 MiB (index 0, PyTorch's key "1") to 32 GiB and above (index 15, key "32768").
+constexpr size_t kRoundupIntervals = 16;
+constexpr uint64_t kNoMaxSplit = UINT64_MAX;  // max_split_size unset: blocks of any size may split
 
 using Stream = uint64_t;  // cudaStream_t as an integer (0 = legacy default stream)
 using Event = uint64_t;   // a backend's event handle as an integer

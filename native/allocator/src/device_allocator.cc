@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <iterator>
 
 #include "../../format/gpumem_format.h"
 #include "clock.h"
@@ -99,12 +100,15 @@ void* DeviceAllocator::malloc(size_t requested, Stream stream, uint32_t stack) {
   // real minimum-size (512 B) block with requested size 0: counted in allocated/reserved like any block, never NULL
   // and never shared. PyTorch's zero-byte tensors never get here: the C API answers them with a null pointer, as
   // PyTorch's own allocator does (Note [Zero-byte tensors] in c_api.cc).
-  const size_t size = round_size(requested);
+  const size_t size = round(requested);
   if (!capturing()) process_events();
   BlockPool* pool = get_pool(size, stream);
   const size_t alloc_size = allocation_size(size);
   Block* block = get_free_block(pool, size, stream);
   if (!block) block = alloc_segment(pool, size, stream, stack, false);
+  // Note [PyTorch's settings]: with max_split_size set, cached oversize segments go before everything else.
+  if (!block && release_available_cached_blocks(pool, size, stream))
+    block = alloc_segment(pool, size, stream, stack, false);
   // The OOM ladder: wait for pending record_stream events, give every fully free cached segment (and
   // free expandable page) back to the driver, then try once more. Not during a capture: event
   // queries and frees are illegal then (Note [Interaction with CUDA graph capture]).
@@ -122,9 +126,31 @@ void* DeviceAllocator::malloc(size_t requested, Stream stream, uint32_t stack) {
     }
   }
   if (!block) out_of_memory(lock, requested, size, alloc_size, stream, stack);
-  void* p = hand_out(block, requested, stack);
+  void* p = hand_out(block, size, requested, stack);
   maybe_emit_stats();
   return p;
+}
+
+// PyTorch's roundup_power2_next_division: the next of `divisions` equal steps between the powers of two around
+// `size` (a power of two stays as it is).
+static size_t next_division(size_t size, size_t divisions) {
+  auto bit_width = [](uint64_t v) { return v ? 64 - __builtin_clzll(v) : 0; };
+  if ((size & (size - 1)) == 0) return size;
+  const size_t floor = size_t(1) << (bit_width(size) - 1);
+  const size_t step = floor >> (bit_width(divisions) - 1);
+  if (step == 0) return floor << 1;
+  const size_t down = size & ~(step - 1);
+  return down == size ? size : down + step;
+}
+
+size_t DeviceAllocator::round(size_t requested) const {
+  if (requested < kMinBlockSize) return kMinBlockSize;
+  // The interval of the size: index 0 below 2 MiB, then one per power of two, the last from 32 GiB on.
+  const size_t log2 = size_t(63 - __builtin_clzll(requested)), start = 20;
+  const size_t index = std::min(log2 > start ? log2 - start : 0, kRoundupIntervals - 1);
+  const size_t divisions = options_.roundup_power2_divisions[index];
+  if (divisions > 1 && requested > kMinBlockSize * divisions) return next_division(requested, divisions);
+  return round_size(requested);
 }
 
 BlockPool* DeviceAllocator::get_pool(size_t size, Stream stream) {
@@ -144,9 +170,50 @@ Block* DeviceAllocator::get_free_block(BlockPool* pool, size_t size, Stream stre
   key.addr = 0;
   auto it = pool->blocks.lower_bound(&key);
   if (it == pool->blocks.end() || (*it)->stream != stream) return nullptr;
+  if (options_.expandable_fit && (*it)->segment->expandable) {
+    // Note [PyTorch's settings]: a block at a segment's growing end counts as large as it could grow.
+    auto could_grow_to = [](const Block* b) { return b->size + (b->next && !b->next->mapped ? b->next->size : 0); };
+    for (auto next = std::next(it); (*it)->segment->expandable && next != pool->blocks.end() &&
+                                    (*next)->stream == stream && could_grow_to(*next) < could_grow_to(*it);)
+      it = next++;
+  }
+  // Note [PyTorch's settings]: an oversize block serves only a request of its kind, and not much smaller.
+  const uint64_t max_split = options_.max_split_size;
+  if (size < max_split && (*it)->size >= max_split) return nullptr;
+  if (size >= max_split && (*it)->size >= size + options_.max_non_split_rounding) return nullptr;
   Block* b = *it;
   pool->blocks.erase(it);
   return b;
+}
+
+bool DeviceAllocator::release_available_cached_blocks(BlockPool* pool, size_t size, Stream stream) {
+  const uint64_t max_split = options_.max_split_size;
+  if (max_split == kNoMaxSplit) return false;
+  Block key;
+  key.stream = stream;
+  key.size = std::max<uint64_t>(size, max_split);
+  key.addr = 0;
+  auto it = pool->blocks.lower_bound(&key);
+  std::vector<Segment*> go;
+  uint64_t released = 0;
+  if (it != pool->blocks.end() && (*it)->stream == stream && !(*it)->segment->expandable) {
+    go.push_back((*it)->segment);  // the smallest oversize block that covers the request
+    released = key.size;
+  } else if (it != pool->blocks.begin()) {
+    // None covers it alone: the largest oversize blocks of the stream, until they add up to it.
+    --it;
+    while (released < key.size && (*it)->size >= max_split && (*it)->stream == stream) {
+      Block* b = *it;
+      const bool first = it == pool->blocks.begin();
+      if (!first) --it;
+      if (!b->segment->expandable) go.push_back(b->segment), released += b->size;
+      if (first) break;
+    }
+  }
+  // Oversize blocks are whole segments (they are never split); a split one is left alone.
+  for (Segment* seg : go)
+    if (!seg->head->is_split()) release_segment(seg);
+  return !go.empty() && released >= key.size;
 }
 
 Block* DeviceAllocator::alloc_segment(BlockPool* pool, size_t size, Stream stream, uint32_t stack, bool retry) {
@@ -182,14 +249,16 @@ Block* DeviceAllocator::split(Block* block, size_t offset) {
   return tail;
 }
 
-void* DeviceAllocator::hand_out(Block* block, size_t requested, uint32_t stack) {
-  const size_t size = round_size(requested);
+void* DeviceAllocator::hand_out(Block* block, size_t size, size_t requested, uint32_t stack) {
   const bool expandable = block->segment->expandable;
   const bool already_split = block->is_split();
   const size_t remaining = block->size - size;
   // PyTorch's should_split: small pool and expandable blocks split off any usable remainder; large
-  // blocks only a remainder above 1 MiB (smaller ones are not worth the fragmentation).
-  const bool should_split = (block->pool->is_small || expandable) ? remaining >= kMinBlockSize : remaining > kSmallSize;
+  // blocks only a remainder above 1 MiB (smaller ones are not worth the fragmentation), and never for a
+  // request of max_split_size or more (Note [PyTorch's settings]).
+  const bool should_split = (block->pool->is_small || expandable)
+                                ? remaining >= kMinBlockSize
+                                : size < options_.max_split_size && remaining > kSmallSize;
   if (should_split) {
     Block* rest = split(block, size);
     block->pool->blocks.insert(rest);
@@ -485,6 +554,16 @@ void DeviceAllocator::release_pool(PoolId id) {
   // Like PyTorch, the pool's cached memory goes back to the driver at the next empty_cache or OOM
   // ladder; blocks still held by tensors stay valid until they are freed.
   pp->freeable = true;
+}
+
+void DeviceAllocator::empty_pool_cache(PoolId id) {
+  Lock lock(mu_);
+  auto it = private_pools_.find(id);
+  if (it == private_pools_.end() || !it->second->freeable || capturing()) return;
+  synchronize_and_free_events();
+  release_pool_blocks(&it->second->small);
+  release_pool_blocks(&it->second->large);
+  erase_empty_private_pools();
 }
 
 // ---- expandable segments ---------------------------------------------------------------------------

@@ -2,6 +2,7 @@
 // does goes to the EventSink it is given (event_sink.h); it depends on nothing but its Backend.
 // Locks: Note [Lock hierarchy] in native/allocator/README.md (mu_ is "the device lock" there).
 #pragma once
+#include <array>
 #include <cstdint>
 #include <functional>
 #include <map>
@@ -53,6 +54,25 @@ struct Options {
   // nearly all the gain and settles before a step benchmark's timed steps begin. The shapes are in test_expandable.cc.
   bool trim_on_growth = false;
   int trims_per_demand = kTrimsPerDemand;
+  // Note [PyTorch's settings]: PYTORCH_CUDA_ALLOC_CONF settings of PyTorch 2.11's CUDACachingAllocator that the
+  // `pytorch` policies model (the lens allocator leaves them at their defaults, which change nothing):
+  //  - max_split_size (max_split_size_mb): a block of this size or more is never split; it serves a request below
+  //    max_split_size never, and one at or above it only when the block is less than max_non_split_rounding
+  //    (max_non_split_rounding_mb, default kLargeBuffer) larger; before the OOM ladder frees every cached
+  //    segment, it frees cached oversize segments of the request's stream, the smallest that covers the request
+  //    or else the largest first until they add up to it (release_available_cached_blocks);
+  //  - roundup_power2_divisions: a request is rounded up to the next of `divisions` equal steps between the powers of
+  //    two around it, by the value of its interval (kRoundupIntervals; index 0 below 2 MiB … 15 from 32 GiB), when
+  //    that value is above 1 and the request above 512 B × divisions; else to 512 B as before;
+  //  - expandable_fit (PyTorch's best fit among expandable blocks): a free block followed by unmapped pages counts
+  //    as large as it could grow, so a request skips the growing end of a segment for the next larger block that
+  //    is not at one (get_free_block's expandable_size). The lens's own best fit takes the smallest block.
+  // Read from the source (c10/cuda/CUDACachingAllocator.cpp, c10/core/AllocatorConfig.cpp); garbage collection and the
+  // cudaMallocAsync backend are not modelled (the reader says so: Note [Settings of the data] in policy_replay.cpp).
+  uint64_t max_split_size = kNoMaxSplit;
+  uint64_t max_non_split_rounding = kLargeBuffer;
+  std::array<uint32_t, kRoundupIntervals> roundup_power2_divisions{};
+  bool expandable_fit = false;
 };
 
 // Thrown by malloc when memory cannot be found even after the OOM ladder. Derives from
@@ -86,6 +106,9 @@ class DeviceAllocator {
   void begin_allocate_to_pool(PoolId id, std::function<bool(Stream)> filter);
   void end_allocate_to_pool(PoolId id);
   void release_pool(PoolId id);
+  // Gives back the cached memory of private pool `id` once it is released, and nothing else (PyTorch's
+  // emptyCache(mempool_id), which a MemPool's destructor calls).
+  void empty_pool_cache(PoolId id);
   void* base_allocation(void* ptr, size_t* size);
   bool owns(void* ptr);
 
@@ -114,8 +137,13 @@ class DeviceAllocator {
  private:
   using Lock = std::unique_lock<std::mutex>;
 
+  // The block size a request of `requested` bytes takes (Note [PyTorch's settings]: roundup_power2_divisions).
+  size_t round(size_t requested) const;
   BlockPool* get_pool(size_t size, Stream stream);
   Block* get_free_block(BlockPool* pool, size_t size, Stream stream);
+  // Frees cached oversize segments of `stream` until `size` bytes are free (Note [PyTorch's settings]); false
+  // when max_split_size is unset or they do not add up to it.
+  bool release_available_cached_blocks(BlockPool* pool, size_t size, Stream stream);
   Block* alloc_segment(BlockPool* pool, size_t size, Stream stream, uint32_t stack, bool retry);
   Block* grow_expandable(BlockPool* pool, size_t size, Stream stream, uint32_t stack, bool retry);
   Segment* expandable_segment(BlockPool* pool, Stream stream, uint32_t stack);
@@ -127,7 +155,7 @@ class DeviceAllocator {
                         std::vector<std::pair<Segment*, size_t>>* moving = nullptr);
   // Unmaps the old addresses of moved pages whose event completed (all of them, waiting, if `wait`).
   void finish_page_moves(bool wait);
-  void* hand_out(Block* block, size_t requested, uint32_t stack);
+  void* hand_out(Block* block, size_t size, size_t requested, uint32_t stack);
   void free_block(Block* block);
   Block* merge_free_neighbours(Block* block);
   Block* split(Block* block, size_t offset);

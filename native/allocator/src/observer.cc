@@ -52,6 +52,7 @@ struct Dev {
   // their own), so small blocks are not kept: most events then touch no tree (Note [Self time]).
   std::map<uint64_t, uint64_t> blocks;
   uint64_t allocated = 0, requested = 0, reserved = 0, active = 0, peak_allocated = 0, peak_reserved = 0, num_ooms = 0;
+  uint64_t next_pool0 = 0, next_pool1 = 0;  // SEGMENT_POOL: the next segment entry's private pool
 };
 
 constexpr int kMaxDevices = 256;  // RecordHeader.device is one byte
@@ -211,10 +212,13 @@ bool apply_event(int device, int action, uint64_t addr, uint64_t size, uint64_t 
                            : action == SEGMENT_MAP  ? fmt::REC_SEGMENT_MAP
                                                     : fmt::REC_SEGMENT_UNMAP;
       uint16_t flags = action == SEGMENT_MAP || action == SEGMENT_UNMAP ? fmt::kSegExpandable : 0;
-      fmt::SegmentEvent e{t_ns, addr, size, stream, 0, 0, stack, 0};
+      if (d.next_pool0 || d.next_pool1) flags |= fmt::kPoolPrivate;
+      fmt::SegmentEvent e{t_ns, addr, size, stream, d.next_pool0, d.next_pool1, stack, 0};
+      d.next_pool0 = d.next_pool1 = 0;
       emit(type, dev, flags, &e, sizeof e);
       return true;
     }
+    case SEGMENT_POOL: d.next_pool0 = addr, d.next_pool1 = size; return true;
     case OOM: {
       d.num_ooms++;
       // TraceEntry for an OOM: addr_ = the driver's free bytes, size_ = the request.
@@ -240,7 +244,7 @@ bool on_event(int device, int action, uint64_t addr, uint64_t size, uint64_t str
 }
 
 bool queue_event(int device, int action, uint64_t addr, uint64_t size, uint64_t stream, uint32_t stack, uint64_t t_ns) {
-  if (device < 0 || device >= kMaxDevices || action < ALLOC || action > OOM) return false;
+  if (device < 0 || device >= kMaxDevices || action < ALLOC || (action > OOM && action != SEGMENT_POOL)) return false;
   if (t_ns == 0) t_ns = now_ns();
   const uint32_t thread = thread_number();
   if (sequencer::push(sequencer::Event{t_ns, addr, size, stream, stack, thread, device, action})) return true;

@@ -53,6 +53,11 @@ enum Action : int {
   SNAPSHOT = 7,
   OOM = 8,
   USER_DEFINED = 9,
+  // Not PyTorch's: the private pool (TraceEntry::mempool_, a MempoolId_t) of the same device's next segment entry, as
+  // addr = id.first and size = id.second, which the tracker sends just before a segment entry of a private pool
+  // (a CUDA graph's or a torch.cuda.MemPool's). It goes through the same queue, so it stays next to its entry; the
+  // segment record then carries the pool id and kPoolPrivate, as the lens allocator's do.
+  SEGMENT_POOL = 16,
 };
 
 // What the workload does for the recorder when the core is not PyTorch's allocator (all optional).

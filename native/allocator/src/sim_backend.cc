@@ -104,12 +104,31 @@ bool SimBackend::malloc(int device, size_t size, bool capturing, uint64_t* addr)
   check_device(device);
   if (capturing_ && !capturing) violations_++;  // the real driver would invalidate the capture
   if (size > capacity_ - used_[device]) return false;
-  *addr = take_range(device, size, kSmallBuffer);
+  const bool preferred = preferred_size_ == size && free_outside_windows(device, preferred_addr_, size);
+  *addr = preferred ? preferred_addr_ : take_range(device, size, kSmallBuffer);
+  preferred_size_ = 0;
   segments_[device][*addr] = size;
   used_[device] += size;
   allocs_++;
   new_bytes_ += size;
   return true;
+}
+
+void SimBackend::prefer_address(uint64_t addr, size_t size) {
+  std::lock_guard<std::mutex> g(mu_);
+  preferred_addr_ = addr, preferred_size_ = size;
+}
+
+bool SimBackend::free_outside_windows(int device, uint64_t addr, size_t size) const {
+  const uint64_t end = addr + size;
+  if (size == 0 || end < addr || (addr < base(devices_) && end > base(0))) return false;  // the sim's own windows
+  auto overlaps = [&](const auto& by_addr, auto end_of) {
+    auto it = by_addr.lower_bound(end);
+    return it != by_addr.begin() && end_of(*std::prev(it)) > addr;
+  };
+  auto sized = [](const std::pair<const uint64_t, size_t>& e) { return e.first + e.second; };
+  return !overlaps(segments_[device], sized) && !overlaps(ranges_[device], sized) &&
+         !overlaps(adopted_[device], [](const std::pair<const uint64_t, uint64_t>& e) { return e.second; });
 }
 
 void SimBackend::free(int device, uint64_t addr) {

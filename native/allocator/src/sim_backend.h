@@ -5,8 +5,19 @@
 // deterministic: each device has its own 64 TiB window (room for many expandable reservations of
 // kExpandableRangeFactor × capacity, Note [Expandable reservation]), every driver allocation takes the
 // next 2 MiB-aligned range of it and ranges are never reused, so a replay always sees the same numbers
-// and a stale pointer can never alias a new segment. Capacity counts bytes held from the driver
+// and a stale pointer can never alias a new segment (a recorded address, below, is reused as the run
+// reused it). Capacity counts bytes held from the driver
 // (segments and mapped pages), like device memory.
+//
+// Note [Recorded addresses]: the caching allocator's best fit breaks ties between free blocks of one size by
+// address, and a real device's addresses are the driver's (cudaMalloc hands out falling addresses in one run and
+// reuses freed ones in another). Replaying a run, the sim's own rising addresses broke those ties otherwise than the
+// run did, and the replay of the policy that ran drifted by a segment here and there (`gpumem replay` of
+// test/fixtures/conformance/alloc_conf-auto under `pytorch` with its settings, 2026-12-02, on the CPU machine: 8.11 GiB
+// against the run's 8.15 GiB; with the run's addresses, 8.15 GiB). So a replay may name the address the run got for the
+// segment it made at the same moment (prefer_address): the next cuMemAlloc of exactly that size takes it when no live
+// memory of this device and no window of the sim's own lies there; any other takes the next range of the window as
+// before.
 //
 // Note [Adopted memory]: a what-if restores an allocator state recorded elsewhere (a capture, a
 // PyTorch pickle; Note [Restored state] in restore.cc) at its own addresses. adopt_* enter those
@@ -80,6 +91,9 @@ class SimBackend final : public Backend {
   // the backend's lock), as a large growth does on a real device (cuMemCreate + cuMemMap of gigabytes take a
   // while): a sampler beside it can read the device halfway (the test_samples.py). 0 = at once.
   void set_map_delay_us(uint32_t us) { map_delay_us_ = us; }
+  // Note [Recorded addresses]: the next malloc of exactly `size` bytes returns `addr` if that range is free; any
+  // malloc forgets the preference (size 0: none).
+  void prefer_address(uint64_t addr, size_t size);
 
   // ---- Note [Adopted memory]: false when the capacity cannot hold it; throws on overlaps ----
   bool adopt_segment(int device, uint64_t addr, size_t size);  // as if cuMemAlloc had returned it
@@ -98,7 +112,8 @@ class SimBackend final : public Backend {
   // Maps a fresh physical page at addr if the capacity allows (under mu_; map_page and adopt_page).
   bool map_fresh(int device, uint64_t addr, size_t size);
   uint64_t take_range(int device, size_t size, size_t alignment);
-  void adopt(int device, uint64_t addr, size_t size);  // under mu_: records an occupied range
+  bool free_outside_windows(int device, uint64_t addr, size_t size) const;  // under mu_ (Note [Recorded addresses])
+  void adopt(int device, uint64_t addr, size_t size);                       // under mu_: records an occupied range
 
   const int devices_;
   const uint64_t capacity_;
@@ -118,6 +133,8 @@ class SimBackend final : public Backend {
   std::vector<std::map<uint64_t, uint64_t>> phys_of_;
   std::map<uint64_t, int> phys_refs_;
   uint64_t next_phys_ = 1;
+  uint64_t preferred_addr_ = 0;  // Note [Recorded addresses]
+  size_t preferred_size_ = 0;
   std::vector<std::map<uint64_t, std::pair<Stream, Event>>> moved_from_;
   // Per device and stream: every event below this id, recorded there, is known complete.
   std::vector<std::map<Stream, Event>> done_below_;

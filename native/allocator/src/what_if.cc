@@ -9,13 +9,14 @@
 namespace gpumem::core {
 
 // Note [Policies]: the four policies a user can compare, as allocator options.
-//  pytorch             PyTorch's default caching allocator: our fixed segments (same rounding, pools,
-//                      splitting and OOM ladder; max_split_size and garbage collection unset).
-//  pytorch-expandable  PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True: expandable segments whose
-//                      free pages stay mapped until empty_cache (PyTorch opens another reservation
-//                      when one is full; we keep one larger one, Note [Expandable reservation]).
+//  pytorch             PyTorch's caching allocator: our fixed segments (same rounding, pools, splitting
+//                      and OOM ladder), with the PYTORCH_CUDA_ALLOC_CONF settings it is given (Note
+//                      [PyTorch's settings] in device_allocator.h; by default PyTorch's defaults).
+//  pytorch-expandable  the same with expandable_segments:True: expandable segments whose free pages stay
+//                      mapped until empty_cache, and PyTorch's best fit among them (PyTorch opens another
+//                      reservation when one is full; we keep one larger one, Note [Expandable reservation]).
 //  lens                our default: expandable segments with trim on growth (Note [Trim on growth]).
-//  lens-no-trim        expandable without trim: `gpumem run --no-trim`, the same as pytorch-expandable.
+//  lens-no-trim        expandable without trim: `gpumem run --no-trim` (our best fit: the smallest block).
 const char* policy_name(Policy p) {
   switch (p) {
     case Policy::kPytorch: return "pytorch";
@@ -36,10 +37,18 @@ bool parse_policy(const std::string& name, Policy* out) {
   return false;
 }
 
-Options policy_options(Policy p) {
+bool is_pytorch(Policy p) { return p == Policy::kPytorch || p == Policy::kPytorchExpandable; }
+
+Options policy_options(Policy p, const PytorchSettings& settings) {
   Options o;
   o.expandable = p != Policy::kPytorch;
   o.trim_on_growth = p == Policy::kLens;
+  if (is_pytorch(p)) {
+    o.max_split_size = settings.max_split_size;
+    o.max_non_split_rounding = settings.max_non_split_rounding;
+    o.roundup_power2_divisions = settings.roundup_power2_divisions;
+    o.expandable_fit = p == Policy::kPytorchExpandable;
+  }
   return o;
 }
 
@@ -57,7 +66,8 @@ const char* outcome_name(Outcome o) {
   return "?";
 }
 
-SimCopy::SimCopy(const AllocatorState& s) : sim(1, s.capacity), allocator(0, sim, policy_options(s.policy)) {
+SimCopy::SimCopy(const AllocatorState& s)
+    : sim(1, s.capacity), allocator(0, sim, policy_options(s.policy, s.settings)) {
   allocator.restore(s.segments, s.reserved_peak);
 }
 
@@ -125,9 +135,22 @@ uint64_t WhatIf::largest_without_growth(Stream stream) const {
     return good * kMinBlockSize;
   };
   // A request no larger than the reserved memory is the most the cache can serve.
-  const uint64_t large = reserved_ > kSmallSize
-                             ? search(kSmallSize + kMinBlockSize, reserved_ / kMinBlockSize * kMinBlockSize, free_large)
-                             : 0;
+  uint64_t top = reserved_ / kMinBlockSize * kMinBlockSize;
+  uint64_t oversize = 0;
+  const uint64_t max_split = is_pytorch(state_.policy) ? state_.settings.max_split_size : kNoMaxSplit;
+  if (max_split != kNoMaxSplit) {
+    // Note [PyTorch's settings]: an oversize block serves only requests within max_non_split_rounding below it, so
+    // "served from the cache" is not monotone across max_split_size: below it bisection decides among the blocks
+    // that split; at or above it the largest such block serves a request of its own size.
+    for (const SegmentView& s : state_.segments)
+      if (s.stream == stream && !(s.flags & fmt::kPoolSmall))
+        for (const BlockView& b : s.blocks)
+          if (b.state == fmt::BLOCK_INACTIVE && b.size >= max_split && b.size > oversize && from_cache(b.size))
+            oversize = b.size;
+    top = std::min<uint64_t>(top, (max_split - 1) / kMinBlockSize * kMinBlockSize);
+  }
+  const uint64_t large =
+      reserved_ > kSmallSize ? std::max(oversize, search(kSmallSize + kMinBlockSize, top, free_large)) : 0;
   return large ? large : search(kMinBlockSize, kSmallSize, std::min(free_small, kSmallSize));
 }
 

@@ -16,6 +16,9 @@
 //    expandable: one free mapped block fits, or with trim enough movable free pages exist), so
 //    bisection finds the largest; it costs about 30 copies. The largest free block of the stream is
 //    tried first: when the allocator confirms it (served, and 512 B more not), two copies suffice.
+//    With PyTorch's max_split_size set the answer is not monotone across it (an oversize block serves
+//    only requests near its size), so the range is cut there and the largest oversize free block that
+//    serves its own size is the answer above it (Note [PyTorch's settings] in device_allocator.h).
 #pragma once
 #include <cstdint>
 #include <memory>
@@ -31,13 +34,28 @@ namespace gpumem::core {
 enum class Policy { kPytorch, kPytorchExpandable, kLens, kLensNoTrim };
 const char* policy_name(Policy p);  // "pytorch", "pytorch-expandable", "lens", "lens-no-trim"
 bool parse_policy(const std::string& name, Policy* out);
-Options policy_options(Policy p);
+bool is_pytorch(Policy p);  // PyTorch's allocator: the policies PYTORCH_CUDA_ALLOC_CONF settings apply to
+
+// PYTORCH_CUDA_ALLOC_CONF settings the pytorch policies model (Note [PyTorch's settings] in device_allocator.h);
+// expandable_segments is the policy's own. Defaults: PyTorch's.
+struct PytorchSettings {
+  uint64_t max_split_size = kNoMaxSplit;
+  uint64_t max_non_split_rounding = kLargeBuffer;
+  std::array<uint32_t, kRoundupIntervals> roundup_power2_divisions{};
+  bool operator==(const PytorchSettings& o) const {
+    return max_split_size == o.max_split_size && max_non_split_rounding == o.max_non_split_rounding &&
+           roundup_power2_divisions == o.roundup_power2_divisions;
+  }
+};
+// The policy's options; `settings` apply to the pytorch policies only (the lens allocator does not read them).
+Options policy_options(Policy p, const PytorchSettings& settings = {});
 Policy policy_of(const Options& o);
 
 // Where a what-if starts: segments as DeviceAllocator::segments() reports them.
 struct AllocatorState {
   uint64_t capacity = 0;  // the simulated device's memory (bytes)
   Policy policy = Policy::kLens;
+  PytorchSettings settings;  // the pytorch policies' PYTORCH_CUDA_ALLOC_CONF settings
   std::vector<SegmentView> segments;
   uint64_t reserved_peak = 0;  // the run's reserved peak so far, if known (Note [Restored state])
 };

@@ -67,11 +67,28 @@ def _header(torch):
                 # neither trace trackers nor history: _observe._start_source), whatever the events setting says,
                 # so the file says so and the panels tell why.
                 header["events"], header["record_steps"] = False, 0
-            header["pytorch_expandable_segments"] = bool(
-                torch.cuda.memory._snapshot().get("allocator_settings", {}).get("expandable_segments"))
+            settings = torch.cuda.memory._snapshot().get("allocator_settings", {})
+            header["pytorch_expandable_segments"] = bool(settings.get("expandable_segments"))
+            # Note [Settings of the data] (native/addon/src/alloc_conf.h): every setting, so the replay of the
+            # policy that ran runs with them, and says which it does not model. Versioned (FORMAT.md's header keys).
+            header["pytorch_allocator_settings"] = {"version": 1, "settings": _plain(settings)}
         except Exception:
             pass
     return header
+
+
+def _plain(value):
+    """PyTorch's allocator_settings as JSON can hold them: dict keys as text (roundup_power2_divisions is keyed by
+    MiB as numbers), tuples as lists, anything else as its text."""
+    if isinstance(value, dict):
+        return {str(k): _plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    if isinstance(value, float) and value != value or value in (float("inf"), float("-inf")):
+        return str(value)  # JSON has no NaN or infinity
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return value
+    return str(value)
 
 
 def configure(mode="lens"):

@@ -29,10 +29,10 @@ from ._where import warn
 # PyTorch's TraceEntry action names, in its enum order (the codes gpumem_observe_event takes).
 ACTIONS = {"alloc": 0, "free_requested": 1, "free_completed": 2, "segment_alloc": 3, "segment_free": 4,
            "segment_map": 5, "segment_unmap": 6, "snapshot": 7, "oom": 8, "user_defined": 9}
-OBSERVER_VERSION = 8  # 3: the lens OOM glue (Note [Lens OOM type]) · 4: trace entries' user_metadata (labels) · 5:
+OBSERVER_VERSION = 9  # 3: the lens OOM glue (Note [Lens OOM type]) · 4: trace entries' user_metadata (labels) · 5:
 #                      events_off (Note [Recorded steps]) · 6: built optimized (Note [Observer build flags]) · 7:
 #                      figures (Note [Figures without the dict]) · 8: gpumem_tracker_figures (Note [Figures on the
-#                      sampler's thread])
+#                      sampler's thread]) · 9: segment entries' private pool ids (SEGMENT_POOL in observer.h)
 
 # Note [Observer build flags]: torch.utils.cpp_extension's JIT build passes no -O flag, so the tracker was built
 # at -O0: a profile of a ResNet-50 step after the recorded steps (H100, 2026-11-28)
@@ -79,6 +79,14 @@ void events_off() { g_off.store(true); }
 // _set_memory_metadata label (TraceEntry::user_metadata_); older ones have no such field (nothing to pass on).
 template <class T> auto label_of(const T& te, int) -> decltype(&te.user_metadata_) { return &te.user_metadata_; }
 template <class T> const std::string* label_of(const T&, long) { return nullptr; }
+// The private pool (a CUDA graph's, a torch.cuda.MemPool's) of a segment entry, where the torch stamps entries with it
+// (TraceEntry::mempool_); (0, 0): the default pools, or a torch without the field. The policy replay keeps a pool's
+// allocations in it (Note [Policy replay] in native/addon/src/policy_replay.cpp).
+template <class T> auto pool_of(const T& te, int) -> decltype(te.mempool_.first, std::pair<uint64_t, uint64_t>()) {
+  return {static_cast<uint64_t>(te.mempool_.first), static_cast<uint64_t>(te.mempool_.second)};
+}
+template <class T> std::pair<uint64_t, uint64_t> pool_of(const T&, long) { return {0, 0}; }
+static constexpr int kSegmentPool = 16;  // the library's SEGMENT_POOL (native/allocator/src/observer.h)
 // Note [Figures without the dict] (_observe.py): one device's counters as PyTorch's allocator keeps them, read under
 // its lock as memory_stats() reads them, without the ~150-entry dict: allocated, reserved, peak allocated, peak
 // reserved, OOMs, requested (current; index 0 of each stat array is StatType::AGGREGATE in every torch since 1.4).
@@ -117,6 +125,10 @@ void attach(int64_t event_fn, int64_t take_fn, int64_t gather_fn, int64_t label_
         last = *label;
         g_label(label->c_str());
       }
+    }
+    if (a >= CCA::TraceEntry::SEGMENT_ALLOC && a <= CCA::TraceEntry::SEGMENT_UNMAP) {
+      const std::pair<uint64_t, uint64_t> pool = pool_of(te, 0);
+      if (pool.first || pool.second) g_event(static_cast<int>(te.device_), kSegmentPool, pool.first, pool.second, 0, 0u, 0);
     }
     const bool who = a == CCA::TraceEntry::ALLOC || a == CCA::TraceEntry::SEGMENT_ALLOC ||
                      a == CCA::TraceEntry::SEGMENT_MAP || a == CCA::TraceEntry::OOM;

@@ -13,13 +13,14 @@
 // when the peak is in backward, empty_cache, leaks) state their evidence and no predicted peak.
 import { formatBytes } from '../../base/units/bytes';
 import type { Model } from '../../base/model/types';
-import type { Advice, AdviceItem, Predicted } from '../../base/protocol/advice';
+import type { Advice, AdviceItem, PolicyPrediction, Predicted } from '../../base/protocol/advice';
 import type { AdviseOptions } from './options';
 import { trainingAdvice } from './training';
-import type { Policy, ReplayResult } from '../../base/model/whatIf';
+import type { Policy, ReplayFigures, ReplayResult } from '../../base/model/whatIf';
 import { POLICIES, POLICY_LABELS, POLICY_SOURCE_WORDS } from '../../base/model/whatIf';
 import { replayPolicies } from '../replay';
 import { whyNoReplay } from '../replay/unmodelled';
+import { policyWithSettings, replayCheck, replayCheckSentence } from '../replay/check';
 
 /** A policy is advised only when it saves at least this share of the peak and this many bytes. */
 const MIN_GAIN_SHARE = 0.05;
@@ -64,6 +65,7 @@ export function advise(model: Model, device: number, capacityOrOptions?: number 
       recordedPeakAllocatedBytes: d?.peak_allocated_bytes ?? model.current(device).peakAllocatedBytes,
       capacityBytes: null,
       items: [],
+      policies: [],
       notOffered: [`any advice: ${why}`],
     };
   }
@@ -71,19 +73,27 @@ export function advise(model: Model, device: number, capacityOrOptions?: number 
   const set = replayPolicies(model, device, POLICIES, capacityBytes);
   const by = new Map<Policy, ReplayResult>(set.results.map((r) => [r.policy, r]));
   const mine = by.get(own.policy) as ReplayResult;
-  const recorded = Math.max(model.current(device).peakReservedBytes, mine.peakAllocatedBytes);
-  const fidelity = recorded > 0 ? Math.abs(mine.peakReservedBytes - recorded) / recorded : 1;
-  const trusted = fidelity <= FIDELITY;
-  const fidelityNote = `the replay of the policy that ran (${POLICY_LABELS[own.policy]}) peaks at ${formatBytes(mine.peakReservedBytes)}; the run recorded ${formatBytes(recorded)} (${(fidelity * 100).toFixed(1)} % apart)`;
+  // Note [Replay check]: one computation for this fidelity and the summary's replay_check.
+  const check = replayCheck(model, device, mine);
+  const recorded = check.recorded_bytes;
+  const trusted = check.deviation !== null && check.deviation <= FIDELITY;
+  const fidelityNote = replayCheckSentence(check);
   const items: AdviceItem[] = [];
+  const notOffered: string[] = [];
+  const modelled = set.results.filter((r): r is ReplayFigures => r.modelled);
+  const unmodelled = set.results.filter((r) => !r.modelled);
+  const evidenceOf = (r: ReplayResult) =>
+    r.modelled
+      ? `${policyWithSettings(r.policy, r.allocConf)}: peak reserved ${formatBytes(r.peakReservedBytes)} (×${r.ratio.toFixed(3)} of peak allocated ${formatBytes(r.peakAllocatedBytes)})`
+      : `${policyWithSettings(r.policy, r.allocConf)}: not modelled, no figure (${r.notModelled.join('; ')})`;
 
   // Note [Advice honesty]: another policy "avoids" an OOM only when the replay of the policy that ran runs out
   // too. A recorded OOM's failed request never happened, so it is not in the trace; when the replay of the
   // run's own policy fits, the replay says nothing about the OOM and no policy is offered against it.
   const ranOom = model.ooms().some((o) => o.device === device);
-  const oomNotReplayed = ranOom && !mine.oom;
-  if (mine.oom) {
-    const fits = set.results.filter((r) => r.policy !== own.policy && !r.oom).sort((a, b) => a.peakReservedBytes - b.peakReservedBytes);
+  const oomNotReplayed = ranOom && mine.modelled && !mine.oom;
+  if (mine.modelled && mine.oom) {
+    const fits = modelled.filter((r) => r.policy !== own.policy && !r.oom).sort((a, b) => a.peakReservedBytes - b.peakReservedBytes);
     if (fits.length && set.capacity.bytes !== undefined) {
       const best = fits[0];
       items.push({
@@ -92,7 +102,8 @@ export function advise(model: Model, device: number, capacityOrOptions?: number 
         action: HOW[best.policy],
         evidence: [
           `replayed at ${formatBytes(set.capacity.bytes)} (${set.capacity.source}), ${POLICY_LABELS[best.policy]} peaks at ${formatBytes(best.peakReservedBytes)} and fits`,
-          mine.oom ? `${POLICY_LABELS[own.policy]} runs out: ${mine.oom.sentence}` : 'the recorded run ran out of memory',
+          `${POLICY_LABELS[own.policy]} runs out: ${mine.oom.sentence}`,
+          ...unmodelled.map(evidenceOf),
           fidelityNote,
         ],
         predicted: { peakReservedBytes: best.peakReservedBytes, currentPeakReservedBytes: mine.peakReservedBytes },
@@ -103,21 +114,22 @@ export function advise(model: Model, device: number, capacityOrOptions?: number 
     }
   }
 
-  const better = set.results
-    .filter((r) => r.policy !== own.policy && !r.oom)
-    .filter((r) => mine.peakReservedBytes - r.peakReservedBytes >= Math.max(MIN_GAIN_BYTES, MIN_GAIN_SHARE * mine.peakReservedBytes))
-    .sort((a, b) => a.peakReservedBytes - b.peakReservedBytes);
-  if (better.length && !items.some((i) => i.kind === 'avoid-oom')) {
+  // Note [Settings of the data]: a policy is compared only where both replays are modelled; with the policy that
+  // ran not modelled, there is nothing to compare with, and no policy figure is given.
+  const better = mine.modelled
+    ? modelled
+        .filter((r) => r.policy !== own.policy && !r.oom)
+        .filter((r) => mine.peakReservedBytes - r.peakReservedBytes >= Math.max(MIN_GAIN_BYTES, MIN_GAIN_SHARE * mine.peakReservedBytes))
+        .sort((a, b) => a.peakReservedBytes - b.peakReservedBytes)
+    : [];
+  if (mine.modelled && better.length && !items.some((i) => i.kind === 'avoid-oom')) {
     const best = better[0];
     const saved = mine.peakReservedBytes - best.peakReservedBytes;
     items.push({
       kind: 'allocator-policy',
       title: `Switch the allocator policy to ${POLICY_LABELS[best.policy]}: ${formatBytes(saved)} less reserved at the peak`,
       action: HOW[best.policy],
-      evidence: [
-        ...set.results.map((r) => `${POLICY_LABELS[r.policy]}: peak reserved ${formatBytes(r.peakReservedBytes)} (×${r.ratio.toFixed(3)} of peak allocated ${formatBytes(r.peakAllocatedBytes)})`),
-        fidelityNote,
-      ],
+      evidence: [...set.results.map(evidenceOf), fidelityNote],
       predicted: { peakReservedBytes: best.peakReservedBytes, currentPeakReservedBytes: mine.peakReservedBytes },
       confidence: trusted ? 'high' : 'medium',
       assumptions: ASSUMPTIONS,
@@ -125,8 +137,8 @@ export function advise(model: Model, device: number, capacityOrOptions?: number 
     });
   }
 
-  const marker = [...mine.emptyCacheAtMarkers].sort((a, b) => b.releasesBytes - a.releasesBytes)[0];
-  if (marker && marker.releasesBytes >= MARKER_SHARE * mine.peakReservedBytes && marker.releasesBytes >= MIN_GAIN_BYTES) {
+  const marker = mine.modelled ? [...mine.emptyCacheAtMarkers].sort((a, b) => b.releasesBytes - a.releasesBytes)[0] : undefined;
+  if (mine.modelled && marker && marker.releasesBytes >= MARKER_SHARE * mine.peakReservedBytes && marker.releasesBytes >= MIN_GAIN_BYTES) {
     items.push({
       kind: 'empty-cache-at-marker',
       title: `Reserved memory sits idle at "${marker.name}": empty_cache() there would release ${formatBytes(marker.releasesBytes)}`,
@@ -141,10 +153,27 @@ export function advise(model: Model, device: number, capacityOrOptions?: number 
     });
   }
 
-  const notOffered = oomNotReplayed
-    ? [`the run ran out of memory, but the replay of ${POLICY_LABELS[own.policy]}${set.capacity.bytes !== undefined ? ` at ${formatBytes(set.capacity.bytes)}` : ''} does not (the failed request is not in the trace), so no policy is said to avoid it`]
-    : [];
-  if (!better.length) notOffered.push(`no other allocator policy lowers the peak by at least ${(MIN_GAIN_SHARE * 100).toFixed(0)} % and ${formatBytes(MIN_GAIN_BYTES)} on this trace`);
+  if (oomNotReplayed) {
+    notOffered.push(
+      `the run ran out of memory, but the replay of ${POLICY_LABELS[own.policy]}${set.capacity.bytes !== undefined ? ` at ${formatBytes(set.capacity.bytes)}` : ''} does not (the failed request is not in the trace), so no policy is said to avoid it`,
+    );
+  }
+  if (!mine.modelled) {
+    notOffered.push(`allocator policy and empty_cache(): ${fidelityNote}; no policy is compared with it and no peak is predicted`);
+  } else if (!better.length) {
+    notOffered.push(`no other allocator policy lowers the peak by at least ${(MIN_GAIN_SHARE * 100).toFixed(0)} % and ${formatBytes(MIN_GAIN_BYTES)} on this trace`);
+  }
+  for (const r of unmodelled.filter((x) => x.policy !== own.policy)) {
+    notOffered.push(`${policyWithSettings(r.policy, r.allocConf)}: not modelled, so no figure (${r.notModelled.join('; ')})`);
+  }
+  const policies: PolicyPrediction[] = set.results.map((r) => ({
+    policy: r.policy,
+    allocConf: r.allocConf,
+    modelled: r.modelled,
+    notModelled: [...r.notModelled],
+    peakReservedBytes: r.modelled ? r.peakReservedBytes : null,
+    fits: r.modelled && set.capacity.bytes !== undefined ? !r.oom : null,
+  }));
   const training = trainingAdvice(model, device, opts, notOffered);
   // Note [What the engine cannot answer]: after the recorded steps (--record-steps) no allocation was recorded, so
   // whatever is predicted is of the recorded steps' stream
@@ -155,6 +184,9 @@ export function advise(model: Model, device: number, capacityOrOptions?: number 
     device,
     ownPolicy: own.policy,
     ownPolicySource: own.policySource,
+    replayCheck: check,
+    selfCheck: fidelityNote,
+    policies,
     recordedPeakReservedBytes: recorded,
     recordedPeakAllocatedBytes: model.current(device).peakAllocatedBytes,
     capacityBytes: set.capacity.bytes ?? null,
@@ -167,6 +199,7 @@ export function advise(model: Model, device: number, capacityOrOptions?: number 
 export function adviceText(fileName: string, a: Advice): string {
   const ran = a.ownPolicy && a.ownPolicySource ? ` (it ran under ${POLICY_LABELS[a.ownPolicy]}, per ${POLICY_SOURCE_WORDS[a.ownPolicySource]})` : '';
   const out = [`Advice for ${fileName}, device ${a.device}${ran}:`];
+  if (a.selfCheck) out.push(`Self-check: ${a.selfCheck}`);
   if (!a.items.length) out.push('', 'Nothing to advise that this data shows.');
   a.items.forEach((item, i) => {
     out.push('', `${i + 1}. ${item.title}  [confidence: ${item.confidence}]`, `   Do: ${item.action}`);

@@ -34,20 +34,23 @@ export interface ReplaySet {
   results: ReplayResult[];
   /** why nothing was replayed (Note [What the engine cannot answer] in ./unmodelled.ts); results are then empty */
   none?: string;
+  /** the PYTORCH_CUDA_ALLOC_CONF settings a what-if gave the pytorch policies (instead of the data's) */
+  allocConf?: string;
 }
 
-export function replayPolicies(model: Model, device: number, policies: readonly Policy[], capacityBytes?: number): ReplaySet {
+/** `allocConf`: settings for the pytorch policies instead of the data's (`gpumem replay --alloc-conf`). */
+export function replayPolicies(model: Model, device: number, policies: readonly Policy[], capacityBytes?: number, allocConf?: string): ReplaySet {
   let capacity: Capacity = capacityBytes === undefined ? deviceCapacity(model, device) : { bytes: capacityBytes, source: 'given' };
   const none = whyNoReplay(model, device);
   if (none) return { device, capacity, t0Us: model.timeRange(device).t0Us, results: [], none };
-  const results = policies.map((p) => model.replay(device, p, capacity.bytes));
+  const results = policies.map((p) => model.replay(device, p, capacity.bytes, allocConf));
   // Without a recorded size the engine still checks against a device of its choosing: say which, and that
   // it is an assumption.
   const used = results[0]?.capacityBytes;
   if (capacity.bytes === undefined && typeof used === 'number' && used > 0) {
     capacity = { bytes: used, source: "an assumption: the data does not record the device's size (--capacity sets it)" };
   }
-  return { device, capacity, t0Us: model.timeRange(device).t0Us, results };
+  return { device, capacity, t0Us: model.timeRange(device).t0Us, results, ...(allocConf !== undefined ? { allocConf } : {}) };
 }
 
 /** The device to replay by default: the first with trace events. */

@@ -1,6 +1,7 @@
 // `gpumem summary FILE --json`'s document: the summary of a model plus who, when and how complete.
 // ./index.ts (summarizeFile) adds what-if, categories and steps and renders it with ./report.ts.
 import type { DeviceSummary, Model, SnapshotSummary } from '../../base/model/types';
+import type { ReplayCheck } from '../../base/model/whatIf';
 import { identityOf, type Identity } from './identity';
 import { integrityOf, type Integrity } from './integrity';
 import { oomRows, type OomRow } from './ooms';
@@ -18,6 +19,8 @@ export interface SummaryDevice extends DeviceSummary {
   /** the time and step of end_sample_us (PyTorch's figures at the end), where the device has a trace to time it by */
   end_sample_t_s?: number | null;
   end_sample_step?: number | null;
+  /** the replay of the policy that ran against the recorded peak (Note [Replay check]; ./replayCheck.ts adds it) */
+  replay_check?: ReplayCheck;
 }
 
 /** Allocations made under one memory label (`_set_memory_metadata`), from the trace entries' user_metadata. */

@@ -10,6 +10,7 @@ import { categoriesJson, categoriesText, type CategoriesJson } from './categorie
 import { stepsText, stepsWithCategories, type StepsJson } from './steps';
 import { timeBaseOf } from '../steps/timebase';
 import { addWhatIf, whatIfText } from './whatIf';
+import { addReplayCheck, replayCheckText } from './replayCheck';
 import { snapshotSection, snapshotSectionText, type SnapshotSectionJson } from './snapshotSection';
 
 export { summaryReport } from './report';
@@ -31,6 +32,7 @@ export function summarizeFile(file: string, topLines = 10): FileSummary {
     const time = timeBaseOf(model);
     const summary = summaryDocument(model, time);
     addWhatIf(model, summary);
+    addReplayCheck(model, summary);
     const states = new Map<number, AllocatorState>();
     for (const d of model.devices()) states.set(d, model.stateAt(d, Infinity));
     const problems = model
@@ -45,6 +47,7 @@ export function summarizeFile(file: string, topLines = 10): FileSummary {
     const text =
       summaryReport({ fileName: path.basename(file), summary, states, problems, topLines }) +
       whatIfText(summary) +
+      replayCheckText(summary) +
       (more.length ? '\n' + more.join('\n') : '');
     return { summary: steps.length ? { ...summary, steps, categories, snapshot } : { ...summary, categories, snapshot }, text, problems };
   } finally {

@@ -358,8 +358,8 @@ class NativeModel implements Model {
     const json = await ask('whatIf', device, timeUs, ...requests).catch(() => undefined);
     if (json !== undefined) this.answers.set(key, json);
   }
-  replay(device: number, policy: Policy, capacityBytes?: number): ReplayResult {
-    return askReplay(this.handle, device, policy, capacityBytes);
+  replay(device: number, policy: Policy, capacityBytes?: number, allocConf?: string): ReplayResult {
+    return askReplay(this.handle, device, policy, capacityBytes, allocConf);
   }
   /**
    * Note [First answers]: a panel's first paint asks a fresh model for its summary, markers, lines and the whole run's

@@ -638,8 +638,11 @@ export interface Model {
    * native reader predates the engine.
    */
   whatIf(device: number, timeUs: number, query?: WhatIfQuery): WhatIfAnswer;
-  /** the device's allocation stream replayed under `policy` on a simulated device of `capacityBytes` */
-  replay(device: number, policy: Policy, capacityBytes?: number): ReplayResult;
+  /**
+   * The device's allocation stream replayed under `policy` on a simulated device of `capacityBytes`; `allocConf`:
+   * PYTORCH_CUDA_ALLOC_CONF settings for the pytorch policies instead of the data's (a what-if).
+   */
+  replay(device: number, policy: Policy, capacityBytes?: number, allocConf?: string): ReplayResult;
   close(): void;
   /**
    * Note [First answers] (src/core/base/model/open.ts): compute a panel's first answers for `device` on a worker

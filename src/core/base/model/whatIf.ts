@@ -41,7 +41,16 @@ export interface WhatIfQuery {
   capacityBytes?: number;
   /** request sizes (bytes) to ask about, each on its own (never cumulatively) */
   requests?: number[];
+  /** PYTORCH_CUDA_ALLOC_CONF settings for the pytorch policies instead of the data's (Note [Settings of the data]) */
+  allocConf?: string;
 }
+
+/**
+ * Where the pytorch policies' settings come from (Note [Settings of the data] in native/addon/src/alloc_conf.h):
+ * the capture's header or a snapshot's allocator_settings (what PyTorch reported for the run), a what-if's own
+ * (`given`), PyTorch's defaults where the data does not record them; '' for the lens policies, which take none.
+ */
+export type SettingsSource = 'capture-header' | 'pickle-settings' | 'given' | 'defaults' | '';
 
 export type RequestOutcome = 'from-cache' | 'grows' | 'oom';
 
@@ -61,6 +70,11 @@ export interface WhatIfAnswer {
   /** the largest single request served without reserving more device memory */
   largestWithoutGrowthBytes: number;
   requests: RequestAnswer[];
+  /** the pytorch policies' settings as PYTORCH_CUDA_ALLOC_CONF text ('' for PyTorch's defaults) and their source */
+  allocConf?: string;
+  settingsSource?: SettingsSource;
+  /** settings of the policy that the engine does not model (the answers above do not account for them) */
+  notModelled?: string[];
 }
 
 export interface ReplayOom {
@@ -73,10 +87,36 @@ export interface ReplayOom {
   sentence: string;
 }
 
-export interface ReplayResult {
+/**
+ * One policy's replay. Note [Settings of the data]: when a setting the policy runs with is not modelled (garbage
+ * collection, the cudaMallocAsync backend, a key the engine does not know) or the data has no allocation to replay,
+ * `modelled` is false, `notModelled` says which, and there is no figure at all (the peaks are null).
+ */
+export type ReplayResult = ReplayFigures | ReplayNotModelled;
+
+interface ReplayBase {
   policy: Policy;
   /** the capacity the replay ran under (null: unlimited, no OOM check) */
   capacityBytes: number | null;
+  /** the pytorch policies' settings as PYTORCH_CUDA_ALLOC_CONF text ('' for PyTorch's defaults; the lens: '') */
+  allocConf: string;
+  settingsSource: SettingsSource;
+}
+
+export interface ReplayNotModelled extends ReplayBase {
+  modelled: false;
+  notModelled: string[];
+  peakReservedBytes: null;
+  peakAllocatedBytes: null;
+  ratio: null;
+  peakAtUs: null;
+  emptyCacheAtMarkers: [];
+  oom: null;
+}
+
+export interface ReplayFigures extends ReplayBase {
+  modelled: true;
+  notModelled: [];
   peakReservedBytes: number;
   peakAllocatedBytes: number;
   /** peak reserved / peak allocated */
@@ -90,7 +130,7 @@ export interface ReplayResult {
 /** The native handle's optional what-if methods (absent in readers built before the engine). */
 export interface WhatIfHandle {
   whatIf?(device: number, tUs: number, query?: WhatIfQuery): string | WhatIfAnswer;
-  replay?(device: number, policy: Policy, capacityBytes?: number): string | ReplayResult;
+  replay?(device: number, policy: Policy, capacityBytes?: number, query?: { allocConf?: string }): string | ReplayResult;
 }
 
 export class WhatIfUnavailable extends Error {
@@ -109,11 +149,48 @@ export function askWhatIf(handle: WhatIfHandle, device: number, tUs: number, que
   if (query?.policy) q.policy = query.policy;
   if (query?.capacityBytes !== undefined) q.capacityBytes = query.capacityBytes;
   if (query?.requests?.length) q.requests = query.requests;
+  if (query?.allocConf !== undefined) q.allocConf = query.allocConf;
   return decode<WhatIfAnswer>(handle.whatIf(device, tUs, q));
 }
 
-export function askReplay(handle: WhatIfHandle, device: number, policy: Policy, capacityBytes?: number): ReplayResult {
+export function askReplay(handle: WhatIfHandle, device: number, policy: Policy, capacityBytes?: number, allocConf?: string): ReplayResult {
   if (typeof handle.replay !== 'function') throw new WhatIfUnavailable();
-  const r = decode<ReplayResult>(capacityBytes === undefined ? handle.replay(device, policy) : handle.replay(device, policy, capacityBytes));
+  const raw =
+    allocConf !== undefined
+      ? handle.replay(device, policy, capacityBytes, { allocConf })
+      : capacityBytes === undefined
+        ? handle.replay(device, policy)
+        : handle.replay(device, policy, capacityBytes);
+  const r = decode<ReplayResult>(raw);
+  // A reader built before the settings were read gives figures and nothing else: it modelled what it replayed.
+  if ((r as { modelled?: boolean }).modelled === undefined) {
+    return { ...(r as ReplayFigures), capacityBytes: r.capacityBytes ?? null, modelled: true, notModelled: [], allocConf: '', settingsSource: '' };
+  }
   return { ...r, capacityBytes: r.capacityBytes ?? null };
+}
+
+/** The policies PYTORCH_CUDA_ALLOC_CONF settings apply to (PyTorch's allocator). */
+export function isPytorchPolicy(p: Policy): boolean {
+  return p === 'pytorch' || p === 'pytorch-expandable';
+}
+
+/**
+ * The replay's self-check (Note [Replay check] in src/core/analyses/replay/check.ts): the policy that ran, replayed,
+ * against the peak reserved the run recorded. `gpumem summary --json`'s `replay_check` and the advice's.
+ */
+export interface ReplayCheck {
+  /** the policy that made the data, and how the data says so */
+  policy: Policy;
+  policy_source: PolicySource;
+  /** the replay's peak reserved; null when not modelled */
+  predicted_bytes: number | null;
+  /** the peak reserved the run recorded */
+  recorded_bytes: number;
+  modelled: boolean;
+  not_modelled: string[];
+  /** |predicted − recorded| / recorded; null when not modelled or nothing was recorded */
+  deviation: number | null;
+  /** the settings the policy ran with (PYTORCH_CUDA_ALLOC_CONF text, '' for PyTorch's defaults) and their source */
+  alloc_conf: string;
+  settings_source: SettingsSource;
 }

@@ -1,7 +1,7 @@
 // What `gpumem advise` answers (src/core/analyses/advice computes it): the items with their evidence,
 // predicted effect, confidence and assumptions. Part of the snapshot contract (./snapshot.ts: AdviceView), so it
 // holds types only; the CLI prints the same objects as JSON.
-import type { Policy, PolicySource } from '../model/whatIf';
+import type { Policy, PolicySource, ReplayCheck } from '../model/whatIf';
 
 export type Confidence = 'high' | 'medium' | 'low';
 
@@ -36,11 +36,33 @@ export interface Predicted {
   currentPeakAllocatedBytes?: number;
 }
 
+/**
+ * One policy's predicted peak, as the advice's policy items rest on it: the replay's figure, or none where a setting
+ * of that policy is not modelled (Note [Settings of the data]).
+ */
+export interface PolicyPrediction {
+  policy: Policy;
+  /** the pytorch policies' PYTORCH_CUDA_ALLOC_CONF settings ('' for PyTorch's defaults and for the lens) */
+  allocConf: string;
+  modelled: boolean;
+  notModelled: string[];
+  /** null when not modelled */
+  peakReservedBytes: number | null;
+  /** null when not modelled or no capacity was known */
+  fits: boolean | null;
+}
+
 export interface Advice {
   device: number;
   /** absent where the engine cannot replay the device (Note [What the engine cannot answer]): notOffered says why */
   ownPolicy?: Policy;
   ownPolicySource?: PolicySource;
+  /** the replay of the policy that ran against the recorded peak (Note [Replay check]), and the same in one sentence;
+   * absent where the engine cannot replay the device */
+  replayCheck?: ReplayCheck;
+  selfCheck?: string;
+  /** every policy's predicted peak reserved (the figures the policy items are built on) */
+  policies: PolicyPrediction[];
   recordedPeakReservedBytes: number;
   capacityBytes: number | null;
   recordedPeakAllocatedBytes: number;

@@ -340,15 +340,22 @@ export interface DiffView {
   shrankBytes: number;
 }
 
-/** One allocator policy's replay of the device's allocation stream (src/core/analyses/replay). */
+/**
+ * One allocator policy's replay of the device's allocation stream (src/core/analyses/replay). Not modelled (Note
+ * [Settings of the data]): `notModelled` says which setting, and the figures are null.
+ */
 export interface ReplayRowView {
   policy: Policy;
   label: string;
-  peakReservedBytes: number;
-  peakAllocatedBytes: number;
+  /** the pytorch policies' PYTORCH_CUDA_ALLOC_CONF settings ('' for PyTorch's defaults and the lens) */
+  allocConf: string;
+  modelled: boolean;
+  notModelled: string[];
+  peakReservedBytes: number | null;
+  peakAllocatedBytes: number | null;
   /** peak reserved / peak allocated */
-  ratio: number;
-  peakAtUs: number;
+  ratio: number | null;
+  peakAtUs: number | null;
   /** the most empty_cache() would release at any user marker (0 when none) */
   bestMarkerReleaseBytes: number;
   bestMarkerName?: string;
@@ -364,6 +371,8 @@ export interface ReplayView {
   capacitySource: string;
   /** the policy the data was recorded under, when the engine can tell */
   ownPolicy?: Policy;
+  /** the replay of that policy against the recorded peak, in one sentence (Note [Replay check]) */
+  check?: string;
   rows: ReplayRowView[];
   /** why nothing was replayed (rows empty): an allocator the engine does not model, no events */
   none?: string;

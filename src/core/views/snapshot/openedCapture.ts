@@ -20,6 +20,7 @@ import { END_OF_TRACE, TIMELINE_MAX_SPANS } from '../../base/protocol/snapshot';
 import { POLICIES, POLICY_LABELS } from '../../base/model/whatIf';
 import type { Policy } from '../../base/model/whatIf';
 import { replayPolicies } from '../../analyses/replay';
+import { replayCheck, replayCheckSentence } from '../../analyses/replay/check';
 import { advise } from '../../analyses/advice';
 import { breakdownFromSegments } from '../../analyses/breakdown/breakdown';
 import { categoriesView } from './categoriesView';
@@ -348,6 +349,7 @@ export class OpenedCapture {
     } catch {
       ownPolicy = undefined; // the table stands without the mark
     }
+    const ran = set.results.find((r) => r.policy === ownPolicy);
     return {
       requestId,
       device,
@@ -355,11 +357,15 @@ export class OpenedCapture {
       capacitySource: set.capacity.source,
       ownPolicy,
       ...(set.none ? { none: set.none } : {}),
+      ...(ran ? { check: replayCheckSentence(replayCheck(this.model, device, ran)) } : {}),
       rows: set.results.map((r) => {
         const best = r.emptyCacheAtMarkers.reduce<{ releasesBytes: number; name?: string }>((a, m) => (m.releasesBytes > a.releasesBytes ? m : a), { releasesBytes: 0 });
         return {
           policy: r.policy,
           label: POLICY_LABELS[r.policy],
+          allocConf: r.allocConf,
+          modelled: r.modelled,
+          notModelled: [...r.notModelled],
           peakReservedBytes: r.peakReservedBytes,
           peakAllocatedBytes: r.peakAllocatedBytes,
           ratio: r.ratio,

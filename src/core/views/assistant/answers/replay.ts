@@ -25,6 +25,8 @@ export function replayAnswer(rec: Recording, asked: { device?: number; policy?: 
     times: 's since the device\'s first allocation',
     recorded_under: own,
     replays: set.results.map((r) => {
+      // Note [Settings of the data]: a setting the engine does not model gives no figure at all, only its name
+      if (!r.modelled) return { policy: r.policy, label: POLICY_LABELS[r.policy], not_modelled: r.notModelled };
       const released = r.emptyCacheAtMarkers.filter((m) => m.releasesBytes > 0);
       return {
         policy: r.policy,
