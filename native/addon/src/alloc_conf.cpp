@@ -179,25 +179,14 @@ AllocConf alloc_conf_from_settings(const json::Value& settings) {
       add_unique(conf.not_modelled, "PYTORCH_CUDA_ALLOC_CONF=" + text->as_string() + " (text this replay cannot read)");
     }
   }
-  if (const json::Value* v = settings.find("max_split_size"); v && v->is_number()) {
-    const double bytes = v->as_double();  // -1, or SIZE_MAX read as a double: unset
-    conf.pytorch.max_split_size = bytes > 0 && bytes < 1.8e19 ? uint64_t(v->as_int()) : core::kNoMaxSplit;
-  }
-  if (const json::Value* v = settings.find("roundup_power2_divisions")) {
-    auto& out = conf.pytorch.roundup_power2_divisions;
-    if (v->is_object()) {
-      out.fill(0);
-      for (const auto& [k, d] : v->members()) {
-        const uint64_t mib = std::strtoull(k.c_str(), nullptr, 10);
-        if (power_of_two(mib) && d.is_number() && d.as_int() >= 0)
-          out[std::min(log2_of(mib), out.size() - 1)] = uint32_t(d.as_int());
-      }
-    } else if (v->is_array() && v->items().size() == out.size()) {
-      for (size_t k = 0; k < out.size(); k++)
-        out[k] = v->items()[k].is_number() ? uint32_t(std::max<int64_t>(0, v->items()[k].as_int())) : 0;
-    } else if (v->is_number() && v->as_int() >= 0) {
-      out.fill(uint32_t(v->as_int()));
-    }
+  // the typed members, read as the observer reads them (pytorch_settings_from_json in the allocator core); a text
+  // setting those do not carry stays as the text said
+  {
+    const core::PytorchSettings typed = core::pytorch_settings_from_json(settings);
+    if (settings.find("max_split_size")) conf.pytorch.max_split_size = typed.max_split_size;
+    if (settings.find("max_non_split_rounding")) conf.pytorch.max_non_split_rounding = typed.max_non_split_rounding;
+    if (settings.find("roundup_power2_divisions"))
+      conf.pytorch.roundup_power2_divisions = typed.roundup_power2_divisions;
   }
   if (const json::Value* v = settings.find("garbage_collection_threshold"); v && v->is_number()) {
     conf.not_modelled.erase(

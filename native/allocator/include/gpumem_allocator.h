@@ -123,7 +123,7 @@ int gpumem_observe_event_queued(int device, int action, uint64_t addr, uint64_t 
 void gpumem_observe_figures(int device, uint64_t allocated, uint64_t reserved, uint64_t peak_allocated,
                             uint64_t peak_reserved, uint64_t num_ooms);
 // PyTorch's rounding and splitting settings, as JSON: torch.cuda.memory._snapshot()["allocator_settings"] (Note
-// [PyTorch's block sizes] in src/pytorch_rounding.h), so that the blocks the observer records are PyTorch's under
+// [PyTorch's block sizes] in src/observer.cc), so that the blocks the observer records are PyTorch's under
 // roundup_power2_divisions and max_split_size_mb. 0, or -1 when it is not a JSON object.
 int gpumem_observe_rounding(const char* settings_json);
 // Note [Figures on the sampler's thread] (src/observer.h): the sampler's thread reads each device's figures through

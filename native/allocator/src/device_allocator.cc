@@ -143,14 +143,18 @@ static size_t next_division(size_t size, size_t divisions) {
   return down == size ? size : down + step;
 }
 
-size_t DeviceAllocator::round(size_t requested) const {
+size_t pytorch_round(size_t requested, const std::array<uint32_t, kRoundupIntervals>& divisions_by_interval) {
   if (requested < kMinBlockSize) return kMinBlockSize;
   // The interval of the size: index 0 below 2 MiB, then one per power of two, the last from 32 GiB on.
   const size_t log2 = size_t(63 - __builtin_clzll(requested)), start = 20;
   const size_t index = std::min(log2 > start ? log2 - start : 0, kRoundupIntervals - 1);
-  const size_t divisions = options_.roundup_power2_divisions[index];
+  const size_t divisions = divisions_by_interval[index];
   if (divisions > 1 && requested > kMinBlockSize * divisions) return next_division(requested, divisions);
   return round_size(requested);
+}
+
+size_t DeviceAllocator::round(size_t requested) const {
+  return pytorch_round(requested, options_.roundup_power2_divisions);
 }
 
 BlockPool* DeviceAllocator::get_pool(size_t size, Stream stream) {

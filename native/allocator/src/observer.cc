@@ -12,11 +12,11 @@
 #include "../../format/gpumem_format.h"
 #include "../../format/json.h"
 #include "address_map.h"
-#include "pytorch_rounding.h"
 #include "recorder.h"
 #include "self_time.h"
 #include "sequencer.h"
 #include "stack_capture.h"
+#include "what_if.h"
 #include "writer.h"
 
 namespace gpumem::rec::observer {
@@ -45,7 +45,7 @@ struct Dev {
   // alloc's block runs from its address to the next block or the segment's end when that leaves ≤ 1 MiB, else
   // it is the rounded request. Expandable segments, and segments made before the observer saw them, fall
   // back to the rounded request. The rounding and the splitting follow the user's roundup_power2_divisions and
-  // max_split_size_mb (Note [PyTorch's block sizes] in pytorch_rounding.h).
+  // max_split_size_mb (Note [PyTorch's block sizes]).
   std::map<uint64_t, uint64_t> segments;  // fixed segments: address → size
   // Large-pool blocks in use (allocated or pending free): address → size. Only a large request's size reads
   // them, and large-pool segments hold large blocks only (a small pool's are ≤ 1 MiB, in 2 MiB segments of
@@ -67,19 +67,25 @@ Host g_host;
 
 uint16_t pool_flags(uint64_t size) { return size <= kSmallSize ? fmt::kPoolSmall : fmt::kPoolLarge; }
 
-// PyTorch's rounding and splitting under the user's settings (Note [PyTorch's block sizes] in pytorch_rounding.h),
-// set once by the bootstrap from PyTorch's own parse of them; the defaults before that.
-std::atomic<const pytorch::Rounding*> g_rounding{nullptr};
-const pytorch::Rounding& rounding() {
-  static const pytorch::Rounding kDefault;
-  const pytorch::Rounding* r = g_rounding.load(std::memory_order_acquire);
-  return r ? *r : kDefault;
+// Note [PyTorch's block sizes]: PyTorch's allocated_bytes count blocks, not requests. A request is rounded (round_size:
+// to 512 B, or, for a size interval with N > 1 roundup_power2_divisions, up to the next of N equal divisions of its
+// power-of-two interval), and a cached block is split only when the remainder is worth keeping (should_split: small
+// pool ≥ 512 B; large pool > 1 MiB, and only for requests below max_split_size, so a request at or above it takes the
+// whole free block). The observer sizes each block it records this way, under the user's settings as PyTorch parsed
+// them (pytorch_settings_from_json, set once by the bootstrap; the defaults before that), so that a capture's
+// allocated is memory_allocated() under those settings too: on an H200, T5 under max_split_size_mb:64 and
+// roundup_power2_divisions:4 was 5.6 % short at its step ends with 512 B rounding alone.
+std::atomic<const core::PytorchSettings*> g_settings{nullptr};
+const core::PytorchSettings& settings() {
+  static const core::PytorchSettings kDefault;
+  const core::PytorchSettings* s = g_settings.load(std::memory_order_acquire);
+  return s ? *s : kDefault;
 }
 
 // The block PyTorch hands out for a request of `requested` bytes at `addr` (Note [Observed block sizes]).
 uint64_t block_size(const Dev& d, uint64_t addr, uint64_t requested) {
-  const pytorch::Rounding& policy = rounding();
-  const uint64_t rounded = policy.round(requested);
+  const core::PytorchSettings& policy = settings();
+  const uint64_t rounded = core::pytorch_round(requested, policy.roundup_power2_divisions);
   if (rounded <= kSmallSize) return rounded;  // small pool: split whenever ≥ 512 B remain, so always exact
   auto seg = d.segments.upper_bound(addr);
   if (seg == d.segments.begin()) return rounded;
@@ -91,7 +97,8 @@ uint64_t block_size(const Dev& d, uint64_t addr, uint64_t requested) {
   if (next != d.blocks.end() && next->first < end) end = next->first;
   const uint64_t free = end - addr;
   if (free < rounded) return rounded;  // our layout disagrees with PyTorch's: the request, never less
-  return policy.splits_large(rounded, free - rounded) ? rounded : free;
+  const bool splits = rounded < policy.max_split_size && free - rounded > kSmallSize;
+  return splits ? rounded : free;
 }
 
 uint8_t block_state(const std::string& s) {
@@ -254,9 +261,10 @@ bool queue_event(int device, int action, uint64_t addr, uint64_t size, uint64_t 
 bool set_rounding(const std::string& settings_json) {
   json::Value v;
   if (!json::parse(settings_json, &v, nullptr) || !v.is_object()) return false;
-  const pytorch::Rounding r = pytorch::Rounding::from_settings(v);
+  const core::PytorchSettings parsed = core::pytorch_settings_from_json(v);
   // Kept for the process's life: a trace entry being applied may still read the previous one.
-  g_rounding.store(r.is_default() ? nullptr : new pytorch::Rounding(r), std::memory_order_release);
+  g_settings.store(parsed == core::PytorchSettings{} ? nullptr : new core::PytorchSettings(parsed),
+                   std::memory_order_release);
   return true;
 }
 

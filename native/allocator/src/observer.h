@@ -87,7 +87,7 @@ bool queue_event(int device, int action, uint64_t addr, uint64_t size, uint64_t 
 void apply(const sequencer::Event& e);
 
 // PyTorch's rounding and splitting settings, the JSON of _snapshot()["allocator_settings"] (Note [PyTorch's block
-// sizes] in pytorch_rounding.h); false when it is not a JSON object (the defaults stay).
+// sizes] in observer.cc); false when it is not a JSON object (the defaults stay).
 bool set_rounding(const std::string& settings_json);
 
 // Figures read from PyTorch's stats API, for allocators that offer neither trace trackers nor history

@@ -25,6 +25,7 @@
 #include <string>
 #include <vector>
 
+#include "../../format/json.h"
 #include "device_allocator.h"
 #include "sim_backend.h"
 
@@ -47,6 +48,11 @@ struct PytorchSettings {
            roundup_power2_divisions == o.roundup_power2_divisions;
   }
 };
+// The typed settings of torch.cuda.memory._snapshot()["allocator_settings"] (PyTorch's own parse of
+// PYTORCH_CUDA_ALLOC_CONF): max_split_size (bytes; -1 or SIZE_MAX: none), max_non_split_rounding (bytes, where it is
+// reported) and roundup_power2_divisions (an object {"1": n, "2": n, … "32768": n} by interval start in MiB, a list of
+// one value per interval, or one value for all). Members it does not carry, or cannot read, keep PyTorch's defaults.
+PytorchSettings pytorch_settings_from_json(const json::Value& settings);
 // The policy's options; `settings` apply to the pytorch policies only (the lens allocator does not read them).
 Options policy_options(Policy p, const PytorchSettings& settings = {});
 Policy policy_of(const Options& o);

@@ -235,7 +235,7 @@ class Observer:
 
     def rounding(self, torch):
         """PyTorch's own parse of the user's roundup_power2_divisions and max_split_size_mb, so the blocks the observer
-        records are PyTorch's (Note [PyTorch's block sizes] in native/allocator/src/pytorch_rounding.h). Read once, at
+        records are PyTorch's (Note [PyTorch's block sizes] in native/allocator/src/observer.cc). Read once, at
         the start, when the allocator holds nothing yet (a snapshot is cheap then); a library without the call (an
         older build, a stand-in) keeps 512 B rounding."""
         fn = getattr(self.lib, "gpumem_observe_rounding", None)

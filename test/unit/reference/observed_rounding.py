@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """A capture of PyTorch's allocator observed under roundup_power2_divisions and max_split_size_mb (the settings as
 PyTorch's _snapshot() reports them), for test/unit/observer.test.mjs: the blocks the observer records must be
-PyTorch's (Note [PyTorch's block sizes] in native/allocator/src/pytorch_rounding.h).
+PyTorch's (Note [PyTorch's block sizes] in native/allocator/src/observer.cc).
 
     observed_rounding.py LIB CAPTURE
 
