@@ -159,7 +159,12 @@ def main(argv=None):
     return 2
 
 
-if __name__ == "__main__":
+def script():
+    """`python3 -m gpumem`, and the `gpumem` command of an installed package (pyproject.toml)."""
     # The launcher's own process must not start tracking itself (it never imports torch anyway).
     os.environ.pop("GPUMEM_SESSION_DIR", None)
-    sys.exit(main())
+    return main()
+
+
+if __name__ == "__main__":
+    sys.exit(script())
