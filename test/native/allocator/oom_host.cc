@@ -82,8 +82,7 @@ int main(int argc, char** argv) {
   t::run("after the catch the host's exception state is clean, as after any exception of its own", [&] {
     try {
       lib.malloc(100 * kMiB, 0, nullptr);
-    } catch (const std::exception&) {
-    }
+    } catch (const std::exception&) {}
     CHECK_EQ(std::uncaught_exceptions(), 0);
     CHECK(std::current_exception() == nullptr);
     // The host throws and catches its own exception through the same runtime afterwards.
