@@ -1,6 +1,6 @@
 """The build backend of `pip install native/python` (PEP 517; pyproject.toml names it, with backend-path). Standard
 library only and no build requirements, so pip builds the package offline, with or without build isolation, on the
-Python of a GPU machine (3.8 and later: TOML is read by tomllib where there is one, else by read_toml below).
+Python of a GPU machine (the package's 3.9 and later: TOML is read by tomllib from 3.11, else by read_toml below).
 
 Note [Installed package]:
 - The wheel holds the gpumem package as it is in native/python/gpumem (the one copy of the Python side: the VSIX

@@ -27,8 +27,8 @@ Note [pytest budgets]:
 
 Note [Dormant plugin]: an installed package registers the plugin with every pytest run in its environment (the
 pytest11 entry point, named gpumem, so `-p gpumem` finds it registered and adds nothing). There it stays dormant: it
-adds its options and marker, and nothing else runs (no torch import, no tracking, no hook per test) unless it is
-asked for. Asked by name (`-p gpumem`, PYTEST_PLUGINS=gpumem) or by --gpumem-report, it starts tracking before the
+adds its options and marker and looks once at the collected tests' markers; nothing else runs (no torch import, no
+tracking, no hook per test) unless it is asked for. Asked by name (`-p gpumem`, PYTEST_PLUGINS=gpumem) or by --gpumem-report, it starts tracking before the
 conftest files load, as always. Otherwise, a collected test carrying the gpu_memory marker wakes it at the end of
 the collection: tracking starts then, with the test modules imported (torch too, usually, but CUDA not yet
 initialised, so every allocator mode can still be chosen; where CUDA was, PyTorch's allocator is observed from then
