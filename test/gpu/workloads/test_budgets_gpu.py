@@ -3,8 +3,12 @@
 native/python/gpumem/_pytest.py). Expected: test_fits passes, test_over_budget fails with
 "gpu_memory: peak allocated 64.00 MiB exceeds the budget peak=32.00 MiB by 32.00 MiB" naming its BIG line, and
 test_unmarked passes unjudged. Native/floor/README.md (Note [ARM64]) gives the command for a Grace machine."""
-import pytest
-import torch
+import faulthandler
+import os
+
+faulthandler.dump_traceback_later(int(os.environ.get("GPUMEM_WATCHDOG_S", "120")), exit=True)  # a stall comes back as a stack
+import pytest  # noqa: E402
+import torch  # noqa: E402
 
 
 @pytest.mark.gpu_memory(peak="40MiB", leak="0")
