@@ -35,7 +35,8 @@ def _run_parser():
             p.add_argument(decl["cli"], dest="setting_" + decl["py"], metavar=decl["metavar"], default=None,
                            help=decl["help"])
     p.add_argument("--allocator-so", default=None, metavar="PATH",
-                   help="the lens library (default: the built dist/native/libgpumem_allocator.so)")
+                   help="the lens library (default: the one installed with this package, else the built "
+                        "dist/native/libgpumem_allocator.so)")
     return p
 
 
