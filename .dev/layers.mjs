@@ -9,7 +9,7 @@
 //   analyses   what the data means: steps, time base, leaks, categories, breakdown, verdicts, summary,
 //              advice, replay, the rank table;
 //   views      what each panel and the editor ask for (live run, opened capture, rank set, annotations,
-//              the panels' HTML);
+//              the panels' HTML), and what an AI assistant asks for (the assistant's tools);
 //   glue, cli  the VS Code extension and the `gpumem` command: side by side, neither imports the other;
 //   root       src/extension.ts, the composition root.
 // webview/ (the browser bundles) imports only the protocol and the units of base. Folders inside a layer may

@@ -19,7 +19,21 @@ const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
 const pkg = JSON.parse(fs.readFileSync(path.join(root, 'package.json'), 'utf8'));
 const TARGETS = { 'linux-x64': { arch: 'x64', native: path.join(root, 'dist/native') }, 'linux-arm64': { arch: 'arm64', native: ARM64_NATIVE } };
 // What a VSIX holds besides dist/ (.vscodeignore picks from these; the staging copy needs nothing else).
-const SHIPPED = ['package.json', 'README.md', 'LICENSE', '.vscodeignore', 'media', 'native/python'];
+const SHIPPED = ['package.json', 'README.md', 'CHANGELOG.md', 'LICENSE', '.vscodeignore', 'media', 'native/python'];
+
+/**
+ * How vsce chooses the files, for `vsce package` here and `vsce ls` in test/unit/vsix-contents.test.mjs, so the
+ * listing the test checks is the package's: .vscodeignore's whitelist, no node_modules (everything is bundled
+ * into dist/).
+ */
+export const VSCE_SELECTION = ['--no-dependencies'];
+
+/** `vsce ls` at the root: the files the linux-x64 package would hold, as vsce names them (relative to the root). */
+export function vsceList() {
+  const r = spawnSync(process.execPath, [path.join(root, 'node_modules/@vscode/vsce/vsce'), 'ls', ...VSCE_SELECTION], { cwd: root, encoding: 'utf8' });
+  if (r.status !== 0) throw new Error(`vsce ls failed (exit ${r.status}): ${r.stderr}`);
+  return r.stdout.split('\n').filter(Boolean);
+}
 
 /** The shipped binaries of a target: every .node and .so in its native folder. */
 function nativesOf(target) {
@@ -68,10 +82,9 @@ export function packageVsix(outFile, target = 'linux-x64') {
       [
         path.join(root, 'node_modules/@vscode/vsce/vsce'),
         'package',
-        '--no-dependencies', // everything is bundled into dist/
+        ...VSCE_SELECTION,
         '--target', target, // dist/native holds this target's binaries
         '--allow-missing-repository',
-        '--skip-license',
         // README images are repository-relative; the VSIX has no repository URL to rewrite them against.
         '--no-rewrite-relative-links',
         '--out', outFile,
@@ -86,7 +99,8 @@ export function packageVsix(outFile, target = 'linux-x64') {
     fs.rmSync(dir, { recursive: true, force: true });
   }
   const entries = listVsix(outFile);
-  const expected = ['extension/package.json', 'extension/dist/extension.js'];
+  // (vsce names LICENSE and CHANGELOG.md so in the package)
+  const expected = ['extension/package.json', 'extension/dist/extension.js', 'extension/LICENSE.txt', 'extension/changelog.md'];
   for (const f of natives) expected.push(`extension/dist/native/${path.basename(f)}`);
   for (const f of ['dist/cli.js', 'dist/webview/live.js', 'dist/webview/snapshot.js', 'dist/webview/toolkit.min.js']) {
     if (fs.existsSync(path.join(root, f))) expected.push(`extension/${f}`);
@@ -100,7 +114,7 @@ export function packageVsix(outFile, target = 'linux-x64') {
   const missing = expected.filter((e) => !entries.includes(e));
   if (missing.length) throw new Error(`package: ${path.basename(outFile)} lacks ${missing.join(', ')} (check .vscodeignore)`);
   const leaked = entries.filter((e) =>
-    /(^|\/)(node_modules|src|test|__pycache__|build_backend)\/|\.pyc$|media\/screenshot\.png$|^dist\/native-/.test(e.replace(/^extension\//, '')));
+    /(^|\/)(node_modules|src|test|\.dev|__pycache__|build_backend)\/|\.pyc$|^dist\/native-/.test(e.replace(/^extension\//, '')));
   if (leaked.length) throw new Error(`package: ${path.basename(outFile)} contains files it must not ship: ${leaked.slice(0, 5).join(', ')}`);
   const kib = fs.statSync(outFile).size / 1024;
   console.log(`package: ${path.relative(root, outFile)} (${target}, ${entries.length} files, ${kib.toFixed(0)} KiB, ${Date.now() - t0} ms)`);

@@ -18,7 +18,7 @@ import { fileURLToPath } from 'node:url';
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
 
-/** Runs a command quietly; true when it exits 0. */
+/** Runs one command quietly; true when it exits 0. */
 function ok(cmd, args, opts = {}) {
   const r = spawnSync(cmd, args, { stdio: ['ignore', 'pipe', 'pipe'], timeout: 60_000, ...opts });
   return r.status === 0;

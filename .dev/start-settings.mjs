@@ -2,10 +2,14 @@
 //
 // Note [Replay hook]: on a machine with no GPU, "Run Python File with Memory Tracking" has nothing to
 // track, so `npm start` points gpuMemoryLens.launchCommand at the replay workload (test/e2e/replay/), which
-// streams a recorded capture of test/e2e/workspace/live_sample.py as if it ran (a stand-in when the
-// recorded fixture is absent). The replay's owner can override this with
-// test/e2e/replay/start-settings.json; ${replayDir} and ${repoRoot} in it become absolute paths here
-// (tracked files must not hold them); other ${…} variables are left for the extension to expand.
+// streams a capture recorded on an H200 of the walkthrough's sample (media/walkthrough/gpumem_sample.py) as
+// if it ran (a stand-in of test/e2e/workspace/live_sample.py when the recorded fixture is absent). The
+// replay's owner can override this with test/e2e/replay/start-settings.json; ${replayDir} and ${repoRoot}
+// in it become absolute paths here (tracked files must not hold them); other ${…} variables are left for
+// the extension to expand. The Testing view's budget tests (the walkthrough's last step) cannot be
+// replayed: they run for real, on the stand-in torch (test/python/fake_torch) with the lens allocator on
+// its simulated device, through the interpreter .dev/sim-python (gpuMemoryLens.pythonPath), as
+// test/e2e/testing.test.mjs runs them. The replay runs under that interpreter too; it needs no torch.
 import { spawnSync } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
@@ -42,7 +46,8 @@ export function startSettings({ replay = !hasGpu() } = {}) {
   const esc = (p) => JSON.stringify(p).slice(1, -1);
   const text = template.replaceAll('${replayDir}', esc(REPLAY_DIR)).replaceAll('${repoRoot}', esc(ROOT));
   try {
-    return { settings: JSON.parse(text), reason: `no GPU: Run Python File replays the recorded sample (${from})` };
+    const settings = { 'gpuMemoryLens.pythonPath': path.join(ROOT, '.dev/sim-python'), 'gpuMemoryLens.allocator': 'lens', ...JSON.parse(text) };
+    return { settings, reason: `no GPU: Run Python File replays the recorded sample (${from}); tests run on the simulated device` };
   } catch (err) {
     throw new Error(`${from} is not valid JSON: ${err.message}`);
   }

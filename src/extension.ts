@@ -19,6 +19,8 @@ import { MemoryStatusBar } from './glue/runs/statusBar';
 import { GpuMemoryKernel, revealCellLine } from './glue/notebook/kernel';
 import { registerSnapshotFeatures } from './glue/snapshot';
 import { BudgetTests } from './glue/testing/controller';
+import { registerAssistantTools } from './glue/assistant/tools';
+import { registerWalkthrough, WalkthroughProgress } from './glue/walkthrough';
 
 export function activate(context: vscode.ExtensionContext): void {
   const runs = new LiveRuns(openModel);
@@ -28,9 +30,11 @@ export function activate(context: vscode.ExtensionContext): void {
     run: (action: LiveAction) => (action === 'emptyCache' ? actions.emptyCache() : actions.captureSnapshot()),
   });
   const kernel = new GpuMemoryKernel(context.extensionUri.fsPath, runs);
+  const walkthrough = new WalkthroughProgress();
   const annotations = new AnnotationController(
     () => liveAnnotationSources(runs),
     (doc) => kernel.framePathOf(doc),
+    () => walkthrough.mark('linesShown'),
   );
   context.subscriptions.push(
     runs,
@@ -39,7 +43,9 @@ export function activate(context: vscode.ExtensionContext): void {
     annotations,
     new MemoryStatusBar(runs),
     new ObserverPrebuild(context.extensionUri.fsPath),
-    new BudgetTests(context.extensionUri.fsPath),
+    registerAssistantTools(runs),
+    new BudgetTests(context.extensionUri.fsPath, () => walkthrough.mark('budgetRun')),
+    ...registerWalkthrough(context.extensionUri.fsPath, walkthrough),
     runs.onDidChange(() => annotations.refresh()),
     runs.onDidOom((e) => void notifyOom(e, () => Promise.resolve(snapshotAtOom(e)))),
     runs.onDidWriterFailure((e) => void notifyWriterFailure(e, () => livePanel.show())),
@@ -51,6 +57,7 @@ export function activate(context: vscode.ExtensionContext): void {
     vscode.commands.registerCommand('gpuMemoryLens.run', async (uri?: vscode.Uri) => {
       try {
         const tracked = await launcher.run(uri);
+        if (tracked) walkthrough.mark('runStarted');
         if (tracked && vscode.workspace.getConfiguration('gpuMemoryLens').get<boolean>('livePanel.openOnRun', true)) livePanel.show(true);
       } catch (e) {
         void vscode.window.showErrorMessage(`GPU Memory Lens: ${(e as Error).message}`);
@@ -65,7 +72,12 @@ export function activate(context: vscode.ExtensionContext): void {
       vscode.window.setStatusBarMessage(`GPU Memory Lens: line annotations ${on ? 'on' : 'off'}`, 3000);
     }),
   );
-  registerSnapshotFeatures(context, { showModelAnnotations: (model, where) => annotations.showModel(model, where) });
+  registerSnapshotFeatures(context, {
+    showModelAnnotations: (model, where) => {
+      walkthrough.mark('snapshotOpened'); // called once a snapshot or capture is open in the panel
+      return annotations.showModel(model, where);
+    },
+  });
 }
 
 /** The focused run's captures feed the annotations (the one the user is looking at). */

@@ -23,13 +23,14 @@ namespace fmt {
 
 GPUMEM_CONSTEXPR char kMagic[8] = {'G', 'P', 'U', 'M', 'E', 'M', '\r', '\n'};
 GPUMEM_CONSTEXPR uint16_t kMajor = 1;
-GPUMEM_CONSTEXPR uint16_t kMinor = 8;  // 1: REC_DEVICE · 2: EndRec.reason/message, DeviceRec.pci_bus_id · 3: REC_TAG,
+GPUMEM_CONSTEXPR uint16_t kMinor = 9;  // 1: REC_DEVICE · 2: EndRec.reason/message, DeviceRec.pci_bus_id · 3: REC_TAG,
                                        // MARK_PHASE · 4: MARK_MODULE_* · 5: REC_AGGREGATED, REC_TIMELINE,
                                        // REC_LINE_TOTALS, kRestated (Note [Capture budget]) · 6: REC_INDEX,
                                        // EndRec.index_bytes (Note [Capture index]) · 7: REC_USER_METADATA
                                        // (Note [User metadata]), the index's sections (lines at the peak,
                                        // device names, losses; a reader skips a kind it does not know) ·
-                                       // 8: MARK_EVENTS_OFF (Note [Recorded steps])
+                                       // 8: MARK_EVENTS_OFF (Note [Recorded steps]) · 9: TAG_BUFFER, notices
+                                       // up to 1 MiB (Note [Long notices])
 // Upper bound on one record's payload; a larger length means damage, not a real record.
 GPUMEM_CONSTEXPR uint32_t kMaxPayload = 64u << 20;
 GPUMEM_CONSTEXPR uint32_t kMaxHeaderJson = 1u << 20;
@@ -261,12 +262,14 @@ struct DeviceRec {
   uint32_t pci_bus_id;   // string id ("0000:3B:00.0"), 0 = unknown (was `pad`, always 0, before minor 2)
 };
 
-// Note [Tags]: the bootstrap names what some tensors are at each optimizer step (Note [Categories]); the reader
-// gives the category to the allocation live at `addr` (the block containing it) for its whole life.
+// Note [Tags]: the bootstrap names what some tensors are at each optimizer step, and the weights of each module tree
+// the first time one of its forwards runs (Note [Categories]); the reader gives the category to the allocation live
+// at `addr` (the block containing it) for its whole life.
 enum TagCategory : uint32_t {
   TAG_PARAMETER = 1,
   TAG_GRADIENT = 2,
   TAG_OPTIMIZER_STATE = 3,
+  TAG_BUFFER = 4,  // minor 9: a module's buffer (BatchNorm's running statistics, a rotary table), not a parameter
 };
 
 struct TagRec {
@@ -415,7 +418,7 @@ struct IndexBucket {
   int64_t reserved_last;
 };
 
-// Note [Index sections] (minor 6, writers from issue 28 on): after the devices, REC_INDEX carries sections, each an
+// Note [Index sections] (minor 6): after the devices, REC_INDEX carries sections, each an
 // IndexSection header and `bytes` of payload, so that a capture's rank row (host, rank, device and its name, peaks,
 // OOMs, the top line at the peak: `gpumem summary DIR…`, the ranks view) comes from the index alone. A reader skips
 // a kind it does not know and steps by `bytes`; an index that ends after its devices (the first minor-6 writers) has

@@ -4,7 +4,7 @@
 // large results (the reader's query answers cross to JS as one string and one JSON.parse). Header-only,
 // no dependencies, not on any hot path of the allocator.
 //
-// Note [One JSON codec]: before issue 14 native code had five JSON writers/parsers (this file's parent
+// Note [One JSON codec]: native code once had five JSON writers/parsers (this file's parent
 // in native/allocator, the addon's json_out.h, and strings built by hand in the capture decoder, the
 // stack-walk statistics and the stats dump). Everything now goes through here; a hand-built JSON string
 // in native code is a review comment.

@@ -27,7 +27,7 @@ export const HELP: Record<string, string> = {
 Usage: gpumem <command> [options]
 
 Commands:
-  run           run a script or module with memory tracking, leaving a capture per process
+  run           run your script or module with memory tracking, leaving a capture per process
   ping          show running workloads of a session folder (allocated / reserved now)
   empty-cache   release a running workload's cached memory (prints reserved before/after)
   snapshot      write a PyTorch snapshot pickle of a running workload
@@ -35,6 +35,7 @@ Commands:
   export        convert a capture to a PyTorch snapshot pickle
   replay        replay a capture's allocations under each allocator policy (peak, ratio, OOM at a capacity)
   advise        what to change, backed by the replay: each item with evidence, predicted peak, assumptions
+  mcp           serve these analyses to an AI assistant: a Model Context Protocol server on stdio
 
 Run \`gpumem <command> --help\` for a command's options.`,
 
@@ -111,6 +112,18 @@ a confidence and what it assumes. --capacity and --device as for \`gpumem replay
 Batch size: give OTHER, a capture of the same script at another batch size, and the largest batch that
 fits the device (or --capacity) is predicted from the line through both peaks. The batches come from
 --batches B1,B2 (FILE's, then OTHER's) or from each run's command line (--batch N, --batch-size N, --bs N).`,
+
+  mcp: `Usage: gpumem mcp [--out DIR]
+
+Serves the analyses as tools to an AI assistant that speaks the Model Context Protocol (Claude Desktop, VS Code's
+mcp.json, any MCP client), over stdio: summary, the top lines at the peak, leaks with their keepers, categories at
+a moment or a step, advice with its predictions, a comparison of two recordings, what-if replay under an allocator
+policy, and, acting on the running workload, empty-cache and snapshot (clients ask before calling those). Each
+tool takes the path of a capture or a snapshot pickle; without one it answers about the workload running now.
+The client starts it; to try it by hand, see src/cli/README.md.
+
+Options:
+  --out DIR    folder of session folders where the running workload is looked for (default: .gpumem)`,
 
   export: `Usage: gpumem export FILE --pickle OUT
 

@@ -4,17 +4,20 @@ import { UsageError } from './commands/args';
 import { runControl } from './commands/control';
 import { run as runWorkload } from './commands/run';
 import { HELP } from './help';
+import { VERSION } from './commands/version';
 
 type Runner = (argv: string[]) => Promise<number>;
 
 /** Commands that read a file with the capture reader; everything after their name is ours (no workload). */
-const READER_COMMANDS = new Set(['summary', 'export', 'replay', 'advise']);
+const READER_COMMANDS = new Set(['summary', 'export', 'replay', 'advise', 'mcp']);
 
 /**
  * The reader's commands belong to the capture reader and may not be built into this bundle yet: loaded
  * through a glob-style dynamic import (esbuild bundles whatever src/cli/commands/*.ts exists at build time).
  */
-async function readerCommand(name: 'summary' | 'export' | 'replay' | 'advise'): Promise<Runner | undefined> {
+// `mcp` is loaded the same way for a second reason: the MCP SDK it bundles is evaluated only when it runs, so it costs
+// the other commands' start-up nothing.
+async function readerCommand(name: 'summary' | 'export' | 'replay' | 'advise' | 'mcp'): Promise<Runner | undefined> {
   try {
     const mod = (await import(`./commands/${name}.ts`)) as { run?: Runner };
     return mod.run;
@@ -32,6 +35,7 @@ const COMMANDS: Record<string, () => Promise<Runner | undefined>> = {
   export: () => readerCommand('export'),
   replay: () => readerCommand('replay'),
   advise: () => readerCommand('advise'),
+  mcp: () => readerCommand('mcp'),
 };
 
 function wantsHelp(argv: string[]): boolean {
@@ -51,7 +55,7 @@ export async function main(argv: string[]): Promise<number> {
     return command === undefined ? 2 : 0;
   }
   if (command === '--version' || command === '-V') {
-    process.stdout.write('gpumem 0.1.0\n');
+    process.stdout.write(`gpumem ${VERSION}\n`);
     return 0;
   }
   const load = COMMANDS[command];

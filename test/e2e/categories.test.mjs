@@ -1,4 +1,4 @@
-// Categories, steps and a leak in a real VS Code (code-server + Chromium), issue 17. The replay workload
+// Categories, steps and a leak in a real VS Code (code-server + Chromium). The replay workload
 // (test/e2e/replay/replay.py) streams a capture the real allocator wrote on its simulated device for a training
 // loop that keeps one 64 KiB tensor per step, like history.append(loss) (test/unit/reference/sim_training.py
 // --leak --module-paths: its phase marks, tags and module marks are the bootstrap's). The live panel names the
@@ -53,7 +53,7 @@ test('the live panel stacks categories and names the leak of the kept tensors', 
     // the keeper notice comes at step 5's end, after the finding first shows (3 growing step ends)
     const kept = panel.locator('[data-testid=live-leak]', { hasText: 'kept alive by history' }).first();
     await kept.waitFor({ timeout: 60_000 });
-    assert.match(await kept.textContent(), new RegExp(`kept alive by history \\(a list: 4 tensors with autograd graphs, 256 KiB\\), stored at \\S*sim_training\\.py:${info.lines.keeper}: history\\.append\\(kept\\)`));
+    assert.match(await kept.textContent(), new RegExp(`kept alive by history \\(a list: 4 tensors with autograd graphs, 256 KiB at step \\d+\\), stored at \\S*sim_training\\.py:${info.lines.keeper}: history\\.append\\(kept\\)`));
     const optimizer = panel.locator('[data-testid=live-categories] .categories-item[data-category=optimizer_state]').first();
     assert.equal(Number(await optimizer.getAttribute('data-bytes')), 24 * MiB);
     await vsc.screenshot('categories-live');

@@ -19,6 +19,7 @@ import { formatBytes } from '../../src/core/base/units/bytes.ts';
 
 const REPLAY = path.join(ROOT, 'test/e2e/replay');
 const WORKSPACE = path.join(ROOT, 'test/e2e/workspace');
+const WALKTHROUGH = path.join(ROOT, 'media/walkthrough');
 const STANDIN_SAMPLE = 'live_sample.py'; // the script make_standin.py models
 
 const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'gpumem-live-e2e-'));
@@ -29,13 +30,16 @@ const expected = JSON.parse(execFileSync('python3', [path.join(REPLAY, 'expected
 const dev = expected.devices[0];
 // Real time ×1.5 (the stand-in's 15 s stream takes 10 s), faster for a long recording: at most ~12 s.
 const SPEED = Math.max(1.5, expected.duration_s / 12);
-// The line to check: the heaviest at the peak, in a script the sample workspace holds (a recorded fixture
-// comes with its script, placed there under the frames' file name), among lines whose bytes are the same
-// at every moment the peak value was reached (which tie a reader reports is its choice).
-const target = dev.lines.find((l) => l.stable && l.self_bytes_at_peak >= 1 << 20 && fs.existsSync(path.join(WORKSPACE, path.basename(l.file))));
-assert.ok(target, `the fixture has no stable line at its peak in a script of test/e2e/workspace: ${JSON.stringify(dev.lines.slice(0, 5))}`);
+// The line to check: the heaviest at the peak, in a script the sample workspace holds or the walkthrough's
+// sample (the recorded fixture is a run of media/walkthrough/gpumem_sample.py, copied into the workspace
+// here as "Open Sample" would), among lines whose bytes are the same at every moment the peak value was
+// reached (which tie a reader reports is its choice).
+const scriptOf = (file) => [WORKSPACE, WALKTHROUGH].map((d) => path.join(d, path.basename(file))).find((p) => fs.existsSync(p));
+const target = dev.lines.find((l) => l.stable && l.self_bytes_at_peak >= 1 << 20 && scriptOf(l.file));
+assert.ok(target, `the fixture has no stable line at its peak in a script of test/e2e/workspace or media/walkthrough: ${JSON.stringify(dev.lines.slice(0, 5))}`);
 const SAMPLE = path.basename(target.file);
-const sampleText = fs.readFileSync(path.join(WORKSPACE, SAMPLE), 'utf8').split('\n');
+const sampleSource = fs.readFileSync(scriptOf(target.file), 'utf8');
+const sampleText = sampleSource.split('\n');
 const expectedText = `▲ ${formatBytes(target.self_bytes_at_peak)} at peak · ${target.alloc_count} alloc${target.alloc_count === 1 ? '' : 's'}`;
 const targetSource = sampleText[target.line - 1].trim();
 
@@ -43,6 +47,7 @@ let vsc;
 const step = vsCodeSuite(
   'live',
   {
+    files: fs.existsSync(path.join(WORKSPACE, SAMPLE)) ? {} : { [SAMPLE]: sampleSource },
     workspaceSettings: {
       'gpuMemoryLens.launchCommand': `\${python} ${REPLAY}/replay.py ${fixture} --speed ${SPEED} --hold 120`,
       'gpuMemoryLens.livePanel.openOnRun': true,
@@ -244,7 +249,7 @@ test('an OOM in a second run: the notification names the line, the request and t
     const [oom] = JSON.parse(execFileSync('python3', [path.join(REPLAY, 'expected_lines.py'), oomCapture], { encoding: 'utf8' })).ooms;
     const verdict = oom.reserved - oom.allocated >= oom.requested ? 'fragmentation' : 'shortage';
     const want = `CUDA out of memory at ${path.basename(oom.file)}:${oom.line} on cuda:${oom.device}: requested ${formatBytes(oom.requested)} — ${verdict}`;
-    // A second session with another command: the settings file changes under the running VS Code.
+    // A second launch with another command: the settings file changes under the running VS Code.
     const settingsFile = path.join(vsc.workspaceDir, '.vscode/settings.json');
     const settings = JSON.parse(fs.readFileSync(settingsFile, 'utf8'));
     settings['gpuMemoryLens.launchCommand'] = `\${python} ${REPLAY}/replay.py ${oomCapture} --speed 4 --hold 0`;

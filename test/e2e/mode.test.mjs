@@ -1,4 +1,4 @@
-// Issue 15 in a real VS Code (code-server + Chromium): with gpuMemoryLens.allocator set to "pytorch", the
+// In a real VS Code (code-server + Chromium): with gpuMemoryLens.allocator set to "pytorch", the
 // sample runs through the replay workload (which, like the bootstrap, writes the mode into the capture
 // header), and the UI says which allocator made the numbers: the status bar item and its tooltip. The figures
 // are the capture's own (expected_lines.py decodes it independently of the extension's reader).

@@ -1,4 +1,4 @@
-// The snapshot panel 420 px wide in a real VS Code (issue 27, Note [Narrow panels] in
+// The snapshot panel 420 px wide in a real VS Code (Note [Narrow panels] in
 // test/webview/harness/overflow.mjs): the width of a panel with the editor beside it, where the Categories tab
 // used to scroll sideways with the category names hidden and the advice ran off the right edge. A training capture
 // the lens allocator wrote on the simulated device (sim_training.py: module paths, repeated blocks, a leak and its

@@ -1,4 +1,4 @@
-// Issue 30's notebook kernel in a real VS Code (code-server + Chromium): a 3-cell .ipynb runs with the "GPU Memory
+// The notebook kernel in a real VS Code (code-server + Chromium): a 3-cell .ipynb runs with the "GPU Memory
 // Lens (Python)" kernel over VS Code's built-in .ipynb support, and each cell's status-bar item shows the figures of
 // that cell's own window of the kernel's capture. CI has no GPU: the kernel runs on the stand-in torch
 // (test/python/fake_torch) with the real lens allocator on its simulated device (gpuMemoryLens.kernel.command sets
@@ -67,7 +67,7 @@ function figuresFromCapture(capture) {
       const at = (t) => (begin || t !== t0 ? model.stateAt(0, t).fragmentation : { allocatedBytes: 0, reservedBytes: 0 });
       const before = at(t0);
       const after = at(end.timeUs);
-      out[n] = { peak: model.timeline(0, t0, end.timeUs, 1).allocatedMax[0], addedAllocated: after.allocatedBytes - before.allocatedBytes, addedReserved: after.reservedBytes - before.reservedBytes, after };
+      out[n] = { peak: model.timeline(0, t0, end.timeUs, 1).allocatedMax[0], before, addedAllocated: after.allocatedBytes - before.allocatedBytes, addedReserved: after.reservedBytes - before.reservedBytes, after };
     }
     return out;
   } finally {
@@ -125,7 +125,9 @@ test('a 3-cell notebook runs on the GPU Memory Lens kernel; each cell’s status
     assert.equal(shown[0], 'GPU: no memory used');
     for (const n of [2, 3]) {
       const w = want[n];
-      assert.equal(shown[n - 1], `GPU peak ${formatBytes(w.peak)} · allocated ${signed(w.addedAllocated)} · reserved ${signed(w.addedReserved)}`, `cell ${n}`);
+      // the cell's own peak: no cell frees what was live at its start before its peak, so the window's above its start
+      const own = w.peak - w.before.allocatedBytes;
+      assert.equal(shown[n - 1], `GPU peak ${formatBytes(own)} above ${formatBytes(w.before.allocatedBytes)} · allocated ${signed(w.addedAllocated)} · reserved ${signed(w.addedReserved)}`, `cell ${n}`);
     }
     // The capture's windows are the cells' own: what the cells did, by construction.
     assert.deepEqual([want[2].peak, want[2].addedAllocated, want[3].peak, want[3].addedAllocated], [4 << 20, 1 << 20, 7 << 20, 5 << 20]);

@@ -1,6 +1,6 @@
 // The snapshot panel in a real VS Code (code-server): open a real PyTorch snapshot through the palette's
 // "Open Snapshot…" (code-server's simple file dialog is a quick input: type the path), click the top
-// allocation site, and the editor shows that source line. The expected line is python3's (issue 4's
+// allocation site, and the editor shows that source line. The expected line is python3's (the
 // reference summary of the same pickle); the workspace holds the script at the frame's basename.
 import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';

@@ -1,9 +1,9 @@
-// Issue 30's Testing view in a real VS Code (code-server + Chromium): a workspace with a pytest file whose two
+// The Testing view in a real VS Code (code-server + Chromium): a workspace with a pytest file whose two
 // tests carry @pytest.mark.gpu_memory(peak="1MiB"), one that fits and one that does not. The tests are found by
 // the "GPU Memory budgets" controller (nothing else activates the extension: its workspaceContains activation is
 // under test too), run with the Testing view's own Run Tests button, and marked passed and failed; the failure's
-// message (the Test Results panel) holds the real peak and the lines at the peak, and its "Open capture" link opens
-// the run's capture in the snapshot panel.
+// message (the Test Results panel) holds the test's own peak, what was live at its start and the lines at the peak,
+// and its "Open capture" link opens the run's capture in the snapshot panel.
 //
 // CI has no GPU: pytest runs on the stand-in torch (test/python/fake_torch) with the real lens allocator on its
 // simulated device. gpuMemoryLens.pythonPath is a two-line interpreter that sets GPUMEM_BACKEND=sim (the backend has
@@ -24,11 +24,12 @@ const BUDGET = 1 << 20;
 const TESTS = `import pytest
 import torch
 
+keep = []
+
 
 @pytest.mark.gpu_memory(peak="1MiB")
 def test_fits():
-    a = torch.empty(300 << 10, device="cuda")  # FITS
-    del a
+    keep.append(torch.empty(300 << 10, device="cuda"))  # FITS: live for the tests after it, not theirs
 
 
 @pytest.mark.gpu_memory(peak="1MiB")
@@ -86,7 +87,8 @@ async function waitForState(row, state, timeout) {
   }
 }
 
-/** What the reader finds in the capture: the failing test's window and peak, and the test file's lines at the device's peak. */
+/** What the reader finds in the capture: the failing test's window, its peak and what was allocated at its start, and
+ * the test file's lines at the device's peak. */
 function fromCapture(capture, nodeid) {
   const model = openModel(capture);
   try {
@@ -96,6 +98,7 @@ function fromCapture(capture, nodeid) {
     const end = begin && marks.find((m) => m.kind === 'range_end' && m.label === begin.label);
     assert.ok(begin && end, `the capture marks ${nodeid}: ${JSON.stringify(marks)}`);
     const windowPeak = model.timeline(0, begin.timeUs, end.timeUs, 1).allocatedMax[0];
+    const before = model.stateAt(0, begin.timeUs).fragmentation.allocatedBytes;
     const devicePeak = model.timeline(0, model.timeRange(0).t0Us, model.timeRange(0).t1Us, 1).allocatedMax[0];
     // The test file's lines by the bytes under them at the peak. Inclusive: the stand-in torch is not in
     // site-packages, so to the reader its frame is the innermost user one; the workload's lines are the workspace's.
@@ -104,7 +107,7 @@ function fromCapture(capture, nodeid) {
       .filter((l) => path.basename(l.file) === FILE && l.inclusiveBytesAtPeak > 0)
       .sort((a, b) => b.inclusiveBytesAtPeak - a.inclusiveBytesAtPeak)
       .map((l) => ({ file: l.file, line: l.line, bytes: l.inclusiveBytesAtPeak }));
-    return { windowPeak, devicePeak, lines };
+    return { windowPeak, before, own: windowPeak - before, devicePeak, lines };
   } finally {
     model.close();
   }
@@ -138,11 +141,11 @@ test('a failed GPU memory budget shows in the Testing view with its message; Ope
   assert.ok(captureName, 'the run wrote a capture');
   const capture = path.join(sessions[0], captureName);
   const got = fromCapture(capture, `${FILE}::test_over_budget`);
-  t.diagnostic(`capture ${captureName}: test peak ${got.windowPeak}, lines ${JSON.stringify(got.lines)}`);
+  t.diagnostic(`capture ${captureName}: test peak ${got.windowPeak} (${got.before} at its start), lines ${JSON.stringify(got.lines)}`);
   // The run's peak is the failing test's (the passing one stays under 1 MiB), so the reader's lines at the device's
   // peak are the lines at the test's peak.
   assert.equal(got.devicePeak, got.windowPeak);
-  assert.ok(got.windowPeak > BUDGET, `the test's peak ${got.windowPeak} is over its budget`);
+  assert.ok(got.own > BUDGET, `the test's peak ${got.own} is over its budget`);
   const top = got.lines.slice(0, 2);
   assert.deepEqual(
     top.map((l) => [path.basename(l.file), l.line]),
@@ -160,13 +163,17 @@ test('a failed GPU memory budget shows in the Testing view with its message; Ope
     await shown.locator('a', { hasText: 'Open capture' }).waitFor({ state: 'visible', timeout: 20_000 });
     const text = (await shown.innerText()).replace(/\u00a0/g, ' ');
     t.diagnostic(`message:\n${text}`);
-    // pytest's own text, with the figures the reader found in the capture
+    // pytest's own text, with the figures the reader found in the capture: the test's own peak (it frees nothing
+    // that was live at its start, so the window's peak above its start) and what was live at its start
     assert.ok(
-      text.includes(`gpu_memory: peak allocated ${fmtBytes(got.windowPeak)} exceeds the budget peak=${fmtBytes(BUDGET)} by ${fmtBytes(got.windowPeak - BUDGET)}`),
+      text.includes(`gpu_memory: peak allocated ${fmtBytes(got.own)} exceeds the budget peak=${fmtBytes(BUDGET)} by ${fmtBytes(got.own - BUDGET)}`),
       `the message states the test's peak: ${text}`,
     );
-    assert.ok(text.includes(`top lines at the peak (${fmtBytes(got.windowPeak)} allocated):`), text);
+    assert.ok(text.includes(`live at the test's start: ${fmtBytes(got.before)}, not counted`), text);
+    assert.ok(text.includes(`top lines at the test's peak (its own allocations, ${fmtBytes(got.own)}):`), text);
+    assert.ok(text.includes(`Lines at the test's peak, its own allocations (${fmtBytes(got.own)} above the ${fmtBytes(got.before)} live at its start):`), text);
     for (const l of top) assert.match(text, new RegExp(`^\\s*${esc(fmtBytes(l.bytes))}\\s+${esc(`${FILE}:${l.line}`)} in test_over_budget$`, 'm'));
+    assert.ok(!text.includes(`${FILE}:${lineOf('FITS')}`), 'what test_fits left is not among the lines of test_over_budget');
     assert.ok(text.includes(`capture: ${capture}`) || text.includes(`capture: ${fs.realpathSync(capture)}`), `the message names the capture ${capture}`);
     // then each line at the peak as a link to it, named as the workspace names the file
     const links = await shown.locator('li a').evaluateAll((as) => as.map((a) => a.textContent));

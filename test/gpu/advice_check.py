@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Issue 18's GPU check of `gpumem advise`: the advice is applied and the measured peak compared with the
+"""The GPU check of `gpumem advise`: the advice is applied and the measured peak compared with the
 prediction (target: within 10 %).
 
     python3 test/gpu/advice_check.py [--node PATH] [--out DIR] [--capacity-gib 24]

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""GPU checks for the lens allocator (issue 3). Needs an NVIDIA GPU, torch, torchvision, transformers.
+"""GPU checks for the lens allocator. Needs an NVIDIA GPU, torch, torchvision, transformers.
 
     make -C native/allocator && python3 test/gpu/allocator_checks.py [--so PATH] [--only NAME ...]
 

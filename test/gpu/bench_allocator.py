@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Benchmarks of the lens allocator against PyTorch's (issue 3). Needs an NVIDIA GPU, torch,
+"""Benchmarks of the lens allocator against PyTorch's. Needs an NVIDIA GPU, torch,
 torchvision, transformers. Not a test: it prints figures and ratios measured in one run on one GPU.
 
     make -C native/allocator && python3 test/gpu/bench_allocator.py [--so PATH] [--only micro steps frag]
@@ -32,7 +32,7 @@ sys.path.insert(0, HERE)
 from allocator_checks import DEFAULT_SO, install_lens, lens_stats  # noqa: E402
 
 
-# The "native-tracker" configuration's tracker (issue 26: what PyTorch's trace entries cost before anything of ours runs).
+# The "native-tracker" configuration's tracker (what PyTorch's trace entries cost before anything of ours runs).
 NOOP_TRACKER = r"""
 #include <torch/extension.h>
 #include <c10/cuda/CUDACachingAllocator.h>
@@ -136,7 +136,7 @@ def step_fn(model_name):
     if model_name in ("resnet50", "resnet18-benchmark"):
         import torchvision
 
-        if model_name == "resnet18-benchmark":  # issue 25's cudnn.benchmark workload (pytorch_mode/resnet_benchmark.py)
+        if model_name == "resnet18-benchmark":  # the cudnn.benchmark workload (pytorch_mode/resnet_benchmark.py)
             torch.backends.cudnn.benchmark = True
         model = (torchvision.models.resnet18() if model_name == "resnet18-benchmark" else torchvision.models.resnet50()).cuda()
         opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
@@ -277,7 +277,7 @@ def child_steps(args):
                       "trim_syncs_per_step": per_step("num_trim_syncs"),
                       "page_moves_per_step": per_step("num_page_moves"),
                       "threads": thread_cpu,
-                      # the process's page faults and context switches per timed step (issue 26: a cost left after
+                      # the process's page faults and context switches per timed step (a cost left after
                       # the recorded steps stop, which no part of ours switched off in one process explained)
                       "minflt_per_step": round((ru1.ru_minflt - ru0.ru_minflt) / n, 2),
                       "majflt_per_step": round((ru1.ru_majflt - ru0.ru_majflt) / n, 2),
@@ -334,8 +334,8 @@ class _GcTime:
 # of every configuration runs at about the same moment and "settling" is compared step by step. Every such step then
 # starts right after another process's turn on the same CPUs, on caches that process filled: a cost a training loop,
 # whose steps follow each other, does not pay, and one that could weigh more on a recording process than on a native
-# one. --warmup-block N runs N warm-up steps a turn (10: the whole warm-up back to back); run_all.sh's categories-cost
-# passes WARMUP_BLOCK. Tried once on ResNet-50 (H100, thirteenth session, test/gpu/README.md): back to back, the
+# one. --warmup-block N gives each turn N warm-up steps (10: the whole warm-up back to back); run_all.sh's categories-cost
+# passes WARMUP_BLOCK. Tried once on ResNet-50 (H100, 2026-11-28): back to back, the
 # recorded warm-up's ratio was ×1.007 against ×1.023 step by step, but native against native went from ×1.001 to
 # ×1.019 with a round at ×1.25: the drift that one step a turn cancels came back, and the measurement did not get
 # better. So the default stays one step a turn.
@@ -415,7 +415,7 @@ def place_threads(main, autograd, rest):
     autograd device threads (pt_autograd_*) to `autograd`, and every other thread (the CUDA driver's, ours: gpumem-*)
     to `rest`, the same sets in every configuration. Pinning the process to one CPU per core (Note [Pinned children])
     left where its two busy threads land to the scheduler, and that choice stays for the process's life: two native
-    processes of one round then differed by up to 6 % (the eighth session's A/A rounds in test/gpu/README.md), the
+    processes of one round then differed by up to 6 % (A/A rounds, H100, 2026-11-27), the
     lent VM's CPUs not being equally fast. Here every configuration's timed blocks run their main and autograd threads
     on the same two CPUs, turn after turn, and our threads are kept off them as an idle machine's scheduler would."""
     me = threading.get_native_id()
@@ -438,8 +438,9 @@ def place_threads(main, autograd, rest):
 
 def _process_state(torch):
     """What a child carries from what ran before: the C heap (glibc's mallinfo2: arena bytes, free chunks and their
-    bytes, mmapped bytes), Python's tracked objects, CUDA memory still allocated. Issue 26 asked whether ResNet-50
-    after GPT-2 in a recording process starts from another state (seventeenth session in test/gpu/README.md)."""
+    bytes, mmapped bytes), Python's tracked objects, CUDA memory still allocated. It answers whether ResNet-50
+    after GPT-2 in a recording process starts from another state (H200, 2026-11-28: 35 MiB more C heap than natively, as
+    under figures only, which never records)."""
     import ctypes
     import gc
 
@@ -583,7 +584,7 @@ def child_command(kind, config, so, model=None, env_extra=None):
     if kind == "steps":
         cmd += ["--models"] + list(MODELS_SELECTED) + ["--warmup", str(WARMUP[0]), "--steps", str(STEPS[0])]
     # "gpumem-run:GPUMEM_STACKS=0,GPUMEM_MODULE_PATHS=0": the same configuration with those variables, so the cost
-    # of each recording source is measured on its own (issue 26's probe), interleaved with the others.
+    # of each recording source is measured on its own, interleaved with the others.
     base, _, extra = config.partition(":")
     env_extra = dict(env_extra or {}, **dict(kv.split("=", 1) for kv in extra.split(",") if kv))
     env = dict(os.environ, PYTHONUNBUFFERED="1", **env_extra)
@@ -624,7 +625,7 @@ def run_child(kind, config, so, model=None, env_extra=None):
 
 def run_lockstep(configs, so, block, timeout=400, warmup_block=1):
     """Note [Lockstep rounds]: one process per configuration, all alive at once, taking turns: each sets up, builds
-    a model, runs a warm-up step or a block of `block` timed steps (and synchronizes) only in its turn, in the order
+    a model, runs one warm-up step or a block of `block` timed steps (and synchronizes) only in its turn, in the order
     of `configs` rotated by one at every turn. A burst of host load (they last about a second on the lent hosts)
     then falls on every configuration alike instead of on whichever process ran in that minute."""
     kids = []

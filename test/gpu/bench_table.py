@@ -1,7 +1,7 @@
-"""The step benchmark's results as the rows test/gpu/README.md and the main README quote (issue 26's tables), read
+"""The step benchmark's results as the rows test/gpu/README.md and the main README quote (the recording cost tables), read
 from bench_allocator.py's JSON ($OUT/bench_allocator.json) so no figure is copied by hand:
 
-    python3 test/gpu/bench_table.py OUT/bench_allocator.json --run Q
+    python3 test/gpu/bench_table.py OUT/bench_allocator.json --run NAME
 
 One row per model and configuration against the first configuration (the baseline): settled (the median over rounds
 of each round's median-step ratio, Note [Interleaved rounds]) with its rounds, settling likewise, the 10th

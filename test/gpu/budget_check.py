@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Issue 27 item 3 on one GPU: `--budget 8MiB` is a cap, from both CLIs, in both allocator modes.
+"""On one GPU: `--budget 8MiB` is a cap, from both CLIs, in both allocator modes.
 
     python3 test/gpu/budget_check.py [--seconds 120] [--node PATH] [--out DIR]
 

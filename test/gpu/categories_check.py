@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Issue 17's GPU check for categories: test/gpu/workloads/categories_train.py (GPT-2 small with AdamW and bf16
+"""The GPU check for categories: test/gpu/workloads/categories_train.py (GPT-2 small with AdamW and bf16
 autocast; ResNet-50 with SGD+momentum and bf16 autocast; 10 steps each) under `gpumem run`, then
 `gpumem summary --json` of each capture, compared with what the workload measured from PyTorch objects.
 
@@ -182,7 +182,7 @@ def main():
     ap.add_argument("--record-steps", type=int, default=0,
                     help="gpumem run --record-steps R: allocations of the first R steps only (the PyTorch-allocator mode)")
     ap.add_argument("--allocator", default="lens", choices=("lens", "pytorch"),
-                    help="which allocator tracks the workload (issue 25: the PyTorch-allocator mode must give the same)")
+                    help="which allocator tracks the workload (the PyTorch-allocator mode must give the same)")
     a = ap.parse_args()
     os.makedirs(a.out, exist_ok=True)
     report, all_ok = {}, True

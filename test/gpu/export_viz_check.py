@@ -1,9 +1,9 @@
 #!/usr/bin/env python3
-"""Issue 29: what `gpumem export` writes is what PyTorch's own memory_viz of this torch reads.
+"""What `gpumem export` writes is what PyTorch's own memory_viz of this torch reads.
 
     python3 test/gpu/export_viz_check.py [--out DIR] [--node NODE]      (stage `export-viz` of run_all.sh)
 
-For each of issue 29's snapshot fixtures (protocols 5 and 2, user_metadata as strings and dicts, annotations, private
+For each of the snapshot fixtures (protocols 5 and 2, user_metadata as strings and dicts, annotations, private
 pools, pinned host segments) and the H100 captures (labels under both modes, the leaky convnet), exports a pickle with
 `node dist/cli.js export FILE --pickle OUT` and feeds it to torch.cuda._memory_viz of the installed torch: stats()
 where it exists (older torch; it asserts each segment's total_size equals its blocks' sizes), segsum(), trace() (every trace entry),

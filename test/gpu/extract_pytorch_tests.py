@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Make .carry/pytorch-tests/test_cuda.py: PyTorch's own CUDA memory tests as plain unittest (issue 20).
+"""Make .carry/pytorch-tests/test_cuda.py: PyTorch's own CUDA memory tests as plain unittest.
 
     python3 test/gpu/extract_pytorch_tests.py UPSTREAM [--out .carry/pytorch-tests/test_cuda.py]
 

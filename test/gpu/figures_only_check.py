@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Issue 26's check of figures only (Note [Figures only] in native/python/gpumem/_observe.py) and of the reader's
+"""The check of figures only (Note [Figures only] in native/python/gpumem/_observe.py) and of the reader's
 figures for a capture without events (Note [Figures from stats] in native/addon/src/model.h), on real torch.
 
     python3 test/gpu/figures_only_check.py [--out DIR]          (stage `figures-only` of run_all.sh)

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Issue 16 on one GPU: a long real training loop under `gpumem run` with the default capture budget (1 GiB).
+"""On one GPU: a long real training loop under `gpumem run` with the default capture budget (1 GiB).
 
     python3 test/gpu/long_run_check.py [--minutes 10] [--native-minutes 1] [--node PATH] [--out DIR]
 

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Issue 29 on one GPU: memory labels (torch.cuda.memory._set_memory_metadata) reach the capture under both
+"""On one GPU: memory labels (torch.cuda.memory._set_memory_metadata) reach the capture under both
 allocator modes, on the allocations PyTorch itself labels.
 
     python3 test/gpu/metadata_check.py [--out DIR] [--node NODE]

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Issue 29 on one GPU: the monitors people already use keep working under `gpumem run`.
+"""On one GPU: the monitors people already use keep working under `gpumem run`.
 
     python3 test/gpu/monitors_check.py [--out DIR]
 

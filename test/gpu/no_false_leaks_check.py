@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Issue 26's check that a training loop which keeps nothing gets no leak finding and no keeper search, in both
+"""The check that a training loop which keeps nothing gets no leak finding and no keeper search, in both
 allocator modes: test/gpu/workloads/steady_training.py (GPT-2 small, then ResNet-50) under `gpumem run`, then
 `gpumem summary --json` of each capture.
 

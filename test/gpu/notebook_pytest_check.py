@@ -1,9 +1,11 @@
-"""Issue 30 on the GPU: per-cell figures of a small training notebook (IPython's InteractiveShell in-process,
+"""On the GPU: per-cell figures of a small training notebook (IPython's InteractiveShell in-process,
 `%load_ext gpumem`, `%%gpumem`) and per-test figures of a pytest file (a test that fits, one over budget, one that
 leaks) under `pytest -p gpumem`, each compared with `torch.cuda.max_memory_allocated()` measured inside the cell or
-test: the figure itself (the allocator's counter, equal by construction) and the peak replayed from the capture
-(Note [Windows] in native/python/gpumem/_window.py), within 1 %. Both allocator modes: lens, and auto (PyTorch's
-allocator observed where the observer builds).
+test: the figure's max_memory_allocated (the allocator's counter, equal by construction), its own peak (Note [Piece
+figures] in native/python/gpumem/_meter.py: no cell or test here frees what was live at its start, so it is
+max_memory_allocated minus what was live at the start) and the peak replayed from the capture (Note [Windows] in
+native/python/gpumem/_window.py), within 1 %. Both allocator modes: lens, and auto (PyTorch's allocator observed
+where the observer builds). test/gpu/conformance/pytest_order_check.py runs tests in two orders.
 
     python3 test/gpu/notebook_pytest_check.py --out DIR      (run_all.sh stage `notebooks`; tiny workloads, < 3 min)
 
@@ -159,8 +161,11 @@ def notebook(out, mode):
             check("notebook %s cell %d: measured" % (mode, cell), False)
             continue
         r = rows[0]
-        check("notebook %s cell %d: peak = max_memory_allocated in the cell" % (mode, cell), close(r["peak_allocated"], inside),
-              figure=r["peak_allocated"], inside=inside, added_allocated=r["added_allocated"], added_reserved=r["added_reserved"])
+        check("notebook %s cell %d: max_memory_allocated as in the cell" % (mode, cell), close(r["max_memory_allocated"], inside),
+              figure=r["max_memory_allocated"], inside=inside, added_allocated=r["added_allocated"], added_reserved=r["added_reserved"])
+        check("notebook %s cell %d: its own peak = max_memory_allocated above what was live at its start" % (mode, cell),
+              close(r["peak_allocated"], inside - r["allocated_before"]), peak=r["peak_allocated"], peak_from=r["peak_from"],
+              before=r["allocated_before"], inside=inside)
         check("notebook %s cell %d: capture's peak within 1 %%" % (mode, cell), close(r["capture_peak"], inside),
               capture_peak=r["capture_peak"], inside=inside, top=r["lines"][:3])
     train = [r for r in got["rows"] if r["cell"] == 3]
@@ -197,8 +202,11 @@ def pytest_file(out, mode):
         return
     for name, inside in sorted(seen.items()):
         r = rows.get(name, {})
-        check("pytest %s %s: peak = max_memory_allocated in the test" % (mode, name), close(r.get("peak_allocated"), inside),
-              figure=r.get("peak_allocated"), inside=inside, left=r.get("left_allocated"))
+        check("pytest %s %s: max_memory_allocated as in the test" % (mode, name), close(r.get("max_memory_allocated"), inside),
+              figure=r.get("max_memory_allocated"), inside=inside, left=r.get("left_allocated"))
+        check("pytest %s %s: its own peak = max_memory_allocated above what was live at its start" % (mode, name),
+              close(r.get("peak_allocated"), inside - r.get("allocated_before", 0)), peak=r.get("peak_allocated"),
+              peak_from=r.get("peak_from"), before=r.get("allocated_before"), inside=inside)
         check("pytest %s %s: capture's peak within 1 %%" % (mode, name), close(r.get("capture_peak"), inside),
               capture_peak=r.get("capture_peak"), inside=inside, top=r.get("lines", [])[:3])
     check("pytest %s test_leaks: left 4 MiB" % mode, rows.get("test_leaks", {}).get("left_allocated") == 4 << 20,

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Issue 27, item 1 on one GPU: after an OOM, `gpumem summary`'s "not from the allocator" is device used − reserved.
+"""On one GPU: after an OOM, `gpumem summary`'s "not from the allocator" is device used − reserved.
 
     python3 test/gpu/oom_sample_check.py [--node PATH] [--out DIR]
 

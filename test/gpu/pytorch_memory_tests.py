@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Issue 20: PyTorch's own CUDA memory tests, natively and under `gpumem run`, compared.
+"""PyTorch's own CUDA memory tests, natively and under `gpumem run`, compared.
 
     python3 test/gpu/pytorch_memory_tests.py [--out DIR] [--modes native native-expandable lens-fixed lens]
 

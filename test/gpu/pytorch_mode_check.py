@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Issue 15's GPU check: the PyTorch-allocator mode, chosen by `auto`, keeps the run as it is natively.
+"""The PyTorch-allocator mode's GPU check: the mode, chosen by `auto`, keeps the run as it is natively.
 
     python3 test/gpu/pytorch_mode_check.py [--out DIR] [--rounds N]      (stage `pytorch-mode` of run_all.sh)
 
@@ -18,14 +18,14 @@ test/gpu/workloads/pytorch_mode/):
  7 oom            an OOM writes REC_OOM followed by a state record (reason OOM)
  8 overhead       GPT-2 small and ResNet-50 step ratios vs native and vs history-only (PyTorch's
                   _record_memory_history(stacks="python")); target: observed ≤ history + 1 %
-10 features       issue 25: under the default `gpumem run` (auto), a MemPool, _set_memory_metadata with the user's
+10 features       under the default `gpumem run` (auto), a MemPool, _set_memory_metadata with the user's
                   own history, an out-of-memory observer and memory_stats() (Lightning's DeviceStatsMonitor) give
                   the same facts as natively
-11 compile-stderr issue 25/26: a torch.compile script (default and reduce-overhead, a module with its own hook)
+11 compile-stderr a torch.compile script (default and reduce-overhead, a module with its own hook)
                   and an FSDP2 training (fully_shard, a world of one), natively and under `gpumem run` (auto and
                   lens): stderr equal line by line besides gpumem's own lines, outputs identical, the user's hook
                   called as often, max_memory_allocated equal under auto
- 9 attribution    issue 25: the leaky convnet, the cudnn.benchmark ResNet-18 and the reduce-overhead MLP under
+ 9 attribution    the leaky convnet, the cudnn.benchmark ResNet-18 and the reduce-overhead MLP under
                   `--allocator pytorch` and `--allocator lens`; `gpumem summary --json` of each: top lines at the
                   peak compared line by line (within 1 % of the peak), `<no user frame>` ≤ 1 % of the peak in the
                   PyTorch-allocator mode, no inductor-generated file as a line, the leak finding and its keeper
@@ -248,7 +248,7 @@ def check_graphs(out):
 
 
 def check_benchmark(out, rounds):
-    """Target (issue 25): ×1.05 of native. The lent machines' minute-to-minute noise is ±15 % on these 13 ms steps,
+    """Target: ×1.05 of native. The lent machines' minute-to-minute noise is ±15 % on these 13 ms steps,
     so each round runs native and tracked back to back (order alternating) and the ratio is taken per round, of
     medians and of 10th percentiles (steps without interference); the verdict is on the p10 ratio's median."""
     ratios, p10s, nat, trk, last = [], [], [], [], None
@@ -457,7 +457,7 @@ def _user_lines(stderr):
 
 
 def check_compile_stderr(out, allocators=("auto", "lens")):
-    """Issue 26: nothing of the tool is visible to the user's program. A torch.compile script (default and
+    """Nothing of the tool is visible to the user's program. A torch.compile script (default and
     reduce-overhead, a module with its own forward hook) and an FSDP2 training, natively and under `gpumem run`
     (the default auto, and the lens): stderr equal line by line besides gpumem's own lines, outputs identical, the
     user's hook called as often, max_memory_allocated() equal (under PyTorch's allocator: the lens counts its own

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Run a unittest file in this process and write one JSON outcome per test (used by
+"""Run one unittest file in this process and write one JSON outcome per test (used by
 pytorch_memory_tests.py, natively and under `gpumem run`).
 
     python3 test/gpu/pytorch_tests_runner.py TESTFILE --json OUT.json

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Issue 16 on a 2-GPU machine: a torchrun DDP job (NCCL, one rank per GPU) under `gpumem run`, then
+"""On a 2-GPU machine: a torchrun DDP job (NCCL, one rank per GPU) under `gpumem run`, then
 `gpumem summary SESSION_DIR` (text and --json) puts both ranks side by side.
 
     python3 test/gpu/ranks_two_gpus_check.py [--node PATH] [--out DIR] [--steps 30]

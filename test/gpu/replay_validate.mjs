@@ -1,5 +1,5 @@
 #!/usr/bin/env node
-// Issue 18's replay validation, on the results of run_all.sh's `varlen` stage (no GPU needed here):
+// The replay validation, on the results of run_all.sh's `varlen` stage (no GPU needed here):
 //
 //   node test/gpu/replay_validate.mjs OUT/varlen [--tolerance 0.03]
 //

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Issue 18's replay check, on the development machine, from the varlen stage's results:
+"""The replay check, on the development machine, from the varlen stage's results:
 
     bash test/gpu/run_all.sh varlen            # on the device: GPT-2 with varying lengths, three ways
     python3 test/gpu/replay_validate.py OUT    # here (needs dist/cli.js and node): OUT is that run's $OUT

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Issue 17's GPU check for steps and leaks: test/gpu/workloads/leak_history.py under `gpumem run`, then
+"""The GPU check for steps and leaks: test/gpu/workloads/leak_history.py under `gpumem run`, then
 `gpumem summary --json` of its capture.
 
     python3 test/gpu/steps_check.py [--node PATH] [--out DIR]
@@ -30,7 +30,7 @@ def main():
     ap.add_argument("--node", default=os.environ.get("GPUMEM_NODE", "node"))
     ap.add_argument("--out", default=os.environ.get("OUT", "/tmp/gpumem-steps"))
     ap.add_argument("--steps", type=int, default=12)
-    # Issue 27, item 2: with --model convnet (backward(retain_graph=True) keeps each step's saved activations alive
+    # With --model convnet (backward(retain_graph=True) keeps each step's saved activations alive
     # through the graphs `history` holds), the keeper must also be named on every leaking line, and those lines'
     # bytes counted as activations kept by the container, not "other".
     ap.add_argument("--model", choices=("mlp", "convnet"), default="mlp")

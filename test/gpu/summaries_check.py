@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Issue 13's summaries on one GPU: `gpumem summary` (text and --json) of four real runs under `gpumem run`.
+"""Summaries on one GPU: `gpumem summary` (text and --json) of four real runs under `gpumem run`.
 
     python3 test/gpu/summaries_check.py [--node PATH] [--out DIR]
 
@@ -183,7 +183,7 @@ def run_ranks(node, out, dest):
         check("ranks: capture %d names the GPU" % k, bool(doc["devices"] and doc["devices"][0].get("name")))
         no_raw_times("ranks capture %d" % k, text)
     check("ranks: the two captures are rank 0 and rank 1", sorted(x for x in seen if x is not None) == [0, 1], str(seen))
-    # Issue 16: `gpumem summary SESSION_DIR` puts the ranks side by side, one row each.
+    # `gpumem summary SESSION_DIR` puts the ranks side by side, one row each.
     text, table = summarize(node, root, dest, "ranks-table")
     rows = table["ranks"]
     check("ranks: summary of the session folder has one row per rank", sorted(r["rank"] for r in rows) == [0, 1]

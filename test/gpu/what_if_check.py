@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Issue 13's GPU check: what the tool says the allocator would do, against what it then does.
+"""The what-if GPU check: what the tool says the allocator would do, against what it then does.
 
     python3 test/gpu/what_if_check.py [--node PATH] [--out DIR]
 

@@ -12,8 +12,8 @@ Prints one JSON line per check and exits non-zero if any check fails:
                 bit-identical to the same run without the tool (skipped with fewer than 2 GPUs)
   (c) control   while a workload runs, empty_cache over the socket makes reserved drop, and snapshot
                 writes a pickle with PyTorch's schema (compared with PyTorch's own snapshot)
-  (d) fixture   records a short training run for the E2E replay fixture: DIR/e2e-capture.gpumem and
-                DIR/e2e_train.py
+  (d) fixture   records the walkthrough's sample (media/walkthrough/gpumem_sample.py) for the E2E replay
+                fixture: DIR/e2e-capture.gpumem and DIR/gpumem_sample.py
   (e) api       cudnn.benchmark=True stays off (conv runs), torch.compile(mode="reduce-overhead") runs
                 (falls back, one message each), _dump_snapshot/_record_memory_history/reset/fraction/
                 empty_cache behave like PyTorch
@@ -39,7 +39,7 @@ PY_DIR = os.path.join(ROOT, "native", "python")
 WORKLOADS = os.path.join(ROOT, "test", "gpu", "workloads")
 # The E2E fixture's script is the sample workspace's own file: the replayed capture's lines must be
 # that file's lines, so there is one copy of it.
-E2E_SCRIPT = os.path.join(ROOT, "test", "e2e", "workspace", "e2e_train.py")
+E2E_SCRIPT = os.path.join(ROOT, "media", "walkthrough", "gpumem_sample.py")
 SO = os.path.join(ROOT, "dist", "native", "libgpumem_allocator.so")
 sys.path.insert(0, PY_DIR)
 from gpumem import _control  # noqa: E402
@@ -143,7 +143,7 @@ def check_summary(out):
          same_layout=same_layout, loss_equal=ours["loss"] == theirs["loss"], captures=len(captures),
          summary=[l for l in lens.stdout.splitlines() if l.startswith("| Allocated memory") or l.startswith("| GPU reserved memory")],
          stderr_tail=lens.stderr.strip().splitlines()[-3:])
-    # Issue 14: device identity comes from the Backend (cuDeviceGetName / cuDeviceGetPCIBusId), no longer
+    # Device identity comes from the Backend (cuDeviceGetName / cuDeviceGetPCIBusId), no longer
     # from a second dlopen in the recorder; NVML finds the device by that bus id.
     import torch
     names, samples = device_records(captures[0]) if captures else ({}, [])
@@ -267,10 +267,10 @@ def check_fixture(out):
     (capture,) = glob.glob(os.path.join(session, "capture-*.gpumem"))
     dest = os.path.join(out, "e2e-capture.gpumem")
     shutil.copyfile(capture, dest)
-    shutil.copyfile(E2E_SCRIPT, os.path.join(out, "e2e_train.py"))
+    shutil.copyfile(E2E_SCRIPT, os.path.join(out, "gpumem_sample.py"))
     size = os.path.getsize(dest)
     header = capture_header(dest)
-    emit("d-fixture", 0 < size <= 8 << 20, capture=dest, bytes=size, script=os.path.join(out, "e2e_train.py"),
+    emit("d-fixture", 0 < size <= 8 << 20, capture=dest, bytes=size, script=os.path.join(out, "gpumem_sample.py"),
          header_argv=header.get("argv"), stdout=r.stdout.strip())
 
 

@@ -1,8 +1,8 @@
-// check.h — the one C++ test harness (issue 14): the allocator's, the recorder's and the reader's tests
+// check.h — the one C++ test harness: the allocator's, the recorder's and the reader's tests
 // (test/native/allocator, test/native/recorder, native/addon/tests) all use it. Header-only.
 //
 //   TEST(name) { CHECK(x); CHECK_EQ(a, b); }      registers a case; t::main("suite", argc, argv) runs them
-//   t::run("a case", [&] { ... });                   runs a case now (tests that share state in order)
+//   t::run("a case", [&] { ... });                   runs one case now (tests that share state in order)
 //   return t::finish();                              prints the closing line, returns the exit status
 //
 // Output, for people: "ok   NAME (N ms)" or "FAIL NAME" and the failure's message indented, then the

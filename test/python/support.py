@@ -1,4 +1,4 @@
-"""Shared helpers for the bootstrap tests: build the stub allocator, run a workload subprocess with
+"""Shared helpers for the bootstrap tests: build the stub allocator, run one workload subprocess with
 the bootstrap on PYTHONPATH and the stand-in torch next to it, read back the stub's call log."""
 import atexit
 import json

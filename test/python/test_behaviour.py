@@ -93,7 +93,7 @@ class OptimizerTagTest(unittest.TestCase):
         self.assertEqual(log, first + later[0] + later[1])
 
     def test_gpumem_tags_0_turns_the_walk_off_keeps_the_phases_and_says_so_in_the_header(self):
-        """Note [Not recorded]: GPUMEM_TAGS=0 is the switch for the optimizer walk (issue 26)."""
+        """Note [Not recorded]: GPUMEM_TAGS=0 is the switch for the optimizer walk."""
         source = """
             import torch
             from torch.optim.optimizer import Optimizer

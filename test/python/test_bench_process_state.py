@@ -1,4 +1,4 @@
-"""bench_allocator._process_state: what a step-benchmark child carries into each model (issue 26's question whether
+"""bench_allocator._process_state: what a step-benchmark child carries into each model (whether
 ResNet-50 after GPT-2 in one recording process starts from a different C heap, Python heap or CUDA memory). Read
 here from this real process, with a stand-in for torch.cuda's two counters."""
 import ctypes

@@ -28,7 +28,7 @@ class BenchTableTest(unittest.TestCase):
         for g, w in zip(got["rounds"], per_round):
             self.assertAlmostEqual(g, w, places=12)
         self.assertAlmostEqual(got["median"], statistics.median(per_round), places=12)
-        # this run is the sixteenth session's M: ResNet-50 settled ×1.018 in the README
+        # this run (H200, 2026-11-28) quoted ResNet-50 settled at ×1.018
         self.assertEqual("%.3f" % got["median"], "1.018")
 
     def test_a_figure_the_rounds_lack_is_none_not_zero(self):
@@ -36,12 +36,12 @@ class BenchTableTest(unittest.TestCase):
         self.assertEqual(got, {"median": None, "rounds": [None] * 5})
 
     def test_rows_quote_each_configuration_against_the_first(self):
-        rows = bench_table.rows(self.rounds, "M")
+        rows = bench_table.rows(self.rounds, "H200")
         self.assertEqual(len(rows), 2)  # the second native process and the recording, against native
         aa, record = rows
-        self.assertTrue(aa.startswith("| M | resnet50 | native:GPUMEM_AA=1 | **"))
+        self.assertTrue(aa.startswith("| H200 | resnet50 | native:GPUMEM_AA=1 | **"))
         cells = [c.strip() for c in record.strip("|").split("|")]
-        self.assertEqual(cells[:4], ["M", "resnet50", RECORD, "**1.018**"])
+        self.assertEqual(cells[:4], ["H200", "resnet50", RECORD, "**1.018**"])
         self.assertEqual(cells[4], "1.040 1.001 1.015 1.079 1.018")
         self.assertEqual(cells[5], "**–**")  # no settling times in the reduced fixture
         host = bench_allocator.paired_view(self.rounds, "native", RECORD, "resnet50", 10)["host_delta_ms"]["mean"]
@@ -49,7 +49,7 @@ class BenchTableTest(unittest.TestCase):
         self.assertEqual(cells[8], "+1.49")
 
     def test_the_command_prints_the_header_and_the_rows(self):
-        out = subprocess.run([sys.executable, os.path.join(GPU, "bench_table.py"), FIXTURE, "--run", "M"],
+        out = subprocess.run([sys.executable, os.path.join(GPU, "bench_table.py"), FIXTURE, "--run", "H200"],
                              capture_output=True, text=True, check=True).stdout.splitlines()
         self.assertEqual(out[0], bench_table.HEADER.splitlines()[0])
         self.assertEqual(len(out), 4)

@@ -154,10 +154,17 @@ class Layouts(unittest.TestCase):
 
     def test_events_off_marker_is_minor_8_and_documented_so(self):
         # Note [Recorded steps]: marker kind 8 came with minor 8; FORMAT.md gives the kind, its version and its reading.
-        self.assertEqual((F.MARK_EVENTS_OFF, F.kMajor, F.kMinor), (8, 1, 8))
+        self.assertEqual((F.MARK_EVENTS_OFF, F.kMajor), (8, 1))
         doc = (support.ROOT / "native" / "format" / "FORMAT.md").read_text()
-        self.assertIn("| 10 | u16 | minor | 8 |", doc)
         self.assertIn("8 events off (minor 8): name = why", doc)
+
+    def test_buffer_tags_are_minor_9_and_documented_so(self):
+        # Tag category 4 (a module's buffer) came with minor 9; FORMAT.md names it, and what older readers do with it.
+        self.assertEqual((F.TAG_BUFFER, F.kMajor, F.kMinor), (4, 1, 9))
+        doc = (support.ROOT / "native" / "format" / "FORMAT.md").read_text()
+        self.assertIn("| 10 | u16 | minor | 9 |", doc)
+        self.assertIn("4 buffer from minor 9", doc)
+        self.assertIn("Readers of 1.8 skip tags of category 4", doc)
         self.assertIn("1.8 — marker kind 8 (events off", doc)
 
     def test_every_record_type_has_its_payload_layout(self):

@@ -1,6 +1,6 @@
 """Every GPU workload and check under test/gpu/ arms a watchdog (faulthandler.dump_traceback_later(N,
-exit=True)), so a stall on the device comes back as every thread's stack instead of a spent device budget
-(issue 25). N comes from GPUMEM_WATCHDOG_S or a default below the file's stage limit in run_all.sh."""
+exit=True)), so a stall on the device comes back as every thread's stack instead of a spent device budget.
+N comes from GPUMEM_WATCHDOG_S or a default below the file's stage limit in run_all.sh."""
 import ast
 import os
 import re

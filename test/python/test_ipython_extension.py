@@ -1,7 +1,8 @@
 """The IPython extension (`%load_ext gpumem`, `%%gpumem`; gpumem/_ipython.py) in IPython's InteractiveShell, in a
 subprocess per test (tracking is per process), on the stand-in torch with the real lens allocator on the simulated
-device: per-cell figures equal to what each cell measured itself with torch.cuda.max_memory_allocated(), the lines
-at a cell's peak named by cell and line, and the observed mode when CUDA was initialised before the extension."""
+device: per-cell figures, each cell's peak its own (what torch.cuda.max_memory_allocated() said inside it above what was
+live at its start), the lines at a cell's peak its own, named by cell and line, and the observed mode when CUDA was
+initialised before the extension."""
 import json
 import os
 import subprocess
@@ -73,29 +74,32 @@ class IPythonExtensionTest(unittest.TestCase):
         self.assertRegex(outs[0], r"^gpumem: session folder %s/\.gpumem/\d{8}-\d{6}-notebook\n" % work)
         # Cell 2 (the import) allocates nothing: no line. Cell 3: one line with its figures.
         self.assertNotIn("gpumem [", outs[1])
-        self.assertEqual(outs[2].strip(), "gpumem [3]: peak allocated 4.00 MiB · allocated +1.00 MiB · reserved +22.0 MiB · "
-                                          "top: cell [3] line 1 (3.00 MiB)")
+        self.assertEqual(outs[2].strip(), "gpumem [3]: peak allocated 4.00 MiB above the 0 B live at its start · "
+                                          "allocated +1.00 MiB · reserved +22.0 MiB · top: cell [3] line 1 (3.00 MiB)")
         by_cell = {}
         for r in rows:
             by_cell.setdefault(r["cell"], r)  # the first row of a cell is the automatic one
         c3 = by_cell[3]
-        self.assertEqual(c3["peak_allocated"], seen["pk3"])           # what the cell measured itself
+        self.assertEqual(c3["max_memory_allocated"], seen["pk3"])     # what the cell measured itself
         self.assertEqual(c3["capture_peak"], seen["pk3"])             # the capture's replay agrees
         self.assertEqual((c3["peak_allocated"], c3["added_allocated"], c3["allocated_after"]), (4 << 20, 1 << 20, seen["al3"]))
         self.assertEqual(c3["lines"], [["cell [3] line 1", "<module>", 3 << 20], ["cell [3] line 2", "<module>", 1 << 20]])
         # The lines point into the cell's own code (what IPython compiled cell 3 to).
         self.assertTrue(all(f.startswith("<ipython-input-3-") for f, _ in c3["line_files"]), c3["line_files"])
 
-        # %%gpumem: the details, the top lines at the cell's peak (the 1 MiB kept from cell 3 is live there too).
+        # %%gpumem: the details, the top lines at the cell's peak. The 1 MiB kept from cell 3 is live there too, but
+        # it is not the cell's: its peak is what it allocated itself, and the line says what was live at its start.
         magic = [r for r in rows if r.get("magic")]
         self.assertEqual(len(magic), 1)
-        self.assertEqual(magic[0]["peak_allocated"], seen["pk4"])
-        self.assertEqual(magic[0]["peak_allocated"], (1 << 20) + (2 << 20) + 5120)
+        self.assertEqual(magic[0]["max_memory_allocated"], seen["pk4"])
+        self.assertEqual((magic[0]["allocated_before"], magic[0]["max_memory_allocated"]), (1 << 20, (1 << 20) + (2 << 20) + 5120))
+        self.assertEqual((magic[0]["peak_allocated"], magic[0]["peak_from"]), ((2 << 20) + 5120, "capture"))
         self.assertEqual(magic[0]["added_allocated"], 5120)
         text = outs[3]
-        self.assertIn("gpumem [4]: peak allocated 3.00 MiB · allocated +5.00 KiB · reserved +0 B\n", text)
-        self.assertIn("top lines at the cell's peak:\n    2.00 MiB  cell [4] line 1\n    1.00 MiB  cell [3] line 2\n"
-                      "    5.00 KiB  cell [4] line 2\n", text)
+        self.assertIn("gpumem [4]: peak allocated 2.00 MiB above the 1.00 MiB live at its start · allocated +5.00 KiB · "
+                      "reserved +0 B\n", text)
+        self.assertIn("top lines at the cell's peak (its own allocations):\n    2.00 MiB  cell [4] line 1\n"
+                      "    5.00 KiB  cell [4] line 2\ncapture: ", text)
         self.assertRegex(text, r"capture: %s/\.gpumem/[^/]+/capture-\d+\.gpumem" % work)
         self.assertEqual(text.count("gpumem [4]"), 1)   # the automatic line does not repeat the magic's
         self.assertNotIn("gpumem [", outs[4])          # a cell that changes nothing prints nothing

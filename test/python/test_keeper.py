@@ -19,8 +19,10 @@ HEAD = """
 """
 
 
-def keepers(run):
-    return [json.loads(l[len(PREFIX):]) for l in run.log() if l.startswith(PREFIX)]
+def keepers(run, end=False):
+    """The keepers the step ends confirmed; with end=True, those the exit read again (Note [Keeper at the end])."""
+    found = [json.loads(l[len(PREFIX):]) for l in run.log() if l.startswith(PREFIX)]
+    return [k for k in found if (k.get("at") == "end") == end]
 
 
 def notices(run):
@@ -53,10 +55,33 @@ class KeeperTest(unittest.TestCase):
         self.assertEqual((k["step"], k["tensors"], k["bytes"], k["complete"], k["device"]), (5, 4, 4 * 512, True, 0))
         self.assertEqual(sorted(k["addrs"]), sorted(ptrs[:4]))
         # The notice's first line is the sentence people read.
-        [text] = [n for n in notices(run) if "keeps" in n]
+        [text] = [n for n in notices(run) if "keeps" in n and "at the end" not in n]
         self.assertEqual(text, "notice 0 gpumem: history (a list) keeps 4 tensors with autograd graphs alive across "
-                               "steps (2.00 KiB); stores them at script.py:%d: history.append(loss)"
+                               "steps (2.00 KiB at step 5); stores them at script.py:%d: history.append(loss)"
                          % support.line_of(run.script, "# KEEP"))
+
+    def test_a_keeper_is_read_again_at_exit_with_every_tensor_it_then_holds(self):
+        # Note [Keeper at the end]: confirmed at step 5 with 4 losses; by the exit the module-level list holds 12, and
+        # a second notice says so, named as the first, dated "at the end", listing every loss it then holds.
+        run = support.run_script(HEAD + """
+    history = []
+    for step in range(12):
+        loss = torch._fake_op(512, w, saved_bytes=8192)
+        history.append(loss)  # KEEP
+        loss.backward()
+        opt.step()
+    print(json.dumps([t.data_ptr() for t in history]))
+        """)
+        self.assertEqual(run.code, 0, run.err)
+        ptrs = json.loads(run.out.splitlines()[-1])
+        [k] = keepers(run)
+        [e] = keepers(run, end=True)
+        self.assertEqual((k["step"], k["tensors"]), (5, 4))
+        self.assertEqual((e["at"], e["step"], e["tensors"], e["bytes"]), ("end", 12, 12, 12 * 512))
+        self.assertEqual((e["container"], e["line"], e["how"]), ("history", support.line_of(run.script, "# KEEP"), "stores"))
+        self.assertEqual(sorted(e["addrs"]), sorted(ptrs))
+        [text] = [n for n in notices(run) if "at the end" in n]
+        self.assertIn("keeps 12 tensors with autograd graphs alive across steps (6.00 KiB at the end, after step 12)", text)
 
     def test_the_heap_scan_wakes_no_deprecated_attribute(self):
         # A library object whose __class__ lookup warns (torch.distributed.reduce_op in torch 2.11 did, on the
@@ -98,7 +123,7 @@ class KeeperTest(unittest.TestCase):
         self.assertEqual(len(k["addrs"]), 8)
 
     def test_retained_graphs_name_every_storage_they_save_not_the_shared_inputs(self):
-        # Issue 27 item 2, the leaky convnet in small: backward(retain_graph=True), then history.append(loss). Each
+        # The leaky convnet in small: backward(retain_graph=True), then history.append(loss). Each
         # step's graph is shaped like PyTorch's (ConvolutionBackward0._saved_input, ReluBackward0._saved_result,
         # MeanBackward1's plain _saved_dim, AddmmBackward0._saved_mat1, LogSoftmaxBackward0._saved_result,
         # NllLossBackward0._saved_self/_saved_target/_saved_total_weight) and keeps six storages alive: 24 for the
@@ -142,10 +167,10 @@ class KeeperTest(unittest.TestCase):
         # the losses themselves are the kept tensors' own storages, not activations their graphs save
         self.assertEqual(sorted(k["own"]), sorted(step[-1] for step in held[:4]))
 
-    def test_a_notice_with_more_addresses_than_fit_keeps_one_graph_whole_and_stays_readable(self):
-        # 4 kept losses whose graphs save 60 activations each: 244 addresses (≈ 4 KiB of JSON) would pass the 4096
-        # bytes at which the capture cuts a string, and a cut JSON loses the whole keeper. The notice drops
-        # addresses from the end; the first kept graph's come first, so every line it holds stays named.
+    def test_a_notice_lists_every_held_storage_past_four_kibibytes_first_graph_first(self):
+        # 4 kept losses whose graphs save 60 activations each: 244 addresses, ≈ 4 KiB of JSON, more than a capture's
+        # names may hold (4096 bytes). A notice may hold 1 MiB (Note [Long notices] in stack_capture.h): every held
+        # storage is listed, so the reader counts each by its address; the first kept graph's come first.
         run = support.run_script(HEAD + """
     def forward():
         h, ptrs = w, []
@@ -166,16 +191,18 @@ class KeeperTest(unittest.TestCase):
         """)
         self.assertEqual(run.code, 0, run.err)
         held = json.loads(run.out.splitlines()[-1])
-        lines = [l for l in run.log() if l.startswith(PREFIX)]
-        self.assertEqual(len(lines), 1)
         [k] = keepers(run)  # the JSON parses: the notice was not cut
-        [text] = [n for n in notices(run) if "keeps" in n]
-        self.assertLessEqual(len((text[len("notice 0 "):] + "\n" + lines[0]).encode()), 4000)
-        self.assertEqual((k["tensors"], k["bytes"], k["complete"], k["addrs_all"]), (4, 4 * (60 * 1024 + 512), True, False))
-        self.assertLess(len(k["addrs"]), 4 * 61)
+        [text] = [n for n in notices(run) if "keeps" in n and "at the end" not in n]
+        line = [l for l in run.log() if l.startswith(PREFIX) and '"at": "end"' not in l][0]
+        self.assertGreater(len((text[len("notice 0 "):] + "\n" + line).encode()), 4096)
+        self.assertEqual((k["tensors"], k["bytes"], k["complete"], k["addrs_all"]), (4, 4 * (60 * 1024 + 512), True, True))
+        self.assertEqual(sorted(k["addrs"]), sorted(p for step in held[:4] for p in step))
         # the first kept graph's 61 storages first, largest first (the 60 activations, then its 512 B loss)
         self.assertEqual(set(k["addrs"][:61]), set(held[0]))
         self.assertEqual(k["addrs"][60], held[0][-1])
+        # at the exit, all 8 kept graphs: 488 addresses
+        [e] = keepers(run, end=True)
+        self.assertEqual((e["tensors"], len(e["addrs"]), e["addrs_all"]), (8, 8 * 61, True))
 
     def test_dicts_in_a_list_on_an_object_climb_to_the_list_attribute(self):
         run = support.run_script(HEAD + """

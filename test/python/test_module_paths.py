@@ -88,6 +88,39 @@ print(json.dumps({"ok": True}))
 """
 
 
+# Inference: no optimizer ever steps, so the optimizer walk never tags; the first forward of a root tags its tree's
+# weights (Note [Weights from the first forward] in gpumem/_tags.py), once, before that forward's first allocation.
+WEIGHTS_WORKLOAD = r"""
+import json, torch
+from torch import nn
+
+class Norm(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.register_parameter("weight", torch.empty(1 << 10, device="cuda"))
+        self.register_buffer("running_mean", torch.empty(1 << 9, device="cuda"))
+        self.register_buffer("cpu_table", torch.empty(1 << 9, device="cpu"))   # not on the GPU: no tag
+    def forward(self, n):
+        return torch.empty(n, device="cuda")                     # NORM
+
+class Net(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.a, self.b = Norm(), Norm()
+        self.register_parameter("embed", torch.empty(3 << 10, device="cuda"))
+        self.head = self.embed                                   # tied: one storage, tagged once
+        self._parameters["head"] = self.embed
+    def forward(self, n):
+        return [self.a(n), self.b(n)]
+
+net = Net()
+out = [net(1 << 12) for _ in range(3)]                           # three forwards: tagged at the first only
+weights = {"parameter": sorted(t.data_ptr() for t in net.parameters()),
+           "buffer": sorted(b.data_ptr() for b in net.buffers() if b.get_device() >= 0)}
+print(json.dumps(weights))
+"""
+
+
 def module_events(recs):
     """[("B"|"E", path) or ("alloc", size)] in capture order."""
     strings, events = {}, []
@@ -117,6 +150,22 @@ class ModulePathsFromFramesTest(unittest.TestCase):
                                ("B", "First"), ("alloc", n),        # the same chain after backward: opened again
                                ("E", "First"), ("B", "Renamed"), ("alloc", n)],  # the table's new answer
                          "module marks around each allocation")
+
+    def test_the_first_forward_tags_the_weights_of_a_model_with_no_optimizer(self):
+        so = support.real_so_or_skip(self)
+        run = support.run_script(WEIGHTS_WORKLOAD, so=so, env={"GPUMEM_BACKEND": "sim"})
+        self.assertEqual(run.code, 0, run.err)
+        want = json.loads(run.out.strip().splitlines()[-1])
+        _, recs = support.read_capture(run.capture())
+        tags = [F.TagRec.unpack_dict(p) for t, p in recs if t == F.REC_TAG]
+        got = {"parameter": sorted(x["addr"] for x in tags if x["category"] == F.TAG_PARAMETER),
+               "buffer": sorted(x["addr"] for x in tags if x["category"] == F.TAG_BUFFER)}
+        self.assertEqual(got, want, "each CUDA parameter and buffer once, by category")
+        self.assertEqual(len(want["parameter"]), 3)  # a.weight, b.weight, embed (= head)
+        self.assertEqual(sorted(x["size"] for x in tags), sorted([1 << 10, 1 << 10, 3 << 10, 1 << 9, 1 << 9]))
+        # before the first forward's first allocation: the tags come right before it in the capture
+        first_norm_alloc = next(i for i, (t, p) in enumerate(recs) if t == F.REC_ALLOC and F.BlockEvent.unpack_dict(p)["size"] == 1 << 12)
+        self.assertTrue(all(i < first_norm_alloc for i, (t, _) in enumerate(recs) if t == F.REC_TAG))
 
     def test_marks_nest_like_the_forwards_around_each_allocation(self):
         so = support.real_so_or_skip(self)

@@ -124,7 +124,7 @@ def finish(test, proc):
 
 
 def run_to_end(test, workload, env, wait_s=0.0):
-    """Runs a workload (sampling every 50 ms unless env says), reads its first line, waits wait_s (a few polls of PyTorch's stats), then
+    """Runs one workload (sampling every 50 ms unless env says), reads its first line, waits wait_s (a few polls of PyTorch's stats), then
     lets it end: (its first line, stderr, the allocator-mode line in a list, the capture's header, its records)."""
     proc, work, session = support.start_workload(workload, test.so, env=dict({"GPUMEM_SAMPLE_MS": "50"}, **env), cwd_is_work=True)
     try:

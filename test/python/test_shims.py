@@ -268,7 +268,7 @@ print(json.dumps(out))
 
 
 class AcceleratorShimTest(unittest.TestCase):
-    """torch.accelerator.* report PyTorch's idle native allocator under a pluggable one (issue 20):
+    """torch.accelerator.* report PyTorch's idle native allocator under a pluggable one:
     the shims give our allocator's numbers under both spellings, with PyTorch's signatures."""
 
     @classmethod

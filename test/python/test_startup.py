@@ -3,7 +3,7 @@
 The stand-in torch's _lazy_init re-enters itself as PyTorch 2.11's does (its queued _check_capability calls
 get_device_properties, which calls _lazy_init while is_initialized() is still False). On the bootstrap before
 this machine, the PyTorch-allocator mode took its own non-reentrant lock a second time on that path and hung at
-the first CUDA use on real torch (issue 25); these tests fail on it by time-out, with the stack on stderr."""
+the first CUDA use on real torch; these tests fail on it by time-out, with the stack on stderr."""
 import json
 import os
 import unittest

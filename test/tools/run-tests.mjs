@@ -7,12 +7,12 @@
 //
 // Layers: install · typecheck · lint · build · unit · native · fuzz · python · webview · package · e2e.
 // Note [Counting]: every layer is counted from ONE format, the results file (Note [Results format] in
-// test/README.md): run-tests gives each run a fresh `.test-output/results/<run>.jsonl` in GPUMEM_RESULTS,
+// test/README.md): run-tests gives each run its own fresh `.test-output/results/<run>.jsonl` in GPUMEM_RESULTS,
 // the runners append one JSON line per test (node --test: results-reporter.mjs; unittest:
 // results_unittest.py; shell/Make: emit-result.sh; C++: the native harness), and passed/failed/skipped are
 // the lines by status. A run that exits non-zero with no failing line counts one failure; one that exits 0
-// with no line at all fails ("reported no results"). typecheck, lint, build and package write their one
-// line here. Nothing is counted from a runner's printed output: every native check writes its own line
+// with no line at all fails ("reported no results"). typecheck, build and package write their one line
+// here, lint its two (ESLint, .dev/product-speech.mjs). Nothing is counted from a runner's printed output: every native check writes its own line
 // (check.h, the run_tests.sh scripts' emit-result.sh calls, the recorder's Python tests through
 // results_unittest.py). A layer with no tests yet is "skipped" and counts nothing. All lines end up in .test-output/results.jsonl.
 // Note [Preflight] (preflight.mjs): before a layer runs, what it needs is checked; a missing tool fails
@@ -59,7 +59,7 @@ function testFiles(dir, pattern = /\.test\.mjs$/, recursive = true) {
     .sort();
 }
 
-/** Runs a command with live output; resolves {code, output}. */
+/** Runs one command with live output; resolves {code, output}. */
 function run(cmd, args, opts = {}) {
   return new Promise((resolve) => {
     const child = spawn(cmd, args, { cwd: ROOT, stdio: ['ignore', 'pipe', 'pipe'], ...opts });
@@ -129,10 +129,10 @@ function countResults(file, layer, code) {
   return c;
 }
 
-const oneCheck = async (cmd, args, opts, layer) => {
+const oneCheck = async (cmd, args, opts, layer, runName = layer) => {
   const started = Date.now();
   const r = await run(cmd, args, opts);
-  const { file } = resultsFile(layer, layer);
+  const { file } = resultsFile(runName, layer);
   emit(file, { layer, name: `${layer}: ${[cmd === process.execPath ? 'node' : cmd, ...args].join(' ')}`.slice(0, 300), status: r.code === 0 ? 'pass' : 'fail',
     ms: Date.now() - started, ...(r.code === 0 ? {} : { message: `exited with code ${r.code}` }) });
   const c = countResults(file, layer, r.code);
@@ -182,7 +182,12 @@ const layers = {
     return oneCheck('npm', ['ci', '--no-audit', '--no-fund'], {}, 'install');
   },
   typecheck: () => oneCheck(process.execPath, ['.dev/typecheck.mjs'], {}, 'typecheck'),
-  lint: () => oneCheck(process.execPath, ['node_modules/eslint/bin/eslint.js', '.'], {}, 'lint'),
+  // ESLint, then Note [Product speech] (.dev/product-speech.mjs): no issue numbers, work sessions or lettered runs.
+  async lint() {
+    const checks = [await oneCheck(process.execPath, ['node_modules/eslint/bin/eslint.js', '.'], {}, 'lint'),
+      await oneCheck(process.execPath, ['.dev/product-speech.mjs'], {}, 'lint', 'lint-product-speech')];
+    return checks.reduce((t, c) => ({ passed: t.passed + c.passed, failed: t.failed + c.failed, skippedTests: t.skippedTests + c.skippedTests }));
+  },
   build: () => oneCheck(process.execPath, ['esbuild.config.mjs'], {}, 'build'),
   unit: () => nodeTests('unit', testFiles('test/unit')),
   async native() {

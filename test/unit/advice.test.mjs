@@ -1,4 +1,4 @@
-// gpumem advise's training advice (issue 18) on captures the real allocator wrote on the simulated device
+// gpumem advise's training advice on captures the real allocator wrote on the simulated device
 // (test/unit/reference/sim_training.py): every expected figure follows from what the loop allocated, by
 // construction, or from an independent run that applies the advice.
 import assert from 'node:assert/strict';

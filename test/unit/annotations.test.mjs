@@ -1,6 +1,6 @@
 // Annotation text, colour tier, selection and hover from per-line statistics (src/core/views/annotations).
-// GIVEN LineStat values built from byte counts, WHEN annotated, THEN the text and tiers follow the spec in
-// issue 6 ("▲ 1.50 GiB at peak · 312 allocs"; tiers from the manifest's colour descriptions: ≥25% high,
+// GIVEN LineStat values built from byte counts, WHEN annotated, THEN the text and tiers follow the spec
+// ("▲ 1.50 GiB at peak · 312 allocs"; tiers from the manifest's colour descriptions: ≥25% high,
 // 5–25% medium, <5% low).
 import { test } from 'node:test';
 import assert from 'node:assert/strict';

@@ -1,4 +1,4 @@
-// Budgeted captures through the extension's reader (issue 16, FORMAT.md §5, Note [Capture budget]): the GPT-2-size
+// Budgeted captures through the extension's reader (FORMAT.md §5, Note [Capture budget]): the GPT-2-size
 // loop of test/bench/budget/gen_stream.py on the simulated device, without a budget, and the same stream written
 // again through the writer with a 2 MiB budget (rebudget.cc: same times and ids). The summary's whole-run figures
 // agree, per-line counts and totals agree, and the integrity part says which part of the run is aggregated.
@@ -185,7 +185,7 @@ test('a range cut between a free request and its completion: the reader sees the
   assert.deepEqual(lone, []);
 });
 
-// Issue 27, item 3 (Note [Budget as a cap], compactor.cc): a fast-step loop whose verbatim records (phase begins,
+// Note [Budget as a cap] (compactor.cc): a fast-step loop whose verbatim records (phase begins,
 // module marks, tags, device samples) outgrow any budget unless the compacted history is thinned too.
 const FAST_BUDGET = 256 * 1024;
 const fast = skip ? null : rebudgeted('gen_fast_steps.py', '3000', FAST_BUDGET);

@@ -1,4 +1,4 @@
-// "Not from the allocator" after an OOM (issue 27, Note [Device samples of a moment] in
+// "Not from the allocator" after an OOM (Note [Device samples of a moment] in
 // native/addon/src/categories.cpp, Note [Settled samples] in native/allocator/src/device_sampler.cc): the figure
 // is device used − reserved at the moment it describes, from a device sample of that moment, never one read
 // while a failed growth had its pages mapped.

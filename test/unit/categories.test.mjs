@@ -1,4 +1,4 @@
-// Categories for every allocation (issue 17, Note [Categories]), on captures written by the real allocator on the
+// Categories for every allocation (Note [Categories]), on captures written by the real allocator on the
 // simulated device with the tags and phases the bootstrap writes (test/unit/reference/sim_training.py): every
 // figure below is what the loop allocated, by construction, and the sums are checked against the allocator state
 // replayed independently (stateAt).
@@ -36,11 +36,14 @@ test('categories sum exactly to allocated at every step end and at the peak; tag
       // parameters were allocated before the first tag (at step 1's optimizer step) and count from their allocation
       assert.deepEqual(mo.bytes, {
         parameter: 12 * MiB,
+        buffer: 0,
         gradient: 12 * MiB,
         optimizer_state: 24 * MiB,
         activation: 0,
+        kv_cache: 0,
         temporary: 0,
         other: (i + 1) * leak,
+        block_overhead: 0,
       }, `step ${i + 1}`);
     });
     const p = report.peak;
@@ -49,11 +52,14 @@ test('categories sum exactly to allocated at every step end and at the peak; tag
     // 512 B loss) are all live, plus the kept tensors (one per step, this step's too)
     assert.deepEqual(p.bytes, {
       parameter: 12 * MiB,
+      buffer: 0,
       gradient: 12 * MiB,
       optimizer_state: 24 * MiB,
       activation: 24 * MiB + 512,
+      kv_cache: 0,
       temporary: 2 * MiB,
       other: 6 * leak,
+      block_overhead: 0,
     });
     assert.deepEqual(p.modules, [
       { module: 'Attention', bytes: 18 * MiB },

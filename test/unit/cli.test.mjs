@@ -49,17 +49,17 @@ function script(body, name = 'train.py') {
 test('top-level help and unknown commands', () => {
   const h = gpumem(['--help']);
   assert.equal(h.status, 0);
-  for (const c of ['run', 'ping', 'empty-cache', 'snapshot', 'summary', 'export', 'replay', 'advise']) assert.match(h.stdout, new RegExp(`^  ${c} `, 'm'));
+  for (const c of ['run', 'ping', 'empty-cache', 'snapshot', 'summary', 'export', 'replay', 'advise', 'mcp']) assert.match(h.stdout, new RegExp(`^  ${c} `, 'm'));
   const none = gpumem([]);
   assert.equal(none.status, 2);
   assert.match(none.stdout, /Usage: gpumem <command>/);
   const bad = gpumem(['rnu']);
   assert.equal(bad.status, 2);
-  assert.equal(bad.stderr, 'gpumem: unknown command "rnu". Commands: run, ping, empty-cache, snapshot, summary, export, replay, advise (gpumem --help).\n');
+  assert.equal(bad.stderr, 'gpumem: unknown command "rnu". Commands: run, ping, empty-cache, snapshot, summary, export, replay, advise, mcp (gpumem --help).\n');
 });
 
 test('every command has --help', () => {
-  for (const c of ['run', 'ping', 'empty-cache', 'snapshot', 'summary', 'export', 'replay', 'advise']) {
+  for (const c of ['run', 'ping', 'empty-cache', 'snapshot', 'summary', 'export', 'replay', 'advise', 'mcp']) {
     const r = gpumem([c, '--help']);
     assert.equal(r.status, 0, c);
     assert.match(r.stdout, new RegExp(`^Usage: gpumem ${c} `), c);
@@ -77,7 +77,7 @@ test('run: usage errors exit 2 and say what to do', () => {
     [['run', '--frobnicate', 'x.py'], 'gpumem run: unknown option --frobnicate'],
     [['run', '-m'], 'gpumem run: -m needs a module name, e.g. gpumem run -m mypkg.train'],
     [['run', 'missing.py'], 'gpumem run: no such script: missing.py'],
-    // Issue 15: --allocator is the mode; the library's path has its own flag.
+    // --allocator is the mode; the library's path has its own flag.
     [['run', '--allocator', '/x/libgpumem_allocator.so', 'x.py'], "gpumem run: --allocator must be 'auto', 'lens' or 'pytorch', got '/x/libgpumem_allocator.so'"],
     [['run', '--allocator-so', '/no/lib.so', script('print(1)\n')], 'gpumem run: --allocator-so: no such file: /no/lib.so (build it with make -C native/allocator)'],
   ];

@@ -1,4 +1,4 @@
-// Issue 14 §2: the GPU's name comes from the capture's REC_DEVICE (the only place a writer puts it: the
+// The GPU's name comes from the capture's REC_DEVICE (the only place a writer puts it: the
 // header is written before CUDA exists, Note [Devices] in gpumem_format.h) and reaches every view.
 // Fixture: test/fixtures/h200-e2e-train.capture, recorded by the real allocator on an NVIDIA H200. The
 // expected identity is decoded from the same bytes by the spec-only reader (reference/capture_facts.py).

@@ -1,4 +1,4 @@
-// The pseudo-gutter heat bar's bucket math (src/core/views/annotations/heatBar.ts). Spec (issue 13, Note [Heat bar
+// The pseudo-gutter heat bar's bucket math (src/core/views/annotations/heatBar.ts). Spec (Note [Heat bar
 // buckets]): 8 lengths, a line holding share s of the peak gets ⌈8·s⌉ steps (at least one, at most eight); a
 // line with nothing live at the peak gets the hollow 0-step bar; the colour is the text's tier (≥25% high,
 // 5–25% medium, <5% low). Then the same rules on a real PyTorch 2.11 snapshot, against python's numbers.

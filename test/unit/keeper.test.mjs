@@ -5,7 +5,7 @@ import assert from 'node:assert/strict';
 import fs from 'node:fs';
 import path from 'node:path';
 import { test } from 'node:test';
-import { captureRecords, needsAllocator, openModel, simTraining, withModel } from './reader-support.mjs';
+import { ALLOCATOR_LIB, captureRecords, needsAllocator, openModel, pythonInline, root, simTraining, tmpDir, withModel } from './reader-support.mjs';
 
 const { stepReport, keepers } = await import('../../src/core/analyses/steps/index.ts');
 const { summarizeFile } = await import('../../src/core/analyses/summary/index.ts');
@@ -25,7 +25,7 @@ test('the keeper notice: its sentence is the marker, its JSON the keeper, on the
     assert.equal(notices.length, 1);
     assert.equal(
       notices[0].label,
-      `gpumem: history (a list) keeps 4 tensors with autograd graphs alive across steps (256 KiB); stores them at sim_training.py:${info.lines.keeper}: history.append(kept)`,
+      `gpumem: history (a list) keeps 4 tensors with autograd graphs alive across steps (256 KiB at step 5); stores them at sim_training.py:${info.lines.keeper}: history.append(kept)`,
     );
     const [k] = keepers(m, 0);
     assert.deepEqual(
@@ -66,7 +66,7 @@ test('a leak finding carries the keeper tied by the kept blocks\' allocating lin
     s.text,
     new RegExp(
       `Leak: \\S*sim_training\\.py:${info.lines.leak} keeps 64\\.0 KiB more at each step end \\(steps 1–${STEPS}, [^)]*\\); ` +
-        `kept alive by history \\(a list: 4 tensors with autograd graphs, 256 KiB\\), stored at \\S*sim_training\\.py:${info.lines.keeper}: history\\.append\\(kept\\)`,
+        `kept alive by history \\(a list: 4 tensors with autograd graphs, 256 KiB at step 5\\), stored at \\S*sim_training\\.py:${info.lines.keeper}: history\\.append\\(kept\\)`,
     ),
   );
 });
@@ -135,7 +135,7 @@ test('live: a keeper notice that arrives alone, inside the 2 s categories interv
   });
 });
 
-// Issue 27 item 2: backward(retain_graph=True) then history.append(loss). The kept losses' graphs hold every step's
+// The leaky convnet: backward(retain_graph=True) then history.append(loss). The kept losses' graphs hold every step's
 // activations (Attention 3 × 6 MiB and MLP 6 MiB a step) past the backward that would have freed them; the
 // keeper notice lists every storage held (Note [Keeper graph walk]: 4 losses + 16 activations = 20, more than the
 // 16 it used to list), so the keeper is named on every line whose bytes it keeps, and the categories count those
@@ -178,7 +178,7 @@ test('retained graphs: the keeper is named on every line they keep, and their by
     s.text,
     new RegExp(
       `Leak: \\S*sim_training\\.py:${info.lines.act} keeps 18\\.0 MiB more at each step end \\(steps 1–${STEPS}, 144 MiB at the last step end, ` +
-        `saved activations kept past their backward\\); kept alive by history \\(a list: 4 tensors with autograd graphs, 96\\.0 MiB\\), ` +
+        `saved activations kept past their backward\\); kept alive by history \\(a list: 4 tensors with autograd graphs, 96\\.0 MiB at step 5\\), ` +
         `stored at \\S*sim_training\\.py:${info.lines.keeper}: history\\.append\\(loss\\)`,
     ),
   );
@@ -191,7 +191,7 @@ test('retained graphs: the keeper is named on every line they keep, and their by
   assert.equal(plain.summary.categories[0].peak.kept_activation_bytes, undefined);
 });
 
-// Issue 27 item 2 on a real run: test/gpu/workloads/leak_history.py --model convnet --steps 8 under `gpumem run`
+// The leaky convnet on a real run: test/gpu/workloads/leak_history.py --model convnet --steps 8 under `gpumem run`
 // (lens allocator, H100, torch 2.11), paths relocated. backward(retain_graph=True), then history.append(loss): each
 // kept loss's graph saves the three ReLU results (392 + 392 + 196 MiB) and the mean of its forward. The keeper's
 // notice lists the 28 storages the graph walk found (Note [Node wrappers die] in _keeper.py); the moment of the
@@ -227,4 +227,34 @@ test('a real retained-graph leak: the keeper is named on every forward line its 
     assert.equal(l.kept_bytes, l.bytes_at_last_end, `line ${line}`);
   }
   assert.equal(leaks.reduce((s, l) => s + l.growth_per_step_bytes, 0), 2 * 411041792 + 205520896 + 16384 + 2560);
+});
+
+test('a notice keeps every byte up to 1 MiB in the capture, so a keeper listing thousands of storages stays whole', { skip }, () => {
+  // Note [Long notices]: names are cut at 4096 bytes, a notice at 1 MiB; the real allocator writes, the reader reads
+  const cap = path.join(tmpDir(), 'long-notice.gpumem');
+  const addrs = Array.from({ length: 20000 }, (_, i) => 0x7f0000000000 + i * 512);
+  const text = `gpumem: a long notice\ngpumem-keeper ${JSON.stringify({ v: 1, addrs })}`;
+  pythonInline(
+    `import sys; sys.path.insert(0, ${JSON.stringify(path.join(root, 'native/python'))})
+from gpumem import _native
+n = _native.Allocator(sys.argv[1])
+n.configure({"capture_path": sys.argv[2], "backend": "sim", "sample_interval_ms": 0})
+import ctypes
+n.lib.gpumem_malloc.restype, n.lib.gpumem_malloc.argtypes = ctypes.c_void_p, [ctypes.c_size_t, ctypes.c_int, ctypes.c_void_p]
+n.lib.gpumem_malloc(4096, 0, None)  # a device with an event: its markers are read
+n.notice(open(sys.argv[3]).read(), 0)
+n.shutdown(0)`,
+    ALLOCATOR_LIB,
+    cap,
+    (() => {
+      const f = path.join(tmpDir(), 'notice.txt');
+      fs.writeFileSync(f, text);
+      return f;
+    })(),
+  );
+  assert.ok(Buffer.byteLength(text) > 300_000);
+  withModel(cap, (m) => {
+    const [k] = keepers(m, 0);
+    assert.deepEqual(k.addrs, addrs);
+  });
 });

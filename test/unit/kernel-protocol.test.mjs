@@ -1,4 +1,4 @@
-// The notebook kernel (issue 30): its line protocol (src/core/base/kernel/protocol.ts, Note [Kernel protocol] in
+// The notebook kernel: its line protocol (src/core/base/kernel/protocol.ts, Note [Kernel protocol] in
 // native/python/gpumem/_kernel.py), the cell figures' text (src/core/views/notebook/cellFigures.ts), and the real
 // kernel process driven by KernelProcess on the stand-in torch with the real allocator on the simulated device:
 // each cell's figures equal its own window of the capture, read back by the reader (markers, states, timeline).
@@ -16,7 +16,7 @@ const KiB = 1024;
 const MiB = 1024 * KiB;
 
 const FIG = {
-  peak_allocated: 4 * MiB, peak_reserved: 22 * MiB, allocated_before: 0, allocated_after: 1 * MiB, reserved_before: 0,
+  peak_allocated: 4 * MiB, peak_from: 'capture', max_memory_allocated: 4 * MiB, peak_reserved: 22 * MiB, allocated_before: 0, allocated_after: 1 * MiB, reserved_before: 0,
   reserved_after: 22 * MiB, added_allocated: 1 * MiB, added_reserved: 22 * MiB, device: 0, capture: '/s/capture-1.gpumem',
   capture_peak: 4 * MiB, lines: [{ file: '/s/cells/cell-2.py', line: 1, function: '<module>', bytes: 3 * MiB }, { file: '/w/model.py', line: 14, function: 'forward', bytes: 1536 * KiB }],
 };
@@ -36,6 +36,10 @@ test('replies are checked against the contract; malformed ones are refused with 
   assert.equal(parseReply('{"type":"done","id":"x1","ok":true,"execution_count":1,"file":null,"figures":null}').figures, null);
   assert.match(parseReply('{"type":"stream","id":"x1","name":"stdin","text":""}').invalid, /malformed stream/);
   assert.match(parseReply(JSON.stringify({ type: 'done', id: 'x', ok: true, execution_count: 1, file: null, figures: { ...FIG, peak_allocated: '4' } })).invalid, /malformed done/);
+  assert.match(parseReply(JSON.stringify({ type: 'done', id: 'x', ok: true, execution_count: 1, file: null, figures: { ...FIG, peak_from: 'guess' } })).invalid, /malformed done/);
+  // figures without max_memory_allocated and peak_from (a kernel of an earlier version) are still figures
+  const { max_memory_allocated: _m, peak_from: _p, ...older } = FIG;
+  assert.equal(parseReply(JSON.stringify({ type: 'done', id: 'x', ok: true, execution_count: 1, file: null, figures: older })).figures.peak_allocated, 4 * MiB);
   assert.match(parseReply('{"type":"nope"}').invalid, /unknown reply type "nope"/);
   assert.match(parseReply('Out[1]: 3').invalid, /^not JSON/);
 });
@@ -53,16 +57,20 @@ test('a cell status item and its tooltip: the figures in binary units, lines nam
   const files = new CellFiles();
   files.add('/s/cells/cell-2.py', 'cell-uri-b');
   files.setCount('/s/cells/cell-2.py', 7);
-  assert.equal(cellStatusText(FIG), 'GPU peak 4.00 MiB · allocated +1.00 MiB · reserved +22.0 MiB');
-  assert.equal(cellStatusText({ ...FIG, added_allocated: -512 * KiB, added_reserved: 0 }), 'GPU peak 4.00 MiB · allocated -512 KiB · reserved +0 B');
+  assert.equal(cellStatusText(FIG), 'GPU peak 4.00 MiB above 0 B · allocated +1.00 MiB · reserved +22.0 MiB');
+  // a cell that ran with 1 MiB live from earlier cells: its own peak, above what was live at its start
+  const later = { ...FIG, peak_allocated: 6 * MiB, max_memory_allocated: 7 * MiB, allocated_before: 1 * MiB, allocated_after: 6 * MiB, added_allocated: 5 * MiB };
+  assert.equal(cellStatusText(later), 'GPU peak 6.00 MiB above 1.00 MiB · allocated +5.00 MiB · reserved +22.0 MiB');
+  assert.equal(cellTooltip(later, files).split('\n')[0], 'peak allocated 6.00 MiB above the 1.00 MiB live at the cell’s start (7.00 MiB in all, reserved 22.0 MiB)');
+  assert.equal(cellStatusText({ ...FIG, added_allocated: -512 * KiB, added_reserved: 0 }), 'GPU peak 4.00 MiB above 0 B · allocated -512 KiB · reserved +0 B');
   assert.equal(cellStatusText({ ...FIG, device: null }), 'GPU: no memory used');
   assert.equal(lineLabel(FIG.lines[0], files), 'cell [7] line 1');
   assert.equal(lineLabel(FIG.lines[1], files), 'model.py:14');
   assert.equal(cellTooltip(FIG, files), [
-    'peak allocated 4.00 MiB (reserved 22.0 MiB)',
+    'peak allocated 4.00 MiB above the 0 B live at the cell’s start (4.00 MiB in all, reserved 22.0 MiB)',
     'allocated 0 B → 1.00 MiB (+1.00 MiB)',
     'reserved 0 B → 22.0 MiB (+22.0 MiB)',
-    'top lines at the cell’s peak (click to go to one):',
+    'top lines at the cell’s peak, its own allocations (click to go to one):',
     '  3.00 MiB  cell [7] line 1',
     '  1.50 MiB  model.py:14 in forward',
   ].join('\n'));
@@ -113,7 +121,9 @@ test('the kernel runs cells under the tool; each cell’s figures equal its wind
     const [, f2, f3] = dones.map((d) => d.figures);
     assert.deepEqual([f2.peak_allocated, f2.added_allocated, f2.added_reserved], [4 * MiB, 1 * MiB, 22 * MiB]);
     assert.deepEqual(f2.lines.map((l) => [path.basename(l.file), l.line, l.bytes]), [['cell-2.py', 1, 3 * MiB], ['cell-2.py', 2, 1 * MiB]]);
-    assert.deepEqual([f3.peak_allocated, f3.added_allocated], [7 * MiB, 5 * MiB]);
+    // cell 3 ran with cell 2's 1 MiB live: its own peak is the 6 MiB it allocated; PyTorch's figure counts both
+    assert.deepEqual([f3.peak_allocated, f3.peak_from, f3.max_memory_allocated, f3.allocated_before, f3.added_allocated], [6 * MiB, 'capture', 7 * MiB, 1 * MiB, 5 * MiB]);
+    assert.deepEqual(f3.lines.map((l) => [path.basename(l.file), l.line, l.bytes]), [['cell-3.py', 1, 6 * MiB]]);
     await kp.shutdown();
     assert.ok(exited);
 
@@ -134,7 +144,9 @@ test('the kernel runs cells under the tool; each cell’s figures equal its wind
         assert.equal(begin === undefined, n === 2, 'only the cell that started CUDA has no begin marker');
         const w = windowOf(model, 0, begin?.timeUs ?? model.timeRange(0).t0Us, end.timeUs);
         if (!begin) w.before = { allocatedBytes: 0, reservedBytes: 0 };
-        assert.equal(w.peak, f.peak_allocated, `cell ${n} peak`);
+        assert.equal(w.peak, f.max_memory_allocated, `cell ${n} peak`);
+        // no cell frees what was live at its start before its peak: its own peak is the window's above its start
+        assert.equal(w.peak - w.before.allocatedBytes, f.peak_allocated, `cell ${n} own peak`);
         assert.equal(w.after.allocatedBytes - w.before.allocatedBytes, f.added_allocated, `cell ${n} added allocated`);
         assert.equal(w.after.reservedBytes - w.before.reservedBytes, f.added_reserved, `cell ${n} added reserved`);
       }

@@ -144,9 +144,29 @@ test('a capture written by the real allocator (sim backend, expandable segments)
       s.refresh();
       return s.totals().reservedBytes === want.end_reserved_busy;
     });
+    // its snapshot is a PyTorch pickle the reader opens: an expandable segment's blocks add up to its size
+    const snap = await snapshot(s.processes[0].entry.socket);
+    const pm = openModel(snap.pickle);
+    try {
+      const st = pm.stateAt(0, Infinity);
+      assert.deepEqual([st.fragmentation.reservedBytes, st.fragmentation.allocatedBytes], [want.end_reserved_busy, want.end_allocated]);
+    } finally {
+      pm.close();
+    }
   } finally {
     proc.kill('SIGINT');
     await done;
     s.close();
+  }
+  // what the replay wrote after the unmaps is a capture the reader takes whole: the allocator state at its end is
+  // the pages still mapped, whole pages of each pool's size (the summary once failed on it)
+  const cap = fs.readdirSync(dir).find((f) => /^capture-\d+\.gpumem$/.test(f));
+  const m = openModel(path.join(dir, cap));
+  try {
+    const st = m.stateAt(0, Infinity);
+    assert.equal(st.fragmentation.reservedBytes, want.end_reserved_busy);
+    assert.equal(m.summary().devices[0].reserved_bytes, want.end_reserved_busy);
+  } finally {
+    m.close();
   }
 });

@@ -1,4 +1,4 @@
-// Note [Not recorded] (src/core/analyses/summary/notRecorded.ts), issue 26: a recording setting that leaves a part
+// Note [Not recorded] (src/core/analyses/summary/notRecorded.ts): a recording setting that leaves a part
 // out is said where the figures are shown. Captures from the lens allocator on the simulated device
 // (reference/sim_training.py), once with Python stacks and once without, read by the real reader.
 import assert from 'node:assert/strict';

@@ -1,4 +1,4 @@
-// Issue 15: the PyTorch-allocator mode's conversion from PyTorch's trace entries to capture records
+// The PyTorch-allocator mode's conversion from PyTorch's trace entries to capture records
 // (native/allocator/src/observer.cc, the same code the live trace tracker calls), on real PyTorch 2.11
 // pickles. Each pickle's device trace goes through gpumem_observe_event into a capture
 // (reference/observe_pickle.py convert); the reader opens the capture; the peak and the bytes per line at
@@ -8,7 +8,7 @@ import { spawnSync } from 'node:child_process';
 import path from 'node:path';
 import { test } from 'node:test';
 import { run as summaryCommand } from '../../src/cli/commands/summary.ts';
-import { ALLOCATOR_LIB, captureStdout, FIXTURES, needsAllocator, root, tmpDir, withModel } from './reader-support.mjs';
+import { ALLOCATOR_LIB, captureStdout, FIXTURES, needsAllocator, python, root, tmpDir, withModel } from './reader-support.mjs';
 
 const script = path.join(root, 'test/unit/reference/observe_pickle.py');
 
@@ -121,4 +121,16 @@ trace = [{"action": "alloc", "addr": 4096, "size": 2048, "frames": f(1)},
     const live = m.lineStats(0).filter((s) => s.allocCount > 0).map((s) => [s.line, s.allocCount, s.totalAllocatedBytes]);
     assert.deepEqual(live.sort((a, b) => a[0] - b[0]), [[1, 1, 2048], [2, 1, 1024], [3, 1, 512]]);
   });
+});
+
+test("under roundup_power2_divisions and max_split_size_mb the observer records PyTorch's blocks", { skip: needsAllocator }, () => {
+  const cap = path.join(tmpDir(), 'rounding.gpumem');
+  const info = python('observed_rounding.py', ALLOCATOR_LIB, cap);
+  // the reference sizes each block as CUDACachingAllocator.cpp does; the observer must agree, request by request
+  assert.deepEqual(info.recorded, info.rows);
+  assert.deepEqual(
+    info.rows.map((r) => r.block),
+    [1536 * 1024, 10240 * 1024, 100 * 1024 * 1024],
+  );
+  withModel(cap, (m) => assert.equal(m.current(0).allocatedBytes, info.rows.reduce((a, r) => a + r.block, 0)));
 });

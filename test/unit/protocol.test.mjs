@@ -175,7 +175,7 @@ test('host side: a rejected webview message is dropped with its reason logged, a
   assert.deepEqual(logged, ['GPU Memory Lens: dropped a message: live panel, webview → host: action.action must be one of "emptyCache", "captureSnapshot", got "format-disk"']);
 });
 
-test('ranks side by side (issue 16): openRank names a rank by its non-negative index; the ranks view needs its rows', () => {
+test('ranks side by side: openRank names a rank by its non-negative index; the ranks view needs its rows', () => {
   assert.deepEqual(snapshotWebviewMessages.parse({ type: 'openRank', index: 1, extra: 'dropped' }), { type: 'openRank', index: 1 });
   assert.equal(snapshotWebviewMessages.parse({ type: 'openRank', index: -1 }), undefined);
   assert.equal(snapshotWebviewMessages.parse({ type: 'openRank', index: 0.5 }), undefined);

@@ -52,7 +52,7 @@ test('rows and series per rank on one axis: the axis spans every capture, each s
   assert.equal(s.handle({ type: 'openRank', index: 0 }), undefined, 'opening a rank is the glue\'s');
 });
 
-test('8 ranks read in parallel: the slowest rank and the OOM rank are marked, each with its own peak and top line (issue 28)', async () => {
+test('8 ranks read in parallel: the slowest rank and the OOM rank are marked, each with its own peak and top line', async () => {
   const dir = tmpDir();
   const lib = path.join(root, 'dist/native/libgpumem_allocator.so');
   const files = [];

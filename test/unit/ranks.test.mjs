@@ -1,4 +1,4 @@
-// `gpumem summary DIR…` (issue 16): one row per rank from real captures written by the allocator (simulated
+// `gpumem summary DIR…`: one row per rank from real captures written by the allocator (simulated
 // device), outliers by Note [Rank flags].
 import assert from 'node:assert/strict';
 import fs from 'node:fs';
@@ -71,7 +71,7 @@ function ranksJob(world, heavy) {
   );
 }
 
-// Note [Rank flags] for small N (issue 27 item 4).
+// Note [Rank flags] for small N.
 test('two ranks 512 MiB apart: only the higher one is flagged, with how far it is above the other', { skip }, () => {
   const t = rankTable(ranksJob(2, [1]));
   const [p0, p1] = t.ranks.map((r) => r.peak_allocated_bytes);

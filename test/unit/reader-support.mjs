@@ -32,7 +32,7 @@ export function escape(s) {
   return s.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
 }
 
-/** Runs a CLI command function, capturing what it writes to stdout and stderr, and its exit code. */
+/** Runs one CLI command function, capturing what it writes to stdout and stderr, and its exit code. */
 export async function captureStdout(fn) {
   const out = [];
   const err = [];
@@ -72,7 +72,7 @@ export function simTraining(steps, flags = [], { capture = path.join(tmpDir(), '
   return { cap: capture, info: JSON.parse(r.stdout) };
 }
 
-/** Runs a reference script with python3 and parses its JSON output. */
+/** Runs one reference script with python3 and parses its JSON output. */
 export function python(script, ...args) {
   const r = spawnSync('python3', [path.join(refDir, script), ...args.map(String)], { encoding: 'utf8', maxBuffer: 1 << 28 });
   if (r.status !== 0) throw new Error(`python3 ${script} ${args.join(' ')} failed:\n${r.stderr}`);

@@ -20,7 +20,7 @@ const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..')
 const PY_DIR = path.join(root, 'native/python');
 const SO = path.join(root, 'dist/native/libgpumem_allocator.so');
 
-/** Runs a Python snippet with the bootstrap's package importable; `input` goes to stdin as JSON; returns its JSON. */
+/** Runs one Python snippet with the bootstrap's package importable; `input` goes to stdin as JSON; returns its JSON. */
 function python(code, input) {
   const r = spawnSync('python3', ['-c', code], {
     input: JSON.stringify(input),

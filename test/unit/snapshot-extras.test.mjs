@@ -1,6 +1,6 @@
-// Issue 29: every snapshot PyTorch 2.6–2.14 writes. The fixtures (test/fixtures/pytorch-snapshots/make_variants.py)
+// Every snapshot PyTorch 2.6–2.14 writes. The fixtures (test/fixtures/pytorch-snapshots/make_variants.py)
 // are the real 2.11 pickles with what later versions add, in PyTorch's schema. Every expected value is computed by
-// python3 from the same file (reference/snapshot_summary.py: issue 4's figures; reference/snapshot_extras.py: the
+// python3 from the same file (reference/snapshot_summary.py: the summary figures; reference/snapshot_extras.py: the
 // `snapshot` section), never written down by hand.
 import assert from 'node:assert/strict';
 import fs from 'node:fs';
@@ -47,7 +47,7 @@ test('the protocol-5 pickle gives the same summary as the same snapshot written 
   assert.deepEqual(s5.summary, s2.summary);
   assert.equal(s5.text.replace('proto5', 'protoN'), s2.text.replace('proto2', 'protoN'));
   assert.deepEqual([s5.problems, s2.problems], [[], []]);
-  // …and neither is a shared wrong answer: issue 4's figures equal Python's, and so does the snapshot section.
+  // …and neither is a shared wrong answer: the summary figures equal Python's, and so does the snapshot section.
   const expected = python('snapshot_summary.py', p5);
   const { devices, top_lines, format } = s5.summary;
   assert.equal(format, expected.format);
@@ -63,7 +63,7 @@ test('the protocol-5 pickle gives the same summary as the same snapshot written 
 });
 
 for (const name of NEW) {
-  test(`gpumem summary of ${name}: issue 4's figures and the snapshot section equal Python's, text and --json`, async () => {
+  test(`gpumem summary of ${name}: the summary figures and the snapshot section equal Python's, text and --json`, async () => {
     const file = fixture(name);
     const expected = python('snapshot_summary.py', file);
     const extras = python('snapshot_extras.py', file);

@@ -4,7 +4,7 @@
     python3 test/unit/snapshot_reference.py FILE.pickle  ->  JSON on stdout
 
 Independent of the TypeScript and native code under test: the definitions are written out here from
-Note [Breakdown] (src/core/analyses/breakdown/breakdown.ts) and issue 4 (summary figures), using only the pickle.
+Note [Breakdown] (src/core/analyses/breakdown/breakdown.ts) and reference/snapshot_summary.py (summary figures), using only the pickle.
 """
 import json
 import pickle
@@ -57,7 +57,7 @@ def breakdown(segments):
 
 
 def peak_allocated(allocated_now, trace):
-    """Issue 4: replay +size at alloc, -size at free_requested from the implied starting point."""
+    """Replay +size at alloc, -size at free_requested from the implied starting point."""
     start = allocated_now - sum(e['size'] for e in trace if e['action'] == 'alloc') + sum(e['size'] for e in trace if e['action'] == 'free_requested')
     cur = peak = start
     peak_t = trace[0]['time_us'] if trace else 0

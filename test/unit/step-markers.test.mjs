@@ -1,4 +1,4 @@
-// The snapshot panel's markers on a long run (issue 16): step ends are numbered, then thinned with the other
+// The snapshot panel's markers on a long run: step ends are numbered, then thinned with the other
 // markers to the answer's limit (buildMarkers). Numbering after thinning gave a marker back for every step: an
 // hour's budgeted capture sent 23,006 markers (1.5 MB) in the panel's first answer instead of 5,000.
 import assert from 'node:assert/strict';

@@ -1,4 +1,4 @@
-// Steps and leak findings (issue 17), on captures written by the real allocator (simulated device) with the step
+// Steps and leak findings, on captures written by the real allocator (simulated device) with the step
 // facts the bootstrap writes, and the rules of Note [Steps] / Note [Leak rule] checked against their spec.
 import assert from 'node:assert/strict';
 import { test } from 'node:test';

@@ -1,4 +1,4 @@
-// Issue 13: summaries tell the truth about identity, time, devices, integrity and OOMs. Every expectation is
+// Summaries tell the truth about identity, time, devices, integrity and OOMs. Every expectation is
 // read from the same fixture bytes by an independent reader (reference/capture_facts.py, spec-only).
 // Fixtures: test/fixtures/sim-captures/ (made by the real writer on the simulated device; see its script).
 import assert from 'node:assert/strict';
@@ -282,7 +282,7 @@ test('the snapshot panel gets identity, integrity and the OOM list, with times f
   }
 });
 
-test('`gpumem summary --json` on the fixtures: integrity and OOMs as issue 13 spells them', () => {
+test('`gpumem summary --json` on the fixtures: integrity and OOMs as the summary spells them', () => {
   for (const [name, ended] of [['oom', 'clean'], ['killed', 'early'], ['lost', 'clean'], ['writer-failure', 'writer-failure'], ['rank0', 'clean']]) {
     const r = spawnSync(process.execPath, [path.join(root, 'dist/cli.js'), 'summary', fixture(name), '--json'], { encoding: 'utf8' });
     assert.equal(r.status, 0, r.stderr);

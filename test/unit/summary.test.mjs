@@ -1,4 +1,4 @@
-// issue #4's summary, to the byte: native reader vs test/unit/reference/snapshot_summary.py on the same files.
+// The summary, to the byte: native reader vs test/unit/reference/snapshot_summary.py on the same files.
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
 import fs from 'node:fs';
@@ -88,18 +88,18 @@ test('`gpumem summary --json` prints the summary document and the text report sh
   const expected = python('snapshot_summary.py', file);
   const json = await captureStdout(() => summaryCommand([file, '--json']));
   assert.equal(json.code, 0);
-  // Issue #4's document, exactly, plus what issue 13 adds (identity, time, integrity, OOMs; per device the
+  // The reference document, exactly, plus what the reader adds (identity, time, integrity, OOMs; per device the
   // name and the peak in seconds since the first allocation).
   const doc = JSON.parse(json.out);
-  const { identity, time, integrity, ooms, steps, categories, snapshot, ...issue4 } = doc;
+  const { identity, time, integrity, ooms, steps, categories, snapshot, ...figures } = doc;
   // what_if is the engine's answer (checked in what-if-engine.test.mjs).
   const added = ['name', 'total_bytes', 'pci_bus_id', 'peak_t_s', 'peak_step', 'what_if'];
-  const devices = issue4.devices.map((dev) => Object.fromEntries(Object.entries(dev).filter(([k]) => !added.includes(k))));
-  assert.deepEqual({ ...issue4, devices }, expected);
+  const devices = figures.devices.map((dev) => Object.fromEntries(Object.entries(dev).filter(([k]) => !added.includes(k))));
+  assert.deepEqual({ ...figures, devices }, expected);
   assert.deepEqual(identity, { devices: [] }, 'a pickle names no process or device');
   assert.equal(integrity.ended, 'clean');
   assert.deepEqual(ooms, []);
-  // Issue 29's section (its figures: snapshot-extras.test.mjs): this 2.11 pickle has no pools, host memory or unknown keys.
+  // The snapshot section (its figures: snapshot-extras.test.mjs): this 2.11 pickle has no pools, host memory or unknown keys.
   assert.deepEqual([snapshot.host, snapshot.unknown_keys, snapshot.devices[0].pools], [null, [], []]);
   // Note [Steps]: a pickle has no step facts; PyTorch's Optimizer.step#… ranges (its annotations) end the steps.
   const ends = JSON.parse(
@@ -118,7 +118,7 @@ test('`gpumem summary --json` prints the summary document and the text report sh
   const d = expected.devices[0];
   const peakS = Math.round(d.peak_at_time_us - t0) / 1e6;
   assert.equal(doc.devices[0].peak_t_s, peakS);
-  // Issue 17: a pickle has no tags or phases: every byte at the peak is "other", or allocated before its trace.
+  // A pickle has no tags or phases: every byte at the peak is "other", or allocated before its trace.
   const peak = categories[0].peak;
   assert.equal(peak.allocated_bytes, expected.devices[0].peak_allocated_bytes);
   assert.equal(peak.bytes.other + peak.untraced_bytes, peak.allocated_bytes);

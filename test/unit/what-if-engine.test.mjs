@@ -1,4 +1,4 @@
-// Issue 13/18 against the allocator's own answers: the native what-if engine (native/allocator's policies on
+// What-if answers against the allocator's own: the native what-if engine (native/allocator's policies on
 // the simulated device, through the reader) on real fixtures. The verdict and summary say exactly what it
 // answers; the static breakdown agrees with it about empty_cache(); replay is deterministic and its OOM check
 // follows the capacity.
@@ -164,7 +164,7 @@ test('`gpumem replay --json` prints the engine\'s replays; the text names every 
   assert.deepEqual(doc.replays.map((r) => [r.policy, r.peak_reserved_bytes, r.peak_allocated_bytes, r.oom]), expected.map((r) => [r.policy, r.peakReservedBytes, r.peakAllocatedBytes, null]));
   assert.deepEqual(doc.replays[0].empty_cache_at_markers.map((x) => x.releases_bytes), expected[0].emptyCacheAtMarkers.map((x) => x.releasesBytes));
   const text = await captureStdout(() => replayCommand([CAPTURE]));
-  // The fixture announces its GPU by REC_DEVICE (read since issue 13): its total is the capacity.
+  // The fixture announces its GPU by REC_DEVICE: its total is the capacity.
   assert.match(text.out, /capacity 140 GiB \(the capture's device record\)/);
   for (const r of withModel(CAPTURE, (m) => POLICIES.map((p) => m.replay(0, p)))) assert.match(text.out, new RegExp(escape(formatBytes(r.peakReservedBytes))));
   // Below the peak: the engine's OOM, in the table and in its own words.

@@ -1,4 +1,4 @@
-// Issue 13/18 on real data: the breakdown per kind of segment, the verdict and `summary --json`'s what_if
+// What-if on real data: the breakdown per kind of segment, the verdict and `summary --json`'s what_if
 // against the allocator's own answer (the native what-if engine on the simulated device), and `gpumem replay`.
 import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';

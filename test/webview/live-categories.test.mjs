@@ -1,4 +1,4 @@
-// The live panel's categories over time and its leak finding (issue 17, Note [Live categories]): a real
+// The live panel's categories over time and its leak finding (Note [Live categories]): a real
 // LiveRun over a session folder holding a capture the real allocator wrote on the simulated device for a
 // training loop that keeps one 64 KiB tensor per step (test/unit/reference/sim_training.py --leak), fed to the
 // panel's page in Chromium as the host feeds it. At the end of that loop what is live is known by construction:

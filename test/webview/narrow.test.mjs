@@ -1,4 +1,4 @@
-// Every tab of both panels at 420 px (issue 27, Note [Narrow panels] in harness/overflow.mjs): with the editor
+// Every tab of both panels at 420 px (Note [Narrow panels] in harness/overflow.mjs): with the editor
 // beside the panel it is about 500 px wide, and the Categories tab scrolled sideways with the category names
 // hidden. Each tab is opened on real data — a training capture the lens allocator wrote on the simulated device
 // (sim_training.py: module paths, repeated blocks, a leak and its keeper, so Categories and What to do have

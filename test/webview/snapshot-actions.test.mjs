@@ -13,7 +13,7 @@ const FILE = path.join(ROOT, 'test/fixtures/pytorch-snapshots/resnet50-bf16-trai
 process.env.GPUMEM_ADDON ||= path.join(ROOT, 'dist/native/gpumem_addon.node');
 const { openModel } = await import('../../src/core/base/model/open.ts');
 const summary = JSON.parse(execFileSync('python3', [path.join(ROOT, 'test/unit/reference/snapshot_summary.py'), FILE], { encoding: 'utf8' }));
-// Bytes allocated in the trace and never freed, by innermost user line (issue 4's attribution rule).
+// Bytes allocated in the trace and never freed, by innermost user line (the summary's attribution rule).
 const liveAtEnd = JSON.parse(
   execFileSync(
     'python3',

@@ -1,4 +1,4 @@
-// The snapshot panel's "What to do" tab (issue 18) in Chromium, over real captures: a training loop the lens
+// The snapshot panel's "What to do" tab in Chromium, over real captures: a training loop the lens
 // allocator wrote on the simulated device with a repeated block and a leak (test/unit/reference/sim_training.py),
 // and a PyTorch pickle with nothing to advise. Every figure shown is the advice computed on the same model;
 // the host's showTab (the OOM notification's "Open Advice") opens the tab and computes it.

@@ -1,4 +1,4 @@
-// The snapshot panel's Categories tab (issue 17) on a capture the real allocator wrote on the simulated device
+// The snapshot panel's Categories tab on a capture the real allocator wrote on the simulated device
 // for a training loop whose every allocation's kind is known by construction (test/unit/reference/
 // sim_training.py --module-paths --leak): parameters 3 × 4 MiB, gradients 3 × 4 MiB, optimizer state
 // 3 × 8 MiB, activations 3 × 6 MiB in blocks.0.attn and again in blocks.1.attn, 6 MiB in blocks.0.mlp and the
@@ -110,7 +110,7 @@ describe('Categories tab: categories, cache and the step table with the leak', {
     assert.equal(await keeper.getAttribute('data-match'), 'address');
     assert.match(
       await keeper.textContent(),
-      new RegExp(`^kept alive by history \\(a list: 4 tensors with autograd graphs, 256 KiB\\), stored at \\S*sim_training\\.py:${info.lines.keeper}: history\\.append\\(kept\\)$`),
+      new RegExp(`^kept alive by history \\(a list: 4 tensors with autograd graphs, 256 KiB at step \\d+\\), stored at \\S*sim_training\\.py:${info.lines.keeper}: history\\.append\\(kept\\)$`),
     );
     const before = wv.forEditor.filter((m) => m.type === 'goToSource').length;
     await page.click('[data-testid=leak-keeper-line]');

@@ -1,4 +1,4 @@
-// Issue 13 in the snapshot panel (Chromium): the integrity banner, the OOM list with a link that opens the
+// In the snapshot panel (Chromium): the integrity banner, the OOM list with a link that opens the
 // line, the device's name and the process identity. Fed by OpenedCapture over the real native Model of the
 // sim-backend fixtures (test/fixtures/sim-captures/); expected values come from the same bytes through the
 // spec-only reader (test/unit/reference/capture_facts.py).

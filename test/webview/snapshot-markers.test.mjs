@@ -1,4 +1,4 @@
-// Markers by range (Note [Markers by range] in src/core/views/snapshot/openedCapture.ts), issue 16: an hour's run holds tens of
+// Markers by range (Note [Markers by range] in src/core/views/snapshot/openedCapture.ts): an hour's run holds tens of
 // thousands of step markers, the first answer carries a thinned set, and the zoomed timeline asks for its window's
 // own. The real page in Chromium over a real capture (the lens allocator on the simulated device, 40 training
 // steps: 80 step markers) with the session's limit set to 30, so the first answer is thinned; the expected counts

@@ -1,6 +1,6 @@
 // The snapshot panel in Chromium, fed exactly what the extension host would send: OpenedCapture over the
 // real native Model of the PyTorch 2.11 fixtures (dist/native/gpumem_addon.node). Every expected value is
-// computed by python3 from the same pickle (test/unit/reference/snapshot_summary.py for issue 4's figures,
+// computed by python3 from the same pickle (test/unit/reference/snapshot_summary.py for the summary figures,
 // test/unit/snapshot_reference.py for the breakdown). Screenshots land in .test-output/webview/.
 import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
@@ -122,6 +122,10 @@ describe('ResNet-50 training snapshot', () => {
     assert.equal(Number(await count.getAttribute('data-count')), ref.device.segments);
     assert.match(await count.textContent(), new RegExp(`^${ref.device.segments} segments`));
     assert.match(await page.locator('[data-testid=segments-caption]').textContent(), new RegExp(`${ref.device.blocks} blocks at the end of the trace`));
+    // The map is as tall as its rows, up to 18 of them (then it scrolls): no empty screen under a few segments.
+    const { shown, rows } = await page.locator('.segments-scroller').evaluate((el) => ({ shown: el.clientHeight, rows: el.firstElementChild.offsetHeight }));
+    const row = rows / ref.device.segments;
+    assert.equal(shown, Math.min(ref.device.segments, 18) * row, `the map shows ${shown} px for ${ref.device.segments} rows of ${row} px`);
     await page.waitForTimeout(200);
     await wv.screenshot('snapshot-resnet50-segments');
   });

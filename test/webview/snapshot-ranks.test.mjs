@@ -1,4 +1,4 @@
-// The snapshot panel opened on a session folder shows its ranks side by side (issue 16, Note [Ranks side by
+// The snapshot panel opened on a session folder shows its ranks side by side (Note [Ranks side by
 // side]): two ranks' captures written by the lens allocator on the simulated device (sim_training.py with RANK=0/1,
 // as torchrun under `gpumem run` leaves them, rank 1 keeping 96 MiB more per step), served by RankSet in
 // Chromium. Each rank's figures are checked against what its own capture says (the reader's summary of that file

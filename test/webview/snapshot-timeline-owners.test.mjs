@@ -1,4 +1,4 @@
-// Issue 19, "no anonymous grey": at whole-trace zoom every byte of allocated memory is drawn in its
+// "No anonymous grey": at whole-trace zoom every byte of allocated memory is drawn in its
 // owner's colour (Note [No anonymous grey] in webview/snapshot/timelineTab.ts). The real page in Chromium
 // over the real native Model of the ResNet-50 training fixture (the largest real snapshot in
 // test/fixtures); every expected figure is computed by python3 from the pickle itself.

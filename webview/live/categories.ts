@@ -1,19 +1,22 @@
-// The live panel's categories over time (issue 17): a stacked area of parameters, gradients, optimizer state,
+// The live panel's categories over time: a stacked area of parameters, gradients, optimizer state,
 // activations, temporaries and other under each track's chart, step ends numbered along it, and the leak
 // findings named as they appear (Note [Live categories] in src/core/views/live/categoriesTrack.ts). Drawn on a
 // canvas with theme-independent category colours (the same as the snapshot panel's Categories tab).
-import { CATEGORIES, CATEGORY_LABELS, type Category } from '../../src/core/base/protocol/categories';
+import { CATEGORIES, CATEGORY_LABELS, shownCategories, type Category } from '../../src/core/base/protocol/categories';
 import { formatBytes } from '../../src/core/base/units/bytes';
 import type { LiveCategories } from '../../src/core/base/protocol/live';
 import { h } from '../common/dom';
 
 const COLOURS: Record<Category, string> = {
   parameter: '#4e79a7',
+  buffer: '#76b7b2',
   gradient: '#f28e2b',
   optimizer_state: '#e15759',
   activation: '#59a14f',
+  kv_cache: '#9c755f',
   temporary: '#edc948',
   other: '#b07aa1',
+  block_overhead: '#bab0ac',
 };
 const HEIGHT = 90;
 
@@ -52,7 +55,7 @@ export function renderCategories(host: HTMLElement, c: LiveCategories | undefine
   const now = Object.fromEntries(CATEGORIES.map((k) => [k, c.bytes[k][last] ?? 0])) as Record<Category, number>;
   ui.root.dataset.now = JSON.stringify(now);
   ui.legend.replaceChildren(
-    ...CATEGORIES.map((k) =>
+    ...shownCategories([now]).map((k) =>
       h(
         'span',
         { class: 'categories-item', 'data-category': k, 'data-bytes': now[k] },

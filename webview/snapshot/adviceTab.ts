@@ -1,4 +1,4 @@
-// "What to do": `gpumem advise` in the snapshot panel (issue 18). Each item with its predicted peak, how
+// "What to do": `gpumem advise` in the snapshot panel. Each item with its predicted peak, how
 // sure it is, its evidence and what it assumes; then what was not offered and why. Computed on demand (the
 // host replays the trace under every policy); the OOM notification's "Open Advice" opens this tab and runs it.
 import type { AdviceItem, Predicted } from '../../src/core/base/protocol/advice';

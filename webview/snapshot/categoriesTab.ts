@@ -1,8 +1,8 @@
-// Categories tab (issue 17): what the memory is — parameters, gradients, optimizer state, activations by module,
+// Categories tab: what the memory is — parameters, gradients, optimizer state, activations by module,
 // temporaries, other — plus the allocator's cache by cause and what is not from the allocator, so every byte the
 // device shows is accounted; at the peak and at the chosen moment (the timeline's / segment map's moment, or a
 // step end picked in the step table). Then the per-step table and the leak findings (Note [Categories]).
-import { CATEGORIES, CATEGORY_LABELS, type Category } from '../../src/core/base/protocol/categories';
+import { CATEGORY_LABELS, shownCategories, type Category } from '../../src/core/base/protocol/categories';
 import { formatBytes } from '../../src/core/base/units/bytes';
 import type { CategoriesView, CategoryMomentView } from '../../src/core/base/protocol/snapshot';
 import { newRequestId, send } from './api';
@@ -22,11 +22,14 @@ export interface CategoriesHost {
 // Fixed colours per part (Note [Palette]); cache and not-from-allocator in neutral tones.
 const PART_COLOURS: Record<Category | 'cache' | 'outside', string> = {
   parameter: PALETTE_CSS[0],
+  buffer: PALETTE_CSS[3],
   gradient: PALETTE_CSS[1],
   optimizer_state: PALETTE_CSS[2],
   activation: PALETTE_CSS[4],
+  kv_cache: PALETTE_CSS[7],
   temporary: PALETTE_CSS[5],
   other: PALETTE_CSS[6],
+  block_overhead: PALETTE_CSS[8],
   cache: PALETTE_CSS[9],
   outside: PALETTE_CSS[19],
 };
@@ -94,7 +97,7 @@ export class CategoriesPanel {
   private moment(m: CategoryMomentView, view: CategoriesView, id: string): HTMLElement {
     const box = h('section', { class: 'cat-moment', 'data-testid': `categories-${id}`, 'data-time-us': m.timeUs });
     box.append(h('h3', {}, `At ${m.label}`));
-    const parts: [Category | 'cache' | 'outside' | 'untraced', string, number, string][] = CATEGORIES.map((c) => [c, CATEGORY_LABELS[c], m.bytes[c], '']);
+    const parts: [Category | 'cache' | 'outside' | 'untraced', string, number, string][] = shownCategories([m.bytes]).map((c) => [c, CATEGORY_LABELS[c], m.bytes[c], '']);
     if (m.untracedBytes) parts.push(['untraced', 'before the trace began', m.untracedBytes, '']);
     const b = m.beyond;
     const causes = [
@@ -122,7 +125,8 @@ export class CategoriesPanel {
         h(
           'tr',
           { 'data-part': key, 'data-bytes': bytes },
-          h('th', { scope: 'row' }, h('span', { class: 'cat-swatch', style: `background:${colour}` }), ` ${label}`),
+          // a no-break space: in a narrow panel the swatch stays on the line of its name
+          h('th', { scope: 'row' }, h('span', { class: 'cat-swatch', style: `background:${colour}` }), `\u00a0${label}`),
           h('td', { class: 'num', title: `${bytes.toLocaleString('en-US')} bytes` }, formatBytes(bytes)),
           h('td', { class: 'num' }, total > 0 ? `${Math.round((100 * bytes) / total)}%` : ''),
           h('td', { class: 'muted' }, detail),
@@ -157,7 +161,8 @@ export class CategoriesPanel {
     box.append(h('h3', {}, `Steps (${view.steps.length}, found from ${view.stepSource})`));
     const table = h('table', { class: 'replay-table', 'data-testid': 'step-table' });
     const head = h('tr', {});
-    for (const t of ['Step', 'Peak allocated', 'Allocated at end', 'Reserved at end', ...CATEGORIES.map((c) => `${CATEGORY_LABELS[c]} at end`)]) head.append(h('th', { scope: 'col' }, t));
+    const cats = shownCategories(view.steps.map((s) => s.categories));
+    for (const t of ['Step', 'Peak allocated', 'Allocated at end', 'Reserved at end', ...cats.map((c) => `${CATEGORY_LABELS[c]} at end`)]) head.append(h('th', { scope: 'col' }, t));
     table.append(h('thead', {}, head));
     const body = h('tbody');
     const top = view.steps.reduce((a, s) => (s.peakAllocatedBytes > a.peakAllocatedBytes ? s : a));
@@ -169,7 +174,7 @@ export class CategoriesPanel {
         h('td', { class: 'num' }, formatBytes(s.peakAllocatedBytes)),
         h('td', { class: 'num' }, formatBytes(s.allocatedAtEndBytes)),
         h('td', { class: 'num' }, formatBytes(s.reservedAtEndBytes)),
-        ...CATEGORIES.map((c) => h('td', { class: 'num' }, s.categories ? formatBytes(s.categories[c]) : '—')),
+        ...cats.map((c) => h('td', { class: 'num' }, s.categories ? formatBytes(s.categories[c]) : '—')),
       );
       const pick = () => this.host.onMoment(s.endUs);
       row.addEventListener('click', pick);

@@ -6,7 +6,7 @@ import type { OverviewView, RangeChoiceView } from '../../src/core/base/protocol
 import { themeColor } from '../common/theme';
 import { h } from './dom';
 import { overviewOf } from './overviewText';
-import { atTime, formatSeconds } from './timelineTab';
+import { atTime, formatSeconds } from './timeFormat';
 
 type DeviceOverview = OverviewView['devices'][number];
 

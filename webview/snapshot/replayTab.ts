@@ -1,5 +1,5 @@
-// What-if replay: the device's allocation stream replayed on a simulated device under each allocator policy
-// (issue 18), one row per policy. Computed on demand: the host replays the whole trace four times.
+// What-if replay: the device's allocation stream replayed on a simulated device under each allocator policy,
+// one row per policy. Computed on demand: the host replays the whole trace four times.
 import { formatBytes } from '../../src/core/base/units/bytes';
 import type { ReplayView } from '../../src/core/base/protocol/snapshot';
 import { newRequestId, send } from './api';

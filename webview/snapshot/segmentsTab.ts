@@ -4,7 +4,7 @@ import { formatBytes } from '../../src/core/base/units/bytes';
 import type { BlockView, SegmentMapView, SegmentView } from '../../src/core/base/protocol/snapshot';
 import { send } from './api';
 import { clear, h, themeColor } from './dom';
-import { atTime } from './timelineTab';
+import { atTime } from './timeFormat';
 import { cachedStack, getStack, sourceFrame, stackLines } from './stacks';
 import { placeTooltip } from './tooltip';
 import { breakdownBar } from './summaryTab';
@@ -138,9 +138,15 @@ export class SegmentsPanel {
         : []),
     );
     this.spacer.style.height = `${this.rows.length * ROW}px`;
+    // As tall as the rows, up to VISIBLE_ROWS (then it scrolls): two segments leave no empty screen under them.
+    this.scroller.style.height = `${this.visibleHeight()}px`;
     clear(this.breakdownHost);
     this.breakdownHost.append(h('h3', {}, 'Why reserved exceeds what was requested, at this moment'), breakdownBar(view.breakdown));
     this.draw();
+  }
+
+  private visibleHeight(): number {
+    return ROW * Math.max(1, Math.min(this.rows.length, VISIBLE_ROWS));
   }
 
   toDataUrl(): string {
@@ -152,7 +158,7 @@ export class SegmentsPanel {
     const cssW = Math.floor(this.scroller.clientWidth);
     if (cssW === 0) return;
     const dpr = window.devicePixelRatio || 1;
-    const cssH = ROW * VISIBLE_ROWS;
+    const cssH = this.visibleHeight();
     this.canvas.width = Math.round(cssW * dpr);
     this.canvas.height = Math.round(cssH * dpr);
     this.canvas.style.width = `${cssW}px`;

@@ -16,6 +16,7 @@ import { colorIndex, ownerCss, ownerRaster, PALETTE32 } from './palette';
 import { sweepColumns } from './stacking';
 import { cachedStack, getStack, sourceFrame, stackLines } from './stacks';
 import { placeTooltip } from './tooltip';
+import { atTime, formatSeconds } from './timeFormat';
 
 const MARGIN = { left: 70, right: 12, top: 10, bottom: 24 };
 const HEIGHT = 380;
@@ -757,18 +758,6 @@ export class TimelinePanel {
       if (f) send({ type: 'goToSource', file: f.file, line: f.line });
     });
   }
-}
-
-/** "12.345 s", "850 ms" or "120 µs", precise enough for the visible span. */
-export function formatSeconds(us: number, spanUs: number): string {
-  if (spanUs >= 2e6) return `${(us / 1e6).toFixed(spanUs >= 2e7 ? 1 : 3)} s`;
-  if (spanUs >= 2e3) return `${(us / 1e3).toFixed(1)} ms`;
-  return `${us.toFixed(0)} µs`;
-}
-
-/** A moment since the start of the trace, in seconds (ms precision). */
-export function atTime(us: number): string {
-  return `${(us / 1e6).toFixed(3)} s`;
 }
 
 function isUserMarker(kind: MarkerView['kind']): boolean {

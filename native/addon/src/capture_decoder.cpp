@@ -468,7 +468,7 @@ bool CaptureDecoder::record(Model& m, uint8_t type, uint8_t device, uint16_t fla
     case f::REC_TAG: {
       if (n < sizeof(f::TagRec)) return too_short("tag");
       auto r = load<f::TagRec>(p);
-      if (r.category < f::TAG_PARAMETER || r.category > f::TAG_OPTIMIZER_STATE) return true;  // a newer category
+      if (r.category < f::TAG_PARAMETER || r.category > f::TAG_BUFFER) return true;  // a newer category
       DeviceData& d = dev(m, device);
       d.tags.push_back(TagData{(uint32_t)d.count(), r.addr, r.size, (uint8_t)r.category});
       return true;

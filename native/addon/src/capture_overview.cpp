@@ -1,4 +1,4 @@
-// capture_overview.cpp — the first view of a .gpumem capture (issue 28).
+// capture_overview.cpp — the first view of a .gpumem capture.
 //
 // Note [Capture first view]: the snapshot panel paints a pickle's overview before the full open (Note [First
 // view], overview.cpp); a capture gets the same message, from its own index. A capture written by a writer of
@@ -16,7 +16,7 @@
 // it), an envelope of the full open's buckets, never narrower.
 //
 // Note [Rank row from the index]: a rank of `gpumem summary DIR…` and of the ranks view is one row (host, rank, device
-// and its name, peaks, OOMs, the top line at the peak) and one allocated/reserved series; before issue 28's index
+// and its name, peaks, OOMs, the top line at the peak) and one allocated/reserved series; before the index
 // sections every rank was a full open, only for the top line at the peak. The writer's index now carries what the
 // row needs beyond its devices (Note [Index sections] in gpumem_format.h: the lines at the peak by the reader's rules,
 // Note [Lines at the peak in the index] in capture_index.h; the REC_DEVICE names; the losses), and this first view

@@ -1,4 +1,4 @@
-// capture_overview.h — the first view of a .gpumem capture (issue 28): Note [Capture first view] in
+// capture_overview.h — the first view of a .gpumem capture: Note [Capture first view] in
 // capture_overview.cpp.
 #pragma once
 #include <cstddef>

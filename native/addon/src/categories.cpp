@@ -1,4 +1,4 @@
-// categories.cpp — what every allocated byte is (issue 17): see Note [Categories].
+// categories.cpp — what every allocated byte is: see Note [Categories].
 #include "categories.h"
 
 #include <algorithm>
@@ -32,7 +32,7 @@ namespace gpumem {
 //        a live capture's current forward is "other" until its backward frees it).
 //      A capture with no phase facts (no backward seen, an older bootstrap) has no activations or
 //      temporaries: everything untagged is other.
-//   4. activations *kept by a container* (issue 27): a graph that outlives its backward (backward(retain_graph=True)
+//   4. activations *kept by a container*: a graph that outlives its backward (backward(retain_graph=True)
 //      then history.append(loss)) keeps its saved activations past the backward that would have freed them. The
 //      bootstrap's leak keeper (Note [Leak keeper search] in native/python/gpumem/_keeper.py) writes, in its notice,
 //      the address of every storage the kept tensors and their graphs hold (Note [Keeper graph walk]), and which of
@@ -54,8 +54,22 @@ namespace gpumem {
 
 namespace {
 
-enum Cat : uint8_t { C_PARAMETER = 0, C_GRADIENT, C_OPTIMIZER, C_ACTIVATION, C_TEMPORARY, C_OTHER, C_COUNT };
-const char* const kCatNames[C_COUNT] = {"parameter", "gradient", "optimizer_state", "activation", "temporary", "other"};
+// C_OVERHEAD is no allocation's category: it is where the bytes by which blocks exceed their tensors go (Note [Tensor
+// bytes]), so that the categories still sum to allocated.
+enum Cat : uint8_t {
+  C_PARAMETER = 0,
+  C_BUFFER,
+  C_GRADIENT,
+  C_OPTIMIZER,
+  C_ACTIVATION,
+  C_KV_CACHE,
+  C_TEMPORARY,
+  C_OTHER,
+  C_OVERHEAD,
+  C_COUNT
+};
+const char* const kCatNames[C_COUNT] = {"parameter",  "buffer",    "gradient", "optimizer_state", "activation",
+                                        "kv_cache",   "temporary", "other",    "block_overhead"};
 using Bytes = std::array<uint64_t, C_COUNT>;
 using LineKey = std::pair<uint32_t, uint32_t>;
 constexpr uint32_t kNone = UINT32_MAX;
@@ -202,6 +216,25 @@ Categorized categorize(const Model& m, const DeviceData& d) {
     const FrameData& fr = m.frames[st.user_frame];
     return {fr.file, fr.line};
   };
+  // Note [KV cache from frames]: a generate() loop's cache grows by torch.cat in the cache object's own methods
+  // (transformers' DynamicLayer.update, StaticLayer.lazy_initialization, … in transformers/cache_utils.py), a frame
+  // of every allocation the stack capture already records: an untagged allocation made under a frame of that file is
+  // the KV cache, with nothing run in the workload. Per stack, computed once.
+  std::unordered_map<uint32_t, bool> kv_of_stack;
+  auto kv_cache = [&](uint32_t stack_id) {
+    auto it = kv_of_stack.find(stack_id);
+    if (it != kv_of_stack.end()) return it->second;
+    bool kv = false;
+    const StackData& st = m.stacks[stack_id < m.stacks.size() ? stack_id : 0];
+    for (uint32_t k = 0; k < st.count && !kv; k++) {
+      const std::string_view file = m.strings[m.frames[m.stack_frames[st.first + k]].file];
+      constexpr std::string_view kCacheFile = "cache_utils.py";
+      kv = file.size() > kCacheFile.size() && file.substr(file.size() - kCacheFile.size()) == kCacheFile &&
+           (file[file.size() - kCacheFile.size() - 1] == '/' || file[file.size() - kCacheFile.size() - 1] == '\\') &&
+           file.find("transformers") != std::string_view::npos;
+    }
+    return kv_of_stack.emplace(stack_id, kv).first->second;
+  };
   for (uint32_t a : seeds)
     if (!tag[a]) {
       out.kept[a] = 1;
@@ -211,9 +244,14 @@ Categorized categorize(const Model& m, const DeviceData& d) {
     if (d.action[i] != ACT_ALLOC) continue;
     switch (tag[i]) {
       case fmt::TAG_PARAMETER: cat[i] = C_PARAMETER; continue;
+      case fmt::TAG_BUFFER: cat[i] = C_BUFFER; continue;
       case fmt::TAG_GRADIENT: cat[i] = C_GRADIENT; continue;
       case fmt::TAG_OPTIMIZER_STATE: cat[i] = C_OPTIMIZER; continue;
       default: break;
+    }
+    if (kv_cache(d.stack[i])) {
+      cat[i] = C_KV_CACHE;
+      continue;
     }
     const uint32_t f = i < d.link.size() ? d.link[i] : kNoLink;
     if (out.kept[i]) {
@@ -279,7 +317,7 @@ bool is_forward(std::string_view name) {
 // Only when the stretch has no sample at all does a sample from elsewhere stand in, with the reserved bytes at
 // its own time subtracted (what lies outside the allocator changes far less often than reserved does): the
 // latest before the moment, else the earliest after, never one taken while a failed call was running (between
-// the event before an OOM and the OOM). Issue 27: an OOM script on an H100 had its peak right after the OOM,
+// the event before an OOM and the OOM). Why: an OOM script on an H100 had its peak right after the OOM,
 // and the latest sample before the peak had been read while the failed 90 % growth had ~55 GiB mapped; "not
 // from the allocator" said 54.8 GiB where NVML at the end said about 1 GiB.
 class MomentSamples {
@@ -411,10 +449,14 @@ std::string categories_json(const Model& m, int index, const std::vector<double>
       const uint8_t act = d.action[i];
       if (act != ACT_ALLOC && !(act == ACT_FREE_REQUESTED && d.link[i] != kNoLink)) continue;
       const size_t a = act == ACT_ALLOC ? i : d.link[i];
-      const uint64_t sz = d.size[a];
+      // Note [Tensor bytes]: a category holds its tensors' bytes (the requests: a storage's nbytes), the same in both
+      // allocator modes; what a block holds beyond its request (the 512 B rounding, PyTorch's unsplit remainder of a
+      // large block, which can be a MiB) is block overhead, its own row, so that the rows still sum to allocated.
+      const uint64_t sz = d.size[a] - d.waste[a], over = d.waste[a];
       const uint8_t c = cat[a];
       const bool add = act == ACT_ALLOC;
       live[c] = add ? live[c] + sz : live[c] - std::min(live[c], sz);
+      live[C_OVERHEAD] = add ? live[C_OVERHEAD] + over : live[C_OVERHEAD] - std::min(live[C_OVERHEAD], over);
       if (kept[a]) kept_live = add ? kept_live + sz : kept_live - std::min(kept_live, sz);
       if (c == C_ACTIVATION) {
         const uint32_t mod = by_path ? path_of[a] : module_of(d.stack[a]);
@@ -426,6 +468,7 @@ std::string categories_json(const Model& m, int index, const std::vector<double>
         const LineKey key = line_of(d.stack[a]);
         Bytes& b = lines[key];
         b[c] = add ? b[c] + sz : b[c] - std::min(b[c], sz);
+        b[C_OVERHEAD] = add ? b[C_OVERHEAD] + over : b[C_OVERHEAD] - std::min(b[C_OVERHEAD], over);
         if (kept[a]) {
           uint64_t& kb = kept_lines[key];
           kb = add ? kb + sz : kb - std::min(kb, sz);

@@ -289,7 +289,7 @@ struct DeviceData {
   }
 };
 
-// Note [Snapshot extras]: what a PyTorch snapshot carries beyond the events and segments (issue 29), read by
+// Note [Snapshot extras]: what a PyTorch snapshot carries beyond the events and segments, read by
 // snapshot_import.cpp and answered by extras_json (aggregate.cpp).
 //  - A key this reader does not know (a later PyTorch's, a tool's) is never dropped in silence: where it was, its
 //    name, how many dicts had it and the first value as JSON (UnknownKey). A top-level one keeps its whole value

@@ -1,5 +1,5 @@
 // overview.cpp — a first pass over a PyTorch snapshot pickle that yields allocated and reserved over the
-// whole run as min/max buckets, without building the model (issue 28).
+// whole run as min/max buckets, without building the model.
 //
 // Note [First view]: the snapshot panel's timeline used to wait for the whole open (the pickle VM, frames
 // interned, every column built, pairing): 1.5–3 s for a 10 M-event, 749 MiB pickle, so the first paint

@@ -1,4 +1,4 @@
-// overview.h — the first view of a big PyTorch snapshot pickle (issue 28): see Note [First view] in overview.cpp.
+// overview.h — the first view of a big PyTorch snapshot pickle: see Note [First view] in overview.cpp.
 #pragma once
 #include <cstddef>
 #include <cstdint>

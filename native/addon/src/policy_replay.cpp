@@ -22,7 +22,7 @@ namespace f = gpumem::fmt;
 //    (false → lens-no-trim). Captures written before the bootstrap put trim_on_growth in the header
 //    were made with the default, trim on (Note [Default segment strategy] in allocator.cc); the
 //    source stays "capture-header" since the segment kind, which decides the most, is recorded.
-//  - Captures of the PyTorch-allocator mode (issue 15, "allocator_mode":"pytorch"): PyTorch's own
+//  - Captures of the PyTorch-allocator mode ("allocator_mode":"pytorch"): PyTorch's own
 //    allocator made them, with the header's "pytorch_expandable_segments" (written by the bootstrap from
 //    PyTorch's allocator_settings): true → pytorch-expandable, false → pytorch ("capture-header"); absent →
 //    pytorch ("assumed").

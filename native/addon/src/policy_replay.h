@@ -1,4 +1,4 @@
-// Allocator policies on the simulated device, for the reader (issues 13 and 18): what-if questions on
+// Allocator policies on the simulated device, for the reader: what-if questions on
 // the allocator state at a moment (Note [What-if] in native/allocator/src/what_if.h) and the replay of
 // a run's allocation stream under another policy and capacity (Note [Policy replay] in the .cpp).
 //

@@ -1,4 +1,4 @@
-// range_open.h — open a time window of a PyTorch snapshot pickle without holding the rest (issue 28):
+// range_open.h — open a time window of a PyTorch snapshot pickle without holding the rest:
 // see Note [Range-first open] in range_open.cpp.
 #pragma once
 #include <cstdint>

@@ -907,7 +907,7 @@ void import_snapshot(Model& m, const uint8_t* data, size_t size, bool file_mappe
   auto undo_start = [&](DeviceData& d) {
     d.have_final = true;
     d.final_after = d.count();
-    // Issue #4: replay starts from allocated_bytes − Σ(alloc) + Σ(free_requested); reserved likewise.
+    // Replay starts from allocated_bytes − Σ(alloc) + Σ(free_requested); reserved likewise.
     int64_t alloc = 0, res = 0;
     for (const auto& s : d.final_segments) {
       res = wrap_add(res, s.size);

@@ -250,7 +250,7 @@ int main(int argc, char** argv) {
     exercise_model(m);
     CHECK(summary_json(m) == "{\"format\":\"pytorch-pickle\",\"devices\":[],\"top_lines\":[]}");
   });
-  run("issue 29's snapshots under the sanitizers: host memory, unknown keys, untraced blocks, pools, metadata", [] {
+  run("the snapshots under the sanitizers: host memory, unknown keys, untraced blocks, pools, metadata", [] {
     // Run from native/addon (make test); test/unit/snapshot-extras.test.mjs checks every figure against Python.
     auto load = [](const char* name, Model& m) {
       std::ifstream in(std::string("../../test/fixtures/pytorch-snapshots/") + name, std::ios::binary);

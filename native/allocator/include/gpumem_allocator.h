@@ -120,6 +120,10 @@ int gpumem_observe_event_queued(int device, int action, uint64_t addr, uint64_t 
 // Figures from PyTorch's stats API (the stats-only source, when no trace tracker or history is offered).
 void gpumem_observe_figures(int device, uint64_t allocated, uint64_t reserved, uint64_t peak_allocated,
                             uint64_t peak_reserved, uint64_t num_ooms);
+// PyTorch's rounding and splitting settings, as JSON: torch.cuda.memory._snapshot()["allocator_settings"] (Note
+// [PyTorch's block sizes] in src/pytorch_rounding.h), so that the blocks the observer records are PyTorch's under
+// roundup_power2_divisions and max_split_size_mb. 0, or -1 when it is not a JSON object.
+int gpumem_observe_rounding(const char* settings_json);
 // Note [Figures on the sampler's thread] (src/observer.h): the sampler's thread reads each device's figures through
 // `read` (device, out[6]: allocated, reserved, peak allocated, peak reserved, OOMs, requested; 0 = read) before each
 // REC_STATS, instead of the host polling gpumem_observe_figures. 0 taken, -1 when the sampler does not run (the host

@@ -44,7 +44,14 @@ void set_last_error(const std::string& msg) { t_error = msg; }
 
 // ---- PyTorch hooks -------------------------------------------------------------------------------
 
+// Note [Zero-byte tensors]: PyTorch's own allocator never allocates for a zero-byte storage (torch.empty(0) has data
+// pointer 0 and memory_allocated() does not move), while a pluggable allocator is asked for 0 bytes. We answer as
+// PyTorch's allocator would: a null pointer, no block, no event, and the free of a null pointer is nothing. PyTorch's
+// pluggable wrapper frees tensors through a deleter context holding our pointer, so a shared null pointer is never
+// looked up; its raw-pointer map only meets null for a raw_alloc(0), which a raw_delete(null) undoes. (The core
+// itself still gives a zero-byte request a unique 512 B block: Note [Zero-byte requests] in device_allocator.cc.)
 GPUMEM_API void* gpumem_malloc(size_t size, int device, void* stream) {
+  if (size == 0) return nullptr;
   rec::self_time::Scope timed(rec::self_time::kMalloc);
   // Before any allocator lock: it may take the GIL (Note [Lock hierarchy] in README.md).
   const uint32_t stack = rec::capture_stack();
@@ -62,6 +69,7 @@ GPUMEM_API void* gpumem_malloc(size_t size, int device, void* stream) {
 // pointer no device knows means our state and PyTorch's disagree. Throwing from a deleter would
 // terminate the process; we leave the memory alone and record why in gpumem_last_error().
 GPUMEM_API void gpumem_free(void* ptr, size_t, int device, void*) {
+  if (!ptr) return;  // Note [Zero-byte tensors]
   rec::self_time::Scope timed(rec::self_time::kFree);
   try {
     if (device_allocator(device).free(ptr)) return;
@@ -231,10 +239,9 @@ GPUMEM_API int gpumem_mark(const char* name, uint32_t kind) {
 // gpumem_tag's and gpumem_tags's rule for one tag; false (and the error, naming `fn` and the batch's item when
 // item >= 0) if it is broken. The message is built only then: a batch checks every item of every step.
 static bool tag_ok(uint64_t category, int64_t device, const char* fn, int64_t item = -1) {
-  if (category >= fmt::TAG_PARAMETER && category <= fmt::TAG_OPTIMIZER_STATE && device >= 0 && device <= 255)
-    return true;
+  if (category >= fmt::TAG_PARAMETER && category <= fmt::TAG_BUFFER && device >= 0 && device <= 255) return true;
   set_last_error(std::string(fn) + (item >= 0 ? ": item " + std::to_string(item) : std::string()) +
-                 ": category must be 1 (parameter), 2 (gradient) or 3 (optimizer state) and device 0–255");
+                 ": category must be 1 (parameter), 2 (gradient), 3 (optimizer state) or 4 (buffer) and device 0–255");
   return false;
 }
 
@@ -390,6 +397,14 @@ GPUMEM_API void gpumem_observe_figures(int device, uint64_t allocated, uint64_t 
 
 // Note [Figures on the sampler's thread] (src/observer.h): taken only where the sampler runs, since nothing else
 // would call it (the host then polls, as before).
+GPUMEM_API int gpumem_observe_rounding(const char* settings_json) {
+  if (!settings_json || !rec::observer::set_rounding(settings_json)) {
+    set_last_error("gpumem_observe_rounding: settings_json must be the JSON object of PyTorch's allocator_settings");
+    return -1;
+  }
+  return 0;
+}
+
 GPUMEM_API int gpumem_observe_figures_reader(int (*read)(int device, int64_t* out)) {
   if (read != nullptr && !rec::sampler::running()) {
     set_last_error("gpumem_observe_figures_reader: the sampler does not run (sample_interval_ms 0 or no capture)");

@@ -23,7 +23,7 @@
 //   a pattern encoding would only lengthen the full-detail window (the window holds ~budget/2 of raw events), at the
 //   price of a second decoder in every reader and a step detector in the writer.
 //
-// Note [Budget as a cap] (issue 27): the verbatim records grow with the steps (a 2.8 ms step writes ~1 KB of
+// Note [Budget as a cap]: the verbatim records grow with the steps (a 2.8 ms step writes ~1 KB of
 // markers, tags and samples), so compaction alone let a fast-step run outgrow any budget (8 MiB → 21.2 MB in 40 s).
 // The writer makes room before each write of at most budget/8 bytes (writer.cc make_room), most detail kept first:
 //   1. once the compacted ranges take more than a quarter of the budget, they are merged into one range and thinned

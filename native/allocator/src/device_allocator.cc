@@ -95,10 +95,10 @@ void* DeviceAllocator::malloc(size_t requested, Stream stream, uint32_t stack) {
   if (requested >= kOneExaByte) throw OutOfMemory(exabyte_message(device_, requested, total_));
   Lock lock(mu_);
   CallClock clock(*this, lock);
-  // Note [Zero-byte requests]: PyTorch forwards torch.empty(0) to us and keeps a ptr → metadata map,
-  // so every pointer we return must be unique and freeable. A zero-byte request therefore gets a
-  // real minimum-size (512 B) block with requested size 0: counted in allocated/reserved like any
-  // block, visible in the capture, never NULL and never shared.
+  // Note [Zero-byte requests]: a zero-byte request that reaches the core (a replayed trace, a direct caller) gets a
+  // real minimum-size (512 B) block with requested size 0: counted in allocated/reserved like any block, never NULL
+  // and never shared. PyTorch's zero-byte tensors never get here: the C API answers them with a null pointer, as
+  // PyTorch's own allocator does (Note [Zero-byte tensors] in c_api.cc).
   const size_t size = round_size(requested);
   if (!capturing()) process_events();
   BlockPool* pool = get_pool(size, stream);
@@ -665,7 +665,7 @@ void DeviceAllocator::unmap_free_pages(Segment* seg, int64_t* budget, size_t kee
     }
     uint64_t lo = seg->addr + (b->addr - seg->addr + page - 1) / page * page;
     uint64_t hi = seg->addr + (b->end() - seg->addr) / page * page;
-    // Pages [keep_first, keep_last) stay mapped (the run a growth is about to use).
+    // Pages [keep_first, keep_last) stay mapped (the run of pages a growth is about to use).
     const uint64_t keep_lo = seg->addr + keep_first * page, keep_hi = seg->addr + keep_last * page;
     if (keep_lo < keep_hi && lo < keep_hi && hi > keep_lo) {
       if (lo >= keep_lo)

@@ -46,7 +46,7 @@ const Nvml& nvml() {
 // the driver's global lock by others' measurements (a graphics-process query at 4.5 ms against 12 µs for the memory
 // query, on an RTX 4090: MangoHud #2104, whose render threads blocked on that lock), and a container's PID namespace
 // often hides our pid from it anyway. On an H200, ResNet-50 b64 bf16 under figures only issued its steps in +0.6 ms
-// of host time over native with sampling at 200 ms and −0.2 ms with it off (5 interleaved rounds, fifteenth session in
+// of host time over native with sampling at 200 ms and −0.2 ms with it off (5 interleaved rounds, 2026-11-28,
 // test/gpu/README.md), the size of the excess every recording process showed after its recorded steps. So
 // process_used is now always 0 ("not known", as the format allows), and the handle is cached: a device keeps its PCI
 // bus id for the process's life.
@@ -77,7 +77,7 @@ std::thread g_thread;
 // that fails gives them all back before it throws (grow_expandable's rollback); an OOM on an 80 GiB card
 // asked for 90 % after 30 % maps ~55 GiB that way, for long enough that a sampler running beside it read
 // 78.7 GiB used with 23.9 GiB reserved, and the summary then called 54.8 GiB "not from the allocator"
-// (issue 27). So the memory figure and the sample's time are read under the device lock (core::settled):
+// (an H100). So the memory figure and the sample's time are read under the device lock (core::settled):
 // every growth, release and rollback is then wholly before or wholly after the sample, and the segment
 // events before the sample's time are exactly the ones whose pages it counts. The lock is held for one
 // NVML memory query per device per period (tens of µs). After an

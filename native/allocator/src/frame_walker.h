@@ -7,7 +7,7 @@
 // returns). On a CPU-bound training step that was a few percent of step time.
 //
 // A thread's own frame chain only changes while that thread runs Python code, and a thread inside an
-// allocation runs C (PyTorch releases the GIL around ops). So the chain can be read, without the GIL
+// allocation is in C code (PyTorch releases the GIL around ops). So the chain can be read, without the GIL
 // and without writing anything, from CPython's `_PyInterpreterFrame` structs: code object pointer,
 // `previous` link, instruction pointer, owner. Their layout is fixed per minor version; the table in
 // frame_walker.cc covers 3.11, 3.12 and 3.13 (standard builds; free-threaded and trace-refs builds are

@@ -12,6 +12,7 @@
 #include "../../format/gpumem_format.h"
 #include "../../format/json.h"
 #include "address_map.h"
+#include "pytorch_rounding.h"
 #include "recorder.h"
 #include "self_time.h"
 #include "sequencer.h"
@@ -43,8 +44,8 @@ struct Dev {
   // (segment_alloc/free, and those a state names) and the blocks in them, live or pending, by address; an
   // alloc's block runs from its address to the next block or the segment's end when that leaves ≤ 1 MiB, else
   // it is the rounded request. Expandable segments, and segments made before the observer saw them, fall
-  // back to the rounded request. Settings that change PyTorch's rounding or splitting
-  // (roundup_power2_divisions, max_split_size_mb) are not modelled.
+  // back to the rounded request. The rounding and the splitting follow the user's roundup_power2_divisions and
+  // max_split_size_mb (Note [PyTorch's block sizes] in pytorch_rounding.h).
   std::map<uint64_t, uint64_t> segments;  // fixed segments: address → size
   // Large-pool blocks in use (allocated or pending free): address → size. Only a large request's size reads
   // them, and large-pool segments hold large blocks only (a small pool's are ≤ 1 MiB, in 2 MiB segments of
@@ -65,9 +66,19 @@ Host g_host;
 
 uint16_t pool_flags(uint64_t size) { return size <= kSmallSize ? fmt::kPoolSmall : fmt::kPoolLarge; }
 
+// PyTorch's rounding and splitting under the user's settings (Note [PyTorch's block sizes] in pytorch_rounding.h),
+// set once by the bootstrap from PyTorch's own parse of them; the defaults before that.
+std::atomic<const pytorch::Rounding*> g_rounding{nullptr};
+const pytorch::Rounding& rounding() {
+  static const pytorch::Rounding kDefault;
+  const pytorch::Rounding* r = g_rounding.load(std::memory_order_acquire);
+  return r ? *r : kDefault;
+}
+
 // The block PyTorch hands out for a request of `requested` bytes at `addr` (Note [Observed block sizes]).
 uint64_t block_size(const Dev& d, uint64_t addr, uint64_t requested) {
-  const uint64_t rounded = requested < 512 ? 512 : (requested + 511) / 512 * 512;
+  const pytorch::Rounding& policy = rounding();
+  const uint64_t rounded = policy.round(requested);
   if (rounded <= kSmallSize) return rounded;  // small pool: split whenever ≥ 512 B remain, so always exact
   auto seg = d.segments.upper_bound(addr);
   if (seg == d.segments.begin()) return rounded;
@@ -79,7 +90,7 @@ uint64_t block_size(const Dev& d, uint64_t addr, uint64_t requested) {
   if (next != d.blocks.end() && next->first < end) end = next->first;
   const uint64_t free = end - addr;
   if (free < rounded) return rounded;  // our layout disagrees with PyTorch's: the request, never less
-  return free - rounded > kSmallSize ? rounded : free;
+  return policy.splits_large(rounded, free - rounded) ? rounded : free;
 }
 
 uint8_t block_state(const std::string& s) {
@@ -234,6 +245,15 @@ bool queue_event(int device, int action, uint64_t addr, uint64_t size, uint64_t 
   const uint32_t thread = thread_number();
   if (sequencer::push(sequencer::Event{t_ns, addr, size, stream, stack, thread, device, action})) return true;
   return apply_event(device, action, addr, size, stream, stack, t_ns, thread);
+}
+
+bool set_rounding(const std::string& settings_json) {
+  json::Value v;
+  if (!json::parse(settings_json, &v, nullptr) || !v.is_object()) return false;
+  const pytorch::Rounding r = pytorch::Rounding::from_settings(v);
+  // Kept for the process's life: a trace entry being applied may still read the previous one.
+  g_rounding.store(r.is_default() ? nullptr : new pytorch::Rounding(r), std::memory_order_release);
+  return true;
 }
 
 void set_figures(int device, uint64_t allocated, uint64_t reserved, uint64_t peak_allocated, uint64_t peak_reserved,

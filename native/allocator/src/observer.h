@@ -1,4 +1,4 @@
-// observer.h — PyTorch's own caching allocator, observed (the "pytorch" allocator mode, issue 15).
+// observer.h — PyTorch's own caching allocator, observed (the "pytorch" allocator mode).
 //
 // Note [Observer]: in pytorch mode PyTorch's CUDACachingAllocator serves every allocation and the
 // lens allocator core is never used. What PyTorch did arrives as its trace entries (TraceEntry, from
@@ -80,6 +80,10 @@ bool on_event(int device, int action, uint64_t addr, uint64_t size, uint64_t str
 bool queue_event(int device, int action, uint64_t addr, uint64_t size, uint64_t stream, uint32_t stack, uint64_t t_ns);
 // What the sequencer's thread calls for each queued entry.
 void apply(const sequencer::Event& e);
+
+// PyTorch's rounding and splitting settings, the JSON of _snapshot()["allocator_settings"] (Note [PyTorch's block sizes]
+// in pytorch_rounding.h); false when it is not a JSON object (the defaults stay).
+bool set_rounding(const std::string& settings_json);
 
 // Figures read from PyTorch's stats API, for allocators that offer neither trace trackers nor history
 // (backend:cudaMallocAsync): the stats-only source (Note [Observing PyTorch's allocator]).

@@ -429,7 +429,7 @@ std::string default_snapshot_path() {
 
 void notice(const std::string& text, uint32_t level) {
   if (!writer::is_open()) return;
-  fmt::NoticeRec r{now_ns(), stacks::intern_string(text), level};
+  fmt::NoticeRec r{now_ns(), stacks::intern_long_string(text), level};  // Note [Long notices]
   sequencer::record(fmt::REC_NOTICE, 0, 0, &r, sizeof r);
 }
 

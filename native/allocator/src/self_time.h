@@ -1,4 +1,4 @@
-// self_time.h — where the recording's host time goes, measured inside the workload (issue 26's probe).
+// self_time.h — where the recording's host time goes, measured inside the workload (the probe).
 //
 // Note [Self time]: step time under the tool on the lent H100 host varies by more than the 1 % being sought
 // (a ResNet-50 step is near host-bound there, and the host's speed differs by ±15 % between processes of the same

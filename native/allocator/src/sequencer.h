@@ -1,5 +1,5 @@
 // sequencer.h — the PyTorch-allocator mode's trace entries, applied off the allocating thread, with the
-// records that must keep their place among them (issue 26).
+// records that must keep their place among them.
 //
 // Note [Deferred observation]: in the PyTorch-allocator mode every allocation and free reaches us as three
 // trace entries, under PyTorch's allocator lock, on the thread that allocates. Turning one into records (the

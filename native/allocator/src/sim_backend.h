@@ -78,7 +78,7 @@ class SimBackend final : public Backend {
   uint64_t new_device_bytes() const;
   // Note [Slow page maps]: each map_page that maps takes this long more (it waits after mapping, outside
   // the backend's lock), as a large growth does on a real device (cuMemCreate + cuMemMap of gigabytes take a
-  // while): a sampler beside it can read the device halfway (issue 27's test_samples.py). 0 = at once.
+  // while): a sampler beside it can read the device halfway (the test_samples.py). 0 = at once.
   void set_map_delay_us(uint32_t us) { map_delay_us_ = us; }
 
   // ---- Note [Adopted memory]: false when the capacity cannot hold it; throws on overlaps ----

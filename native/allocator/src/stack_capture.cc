@@ -139,10 +139,10 @@ void emit_stack(uint32_t id, uint32_t flags, const std::vector<uint32_t>& fr) {
   writer::append(fmt::REC_STACK, 0, 0, &r, sizeof r, fr.data(), uint32_t(fr.size() * 4), true);
 }
 
-// The caller holds T().mu.
-uint32_t intern_string_locked(Tables& t, std::string_view s) {
-  // Strings longer than this are cut: a record must stay far below kMaxPayload and file names are short.
-  if (s.size() > 4096) s = s.substr(0, 4096);
+// The caller holds T().mu. Strings longer than max_bytes are cut: a record must stay far below kMaxPayload, and
+// names (files, functions, markers) are short; a notice may be long (intern_long_string).
+uint32_t intern_string_locked(Tables& t, std::string_view s, size_t max_bytes = kMaxStringBytes) {
+  if (s.size() > max_bytes) s = s.substr(0, max_bytes);
   auto it = t.string_ids.find(std::string(s));
   if (it != t.string_ids.end()) return it->second;
   uint32_t id = uint32_t(t.strings.size());
@@ -567,6 +567,11 @@ void backward_end() {
 uint32_t intern_string(const std::string& s) {
   std::lock_guard<std::mutex> lk(T().mu);
   return intern_string_locked(T(), s);
+}
+
+uint32_t intern_long_string(const std::string& s) {
+  std::lock_guard<std::mutex> lk(T().mu);
+  return intern_string_locked(T(), s, kMaxLongStringBytes);
 }
 
 std::vector<FrameInfo> frames_of(uint32_t stack) {

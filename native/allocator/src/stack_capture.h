@@ -58,7 +58,12 @@ void backward_begin(bool capture);
 void backward_end();
 
 // Interning (thread-safe). New entries are appended to the capture before the id is returned.
-uint32_t intern_string(const std::string& s);
+constexpr size_t kMaxStringBytes = 4096;
+uint32_t intern_string(const std::string& s);  // cut at kMaxStringBytes
+// Note [Long notices]: a notice's text may carry data for the reader (the leak keeper's held storages, one address
+// each, Note [Leak keeper search] in native/python/gpumem/_keeper.py), so it is cut at 1 MiB instead.
+constexpr size_t kMaxLongStringBytes = 1u << 20;
+uint32_t intern_long_string(const std::string& s);
 
 struct FrameInfo {
   std::string file, function;

@@ -23,7 +23,7 @@ def _fmt(n):
 def _run_parser():
     """`run`'s options: --out, --python and --allocator-so, and every recording setting the table gives an option
     (Note [Same options] in src/cli/commands/run.ts: `gpumem run` takes the same ones, with the same help)."""
-    p = argparse.ArgumentParser(prog="python3 -m gpumem run", description="Run a workload with GPU memory tracking.")
+    p = argparse.ArgumentParser(prog="python3 -m gpumem run", description="Run your workload with GPU memory tracking.")
     p.add_argument("--out", default=".gpumem", metavar="DIR", help="folder for session folders (default: .gpumem)")
     p.add_argument("--python", default=None, metavar="PATH", help="interpreter for script.py / -m (default: this one)")
     for decl in _settings.TABLE:

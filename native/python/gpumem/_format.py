@@ -10,7 +10,7 @@ import struct
 # ---- constants
 kMagic = b'GPUMEM\r\n'
 kMajor = 1
-kMinor = 8
+kMinor = 9
 kMaxPayload = 67108864
 kMaxHeaderJson = 1048576
 kStackBackward = 1
@@ -73,7 +73,8 @@ MarkerKind = {0: 'MARK_INSTANT', 1: 'MARK_BEGIN', 2: 'MARK_END', 3: 'MARK_SNAPSH
 TAG_PARAMETER = 1
 TAG_GRADIENT = 2
 TAG_OPTIMIZER_STATE = 3
-TagCategory = {1: 'TAG_PARAMETER', 2: 'TAG_GRADIENT', 3: 'TAG_OPTIMIZER_STATE'}
+TAG_BUFFER = 4
+TagCategory = {1: 'TAG_PARAMETER', 2: 'TAG_GRADIENT', 3: 'TAG_OPTIMIZER_STATE', 4: 'TAG_BUFFER'}
 
 # ---- enum EndReason : uint32_t
 END_CLEAN = 0

@@ -1,4 +1,4 @@
-"""Run a callback right after a module finishes importing, without importing it ourselves.
+"""Call back right after a module finishes importing, without importing it ourselves.
 
 A sys.meta_path finder that, for the watched names only, asks the other finders for the real spec
 and wraps that spec's loader's exec_module on the instance. The module keeps its real loader

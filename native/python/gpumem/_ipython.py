@@ -1,19 +1,21 @@
 """IPython extension: GPU memory per notebook cell (`%load_ext gpumem`; gpumem/__init__.py forwards to load()).
 
     %load_ext gpumem      starts tracking (unless the kernel runs under `gpumem run` or the VS Code kernel), then
-                          after each cell that changed GPU memory prints one line: its peak allocated and what it
-                          added to allocated and reserved
+                          after each cell that changed GPU memory prints one line: its peak allocated above what was
+                          live at its start, and what it added to allocated and reserved
     %%gpumem              the same for one cell, with the top lines at the cell's peak (cell [N] line L)
     %gpumem off|on        stops/starts the per-cell line;  %gpumem  prints the last cell's figures again
 
-Note [Cell figures]: a cell is a piece (Note [Piece figures] in _meter.py): the peak is reset when the cell begins,
-so a cell's peak is what `torch.cuda.max_memory_allocated()` says at its last line; "added" is allocated (reserved)
-after the cell minus before it. A line belongs to a cell when its file is one IPython compiled a cell to
-(`shell.compile._filename_map`: `<ipython-input-N-…>` in a terminal, a temp file in ipykernel), shown as
-`cell [N] line L`; other user files show as paths. Where CUDA is already initialised when the extension loads, the
-lens allocator can no longer be swapped in: PyTorch's allocator is observed from then on, and the load line says so
-(Note [Tracking from inside] in _meter.py). Every figure of every cell is kept in CELLS, for the VS Code kernel and
-for tests. Nothing here may break a cell: a failure of ours is one line, the cell's own result stays.
+Note [Cell figures]: a cell is a piece (Note [Piece figures] in _meter.py): its peak is its own, what it allocated
+above what was live at its start (earlier cells' tensors not counted, so a cell run again shows the same peak), and
+its line says so, with what was live at its start; its top lines are its own allocations live at that peak.
+"added" is allocated (reserved) after the cell minus before it. A line belongs to a cell when its file is one
+IPython compiled a cell to (`shell.compile._filename_map`: `<ipython-input-N-…>` in a terminal, a temp file in
+ipykernel), shown as `cell [N] line L`; other user files show as paths. Where CUDA is already initialised when the
+extension loads, the lens allocator can no longer be swapped in: PyTorch's allocator is observed from then on, and
+the load line says so (Note [Tracking from inside] in _meter.py). Every figure of every cell is kept in CELLS, for
+the VS Code kernel and for tests. Nothing here may break a cell: a failure of ours is one line, the cell's own
+result stays.
 """
 import os
 import sys
@@ -70,8 +72,9 @@ class Extension:
     @staticmethod
     def one_line(row):
         top = row["lines"][0] if row["lines"] else None
-        return "gpumem [%s]: peak allocated %s · allocated %s%s · reserved %s%s%s" % (
-            row["cell"], _meter.fmt(row["peak_allocated"]), "+" if row["added_allocated"] >= 0 else "",
+        return "gpumem [%s]: peak allocated %s above the %s live at its start · allocated %s%s · reserved %s%s%s" % (
+            row["cell"], _meter.fmt(row["peak_allocated"]), _meter.fmt(row["allocated_before"]),
+            "+" if row["added_allocated"] >= 0 else "",
             _meter.fmt(row["added_allocated"]), "+" if row["added_reserved"] >= 0 else "", _meter.fmt(row["added_reserved"]),
             " · top: %s (%s)" % (top[0], _meter.fmt(top[2])) if top else "")
 
@@ -79,7 +82,7 @@ class Extension:
     def details(row):
         out = [Extension.one_line(row).split(" · top:")[0]]
         if row["lines"]:
-            out.append("top lines at the cell's peak:")
+            out.append("top lines at the cell's peak (its own allocations):")
             out += ["  %s  %s%s" % (_meter.fmt(b).rjust(10), where, " in %s" % fn if fn and fn != "<module>" else "")
                     for where, fn, b in row["lines"]]
         if row.get("capture"):
@@ -105,7 +108,7 @@ class Extension:
         try:
             cell = getattr(result, "execution_count", None) or piece["label"][6:-1]
             row = self._measure_end(piece, cell)
-            changed = row["peak_allocated"] > row["allocated_before"] or row["added_allocated"] or row["added_reserved"]
+            changed = row["peak_allocated"] or row["added_allocated"] or row["added_reserved"]
             if self.auto and changed and not self.magic_cell:
                 print(self.one_line(row))
         except Exception as exc:

@@ -171,9 +171,9 @@ class Kernel:
         if piece is not None:
             try:
                 fig = self.meter.end(piece, is_line=self.is_line())
-                figures = {k: fig.get(k) for k in ("peak_allocated", "peak_reserved", "allocated_before", "allocated_after",
-                                                   "reserved_before", "reserved_after", "added_allocated", "added_reserved",
-                                                   "device", "capture", "capture_peak")}
+                figures = {k: fig.get(k) for k in ("peak_allocated", "peak_from", "max_memory_allocated", "peak_reserved",
+                                                   "allocated_before", "allocated_after", "reserved_before", "reserved_after",
+                                                   "added_allocated", "added_reserved", "device", "capture", "capture_peak")}
                 figures["lines"] = [{"file": f, "line": ln, "function": fn, "bytes": b} for f, ln, fn, b in fig.lines]
             except Exception as exc:
                 sys.stderr.write("gpumem kernel: no figures for this cell: %s: %s\n" % (type(exc).__name__, exc))

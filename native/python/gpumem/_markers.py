@@ -19,7 +19,7 @@ import functools
 from . import _keeper, _native
 from ._settings import module_paths_wanted, tags_wanted
 from ._state import STATE
-from ._tags import TagWalk
+from ._tags import TagWalk, weight_items
 
 
 def _mark(name, kind):
@@ -99,7 +99,7 @@ def _hook_modules(torch):
     torch._gpumem_module_paths = True
     if STATE.settings is not None and not STATE.settings.stacks:
         return  # module paths come with the stacks (--no-stacks: classes from forward frames, as before)
-    if _modules.install(torch, STATE.native.lib) is False:
+    if _modules.install(torch, STATE.native.lib, _tag_weights if _walking else None) is False:
         text = ("gpumem: activations are grouped by module class, not module path: this Python's frames cannot be "
                 "read without the GIL (Note [Module paths])")
         if STATE.configured:
@@ -111,6 +111,16 @@ def _hook_modules(torch):
 def _tag_many(items):
     """items: addr, nbytes, category, device, … (Note [Batched tags] in _tags.py)."""
     STATE.native.lib.gpumem_tags((ctypes.c_uint64 * len(items))(*items), len(items) // 4)
+
+
+def _tag_weights(module):
+    """Note [Weights from the first forward] in _tags.py; never an error in the workload."""
+    try:
+        items = weight_items(module)
+        if items:
+            _tag_many(items)
+    except Exception:
+        pass
 
 
 _WALK = TagWalk(_tag_many)

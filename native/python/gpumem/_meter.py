@@ -11,11 +11,27 @@ hook runs at once (_hook.watch); where CUDA is already initialised, the lens all
 more, so the mode is PyTorch's allocator, observed from that moment on, and the one line says so (what was
 allocated before is seeded from PyTorch's snapshot: Note [Observing PyTorch's allocator]).
 
-Note [Piece figures]: a piece's figures are the allocator's own counters read through torch.cuda's API
-(the shims in the lens mode, PyTorch's own in the observed mode), so they equal what
-`torch.cuda.max_memory_allocated()` says inside the piece: the peak is reset when the piece begins. Nothing is
-read, and CUDA is never initialised by us, while the process has not used CUDA (no figures then are zeros, as
-PyTorch's would be). The lines at the peak come from the capture (Note [Windows] in _window.py).
+Note [Piece figures]: a piece's peak is its own: the most bytes the blocks it allocated held at once, above what
+was live when it began (what fixtures, earlier tests or earlier cells left). Counted from the piece's start, a
+test's verdict does not depend on which tests ran before it, as pytest-memray's limit_memory counts what the test
+itself allocated. Two ways to count it, and which one wins:
+- from the capture (Note [Windows] in _window.py): the blocks allocated inside the piece's window and live at once,
+  whatever happens meanwhile to blocks that were live at its start. A piece that frees an earlier piece's
+  leftovers and then allocates (a model rebuilt, gradients set to None and made again) has the same peak in every
+  order. Taken wherever the window is whole and its source records every allocation in order: the lens
+  allocator, and PyTorch's allocator observed through the trace tracker;
+- from PyTorch's counters: `torch.cuda.max_memory_allocated()` after a reset at the piece's start, minus
+  `torch.cuda.memory_allocated()` at its start (the shims in the lens mode, PyTorch's own in the observed mode).
+  Taken where the capture cannot say: tracking off, a window whose end never showed or that lost events, the
+  observed mode's history or stats sources (events late or absent), allocations no longer recorded after the
+  recorded steps. Equal to the first wherever the piece frees nothing that was live at its start, which the CPU
+  tests and test/gpu/conformance/pytest_order_check.py hold in both modes; lower where it does.
+`peak_from` says which ("capture" or "counters"). The other figures are the counters': `max_memory_allocated`
+(PyTorch's figure inside the piece, what was live at the start included), allocated and reserved before and after
+it, and `added_allocated` (after minus before: what the piece left allocated, freed leftovers subtracted). The
+reserved figures are the process's: the allocator's cache is shared by every piece. Nothing is read, and CUDA is
+never initialised by us, while the process has not used CUDA (no figures then are zeros, as PyTorch's would be).
+The lines at the peak come from the capture: the piece's own blocks live at its own peak.
 """
 import os
 import sys
@@ -74,10 +90,18 @@ def start_tracking(out_dir, name, quiet=False):
     return line
 
 
+def _records_every_allocation():
+    """The capture gets every allocation in order with the markers: the lens allocator, or PyTorch's observed through
+    the trace tracker (the history source writes its events a second late, the stats source none)."""
+    return STATE.swapped or STATE.observer_source == "tracker"
+
+
 class Figures(dict):
-    """peak_allocated, peak_reserved, allocated_before/after, reserved_before/after, added_allocated,
-    added_reserved (bytes); lines [(file, line, function, bytes)] at the peak; capture (path or None);
-    capture_peak (the peak replayed from the capture, or None)."""
+    """Note [Piece figures], bytes: peak_allocated (the piece's own peak) and peak_from ("capture" | "counters");
+    max_memory_allocated (PyTorch's figure inside the piece), peak_reserved, allocated_before/after,
+    reserved_before/after, added_allocated, added_reserved; lines [(file, line, function, bytes)]: the piece's own
+    blocks live at its own peak; capture (path or None); capture_peak (max_memory_allocated replayed from the
+    capture, or None); device (None while CUDA was never used)."""
 
     def __getattr__(self, name):
         try:
@@ -124,18 +148,20 @@ class Meter:
     def end(self, piece, top=5, is_line=None, wait=3.0):
         from . import _native
 
-        fig = Figures(peak_allocated=0, peak_reserved=0, allocated_before=piece["allocated"],
-                      reserved_before=piece["reserved"], allocated_after=0, reserved_after=0, lines=[],
-                      capture=STATE.capture if STATE.configured else None, capture_peak=None, device=piece["device"])
+        fig = Figures(peak_allocated=0, peak_from="counters", max_memory_allocated=0, peak_reserved=0,
+                      allocated_before=piece["allocated"], reserved_before=piece["reserved"], allocated_after=0,
+                      reserved_after=0, lines=[], capture=STATE.capture if STATE.configured else None,
+                      capture_peak=None, device=piece["device"])
         torch = _torch_cuda_ready()
         if torch is not None:
             try:
                 dev = torch.cuda.current_device() if piece["device"] is None else piece["device"]
-                fig.update(device=dev, peak_allocated=torch.cuda.max_memory_allocated(dev),
+                fig.update(device=dev, max_memory_allocated=torch.cuda.max_memory_allocated(dev),
                            peak_reserved=torch.cuda.max_memory_reserved(dev),
                            allocated_after=torch.cuda.memory_allocated(dev), reserved_after=torch.cuda.memory_reserved(dev))
             except Exception as exc:
                 warn("cannot read the memory figures: %s: %s" % (type(exc).__name__, exc))
+        fig["peak_allocated"] = max(0, fig.max_memory_allocated - fig.allocated_before)
         fig["added_allocated"] = fig.allocated_after - fig.allocated_before
         fig["added_reserved"] = fig.reserved_after - fig.reserved_before
         if STATE.configured and STATE.capture and fig.device is not None:
@@ -150,6 +176,8 @@ class Meter:
                 if window is not None:
                     got = _window.analyse(tail, window, fig.device, is_line=is_line, top=top)
                     fig.update(lines=got["lines"], capture_peak=got["peak"])
+                    if got["whole"] and _records_every_allocation():
+                        fig.update(peak_allocated=got["own_peak"], peak_from="capture")
             except Exception as exc:
                 warn("cannot read the lines at the peak: %s: %s" % (type(exc).__name__, exc))
         return fig

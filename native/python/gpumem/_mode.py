@@ -23,7 +23,7 @@ or when the environment's PYTORCH_CUDA_ALLOC_CONF (or PYTORCH_ALLOC_CONF) names 
 (`backend:cudaMallocAsync`), `expandable_segments`, `max_split_size_mb`, … The lens allocator honours
 none of them, and the user chose them on purpose; their run keeps its allocator.
 Note [Labels and the mode]: labelling memory (`_set_memory_metadata`) made `auto` keep PyTorch's allocator until
-the lens kept labels (issue 29). Now both modes write them into the capture (REC_USER_METADATA, Note [User
+the lens kept labels. Now both modes write them into the capture (REC_USER_METADATA, Note [User
 metadata] in native/format/gpumem_format.h): the lens through its shim (Note [Memory labels under the lens] in
 _shims.py, which also gives our _snapshot() the trace entries' user_metadata and _get_memory_metadata() the
 thread's label), the PyTorch-allocator mode from the trace entries PyTorch stamps. So a label is no reason to keep

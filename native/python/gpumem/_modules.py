@@ -1,4 +1,4 @@
-"""Module paths for activations (issues 17 and 26), with nothing running per module call.
+"""Module paths for activations, with nothing running per module call.
 
 Note [Module paths]: the reader gives each activation the innermost module whose forward was running when it was
 allocated (native/addon/src/categories.cpp), from MARK_MODULE_BEGIN/END records named by the module's path. The
@@ -35,10 +35,11 @@ class PathTable:
     """Paths of module objects. learn(obj, path bytes or None) tells the allocator; forget(address) takes an
     entry back when its module is collected; is_module(obj) says what counts as a module."""
 
-    def __init__(self, learn, forget, is_module):
+    def __init__(self, learn, forget, is_module, on_root=None):
         self._learn = learn
         self._forget = forget
         self._is_module = is_module
+        self._on_root = on_root  # called once with each new root module (Note [Weights from the first forward])
         self._paths = {}  # id(module) → (weak reference, path bytes)
         self.learned = 0  # modules named, for tests and the probe
 
@@ -58,6 +59,8 @@ class PathTable:
             if path is None:
                 if parent is None:
                     self._index(obj, None)
+                    if self._on_root is not None:
+                        self._on_root(obj)
                 else:
                     name = next((n for n, m in getattr(parent, "_modules", {}).items() if m is obj), None)
                     self._index(obj, parent_path.decode("utf-8", "replace") + "." + (name or type(obj).__name__))
@@ -101,10 +104,10 @@ def _calibrate(obj, lib):
     return lib.gpumem_modules_calibrate(id(obj))
 
 
-def install(torch, lib):
+def install(torch, lib, on_root=None):
     """Enables module marks on this thread (Note [Module paths from frames]). Returns the PathTable; None when the
     library or torch offers no module paths (a stand-in library, a torch without nn); False when this Python's
-    frames cannot be read without the GIL."""
+    frames cannot be read without the GIL. on_root(module) is called once for each new root module."""
     c = ctypes
     for name, res, args in (("gpumem_modules_calibrate", c.c_int, [c.c_void_p]),
                             ("gpumem_modules_enable", None, [_RESOLVER]),
@@ -121,7 +124,7 @@ def install(torch, lib):
         return False
     table = PathTable(lambda obj, path: lib.gpumem_modules_learn(id(obj), path),
                       lambda key: lib.gpumem_modules_forget(key),
-                      lambda obj: isinstance(obj, module_type))
+                      lambda obj: isinstance(obj, module_type), on_root)
 
     def resolve(selves, n):
         try:

@@ -35,7 +35,7 @@ OBSERVER_VERSION = 8  # 3: the lens OOM glue (Note [Lens OOM type]) · 4: trace 
 #                      sampler's thread])
 
 # Note [Observer build flags]: torch.utils.cpp_extension's JIT build passes no -O flag, so the tracker was built
-# at -O0: a profile of a ResNet-50 step after the recorded steps (issue 26, twelfth session in test/gpu/README.md)
+# at -O0: a profile of a ResNet-50 step after the recorded steps (H100, 2026-11-28)
 # showed `std::atomic<bool>::load` as a function of its own, the tracker's "return at once" costing about 70 ns a
 # trace entry, 2,300 entries a step. Both builds (the child's and the in-process load that imports it) must pass
 # the same flags: torch hashes them with the sources, and a difference would rebuild in the workload's process.
@@ -220,6 +220,23 @@ class Observer:
         cbs = (self.EMPTY(empty_cache) if empty_cache else self.EMPTY(), self.STATE(state) if state else self.STATE())
         self._keep.append(cbs)
         self.lib.gpumem_observe_start(*cbs)
+
+    def rounding(self, torch):
+        """PyTorch's own parse of the user's roundup_power2_divisions and max_split_size_mb, so the blocks the observer
+        records are PyTorch's (Note [PyTorch's block sizes] in native/allocator/src/pytorch_rounding.h). Read once, at
+        the start, when the allocator holds nothing yet (a snapshot is cheap then); a library without the call (an
+        older build, a stand-in) keeps 512 B rounding."""
+        fn = getattr(self.lib, "gpumem_observe_rounding", None)
+        if fn is None:
+            return False
+        try:
+            settings = torch.cuda.memory._snapshot().get("allocator_settings")
+        except Exception:
+            return False
+        if not isinstance(settings, dict):
+            return False
+        fn.restype, fn.argtypes = ctypes.c_int, [ctypes.c_char_p]
+        return fn(json.dumps(settings, default=str).encode()) == 0
 
     def event(self, device, action, addr, size, stream=0, stack=0, t_ns=0):
         return self.lib.gpumem_observe_event(device, action, addr, size, stream, stack, t_ns) == 1
@@ -574,7 +591,7 @@ def _poll_period_s():
 # (figures only, after the recorded steps), the library's sampler thread reads them through the extension's C reader
 # (gpumem_tracker_figures), just before it writes each REC_STATS. It used to be _StatsPoll alone: a Python thread
 # waking at the sampling rate (5 Hz by default) to take the GIL from the user's steps, for a read of 17-30 µs, and a
-# REC_STATS then carried figures up to one period old. Issue 26's probe switches (Note [Probe switches off]; ResNet-50
+# REC_STATS then carried figures up to one period old. The probe switches (Note [Probe switches off]; ResNet-50
 # on an H200, figures only, 5 lockstep rounds) put the poll at about half of what figures only added to a step's host
 # time (+0.69 ms a step with it, +0.34 without; all parts off −0.50, native against native −0.29): within the host's
 # spread, but the one part of ours that took the GIL on a timer. Under figures only the extension is loaded for its
@@ -685,7 +702,7 @@ def _start_source(torch):
     Note [Figures only]: GPUMEM_EVENTS=0 (`--figures-only`, gpuMemoryLens.recordAllocations = false) takes the stats
     source at once, whatever the allocator offers. Per-allocation recording is the one part of the PyTorch-allocator
     mode that no other switch turns off, and on a step near host-bound it costs more than the 1 % the rest of the tool
-    is held to (issue 26: ResNet-50 ×1.03–1.06 on an H100, test/gpu/README.md). With it off nothing of ours runs per
+    is held to (ResNet-50 ×1.03–1.06 on an H100, test/gpu/README.md). With it off nothing of ours runs per
     allocation (no trace tracker, context recorder, tag walk or module marks: _markers.py), only PyTorch's stats read
     at the sampling rate by the library's sampler thread (Note [Figures on the sampler's thread]; where it cannot,
     by a thread of ours, the nested dict; the observer's own thread ends at once, having no event to order), and
@@ -746,6 +763,7 @@ def start(torch):
         _obs = Observer(STATE.native)
         empty_cache, state = _host_callbacks(torch)
         _obs.start(empty_cache, state)
+        _obs.rounding(torch)
         _announce_devices(torch)
         _history_view.install(torch)
         source, line = _start_source(torch)
@@ -768,8 +786,8 @@ def start(torch):
 # allocation for the first N steps only (Optimizer.step() ends, or the user's gpumem.step() marks once there is one, as
 # Note [Steps] counts them: _markers.count_recorded_step). What the lines, categories, activations by module and leak
 # findings need is in a training loop's first steps, which then repeat: recording them costs a step near host-bound
-# 3–6 % (ResNet-50 on an H100, issue 26), figures only about nothing (×0.994–1.014), so after step N nothing of ours
-# runs per allocation while the graphs go on. Measured (test/gpu/README.md, tenth to twelfth sessions): settled
+# 3–6 % (ResNet-50 on an H100), figures only about nothing (×0.994–1.014), so after step N nothing of ours
+# runs per allocation while the graphs go on. Measured (H100, 2026-11-27 and 28, test/gpu/README.md): settled
 # steps after the stop ×0.999–1.012 on GPT-2 small and ×0.985–1.051 on ResNet-50 (native against native up to
 # ×1.020 in the same runs). What stays per allocation is the tracker we cannot detach: by a profile of ResNet-50 steps
 # after the stop, PyTorch's record_trace 0.13 ms a step and, until Note [Observer build flags], our -O0 callback 0.16.
@@ -792,7 +810,7 @@ def start(torch):
 # Note [Why the recorded steps keep the tracker]: the one source that PyTorch lets us switch off for good is its
 # history ring (recordHistory(false): record_trace then returns at its first line, as natively), so recording the
 # first steps into the ring, with our context recorder returning a context that carries our stack id, would leave
-# nothing attached after the stop. Decided against (fifteenth session, issue 26), for three reasons:
+# nothing attached after the stop. Decided against (2026-11-28), for three reasons:
 #  - order: the capture's order is what readers rely on (Note [Deferred observation] in sequencer.h). Module marks are
 #    written as our recorder walks each malloc's frames, phase and step marks and tags from Python, all live into the
 #    sequencer's queue; ring entries would reach the queue only when drained. Frees carry no context, so nothing would
@@ -801,8 +819,8 @@ def start(torch):
 #  - the user's own history shares the ring: their _record_memory_history and _snapshot() would see our entries, and
 #    PyTorch's snapshot converts every entry's context as its own CapturedTraceback;
 #  - the gain: the tracker left attached costs PyTorch's trace entry, about 0.13 ms a ResNet-50 step (2,300 entries,
-#    record_trace in a profile, thirteenth session), and a history switched on and off left +0.19 µs a pair in the
-#    twelfth session's probe; the recording process's larger and varying excess after the stop (+0.1 to +1.8 ms a
+#    record_trace in a profile, H100), and a history switched on and off left +0.19 µs a pair in
+#    probes/tracker_entry_cost.py (H100); the recording process's larger and varying excess after the stop (+0.1 to +1.8 ms a
 #    step against native, A/A up to +1.6 in the same rounds, test/gpu/README.md) has shown in no part of ours.
 _events_off = False
 

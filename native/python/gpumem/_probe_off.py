@@ -1,10 +1,10 @@
 """Note [Probe switches off]: GPUMEM_PROBE_OFF=part[+part…] (or comma-separated) keeps whole parts of the
 PyTorch-allocator mode from running, so that the lockstep step benchmark (test/gpu/bench_allocator.py) can price each
-part in a process of its own against native. Issue 26: after the recorded steps, and under figures only, which never
+part in a process of its own against native. Why: after the recorded steps, and under figures only, which never
 records, a process of ours still issued a ResNet-50 step in 0.1–1.5 ms more host time than native (mean of a run's
 rounds, seven H200 runs), while a profile shows no symbol of ours on the step's threads, and in one process the lent
-hosts resolve no better than ±2.5 % of host time between blocks (the fourteenth session's in-process probe switched
-parts off there).
+hosts resolve no better than ±2.5 % of host time between blocks (probes/recorded_steps_parts.py switched parts off
+there, H100, 2026-11-28).
 
 Like Note [Probe switches] in native/allocator/src/c_api.cc, not a setting: nothing of the product sets it, and a
 capture taken with a part off is not complete, so it is for benchmark children only. Parts:

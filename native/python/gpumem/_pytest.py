@@ -5,12 +5,13 @@ gpumem/__init__.py names this module in `pytest_plugins`, so importing gpumem al
     def test_forward(): ...
 
 Note [pytest budgets]:
-- What a test is: its call phase. The peak is reset when the call begins (after the fixtures' setup), so a
-  test's peak allocated is what `torch.cuda.max_memory_allocated()` says at the test's last line (fixtures' live
-  memory included, as PyTorch counts it); left allocated is allocated after the call minus before it, after a
-  gc.collect(), so reference cycles the test made are not leaks, and with cuBLAS's workspaces freed before both
-  readings, as PyTorch's own leak check does (_free_library_caches). A test that fails on its own is not judged
-  again (its traceback keeps its frames' tensors alive).
+- What a test is: its call phase. Its peak allocated is its own: what the test allocated above what was live when
+  its call began (fixtures' setup and earlier tests' leftovers not counted, Note [Piece figures] in _meter.py), so
+  a verdict does not depend on the order the tests run in; what was live at its start is in its row, the report
+  and the failure message. Left allocated is allocated after the call minus before it, after a gc.collect(), so
+  reference cycles the test made are not leaks, and with cuBLAS's workspaces freed before both readings, as
+  PyTorch's own leak check does (_free_library_caches). A test that fails on its own is not judged again (its
+  traceback keeps its frames' tensors alive).
 - Where the figures come from: Note [Piece figures] in _meter.py; where the lines come from: Note [Windows] in
   _window.py. Under `gpumem run` the plugin uses that run's capture; otherwise it starts tracking itself
   (Note [Tracking from inside]) in a session folder under --gpumem-out (default .gpumem in the rootdir), before
@@ -20,6 +21,10 @@ Note [pytest budgets]:
 - A process that crashes loses nothing recorded so far: the capture reaches the disk every 50 ms, each test
   opens a begin marker in it, and each test's row (`pytest-<pid>.jsonl` in the session folder) is written and
   flushed before the next test starts, with a "running" row first, so the crashing test is named too.
+- The rows' schema (the "done" row): peak_allocated is the test's own peak and allocated_before what was live at
+  its start, with max_memory_allocated (PyTorch's figure, both together) and peak_from (Note [Piece figures]). A
+  row without allocated_before was written before the peak became the test's own: its peak_allocated is PyTorch's
+  figure, and readers show it as that (src/core/views/testing/budgets.ts).
 - The verdict is a row too: after the call phase (and after a setup that failed or skipped) a "result" row holds
   pytest's own outcome (passed / failed / skipped), the phase, and the failure text pytest prints (a budget's
   message or the test's own traceback), so a reader of the session folder (the VS Code Testing view, Note
@@ -44,14 +49,14 @@ import pytest
 from . import _meter, _settings
 from ._state import STATE
 
-MARKER = ("gpu_memory(peak=None, leak=None): fail the test when its peak allocated GPU memory exceeds `peak` or it "
-          "leaves more than `leak` allocated (bytes or binary units: 2GiB, 512MiB, 0)")
+MARKER = ("gpu_memory(peak=None, leak=None): fail the test when the GPU memory it allocates (above what was live at its "
+          "start) peaks over `peak` or it leaves more than `leak` allocated (bytes or binary units: 2GiB, 512MiB, 0)")
 
 
 def pytest_addoption(parser):
     group = parser.getgroup("gpumem", "GPU Memory Lens")
     group.addoption("--gpumem-report", action="store_true", default=False,
-                    help="print a per-test table: peak allocated, peak reserved, left allocated")
+                    help="print a per-test table: peak allocated (the test's own), live at its start, left allocated, peak reserved")
     group.addoption("--gpumem-out", default=None, metavar="DIR",
                     help="folder for the session folder when pytest runs outside `gpumem run` (default: .gpumem in the rootdir)")
     group.addoption("--gpumem-top", type=int, default=5, metavar="N", help="lines at the peak in a failure message (default 5)")
@@ -148,8 +153,9 @@ class Plugin:
         item._gpumem = (fig, failed)
         self.rows.append((item.nodeid, fig))
         self._write({"test": item.nodeid, "status": "done", "peak_allocated": fig.peak_allocated,
-                     "peak_reserved": fig.peak_reserved, "left_allocated": fig.added_allocated, "capture_peak": fig.capture_peak,
-                     "capture": fig.capture, "lines": [list(r) for r in fig.lines]})
+                     "allocated_before": fig.allocated_before, "max_memory_allocated": fig.max_memory_allocated,
+                     "peak_from": fig.peak_from, "peak_reserved": fig.peak_reserved, "left_allocated": fig.added_allocated,
+                     "capture_peak": fig.capture_peak, "capture": fig.capture, "lines": [list(r) for r in fig.lines]})
 
     @pytest.hookimpl(hookwrapper=True)
     def pytest_runtest_makereport(self, item, call):
@@ -177,9 +183,10 @@ class Plugin:
             problems.append("the test left %s allocated (budget leak=%s)" % (_meter.fmt(fig.added_allocated), _meter.fmt(budget.leak)))
         if not problems:
             return
-        lines = ["gpu_memory: " + "; ".join(problems)]
+        lines = ["gpu_memory: " + "; ".join(problems),
+                 "live at the test's start: %s, not counted (what fixtures and earlier tests hold)" % _meter.fmt(fig.allocated_before)]
         if fig.lines:
-            lines.append("top lines at the peak (%s allocated):" % _meter.fmt(fig.peak_allocated))
+            lines.append("top lines at the test's peak (its own allocations, %s):" % _meter.fmt(fig.peak_allocated))
             root = str(self.config.rootpath) if hasattr(self.config, "rootpath") else os.getcwd()
             lines += _meter.fmt_lines(fig.lines, show=lambda f, ln: "%s:%d" % (_rel(f, root), ln))
         lines.append("capture: %s" % (fig.capture or "none (memory tracking is off; see the line at the start of the session)"))
@@ -192,10 +199,13 @@ class Plugin:
         if self.config.getoption("gpumem_report") and self.rows:
             tr.write_sep("=", "GPU memory per test")
             w = max(len(n) for n, _ in self.rows)
-            tr.write_line("%-*s  %14s  %14s  %14s" % (w, "test", "peak allocated", "peak reserved", "left allocated"))
+            row = "%-*s  %14s  %14s  %14s  %14s"
+            tr.write_line(row % (w, "test", "peak allocated", "live at start", "left allocated", "peak reserved"))
             for nodeid, fig in self.rows:
-                tr.write_line("%-*s  %14s  %14s  %14s" % (w, nodeid, _meter.fmt(fig.peak_allocated),
-                                                       _meter.fmt(fig.peak_reserved), _meter.fmt(fig.added_allocated)))
+                tr.write_line(row % (w, nodeid, _meter.fmt(fig.peak_allocated), _meter.fmt(fig.allocated_before),
+                                     _meter.fmt(fig.added_allocated), _meter.fmt(fig.peak_reserved)))
+            tr.write_line("peak allocated: what the test allocated above what was live at its start; peak reserved: "
+                          "the process's allocator cache, shared by all tests")
         if STATE.configured and STATE.capture:
             tr.write_line("gpumem: capture %s" % STATE.capture)
 

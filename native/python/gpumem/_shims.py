@@ -268,7 +268,7 @@ _ACCELERATOR_SHIMS = {
     "get_memory_info": accelerator_get_memory_info,
 }
 
-# Note [MemPool]. Issue 15's PyTorch-allocator mode is the one that keeps PyTorch's own allocator.
+# Note [MemPool]. The PyTorch-allocator mode is the one that keeps PyTorch's own allocator.
 MEMPOOL_MESSAGE = (
     "gpumem: torch.cuda.MemPool cannot be created under the lens allocator: PyTorch creates memory pools "
     "only in its own caching allocator (createOrIncrefPool is not offered to pluggable allocators). "

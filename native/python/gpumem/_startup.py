@@ -19,7 +19,7 @@ thread-local depth makes only the outermost call on a thread act; every inner ca
 PyTorch's function, and the machine's lock is only ever taken at depth 0, so the thread that holds it
 never asks for it again. (Before this, two modules that imported each other each guarded their half with
 one non-reentrant lock; the inner call of the PyTorch-allocator mode took it twice and hung at the first
-CUDA use on real torch: issue 25.) Other threads arriving while the lens mode configures wait for it (their
+CUDA use on real torch.) Other threads arriving while the lens mode configures wait for it (their
 mallocs must find the capture); in the PyTorch-allocator mode they go on, since PyTorch's own init lock
 orders them and the observer seeds itself from PyTorch's snapshot of what is already live.
 

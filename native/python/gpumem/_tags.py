@@ -13,7 +13,35 @@ same blocks back), and each new allocation needs its own tag. Object identity al
 """
 import weakref
 
-from ._format import TAG_GRADIENT, TAG_OPTIMIZER_STATE, TAG_PARAMETER
+from ._format import TAG_BUFFER, TAG_GRADIENT, TAG_OPTIMIZER_STATE, TAG_PARAMETER
+
+
+def weight_items(module):
+    """Note [Weights from the first forward]: the tags of a module tree's weights, for a run with no optimizer
+    (inference: generate(), an evaluation loop), where the optimizer walk below never runs. The first time a forward of
+    a new root module runs, the allocator's stack capture meets it (Note [Module paths] in _modules.py: the tree is
+    named once, with the GIL, before the allocation's lock), and the tree's CUDA parameters and buffers are tagged
+    then, once: the flat items of one gpumem_tags call (addr, nbytes, category, device, …). A tag holds for its
+    allocation's whole life, so weights moved to the device long before are weights from their allocation on. A
+    parameter is tagged as a parameter, a buffer that is no parameter as a buffer (BatchNorm's running statistics, a
+    rotary table): both are the model's weights, never "other". Nothing runs per module call; a training run's
+    optimizer walk tags the same parameters again, to the same category."""
+    items = []
+    seen = set()
+    for category, tensors in ((TAG_PARAMETER, module.parameters()), (TAG_BUFFER, module.buffers())):
+        for t in tensors:
+            try:
+                device = t.get_device()
+                if device < 0:
+                    continue
+                addr = t.data_ptr()
+                if not addr or addr in seen:
+                    continue
+                seen.add(addr)
+                items += (addr, t.numel() * t.element_size(), category, device)
+            except Exception:  # a tensor subclass or a meta tensor that answers nothing: no tag
+                continue
+    return items
 
 
 def _weak(obj):

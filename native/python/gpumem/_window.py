@@ -1,20 +1,30 @@
-"""This process's own capture, read back while it grows: what was live at the peak between two markers.
+"""This process's own capture, read back while it grows: what a piece of the run (a test, a cell) allocated itself,
+and its lines, between two markers.
 
 Note [Windows]: the pytest plugin and the IPython extension measure a piece of a run (a test, a cell) as a
 window of the capture between a MARK_BEGIN and a MARK_END of one name, written by the bootstrap itself
-(gpumem/_meter.py). The figures of a window (peak allocated, added to allocated and reserved) come from the
-allocator's own counters through torch.cuda's API, so they equal what `torch.cuda.max_memory_allocated()` says
-inside the test or cell; only the *lines* at the peak come from the capture. Reading them back here, in Python,
-keeps both tools free of Node.js (GPU machines often have none) and costs one pass over the new records:
+(gpumem/_meter.py). What a window gives (Note [Piece figures] in _meter.py says which figure comes from where):
+- its own peak: the most bytes the blocks allocated inside the window held at once, blocks that were live when it
+  opened left out, whether the piece frees them or not: the same in every order of the tests or cells;
+- the lines at that moment: the blocks allocated inside the window and live then, by line, so another piece's
+  leftovers never show as this one's;
+- the replayed peak of allocated (what was live at the start included), which must equal PyTorch's
+  max_memory_allocated() inside the piece: the tests hold the capture to it;
+- whether the window is whole: no REC_LOST read since it opened, and no MARK_EVENTS_OFF before its end (Note
+  [Recorded steps] in _observe.py: no allocation is recorded after it).
+Reading them back here, in Python, keeps both tools free of Node.js (GPU machines often have none) and costs one
+pass over the new records:
 - the records are read incrementally (a CaptureTail follows the file and keeps the interned tables and the live
   blocks, as a tailing reader does: FORMAT.md §3), so a session of a thousand tests reads its capture once;
 - allocated moves at REC_ALLOC and REC_FREE_REQUESTED, by the block's size, exactly as the reader's model does
-  (native/addon/src/model.cpp derive()); the peak is the first event that reaches the maximum;
+  (native/addon/src/model.cpp derive()); a peak is the first event that reaches the maximum;
 - a line is the innermost frame the caller's rule accepts (is_user_file by default; a notebook's cells for the
   IPython extension), so both tools attribute as the panels do (Note [User frames]);
 - records reach the file within 50 ms (FORMAT.md §3, Freshness): the end marker is written after the window's
-  last event on the same thread, so once it is read, every event of the window has been read too. We wait for
-  it at most a few seconds; a window whose end never shows (a writer that stopped) gives no lines, never a hang;
+  last event on the same thread (in the observed mode through the same queue as the events: Note [Deferred
+  observation] in native/allocator/src/sequencer.h), so once it is read, every event of the window has been read
+  too. We wait for it at most a few seconds; a window whose end never shows (a writer that stopped) gives no lines,
+  never a hang;
 - a compaction renames a new file over the old one (FORMAT.md §5): the tail sees the inode change and reads the
   new file from its start (its restated block events replay like the originals).
 """
@@ -28,19 +38,25 @@ NO_LINE = ("<no user frame>", 0, "")
 
 
 class Window:
-    __slots__ = ("name", "base", "events", "done")
+    __slots__ = ("name", "base", "events", "done", "losses", "whole")
 
-    def __init__(self, name, base):
+    def __init__(self, name, base, losses=0, whole=True):
         self.name = name
         self.base = base      # {(device, addr): (size, stack)} live when the window opened
         self.events = []      # (device, is_alloc, addr, size, stack) in file order
         self.done = False
+        self.losses = losses  # the tail's REC_LOST count when it opened
+        self.whole = whole    # False once allocations inside it went unrecorded (events off)
 
 
 class CaptureTail:
     def __init__(self, path):
         self.path = path
         self.wanted = {}      # name → None (waiting for its begin marker) | Window
+        # REC_LOST records read; a compacted file read from its start counts its own again, so a window open across
+        # a compaction errs towards "not whole", never the other way
+        self.losses = 0
+        self.events_off = False  # MARK_EVENTS_OFF read: no allocation is recorded from there on
         self._reset()
 
     def _reset(self):
@@ -54,7 +70,7 @@ class CaptureTail:
         """Open a window at the next begin marker called `name` (or at the capture's start: the capture did not
         exist yet when the piece began, so it holds nothing older)."""
         if from_start and self.pos is None:
-            self.wanted[name] = Window(name, {})
+            self.wanted[name] = Window(name, {}, self.losses, not self.events_off)
         else:
             self.wanted[name] = None
 
@@ -130,13 +146,21 @@ class CaptureTail:
                 self.stacks[sid] = (flags, F.frame_ids(payload, n))
             elif rtype == F.REC_MARKER:
                 _t, name_id, kind = F.MarkerRec.unpack_from(payload)
+                if kind == F.MARK_EVENTS_OFF:
+                    self.events_off = True
+                    for w in self.wanted.values():
+                        if w is not None and not w.done:
+                            w.whole = False
+                    continue
                 name = self.strings.get(name_id)
                 if name in self.wanted:
                     w = self.wanted[name]
                     if kind == F.MARK_BEGIN and w is None:
-                        self.wanted[name] = Window(name, dict(self.live))
+                        self.wanted[name] = Window(name, dict(self.live), self.losses, not self.events_off)
                     elif kind == F.MARK_END and w is not None:
                         w.done = True
+            elif rtype == F.REC_LOST:
+                self.losses += 1
         return end
 
     # ---- answers ------------------------------------------------------------------------------------------
@@ -160,23 +184,34 @@ def user_rule():
 
 
 def analyse(tail, window, device, is_line=None, top=5):
-    """{"start", "peak", "end": allocated bytes per the capture; "lines": [(file, line, function, bytes)] live at
-    the peak, largest first (at most `top`), "peak_bytes_attributed"} of `window` on `device`."""
+    """What `window` shows on `device` (Note [Windows]), bytes:
+    "start", "peak", "end": allocated as the capture replays it, what was live at the window's start included;
+    "own_peak": the most bytes the window's own blocks (allocated inside it) held at once;
+    "lines": [(file, line, function, bytes)] of the window's own blocks live at that moment, largest first (at most
+    `top`); "whole": no allocation inside the window went unrecorded (no REC_LOST read since it opened, events on)."""
     is_line = is_line or user_rule()
-    base = {k: v for k, v in window.base.items() if k[0] == device}
-    start = sum(size for size, _ in base.values())
-    a, peak, peak_i = start, start, -1
+    start = sum(size for (d, _a), (size, _s) in window.base.items() if d == device)
+    a, peak = start, start
+    own, own_peak, own_peak_i = 0, 0, -1
+    mine = {}             # addr → size: the window's own blocks live now
     events = [e for e in window.events if e[0] == device]
-    for i, (_d, alloc, _addr, size, _stack) in enumerate(events):
-        a += size if alloc else -size
-        if a > peak:
-            peak, peak_i = a, i
-    live = dict(base)
-    for _d, alloc, addr, size, stack in events[:peak_i + 1]:
+    for i, (_d, alloc, addr, size, _stack) in enumerate(events):
         if alloc:
-            live[(device, addr)] = (size, stack)
+            a += size
+            mine[addr] = size
+            own += size
         else:
-            live.pop((device, addr), None)
+            a -= size
+            own -= mine.pop(addr, 0)   # a block live before the window is not the window's
+        peak = max(peak, a)
+        if own > own_peak:
+            own_peak, own_peak_i = own, i
+    live = {}
+    for _d, alloc, addr, size, stack in events[:own_peak_i + 1]:
+        if alloc:
+            live[addr] = (size, stack)
+        else:
+            live.pop(addr, None)
     by_line, memo = {}, {}
     for size, stack in live.values():
         where = memo.get(stack)
@@ -184,4 +219,5 @@ def analyse(tail, window, device, is_line=None, top=5):
             where = memo[stack] = tail.line_of(stack, is_line)
         by_line[where] = by_line.get(where, 0) + size
     lines = sorted(((f, ln, fn, b) for (f, ln, fn), b in by_line.items()), key=lambda r: (-r[3], r[0], r[1]))
-    return {"start": start, "peak": peak, "end": a, "lines": lines[:top]}
+    return {"start": start, "peak": peak, "end": a, "own_peak": own_peak, "lines": lines[:top],
+            "whole": window.whole and tail.losses == window.losses}

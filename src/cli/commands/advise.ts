@@ -1,4 +1,4 @@
-// `gpumem advise FILE [OTHER] [--batches B1,B2] [--capacity SIZE] [--device N] [--json]`: issue 18's advice
+// `gpumem advise FILE [OTHER] [--batches B1,B2] [--capacity SIZE] [--device N] [--json]`: the advice
 // from the run's own numbers; OTHER (a second run at another batch size) adds the batch-size prediction.
 import fs from 'node:fs';
 import path from 'node:path';

@@ -1,4 +1,4 @@
-// `gpumem replay FILE [--policy P|all] [--capacity SIZE] [--device N] [--json]`: issue 18's what-if replay
+// `gpumem replay FILE [--policy P|all] [--capacity SIZE] [--device N] [--json]`: the what-if replay
 // of the allocation stream under each allocator policy, on the simulated device.
 import path from 'node:path';
 import { bytesOption, int, parseArgs, str, UsageError } from './args';

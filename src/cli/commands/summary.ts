@@ -1,4 +1,4 @@
-// `gpumem summary FILE [--json] [--top N]`: issue #4's summary of a capture or a PyTorch snapshot pickle.
+// `gpumem summary FILE [--json] [--top N]`: the summary of a capture or a PyTorch snapshot pickle.
 // `gpumem summary DIR… | FILE FILE… [--json]`: one row per rank (Note [Rank flags]).
 import fs from 'node:fs';
 import { parseArgs, UsageError } from './args';

@@ -62,10 +62,12 @@ export class AnnotationController implements vscode.Disposable {
   /**
    * @param framePathOf  the frame path of a document that is not a file: a notebook cell's latest execution
    *   (Note [Cell files] in native/python/gpumem/_kernel.py), so the annotations show on the cell's lines
+   * @param onShown  called when an editor shows at least one annotated line (Note [Walkthrough progress])
    */
   constructor(
     private readonly liveSources: () => AnnotationSource[],
     private readonly framePathOf: (doc: vscode.TextDocument) => string | undefined = () => undefined,
+    private readonly onShown: () => void = () => {},
   ) {
     for (const tier of TIERS) {
       this.tierTypes.set(
@@ -202,6 +204,7 @@ export class AnnotationController implements vscode.Disposable {
     for (const [key, type] of this.barTypes) editor.setDecorations(type, perBar.get(key)!);
     editor.setDecorations(this.spacerType, bars ? spacerRanges(doc) : []);
     editor.setDecorations(this.rulerType, ruler);
+    if (shown.length > 0 && (withText || bars)) this.onShown();
   }
 
   private paintSpacers(): void {

@@ -15,7 +15,7 @@ const LIVE_BODY = `<header class="toolbar">
   </div>
 </header>
 <div id="problems" class="problems" hidden></div>
-<div id="empty" class="empty">Run a Python file with <b>GPU Memory: Run Python File with Memory Tracking</b> to see its memory here.</div>
+<div id="empty" class="empty">Run your Python file with <b>GPU Memory: Run Python File with Memory Tracking</b> to see its memory here.</div>
 <main id="tracks"></main>`;
 
 export function liveHtmlTemplate(o: LiveHtmlOptions): string {

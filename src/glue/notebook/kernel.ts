@@ -50,7 +50,7 @@ export class GpuMemoryKernel implements vscode.Disposable {
     for (const type of NOTEBOOK_TYPES) {
       const c = vscode.notebooks.createNotebookController(KERNEL_ID, type, 'GPU Memory Lens (Python)');
       c.description = 'Python under GPU memory tracking';
-      c.detail = 'Each cell shows its peak allocated and what it added to allocated and reserved.';
+      c.detail = 'Each cell shows its peak allocated above what was live at its start, and what it added to allocated and reserved.';
       c.supportedLanguages = ['python'];
       c.supportsExecutionOrder = true;
       c.executeHandler = (cells, nb, ctl) => this.executeAll(cells, nb, ctl);
@@ -90,7 +90,7 @@ export class GpuMemoryKernel implements vscode.Disposable {
     const r = typeof cellUri === 'string' ? this.results.get(cellUri) : undefined;
     if (!r) return;
     const picks = r.figures.lines.map((l) => ({ label: lineLabel(l, r.files), description: `${formatBytes(l.bytes)}${l.function && l.function !== '<module>' ? ` in ${l.function}` : ''}`, l }));
-    const pick = await vscode.window.showQuickPick(picks, { title: 'Top lines at the cell’s peak' });
+    const pick = await vscode.window.showQuickPick(picks, { title: 'Top lines at the cell’s peak (its own allocations)' });
     if (!pick) return;
     const cell = r.files.cellOf(pick.l.file);
     if (cell) await revealCellLine(cell.cell, pick.l.line);

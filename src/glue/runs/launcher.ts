@@ -100,7 +100,7 @@ export class Launcher {
       );
       return undefined;
     }
-    const file = fileArg instanceof vscode.Uri ? fileArg : vscode.window.activeTextEditor?.document.uri;
+    const file = fileArg instanceof vscode.Uri ? fileArg : await activePythonFile();
     const template = vscode.workspace.getConfiguration('gpuMemoryLens').get<string>('launchCommand', '').trim();
     if (!template && (!file || file.scheme !== 'file' || !file.fsPath.endsWith('.py'))) {
       void vscode.window.showErrorMessage('GPU Memory Lens: open a Python file to run, or set gpuMemoryLens.launchCommand.');
@@ -139,6 +139,21 @@ export class Launcher {
     if (!target?.terminal) return;
     target.terminal.sendText('\u0003', false);
   }
+}
+
+/**
+ * The file Run means when given none: the active editor's; with no text editor active (the walkthrough, a panel
+ * or the terminal has the focus) the one Python file that is visible, as the user sees it. That editor becomes
+ * the active one, so the live panel opens beside it rather than over it (its lines get annotated).
+ */
+async function activePythonFile(): Promise<vscode.Uri | undefined> {
+  const active = vscode.window.activeTextEditor;
+  if (active) return active.document.uri;
+  const python = vscode.window.visibleTextEditors.filter((e) => e.document.languageId === 'python' && e.document.uri.scheme === 'file');
+  if (python.length !== 1) return undefined;
+  const [editor] = python;
+  await vscode.window.showTextDocument(editor.document, { viewColumn: editor.viewColumn, preserveFocus: false });
+  return editor.document.uri;
 }
 
 export async function pickRun(list: readonly TrackedRun[], title: string): Promise<TrackedRun | undefined> {

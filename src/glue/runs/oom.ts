@@ -1,6 +1,6 @@
 // The OOM notification: which line asked, for how much, and whether the memory existed but was split
 // up (fragmentation) or did not exist (shortage); actions to open a snapshot of that moment and go to
-// the line, and "Open Advice": the capture in the snapshot panel on its "What to do" tab (issue 18).
+// the line, and "Open Advice": the capture in the snapshot panel on its "What to do" tab.
 import * as vscode from 'vscode';
 import { userFrame } from '../../core/base/model/frames';
 import { oomMessage } from '../../core/views/live';

@@ -52,7 +52,7 @@ export function registerSnapshotFeatures(context: vscode.ExtensionContext, optio
       requestRangeFirst(target);
       await vscode.commands.executeCommand('vscode.openWith', target, SNAPSHOT_EDITOR);
     }),
-    // A session folder (or several: a multi-node job's folders) with one capture per rank, side by side (issue 16).
+    // A session folder (or several: a multi-node job's folders) with one capture per rank, side by side.
     vscode.commands.registerCommand('gpuMemoryLens.openRanks', async (uri?: unknown, selected?: unknown) => {
       const picked = Array.isArray(selected) && selected.every((u) => u instanceof vscode.Uri) ? (selected as vscode.Uri[]) : uri instanceof vscode.Uri ? [uri] : undefined;
       const folders =

@@ -1,5 +1,5 @@
 // The Testing view's "GPU Memory budgets": pytest tests with a gpu_memory marker, run under the tool, each passed
-// or failed with the plugin's message and a link that opens the capture (issue 30).
+// or failed with the plugin's message and a link that opens the capture.
 /**
  * Note [Testing view]:
  * - Discovery is a scan of the workspace's test files' text (findBudgetTests in src/core/views/testing), not
@@ -10,6 +10,8 @@
  *   trackedSession (the environment of Run Python File with Memory Tracking), so the plugin uses that run's capture
  *   and writes its rows there. The verdicts come from the rows (the "result" row is pytest's own outcome and
  *   failure text, Note [pytest budgets]), not from parsing pytest's output, which goes to the run's output as is.
+ * - Each test's figures (its own peak, what was live at its start, what it left) are one line of the run's output
+ *   under that test, passed tests included (verdictLine); a failed test's message gives them too.
  * - A failed test's message is Markdown trusted for two commands only: the frame link of each line at the peak
  *   (gpuMemoryLens.openFrame) and "Open capture" (gpuMemoryLens.openTestCapture → the snapshot panel). Its location
  *   is the test's `def` line.
@@ -26,7 +28,7 @@ import { spawn } from 'node:child_process';
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import * as vscode from 'vscode';
-import { findBudgetTests, isRunOf, OPEN_CAPTURE_COMMAND, parseRows, verdictMarkdown, verdicts, type TestVerdict } from '../../core/views/testing';
+import { findBudgetTests, isRunOf, OPEN_CAPTURE_COMMAND, parseRows, verdictLine, verdictMarkdown, verdicts, type TestVerdict } from '../../core/views/testing';
 import { OPEN_FRAME_COMMAND } from '../../core/views/annotations';
 import { resolvePython, trackedSession } from '../runs/launcher';
 
@@ -43,7 +45,11 @@ export class BudgetTests implements vscode.Disposable {
   private readonly entries = new WeakMap<vscode.TestItem, Entry>();
   private readonly disposables: vscode.Disposable[] = [];
 
-  constructor(private readonly extensionRoot: string) {
+  /** @param onVerdicts  called after a run whose tests got verdicts (Note [Walkthrough progress]) */
+  constructor(
+    private readonly extensionRoot: string,
+    private readonly onVerdicts: () => void = () => {},
+  ) {
     this.controller.resolveHandler = async (item) => {
       if (!item) await this.discoverAll();
     };
@@ -179,6 +185,7 @@ export class BudgetTests implements vscode.Disposable {
       .filter((f) => f.startsWith('pytest-') && f.endsWith('.jsonl'))
       .flatMap((f) => parseRows(fs.readFileSync(path.join(sessionFolder.dir, f), 'utf8')));
     const results = verdicts(rows);
+    if (results.length > 0) this.onVerdicts();
     for (const item of items) {
       const mine = results.filter((v) => isRunOf(v.nodeid, rel(item), this.entries.get(item)!.name));
       if (!mine.length) {
@@ -215,6 +222,10 @@ function inFolder(file: string, { cwd, real }: { cwd: string; real: string }): s
 }
 
 function report(run: vscode.TestRun, item: vscode.TestItem, mine: TestVerdict[], folder: { cwd: string; real: string }): void {
+  for (const v of mine) {
+    const line = verdictLine(v);
+    if (line) run.appendOutput(line + '\r\n', undefined, item);
+  }
   const failed = mine.filter((v) => v.outcome === 'failed' || v.outcome === 'crashed');
   if (!failed.length) {
     if (mine.every((v) => v.outcome === 'skipped')) run.skipped(item);

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""A fast-step training loop on the simulated device, recorded by the real lens allocator (issue 27, item 3):
+"""A fast-step training loop on the simulated device, recorded by the real lens allocator:
 
     gen_fast_steps.py LIB.so OUT.gpumem STEPS [BUDGET_BYTES]
 

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""A GPT-2-size training loop on the simulated device, recorded by the real lens allocator (issue 16):
+"""A GPT-2-size training loop on the simulated device, recorded by the real lens allocator:
 
     gen_stream.py LIB.so OUT.gpumem EVENTS [BUDGET_BYTES]
 

@@ -1,4 +1,4 @@
-// Benchmark (not a test), issue 16: the snapshot panel opens a budgeted capture of the 1-hour stream in ≤ 3 s.
+// Benchmark (not a test): the snapshot panel opens a budgeted capture of the 1-hour stream in ≤ 3 s.
 //
 //   node --import ./test/tools/ts-loader.mjs test/bench/budget/panel-open.mjs [--budgeted PATH] [--baseline PATH] [--runs 3]
 //

@@ -1,5 +1,5 @@
 // rebudget — writes a capture again through the lens writer with a budget, so a budgeted capture and an unbudgeted
-// one hold the same stream (same times, same ids) and their summaries can be compared figure by figure (issue 16):
+// one hold the same stream (same times, same ids) and their summaries can be compared figure by figure:
 //
 //     rebudget IN.gpumem OUT.gpumem BUDGET_BYTES
 //

@@ -1,4 +1,4 @@
-// Benchmark (not a test) for issue 16's capture budget, on the simulated device:
+// Benchmark (not a test) for the capture budget, on the simulated device:
 //   node --import ./test/tools/ts-loader.mjs test/bench/budget/run.mjs [--events 100000000] [--budget 268435456] [--dir DIR]
 //     [--keep 1] (keep the unbudgeted capture) [--reuse 1] (use DIR's unbudgeted capture if there) [--live 0] (skip the live run)
 // 1. gen_stream.py records a GPT-2-size loop (1,449 allocations a step, a slow leak, one late peak) without a

@@ -1,4 +1,4 @@
-// Benchmark (not a test): `gpumem summary DIR` over 64 ranks' captures (issue 16: ≤10 s on the CI machine).
+// Benchmark (not a test): `gpumem summary DIR` over 64 ranks' captures (≤10 s on the CI machine).
 //   node --import ./test/tools/ts-loader.mjs test/bench/ranks/run.mjs [--ranks 64] [--steps 200] [--dir DIR]
 // Makes the captures once (the lens allocator on the simulated device, test/unit/reference/sim_training.py,
 // RANK=i, rank 5 keeping 200 MiB more by its end), then times the rank table twice, against the baseline in the

@@ -1,4 +1,4 @@
-// Benchmark (not a test), issue 28: 8 ranks × 1 M events side by side, all read and drawn-ready, ÷ one rank of 1 M.
+// Benchmark (not a test): 8 ranks × 1 M events side by side, all read and drawn-ready, ÷ one rank of 1 M.
 //   node --import ./test/tools/ts-loader.mjs test/bench/ranks/side-by-side.mjs [--ranks 8] [--events 1000000] [--runs 3] [--dir DIR] [--full]
 // Makes the captures once (test/bench/budget/gen_stream.py, the real lens allocator on the simulated device, unbounded,
 // RANK=i; rank 2 records 20 % more events: the slowest), then times RankSet.open (the panel's ranks view: every rank

@@ -2,7 +2,7 @@
 // frame times while panning and zooming, for the ResNet-50 fixture and generated 1 M- and 10 M-event pickles.
 //
 //   npm run build:js && node --import ./test/tools/ts-loader.mjs test/bench/snapshot-panel/run.mjs [--big PATH] [--mid PATH] [--copies N] [--skip-big] [--skip-mid]
-//     [--repeat N]            the asynchronous first paint N times per input, medians reported (issue 28's ratios: 3)
+//     [--repeat N]            the asynchronous first paint N times per input, medians reported (3 for the README's ratios)
 //     [--first-paint-only]    only the asynchronous first paint and peak RSS (no sequential open, pan or zoom)
 //     [--inputs name=PATH,…]  these files (pickles or captures) instead of the three pickles; ratios to the first
 //
@@ -216,7 +216,7 @@ const r2 = (x) => Math.round(x * 100) / 100;
 const inputs = [['resnet50', FIXTURE]];
 if (!args.includes('--skip-mid') && !opt('--inputs')) inputs.push(['resnet50-x18', ensureScaled(mid, 18)]);
 if (!args.includes('--skip-big') && !opt('--inputs')) inputs.push([`resnet50-x${copies}`, ensureScaled(big, copies)]);
-// --inputs name=PATH,name=PATH: these files instead (captures too: issue 28's index, test/bench/capture-index/README.md);
+// --inputs name=PATH,name=PATH: these files instead (captures too: the capture index, test/bench/capture-index/README.md);
 // ratios are to the first.
 if (opt('--inputs')) inputs.splice(0, inputs.length, ...opt('--inputs').split(',').map((x) => x.split('=')));
 const repeat = Number(opt('--repeat', '1'));

@@ -48,6 +48,7 @@ export async function freePort() {
  * @param {number} [o.port]         default: a free port
  * @param {string} [o.runDir]       default: a new folder under .tools/tmp (removed by stop())
  * @param {Record<string,string>} [o.env] extra environment for the server and its extension host
+ * @param {string[]} [o.extensions] more VSIX files to install beside o.vsix (test-only extensions)
  */
 export async function startCodeServer(o) {
   if (!fs.existsSync(CODE_SERVER)) {
@@ -77,8 +78,10 @@ export async function startCodeServer(o) {
   const env = { ...process.env, HOME: dirs.home, TMPDIR: dirs.tmp, ...o.env };
   delete env.VSCODE_IPC_HOOK_CLI; // a terminal inside another VS Code would redirect --install-extension there
   const common = ['--user-data-dir', dirs.ud, '--extensions-dir', dirs.ext];
-  const inst = spawnSync(CODE_SERVER, [...common, '--install-extension', o.vsix], { env, encoding: 'utf8' });
-  if (inst.status !== 0) throw new Error(`code-server --install-extension ${o.vsix} failed:\n${inst.stdout}${inst.stderr}`);
+  for (const vsix of [o.vsix, ...(o.extensions ?? [])]) {
+    const inst = spawnSync(CODE_SERVER, [...common, '--install-extension', vsix], { env, encoding: 'utf8' });
+    if (inst.status !== 0) throw new Error(`code-server --install-extension ${vsix} failed:\n${inst.stdout}${inst.stderr}`);
+  }
 
   const port = o.port ?? (await freePort());
   const log = path.join(run, 'server.log');

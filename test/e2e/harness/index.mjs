@@ -26,6 +26,7 @@ export { Workbench } from './workbench.mjs';
  * @param {object} [o.workspaceSettings]  <workspace>/.vscode/settings.json entries (e.g. gpuMemoryLens.launchCommand)
  * @param {Record<string,string>} [o.files]  extra workspace files
  * @param {Record<string,string>} [o.env]  extra environment for code-server and the extension host
+ * @param {string[]} [o.extensions]  more VSIX files to install (test-only extensions: testExtensionVsix in ./vsix.mjs)
  * @param {(msg: string) => void} [o.log]
  */
 export async function startVsCode(o = {}) {

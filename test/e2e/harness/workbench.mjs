@@ -80,7 +80,7 @@ export class Workbench {
   }
 
   /**
-   * Runs a command by its palette title ("GPU Memory: Show Live Panel").
+   * Runs one command by its palette title ("GPU Memory: Show Live Panel").
    * Retries: the palette's list is computed when it opens, so an F1 pressed before the extension's
    * contributions are registered never shows the command, even later.
    */

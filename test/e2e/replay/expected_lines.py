@@ -78,11 +78,12 @@ def main():
             _, addr, *_ = R.BLOCK_EVENT.unpack_from(payload)
             size, _ = live[device].pop(addr, (0, None))
             allocated[device] -= size
-    segments = defaultdict(dict)  # device -> addr -> (size, expandable mapping?), at the end of the capture
-    for rtype, device, _flags, payload, _raw in records:
+    # device -> addr -> (size, page: 0 for a fixed segment, else the expandable mapping's page size), at the end
+    segments = defaultdict(dict)
+    for rtype, device, flags, payload, _raw in records:
         if rtype in (R.REC_SEGMENT_ALLOC, R.REC_SEGMENT_MAP):
             _, addr, size, *_ = R.SEGMENT_EVENT.unpack_from(payload)
-            segments[device][addr] = (size, rtype == R.REC_SEGMENT_MAP)
+            segments[device][addr] = (size, R.page_of(flags) if rtype == R.REC_SEGMENT_MAP else 0)
         elif rtype == R.REC_SEGMENT_FREE:
             segments[device].pop(R.SEGMENT_EVENT.unpack_from(payload)[1], None)
         elif rtype == R.REC_SEGMENT_UNMAP:
@@ -90,14 +91,14 @@ def main():
             # once) or part of one: cut [lo, hi) out of every mapping it overlaps.
             _, lo, size, *_ = R.SEGMENT_EVENT.unpack_from(payload)
             hi = lo + size
-            for a, (s, expandable) in list(segments[device].items()):
-                if not expandable or a + s <= lo or a >= hi:
+            for a, (s, page) in list(segments[device].items()):
+                if not page or a + s <= lo or a >= hi:
                     continue
                 del segments[device][a]
                 if a < lo:
-                    segments[device][a] = (lo - a, True)
+                    segments[device][a] = (lo - a, page)
                 if a + s > hi:
-                    segments[device][hi] = (a + s - hi, True)
+                    segments[device][hi] = (a + s - hi, page)
     out = {"devices": [], "ooms": ooms}
     for device in sorted(peak):
         moments = at_peaks[device]
@@ -112,9 +113,9 @@ def main():
         # their whole free pages
         kept = 0
         blocks = [(a, s) for a, (s, _) in live[device].items()]
-        for a, (size, expandable) in segs_of(segments[device]):
-            if expandable:
-                kept += size - sum(e - b for b, e in R.free_page_runs(a, size, blocks))
+        for a, (size, page) in segs_of(segments[device]):
+            if page:
+                kept += size - sum(e - b for b, e in R.free_page_runs(a, size, blocks, page))
             elif any(a <= b < a + size for b in live[device]):
                 kept += size
         out["devices"].append({

@@ -82,7 +82,13 @@ def t_ns_of(rtype: int, payload: bytes):
 
 
 # Expandable segments map and unmap memory in pages (PyTorch: 2 MiB for the large pool).
-PAGE = 2 << 20
+PAGE = 2 << 20  # an expandable segment's page in the small pool
+LARGE_PAGE = 20 << 20  # and in the large pool (the allocator maps and unmaps whole pages of its pool's size)
+
+
+def page_of(flags):
+    """The page size of an expandable segment with these record flags."""
+    return LARGE_PAGE if flags & POOL_LARGE else PAGE
 
 
 def free_page_runs(start, size, blocks, page=PAGE):

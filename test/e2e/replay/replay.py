@@ -10,7 +10,7 @@ empty_cache, snapshot, mark). Pure Python 3 standard library.
 
 Note [Empty cache on a replayed state]: the replay tracks the segments and allocated blocks of what it
 has streamed. empty_cache appends a REC_SEGMENT_FREE for every fixed segment holding no allocated block,
-a REC_SEGMENT_UNMAP for every run of whole free 2 MiB pages of an expandable segment's mapped ranges and a REC_EMPTY_CACHE (origin 1 = control channel) with reserved
+a REC_SEGMENT_UNMAP for every run of whole free pages (2 MiB in the small pool, 20 MiB in the large) of an expandable segment's mapped ranges and a REC_EMPTY_CACHE (origin 1 = control channel) with reserved
 before/after, like the allocator. Records streamed later stay consistent with that: an allocation in a
 released segment first re-reserves it (REC_SEGMENT_ALLOC), the fixture's own free of a released segment
 is dropped, and REC_STATS / REC_DEVICE_SAMPLE report reserved/used minus what was released. REC_STATE
@@ -70,6 +70,22 @@ def cut_range(table, lo, hi, only_maps=False):
         removed += min(end, hi) - max(a, lo)
     return removed
 
+
+
+def merged_mappings(segments):
+    """A snapshot's segments: fixed segments as they are; an expandable segment's mapped pieces that touch, joined
+    into one (the allocator maps each growth on its own, and a block may span two of them, as in PyTorch's snapshot
+    of an expandable segment: one segment, its blocks adding up to its size)."""
+    out, last = {}, None
+    for addr in sorted(segments):
+        seg = segments[addr]
+        prev = out.get(last) if last is not None else None
+        if (prev is not None and seg.get("kind") == "map" and prev.get("kind") == "map" and last + prev["size"] == addr
+                and all(prev[k] == seg[k] for k in ("stream", "pool0", "pool1", "flags"))):
+            out[last] = dict(prev, size=prev["size"] + seg["size"])
+            continue
+        out[addr], last = dict(seg), addr
+    return out
 
 class DeviceState:
     def __init__(self):
@@ -246,7 +262,7 @@ class Replay:
                     seg = st.segments[addr]
                     if seg["kind"] == "map":
                         # expandable: unmap every whole free page, keep the mapped pieces around live blocks
-                        runs = R.free_page_runs(addr, seg["size"], blocks)
+                        runs = R.free_page_runs(addr, seg["size"], blocks, R.page_of(seg["flags"]))
                         if not runs:
                             continue
                         del st.segments[addr]
@@ -289,8 +305,9 @@ class Replay:
             state_payloads = {}
             for device, st in sorted(self.devices.items()):
                 body = b""
-                for addr in sorted(st.segments):
-                    seg = st.segments[addr]
+                pieces = merged_mappings(st.segments)
+                for addr in sorted(pieces):
+                    seg = pieces[addr]
                     inside = sorted(a for a in st.blocks if addr <= a < addr + seg["size"])
                     blocks, cursor = [], addr
                     for a in inside:
@@ -312,7 +329,7 @@ class Replay:
                         "requested_size": sum(b[2] for b in blocks if b[4] == 1), "frames": self.frames_of(seg["stack"]),
                         "blocks": [{"address": b[0], "size": b[1], "requested_size": b[2], "state": states[b[4]], "frames": self.frames_of(b[3])} for b in blocks],
                     })
-                state_payloads[device] = STATE.pack(t, self.snapshots, 0, len([1 for _ in st.segments]), 0) + body
+                state_payloads[device] = STATE.pack(t, self.snapshots, 0, len(pieces), 0) + body
             for device, payload in state_payloads.items():
                 self.emit(R.REC_STATE, payload, device)
             name = self.intern_string(path)
@@ -395,7 +412,7 @@ class Replay:
 
     def run(self):
         header = dict(self.header, pid=self.pid, replay_of=self.header.get("pid"))
-        # Like the bootstrap, the replay honours an explicit allocator mode (issue 15): the replayed capture
+        # Like the bootstrap, the replay honours an explicit allocator mode: the replayed capture
         # then reads as PyTorch's allocator observed, with the reason the bootstrap would give.
         if os.environ.get("GPUMEM_ALLOCATOR") in ("lens", "pytorch"):
             header["allocator_mode"] = os.environ["GPUMEM_ALLOCATOR"]

@@ -1,5 +1,5 @@
 #!/usr/bin/env node
-// Diagnostic for categories_check.py (issue 26): for saved storages whose module the tool counts differently,
+// Diagnostic for categories_check.py: for saved storages whose module the tool counts differently,
 // what the capture says of each allocation: its life, its stack (innermost frames) and the tool's categories on
 // its user line at the moment. A probe, not a test.
 //

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Probe for issue 17 (memory categories): what each candidate source of categories costs per training
+"""Probe (memory categories): what each candidate source of categories costs per training
 step, and what it sees under torch.compile. Not a test: it prints measurements that the design note in
 native/python/README.md (Note [Category sources]) quotes. Needs a GPU, torch, torchvision, transformers.
 

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Probe for issue 25 (not a test): can the PyTorch-allocator mode take each allocation's Python stack
+"""Probe (not a test): can the PyTorch-allocator mode take each allocation's Python stack
 where PyTorch itself takes it for its history, i.e. in the context recorder that
 c10::cuda::CUDACachingAllocator::recordHistory installs, which malloc calls BEFORE it takes the allocator
 lock (so taking the GIL there cannot deadlock), on the allocating thread?

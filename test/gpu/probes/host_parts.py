@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Probe (issue 26, not a test): where the default mode's host time per step goes. ResNet-50 (or --model), one
+"""Probe (not a test): where the default mode's host time per step goes. ResNet-50 (or --model), one
 lockstep round (Note [Lockstep rounds] in ../bench_allocator.py) of native, PyTorch's history ring alone and the
 default mode with its parts turned off one by one; then the same with cProfile on, by Python function. Prints a
 compact table; the full JSON goes to $OUT/host_parts.json.

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Probe for issue 26 (not a test): does PyTorch's allocated-at-step-end wander in a training loop that keeps
+"""Probe (not a test): does PyTorch's allocated-at-step-end wander in a training loop that keeps
 nothing, so that the leak keeper's "grown at 3 step ends in a row" rule (Note [Leak keeper search]) fires with no
 leak, and do the requested bytes stay flat (Note [Keeper reads requested bytes])?
 

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Probe for issue 27 item 2: what the leak keeper's graph walk (Note [Keeper graph walk] in
+"""Probe: what the leak keeper's graph walk (Note [Keeper graph walk] in
 native/python/gpumem/_keeper.py) finds on real torch, on the leaky convnet of test/gpu/workloads/leak_history.py
 (backward(retain_graph=True), then history.append(loss)). Not a test: it prints one JSON line that says whether real
 torch shows what the Note assumes. Needs a GPU and torch; runs without `gpumem run` (plain PyTorch allocator).

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Probe for issue 26 (not a test): what a device sampler's NVML calls cost a training step, in ONE process natively
+"""Probe (not a test): what a device sampler's NVML calls cost a training step, in ONE process natively
 (Note [One NVML call a sample] in native/allocator/src/device_sampler.cc). Across processes on an H200 (fifteenth
 session, test/gpu/README.md) figures only issued ResNet-50 steps in +0.6 ms of host time over native with sampling
 every 200 ms and -0.2 ms without; the sampler then called nvmlDeviceGetHandleByPciBusId_v2 and
@@ -10,7 +10,7 @@ makes one kind of call at a fixed rate while the main thread times blocks of ste
   handle      nvmlDeviceGetHandleByPciBusId_v2 every period (what each sample did before)
   processes   nvmlDeviceGetComputeRunningProcesses_v3 every period (what each sample did before)
   shut        NVML shut down (nvmlShutdown; initialized again after the block): whether an initialized NVML that
-              makes no call costs the steps anything (sixteenth session: the recording processes' excess after
+              makes no call costs the steps anything (H200, 2026-11-28: the recording processes' excess after
               the stop did not move with one call a sample)
 The period is --period-ms (default 20: ten times the product's rate, so a cost per call shows ten times larger than in
 the product; divide the excess by the ratio to read it at 200 ms). ctypes drops the GIL during each call.

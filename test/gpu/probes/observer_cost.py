@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Probe for issue 25 (not a test): where the PyTorch-allocator mode's step time goes.
+"""Probe (not a test): where the PyTorch-allocator mode's step time goes.
 
     python3 test/gpu/probes/observer_cost.py [--rounds 3] [--out DIR] [--parts resnet18 overhead]
 

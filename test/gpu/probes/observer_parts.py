@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
-"""Probe for issues 25 and 26 (not a test): what each part of the recording costs a step, in ONE process, so the
+"""Probe (not a test): what each part of the recording costs a step, in ONE process, so the
 cuDNN algorithms cudnn.benchmark picked, the process's CPUs and the machine's minute stay the same across parts
 (between two processes of one configuration a ResNet-50 step's host time differs by ±1.5–3 ms on the lent hosts:
-the A/A rounds of test/gpu/README.md's eighth session).
+A/A rounds, H100, 2026-11-27).
 
     python3 -m gpumem run [--allocator pytorch|lens] -- python3 test/gpu/probes/observer_parts.py [--model resnet18|resnet50|gpt2]
 
@@ -12,8 +12,8 @@ Blocks of steps alternate between configurations of the running instrumentation 
   -tags         the optimizer's tag walk skipped (Note [Categories])
   -stacks       the context recorder off (PyTorch-allocator mode only). The tracker then still takes each
                 allocation's stack from the GIL-free cache (stacks::capture_if_gil_held), without module marks, and a
-                call site new since gets none: in a settled loop, the "gather in the tracker" design of the README's
-                eighth session, less its module marks
+                call site new since gets none: in a settled loop, a "gather in the tracker" design (stacks taken by the
+                tracker itself), less its module marks
   -python       modules, tags and (where they can be) stacks all off: the per-event cost alone
   -walk         -python, and no stack walked at all (the tracker's take_stack walks the GIL-free cache in -python):
                 what is left is the queue, its drain and the writer (PyTorch-allocator mode only)
@@ -26,8 +26,8 @@ Blocks of steps alternate between configurations of the running instrumentation 
   drain:N, flush:N  everything on, the observer thread draining every N ms, or the writer writing every N ms
 Prints per configuration the median step ms and the median host ms a step issues in (step() returning, before the
 synchronize: what the tool adds to the host shows there first), each with its ratio to `all`; RESULT line with the
-table, also written to $OUT/observer_parts_<mode>_<model>.json when OUT is set. The eighth session's in-process
-figures (host ms, ResNet-50, blocks of 10 × 8) came from a copy of this probe since folded in here.
+table, also written to $OUT/observer_parts_<mode>_<model>.json when OUT is set. Its in-process figures in
+test/gpu/README.md (host ms, ResNet-50, blocks of 10 × 8, H100, 2026-11-27) came from a copy since folded in here.
 """
 import argparse
 import faulthandler

@@ -1,4 +1,4 @@
-"""Probe (issue 27 item 1): what PyTorch raises when a CUDAPluggableAllocator's alloc function returns NULL or throws.
+"""Probe: what PyTorch raises when a CUDAPluggableAllocator's alloc function returns NULL or throws.
 Builds a 10-line allocator with gcc against the CUDA runtime, refuses requests over 1 GiB, prints the exception type."""
 import faulthandler
 faulthandler.dump_traceback_later(100, exit=True)

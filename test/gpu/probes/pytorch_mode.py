@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Probe for issue 15 (PyTorch-allocator mode): how PyTorch's own caching allocator can be observed as it
+"""Probe (PyTorch-allocator mode): how PyTorch's own caching allocator can be observed as it
 runs, and what each way costs. Not a test: it prints the facts the design note quotes (Note [Observing
 PyTorch's allocator] in native/python/README.md). Needs a GPU and torch; transformers/torchvision for steps.
 

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
-"""Probe for issue 26 (not a test): what still costs a step after the recorded steps (Note [Recorded steps] in
-native/python/gpumem/_observe.py), in ONE process. Across processes (test/gpu/README.md, the tenth session) a
+"""Probe (not a test): what still costs a step after the recorded steps (Note [Recorded steps] in
+native/python/gpumem/_observe.py), in ONE process. Across processes (H100, 2026-11-27) a
 ResNet-50 step after the stop still issued ~1.2 ms slower than under figures only, and a trace tracker that does
 nothing (native-tracker) cost nothing; this finds which part is left.
 
@@ -19,7 +19,7 @@ Prints per state the median host ms a step issues in and its paired ratio to `le
 state's block against left's block of the same cycle), then µs a call of the parts on this torch (a mark, the keeper's
 read, PyTorch's nested stats dict, memory_allocated()) and whether the tracker extension's figures() equal the dict's
 (Note [Figures without the dict] in native/python/gpumem/_observe.py); RESULT line, also
-$OUT/recorded_steps_parts_<model>.json. The fourteenth session's figures in test/gpu/README.md came from a copy of
+$OUT/recorded_steps_parts_<model>.json. The figures of 2026-11-28 (H100) in test/gpu/README.md came from a copy of
 this probe (post_stop_parts.py at 5ea00de) since folded in here.
 """
 import argparse

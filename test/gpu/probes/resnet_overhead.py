@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Probe for issue 15's last part: where the lens allocator's step-time overhead on ResNet-50 (bf16, batch 64)
+"""Probe: where the lens allocator's step-time overhead on ResNet-50 (bf16, batch 64)
 goes, while settling (steps 5–20) and after (steps 30+). Not a test: it prints per-step-window ratios and what the
 profiler sees, for Note [ResNet-50 overhead] in native/allocator/README.md.
 

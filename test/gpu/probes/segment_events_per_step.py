@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Probe (not a test): the lens allocator's driver work step by step, from a capture (runs anywhere, no GPU).
 
-Issue 26's step benchmark saw GPT-2 small under `gpumem run --allocator lens` move 2.95 pages a step in its timed
+The step benchmark saw GPT-2 small under `gpumem run --allocator lens` move 2.95 pages a step in its timed
 steps (295 in 100 steps, every round: "page_moves_per_step"), where a settled step should move none (Note [Futile
 trims] in native/allocator/src/device_allocator.h); replaying the 10-step categories capture settles after its
 second step. This prints, for each step (between MARK_STEP "optimizer.step" markers), the segment maps and unmaps

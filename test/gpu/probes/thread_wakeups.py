@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
-"""Probe for issue 26 (not a test): per thread of the process, how often it wakes up and how much CPU it takes a
+"""Probe (not a test): per thread of the process, how often it wakes up and how much CPU it takes a
 training step, read from /proc/self/task/<tid>/{status,stat,schedstat} over STEPS steps, phase after phase in ONE
 process. Counters, not timings: the step benchmark showed a process under `gpumem run --record-steps 10` making 6.1
-voluntary context switches a ResNet-50 step after the stop against native's 3.1 (test/gpu/README.md's run E), and
+voluntary context switches a ResNet-50 step after the stop against native's 3.1 (H100, 2026-11-28), and
 the autograd thread, which never waits for the GPU, takes CPU time that is its work alone.
 
     python3 test/gpu/probes/thread_wakeups.py [--model resnet50] [--steps 100] [--phases bare,bare,tracker,tracker]
@@ -15,8 +15,8 @@ Phases (STEPS steps each, in the order given, after a 20-step warm-up):
   trim     malloc_trim(0) before the phase: whether the C heap's state after the recording is what costs
 Prints per phase the median host ms a step issues in and one line per thread name (threads of one name summed; the
 main thread is "main"): voluntary and involuntary switches, minor faults and CPU ms (schedstat, ns exact), each a
-step; RESULT line, also $OUT/thread_wakeups_<native|gpumem>_<model>.json when OUT is set. The fourteenth session's
-figures came from this probe and a copy of its phases (tracker_threads.py at 5ea00de) since folded in here.
+step; RESULT line, also $OUT/thread_wakeups_<native|gpumem>_<model>.json when OUT is set. The figures of 2026-11-28
+(H100) in test/gpu/README.md came from this probe and a copy of its phases (tracker_threads.py at 5ea00de) since folded in here.
 """
 import argparse
 import ctypes

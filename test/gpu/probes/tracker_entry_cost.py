@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Probe for issue 26 (not a test): what PyTorch's allocator costs per alloc/free once a trace tracker is attached
+"""Probe (not a test): what PyTorch's allocator costs per alloc/free once a trace tracker is attached
 and returns at once, in ONE process, before and after; the state a run is left in after the recorded steps (Note
 [Recorded steps] in native/python/gpumem/_observe.py: PyTorch has no way to detach a tracker).
 
@@ -13,8 +13,8 @@ Phases, each BLOCKS blocks of PAIRS `torch.empty(1024, device="cuda")` + `del` (
 No detach, so no `bare` again after `tracker`: the spread of each phase's blocks is the drift check.
 Prints per phase the median ns a pair and the ratio to `bare`; a RESULT line, also $OUT/tracker_entry_cost.json.
 A ResNet-50 b64 step makes ~765 pairs (about 2,300 trace entries), so (tracker − bare) × 765 is what the attached
-tracker costs a step; the host time the recorded-steps runs keep after the stop is +1–3 ms (test/gpu/README.md,
-eleventh session): if this is a tenth of it, the tracker is not the cause.
+tracker costs a step; the host time the recorded-steps runs keep after the stop is +1–3 ms (H100, 2026-11-28):
+if this is a tenth of it, the tracker is not the cause.
 """
 import argparse
 import faulthandler

@@ -1,4 +1,4 @@
-"""GPT-2 small (AdamW, bf16 autocast) at a fixed sequence length, the workload whose advice issue 18's GPU check
+"""GPT-2 small (AdamW, bf16 autocast) at a fixed sequence length, the workload whose advice the GPU check of `gpumem advise`
 applies (test/gpu/advice_check.py). An ordinary training script: it knows nothing of GPU Memory Lens and prints
 its peaks the way training loops log them.
 

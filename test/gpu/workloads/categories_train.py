@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Issue 17's category workload: GPT-2 small (AdamW, bf16 autocast; built from GPT2Config, no network) or
+"""The category workload: GPT-2 small (AdamW, bf16 autocast; built from GPT2Config, no network) or
 ResNet-50 (torchvision, SGD with momentum, bf16 autocast), N steps, run under `gpumem run` by
 test/gpu/categories_check.py. The loop is the plain one (zero_grad(set_to_none=True), forward, backward, step)
 with no gpumem code: the tool must find steps and categories by itself.

@@ -1,4 +1,4 @@
-"""Issue 16's 2-GPU run: DDP on NCCL under torchrun, one rank per GPU (LOCAL_RANK → cuda:LOCAL_RANK).
+"""The 2-GPU run: DDP on NCCL under torchrun, one rank per GPU (LOCAL_RANK → cuda:LOCAL_RANK).
 
     torchrun --nproc-per-node 2 ddp_two_gpus.py OUT_DIR [STEPS]
 

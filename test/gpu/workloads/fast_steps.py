@@ -1,4 +1,4 @@
-"""Issue 27 item 3 on the GPU: a fast-step training loop (a few ms a step) that runs for SECONDS and knows nothing
+"""On the GPU: a fast-step training loop (a few ms a step) that runs for SECONDS and knows nothing
 of GPU Memory Lens. Many steps, each with module forwards, phases and new gradients: the records that outgrew any
 capture budget before Note [Budget as a cap]. Deterministic in its allocations, so every run has the same peak and
 the same lines at it, however many steps it gets through.

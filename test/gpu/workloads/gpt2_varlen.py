@@ -2,7 +2,7 @@
 fragmentation workload of bench_allocator.py's frag stage), as an ordinary script: it knows nothing of
 GPU Memory Lens and prints the peaks the way training loops log them. Run natively, with
 PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True, and under `gpumem run`; the capture of the last is what
-`gpumem replay` replays to predict the first two (issue 18).
+`gpumem replay` replays to predict the first two.
 
     python3 test/gpu/workloads/gpt2_varlen.py [--steps 40] [--batch-tokens 8192]
 """

@@ -1,4 +1,4 @@
-"""Issue 29 workload: memory labels (torch.cuda.memory._set_memory_metadata) around allocations of known sizes, run
+"""Workload: memory labels (torch.cuda.memory._set_memory_metadata) around allocations of known sizes, run
 natively (PyTorch's own labels: the reference), under `gpumem run --allocator lens` and `--allocator pytorch`.
 
   "stage=train"  12 MiB and 14 MiB (the same label set twice in between)

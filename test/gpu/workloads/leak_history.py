@@ -1,7 +1,7 @@
-"""Issue 17's leak workload: a training loop that keeps its losses with their graphs (history.append(loss)).
+"""The leak workload: a training loop that keeps its losses with their graphs (history.append(loss)).
 Prints RESULT {...}: allocated memory at every step end (torch.cuda.memory_allocated(), the lens's own figure
 under `gpumem run`) and the forward line's number, so the check can compare the tool's finding with it.
---model convnet (issues 25, 27): a convnet whose backward(retain_graph=True) keeps every step's saved activations
+--model convnet: a convnet whose backward(retain_graph=True) keeps every step's saved activations
 alive through history, the "leaky convnet" the PyTorch-allocator mode is compared with the lens on.
 
     python3 leak_history.py [--steps N] [--model mlp|convnet]

@@ -1,4 +1,4 @@
-"""Issue 29: a small Lightning training with DeviceStatsMonitor (it logs torch.cuda.memory_stats() at every batch)
+"""A small Lightning training with DeviceStatsMonitor (it logs torch.cuda.memory_stats() at every batch)
 and a CSV logger, knowing nothing of GPU Memory Lens. Writes the logged metrics to OUT_CSV's folder and prints
 RESULT {...}: the memory-stat keys it logged and torch.cuda.max_memory_allocated().
 

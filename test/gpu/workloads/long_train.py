@@ -1,4 +1,4 @@
-"""A long real training loop for issue 16's capture budget (test/gpu/long_run_check.py).
+"""A long real training loop for the default capture budget (test/gpu/long_run_check.py).
 
     long_train.py SECONDS
 

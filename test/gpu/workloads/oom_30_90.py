@@ -1,4 +1,4 @@
-"""Issue 27's OOM script (test/gpu/oom_sample_check.py): holds 30 % of the GPU, asks for 90 % (caught), then keeps
+"""The OOM script (test/gpu/oom_sample_check.py): holds 30 % of the GPU, asks for 90 % (caught), then keeps
 working for a few seconds (its peak comes right after the OOM). At the end it prints one line
 `END {"nvml_used": …, "mem_get_info_used": …, "reserved": …}`: the device's used bytes as NVML says (what the
 allocator's sampler reads, Note [Settled samples] in native/allocator/src/device_sampler.cc) and as

@@ -1,4 +1,4 @@
-"""A small training loop for issue 13's summaries check (test/gpu/summaries_check.py).
+"""A small training loop for the summaries check (test/gpu/summaries_check.py).
 
     summaries_train.py oom      trains 6 steps; after the 4th (in iteration 5) it asks for twice the GPU and survives the OOM; exit 0
     summaries_train.py forever  prints READY after 3 steps, then trains until killed

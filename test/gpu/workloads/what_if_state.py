@@ -1,4 +1,4 @@
-"""Reaches a fragmented state on whatever allocator runs it (issue 13's GPU check, test/gpu/what_if_check.py),
+"""Reaches a fragmented state on whatever allocator runs it (the what-if GPU check, test/gpu/what_if_check.py),
 prints READY, then obeys lines on stdin:
     alloc N   allocate N bytes on the current stream; print {"ok", device free and reserved before/after}
     exit

@@ -193,7 +193,7 @@ TEST(oom_in_expandable_mode_reports_the_pages_it_needed) {
   CHECK(has(msg, "Cause: a shortage."));
 }
 
-// Issue 27: after a failed growth the device holds exactly what the allocator reserves. The 30 % / 90 %
+// After a failed growth the device holds exactly what the allocator reserves. The 30 % / 90 %
 // script in both segment kinds: the expandable growth maps ~70 % of the device page by page before the
 // driver refuses, and must give every one of those pages back (with a synchronize first) before it throws;
 // the ladder's retry maps and unmaps them again. Note [Settled samples] in device_sampler.cc.

@@ -154,7 +154,7 @@ TEST(restore_refuses_a_state_of_the_other_segment_kind_and_overlaps) {
   CHECK(threw);
 }
 
-// Issue 13: "split remainders … not releasable" is wrong for expandable segments: whole free pages go
+// "split remainders … not releasable" is wrong for expandable segments: whole free pages go
 // back even while the segment holds tensors. The same layout in a fixed segment releases nothing.
 TEST(empty_cache_releases_whole_free_pages_of_an_expandable_segment_that_holds_tensors) {
   // [0,5) tensor, [5,65) free, [65,70) tensor, [70,80) free: pages [20,40) and [40,60) are whole and free.
@@ -190,7 +190,7 @@ TEST(pending_frees_are_not_reused_but_empty_cache_waits_for_them) {
   CHECK_EQ(r.reserved_after, uint64_t(50 * MiB));
 }
 
-// Issue 13's verdict "a 2.50 GiB request would fail from fragmentation" was worded for fixed segments;
+// The verdict "a 2.50 GiB request would fail from fragmentation" was worded for fixed segments;
 // the lens policy at its reserved peak moves free pages to serve it (Note [Page moves]).
 TEST(largest_request_without_growth_differs_by_policy) {
   // [0,20) tensor, [20,40) free, [40,60) tensor, [60,100) free: 100 MiB mapped (five 20 MiB pages).

@@ -1,4 +1,4 @@
-"""Shared helpers for the recorder tests: load the allocator .so (sim backend) and run a scenario in a
+"""Shared helpers for the recorder tests: load the allocator .so (sim backend) and run one scenario in a
 fresh process (the allocator is configured once per process, like a real workload)."""
 import ctypes
 import json

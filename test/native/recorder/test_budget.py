@@ -1,4 +1,4 @@
-"""Budgeted captures (issue 16, FORMAT.md §5, Note [Capture budget]): a GPT-2-size loop on the simulated device
+"""Budgeted captures (FORMAT.md §5, Note [Capture budget]): a GPT-2-size loop on the simulated device
 (test/bench/budget/gen_stream.py, 1 M events) recorded without a budget, written again through the writer with an
 8 MiB budget (test/bench/budget/rebudget.cc: the same stream, times and ids), and recorded live with the budget.
 

@@ -1,4 +1,4 @@
-"""Device samples against the allocator's reserved bytes around an OOM (issue 27, Note [Settled samples] in
+"""Device samples against the allocator's reserved bytes around an OOM (Note [Settled samples] in
 native/allocator/src/device_sampler.cc): the 30 % / 90 % script on the simulated device, whose page maps are
 made slow (sim_map_delay_us, Note [Slow page maps]) so that the failed growth takes as long as a large one on a
 real card. The simulated device holds nothing beyond what the allocator reserves, so every sample's used bytes

@@ -151,7 +151,7 @@ class WriterTest(unittest.TestCase):
         self.assertEqual(h["world_size"], int(os.environ.get("WORLD_SIZE", "1")))
         self.assertGreater(h["wall_anchor_ns"], t0)
         self.assertLess(h["wall_anchor_ns"], time.time_ns())
-        # One spelling of the clock anchors (issue 14): the first draft's grouped "clock" copy is gone.
+        # One spelling of the clock anchors: the first draft's grouped "clock" copy is gone.
         self.assertEqual([k for k in h if "anchor" in k or k == "clock"], ["mono_anchor_ns", "wall_anchor_ns"])
         # Events are CLOCK_MONOTONIC: the device record's time maps to a wall time inside this run.
         wall = h["wall_anchor_ns"] + (F.DeviceRec.prefix("t_ns").unpack_from(c.of("device")[0][3])[0] - h["mono_anchor_ns"])

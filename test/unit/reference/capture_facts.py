@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""The facts issue 13's summaries state about a capture, read straight from the bytes with the recorder
+"""The facts `gpumem summary` states about a capture, read straight from the bytes with the recorder
 tests' spec-only reader (test/native/recorder/capture.py), for the reader's tests to compare against:
 
     capture_facts.py FILE.capture   → JSON: identity, devices, time origin, step markers, OOMs, integrity

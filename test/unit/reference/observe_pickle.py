@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""The PyTorch-allocator mode's conversion, driven on a real snapshot pickle (issue 15), and the same
+"""The PyTorch-allocator mode's conversion, driven on a real snapshot pickle, and the same
 pickle's own answer computed independently, for test/unit/observer.test.mjs.
 
     observe_pickle.py convert LIB PICKLE CAPTURE   feed device_traces through gpumem_observe_event (the

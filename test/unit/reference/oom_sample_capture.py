@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Writes the capture of issue 27's OOM script as the lens allocator recorded it on an H100, bytes exact: 30 % of
+"""Writes the capture of the OOM script as the lens allocator recorded it on an H100, bytes exact: 30 % of
 the card held, 90 % asked (caught), then a little more work whose peak comes right after the OOM. A device
 sample was read while the failed growth had ~55 GiB mapped (before the fix of Note [Settled samples] no lock kept
 the sampler out of a growth), and the moment after the OOM had no sample of its own.

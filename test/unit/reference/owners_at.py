@@ -6,7 +6,7 @@ Usage: owners_at.py SNAPSHOT.pickle '[t_us, ...]'   (times ascending; device 0)
 The owner of an allocation is its innermost user frame (Note [User frames]: the one rule, through its Python
 implementation gpumem._where.is_user_file, which passes native/format/user_frames_cases.json like the
 reader's), "<no user frame>:0" without one.
-The start is issue #4's: blocks allocated at the end, less the trace's allocations, plus its frees; at
+The start is the summary's (snapshot_summary.py): blocks allocated at the end, less the trace's allocations, plus its frees; at
 time t every event with time_us <= t has happened. Prints JSON: [{allocated, owners: {"file:line":
 {bytes, count}}}, ...] — what the timeline's owner groups must show (Note [Owner bands]).
 """

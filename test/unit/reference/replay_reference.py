@@ -131,7 +131,7 @@ def main():
                     n += 1
         print(json.dumps({"spans": n}))
     elif cmd == "first_times":
-        # The time origin of issue 13: the first trace entry of each device that has one.
+        # The summary's time origin: the first trace entry of each device that has one.
         print(json.dumps([t[0]["time_us"] for t in snap.get("device_traces", []) if t]))
     elif cmd == "ooms":
         start, ser = series(snap)

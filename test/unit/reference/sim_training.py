@@ -78,7 +78,7 @@ def main():
     # --keeper (with --leak): the notice the bootstrap's leak keeper writes (Note [Leak keeper search]) at step 5's
     # end, naming history.append as the keeping line, made by the bootstrap's own functions
     ap.add_argument("--keeper", action="store_true")
-    # --retain: backward(retain_graph=True) then history.append(loss) (issue 27): the backward frees neither the
+    # --retain: backward(retain_graph=True) then history.append(loss): the backward frees neither the
     # activations nor the loss, history keeps each step's loss and, through its graph, its activations; with
     # --keeper, the notice lists every storage held, as the bootstrap's graph walk does (Note [Keeper graph walk])
     ap.add_argument("--retain", action="store_true")

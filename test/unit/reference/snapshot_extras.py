@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""`gpumem summary --json`'s `snapshot` section (issue 29), computed from a PyTorch snapshot pickle with Python's own
+"""`gpumem summary --json`'s `snapshot` section, computed from a PyTorch snapshot pickle with Python's own
 pickle, independently of the native reader (test/unit/snapshot-extras.test.mjs compares the two).
 
     python3 snapshot_extras.py SNAPSHOT.pickle   → JSON on stdout

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Reference implementation of issue #4's snapshot summary, in plain Python, for the reader's tests.
+"""Reference implementation of the snapshot summary, in plain Python, for the reader's tests.
 
     python3 snapshot_summary.py FILE.pickle [--non-user-dir DIR]   → the `gpumem summary FILE --json` document
 

@@ -1,4 +1,4 @@
-// Note [Narrow panels]: every tab of both panels must read at 420 px (issue 27: with the editor beside it a
+// Note [Narrow panels]: every tab of both panels must read at 420 px (with the editor beside it a
 // panel is about 500 px wide). "Reads" is checked two ways, both from the page itself:
 //   - the document does not scroll sideways: documentElement.scrollWidth ≤ clientWidth (clientWidth leaves out a
 //     vertical scrollbar, so this is the width the user actually sees);

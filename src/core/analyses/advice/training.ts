@@ -1,4 +1,4 @@
-// The training advice of `gpumem advise` (issue 18): checkpointing, batch size, zero_grad(set_to_none=True)
+// The training advice of `gpumem advise`: checkpointing, batch size, zero_grad(set_to_none=True)
 // and leaks, from the capture's categories, steps and stacks (the allocator-policy items are in ./index.ts).
 import { CATEGORY_LABELS } from '../../base/protocol/categories';
 import { formatBytes } from '../../base/units/bytes';

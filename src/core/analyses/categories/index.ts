@@ -30,11 +30,14 @@ export function categoryView(model: Model, device: number, steps: Steps): Catego
   return { report: model.categories(device, stepEndsUs, true), stepEndsUs };
 }
 
-/** The category holding most of `bytes` (ties: the earlier in CATEGORIES), or undefined for none. */
+/** The category holding most of `bytes` (ties: the earlier in CATEGORIES), or undefined for none. Block overhead is
+ * what a line's blocks hold beyond its tensors (a 4 B loss in a 512 B block): it names the line only when the line
+ * holds no tensor bytes at all. */
 export function dominantCategory(bytes: Partial<CategoryBytes> | undefined): Category | undefined {
   let best: Category | undefined;
-  for (const c of CATEGORIES) if ((bytes?.[c] ?? 0) > (best ? (bytes?.[best] ?? 0) : 0)) best = c;
-  return best;
+  for (const c of CATEGORIES)
+    if (c !== 'block_overhead' && (bytes?.[c] ?? 0) > (best ? (bytes?.[best] ?? 0) : 0)) best = c;
+  return best ?? ((bytes?.block_overhead ?? 0) > 0 ? 'block_overhead' : undefined);
 }
 
 export function beyondAllocated(m: CategoryMoment, f?: Fragmentation): BeyondAllocated {

@@ -1,4 +1,4 @@
-// Private pools, pinned host memory and blocks of unknown history, read from a moment's segments (issue 29).
+// Private pools, pinned host memory and blocks of unknown history, read from a moment's segments.
 //
 // Note [Private pools]: PyTorch tags each segment with the pool that owns it (segment_pool_id): (0, 0) is the
 // default large/small pools; a private pool is a MemPool or a graph_pool_handle() (id (0, n): the user made it) or

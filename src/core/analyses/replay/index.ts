@@ -1,4 +1,4 @@
-// What-if replay of allocator policies (issue 18): the device's allocation stream replayed on the simulated
+// What-if replay of allocator policies: the device's allocation stream replayed on the simulated
 // device under each policy (native/allocator's sim backend, through the reader's `replay`), shared by
 // `gpumem replay` and the snapshot panel's table. Note [What-if] in src/core/base/model/whatIf.ts.
 import type { Model } from '../../base/model/types';

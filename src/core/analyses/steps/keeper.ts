@@ -1,4 +1,4 @@
-// The leak keeper (issue 17): the line that keeps a leak's memory alive, as the workload found it.
+// The leak keeper: the line that keeps a leak's memory alive, as the workload found it.
 //
 // The bootstrap writes it as one notice (Note [Leak keeper search] in native/python/gpumem/_keeper.py): a sentence,
 // then a line `gpumem-keeper {json}`. The model splits that line off (splitKeeperNotice in
@@ -15,6 +15,8 @@ export interface Keeper {
   device: number;
   /** the bootstrap's count of step ends when it confirmed */
   step: number;
+  /** 'end': read again at the process's exit, its figures are the end's (Note [Keeper at the end] in _keeper.py) */
+  at: 'step' | 'end';
   /** the keeping line: history.append(…) (how 'stores'), else the assignment of the name (how 'assigns'); 0 when unknown */
   file: string;
   line: number;
@@ -60,6 +62,7 @@ export function keeperOf(m: Marker): Keeper | undefined {
     timeUs: m.timeUs,
     device: num(j.device, m.device),
     step: num(j.step),
+    at: j.at === 'end' ? 'end' : 'step',
     file: str(j.file),
     line: num(j.line),
     how: how === 'stores' || how === 'assigns' ? how : '',

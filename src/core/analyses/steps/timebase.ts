@@ -32,7 +32,7 @@ export function timeBaseOf(model: Model, originUs?: number): TimeBase {
   const info = model.fileInfo();
   const markers: Marker[] = [];
   // a loop, not push(...): a 2-minute run of 5 ms steps has ~700 k markers, past V8's argument limit
-  // ("Maximum call stack size exceeded" in gpumem summary on an H100, issue 27)
+  // ("Maximum call stack size exceeded" in gpumem summary on an H100)
   for (const d of info.recordDevices) for (const m of model.markersShared?.(d) ?? model.markers(d)) markers.push(m);
   return makeTimeBase(originUs ?? info.originUs ?? 0, markers);
 }

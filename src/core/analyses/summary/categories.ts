@@ -1,7 +1,7 @@
 // The categories part of `gpumem summary`: what the memory at the peak is (Note [Categories]), and what the
 // device holds beyond it, in text and in --json.
 import { beyondAllocated, MODULES_ARE_CLASSES, MODULES_ARE_PATHS, type CategoryView } from '../categories';
-import { CATEGORIES, CATEGORY_LABELS, type BeyondAllocated } from '../../base/protocol/categories';
+import { CATEGORY_LABELS, shownCategories, type BeyondAllocated } from '../../base/protocol/categories';
 import { formatBytes } from '../../base/units/bytes';
 import type { CategoryBytes, Model } from '../../base/model/types';
 
@@ -55,7 +55,7 @@ export function categoriesText(all: readonly CategoriesJson[], topModules = 5): 
     out.push(`What the memory is at the peak on device ${c.device} (${formatBytes(p.allocated_bytes)} allocated):`);
     const row = (label: string, bytes: number, note = '') =>
       out.push(`  ${label.padEnd(28)} ${formatBytes(bytes).padStart(10)}${p.allocated_bytes ? `  ${pct(bytes, p.allocated_bytes).padStart(4)}` : ''}${note}`);
-    for (const k of CATEGORIES) {
+    for (const k of shownCategories([p.bytes])) {
       row(CATEGORY_LABELS[k], p.bytes[k]);
       if (k === 'activation' && p.kept_activation_bytes) {
         row('  kept by a container', p.kept_activation_bytes, '  saved by graphs a Python container keeps past their backward (see Leak)');

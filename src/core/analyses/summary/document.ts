@@ -1,4 +1,4 @@
-// `gpumem summary FILE --json`'s document: issue #4's summary of a model plus who, when and how complete (issue 13).
+// `gpumem summary FILE --json`'s document: the summary of a model plus who, when and how complete.
 // ./index.ts (summarizeFile) adds what-if, categories and steps and renders it with ./report.ts.
 import type { DeviceSummary, Model, SnapshotSummary } from '../../base/model/types';
 import { identityOf, type Identity } from './identity';
@@ -6,7 +6,7 @@ import { integrityOf, type Integrity } from './integrity';
 import { oomRows, type OomRow } from './ooms';
 import { jsonSeconds, timeBaseOf, type StepSource, type TimeBase } from '../steps/timebase';
 
-/** A device of `gpumem summary --json`: issue #4's figures, its name, and the peak's time in seconds/steps. */
+/** A device of `gpumem summary --json`: the figures, its name, and the peak's time in seconds/steps. */
 export interface SummaryDevice extends DeviceSummary {
   name?: string;
   total_bytes?: number;
@@ -26,7 +26,7 @@ export interface UserMetadataSummary {
   bytes_at_peak: number;
 }
 
-/** `gpumem summary FILE --json`: issue #4's document with identity, time, integrity and OOMs added. */
+/** `gpumem summary FILE --json`: the document with identity, time, integrity and OOMs added. */
 export interface SummaryDocument extends SnapshotSummary {
   devices: SummaryDevice[];
   identity: Identity;

@@ -59,7 +59,7 @@ export function processLine(id: Identity): string | undefined {
 
 /**
  * "allocator: pytorch (observed)" or "allocator: lens"; with `why`, the reason after an em dash. Undefined when
- * the file does not say (pickles, captures from before issue 15).
+ * the file does not say (pickles, captures from before the PyTorch-allocator mode).
  */
 export function allocatorLine(id: Identity, why = false): string | undefined {
   if (!id.allocator) return undefined;

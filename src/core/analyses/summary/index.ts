@@ -1,5 +1,5 @@
-// Summary glue shared by the CLI and the extension: open a file, compute issue #4's summary plus who, when
-// and how complete (issue 13), render it.
+// Summary glue shared by the CLI and the extension: open a file, compute the summary plus who, when
+// and how complete, render it.
 import path from 'node:path';
 import { openModel } from '../../base/model/open';
 import type { AllocatorState } from '../../base/model/types';

@@ -1,4 +1,4 @@
-// Note [Not recorded]: a recording setting that leaves something out (issue 26: "a setting turns that part off, and
+// Note [Not recorded]: a recording setting that leaves something out ("a setting turns that part off, and
 // the panels say what is missing") is said wherever the file's figures are shown — the snapshot panel under the
 // device line, the live panel, `gpumem summary` (text and --json) — so an empty lines table never reads as "no
 // allocation had a line". The capture header says which settings were in force (`stacks` from the recorder,

@@ -1,6 +1,6 @@
 // The readable `gpumem summary FILE` report, in the spirit of torch.cuda.memory_summary(): a boxed table
 // per device, then the lines holding the most memory at the peak.
-// Note [Report figures]: the table shows exactly the `--json` figures (issue #4's definitions), plus the
+// Note [Report figures]: the table shows exactly the `--json` figures (the definitions), plus the
 // fragmentation split of reserved − allocated, so the text and the JSON never disagree. Times are seconds
 // since the time origin (Note [Time origin]); raw time_us values appear only in `--json`.
 import { formatBytes } from '../../base/units/bytes';

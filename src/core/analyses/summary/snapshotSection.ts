@@ -1,4 +1,4 @@
-// `gpumem summary`'s `snapshot` section (issue 29): what a PyTorch snapshot carries beyond issue 4's figures —
+// `gpumem summary`'s `snapshot` section: what a PyTorch snapshot carries beyond the figures —
 // private pools, pinned host memory, the allocator settings the run used, user metadata, compile contexts,
 // annotations, blocks whose history is unknown, and the keys this reader does not know, shown raw.
 // Note [Snapshot section]: every figure comes from the model (the segments at the snapshot's moment, the reader's

@@ -1,6 +1,6 @@
 // The steps part of `gpumem summary`: per-step figures and leak findings, in text and in --json.
 import { categoryView, dominantCategory, lineCategories, lineKeptBytes, type CategoryView } from '../categories';
-import { CATEGORIES, CATEGORY_HEADERS } from '../../base/protocol/categories';
+import { CATEGORIES, CATEGORY_HEADERS, shownCategories } from '../../base/protocol/categories';
 import { formatBytes } from '../../base/units/bytes';
 import type { Category, CategoryBytes, Model } from '../../base/model/types';
 import { stepReport, type KeptLeak, type StepReport, type Steps } from '../steps';
@@ -50,6 +50,8 @@ export interface KeeperJson {
   /** the workload's step count when it confirmed the keeper, and the time of its notice */
   step: number;
   time_us: number;
+  /** 'step': the figures are of that step end; 'end': read again at the process's exit (Note [Keeper at the end]) */
+  at: 'step' | 'end';
   /** 'address': the kept blocks were allocated on the finding's line; 'largest': none was, given to the largest finding */
   match: 'address' | 'largest';
 }
@@ -70,6 +72,7 @@ function keeperJson(l: KeptLeak): KeeperJson | undefined {
     complete: k.complete,
     step: k.step,
     time_us: k.timeUs,
+    at: k.at,
     match: l.keeperMatch ?? 'address',
   };
 }
@@ -121,11 +124,14 @@ const CATEGORY_COLUMNS: [Category, string][] = CATEGORIES.map((c) => [c, CATEGOR
 
 const CATEGORY_TEXT: Record<Category, string> = {
   parameter: 'parameters',
+  buffer: 'module buffers',
   gradient: 'gradients',
   optimizer_state: 'optimizer state',
   activation: 'activations',
+  kv_cache: 'KV cache',
   temporary: 'temporaries',
   other: 'not parameters, gradients, optimizer state or activations',
+  block_overhead: 'block overhead (rounding, unsplit remainders)',
 };
 
 /** A leak line whose bytes are activations a container keeps (Note [Categories] 4). */
@@ -145,7 +151,9 @@ export function stepsText(all: readonly StepsJson[], maxRows = 12): string[] {
   for (const s of all) {
     if (s.source === 'none' || s.steps.length === 0) continue;
     out.push(`Steps on device ${s.device}: ${s.steps.length}, found from ${SOURCE_TEXT[s.source]}`);
-    const cats = s.steps.every((r) => r.categories) ? CATEGORY_COLUMNS : [];
+    // buffers, the KV cache and block overhead get a column where some step has them (a training run has no KV cache)
+    const columns = new Set(shownCategories(s.steps.map((r) => r.categories)));
+    const cats = s.steps.every((r) => r.categories) ? CATEGORY_COLUMNS.filter(([c]) => columns.has(c)) : [];
     out.push(
       `  ${'step'.padStart(6)} ${'peak allocated'.padStart(15)} ${'allocated at end'.padStart(17)} ${'reserved at end'.padStart(16)}` +
         cats.map(([, h]) => ` ${h.padStart(10)}`).join(''),
@@ -186,9 +194,10 @@ export function leakSentence(l: StepsJson['leaks'][number], file = l.file, keepe
   );
 }
 
-/** "kept alive by history (a list: 4 tensors with autograd graphs, 2.0 KiB), stored at train.py:42: history.append(loss)" */
+/** "kept alive by history (a list: 4 tensors with autograd graphs, 2.0 KiB at step 5), stored at train.py:42: history.append(loss)" */
 export function keeperSentence(k: KeeperJson, file = k.file): string {
-  const what = `${k.tensors} tensor${k.tensors === 1 ? '' : 's'} with autograd graphs, ${k.complete ? '' : 'at least '}${formatBytes(k.bytes)}`;
+  const when = k.at === 'end' ? `at the end, after step ${k.step}` : `at step ${k.step}`;
+  const what = `${k.tensors} tensor${k.tensors === 1 ? '' : 's'} with autograd graphs, ${k.complete ? '' : 'at least '}${formatBytes(k.bytes)} ${when}`;
   const name = k.container ? `${k.container} (a ${k.container_type}: ${what})` : `a ${k.container_type} (${what})`;
   const where = k.line ? `, ${k.how === 'assigns' ? 'assigned' : 'stored'} at ${file}:${k.line}${k.code ? `: ${k.code}` : ''}` : '';
   return `${k.match === 'largest' ? 'probably ' : ''}kept alive by ${name}${where}`;

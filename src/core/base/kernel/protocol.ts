@@ -16,9 +16,16 @@ export interface CellLine {
   bytes: number;
 }
 
-/** A cell's figures (Note [Cell figures] in gpumem/_ipython.py): bytes; device null while CUDA was never used. */
+/**
+ * A cell's figures (Note [Cell figures] in gpumem/_ipython.py, Note [Piece figures] in gpumem/_meter.py): bytes;
+ * device null while CUDA was never used. peak_allocated is the cell's own (above allocated_before, what was live at
+ * its start); max_memory_allocated is PyTorch's figure inside the cell, both together.
+ */
 export interface CellFigures {
   peak_allocated: number;
+  /** where the cell's own peak was counted: the capture's window, or PyTorch's counters */
+  peak_from?: 'capture' | 'counters';
+  max_memory_allocated?: number;
   peak_reserved: number;
   allocated_before: number;
   allocated_after: number;
@@ -56,6 +63,8 @@ function parseFigures(v: unknown): CellFigures | null | undefined {
   }
   if (!(f.device === null || isNum(f.device)) || !(f.capture === null || isStr(f.capture))) return undefined;
   if (!(f.capture_peak === null || f.capture_peak === undefined || isNum(f.capture_peak))) return undefined;
+  if (!(f.max_memory_allocated === undefined || isNum(f.max_memory_allocated))) return undefined;
+  if (!(f.peak_from === undefined || f.peak_from === 'capture' || f.peak_from === 'counters')) return undefined;
   if (!Array.isArray(f.lines)) return undefined;
   const lines: CellLine[] = [];
   for (const l of f.lines as unknown[]) {

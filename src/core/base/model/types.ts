@@ -252,7 +252,7 @@ export interface TopLine {
   bytes_at_peak: number;
 }
 
-/** `gpumem summary FILE --json` (issue #4 defines every field exactly). */
+/** `gpumem summary FILE --json` (test/unit/reference/snapshot_summary.py defines every field exactly). */
 export interface SnapshotSummary {
   format: SourceFormat;
   devices: DeviceSummary[];
@@ -270,7 +270,16 @@ export interface StepTable {
 }
 
 /** What every allocated byte is (Note [Categories] in native/addon/src/categories.cpp). */
-export type Category = 'parameter' | 'gradient' | 'optimizer_state' | 'activation' | 'temporary' | 'other';
+export type Category =
+  | 'parameter'
+  | 'buffer'
+  | 'gradient'
+  | 'optimizer_state'
+  | 'activation'
+  | 'kv_cache'
+  | 'temporary'
+  | 'other'
+  | 'block_overhead';
 export type CategoryBytes = Record<Category, number>;
 
 export interface CategoryMoment {
@@ -416,7 +425,7 @@ export interface CaptureHeaderInfo {
   argv?: string[];
   torchVersion?: string;
   /**
-   * Which allocator made the numbers (issue 15): `lens` (ours) or `pytorch` (PyTorch's own, observed);
+   * Which allocator made the numbers: `lens` (ours) or `pytorch` (PyTorch's own, observed);
    * absent in captures from before the modes existed (they are lens captures) and in pickles.
    */
   allocatorMode?: 'lens' | 'pytorch';

@@ -1,4 +1,4 @@
-// What `gpumem advise` answers (issue 18; src/core/analyses/advice computes it): the items with their evidence,
+// What `gpumem advise` answers (src/core/analyses/advice computes it): the items with their evidence,
 // predicted effect, confidence and assumptions. Part of the snapshot contract (./snapshot.ts: AdviceView), so it
 // holds types only; the CLI prints the same objects as JSON.
 import type { Policy, PolicySource } from '../model/whatIf';

@@ -1,29 +1,57 @@
-// What memory is, in the words host and page share (issue 17): the categories in their order with their labels,
+// What memory is, in the words host and page share: the categories in their order with their labels,
 // and the snapshot panel's Categories tab: the peak and a chosen moment, the per-step table and the leak findings.
 // Part of the snapshot contract (./snapshot.ts); the live panel's categories use the same words (./live.ts).
 import type { Category, CategoryBytes } from '../model/types';
 
 export type { Category, CategoryBytes } from '../model/types';
 
-export const CATEGORIES: readonly Category[] = ['parameter', 'gradient', 'optimizer_state', 'activation', 'temporary', 'other'];
+// Note [Tensor bytes] (native/addon/src/categories.cpp): every category holds its tensors' bytes, the same in both
+// allocator modes; what blocks hold beyond their tensors (512 B rounding, PyTorch's unsplit remainders) is the last
+// row, so that the rows sum to allocated. Weights are parameters and buffers, with or without an optimizer.
+export const CATEGORIES: readonly Category[] = [
+  'parameter',
+  'buffer',
+  'gradient',
+  'optimizer_state',
+  'activation',
+  'kv_cache',
+  'temporary',
+  'other',
+  'block_overhead',
+];
+
+/** Categories a run often has none of (a training run has no KV cache, a ResNet no buffers but BatchNorm's): tables
+ * and legends show them only where they hold bytes. */
+export const OPTIONAL_CATEGORIES: ReadonlySet<Category> = new Set<Category>(['buffer', 'kv_cache', 'block_overhead']);
+
+/** The categories to show for rows of bytes: every other one, and an optional one where some row holds bytes of it. */
+export function shownCategories(rows: readonly (Partial<Record<Category, number>> | undefined)[]): Category[] {
+  return CATEGORIES.filter((c) => !OPTIONAL_CATEGORIES.has(c) || rows.some((r) => (r?.[c] ?? 0) > 0));
+}
 
 export const CATEGORY_LABELS: Record<Category, string> = {
   parameter: 'parameters',
+  buffer: 'buffers',
   gradient: 'gradients',
   optimizer_state: 'optimizer state',
   activation: 'activations',
+  kv_cache: 'KV cache',
   temporary: 'temporaries',
   other: 'other',
+  block_overhead: 'block overhead',
 };
 
 /** Short column headings (tables) */
 export const CATEGORY_HEADERS: Record<Category, string> = {
   parameter: 'params',
+  buffer: 'buffers',
   gradient: 'grads',
   optimizer_state: 'optimizer',
   activation: 'activations',
+  kv_cache: 'KV cache',
   temporary: 'temporary',
   other: 'other',
+  block_overhead: 'overhead',
 };
 
 /** Everything the device holds beyond allocated, split by cause: the allocator's cache and what is not its. */

@@ -58,7 +58,7 @@ export interface LiveTrack {
   figures: LiveFigures;
   series: LiveSeries;
   markers: LiveMarker[];
-  /** absent before the capture has two moments, or from hosts before issue 17 */
+  /** absent before the capture has two moments, or from hosts before categories */
   categories?: LiveCategories;
 }
 

@@ -88,7 +88,7 @@ export interface SummaryView {
   events: number;
   breakdown: BreakdownView;
   verdict: string;
-  /** what the snapshot carries beyond these figures (issue 29); absent where there is nothing to show */
+  /** what the snapshot carries beyond these figures; absent where there is nothing to show */
   details?: SnapshotDetailsView;
 }
 
@@ -361,7 +361,7 @@ export interface ReplayView {
   rows: ReplayRowView[];
 }
 
-/** `gpumem advise` for one device, for the panel's "What to do" tab (issue 18); numbers are finite */
+/** `gpumem advise` for one device, for the panel's "What to do" tab; numbers are finite */
 export interface AdviceView {
   requestId: number;
   device: number;
@@ -369,7 +369,7 @@ export interface AdviceView {
 }
 
 /**
- * A session folder's ranks side by side (issue 16, Note [Ranks side by side] in src/core/views/ranks/rankSet.ts): the
+ * A session folder's ranks side by side (Note [Ranks side by side] in src/core/views/ranks/rankSet.ts): the
  * per-rank table (`gpumem summary DIR…`'s rows) and each rank's timeline on one time axis (the same µs since the
  * epoch for every rank), min/max buckets as the timeline tab's (Note [Only what is drawn]).
  */

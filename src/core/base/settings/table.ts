@@ -180,7 +180,7 @@ export const SETTINGS: readonly SettingDecl[] = [
     cli: '--budget',
     vscode: 'gpuMemoryLens.captureBudget',
     kind: 'size',
-    // Note [Capture budget] in native/allocator/src/compactor.cc: 1 GiB unless asked otherwise (issue 16);
+    // Note [Capture budget] in native/allocator/src/compactor.cc: 1 GiB unless asked otherwise;
     // under 1 MiB a capture cannot hold its recent window.
     default: 2 ** 30,
     min: 2 ** 20,
@@ -220,7 +220,7 @@ export const SETTINGS: readonly SettingDecl[] = [
 export const USER_ENV_SWITCHES: readonly string[] = [
   'GPUMEM_STRICT_COMPILE',
   'GPUMEM_GIL_FREE_WALK',
-  // Note [Not recorded]: the switches that turn a recording part off (issue 26) must reach the workload, or the part
+  // Note [Not recorded]: the switches that turn a recording part off must reach the workload, or the part
   // stays on under `gpumem run` and the extension while the README says how to turn it off.
   'GPUMEM_MODULE_PATHS',
   'GPUMEM_TAGS',

@@ -1,4 +1,4 @@
-// The live panel's categories over time and leak findings (issue 17), per track.
+// The live panel's categories over time and leak findings, per track.
 //
 // Note [Live categories]: categories cost a pass over the trace (Note [Categories]) and the step table another,
 // so the live panel does not recompute them with every update (10 a second): a track's categories are

@@ -149,7 +149,7 @@ export class LiveRun {
   }
 
   /**
-   * Which allocators made this run's numbers (from the capture headers, issue 15): `pytorch` when
+   * Which allocators made this run's numbers (from the capture headers): `pytorch` when
    * PyTorch's own allocator was observed, `lens` for ours; empty until a header says (or for old captures).
    */
   allocatorModes(): ('lens' | 'pytorch')[] {

@@ -4,10 +4,13 @@
 import type { CellFigures, CellLine } from '../../base/kernel/protocol';
 import { formatBytes, formatBytesDelta } from '../../base/units/bytes';
 
-/** "peak 4.00 MiB · allocated +1.00 MiB · reserved +22.0 MiB" (no figures before CUDA was used: "no GPU memory"). */
+/**
+ * "GPU peak 2.00 MiB above 1.00 MiB · allocated +1.00 MiB · reserved +22.0 MiB": the cell's own peak above what was
+ * live at its start (Note [Cell figures]); no figures before CUDA was used: "no memory used".
+ */
 export function cellStatusText(f: CellFigures): string {
   if (f.device === null) return 'GPU: no memory used';
-  return `GPU peak ${formatBytes(f.peak_allocated)} · allocated ${signed(f.added_allocated)} · reserved ${signed(f.added_reserved)}`;
+  return `GPU peak ${formatBytes(f.peak_allocated)} above ${formatBytes(f.allocated_before)} · allocated ${signed(f.added_allocated)} · reserved ${signed(f.added_reserved)}`;
 }
 
 function signed(n: number): string {
@@ -60,13 +63,14 @@ export function lineLabel(l: Pick<CellLine, 'file' | 'line'>, files: CellFiles):
 /** The tooltip: the figures in full and the top lines at the cell's peak. */
 export function cellTooltip(f: CellFigures, files: CellFiles): string {
   if (f.device === null) return 'This cell used no GPU memory (CUDA was not initialised).';
+  const all = f.max_memory_allocated === undefined ? '' : `${formatBytes(f.max_memory_allocated)} in all, `;
   const out = [
-    `peak allocated ${formatBytes(f.peak_allocated)} (reserved ${formatBytes(f.peak_reserved)})`,
+    `peak allocated ${formatBytes(f.peak_allocated)} above the ${formatBytes(f.allocated_before)} live at the cell’s start (${all}reserved ${formatBytes(f.peak_reserved)})`,
     `allocated ${formatBytes(f.allocated_before)} → ${formatBytes(f.allocated_after)} (${signed(f.added_allocated)})`,
     `reserved ${formatBytes(f.reserved_before)} → ${formatBytes(f.reserved_after)} (${signed(f.added_reserved)})`,
   ];
   if (f.lines.length > 0) {
-    out.push('top lines at the cell’s peak (click to go to one):');
+    out.push('top lines at the cell’s peak, its own allocations (click to go to one):');
     for (const l of f.lines) out.push(`  ${formatBytes(l.bytes)}  ${lineLabel(l, files)}${l.function && l.function !== '<module>' ? ` in ${l.function}` : ''}`);
   }
   return out.join('\n');

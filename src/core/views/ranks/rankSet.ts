@@ -1,7 +1,7 @@
 // RankSet: the captures of a session folder (or several) as the snapshot panel shows them, the ranks side by
 // side; answers the webview when the panel is opened on a folder.
 //
-// Note [Ranks side by side]: a torchrun/SLURM job leaves one capture per rank (issue 16). The panel shows them as
+// Note [Ranks side by side]: a torchrun/SLURM job leaves one capture per rank. The panel shows them as
 // one view: the rank table of `gpumem summary DIR…` (the same rows and flags as rankTable(): rankRowOf and
 // tableOf, so the panel and the CLI never disagree on a peak or a flag) and under it each rank's allocated/reserved
 // timeline, all on ONE time axis. The axis is the captures' own clock (µs since the epoch, Note [JSON-safe
@@ -90,7 +90,7 @@ export class RankSet {
 
   /**
    * Reads the captures and builds the view. Note [Ranks off the host thread]: each capture is read by
-   * openModelAsync on the reader's worker threads, RANK_READS_AT_ONCE at a time (issue 28: 8 ranks of 1 M events
+   * openModelAsync on the reader's worker threads, RANK_READS_AT_ONCE at a time (8 ranks of 1 M events
    * side by side; libuv's pool has 4 threads), each once: its row, its own time range and its series over that range
    * at RANK_FINE × the panel's buckets, then the model is closed. The series are put on the shared axis when every
    * range is known (each shared bucket the max of the fine buckets it overlaps, so every peak stays the rank's peak).

@@ -1,4 +1,4 @@
-// The snapshot panel's Categories tab (issue 17): what the memory is at the peak and at a chosen moment
+// The snapshot panel's Categories tab: what the memory is at the peak and at a chosen moment
 // (Note [Categories]), every byte the device holds accounted (categories + cache by cause + not from the
 // allocator), the per-step table and the leak findings, from the same computations as `gpumem summary`.
 import { beyondAllocated, categoryView, moduleNote } from '../../analyses/categories';

@@ -1,4 +1,4 @@
-// Steps numbered on the snapshot timeline (issue 17): the step fact that ends each detected step (Note [Steps])
+// Steps numbered on the snapshot timeline: the step fact that ends each detected step (Note [Steps])
 // is labelled with the step's number, "step 3 · optimizer.step"; a step whose end has no marker of its own
 // (numbered user marks already say their number) gets one. Other facts (a backward() inside a step with
 // gradient accumulation) keep their plain label, so the numbered ones are the iterations users count.

@@ -11,7 +11,7 @@ import { poolLabel } from '../../analyses/pools';
 
 /**
  * Figures at the end of the file: for a PyTorch pickle that is the moment `_snapshot()` ran (its `segments`),
- * for a capture the last recorded event. Peaks come from the whole trace (issue 4's replay definition).
+ * for a capture the last recorded event. Peaks come from the whole trace (the replay definition).
  */
 export function buildSummary(model: Model, device: number, displayPath: (file: string) => string = (f) => f): SummaryView {
   const state = model.stateAt(device, Infinity);

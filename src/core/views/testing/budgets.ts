@@ -47,12 +47,20 @@ export function findBudgetTests(text: string): BudgetTest[] {
   return out;
 }
 
-/** One row of pytest-<pid>.jsonl, as the plugin writes it. */
+/**
+ * One row of pytest-<pid>.jsonl, as the plugin writes it (Note [pytest budgets] in native/python/gpumem/_pytest.py).
+ * A "done" row with allocated_before has the test's own peak in peak_allocated (above what was live at its start);
+ * one without it was written before the peak became the test's own, and its peak_allocated is PyTorch's
+ * max_memory_allocated(), what was live at the start included: it reads as that.
+ */
 export interface PytestRow {
   test: string;
   status: 'running' | 'done' | 'result';
   capture?: string | null;
   peak_allocated?: number;
+  allocated_before?: number;
+  max_memory_allocated?: number;
+  peak_from?: 'capture' | 'counters';
   peak_reserved?: number;
   left_allocated?: number;
   lines?: [string, number, string, number][];
@@ -82,7 +90,10 @@ export interface TestVerdict {
   outcome: 'passed' | 'failed' | 'skipped' | 'crashed';
   /** pytest's failure text (the budget's message or the test's traceback); '' when it passed */
   message: string;
+  /** the test's own peak; PyTorch's max_memory_allocated() in a row that has no allocatedBefore */
   peakAllocated?: number;
+  /** what was live when the test began (fixtures, earlier tests): not counted in its peak; absent from old rows */
+  allocatedBefore?: number;
   leftAllocated?: number;
   capture?: string;
   /** the lines at the test's peak: file, 1-based line, function, bytes */
@@ -102,6 +113,7 @@ export function verdicts(rows: readonly PytestRow[]): TestVerdict[] {
     if (r.capture) v.capture = r.capture;
     if (r.status === 'done') {
       v.peakAllocated = r.peak_allocated;
+      v.allocatedBefore = r.allocated_before;
       v.leftAllocated = r.left_allocated;
       v.lines = (r.lines ?? []).map(([file, line, fn, bytes]) => ({ file, line, fn, bytes }));
     } else if (r.status === 'result' && r.outcome) {
@@ -146,6 +158,20 @@ function fixed(v: number, digits: number): string {
   return v.toFixed(digits);
 }
 
+/**
+ * A test's figures in one line, for the run's output under the test (passed ones too): "test_budgets.py::test_x:
+ * peak allocated 4.00 KiB above the 32.0 MiB live at its start, left allocated 0 B". Undefined when the test has no
+ * figures (it crashed, or its setup failed); an old row has no live-at-start figure and says PyTorch's peak alone.
+ */
+export function verdictLine(v: TestVerdict): string | undefined {
+  if (v.peakAllocated === undefined) return undefined;
+  const peak =
+    v.allocatedBefore === undefined
+      ? `peak allocated ${fmtBytes(v.peakAllocated)}`
+      : `peak allocated ${fmtBytes(v.peakAllocated)} above the ${fmtBytes(v.allocatedBefore)} live at its start`;
+  return `${v.nodeid}: ${peak}, left allocated ${fmtBytes(v.leftAllocated ?? 0)}`;
+}
+
 /** The command behind "Open capture": a capture's path in, the snapshot panel out (gpuMemoryLens.openSnapshot with its Uri). */
 export const OPEN_CAPTURE_COMMAND = 'gpuMemoryLens.openTestCapture';
 
@@ -166,8 +192,12 @@ export function verdictMarkdown(v: TestVerdict, show: (file: string) => string =
   const text = v.outcome === 'crashed' ? 'The test process died during this test (no verdict was written); what it allocated is in the capture.' : v.message;
   if (text) parts.push('```\n' + text.replace(/```/g, "'''") + '\n```');
   if (v.lines.length) {
+    const head =
+      v.allocatedBefore === undefined
+        ? `Lines at the peak (${fmtBytes(v.peakAllocated ?? 0)} allocated):`
+        : `Lines at the test's peak, its own allocations (${fmtBytes(v.peakAllocated ?? 0)} above the ${fmtBytes(v.allocatedBefore)} live at its start):`;
     parts.push(
-      `Lines at the peak (${fmtBytes(v.peakAllocated ?? 0)} allocated):\n\n` +
+      `${head}\n\n` +
         v.lines.map((l) => `- ${escapeMarkdown(fmtBytes(l.bytes))} [${escapeMarkdown(`${show(l.file)}:${l.line}`)}](${openFrameUri(l.file, l.line)})${l.fn ? ` in ${escapeMarkdown(l.fn)}` : ''}`).join('\n'),
     );
   }

@@ -1,4 +1,4 @@
-"""Issue 25 probe workload (test/gpu/probes/observer_cost.py, part `micro`): the CPU cost of one CUDA
+"""Probe workload (test/gpu/probes/observer_cost.py, part `micro`): the CPU cost of one CUDA
 allocation + free (µs per pair, median of blocks) as this process is configured, and how many allocations
 one cudnn.benchmark ResNet-18 step makes. Under `gpumem run --allocator pytorch` it also A/B-tests, in this
 same process, the observer's own switches: PyTorch's trace ring kept empty through skip_actions, and the

@@ -1,4 +1,4 @@
-"""Issue 25/26 workload: what a torch.compile user sees on stderr. A module with its own forward hooks, compiled
+"""Workload: what a torch.compile user sees on stderr. A module with its own forward hooks, compiled
 with mode="default" and mode="reduce-overhead", trained a few steps; outputs saved to argv[1]. The check runs it
 natively and under `gpumem run` and diffs stderr line by line (gpumem's own lines aside): the tool must add no
 warning and change no output."""

@@ -1,4 +1,4 @@
-"""Issue 15 workload: a model compiled with mode="reduce-overhead" (CUDA-graph trees and their private
+"""Workload: a model compiled with mode="reduce-overhead" (CUDA-graph trees and their private
 pools). Saves its outputs to argv[1]; under the lens tool it also records a state (a snapshot) while the
 graph pool is alive. Prints one RESULT line."""
 import faulthandler

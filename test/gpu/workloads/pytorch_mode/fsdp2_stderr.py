@@ -1,4 +1,4 @@
-"""Issue 26 workload: FSDP2 (`fully_shard`) on one GPU (a world of one: the sharding, its hooks, its all-gather
+"""Workload: FSDP2 (`fully_shard`) on one GPU (a world of one: the sharding, its hooks, its all-gather
 stream and its memory all run), a few training steps, outputs saved to argv[1]. The check runs it natively and under
 `gpumem run` and diffs stderr line by line (gpumem's own lines aside): the tool must add no warning, change no
 output, fire no hook an extra time, and leave torch.cuda.max_memory_allocated() as it is."""

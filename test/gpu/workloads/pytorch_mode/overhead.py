@@ -1,4 +1,4 @@
-"""Issue 15 workload: median step times of GPT-2 small and ResNet-50 (test/gpu/bench_allocator.py's
+"""Workload: median step times of GPT-2 small and ResNet-50 (test/gpu/bench_allocator.py's
 steps) with optional PyTorch history (--history: _record_memory_history(stacks="python")). The
 PyTorch-allocator mode is this same script under `gpumem run --allocator pytorch`. One RESULT line."""
 import faulthandler

@@ -1,4 +1,4 @@
-"""Issue 25 workload: what PyTorch offers its own allocator keeps working under `gpumem run` (auto takes the
+"""Workload: what PyTorch offers its own allocator keeps working under `gpumem run` (auto takes the
 PyTorch-allocator mode): a MemPool, memory metadata, an out-of-memory observer, memory_stats() as Lightning's
 DeviceStatsMonitor reads it, and the user's own memory history. Prints one RESULT line of facts the check compares
 with a native run."""

@@ -1,4 +1,4 @@
-"""Issue 15 workload: a ResNet-18 training loop that turns on cudnn.benchmark, as torchvision's and timm's
+"""Workload: a ResNet-18 training loop that turns on cudnn.benchmark, as torchvision's and timm's
 training references do. Prints one RESULT line (median step ms, whether benchmark mode is still on)."""
 import faulthandler
 import os

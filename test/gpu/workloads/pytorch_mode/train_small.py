@@ -1,4 +1,4 @@
-"""Issue 15 workload: a small MLP training loop run with the user's PYTORCH_CUDA_ALLOC_CONF.
+"""Workload: a small MLP training loop run with the user's PYTORCH_CUDA_ALLOC_CONF.
     train_small.py [--history PICKLE] [--handshake DIR] [--oom]
 --history: PyTorch's own _record_memory_history(stacks="python") from the start, _dump_snapshot at the end of
 training (the same run the lens records). --handshake: writes DIR/ready, waits for DIR/done (the check

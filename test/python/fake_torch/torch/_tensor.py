@@ -8,7 +8,7 @@ def _py(node):
     """The Python object of an autograd node, as PyTorch hands it out (functionToPyObject in
     torch/csrc/autograd/python_cpp_function.cpp): the node caches its wrapper only while that wrapper lives, and
     makes a fresh one at the next access once it died. So `id()` of a node seen earlier can be reused by another
-    node's wrapper, which is what the leak keeper's walk met on real torch (issue 27 item 2). Each wrapper shares the
+    node's wrapper, which is what the leak keeper's walk met on real torch (the leaky convnet). Each wrapper shares the
     node's state (its __dict__), so what one wrapper sees and does, every wrapper does."""
     if node is None:
         return None

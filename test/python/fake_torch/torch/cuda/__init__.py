@@ -2,7 +2,7 @@
 after torch._C._cuda_init() it runs the queued calls (_check_capability among them) while
 is_initialized() is still False, and those call get_device_properties, which calls _lazy_init again; the
 inner call returns at once because this thread is initialising (_tls.is_initializing). A bootstrap that
-wraps _lazy_init sees that inner call too (issue 25: the PyTorch-allocator mode hung on it)."""
+wraps _lazy_init sees that inner call too (the PyTorch-allocator mode hung on it)."""
 import threading
 import traceback
 

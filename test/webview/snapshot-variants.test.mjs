@@ -1,4 +1,4 @@
-// Issue 29 in the snapshot panel (Chromium): each new fixture (test/fixtures/pytorch-snapshots/make_variants.py) opens
+// Snapshots of PyTorch 2.6–2.14 in the snapshot panel (Chromium): each fixture (test/fixtures/pytorch-snapshots/make_variants.py) opens
 // in the real page, fed by OpenedCapture over the real native Model, and shows what it holds. Expected values come from
 // python3 on the same pickle (test/unit/reference/snapshot_summary.py, test/unit/reference/snapshot_extras.py).
 import assert from 'node:assert/strict';
@@ -68,7 +68,7 @@ async function hoverBand(page, pick) {
   return { index: target.index, ...spans };
 }
 
-describe('issue 29 snapshots in the panel', () => {
+describe('PyTorch 2.6–2.14 snapshots in the panel', () => {
   test('protocol 5 and protocol 2 of one snapshot show the same figures, and they are python\'s', async () => {
     const ref = py('snapshot_summary.py', fixture('mlp-expandable-proto5')).devices[0];
     const shown = {};
@@ -120,14 +120,14 @@ print(json.dumps({f"{e['addr']}:{e['time_us']}": [meta(e.get('user_metadata','')
         unknown.sort(),
         extras.unknown_keys.map((u) => [`${u.where}.${u.key}`, u.raw]).sort(),
       );
-      await wv.screenshot('issue29-user-metadata-summary');
+      await wv.screenshot('variants-user-metadata-summary');
       const band = await hoverBand(page, (i, s) => s.userMetadata && s.userMetadata[i] !== '' && s.compileContext[i] !== '');
       assert.ok(band, 'a band with metadata and a compile context is drawn');
       const [metadata, context] = allocs[`${band.address}:${band.startUs}`];
       const tip = page.locator('.timeline-wrap .tooltip');
       assert.equal(await tip.locator('[data-testid=timeline-tip-metadata]').textContent(), `user metadata: ${metadata}`);
       assert.equal(await tip.locator('[data-testid=timeline-tip-context]').textContent(), `compile context: ${context}`);
-      await wv.screenshot('issue29-user-metadata-hover');
+      await wv.screenshot('variants-user-metadata-hover');
     });
   });
 
@@ -158,7 +158,7 @@ print(json.dumps({f"{e['addr']}:{e['time_us']}": [meta(e.get('user_metadata','')
       const want = openAt(band.startUs);
       assert.ok(want.includes('## forward ##'), want.join(' › '));
       assert.equal(await page.locator('.timeline-wrap .tooltip [data-testid=timeline-tip-ranges]').textContent(), `in: ${want.join(' › ')}`);
-      await wv.screenshot('issue29-annotations-hover');
+      await wv.screenshot('variants-annotations-hover');
     });
   });
 
@@ -182,7 +182,7 @@ print(json.dumps({f"{e['addr']}:{e['time_us']}": [meta(e.get('user_metadata','')
       assert.deepEqual(labels, d.pools.map((p) => `${p.kind === 'mempool' ? 'MemPool' : 'CUDA graph pool'} (${p.pool_id[0]}, ${p.pool_id[1]})`));
       const untraced = page.locator('[data-testid=untraced]');
       assert.deepEqual([Number(await untraced.getAttribute('data-count')), Number(await untraced.getAttribute('data-bytes'))], [d.untraced_blocks, d.untraced_bytes]);
-      await wv.screenshot('issue29-pools-summary');
+      await wv.screenshot('variants-pools-summary');
       await page.click('[data-testid=tab-segments]');
       const caption = page.locator('[data-testid=segments-untraced]');
       await caption.waitFor({ timeout: 10_000 });
@@ -190,7 +190,7 @@ print(json.dumps({f"{e['addr']}:{e['time_us']}": [meta(e.get('user_metadata','')
       assert.match(await caption.textContent(), new RegExp(`^${d.untraced_blocks} allocated blocks \\(${formatBytes(d.untraced_bytes).replace('.', '\\.')}\\) of unknown history`));
       assert.equal(d.untraced_blocks > 0, true);
       assert.equal(await page.locator('[data-testid=legend-seg-untraced]').isVisible(), true, 'blocks of unknown history drawn: the legend names them');
-      await wv.screenshot('issue29-pools-segments');
+      await wv.screenshot('variants-pools-segments');
     });
   });
 
@@ -219,11 +219,11 @@ print(json.dumps({f"{e['addr']}:{e['time_us']}": [meta(e.get('user_metadata','')
         table.map((r) => [Number(r['data-address']), Number(r['data-size']), Number(r['data-allocated'])]),
         segs.sort((a, b) => a[0] - b[0]),
       );
-      await wv.screenshot('issue29-host-memory');
+      await wv.screenshot('variants-host-memory');
     });
   });
 
-  // Issue 29's GPU proof in the panel: test/gpu/workloads/labels.py on an H100 (test/gpu/metadata_check.py, both
+  // The memory labels' GPU proof in the panel: test/gpu/workloads/labels.py on an H100 (test/gpu/metadata_check.py, both
   // modes PASS there against PyTorch's own labels: 12 and 14 MiB "stage=train", 18 MiB "stage=eval", the rest none).
   for (const mode of ['lens', 'pytorch']) {
     test(`an H100 capture of a script that calls _set_memory_metadata (${mode} mode) shows its labels in the panel`, async () => {

@@ -1,6 +1,6 @@
-"""A short training script whose capture is the E2E replay fixture (check (d)): a few steps of a
-small MLP with named phases, an evaluation pass and an explicit empty_cache, so the capture holds
-allocations on distinct lines, backward allocations, markers and an empty-cache event."""
+"""GPU Memory Lens's sample: a few training steps of a small MLP with named phases, an evaluation
+pass on a larger batch and an explicit empty_cache. Run it with "GPU Memory: Run Python File with
+Memory Tracking" and each line that allocates shows its bytes at the peak."""
 import torch
 
 
@@ -11,7 +11,7 @@ class MLP(torch.nn.Module):
         self.down = torch.nn.Linear(2048, 512)
 
     def forward(self, x):
-        hidden = torch.nn.functional.gelu(self.up(x))  # activations: the big forward allocation
+        hidden = torch.nn.functional.gelu(self.up(x))
         return self.down(hidden)
 
 
