@@ -172,7 +172,8 @@ class PipPackageTest(unittest.TestCase):
         proc = run([self.python, "-c", driver], cwd=work, env=clean_env(
             HOME=work, IPYTHONDIR=os.path.join(work, ".ipython"), GPUMEM_BACKEND="sim", GPUMEM_ALLOCATOR="lens"))
         self.assertEqual(proc.returncode, 0, proc.stdout + proc.stderr)
-        self.assertIn("gpumem [3]: peak allocated 4.00 MiB · allocated +1.00 MiB", proc.stdout)
+        self.assertRegex(proc.stdout, r"gpumem \[3\]: peak allocated 4\.00 MiB [^\n]*· allocated \+1\.00 MiB [^\n]*"
+                                      r"top: cell \[3\] line 1 \(3\.00 MiB\)")
         self.assertIn("from %s" % os.path.join(self.site, "__init__.py"), proc.stdout)
 
     def test_pyproject_reads_the_same_without_tomllib(self):
