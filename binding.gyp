@@ -24,7 +24,8 @@
         "native/allocator/src/restore.cc",
         "native/allocator/src/sim_backend.cc",
         "native/allocator/src/stats.cc",
-        "native/allocator/src/what_if.cc"
+        "native/allocator/src/what_if.cc",
+        "native/floor/floor_shims.cc"
       ],
       "include_dirs": [
         "<!(node -p \"require('node-addon-api').include_dir\")",
@@ -34,7 +35,9 @@
       "defines": ["NAPI_VERSION=8", "NAPI_CPP_EXCEPTIONS"],
       "cflags!": ["-fno-exceptions"],
       "cflags_cc!": ["-fno-exceptions", "-fno-rtti"],
-      "cflags_cc": ["-std=c++17", "-O2", "-Wall", "-Wextra", "-Wno-unused-parameter"],
+      "cflags_cc": ["-std=c++17", "-O2", "-Wall", "-Wextra", "-Wno-unused-parameter", "-ffp-contract=off",
+                    "-include", "<(module_root_dir)/native/floor/floor.h"],
+      "libraries": ["-Wl,--push-state,--no-as-needed", "-l:libpthread.so.0", "-l:libdl.so.2", "-Wl,--pop-state"],
       "xcode_settings": { "GCC_ENABLE_CPP_EXCEPTIONS": "YES", "CLANG_CXX_LANGUAGE_STANDARD": "c++17" }
     }
   ]

@@ -18,6 +18,7 @@ import { spawnSync } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { nodeGypCommand, nodeGypEnv } from './.dev/node-gyp.mjs';
 
 const root = path.dirname(fileURLToPath(import.meta.url));
 const args = new Set(process.argv.slice(2));
@@ -111,14 +112,13 @@ function buildNative() {
   }
   if (exists('binding.gyp')) {
     // Headers from /usr/include/node (nodedir), so node-gyp downloads nothing.
-    const env = { ...process.env, npm_config_nodedir: process.env.npm_config_nodedir || '/usr', npm_config_yes: 'true' };
+    const env = nodeGypEnv();
     // Incremental: configure only when build/ is missing or older than binding.gyp, then `build` (make
     // recompiles only changed sources) — a full `rebuild` costs about a minute on 2 cores.
     const makefile = rel('build/Makefile');
     const stale = !fs.existsSync(makefile) || fs.statSync(makefile).mtimeMs < fs.statSync(rel('binding.gyp')).mtimeMs;
-    const bundled = npmBundledNodeGyp();
-    const gyp = (...a) =>
-      bundled ? run(process.execPath, [bundled, ...a], { env }) : run('npm', ['exec', '--yes', '--', 'node-gyp', ...a], { env }); // registry fallback
+    const [gypExe, ...gypArgs] = nodeGypCommand();
+    const gyp = (...a) => run(gypExe, [...gypArgs, ...a], { env });
     if (stale) gyp('configure', '--loglevel=warn');
     gyp('build', '--loglevel=warn', `--jobs=${navigatorCores()}`);
     const built = rel('build/Release/gpumem_addon.node');
@@ -127,15 +127,6 @@ function buildNative() {
   } else {
     console.log('build: binding.gyp missing, addon skipped');
   }
-}
-
-// npm ships node-gyp; use that copy (no registry round trip, same version npm itself would use).
-function npmBundledNodeGyp() {
-  const candidates = [];
-  if (process.env.npm_execpath) candidates.push(path.join(path.dirname(process.env.npm_execpath), '../node_modules/node-gyp/bin/node-gyp.js'));
-  const prefix = spawnSync('npm', ['prefix', '-g'], { encoding: 'utf8' }).stdout?.trim();
-  if (prefix) candidates.push(path.join(prefix, 'lib/node_modules/npm/node_modules/node-gyp/bin/node-gyp.js'));
-  return candidates.find((c) => fs.existsSync(c));
 }
 
 function navigatorCores() {

@@ -64,6 +64,9 @@ export const NEEDS = {
     ['g++ with TSan', () => links('g++', ['-fsanitize=thread'], MAIN), 'apt-get install -y g++ (brings libtsan2)'],
     ['a C compiler (cc)', () => ok('cc', ['--version']), 'apt-get install -y g++ (brings gcc)'],
     ['python3 with ctypes', () => ok('python3', ['-c', 'import ctypes']), 'apt-get install -y python3'],
+    // Note [ARM64] (native/floor/README.md): the allocator's and the reader's tests cross-built, run under qemu-user.
+    ['the ARM64 cross compiler (aarch64-linux-gnu-g++)', () => links('aarch64-linux-gnu-g++', [], MAIN), 'apt-get install -y crossbuild-essential-arm64'],
+    ['qemu-user for ARM64', () => ok('qemu-aarch64-static', ['--version']) || ok('qemu-aarch64', ['--version']), 'apt-get install -y qemu-user-static'],
   ],
   fuzz: [
     ['clang++', () => ok('clang++', ['--version']), 'apt-get install -y clang'],
@@ -80,8 +83,13 @@ export const NEEDS = {
       () => ok('python3', ['-c', "import os, sys, sysconfig; sys.exit(not os.path.isfile(os.path.join(sysconfig.get_paths()['include'], 'Python.h')))"]),
       'apt-get install -y python3-dev',
     ],
+    ['venv with ensurepip (the pip package\'s test)', () => ok('python3', ['-c', 'import venv, ensurepip']), 'apt-get install -y python3-venv'],
     ['pytest (the pytest plugin\'s tests)', () => ok('python3', ['-c', 'import pytest']), 'apt-get install -y python3-pytest'],
     ['IPython (the IPython extension\'s tests)', () => ok('python3', ['-c', 'import IPython']), 'apt-get install -y python3-ipython'],
+  ],
+  package: [
+    ['make', () => ok('make', ['--version']), 'apt-get install -y make'],
+    ['the ARM64 cross compiler (the linux-arm64 VSIX)', () => links('aarch64-linux-gnu-g++', [], MAIN), 'apt-get install -y crossbuild-essential-arm64'],
   ],
   webview: [['Chromium', () => ok('chromium', ['--version']), 'apt-get install -y chromium']],
   e2e: [

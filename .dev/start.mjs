@@ -28,7 +28,7 @@ function step(title, cmd, args, opts = {}) {
 if (!fs.existsSync(path.join(ROOT, 'node_modules/.package-lock.json'))) step('npm ci', 'npm', ['ci', '--no-audit', '--no-fund']);
 step('build', process.execPath, ['esbuild.config.mjs']);
 const vsix = path.join(START_DIR, 'gpu-memory-lens.vsix');
-step('package', process.execPath, ['.dev/package.mjs', '--out', vsix]);
+step('package', process.execPath, ['.dev/package.mjs', '--out', vsix, '--target', 'linux-x64']);
 step('code-server setup', 'bash', ['.dev/setup-code-server.sh']);
 
 const { startCodeServer } = await import('../test/e2e/harness/codeServer.mjs');

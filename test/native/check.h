@@ -68,8 +68,10 @@ inline void report(const std::string& name, const char* status, double ms, const
   const char* path = std::getenv("GPUMEM_RESULTS");
   if (!path || !*path) return;
   const char* layer = std::getenv("GPUMEM_RESULTS_LAYER");
+  const char* prefix = std::getenv("GPUMEM_RESULTS_PREFIX");  // "arm64/" under qemu (test/native/qemu_tests.sh)
   gpumem::json::Writer j;
-  j.open('{').kvs("layer", layer && *layer ? layer : "native").kvs("name", tally().suite + "/" + name);
+  j.open('{').kvs("layer", layer && *layer ? layer : "native");
+  j.kvs("name", std::string(prefix ? prefix : "") + tally().suite + "/" + name);
   j.kvs("status", status).kvd("ms", ms);
   if (!message.empty()) j.kvs("message", message);
   j.close('}').raw("\n");
@@ -123,11 +125,18 @@ inline int finish() {
   return tally().failed ? 1 : 0;
 }
 
-// Runs every TEST case (or those whose name contains argv[1]) under `suite`, then finish().
+// Runs every TEST case (or those whose name contains argv[1]; with argv[1] "-WORD", all but those whose name
+// contains WORD, reported as skipped) under `suite`, then finish().
 inline int main(const char* suite, int argc, char** argv) {
   set_suite(suite);
+  const char* only = argc > 1 && argv[1][0] != '-' ? argv[1] : nullptr;
+  const char* but = argc > 1 && argv[1][0] == '-' ? argv[1] + 1 : nullptr;
   for (const Case& c : cases()) {
-    if (argc > 1 && !std::strstr(c.name, argv[1])) continue;
+    if (only && !std::strstr(c.name, only)) continue;
+    if (but && std::strstr(c.name, but)) {
+      skip(c.name, std::string("left out by the command line (-") + but + ")");
+      continue;
+    }
     run(c.name, c.fn);
   }
   return finish();

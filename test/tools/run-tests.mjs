@@ -191,9 +191,11 @@ const layers = {
   build: () => oneCheck(process.execPath, ['esbuild.config.mjs'], {}, 'build'),
   unit: () => nodeTests('unit', testFiles('test/unit')),
   async native() {
-    // The allocator's caching core (test) and its recording side (test-recorder), then the reader.
-    // native/Makefile's format-check: the C/C++ files against .clang-format (Note [C++ style]).
-    const targets = [['native/allocator', 'test'], ['native/allocator', 'test-recorder'], ['native/addon', 'test'], ['native', 'format-check']]
+    // The allocator's caching core (test) and its recording side (test-recorder), then the reader; both again for
+    // ARM64 under qemu-user (Note [ARM64] in native/floor/README.md). native/Makefile's format-check: the C/C++ files
+    // against .clang-format (Note [C++ style]); floor-check: the built binaries' symbol versions (Note [Binary floor]).
+    const targets = [['native/allocator', 'test'], ['native/allocator', 'test-recorder'], ['native/addon', 'test'],
+      ['native/allocator', 'test-arm64'], ['native/addon', 'test-arm64'], ['native', 'format-check'], ['native', 'floor-check']]
       .filter(([d]) => fs.existsSync(rel(`${d}/Makefile`)));
     if (!targets.length) return { skipped: 'no native Makefiles yet' };
     const total = { passed: 0, failed: 0, skippedTests: 0 };

@@ -13,6 +13,7 @@
 #include "../../../test/native/check.h"
 #include "aggregate.h"
 #include "capture_decoder.h"
+#include "dump.h"
 #include "exercise.h"
 #include "gpumem_format.h"
 #include "json.h"
@@ -38,7 +39,8 @@ static std::string pickle_error(const std::string& data) {
   return "";
 }
 
-int main() {
+int main(int argc, char** argv) {
+  if (argc > 1 && std::strcmp(argv[1], "--dump") == 0) return dump_files(argc - 2, argv + 2);  // tests/dump.h
   t::set_suite("reader");
   run("integers of every width, including u64 beyond 2^63 and negative LONG1", [] {
     // [K 5, M 0x1234, J -2, LONG1(9 bytes) 2^64-1, LONG1(1) -1, I"42"]

@@ -35,7 +35,8 @@ def _run_parser():
             p.add_argument(decl["cli"], dest="setting_" + decl["py"], metavar=decl["metavar"], default=None,
                            help=decl["help"])
     p.add_argument("--allocator-so", default=None, metavar="PATH",
-                   help="the lens library (default: the built dist/native/libgpumem_allocator.so)")
+                   help="the lens library (default: the one installed with this package, else the built "
+                        "dist/native/libgpumem_allocator.so)")
     return p
 
 
@@ -159,7 +160,12 @@ def main(argv=None):
     return 2
 
 
-if __name__ == "__main__":
+def script():
+    """`python3 -m gpumem`, and the `gpumem` command of an installed package (pyproject.toml)."""
     # The launcher's own process must not start tracking itself (it never imports torch anyway).
     os.environ.pop("GPUMEM_SESSION_DIR", None)
-    sys.exit(main())
+    return main()
+
+
+if __name__ == "__main__":
+    sys.exit(script())

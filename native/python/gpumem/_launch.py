@@ -13,12 +13,17 @@ import sys
 from . import _settings
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-PYTHON_DIR = os.path.dirname(HERE)  # native/python
+PYTHON_DIR = os.path.dirname(HERE)  # native/python (site-packages in an installed package)
 ROOT = os.path.dirname(os.path.dirname(PYTHON_DIR))
+# Note [Installed package] (native/python/build_backend/gpumem_build.py): an installed package carries the
+# sitecustomize.py that goes first on a workload's PYTHONPATH in gpumem/_site, and the lens allocator beside its
+# modules; in the repository (and the VSIX) they are native/python/sitecustomize.py and dist/native/.
+BOOT_DIR = os.path.join(HERE, "_site") if os.path.isdir(os.path.join(HERE, "_site")) else PYTHON_DIR
 
 
 def default_allocator_so():
-    return os.path.join(ROOT, "dist", "native", "libgpumem_allocator.so")
+    packaged = os.path.join(HERE, "libgpumem_allocator.so")
+    return packaged if os.path.exists(packaged) else os.path.join(ROOT, "dist", "native", "libgpumem_allocator.so")
 
 
 def session_slug(name):
@@ -74,8 +79,8 @@ def workload_env(session_dir, allocator_so, user_roots=None, base=None, **given)
             env[decl["env"]] = text
     if user_roots:
         env["GPUMEM_USER_ROOTS"] = os.pathsep.join(user_roots)
-    rest = [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p != PYTHON_DIR] if env.get("PYTHONPATH") else []
-    env["PYTHONPATH"] = os.pathsep.join([PYTHON_DIR] + rest)
+    rest = [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p != BOOT_DIR] if env.get("PYTHONPATH") else []
+    env["PYTHONPATH"] = os.pathsep.join([BOOT_DIR] + rest)
     return env
 
 

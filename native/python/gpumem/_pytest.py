@@ -1,5 +1,5 @@
-"""pytest plugin: GPU memory budgets per test (`pytest -p gpumem`; gpumem/__init__.py names this module in
-`pytest_plugins`, so importing gpumem alone never imports pytest).
+"""pytest plugin: GPU memory budgets per test (`pytest -p gpumem`, or installed: the package's pytest11 entry point;
+gpumem/__init__.py names this module in `pytest_plugins`, so importing gpumem alone never imports pytest).
 
     @pytest.mark.gpu_memory(peak="2GiB", leak="0")
     def test_forward(): ...
@@ -29,6 +29,15 @@ Note [pytest budgets]:
   pytest's own outcome (passed / failed / skipped), the phase, and the failure text pytest prints (a budget's
   message or the test's own traceback), so a reader of the session folder (the VS Code Testing view, Note
   [Testing view] in src/glue/testing/controller.ts) says what pytest said without parsing its output.
+
+Note [Dormant plugin]: an installed package registers the plugin with every pytest run in its environment (the
+pytest11 entry point, named gpumem, so `-p gpumem` finds it registered and adds nothing). There it stays dormant: it
+adds its options and marker and looks once at the collected tests' markers; nothing else runs (no torch import, no
+tracking, no hook per test) unless it is asked for. Asked by name (`-p gpumem`, PYTEST_PLUGINS=gpumem) or by --gpumem-report, it starts tracking before the
+conftest files load, as always. Otherwise, a collected test carrying the gpu_memory marker wakes it at the end of
+the collection: tracking starts then, with the test modules imported (torch too, usually, but CUDA not yet
+initialised, so every allocator mode can still be chosen; where CUDA was, PyTorch's allocator is observed from then
+on, as Note [Tracking from inside] says).
 """
 import gc
 import json
@@ -223,14 +232,37 @@ def _start(config, out=None):
         sys.stderr.write(line + "\n")
 
 
+def _asked(config):
+    """Named with -p or PYTEST_PLUGINS, or --gpumem-report given (Note [Dormant plugin])."""
+    ns = config.known_args_namespace
+    named = list(getattr(ns, "plugins", None) or []) + os.environ.get("PYTEST_PLUGINS", "").split(",")
+    return any(p.strip() in ("gpumem", "gpumem._pytest") for p in named) or bool(getattr(ns, "gpumem_report", False))
+
+
+def _wake(config):
+    _start(config, config.getoption("gpumem_out"))  # no-op when already started (or under gpumem run)
+    if not config.pluginmanager.has_plugin("gpumem-budgets"):
+        config.pluginmanager.register(Plugin(config), "gpumem-budgets")
+    return config.pluginmanager.get_plugin("gpumem-budgets")
+
+
 @pytest.hookimpl(tryfirst=True)
 def pytest_load_initial_conftests(early_config, parser, args):
     # Before conftest.py files import torch (Note [pytest budgets]).
-    _start(early_config, getattr(early_config.known_args_namespace, "gpumem_out", None))
+    if _asked(early_config):
+        _start(early_config, getattr(early_config.known_args_namespace, "gpumem_out", None))
 
 
 def pytest_configure(config):
     config.addinivalue_line("markers", MARKER)
-    _start(config, config.getoption("gpumem_out"))  # no-op when already started (or under gpumem run)
-    if not config.pluginmanager.has_plugin("gpumem-budgets"):
-        config.pluginmanager.register(Plugin(config), "gpumem-budgets")
+    if _asked(config):
+        _wake(config)
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_collection_modifyitems(session, config, items):
+    # Dormant until a marked test is collected (Note [Dormant plugin]); awake, Plugin reads the budgets itself.
+    if config.pluginmanager.has_plugin("gpumem-budgets"):
+        return
+    if any(item.get_closest_marker("gpu_memory") is not None for item in items):
+        _wake(config).pytest_collection_modifyitems(session, config, items)

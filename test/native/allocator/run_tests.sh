@@ -20,6 +20,8 @@ echo "== ASan+UBSan: $build/test_asan"
 "$build/test_asan" > "$log" 2>&1; st=$?; cat "$log"; tally "$log" $st "$build/test_asan"
 echo "== TSan: $build/stress_tsan"
 TSAN_OPTIONS="halt_on_error=1" "$build/stress_tsan" > "$log" 2>&1; st=$?; cat "$log"; tally "$log" $st "$build/stress_tsan"
+echo "== the library's exceptions in a host with the system's libstdc++: $build/oom_host"
+"$build/oom_host" "$lib" > "$log" 2>&1; st=$?; cat "$log"; tally "$log" $st "$build/oom_host"
 echo "== exports of $lib"
 # Only the C API may be visible: C++ internals leaking would clash with PyTorch's own symbols.
 bad=$(nm -D --defined-only "$lib" | awk '{print $3}' | grep -v '^gpumem_' | grep -v '^_init$\|^_fini$' || true)
