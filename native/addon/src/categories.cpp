@@ -101,6 +101,7 @@ bool has_phase_begins(const DeviceData& d);
 struct KeeperSeeds {
   size_t after;
   std::vector<uint64_t> addrs;
+  bool all = false;  // an exit notice ("at": "end") listing every storage the kept tensors and their graphs hold
 };
 
 // The unsigned integers of the JSON array that follows `"key":` in `text` (json.dumps' output: `"addrs": [1, 2]`).
@@ -155,7 +156,10 @@ std::vector<KeeperSeeds> keeper_seeds(const Model& m, const DeviceData& d) {
                                  [&](uint64_t a) { return std::binary_search(own.begin(), own.end(), a); }),
                   addrs.end());
       if (addrs.empty()) continue;
-      out.push_back({events_up_to(d, (double)mk.t_us), std::move(addrs)});
+      // only the exit's notice: after a step end's, tensors live then and not yet kept may still be appended
+      const bool all = text.find("\"addrs_all\": true") != std::string_view::npos &&
+                       text.find("\"at\": \"end\"") != std::string_view::npos;
+      out.push_back({events_up_to(d, (double)mk.t_us), std::move(addrs), all});
     }
   }
   std::sort(out.begin(), out.end(), [](const KeeperSeeds& a, const KeeperSeeds& b) { return a.after < b.after; });
@@ -236,6 +240,23 @@ Categorized categorize(const Model& m, const DeviceData& d) {
     }
     return kv_of_stack.emplace(stack_id, kv).first->second;
   };
+  // Note [Kept by address, then by line]: the keeper notice at the process's exit (Note [Keeper at the end] in
+  // _keeper.py), when it lists every storage the kept graphs hold, says for each allocation live then whether it is
+  // kept: nothing can be appended after it, so the address decides. (A step end's notice cannot: the step's own loss
+  // may be appended after it.) Allocations not live at the last such notice (made after it,
+  // in a run killed before its exit, or freed before it) fall back to the lines of what was kept. Before this rule,
+  // one-off allocations on a kept line (cuBLAS's 32 MiB workspace, made in the first forward under the same user line
+  // as every activation of a model from a library) counted as kept activations.
+  // And when the container only grew (every storage any notice listed is still live at the exit's), nothing kept was
+  // ever let go: an allocation freed before the exit was not kept, whatever its line (the current batch of a loop whose
+  // labels, made on the same line, a kept graph saved).
+  size_t listed_until = 0;
+  for (const KeeperSeeds& k : keepers)
+    if (k.all) listed_until = std::max(listed_until, k.after);
+  const auto freed_at = [&](uint32_t a) { return a < d.link.size() ? d.link[a] : kNoLink; };
+  const bool only_grew = listed_until > 0 && std::all_of(seeds.begin(), seeds.end(), [&](uint32_t a) {
+                           return freed_at(a) == kNoLink || freed_at(a) >= listed_until;
+                         });
   for (uint32_t a : seeds)
     if (!tag[a]) {
       out.kept[a] = 1;
@@ -250,23 +271,26 @@ Categorized categorize(const Model& m, const DeviceData& d) {
       case fmt::TAG_OPTIMIZER_STATE: cat[i] = C_OPTIMIZER; continue;
       default: break;
     }
+    // held by a kept graph (by address) before the KV cache: a training forward's cache tensors that a kept graph
+    // saved are kept activations (a model whose config leaves use_cache on, as OPT's does, builds one each forward)
+    if (out.kept[i]) {
+      cat[i] = C_ACTIVATION;
+      continue;
+    }
     if (kv_cache(d.stack[i])) {
       cat[i] = C_KV_CACHE;
       continue;
     }
     const uint32_t f = i < d.link.size() ? d.link[i] : kNoLink;
-    if (out.kept[i]) {
-      cat[i] = C_ACTIVATION;
-      continue;
-    }
     if (!phases) continue;
     const uint32_t sa = s.of(i), sf = f == kNoLink ? kNone : s.of(f);
     if (sa == sf)
       cat[i] = C_TEMPORARY;
     else if (s.phase_of(sa) == PHASE_OTHER && s.next_bwd[sa] == sf && sf != kNone)
       cat[i] = C_ACTIVATION;
-    else if (!kept_lines.empty() && s.phase_of(sa) == PHASE_OTHER && s.next_bwd[sa] != kNone &&
-             (sf == kNone || sf > s.next_bwd[sa]) && kept_lines.count(line_key(d.stack[i])))
+    else if (!kept_lines.empty() && !(i < listed_until && (only_grew || f == kNoLink || f >= listed_until)) &&
+             s.phase_of(sa) == PHASE_OTHER && s.next_bwd[sa] != kNone && (sf == kNone || sf > s.next_bwd[sa]) &&
+             kept_lines.count(line_key(d.stack[i])))
       cat[i] = C_ACTIVATION, out.kept[i] = 1;  // outlived its backward, on a line a keeper holds
   }
   return out;

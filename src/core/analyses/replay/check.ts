@@ -16,31 +16,44 @@ import { formatBytes } from '../../base/units/bytes';
 import type { Model } from '../../base/model/types';
 import type { Policy, ReplayCheck, ReplayResult } from '../../base/model/whatIf';
 import { POLICY_LABELS, WhatIfUnavailable } from '../../base/model/whatIf';
+import { whyNoReplay } from './unmodelled';
 
 export type { ReplayCheck } from '../../base/model/whatIf';
 
 /** The check for `device`; `own` is the replay of the data's policy when the caller has it already. */
 export function replayCheck(model: Model, device: number, own?: ReplayResult): ReplayCheck {
-  const w = model.whatIf(device, Infinity);
   const cur = model.current(device);
   const recorded = cur.peakReservedBytes > 0 ? cur.peakReservedBytes : cur.peakAllocatedBytes;
+  const noFigure = (policy: Policy, source: ReplayCheck['policy_source'], why: string): ReplayCheck => ({
+    policy,
+    policy_source: source,
+    predicted_bytes: null,
+    recorded_bytes: recorded,
+    modelled: false,
+    not_modelled: [why],
+    deviation: null,
+    alloc_conf: '',
+    settings_source: '',
+  });
+  // Note [What the engine cannot answer] (./unmodelled.ts): figures only, or an allocator the engine does not model
+  const none = whyNoReplay(model, device);
+  let w: ReturnType<Model['whatIf']>;
+  try {
+    w = model.whatIf(device, Infinity);
+  } catch (err) {
+    // The engine cannot ask its policy about this state (a file whose segments are not of its policy's kind): no
+    // figure, and the summary never fails for it.
+    if (err instanceof WhatIfUnavailable) throw err;
+    return noFigure('pytorch', 'assumed', none ?? (err as Error).message);
+  }
+  if (none) return noFigure(w.policy, w.policySource, none);
   let mine: ReplayResult;
   try {
     mine = own ?? model.replay(device, w.policy);
   } catch (err) {
     // The engine could not run this data at all (a pickle whose state before its trace does not restore): no figure.
     if (err instanceof WhatIfUnavailable) throw err;
-    return {
-      policy: w.policy,
-      policy_source: w.policySource,
-      predicted_bytes: null,
-      recorded_bytes: recorded,
-      modelled: false,
-      not_modelled: [(err as Error).message],
-      deviation: null,
-      alloc_conf: '',
-      settings_source: '',
-    };
+    return noFigure(w.policy, w.policySource, (err as Error).message);
   }
   const predicted = mine.modelled ? mine.peakReservedBytes : null;
   return {
