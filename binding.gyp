@@ -25,6 +25,7 @@
         "native/allocator/src/sim_backend.cc",
         "native/allocator/src/stats.cc",
         "native/allocator/src/what_if.cc",
+        "native/allocator/src/pytorch_settings.cc",
         "native/floor/floor_shims.cc"
       ],
       "include_dirs": [

@@ -131,27 +131,6 @@ void* DeviceAllocator::malloc(size_t requested, Stream stream, uint32_t stack) {
   return p;
 }
 
-// PyTorch's roundup_power2_next_division: the next of `divisions` equal steps between the powers of two around
-// `size` (a power of two stays as it is).
-static size_t next_division(size_t size, size_t divisions) {
-  auto bit_width = [](uint64_t v) { return v ? 64 - __builtin_clzll(v) : 0; };
-  if ((size & (size - 1)) == 0) return size;
-  const size_t floor = size_t(1) << (bit_width(size) - 1);
-  const size_t step = floor >> (bit_width(divisions) - 1);
-  if (step == 0) return floor << 1;
-  const size_t down = size & ~(step - 1);
-  return down == size ? size : down + step;
-}
-
-size_t pytorch_round(size_t requested, const std::array<uint32_t, kRoundupIntervals>& divisions_by_interval) {
-  if (requested < kMinBlockSize) return kMinBlockSize;
-  // The interval of the size: index 0 below 2 MiB, then one per power of two, the last from 32 GiB on.
-  const size_t log2 = size_t(63 - __builtin_clzll(requested)), start = 20;
-  const size_t index = std::min(log2 > start ? log2 - start : 0, kRoundupIntervals - 1);
-  const size_t divisions = divisions_by_interval[index];
-  if (divisions > 1 && requested > kMinBlockSize * divisions) return next_division(requested, divisions);
-  return round_size(requested);
-}
 
 size_t DeviceAllocator::round(size_t requested) const {
   return pytorch_round(requested, options_.roundup_power2_divisions);

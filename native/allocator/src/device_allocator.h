@@ -18,6 +18,7 @@
 #include "backend.h"
 #include "block.h"
 #include "event_sink.h"
+#include "pytorch_settings.h"
 #include "stats.h"
 
 namespace gpumem::core {
@@ -75,10 +76,6 @@ struct Options {
   bool expandable_fit = false;
 };
 
-// The block size PyTorch's CUDACachingAllocator gives a request (its round_size) under roundup_power2_divisions (Note
-// [PyTorch's settings]); all zeros: 512 B rounding. The pytorch policies and the observer of PyTorch's allocator
-// (Note [Observed block sizes] in observer.cc) size blocks with it.
-size_t pytorch_round(size_t requested, const std::array<uint32_t, kRoundupIntervals>& divisions_by_interval);
 
 // Thrown by malloc when memory cannot be found even after the OOM ladder. Derives from
 // std::runtime_error so PyTorch surfaces it as RuntimeError with our message.

@@ -16,7 +16,7 @@
 #include "self_time.h"
 #include "sequencer.h"
 #include "stack_capture.h"
-#include "what_if.h"
+#include "pytorch_settings.h"
 #include "writer.h"
 
 namespace gpumem::rec::observer {

@@ -40,34 +40,6 @@ bool parse_policy(const std::string& name, Policy* out) {
 
 bool is_pytorch(Policy p) { return p == Policy::kPytorch || p == Policy::kPytorchExpandable; }
 
-PytorchSettings pytorch_settings_from_json(const json::Value& settings) {
-  PytorchSettings out;
-  if (!settings.is_object()) return out;
-  if (const json::Value* v = settings.find("max_split_size"); v && v->is_number()) {
-    const double bytes = v->as_double();  // -1, or SIZE_MAX read as a double: unset
-    out.max_split_size = bytes > 0 && bytes < 1.8e19 ? uint64_t(v->as_int()) : kNoMaxSplit;
-  }
-  if (const json::Value* v = settings.find("max_non_split_rounding");
-      v && v->is_number() && v->as_double() > 0 && v->as_double() < 1.8e19)
-    out.max_non_split_rounding = uint64_t(v->as_int());
-  if (const json::Value* v = settings.find("roundup_power2_divisions")) {
-    auto& d = out.roundup_power2_divisions;
-    if (v->is_object()) {
-      for (const auto& [k, n] : v->members()) {
-        const uint64_t mib = std::strtoull(k.c_str(), nullptr, 10);
-        if (mib && (mib & (mib - 1)) == 0 && n.is_number() && n.as_int() >= 0)
-          d[std::min(size_t(63 - __builtin_clzll(mib)), d.size() - 1)] = uint32_t(n.as_int());
-      }
-    } else if (v->is_array() && v->items().size() == d.size()) {
-      for (size_t k = 0; k < d.size(); k++)
-        d[k] = v->items()[k].is_number() ? uint32_t(std::max<int64_t>(0, v->items()[k].as_int())) : 0;
-    } else if (v->is_number() && v->as_int() >= 0) {
-      d.fill(uint32_t(v->as_int()));
-    }
-  }
-  return out;
-}
-
 Options policy_options(Policy p, const PytorchSettings& settings) {
   Options o;
   o.expandable = p != Policy::kPytorch;

@@ -37,22 +37,6 @@ const char* policy_name(Policy p);  // "pytorch", "pytorch-expandable", "lens", 
 bool parse_policy(const std::string& name, Policy* out);
 bool is_pytorch(Policy p);  // PyTorch's allocator: the policies PYTORCH_CUDA_ALLOC_CONF settings apply to
 
-// PYTORCH_CUDA_ALLOC_CONF settings the pytorch policies model (Note [PyTorch's settings] in device_allocator.h);
-// expandable_segments is the policy's own. Defaults: PyTorch's.
-struct PytorchSettings {
-  uint64_t max_split_size = kNoMaxSplit;
-  uint64_t max_non_split_rounding = kLargeBuffer;
-  std::array<uint32_t, kRoundupIntervals> roundup_power2_divisions{};
-  bool operator==(const PytorchSettings& o) const {
-    return max_split_size == o.max_split_size && max_non_split_rounding == o.max_non_split_rounding &&
-           roundup_power2_divisions == o.roundup_power2_divisions;
-  }
-};
-// The typed settings of torch.cuda.memory._snapshot()["allocator_settings"] (PyTorch's own parse of
-// PYTORCH_CUDA_ALLOC_CONF): max_split_size (bytes; -1 or SIZE_MAX: none), max_non_split_rounding (bytes, where it is
-// reported) and roundup_power2_divisions (an object {"1": n, "2": n, … "32768": n} by interval start in MiB, a list of
-// one value per interval, or one value for all). Members it does not carry, or cannot read, keep PyTorch's defaults.
-PytorchSettings pytorch_settings_from_json(const json::Value& settings);
 // The policy's options; `settings` apply to the pytorch policies only (the lens allocator does not read them).
 Options policy_options(Policy p, const PytorchSettings& settings = {});
 Policy policy_of(const Options& o);
