@@ -131,7 +131,6 @@ void* DeviceAllocator::malloc(size_t requested, Stream stream, uint32_t stack) {
   return p;
 }
 
-
 size_t DeviceAllocator::round(size_t requested) const {
   return pytorch_round(requested, options_.roundup_power2_divisions);
 }

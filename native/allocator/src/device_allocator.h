@@ -76,7 +76,6 @@ struct Options {
   bool expandable_fit = false;
 };
 
-
 // Thrown by malloc when memory cannot be found even after the OOM ladder. Derives from
 // std::runtime_error so PyTorch surfaces it as RuntimeError with our message.
 struct OutOfMemory : std::runtime_error {

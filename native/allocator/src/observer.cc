@@ -12,11 +12,11 @@
 #include "../../format/gpumem_format.h"
 #include "../../format/json.h"
 #include "address_map.h"
+#include "pytorch_settings.h"
 #include "recorder.h"
 #include "self_time.h"
 #include "sequencer.h"
 #include "stack_capture.h"
-#include "pytorch_settings.h"
 #include "writer.h"
 
 namespace gpumem::rec::observer {
