@@ -54,16 +54,32 @@ def main():
             rc, out = r.returncode, r.stdout + r.stderr
         except subprocess.TimeoutExpired as e:
             rc, out = "timeout", str(e)
+        except OSError as e:  # a step whose program an earlier failure never made: recorded, the rest go on
+            rc, out = "not run", str(e)
         ok = want(rc, out) if want else rc == 0
         steps.append({"step": name, "cmd": cmd, "rc": rc, "ok": ok, "tail": out[-2500:]})
         print("%s %s (rc %s)" % ("PASS" if ok else "FAIL", name, rc), flush=True)
+        if not ok:
+            print(out[-1500:], flush=True)
         return out
 
     made = step("venv", [sys.executable, "-m", "venv", "--system-site-packages", venv], timeout=120)
     if steps[-1]["ok"]:
         py, bin_ = os.path.join(venv, "bin", "python"), os.path.join(venv, "bin")
-        step("pip install ./native/python", [py, "-m", "pip", "install", "--no-index", "--no-build-isolation", "--no-deps",
-                                             os.path.join(ROOT, "native", "python")], timeout=300, cwd=top)
+        # The user's torch: where this interpreter is itself a venv (the GPU machine's), --system-site-packages reaches
+        # the base Python's packages, not this one's; a .pth names this interpreter's site-packages in the new venv, as
+        # a user's environment with torch in it would have them.
+        import site
+        new_site = subprocess.run([py, "-c", "import site; print(site.getsitepackages()[0])"], capture_output=True,
+                                  text=True).stdout.strip()
+        if new_site:
+            with open(os.path.join(new_site, "outer-torch.pth"), "w") as f:
+                f.write("\n".join(p for p in site.getsitepackages() if os.path.isdir(p)) + "\n")
+        has_pip = subprocess.run([py, "-m", "pip", "--version"], capture_output=True).returncode == 0
+        # A venv made without ensurepip has no pip of its own: this interpreter's pip installs into it (--python)
+        pip = [py, "-m", "pip"] if has_pip else [sys.executable, "-m", "pip", "--python", py]
+        step("pip install ./native/python", pip + ["install", "--no-index", "--no-build-isolation", "--no-deps",
+                                                   os.path.join(ROOT, "native", "python")], timeout=300, cwd=top)
         step("gpumem --help", [os.path.join(bin_, "gpumem"), "--help"], want=lambda rc, o: rc == 0 and "run" in o)
         step("the installed package is used", [py, "-c", "import gpumem, sys; print(gpumem.__file__)"],
              want=lambda rc, o: rc == 0 and venv in o)
