@@ -3,7 +3,10 @@
 // library can see it. Linked into every shipped binary beside floor.h.
 #include <new>
 
-#define GPUMEM_FLOOR_LOCAL __attribute__((visibility("hidden")))
+// Weak as well: where the compiler links libstdc++ statically (a GCC built with no shared libstdc++ beside it, as a
+// GPU machine's /opt/gcc was), the archive member that defines the same function is pulled in for its neighbours, and
+// its strong definition wins instead of colliding with ours.
+#define GPUMEM_FLOOR_LOCAL __attribute__((visibility("hidden"), weak))
 
 // libstdc++ 3.4.29 (GCC 11): what `new T[n]` calls when n is too large. libstdc++ 8 threw the same type from
 // the inline code; std::bad_array_new_length itself is CXXABI_1.3.8.
