@@ -12,8 +12,6 @@ $(BUILD)/native_thread.so: $(REC_TESTDIR)/native_thread.c
 
 # The recorder's sources reuse the per-file sanitizer objects of `make test` (same flags), so `make -j`
 # builds each file once per sanitizer, in parallel; only the two test files need the fixtures path.
-# The observer sizes blocks as PyTorch does: the one piece of the core the recorder uses (pytorch_settings.h).
-REC_CORE := src/pytorch_settings.cc
 REC_ASAN_OBJS := $(patsubst %.cc,$(BUILD)/asan/%.o,$(notdir $(REC_SRCS) $(REC_CORE))) \
                  $(BUILD)/asan-rec/recorder_unit.o $(BUILD)/asan-rec/fake_core.o
 REC_TSAN_OBJS := $(patsubst %.cc,$(BUILD)/tsan/%.o,$(notdir $(REC_SRCS) $(REC_CORE))) \
