@@ -1,5 +1,6 @@
 // A figures-only capture in the snapshot panel (Chromium): a real H200 run under PyTorch's cudaMallocAsync backend
-// (test/fixtures/conformance/figures_async-auto), fed by OpenedCapture over the real native Model. The end's figures
+// (test/fixtures/device-samples/figures_async-auto, with the truth PyTorch measured in that run: kept beside the
+// conformance fixtures because its step 3 has no sample inside it, the case the "—" rows are for), fed by OpenedCapture over the real native Model. The end's figures
 // are PyTorch's at the last sample, the allocator state is said to be unknown rather than shown as zeros, step rows
 // without a sample read "—", and the what-if tab says in one line why nothing is replayed (Notes [Figures at the end],
 // [Figures at step ends] in native/addon/src/aggregate.cpp, [What the engine cannot answer] in
@@ -17,7 +18,7 @@ import { openSnapshotPanel } from './snapshot-host.mjs';
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
 process.env.GPUMEM_ADDON ||= path.join(ROOT, 'dist/native/gpumem_addon.node');
 const { openModel } = await import('../../src/core/base/model/open.ts');
-const FIXTURE = path.join(ROOT, 'test/fixtures/conformance/figures_async-auto');
+const FIXTURE = path.join(ROOT, 'test/fixtures/device-samples/figures_async-auto');
 
 describe('a cudaMallocAsync run (figures only) in the snapshot panel', () => {
   const dir = path.join(ROOT, '.test-output/webview/figures-only');
