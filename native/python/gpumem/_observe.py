@@ -195,6 +195,7 @@ def start(torch):
             _probe_off.applied["writer"] = STATE.native.probe_set()(b"flush_ms", 10000)  # 0: the library took it
         return True
 
+
 def _attach_oom_observer(torch):
     attach = getattr(torch._C, "_cuda_attach_out_of_memory_observer", None)
     if attach is None:

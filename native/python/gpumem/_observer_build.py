@@ -186,7 +186,6 @@ def build_tracker(torch):
         return None, "%s: %s" % (type(exc).__name__, text[-1] if text else "")
 
 
-
 def _cpu_only(torch):
     """A torch built without CUDA (nor ROCm): nothing to observe, so nothing to build. Note [Observer build ahead]: VS
     Code builds ahead at activation, and a workspace with test files activates it; on a CPU-only torch that build
