@@ -108,7 +108,7 @@ export function packageVsix(outFile, target = 'linux-x64') {
   if (fs.existsSync(path.join(root, 'native/python'))) {
     expected.push('extension/native/python/sitecustomize.py');
     for (const f of fs.readdirSync(path.join(root, 'native/python/gpumem'), { recursive: true })) {
-      if (String(f).endsWith('.py') && !String(f).includes('__pycache__')) expected.push(`extension/native/python/gpumem/${f}`);
+      if (/\.(py|cpp)$/.test(String(f)) && !String(f).includes('__pycache__')) expected.push(`extension/native/python/gpumem/${f}`);
     }
   }
   const missing = expected.filter((e) => !entries.includes(e));

@@ -224,8 +224,8 @@ enum MarkerKind : uint32_t {
   // MARK_EVENTS_OFF (minor 8): from this moment on the process's allocations, frees and segment events are no longer
   // recorded one by one (name = why: "recordSteps 5"); a process-wide fact (written once, device 0) that holds for
   // every device. The REC_STATS samples after it carry the figures: allocated, reserved and their peaks as PyTorch's
-  // stats give them (Note [Recorded steps] in native/python/gpumem/_observe.py; the reader: Note [Figures after the
-  // events] in native/addon/src/model.h).
+  // stats give them (Note [Recorded steps] in native/python/gpumem/_recorded_steps.py; the reader: Note [Figures after
+  // the events] in native/addon/src/model.h).
   MARK_EVENTS_OFF = 8,
 };
 

@@ -471,7 +471,8 @@ def _keeper_passes():
 
 def _observer_queue():
     """How the observer's queue kept up so far (gpumem_observe_info "queue"); None outside the PyTorch-allocator mode."""
-    obs = getattr(sys.modules.get("gpumem._observe"), "_obs", None)  # the bootstrap's observer, when it runs
+    live = sys.modules.get("gpumem._observer_live")  # the bootstrap's observer, when it runs
+    obs = live.LIVE.obs if live is not None else None
     if obs is None:
         return None
     info = obs.info()

@@ -23,7 +23,7 @@ PASS when, for each model:
   missed. The one residue allowed: a saved storage freed in the same microsecond as the peak (the capture's time
   resolution cannot say whether before or after it): its bytes are printed as "same µs" and the check allows
   the tool anywhere between the two readings.
-With --record-steps R (Note [Recorded steps] in native/python/gpumem/_observe.py: allocations recorded for the first R
+With --record-steps R (Note [Recorded steps] in native/python/gpumem/_recorded_steps.py: allocations recorded for the first R
 steps only, the PyTorch-allocator mode): the step-end checks cover the first R steps (the later ones have step facts
 but no allocation), the peak's are unchanged (the categories' peak is the recorded one), and two more: every step is
 still found, and the summary's peak is the workload's own max_memory_allocated() (the figures after the stop).

@@ -13,7 +13,7 @@ A ResNet-18 training loop (bf16 autocast, 30 steps), natively and under `python3
                  own torch.cuda.max_memory_allocated(), and the summary says what was not recorded
  4 async         PYTORCH_CUDA_ALLOC_CONF=backend:cudaMallocAsync under the default settings (the stats source, no
                  events either): the same peak rule
- 5 record-steps  `--record-steps 5` (Note [Recorded steps] in native/python/gpumem/_observe.py): the same losses and
+ 5 record-steps  `--record-steps 5` (Note [Recorded steps] in native/python/gpumem/_recorded_steps.py): the same losses and
                  max_memory_allocated() as natively; MARK_EVENTS_OFF between the 5th and 6th optimizer.step facts;
                  allocation events and tags before it, none after; the samples after it carry PyTorch's peak
  6 steps-peak    its `gpumem summary --json`: the peak is the workload's max_memory_allocated(), the not-recorded sentence

@@ -128,7 +128,7 @@ class OptimizerTagTest(unittest.TestCase):
         self.assertEqual((header["allocator_mode"], header["events"]), ("lens", True))
 
     def test_recording_the_first_steps_only_is_refused_by_the_lens_mode_in_one_line(self):
-        """Note [Recorded steps] (gpumem/_observe.py): the lens allocator records every allocation at every step; asked
+        """Note [Recorded steps] (gpumem/_recorded_steps.py): the lens allocator records every allocation at every step; asked
         for, it says so once and its header says record_steps 0 (the panels would say otherwise)."""
         source = """
             import torch

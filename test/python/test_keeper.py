@@ -226,7 +226,7 @@ class KeeperTest(unittest.TestCase):
 
     def test_more_kept_tensors_than_the_sample_are_all_counted(self):
         # 100 kept in a warm-up with no optimizer step, then the loop: the referrer lookup samples 64 of the 104
-        # survivors (gpumem/_keeper.py SAMPLE); the container found counts all of them.
+        # survivors (gpumem/_keeper_search.py SAMPLE); the container found counts all of them.
         run = support.run_script(HEAD + """
     history = []
     for _ in range(100):
@@ -397,8 +397,9 @@ class LiveBytesTest(unittest.TestCase):
         import sys
         import types
         sys.path.insert(0, str(support.PY_DIR))
-        from gpumem import _observe
+        from gpumem import _observer_figures
         from gpumem._keeper import live_bytes
+        from gpumem._observer_live import LIVE
 
         asked = []
 
@@ -411,30 +412,30 @@ class LiveBytesTest(unittest.TestCase):
         torch.cuda.current_device = lambda: 2
         nested = torch.cuda.memory_stats_as_nested_dict
         torch.cuda.memory_stats_as_nested_dict = lambda *a: self.fail("the nested dict was built")
-        saved = _observe._figures_ext
+        saved = LIVE.figures_ext
         try:
-            _observe._figures_ext = types.SimpleNamespace(figures=figures)
+            LIVE.figures_ext = types.SimpleNamespace(figures=figures)
             self.assertEqual(live_bytes(torch), 21000)
             self.assertEqual(asked, [2])
-            self.assertEqual(_observe.figures_now(torch, 1), (101, 201, 301, 401, 0, 14000))
+            self.assertEqual(_observer_figures.figures_now(torch, 1), (101, 201, 301, 401, 0, 14000))
 
             def broken(device):
                 raise RuntimeError("no stats in this build")
-            _observe._figures_ext = types.SimpleNamespace(figures=broken)
+            LIVE.figures_ext = types.SimpleNamespace(figures=broken)
             torch.cuda.memory_stats_as_nested_dict = nested
             self.assertEqual(live_bytes(torch), 11)
             # a stand-in tracker without figures (the history fallback has none): the dict, whole
-            _observe._figures_ext = types.SimpleNamespace()
-            self.assertEqual(_observe.figures_now(torch, 0), (0, 0, 0, 0, 0, 11))
+            LIVE.figures_ext = types.SimpleNamespace()
+            self.assertEqual(_observer_figures.figures_now(torch, 0), (0, 0, 0, 0, 0, 11))
         finally:
-            _observe._figures_ext = saved
+            LIVE.figures_ext = saved
 
 
 class FormatTest(unittest.TestCase):
     def test_bytes_read_like_the_extension_three_significant_digits(self):
         import sys
         sys.path.insert(0, str(support.PY_DIR))
-        from gpumem._keeper import format_bytes
+        from gpumem._keeper_notice import format_bytes
 
         cases = {1023: "1023 B", 1024: "1.00 KiB", 20 * 1024: "20.0 KiB", 312 << 20: "312 MiB", 1536 << 20: "1.50 GiB",
                  (1 << 20) - 1: "1.00 MiB"}

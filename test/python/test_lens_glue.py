@@ -1,4 +1,4 @@
-"""The lens allocator's OOM glue (Note [Lens OOM type] in gpumem/_observe.py): when the observer module is built for
+"""The lens allocator's OOM glue (Note [Lens OOM type] in gpumem/_observer_ext.cpp): when the observer module is built for
 this torch, the lens mode hands CUDAPluggableAllocator the module's gpumem_glue_malloc/free, wired to the lens
 library's functions, so an OOM reaches Python as torch.OutOfMemoryError (that translation needs a real torch and
 is checked on the GPU: test/gpu/oom_sample_check.py). Here a stand-in glue module, built in the observer's cache
@@ -44,16 +44,16 @@ class LensGlueTest(unittest.TestCase):
         self.cache = support.new_dir("cache")
 
     def glue_folder(self):
-        """The observer's build folder for the stand-in torch, as _observe._build_dir names it."""
+        """The observer's build folder for the stand-in torch, as _observer_build._build_dir names it."""
         sys.path.insert(0, str(support.FAKE_TORCH))
         try:
             import torch  # the stand-in
-            from gpumem import _observe
+            from gpumem import _observer_build
 
             old = os.environ.get("XDG_CACHE_HOME")
             os.environ["XDG_CACHE_HOME"] = self.cache
             try:
-                return _observe._build_dir(torch)[0]
+                return _observer_build._build_dir(torch)[0]
             finally:
                 if old is None:
                     del os.environ["XDG_CACHE_HOME"]

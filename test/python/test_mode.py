@@ -178,8 +178,8 @@ class EnvironmentAndRequestTest(unittest.TestCase):
             self.assertEqual(_mode.decide("auto", script, env={"PYTORCH_CUDA_ALLOC_CONF": "  "}, roots=[d], observer=NO_OBSERVER).mode, "lens")
 
     def test_settings_that_record_less_take_pytorchs_allocator(self):
-        # Note [Figures only] and Note [Recorded steps] (gpumem/_observe.py): only PyTorch's allocator has figures
-        # without per-allocation events, from the start or once we stop recording
+        # Note [Figures only] (gpumem/_observe.py) and Note [Recorded steps] (gpumem/_recorded_steps.py): only PyTorch's
+        # allocator has figures without per-allocation events, from the start or once we stop recording
         cases = (("GPUMEM_EVENTS", "0", "1", "figures only (--figures-only / gpuMemoryLens.recordAllocations)"),
                  ("GPUMEM_RECORD_STEPS", "20", "0", "first steps only (--record-steps / gpuMemoryLens.recordSteps)"))
         with tempfile.TemporaryDirectory() as d:

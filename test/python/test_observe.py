@@ -1,4 +1,4 @@
-"""The bootstrap in the PyTorch-allocator mode (gpumem/_observe.py) with the real .so, on the stand-in torch:
+"""The bootstrap in the PyTorch-allocator mode (gpumem/_observe.py and its parts) with the real .so, on the stand-in torch:
 auto's one line, the capture's header, the history fallback when no tracker can be built (the stand-in has
 no torch.utils.cpp_extension), states from PyTorch's _snapshot(), the control channel's Empty Cache calling
 torch.cuda.empty_cache(), and the lens allocator never being swapped in."""
@@ -196,8 +196,8 @@ torch._C._cuda_attach_out_of_memory_observer = oom_observers.append
 torch.cuda.init()
 for observer in oom_observers:  # as PyTorch's allocator calls them: device, request, device limit, driver's free bytes
     observer(0, 6 << 30, 8 << 30, 1 << 30)""").replace('"swapped": STATE.swapped,', '"swapped": STATE.swapped, "walking": __import__("gpumem._markers").'
-                              '_markers._walking, "queue_running": __import__("gpumem._observe").'
-                              '_observe._obs.info()["queue"]["running"],')
+                              '_markers._walking, "queue_running": __import__("gpumem._observer_live").'
+                              '_observer_live.LIVE.obs.info()["queue"]["running"],')
         first, err, lines, header, recs = run_to_end(self, workload, {"GPUMEM_ALLOCATOR": "auto", "GPUMEM_EVENTS": "0"}, 0.5)
         self.assertEqual((first.get("mode"), first.get("source"), first.get("swapped"), first.get("walking")),
                          ("pytorch", "stats", False, False))
@@ -257,8 +257,8 @@ import gpumem._observe as observe
 ext = types.SimpleNamespace(__file__=%r, figures=lambda d: [11 << 20, 44 << 20, 13 << 20, 44 << 20, 0, 10 << 20])
 observe.build_tracker = lambda torch: (ext, None)
 torch.cuda.init()""" % (lib, lib)).replace("from gpumem._state import STATE", """time.sleep(0.3)  # a few sampler passes (every 50 ms)
-from gpumem._state import STATE""").replace('"swapped": STATE.swapped,', '"swapped": STATE.swapped, "by": __import__("gpumem._observe")'
-                  '._observe.figures_by, "threads": [t.name for t in __import__("threading").enumerate()], "reads": '
+from gpumem._state import STATE""").replace('"swapped": STATE.swapped,', '"swapped": STATE.swapped, "by": __import__("gpumem._observer_live")'
+                  '._observer_live.LIVE.figures_by, "threads": [t.name for t in __import__("threading").enumerate()], "reads": '
                   'fake.fake_figures_reads(), "reads_off_main": fake.fake_figures_reads_off_main(),')
 
     def test_figures_only_reads_pytorchs_figures_on_the_samplers_thread(self):
@@ -310,7 +310,7 @@ from gpumem._state import STATE""").replace('"swapped": STATE.swapped,', '"swapp
         workload = WORKLOAD.replace("torch.cuda.init()", stats_dict(2, 6, 32) + """\
 mem.get_allocator_backend = lambda: "cudaMallocAsync"
 torch.cuda.init()""").replace('"swapped": STATE.swapped,', '"swapped": STATE.swapped, "queue_running": '
-                              '__import__("gpumem._observe")._observe._obs.info()["queue"]["running"],')
+                              '__import__("gpumem._observer_live")._observer_live.LIVE.obs.info()["queue"]["running"],')
         first, err, _lines, header, recs = run_to_end(self, workload, {"GPUMEM_ALLOCATOR": "auto", "GPUMEM_RECORD_STEPS": "3"}, 0.5)
         self.assertEqual((first.get("mode"), first.get("source"), first.get("queue_running")), ("pytorch", "stats", False))
         self.assertIn("cudaMallocAsync backend offers PyTorch's stats only", err)
@@ -354,7 +354,7 @@ STEP_CALL"""
         workload = WORKLOAD.replace("torch.cuda.init()", RECORD_STEPS_WORKLOAD.replace("STEP_CALL", step_call)).replace(
             '"swapped": STATE.swapped,', '"swapped": STATE.swapped, "walking": __import__("gpumem._markers").'
             '_markers._walking, "tracker_off": tracker.off, "records": tracker.records, '
-            '"queue_running": observe._obs.info()["queue"]["running"],')
+            '"queue_running": observe.LIVE.obs.info()["queue"]["running"],')
         first, err, lines, header, recs = run_to_end(self, workload, {"GPUMEM_ALLOCATOR": "auto", "GPUMEM_RECORD_STEPS": "2"})
         strings = strings_of(recs)
         return first, err, lines, header, recs, strings
@@ -397,7 +397,7 @@ from gpumem._state import STATE""")
         self.assertEqual([t for t, _ in recs[off_at:] if t == F.REC_ALLOC], [])
 
     def test_record_steps_stops_recording_after_the_nth_optimizer_step(self):
-        """Note [Recorded steps] (gpumem/_observe.py): with GPUMEM_RECORD_STEPS=2, the events of steps 1–2 are in the
+        """Note [Recorded steps] (gpumem/_recorded_steps.py): with GPUMEM_RECORD_STEPS=2, the events of steps 1–2 are in the
         capture, then MARK_EVENTS_OFF after the last of them, then no event (the library drops what a tracker still
         hands it), no tag, PyTorch's figures in the samples, and our recorder out of PyTorch's history. The stand-in
         torch cannot build the tracker extension, so a stand-in with its contract (attach/record/events_off) hands
@@ -440,7 +440,7 @@ tracker.__file__ = %r
 fake = ctypes.CDLL(tracker.__file__)
 fake.fake_figures_set.argtypes = [ctypes.c_int64] * 6
 fake.fake_figures_set(21 << 20, 48 << 20, 23 << 20, 48 << 20, 0, 20 << 20)
-""" % lib)).replace('"swapped": STATE.swapped,', '"swapped": STATE.swapped, "by": observe.figures_by, "threads": '
+""" % lib)).replace('"swapped": STATE.swapped,', '"swapped": STATE.swapped, "by": observe.LIVE.figures_by, "threads": '
                     '[t.name for t in __import__("threading").enumerate()], "reads_off_main": fake.fake_figures_reads_off_main(),')
         first, err, lines, header, recs = run_to_end(self, workload, {"GPUMEM_ALLOCATOR": "auto", "GPUMEM_RECORD_STEPS": "2"})
         self.assertEqual((first.get("source"), first.get("by")), ("tracker", "sampler"), err)

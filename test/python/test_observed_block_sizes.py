@@ -15,7 +15,7 @@ import support
 
 sys.path.insert(0, str(support.PY_DIR))
 from gpumem import _format as F  # noqa: E402
-from gpumem import _native, _observe  # noqa: E402
+from gpumem import _native, _observer_api  # noqa: E402
 
 FIXTURE = os.path.join(support.ROOT, "test", "fixtures", "pytorch-snapshots", "resnet50-bf16-train-python-stacks.pickle")
 
@@ -64,7 +64,7 @@ def child(so, capture, addrs):
         snap = pickle.load(f)
     native = _native.Allocator(so)
     native.configure({"capture_path": capture, "sample_interval_ms": 0})
-    obs = _observe.Observer(native)
+    obs = _observer_api.Observer(native)
     obs.start(None, None)
     obs.state(0, 1, [{k: s[k] for k in ("device", "address", "total_size", "stream", "segment_type", "is_expandable")}
                      | {"blocks": [{k: b[k] for k in ("address", "size", "requested_size", "state")} for b in s["blocks"]]}
@@ -75,7 +75,7 @@ def child(so, capture, addrs):
         n = by_addr[a]["requested_size"]
         trace += [{"action": "free_requested", "addr": a, "size": n}, {"action": "free_completed", "addr": a, "size": n},
                   {"action": "alloc", "addr": a, "size": n}]
-    _observe.feed_trace(obs, trace, 0)
+    _observer_api.feed_trace(obs, trace, 0)
     native.shutdown(0)
 
 

@@ -1,4 +1,4 @@
-"""The observer's build watchdog (Note [Observer build watchdog] in gpumem/_observe.py): the tracker is built in
+"""The observer's build watchdog (Note [Observer build watchdog] in gpumem/_observer_build.py): the tracker is built in
 a child Python under a time limit, so a hanging compiler or a lock file left by a killed build can never stall
 the workload at its first CUDA use. A tiny stand-in torch.utils.cpp_extension plays the compiler: it hangs,
 fails, or builds (writes the .so) and says in which process it ran."""
@@ -12,19 +12,24 @@ import unittest
 
 import support
 
-# A stand-in torch package with only what build_tracker touches. load_inline honours the lock file the way
-# torch's FileBaton does (waits while it exists), so a stale lock really would hang without the watchdog.
+# A stand-in torch package with only what build_tracker touches. load() reads its sources from disk as torch's does
+# (a missing source fails), and honours the lock file the way torch's FileBaton does (waits while it exists), so a
+# stale lock really would hang without the watchdog.
 CPP_EXTENSION = r'''
-import os, sys, time
-def load_inline(name, cpp_sources, functions, with_cuda, build_directory, verbose, extra_cflags=None):
+import hashlib, os, sys, time
+def load(name, sources, with_cuda, build_directory, verbose, extra_cflags=None):
+    text = "".join(open(s).read() for s in sources)
     lock = os.path.join(build_directory, "lock")
     while os.path.exists(lock):
         time.sleep(0.05)
     behaviour = os.environ.get("FAKE_BUILD", "ok")
     built = os.path.join(build_directory, name + ".so")
-    # torch hashes the build flags with the sources: other flags than the built module's mean a rebuild.
+    # torch hashes the build flags with the sources: other flags or sources than the built module's mean a rebuild;
+    # so does a source of another path or a newer time (ninja's rule).
     flags = " ".join(extra_cflags or []) or "-"
-    same = os.path.exists(built) and open(built).read() == flags
+    stamp = "%s %s %s" % (flags, hashlib.sha1(text.encode()).hexdigest(), " ".join(sources))
+    same = os.path.exists(built) and open(built).read() == stamp and all(
+        os.stat(s).st_mtime <= os.stat(built).st_mtime for s in sources)
     with open(os.path.join(build_directory, "calls.log"), "a") as f:
         f.write("%d %s %s\n" % (os.getpid(), "import" if same else "build", flags))
     if not same:
@@ -34,9 +39,9 @@ def load_inline(name, cpp_sources, functions, with_cuda, build_directory, verbos
             sys.stderr.write("x.cpp:1: error: something the compiler said\n")
             raise RuntimeError("Error building extension '%s'" % name)
         with open(built, "w") as f:
-            f.write(flags)
+            f.write(stamp)
     class Module:
-        source = cpp_sources[0]
+        source = text
     return Module
 '''
 
@@ -44,15 +49,15 @@ def load_inline(name, cpp_sources, functions, with_cuda, build_directory, verbos
 DRIVER = r'''
 import json, os, sys, time
 import torch
-from gpumem import _observe
+from gpumem import _observer_build
 t0 = time.monotonic()
-mod, why = _observe.build_tracker(torch)
-folder, name = _observe._build_dir(torch)
+mod, why = _observer_build.build_tracker(torch)
+folder, name = _observer_build._build_dir(torch)
 log = os.path.join(folder, "calls.log")
 calls = [l.split() for l in open(log).read().splitlines()] if os.path.exists(log) else []
 print(json.dumps({"built": mod is not None, "why": why, "secs": time.monotonic() - t0, "pid": os.getpid(),
                   "calls": [[int(c[0]), c[1], " ".join(c[2:])] for c in calls],
-                  "source_is_tracker": mod is not None and mod.source == _observe.TRACKER_SRC,
+                  "source_is_tracker": mod is not None and mod.source == _observer_build.TRACKER_SRC,
                   "lock_left": os.path.exists(os.path.join(folder, "lock")), "folder": folder}))
 '''
 
@@ -89,7 +94,7 @@ class ObserverBuildWatchdog(unittest.TestCase):
 
     def folder(self, env):
         # _build_dir's folder for the stand-in torch (same key as the driver computes).
-        out = subprocess.run([sys.executable, "-S", "-c", "import torch; from gpumem import _observe; print(_observe._build_dir(torch)[0])"],
+        out = subprocess.run([sys.executable, "-S", "-c", "import torch; from gpumem import _observer_build; print(_observer_build._build_dir(torch)[0])"],
                              env=env, capture_output=True, text=True, check=True)
         return out.stdout.strip()
 
@@ -198,6 +203,38 @@ class ObserverBuildWatchdog(unittest.TestCase):
             f.write("cuda = '13.0'\nhip = None\n")
         p, _ = self.build_ahead("--json")
         self.assertEqual(json.loads(p.stdout.splitlines()[-1])["built"], True, p.stdout + p.stderr)
+
+
+class ObserverSource(unittest.TestCase):
+    """Note [Observer source in the build folder]: the extension's C++ is a file of the package; its text is the cache
+    key, and its binding block is what load_inline once generated from the function names."""
+
+    KEY = ("import sys; sys.path.insert(0, sys.argv[1]); import types; torch = types.SimpleNamespace(__version__='9.9')\n"
+           "from gpumem import _observer_build; print(_observer_build._build_dir(torch)[1])")
+
+    def key_of(self, python_dir):
+        return subprocess.run([sys.executable, "-S", "-c", self.KEY, python_dir], capture_output=True, text=True,
+                              check=True, env=dict(os.environ, XDG_CACHE_HOME="/nonexistent")).stdout.strip()
+
+    def test_the_cache_key_changes_with_the_cpp_text(self):
+        import shutil
+
+        tmp = tempfile.mkdtemp(prefix="gpumem-obskey-")
+        shutil.copytree(support.PY_DIR / "gpumem", os.path.join(tmp, "gpumem"))
+        same = self.key_of(tmp)
+        self.assertEqual(same, self.key_of(str(support.PY_DIR)))  # the folder's path is not in the key
+        self.assertRegex(same, r"^gpumem_observer_[0-9a-f]{12}$")
+        with open(os.path.join(tmp, "gpumem", "_observer_ext.cpp"), "a") as f:
+            f.write("// one more line\n")
+        self.assertNotEqual(self.key_of(tmp), same)
+
+    def test_the_module_binds_the_functions_the_bootstrap_calls(self):
+        import re
+
+        text = (support.PY_DIR / "gpumem" / "_observer_ext.cpp").read_text()
+        bound = re.findall(r'm\.def\("(\w+)", torch::wrap_pybind_function\((\w+)\), "(\w+)"\);', text)
+        self.assertEqual([b[0] for b in bound], ["attach", "record", "events_off", "figures"])
+        self.assertTrue(all(a == b == c for a, b, c in bound), bound)
 
 
 if __name__ == "__main__":

@@ -72,8 +72,10 @@ class PipPackageTest(unittest.TestCase):
         self.assertRegex(os.path.basename(self.wheel), r"^gpu_memory_lens-\d+\.\d+\.\d+-py3-none-linux_[a-z0-9_]+\.whl$")
         with zipfile.ZipFile(self.wheel) as z:
             names = set(z.namelist())
-            ours = sorted(p.relative_to(PY).as_posix() for p in (PY / "gpumem").rglob("*.py") if "__pycache__" not in p.parts)
+            ours = sorted(p.relative_to(PY).as_posix() for p in (PY / "gpumem").rglob("*")
+                          if p.suffix in (".py", ".cpp") and "__pycache__" not in p.parts)
             self.assertGreater(len(ours), 30)
+            self.assertIn("gpumem/_observer_ext.cpp", ours)  # the observer's C++, built by the workload at first use
             for rel in ours:
                 self.assertEqual(z.read(rel), (PY / rel).read_bytes(), rel)
             self.assertEqual(z.read("gpumem/_site/sitecustomize.py"), (PY / "sitecustomize.py").read_bytes())
@@ -209,6 +211,7 @@ class PipPackageTest(unittest.TestCase):
         self.assertEqual(dry.returncode, 0, dry.stdout[-2000:] + dry.stderr)
         self.assertIn("floor_shims.cc", dry.stdout)
         self.assertTrue(os.path.isfile(os.path.join(root, "gpumem", "__init__.py")))
+        self.assertTrue(os.path.isfile(os.path.join(root, "gpumem", "_observer_ext.cpp")))
         self.assertTrue(os.path.isfile(os.path.join(root, "build_backend", "gpumem_build.py")))
 
 

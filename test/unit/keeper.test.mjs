@@ -194,7 +194,7 @@ test('retained graphs: the keeper is named on every line they keep, and their by
 // The leaky convnet on a real run: test/gpu/workloads/leak_history.py --model convnet --steps 8 under `gpumem run`
 // (lens allocator, H100, torch 2.11), paths relocated. backward(retain_graph=True), then history.append(loss): each
 // kept loss's graph saves the three ReLU results (392 + 392 + 196 MiB) and the mean of its forward. The keeper's
-// notice lists the 28 storages the graph walk found (Note [Node wrappers die] in _keeper.py); the moment of the
+// notice lists the 28 storages the graph walk found (Note [Node wrappers die] in _keeper_search.py); the moment of the
 // notice is rebuilt backwards from the run's last state, through free_completed events that carry no stack.
 const CONVNET = path.join(path.dirname(new URL(import.meta.url).pathname), '..', 'fixtures', 'h100-leaky-convnet.capture');
 const FORWARD = { conv1: 31, conv2: 32, conv3: 33, mean: 34, loss: 60 };

@@ -87,7 +87,7 @@ test('a PyTorch backend with stats only (cudaMallocAsync) is said with its name,
 });
 
 test('recording the first steps only is said with its number, and only when a step limit was in force', () => {
-  // Note [Recorded steps] (native/python/gpumem/_observe.py): the header's record_steps, from the bootstrap
+  // Note [Recorded steps] (native/python/gpumem/_recorded_steps.py): the header's record_steps, from the bootstrap
   const said = notRecorded(headerInfoOf({ stacks: true, module_paths: true, tags: true, events: true, record_steps: 20 }));
   assert.deepEqual(said, [
     'Allocations were recorded one by one for the first 20 steps only (--record-steps 20 or ' +

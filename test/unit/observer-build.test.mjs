@@ -20,13 +20,14 @@ function standInTorch() {
   fs.writeFileSync(
     path.join(pkg, 'utils', 'cpp_extension.py'),
     `import os
-def load_inline(name, cpp_sources, functions, with_cuda, build_directory, verbose, extra_cflags=None):
+def load(name, sources, with_cuda, build_directory, verbose, extra_cflags=None):
+    text = "".join(open(s).read() for s in sources)  # as torch does: a missing source fails the build
     built = os.path.join(build_directory, name + ".so")
     if not os.path.exists(built):
         with open(built, "w") as f:
             f.write("so")
     class Module:
-        source = cpp_sources[0]
+        source = text
     return Module
 `,
   );

@@ -29,11 +29,11 @@ function feedTrace(traceSource, capture) {
       '-c',
       `import sys, json
 sys.path.insert(0, ${JSON.stringify(path.join(root, 'native/python'))})
-from gpumem import _native, _observe
+from gpumem import _native, _observer_api
 n = _native.Allocator(sys.argv[1]); n.configure({"capture_path": sys.argv[2], "sample_interval_ms": 0})
-o = _observe.Observer(n); o.start(None, None)
+o = _observer_api.Observer(n); o.start(None, None)
 ${traceSource}
-rec, dropped, _ = _observe.feed_trace(o, trace)
+rec, dropped, _ = _observer_api.feed_trace(o, trace)
 info = o.info(); n.shutdown(0)
 print(json.dumps({"recorded": rec, "dropped": dropped, "info": info}))`,
       ALLOCATOR_LIB,

@@ -21,6 +21,7 @@ const SHIPS = [
   [/^dist\/webview\/[\w.-]+\.(js|css|map)$/, 'the panels\' browser bundles and assets'],
   [/^dist\/native\/[\w.-]+\.(node|so)$/, 'the capture reader and the allocator'],
   [/^native\/python\/(README\.md|([\w-]+\/)*[\w-]+\.py)$/, 'the Python side the workload runs'],
+  [/^native\/python\/gpumem\/[\w-]+\.cpp$/, 'the observer extension\'s C++, which the workload builds against its torch'],
 ];
 
 const listed = vsceList();
@@ -36,7 +37,7 @@ test('vsce ls lists only what ships: no sources, tests, tooling, dependencies or
   assert.deepEqual(listed.filter((f) => /__pycache__|\.pyc$|\.gpumem$|\.vsix$/.test(f)), [], 'no bytecode, captures or packages');
 });
 
-test('everything the manifest and the README point at ships', () => {
+test('everything the manifest and the README point at, and the Python side the workload runs, ships', () => {
   const wanted = new Set(['package.json', 'README.md', 'CHANGELOG.md', 'LICENSE', manifest.icon]);
   for (const w of manifest.contributes.walkthroughs) {
     for (const s of w.steps) {
@@ -53,6 +54,10 @@ test('everything the manifest and the README point at ships', () => {
   }
   // what the build made (the unit layer may run before a build: then only the sources' files are checked)
   for (const f of ['dist/extension.js', 'dist/cli.js', 'dist/webview/live.js', 'dist/webview/snapshot.js']) if (fs.existsSync(path.join(ROOT, f))) wanted.add(f);
+  // the Python side and the observer extension's C++ it builds (native/python/gpumem/_observer_build.py)
+  for (const f of fs.readdirSync(path.join(ROOT, 'native/python/gpumem'))) {
+    if (/\.(py|cpp)$/.test(f)) wanted.add(`native/python/gpumem/${f}`);
+  }
   for (const f of [...wanted]) assert.ok(fs.existsSync(path.join(ROOT, f)), `${f} is named but does not exist`);
   const missing = [...wanted].filter((f) => !listed.includes(f));
   assert.deepEqual(missing, [], `named by the manifest or the README but not in the package: ${missing.join(', ')}`);

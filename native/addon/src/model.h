@@ -129,9 +129,10 @@ struct FigureSample {
 };
 
 // Note [Figures after the events]: a capture may stop recording events part way (MARK_EVENTS_OFF, Note [Recorded
-// steps] in native/python/gpumem/_observe.py: recordSteps N keeps the first N steps one by one). From the marker's
-// time T_off on, the process records no allocation, free or segment event on any device, so a device that has events
-// reads the REC_STATS samples at or after T_off (Note [Figures from stats]) for the figures the events no longer give:
+// steps] in native/python/gpumem/_recorded_steps.py: recordSteps N keeps the first N steps one by one). From the
+// marker's time T_off on, the process records no allocation, free or segment event on any device, so a device that
+// has events reads the REC_STATS samples at or after T_off (Note [Figures from stats]) for the figures the events no
+// longer give:
 //  - the marker is a process-wide fact (written once, device 0) held by the model (Model::events_off_us, the first
 //    marker wins), so a device announced after it knows it too; each device applies it only where it has events and
 //    samples at or after T_off (a live capture whose next sample has not come reads as before);

@@ -121,7 +121,7 @@ uint32_t gather();
 // and OOM), else whatever can be had without the GIL. Safe under PyTorch's allocator lock.
 uint32_t take_stack(int action);
 
-// Note [Recorded steps] (native/python/gpumem/_observe.py): from now on the tracker's entries and the context
+// Note [Recorded steps] (native/python/gpumem/_recorded_steps.py): from now on the tracker's entries and the context
 // recorder's calls return at once (one relaxed load), for good. Whatever was queued is applied first, then a
 // MARK_EVENTS_OFF marker (name = why) is written in its place after the last event, so a reader knows from when the
 // figures are the REC_STATS samples' (the host sets them through set_figures from PyTorch's stats); the sequencer's

@@ -3,7 +3,7 @@ library only and no build requirements, so pip builds the package offline, with 
 Python of a GPU machine (the package's 3.9 and later: TOML is read by tomllib from 3.11, else by read_toml below).
 
 Note [Installed package]:
-- The wheel holds the gpumem package as it is in native/python/gpumem (the one copy of the Python side: the VSIX
+- The wheel holds the gpumem package as it is in native/python/gpumem, its .py and .cpp files (the one copy of the Python side: the VSIX
   ships the same folder, src/core/base/launch puts it on the workload's PYTHONPATH), plus two files that the
   repository keeps elsewhere:
   - gpumem/_site/sitecustomize.py, a copy of native/python/sitecustomize.py: `gpumem run` puts gpumem/_site first on
@@ -34,6 +34,9 @@ import zipfile
 
 PROJECT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # native/python, or an unpacked sdist
 ALLOCATOR_SO = "libgpumem_allocator.so"
+# The package's files that ship: its modules and the observer extension's C++, which the workload compiles against
+# its own torch at first use (gpumem/_observer_ext.cpp, Note [Observer source in the build folder]).
+SHIPPED_SUFFIXES = (".py", ".cpp")
 # The C++ an sdist carries, relative to native/ (the allocator's Makefile reads ../format and ../floor).
 NATIVE_PARTS = ("allocator/Makefile", "allocator/recorder_tests.mk", "allocator/exports.map", "allocator/src",
                 "allocator/include", "format", "floor/floor.h", "floor/floor_shims.cc")
@@ -174,7 +177,7 @@ def package_files():
     for folder, dirs, files in os.walk(pkg):
         dirs[:] = sorted(d for d in dirs if d != "__pycache__")
         for name in sorted(files):
-            if name.endswith(".py"):
+            if name.endswith(SHIPPED_SUFFIXES):
                 full = os.path.join(folder, name)
                 out.append(("gpumem/" + os.path.relpath(full, pkg).replace(os.sep, "/"), full))
     out.append(("gpumem/_site/sitecustomize.py", os.path.join(PROJECT, "sitecustomize.py")))

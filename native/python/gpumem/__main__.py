@@ -109,7 +109,7 @@ def _control_cmd(name, argv):
 
 def _build_observer(argv):
     """Builds the observer of PyTorch's allocator for this interpreter's torch, if it is not built yet
-    (Note [Observer build ahead] in gpumem/_observe.py). One line, or with --json one JSON object per line:
+    (Note [Observer build ahead] in gpumem/_observer_build.py). One line, or with --json one JSON object per line:
     {"building": true, …} when a build starts (so a caller can show progress only then), then the result."""
     p = argparse.ArgumentParser(prog="python3 -m gpumem build-observer")
     p.add_argument("--json", action="store_true", help="print JSON lines: a build's start, then the result")
@@ -120,7 +120,7 @@ def _build_observer(argv):
     except ImportError as exc:
         result = {"built": False, "already": False, "why": "this Python has no torch (%s)" % exc}
     else:
-        from . import _observe
+        from . import _observer_build
 
         def started(event):
             if args.json:
@@ -129,7 +129,7 @@ def _build_observer(argv):
                 print("gpumem: building the observer for torch %s (once per torch version, about 30 s)" % event["torch"],
                       flush=True)
 
-        result = _observe.prebuild(torch, started)
+        result = _observer_build.prebuild(torch, started)
     if args.json:
         print(json.dumps(result))
     elif not args.quiet:

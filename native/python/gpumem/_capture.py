@@ -40,7 +40,7 @@ def _header(torch):
         "tags": tags_wanted(),
         # Note [Figures only] (_observe.py): the lens mode records every allocation, whatever GPUMEM_EVENTS says
         "events": STATE.settings is None or STATE.settings.events or STATE.settings.allocator_mode != "pytorch",
-        # Note [Recorded steps] (_observe.py): allocations recorded for the first N optimizer steps only (0: every step)
+        # Note [Recorded steps] (_recorded_steps.py): allocations recorded for the first N optimizer steps only (0: every step)
         "record_steps": STATE.settings.record_steps
         if STATE.settings is not None and STATE.settings.allocator_mode == "pytorch" and STATE.settings.events else 0,
         "allocator_mode_reason": (STATE.mode_choice.reason + (" at " + STATE.mode_choice.where if STATE.mode_choice.where else ""))

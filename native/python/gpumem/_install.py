@@ -53,14 +53,14 @@ def swap(torch):
 
 def _pluggable(torch, allocator_so):
     """CUDAPluggableAllocator over the lens library, through the observer module's OOM glue when it is built
-    (Note [Lens OOM type] in _observe.py: OOMs reach Python as torch.OutOfMemoryError, as natively)."""
+    (Note [Lens OOM type] in _observer_ext.cpp: OOMs reach Python as torch.OutOfMemoryError, as natively)."""
     import ctypes
 
-    from . import _observe
+    from . import _observer_build
 
     STATE.lens_oom_glue = None
     try:
-        glue = _observe.lens_glue(torch)
+        glue = _observer_build.lens_glue(torch)
         if glue:
             native = STATE.native
             ctypes.CDLL(glue).gpumem_glue_set(ctypes.c_void_p(native.symbol_address("gpumem_malloc")),

@@ -139,7 +139,7 @@ def run(argv, out_dir, python=None, allocator_so=None, quiet=False, **settings):
 
 def build_observer_ahead(python, workload_env_):
     """Starts `python -m gpumem build-observer` beside the workload (Note [Observer build ahead] in
-    gpumem/_observe.py): it returns at once when the observer is built; otherwise its build overlaps the
+    gpumem/_observer_build.py): it returns at once when the observer is built; otherwise its build overlaps the
     workload's start. Detached and silent; the workload never waits for this process itself."""
     env = {k: v for k, v in workload_env_.items() if not k.startswith("GPUMEM_")}
     try:

@@ -152,7 +152,7 @@ _user_steps = False  # gpumem.step() was called: only its marks count from then 
 
 
 def count_recorded_step(source):
-    """Note [Recorded steps] in _observe.py: after the N-th step end, nothing is recorded per allocation. The steps
+    """Note [Recorded steps] in _recorded_steps.py: after the N-th step end, nothing is recorded per allocation. The steps
     are Optimizer.step() ends, or the user's gpumem.step() marks once there is one, as Note [Steps] counts them
     (so an inference loop marked with gpumem.step() stops too)."""
     global _steps, _walking, _user_steps
@@ -165,12 +165,12 @@ def count_recorded_step(source):
         return
     _steps += 1
     if _steps == n:
-        from . import _observe
+        from . import _recorded_steps
 
         # The marker it writes is what users see (the reader shows it as a notice with this name): no notice here.
-        if _observe.events_off("recordSteps %d" % n):
+        if _recorded_steps.events_off("recordSteps %d" % n):
             _walking = False  # tags name recorded allocations only
-        elif STATE.observer_source == "history":  # PyTorch's history drained: a source that cannot stop (_observe.py)
+        elif STATE.observer_source == "history":  # PyTorch's history drained: a source that cannot stop (_recorded_steps.py)
             STATE.native.notice("gpumem: recordSteps %d has no effect here: allocations come from PyTorch's memory "
                                 "history (the observer could not be built), recorded at every step" % n,
                                 _native.NOTICE_WARNING)

@@ -4,7 +4,7 @@ Note [Choosing the mode]: `auto` (the default) keeps the run as it is natively: 
 PyTorch-allocator mode (PyTorch's own caching allocator, observed, every line attributed as under the
 lens: Note [Observer stacks] in native/allocator/src/observer.h) whenever the observer can run here,
 i.e. its small extension is already built for this torch or can be built (a C++ compiler, ninja and
-Python's headers; _observe.availability). Where it cannot, the lens allocator records every line at a
+Python's headers; _observer_build.availability). Where it cannot, the lens allocator records every line at a
 lower cost than PyTorch's history (the observer's fallback), unless the run needs PyTorch's allocator:
 then it stays, observed through that history. The lens allocator would change the run when the entry
 script or one of its LOCAL modules (imports that resolve to files next to the script or under the user
@@ -72,7 +72,7 @@ KEEPS = "keeps the run as it is natively (PyTorch's own allocator, observed)"
 def decide(requested, entry, env=None, roots=None, observer=None):
     """The mode for a run. `requested`: auto|lens|pytorch; `entry`: the entry script's path (or None);
     `roots`: folders whose modules are local (the script's folder is always one); `observer`: (can the
-    observer of PyTorch's allocator run here, why not), from _observe.availability; None = it can."""
+    observer of PyTorch's allocator run here, why not), from _observer_build.availability; None = it can."""
     env = os.environ if env is None else env
     if requested not in MODES:
         raise ValueError("allocator mode must be one of auto, lens, pytorch; got %r" % (requested,))
@@ -83,7 +83,7 @@ def decide(requested, entry, env=None, roots=None, observer=None):
     if not table_value("events", env):  # Note [Figures only] in _observe.py: only PyTorch's allocator has them
         return Choice("pytorch", "figures only (--figures-only / gpuMemoryLens.recordAllocations): PyTorch's own "
                       "allocator has them without recording each allocation")
-    if table_value("record_steps", env):  # Note [Recorded steps] in _observe.py: only PyTorch's allocator stops
+    if table_value("record_steps", env):  # Note [Recorded steps] in _recorded_steps.py: only PyTorch's allocator stops
         return Choice("pytorch", "allocations recorded for the first steps only (--record-steps / "
                       "gpuMemoryLens.recordSteps): PyTorch's own allocator keeps the figures after them")
     for var in ALLOC_CONF_VARS:

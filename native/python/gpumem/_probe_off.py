@@ -9,7 +9,7 @@ there, H100, 2026-11-28).
 Like Note [Probe switches] in native/allocator/src/c_api.cc, not a setting: nothing of the product sets it, and a
 capture taken with a part off is not complete, so it is for benchmark children only. Parts:
 - "poll": PyTorch's figures at the sampling rate, whichever reads them (the library's sampler through the extension,
-  Note [Figures on the sampler's thread] in _observe.py, or the stats poll thread); no figures without it under
+  Note [Figures on the sampler's thread] in _observer_figures.py, or the stats poll thread); no figures without it under
   figures only or after the recorded steps;
 - "hooks": everything _markers.apply installs (record_function marks, the backward() brackets, the optimizer hooks
   with their tag walk, leak keeper read and step count): no steps, phases or categories, and the recorded steps never

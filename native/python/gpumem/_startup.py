@@ -225,10 +225,10 @@ def choose_mode(torch):
     requested = settings.allocator_mode
     announced = os.environ.get("GPUMEM_ALLOCATOR_ANNOUNCED") == "1"
     if requested == "auto":
-        from . import _observe
+        from . import _observer_build
 
         choice = _mode.decide("auto", _mode.entry_script(list(sys.argv)), roots=settings.user_roots,
-                              observer=_observe.availability(torch))
+                              observer=_observer_build.availability(torch))
     else:
         choice = _mode.decide(requested, None)
         reason = os.environ.get("GPUMEM_ALLOCATOR_REASON")

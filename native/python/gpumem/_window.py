@@ -11,7 +11,7 @@ window of the capture between a MARK_BEGIN and a MARK_END of one name, written b
 - the replayed peak of allocated (what was live at the start included), which must equal PyTorch's
   max_memory_allocated() inside the piece: the tests hold the capture to it;
 - whether the window is whole: no REC_LOST read since it opened, and no MARK_EVENTS_OFF before its end (Note
-  [Recorded steps] in _observe.py: no allocation is recorded after it).
+  [Recorded steps] in _recorded_steps.py: no allocation is recorded after it).
 Reading them back here, in Python, keeps both tools free of Node.js (GPU machines often have none) and costs one
 pass over the new records:
 - the records are read incrementally (a CaptureTail follows the file and keeps the interned tables and the live

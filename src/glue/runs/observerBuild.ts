@@ -1,5 +1,5 @@
 // The PyTorch-allocator mode's observer, built in the background before the user's first run (Note [Observer
-// build ahead] in native/python/gpumem/_observe.py): at activation, when the workspace becomes trusted, and when the
+// build ahead] in native/python/gpumem/_observer_build.py): at activation, when the workspace becomes trusted, and when the
 // Python extension's active environment changes. A notification with progress shows only while a build really
 // runs (build-observer --json says when it starts); a Python without torch, or an observer built before, shows
 // nothing. Untrusted workspaces build nothing (the interpreter may be the workspace's own).

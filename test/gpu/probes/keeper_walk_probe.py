@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Probe: what the leak keeper's graph walk (Note [Keeper graph walk] in
-native/python/gpumem/_keeper.py) finds on real torch, on the leaky convnet of test/gpu/workloads/leak_history.py
+native/python/gpumem/_keeper_search.py) finds on real torch, on the leaky convnet of test/gpu/workloads/leak_history.py
 (backward(retain_graph=True), then history.append(loss)). Not a test: it prints one JSON line that says whether real
 torch shows what the Note assumes. Needs a GPU and torch; runs without `gpumem run` (plain PyTorch allocator).
 
@@ -33,7 +33,7 @@ import torch
 import torch.nn.functional as F
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "..", "native", "python"))
-from gpumem import _keeper  # noqa: E402
+from gpumem import _keeper_search  # noqa: E402
 
 
 class ConvNet(torch.nn.Module):  # the same net as test/gpu/workloads/leak_history.py --model convnet
@@ -109,7 +109,7 @@ def main():
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         t0 = time.perf_counter()
-        nbytes, addrs, complete, _all_listed, own = _keeper._held_bytes(history[:a.kept], _keeper._Budget(1000))
+        nbytes, addrs, complete, _all_listed, own = _keeper_search.held_bytes(history[:a.kept], _keeper_search.Budget(1000))
         seconds = time.perf_counter() - t0
     after = torch.cuda.memory_allocated()
     listed = set(addrs)

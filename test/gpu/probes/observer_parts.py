@@ -57,16 +57,17 @@ def main():
     for _ in range(20):
         step()
     torch.cuda.synchronize()
-    from gpumem import _markers, _modules, _observe
+    from gpumem import _markers, _modules, _observer_history
+    from gpumem._observer_live import LIVE
     from gpumem._state import STATE
 
     lib = STATE.native.lib
     resolver = _modules._keep[0] if _modules._keep else None
-    tracker = _observe._tracker
+    tracker = LIVE.tracker
 
     def set_stacks(on):  # as _HistoryView.apply_ours does, with our stacks on or off
-        hv = _observe._history_view
-        skip = hv.skip if hv.on else list(_observe.RING_ACTIONS)
+        hv = _observer_history.VIEW
+        skip = hv.skip if hv.on else list(_observer_history.RING_ACTIONS)
         tracker.record(on, hv.user_stacks, min(hv.max_entries, 2 ** 62), hv.when, skip)
 
     probe = STATE.native.probe_set()

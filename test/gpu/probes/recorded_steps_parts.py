@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Probe (not a test): what still costs a step after the recorded steps (Note [Recorded steps] in
-native/python/gpumem/_observe.py), in ONE process. Across processes (H100, 2026-11-27) a
+native/python/gpumem/_recorded_steps.py), in ONE process. Across processes (H100, 2026-11-27) a
 ResNet-50 step after the stop still issued ~1.2 ms slower than under figures only, and a trace tracker that does
 nothing (native-tracker) cost nothing; this finds which part is left.
 
@@ -18,7 +18,7 @@ After 20 steps (the stop at the 10th), blocks of steps alternate between states 
 Prints per state the median host ms a step issues in and its paired ratio to `left` (the median over cycles of the
 state's block against left's block of the same cycle), then µs a call of the parts on this torch (a mark, the keeper's
 read, PyTorch's nested stats dict, memory_allocated()) and whether the tracker extension's figures() equal the dict's
-(Note [Figures without the dict] in native/python/gpumem/_observe.py); RESULT line, also
+(Note [Figures without the dict] in native/python/gpumem/_observer_figures.py); RESULT line, also
 $OUT/recorded_steps_parts_<model>.json. The figures of 2026-11-28 (H100) in test/gpu/README.md came from a copy of
 this probe (post_stop_parts.py at 5ea00de) since folded in here.
 """
@@ -45,15 +45,15 @@ def micro(fn, n=2000):
     return round((time.perf_counter() - t0) / n * 1e6, 3)
 
 
-def figures_check(torch, observe, keeper):
+def figures_check(torch, figures, keeper):
     """Note [Figures without the dict]: the extension's six numbers against the nested dict's, at one moment."""
     torch.cuda.synchronize()
     st = torch.cuda.memory_stats_as_nested_dict(0)
     want = tuple(st[k]["all"][f] for k, f in (("allocated_bytes", "current"), ("reserved_bytes", "current"),
                                               ("allocated_bytes", "peak"), ("reserved_bytes", "peak")))
     want += (st["num_ooms"], st["requested_bytes"]["all"]["current"])
-    got = observe.figures_now(torch, 0)
-    return {"from_extension": getattr(observe._tracker, "figures", None) is not None, "got": list(got),
+    got = figures.figures_now(torch, 0)
+    return {"from_extension": getattr(figures.LIVE.tracker, "figures", None) is not None, "got": list(got),
             "want": list(want), "equal": tuple(got) == want, "keeper_requested": keeper.live_bytes(torch)}
 
 
@@ -69,7 +69,8 @@ def main():
     for _ in range(20):
         step()
     torch.cuda.synchronize()
-    from gpumem import _keeper, _observe
+    from gpumem import _keeper, _observer_figures, _observer_history
+    from gpumem._observer_live import LIVE
     from gpumem._state import STATE
 
     info0 = STATE.native.stack_info()
@@ -77,7 +78,7 @@ def main():
     lib = native.lib
     real_mark = native.mark
     real_begin, real_end = lib.gpumem_backward_begin, lib.gpumem_backward_end
-    real_poll = _observe._StatsPoll.poll
+    real_poll = _observer_figures._StatsPoll.poll
     watch = _keeper.watch()
 
     opt_mod = sys.modules["torch.optim.optimizer"]
@@ -85,22 +86,22 @@ def main():
             for table in (opt_mod._global_optimizer_pre_hooks, opt_mod._global_optimizer_post_hooks)]
 
     def configure(name):
-        _observe._history_view.apply_ours()  # as the product left it
+        _observer_history.VIEW.apply_ours()  # as the product left it
         for table, hooks in ours:
             for k, v in hooks.items():
                 if name == "-hooks":
                     table.pop(k, None)
                 else:
                     table[k] = v
-        _observe._StatsPoll.poll = real_poll
+        _observer_figures._StatsPoll.poll = real_poll
         if watch is not None:
             watch.off = False
         native.mark = real_mark
         lib.gpumem_backward_begin, lib.gpumem_backward_end = real_begin, real_end
         if name == "-history":
-            _observe._tracker.record(False, 0, 1, 0, list(_observe.RING_ACTIONS))
+            LIVE.tracker.record(False, 0, 1, 0, list(_observer_history.RING_ACTIONS))
         elif name == "-poll":
-            _observe._StatsPoll.poll = lambda self: None
+            _observer_figures._StatsPoll.poll = lambda self: None
         elif name == "-keeper" and watch is not None:
             watch.off = True
         elif name == "-marks":
@@ -128,14 +129,14 @@ def main():
     info1 = native.stack_info()
     timings = {"mark_us": micro(lambda: native.mark("probe", 0)),
                "keeper_live_bytes_us": micro(lambda: _keeper.live_bytes(torch)),
-               "figures_now_us": micro(lambda: _observe.figures_now(torch, 0)),
+               "figures_now_us": micro(lambda: _observer_figures.figures_now(torch, 0)),
                "nested_stats_us": micro(lambda: torch.cuda.memory_stats_as_nested_dict()),
                "memory_allocated_us": micro(lambda: torch.cuda.memory_allocated())}
-    figures = figures_check(torch, _observe, _keeper)
+    figures = figures_check(torch, _observer_figures, _keeper)
     print("µs a call: %s\nfigures: %s" % (timings, figures), flush=True)
-    result = {"model": a.model, "parts": table, "micro": timings, "figures": figures, "events_off": _observe._events_off,
+    result = {"model": a.model, "parts": table, "micro": timings, "figures": figures, "events_off": LIVE.events_off,
               "gil_free_answers": [info0.get("gil_free_answers"), info1.get("gil_free_answers")],
-              "queue": _observe._obs.info().get("queue") if _observe._obs is not None else None}
+              "queue": LIVE.obs.info().get("queue") if LIVE.obs is not None else None}
     print("RESULT " + json.dumps(result), flush=True)
     if os.environ.get("OUT"):
         with open(os.path.join(os.environ["OUT"], "recorded_steps_parts_%s.json" % a.model), "w") as f:

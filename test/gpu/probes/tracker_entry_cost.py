@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Probe (not a test): what PyTorch's allocator costs per alloc/free once a trace tracker is attached
 and returns at once, in ONE process, before and after; the state a run is left in after the recorded steps (Note
-[Recorded steps] in native/python/gpumem/_observe.py: PyTorch has no way to detach a tracker).
+[Recorded steps] in native/python/gpumem/_recorded_steps.py: PyTorch has no way to detach a tracker).
 
     python3 test/gpu/probes/tracker_entry_cost.py [--pairs 200000] [--blocks 5] [--out DIR]
 

@@ -2,7 +2,7 @@
 // native/floor/README.md). A program linked with the system's libstdc++, as PyTorch is, loads the shipped library
 // with dlopen, runs it on the simulated device with a small capacity through the hooks CUDAPluggableAllocator calls,
 // and catches what the library throws as std::exception, as the lens OOM glue does (Note [Lens OOM type] in
-// native/python/gpumem/_observe.py).
+// native/python/gpumem/_observer_ext.cpp).
 //
 //   oom_host LIB    one results line per case (suite "oom_host"); exit status non-zero on any failure
 #include <dlfcn.h>

@@ -98,14 +98,14 @@ def expect(snap):
 
 
 def convert(lib, snap, capture):
-    from gpumem import _native, _observe
+    from gpumem import _native, _observer_api
 
     native = _native.Allocator(lib)
     native.configure({"capture_path": capture, "sample_interval_ms": 0, "user_roots": [USER_ROOT],
                       "header": {"allocator_mode": "pytorch", "allocator_mode_reason": "converted from a snapshot pickle",
                                  "torch_version": "2.11.0+cu130",
                                  "pytorch_expandable_segments": bool(snap.get("allocator_settings", {}).get("expandable_segments"))}})
-    obs = _observe.Observer(native)
+    obs = _observer_api.Observer(native)
     obs.start(None, None)
     obs.device(0, "NVIDIA H200", 0, "")
     # The allocator as it stood when the trace began, as a state the observer reads its layout from (the live
@@ -115,7 +115,7 @@ def convert(lib, snap, capture):
     obs.state(0, 1, [{"device": 0, "address": a, "total_size": n, "stream": 0, "segment_type": "large",
                       "blocks": [{"address": b, "size": m, "state": "active_allocated"} for b, m in before.items() if a <= b < a + n]}
                      for a, n in segs.items()])
-    recorded, dropped, _ = _observe.feed_trace(obs, snap["device_traces"][0], 0)
+    recorded, dropped, _ = _observer_api.feed_trace(obs, snap["device_traces"][0], 0)
     info = obs.info()
     native.shutdown(0)
     # The blocks the capture leaves live (handed out by the trace, never freed), with the sizes it recorded.

@@ -36,13 +36,13 @@ def pytorch_round(size, divisions=4):
 
 
 def main():
-    from gpumem import _native, _observe
+    from gpumem import _native, _observer_api
 
     lib, capture = sys.argv[1:3]
     native = _native.Allocator(lib)
     native.configure({"capture_path": capture, "sample_interval_ms": 0, "user_roots": ["/home/user/project"],
                       "header": {"allocator_mode": "pytorch", "allocator_mode_reason": "test", "torch_version": "2.11.0"}})
-    obs = _observe.Observer(native)
+    obs = _observer_api.Observer(native)
     obs.start(None, None)
 
     class Memory:  # what Observer.rounding reads from torch

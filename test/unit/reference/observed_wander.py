@@ -27,14 +27,14 @@ ALLOC, FREE_REQUESTED, FREE_COMPLETED, SEGMENT_ALLOC = 0, 1, 2, 3
 
 
 def main():
-    from gpumem import _native, _observe
+    from gpumem import _native, _observer_api
 
     lib, capture = sys.argv[1:3]
     steps = int(sys.argv[sys.argv.index("--steps") + 1]) if "--steps" in sys.argv else 6
     native = _native.Allocator(lib)
     native.configure({"capture_path": capture, "sample_interval_ms": 0, "user_roots": ["/home/user/project"],
                       "header": {"allocator_mode": "pytorch", "allocator_mode_reason": "test", "torch_version": "2.11.0"}})
-    obs = _observe.Observer(native)
+    obs = _observer_api.Observer(native)
     obs.start(None, None)
     obs.device(0, "NVIDIA H100", 80 << 30, "")
     lines = {"grad": 40, "other": 33}

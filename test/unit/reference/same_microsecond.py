@@ -19,13 +19,13 @@ MiB = 1 << 20
 
 
 def main(lib, capture):
-    from gpumem import _native, _observe
+    from gpumem import _native, _observer_api
 
-    a = _observe.ACTIONS
+    a = _observer_api.ACTIONS
     native = _native.Allocator(lib)
     native.configure({"capture_path": capture, "sample_interval_ms": 0,
                       "header": {"allocator_mode": "pytorch", "allocator_mode_reason": "a test's events"}})
-    obs = _observe.Observer(native)
+    obs = _observer_api.Observer(native)
     obs.start(None, None)
     obs.device(0, "test device", 0, "")
     base, t0 = 0x7F0000000000, 1_000_000_000_000  # ns

@@ -209,11 +209,11 @@ def retained_notice(lib, losses, graphs, live):
     """The notice the bootstrap writes for --retain: the kept losses and every activation their graphs save, listed
     by the bootstrap's own listed_storages()."""
     sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "..", "native", "python"))
-    from gpumem import _keeper
+    from gpumem import _keeper_notice, _keeper_search
 
     held = {p: live[p] for p in losses}
     held.update({p: live[p] for g in graphs for p in g})
-    nbytes, addrs, complete = _keeper.listed_storages(held, first={losses[0], *graphs[0]})
+    nbytes, addrs, complete = _keeper_search.listed_storages(held, first={losses[0], *graphs[0]})
     path = os.path.abspath(__file__)
     found = {"v": 1, "step": 5, "container": "history", "container_type": "list", "tensors": len(losses),
              "bytes": nbytes, "addrs": addrs, "own": [p for p in addrs if p in losses], "addrs_all": complete,
@@ -221,21 +221,21 @@ def retained_notice(lib, losses, graphs, live):
              "scope": "main"}
     line = keeper_line("# RETAIN_LINE")  # the script has two history.append lines: the --retain one is the keeper
     found.update({"line": line, "how": "stores", "code": open(path).readlines()[line - 1].split("#")[0].strip()})
-    lib.gpumem_notice((_keeper.sentence(found) + "\n" + _keeper.PREFIX + json.dumps(found, sort_keys=True)).encode(), 0)
+    lib.gpumem_notice((_keeper_notice.sentence(found) + "\n" + _keeper_notice.PREFIX + json.dumps(found, sort_keys=True)).encode(), 0)
 
 
 
 def keeper_notice(lib, kept, nbytes):
     sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "..", "native", "python"))
-    from gpumem import _keeper
+    from gpumem import _keeper_notice, _keeper_site
 
     path, line = os.path.abspath(__file__), keeper_line()
     found = {"v": 1, "step": 5, "container": "history", "container_type": "list", "tensors": len(kept),
              "bytes": nbytes * len(kept), "addrs": kept, "own": kept, "complete": True, "device": 0, "file": path,
              "scope": "main"}
-    found.update(_keeper._find_site(path, None, "history"))  # the bootstrap's own AST search of this file
+    found.update(_keeper_site.find_site(path, None, "history"))  # the bootstrap's own AST search of this file
     assert found["line"] == line, (found, line)
-    lib.gpumem_notice(_keeper.notice_text(found).encode(), 0)
+    lib.gpumem_notice(_keeper_notice.notice_text(found).encode(), 0)
 
 
 if __name__ == "__main__":

@@ -23,7 +23,7 @@ export interface RecordingSettings {
   stacks: boolean;
   /** false: figures only, nothing recorded per allocation (Note [Figures only] in native/python/gpumem/_observe.py) */
   events?: boolean;
-  /** record allocations for the first N optimizer steps only; 0 = every step (Note [Recorded steps] in _observe.py) */
+  /** record allocations for the first N optimizer steps only; 0 = every step (Note [Recorded steps] in _recorded_steps.py) */
   recordSteps?: number;
   /** ms; 0 = off */
   sampleMs: number;

@@ -1,6 +1,6 @@
 // Building the PyTorch-allocator mode's observer ahead of a run (no vscode import).
 //
-// Note [Observer build ahead] (native/python/gpumem/_observe.py): the observer is a small C++ extension built
+// Note [Observer build ahead] (native/python/gpumem/_observer_build.py): the observer is a small C++ extension built
 // against the user's torch, once per torch version (~25 s). VS Code builds it in the background when the Python
 // environment changes (src/glue/runs/observerBuild.ts shows progress only while it really builds); `gpumem run`
 // starts the same build beside the workload, so it overlaps the workload's own start. Both run

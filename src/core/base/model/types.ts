@@ -474,7 +474,7 @@ export interface CaptureHeaderInfo {
   events?: boolean;
   /**
    * allocations were recorded one by one for the first N optimizer steps only, then PyTorch's figures
-   * (GPUMEM_RECORD_STEPS, Note [Recorded steps] in native/python/gpumem/_observe.py); 0 or absent: every step
+   * (GPUMEM_RECORD_STEPS, Note [Recorded steps] in native/python/gpumem/_recorded_steps.py); 0 or absent: every step
    */
   recordSteps?: number;
   /**

@@ -144,7 +144,7 @@ export const SETTINGS: readonly SettingDecl[] = [
       "Record every allocation: sizes by line, editor annotations, categories, leak findings. Off: figures only, PyTorch's allocated and reserved memory read at each sample with nothing of the tool running per allocation, for a run that cannot afford a few per cent of its step; the panels say what is left out. The lens allocator always records every allocation.",
   },
   {
-    // Note [Recorded steps] (native/python/gpumem/_observe.py): the bootstrap reads it; the allocator never does.
+    // Note [Recorded steps] (native/python/gpumem/_recorded_steps.py): the bootstrap reads it; the allocator never does.
     key: 'recordSteps',
     py: 'record_steps',
     env: 'GPUMEM_RECORD_STEPS',

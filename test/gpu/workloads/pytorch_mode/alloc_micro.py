@@ -49,18 +49,19 @@ def main():
         torch.empty(1024, device="cuda")
     out = {"pair_us": pair_us()}
     try:
-        from gpumem import _observe
+        from gpumem import _observer_history
+        from gpumem._observer_live import LIVE
     except ImportError:
-        _observe = None
-    tracker = getattr(_observe, "_tracker", None) if _observe else None
+        LIVE = None
+    tracker = LIVE.tracker if LIVE else None
     if tracker is not None:
-        info0 = _observe._obs.info()["peak_allocated"]
+        info0 = LIVE.obs.info()["peak_allocated"]
         tracker.record(True, 0, 1, 1, ALL_ACTIONS)
         out["pair_us_ring_skipped"] = pair_us()
         x = torch.empty(64 << 20, device="cuda")
-        out["tracker_sees_with_ring_skipped"] = float(_observe._obs.info()["peak_allocated"] > info0)
+        out["tracker_sees_with_ring_skipped"] = float(LIVE.obs.info()["peak_allocated"] > info0)
         del x
-        out["ring_entries_with_skip"] = float(len(_observe._raw_snapshot(torch)["device_traces"][0]))
+        out["ring_entries_with_skip"] = float(len(_observer_history.raw_snapshot(torch)["device_traces"][0]))
         tracker.record(False, 0, 1, 0, [])
         out["pair_us_no_recorder"] = pair_us()
         tracker.record(True, 0, 1, 1, [])

@@ -47,7 +47,7 @@ class Tensor:
         self.device = device
         self.grad = None
         self.requires_grad = False
-        self._grad_fn = None  # a _Node for results of _fake_op (the leak keeper reads graphs: gpumem/_keeper.py)
+        self._grad_fn = None  # a _Node for results of _fake_op (the leak keeper reads graphs: gpumem/_keeper_search.py)
         self._st = _Storage(nbytes, device)
 
     @property
