@@ -326,6 +326,46 @@ class BoundsTest(unittest.TestCase):
         self.assertEqual((arms, confirms), ([4, 205, 406], [5, 206, 407]))
 
 
+    def test_a_heap_scan_cut_short_by_its_budget_is_no_search(self):
+        # Note [Keeper retries]: a scan that stops part way would confirm only the tensors it reached; it counts as
+        # skipped (None), not as a search that found nothing, and the next growing step end scans again.
+        import sys
+        import types
+        sys.path.insert(0, str(support.PY_DIR))
+        from gpumem import _keeper
+
+        class Tensor:
+            grad_fn = object()
+            is_cuda = True
+            device = types.SimpleNamespace(index=0, type="cuda")
+
+            def get_device(self):
+                return 0
+        fake = types.SimpleNamespace(Tensor=Tensor)
+        saved = sys.modules.get("torch")
+        sys.modules["torch"] = fake
+        try:
+            kept = [Tensor() for _ in range(3)]
+            heap = [object() for _ in range(20000)] + kept  # the kept tensors last: a short scan misses them
+            _keeper.gc.get_objects, real = (lambda: list(heap)), _keeper.gc.get_objects
+            try:
+                clock = iter(range(10 ** 6))
+                _keeper.Budget.over, real_over = (lambda b: next(clock) >= 2), _keeper.Budget.over  # over from the 3rd look
+                try:
+                    self.assertIsNone(_keeper.KeeperWatch(lambda text: None, budget_ms=1).arm())
+                finally:
+                    _keeper.Budget.over = real_over
+                armed = _keeper.KeeperWatch(lambda text: None, budget_ms=60000).arm()
+                self.assertEqual([r() for r in armed], kept)
+            finally:
+                _keeper.gc.get_objects = real
+        finally:
+            if saved is None:
+                sys.modules.pop("torch", None)
+            else:
+                sys.modules["torch"] = saved
+
+
 class LiveBytesTest(unittest.TestCase):
     """Note [Keeper reads requested bytes]: under PyTorch's allocator the watch reads the requested bytes, which do not
     wander with which cached block a request met; the allocated bytes do."""

@@ -62,7 +62,8 @@ from ._keeper_site import holder_name
 GROWING = 3
 COOLDOWN = 200
 MAX_SEARCHES = 3  # per run: a leak that goes on is named once; another growth much later gets its own search
-MAX_SKIPS = 5  # arm passes skipped for a slow heap listing before one counts as a search (Note [Keeper retries])
+MAX_SKIPS = 5  # arm passes skipped for a slow heap scan before one counts as a search (Note [Keeper retries])
+EXIT_BUDGET_MS = 10000  # the exit's look (Note [Keeper at the end])
 
 
 def _env_ms():
@@ -123,10 +124,13 @@ class KeeperWatch:
                 armed = self.arm()
                 self.seconds.append(time.perf_counter() - t0)
                 if armed is None:
-                    # Note [Keeper retries]: the heap alone took the scan's budget (a loaded host): no search was made,
-                    # so none is spent; the next growing step end tries again, up to MAX_SKIPS times a run.
+                    # Note [Keeper retries]: listing or scanning the heap took the search's budget (a loaded host, or a
+                    # heap grown by what the process imported: the PyTorch-allocator mode's observer is loaded through
+                    # torch.utils.cpp_extension, which imports setuptools). A scan cut short would confirm only the
+                    # tensors it reached, and name no keeper or the wrong one: no search was made, so none is spent;
+                    # the next growing step end tries again, up to MAX_SKIPS times a run.
                     self.skips += 1
-                    self.missed.append("step %d: listing the heap took the search's %d ms" % (self.steps, self.budget_ms))
+                    self.missed.append("step %d: scanning the heap took the search's %d ms" % (self.steps, self.budget_ms))
                     if self.skips > MAX_SKIPS:
                         self.searches += 1
                 else:
@@ -152,14 +156,17 @@ class KeeperWatch:
         too; its figures replace the first's in the leak finding."""
         if self.off or not (self.results or self.suspected):
             return None
-        budget_ms, self.budget_ms = self.budget_ms, self.budget_ms * 10
+        # nothing waits at the exit but the process's end: a whole scan of a large heap fits (and runs only when a
+        # leak was suspected)
+        budget_ms, self.budget_ms = self.budget_ms, max(self.budget_ms * 10, EXIT_BUDGET_MS)
         try:
             armed = self.arm()
             found = self.confirm(armed, None) if armed else None
         except Exception:  # the workload's exit must never see our failure
             return None
         finally:
-            self.budget_ms = budget_ms
+            exit_ms, self.budget_ms = self.budget_ms, budget_ms
+        at_exit = "at the exit: scanning the heap took %d ms" % exit_ms if armed is None else "at the exit: none held"
         if found and not self.results and found["tensors"] < self.growing:
             # At the exit nothing says a tensor outlived a step end: the last step's own loss, still named by a variable,
             # has a graph too. A container the step ends missed keeps one per growing step, at least `growing` of them.
@@ -169,8 +176,8 @@ class KeeperWatch:
                 # Note [Keeper at the end]: a leak was suspected and no search named what keeps it; one notice says
                 # why, so the finding's reader knows the keeper was looked for (and is not merely unnamed).
                 self._notice("gpumem: memory grew step after step, and no container keeping tensors with autograd "
-                             "graphs was found (%s; at the exit: none held); the leak finding names the allocating "
-                             "line" % "; ".join(self.missed[-3:] or ["no search completed"]))
+                             "graphs was found (%s; %s); the leak finding names the allocating line"
+                             % ("; ".join(self.missed[-3:] or ["no search completed"]), at_exit))
             return None
         if not self.results:
             # The step ends' searches missed it (Note [Keeper retries]): the exit's look is the keeper's only notice.
@@ -203,7 +210,7 @@ class KeeperWatch:
                 except Exception:
                     pass
                 if i & 4095 == 4095 and budget.over():
-                    break
+                    return None  # cut short: the tensors it did not reach may be the kept ones (Note [Keeper retries])
         finally:
             del objs
         return out

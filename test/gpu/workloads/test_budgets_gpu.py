@@ -1,7 +1,7 @@
 """Budgets on a real GPU, for the installed pytest plugin (`pip install native/python`, then `pytest -q` here with no
 `-p gpumem`: the package's entry point wakes at the gpu_memory markers, Note [Dormant plugin] in
 native/python/gpumem/_pytest.py). Expected: test_fits passes, test_over_budget fails with
-"gpu_memory: peak allocated 64.00 MiB exceeds the budget peak=32.00 MiB by 32.00 MiB" naming its BIG line, and
+"gpu_memory: peak allocated 64.0 MiB exceeds the budget peak=32.0 MiB by 32.0 MiB" naming its BIG line, and
 test_unmarked passes unjudged. Native/floor/README.md (Note [ARM64]) gives the command for a Grace machine."""
 import faulthandler
 import os
