@@ -241,6 +241,40 @@ class KeeperTest(unittest.TestCase):
                          ("history", support.line_of(run.script, "# KEEP"), 104, 104 * 512))
         self.assertEqual(k["code"], 'history.append({"loss": torch._fake_op(512, w)})')
 
+    def test_kept_losses_are_found_among_many_saved_tensors_that_python_cannot_see_holding(self):
+        # A saved_tensors_hooks pack hook that returns the tensor (as a truth-gathering or offloading hook may) keeps
+        # every saved activation as a Python tensor with a graph, held from C++ where gc shows no referrer. Hundreds
+        # of them surround the kept losses in the heap: the search samples the smallest survivors (a loop keeps its
+        # loss, or a small output), not only the oldest and the newest, or it finds no container.
+        run = support.run_script(HEAD + """
+    import gc
+    class Saved:  # a holder gc cannot look into, like autograd's SavedVariable
+        __slots__ = ("t",)
+    # The heap's order is the collector's: here the kept losses lie in its middle, half the activations either side.
+    listed = gc.get_objects
+    def middle(o, i):
+        if not isinstance(o, torch.Tensor) or o.grad_fn is None:
+            return 0
+        return 2 if o.numel() == 512 else 1 + 2 * (i % 2)
+    gc.get_objects = lambda *a: [o for _, _, o in sorted((middle(o, i), i, o) for i, o in enumerate(listed(*a)))]
+    graphs, history = [], []
+    def acts():
+        for _ in range(40):
+            h = Saved()
+            h.t = torch._fake_op(65536, w)
+            graphs.append(h)
+    for step in range(8):
+        acts()
+        loss = torch._fake_op(512, w)
+        history.append(loss)  # KEEP
+        acts()
+        opt.step()
+        """)
+        self.assertEqual(run.code, 0, run.err)
+        [k] = keepers(run)
+        self.assertEqual((k["container"], k["container_type"], k["step"], k["tensors"]), ("history", "list", 5, 4))
+        self.assertEqual(k["line"], support.line_of(run.script, "# KEEP"))
+
     def test_a_loop_that_keeps_loss_item_has_no_keeper_even_while_memory_grows(self):
         # Memory grows (a cache of plain tensors), so the watch arms; no tensor with a graph outlives a step end.
         run = support.run_script(HEAD + """

@@ -56,7 +56,8 @@ import weakref
 
 from . import _settings
 from ._keeper_notice import notice_text
-from ._keeper_search import SAMPLE, Budget, device_of, find_holders, held_bytes, is_type, members_of, tensor_type
+from ._keeper_search import (SAMPLE, Budget, device_of, find_holders, held_bytes, is_type, members_of, sample_of,
+                             tensor_type)
 from ._keeper_site import holder_name
 
 GROWING = 3
@@ -221,9 +222,15 @@ class KeeperWatch:
         if not alive:
             return None
         budget = Budget(self.budget_ms)
-        # gc.get_referrers compares every reference in the heap with each argument: a sample of the oldest and the
-        # newest survivors finds the container; then the container itself says how many it holds.
-        sample = alive if len(alive) <= SAMPLE else alive[:SAMPLE // 2] + alive[-(SAMPLE // 2):]
+        # gc.get_referrers compares every reference in the heap with each argument: a sample of the survivors finds
+        # the container; then the container itself says how many it holds. Note [Keeper sample]: the smallest
+        # survivors first (a loop keeps its loss or a small output), then the oldest and the newest. Survivors that no
+        # Python object holds can outnumber the kept ones by hundreds: the activations a saved_tensors_hooks pack hook
+        # keeps as Python tensors (an offloading hook, or a hook that measures what the graphs save) are held from C++,
+        # with no referrer gc can show, and lie anywhere in the heap's order. A sample of the heap's two ends alone
+        # missed the kept losses of RegNetY and OPT loops with such a hook (H200, torch 2.11, the PyTorch-allocator
+        # mode: every step-end search of three runs; the exit's look found them in three of four).
+        sample = alive if len(alive) <= SAMPLE else sample_of(alive, SAMPLE)
         holders = find_holders(sample, budget, ours=(alive,))
         if not holders:
             return None

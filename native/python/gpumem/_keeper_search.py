@@ -105,6 +105,21 @@ def members_of(container, ids, limit=1 << 20):
     return out
 
 
+def sample_of(alive, n):
+    """n of the survivors to look up (Note [Keeper sample] in _keeper.py): the n/2 smallest, then the oldest and the
+    newest of the others, in the heap's order."""
+    def size(t):
+        try:
+            return t.numel()
+        except Exception:  # a tensor subclass whose numel raises is looked at last
+            return float("inf")
+    smallest = sorted(range(len(alive)), key=lambda i: size(alive[i]))[:n // 2]
+    taken = set(smallest)
+    rest = [i for i in range(len(alive)) if i not in taken]
+    ends = rest[:(n - len(smallest)) // 2] + rest[len(rest) - (n - len(smallest) - (n - len(smallest)) // 2):]
+    return [alive[i] for i in sorted(taken | set(ends))]
+
+
 def find_holders(alive, budget, ours=()):
     """id(container) → (container, [kept tensors]) over the direct referrers of the kept tensors, a tensor held
     in a small dict/tuple (history.append({"loss": loss})) counted for the container that holds that."""
