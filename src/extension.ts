@@ -58,7 +58,7 @@ export function activate(context: vscode.ExtensionContext): void {
       try {
         const tracked = await launcher.run(uri);
         if (tracked) walkthrough.mark('runStarted');
-        if (tracked && vscode.workspace.getConfiguration('gpuMemoryLens').get<boolean>('livePanel.openOnRun', true)) livePanel.show(true);
+        if (tracked && vscode.workspace.getConfiguration('gpuMemoryLens').get<boolean>('livePanel.openOnRun', true)) livePanel.show(true, tracked.script);
       } catch (e) {
         void vscode.window.showErrorMessage(`GPU Memory Lens: ${(e as Error).message}`);
       }

@@ -39,12 +39,13 @@ export class LivePanel implements vscode.Disposable {
     return panelWebviewOptions(this.extensionUri);
   }
 
-  show(preserveFocus = false): void {
+  /** Opens (or reveals) the panel; a new one beside `script`'s editor where the run came from a visible one. */
+  show(preserveFocus = false, script?: vscode.Uri): void {
     if (this.panel) {
       this.panel.reveal(undefined, preserveFocus);
       return;
     }
-    const panel = vscode.window.createWebviewPanel(LIVE_VIEW_TYPE, 'GPU Memory — Live', { viewColumn: vscode.ViewColumn.Beside, preserveFocus }, this.options());
+    const panel = vscode.window.createWebviewPanel(LIVE_VIEW_TYPE, 'GPU Memory — Live', { viewColumn: columnBeside(script), preserveFocus }, this.options());
     this.adopt(panel);
   }
 
@@ -103,4 +104,16 @@ export class LivePanel implements vscode.Disposable {
     for (const d of [...this.subs, ...this.panelSubs]) d.dispose();
     this.panel?.dispose();
   }
+}
+
+/**
+ * Note [Live panel beside the script]: ViewColumn.Beside is beside the active group, and a run started from a page
+ * that is not the script's editor (the walkthrough's button, a command from another group) made the panel a tab of
+ * the script's own group, hiding the lines it annotates. The panel opens in the group right of the script's editor
+ * instead, where that editor is visible; otherwise beside the active group.
+ */
+function columnBeside(script: vscode.Uri | undefined): vscode.ViewColumn {
+  const editor = script && vscode.window.visibleTextEditors.find((e) => e.document.uri.toString() === script.toString());
+  if (!editor?.viewColumn) return vscode.ViewColumn.Beside;
+  return Math.min(editor.viewColumn + 1, vscode.ViewColumn.Nine) as vscode.ViewColumn;
 }

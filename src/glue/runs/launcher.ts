@@ -125,7 +125,9 @@ export class Launcher {
       iconPath: new vscode.ThemeIcon('pulse'),
     });
     terminal.show(true);
-    return this.runs.add(sessionFolder.dir, label, terminal);
+    const tracked = this.runs.add(sessionFolder.dir, label, terminal);
+    if (file?.scheme === 'file') tracked.script = file;
+    return tracked;
   }
 
   /** Stop Workload: Ctrl-C to the workload's terminal (clean exit, capture closed); pick one if several. */

@@ -10,6 +10,8 @@ export interface TrackedRun {
   terminal?: vscode.Terminal;
   /** what the user launched, for pickers: "train.py" */
   label: string;
+  /** the script the run came from, where it was a file: the live panel opens beside its editor */
+  script?: vscode.Uri;
 }
 
 export interface WriterFailureEvent extends WriterFailure {
