@@ -5,7 +5,7 @@
 //   node test/tools/run-tests.mjs unit webview     only these (build runs first when a later layer needs it)
 //   GPUMEM_TEST_SKIP=e2e,native npm test           all but these
 //
-// Layers: install · typecheck · lint · build · unit · python · webview · native · fuzz · package · e2e.
+// Layers: install · typecheck · lint · build · unit · python · webview · package · e2e · native · fuzz.
 // Note [Counting]: every layer is counted from ONE format, the results file (Note [Results format] in
 // test/README.md): run-tests gives each run its own fresh `.test-output/results/<run>.jsonl` in GPUMEM_RESULTS,
 // the runners append one JSON line per test (node --test: results-reporter.mjs; unittest:
@@ -32,7 +32,7 @@ const CODE_SERVER = path.join(process.env.GPUMEM_TOOLS_DIR || path.join(ROOT, '.
 const rel = (p) => path.join(ROOT, p);
 process.env.npm_config_nodedir ||= '/usr'; // node-gyp: local headers, no download
 
-const ALL = ['install', 'typecheck', 'lint', 'build', 'unit', 'python', 'webview', 'native', 'fuzz', 'package', 'e2e'];
+const ALL = ['install', 'typecheck', 'lint', 'build', 'unit', 'python', 'webview', 'package', 'e2e', 'native', 'fuzz'];
 const NEEDS_DIST = new Set(['webview', 'package', 'e2e']);
 const asked = process.argv.slice(2).filter((a) => !a.startsWith('-'));
 for (const a of asked) if (!ALL.includes(a)) fail(`run-tests: unknown layer "${a}"; layers: ${ALL.join(', ')}`);
@@ -176,14 +176,15 @@ async function makeTests(dir, target = 'test', layer = 'native') {
   return { passed: c.passed, failed: c.failed, skippedTests: c.skippedTests };
 }
 
-// Note [Tests built ahead]: node --test runs one file at a time on two cores, and the unit, python and webview layers
-// mostly run one process at a time, so one core idles for minutes while the native and fuzz layers later compile
-// every source under two sanitizers and for ARM64 (CI measured: native 531 s, fuzz 164 s, most of it compiling).
-// Once the build layer is done, `make test-build` compiles their binaries, one job, niced, beside those layers, and
-// does not run them; the native and fuzz layers wait for it, then run their usual targets, which find the binaries
-// up to date (a failure here is only logged: those targets build again and report it). What it has not finished when
-// the native layer starts is stopped (make deletes a target it was interrupted in) and left to that layer's `make -j`,
-// on both cores. It builds no library that another layer loads.
+// Note [Tests built ahead]: node --test runs one file at a time on two cores, and the other layers before the native
+// one mostly run one process at a time (one VS Code at a time in e2e), so a core idles for minutes while the native
+// and fuzz layers compile every source under two sanitizers, about 1,000 CPU-seconds (CI measured: native 531 s, fuzz
+// 164 s, most of it compiling). From the start (after install), `make test-build` compiles their x64 binaries, one
+// job at nice 19, so that it takes only what the layers before leave idle, and runs none of them; the native and
+// fuzz layers, last, then run their usual targets, which find the binaries up to date (a failure here is only
+// logged: those targets build again and report it). What it has not finished when the native layer starts is
+// stopped (make deletes a target it was interrupted in) and left to that layer's `make -j`, on both cores. It builds
+// no library another layer loads, and nothing for ARM64, whose objects the package layer builds meanwhile.
 let ahead = null;
 let aheadChild = null;
 let aheadStopped = false;
@@ -199,7 +200,7 @@ function buildTestsAhead() {
     for (const d of targets) {
       if (aheadStopped) break;
       code = await new Promise((resolve) => {
-        const child = spawn('nice', ['-n', '10', 'make', '-j1', '-C', d, 'test-build'], { cwd: ROOT, stdio: ['ignore', out, out], detached: true });
+        const child = spawn('nice', ['-n', '19', 'make', '-j1', '-C', d, 'test-build'], { cwd: ROOT, stdio: ['ignore', out, out], detached: true });
         aheadChild = child;
         child.on('close', (c) => resolve(c ?? 1));
         child.on('error', () => resolve(127));
@@ -350,7 +351,7 @@ for (const layer of selected) {
     break;
   }
   if (layer === 'build' && r.failed) buildFailed = true;
-  if (layer === 'build' && !r.failed) buildTestsAhead();
+  if (layer === 'install' && !r.failed) buildTestsAhead();
 }
 
 const passed = results.reduce((a, r) => a + (r.passed ?? 0), 0);
