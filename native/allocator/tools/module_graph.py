@@ -9,7 +9,7 @@ path (format/gpumem_format, include/gpumem_allocator). Two kinds of edge:
            only link-time fakes could break).
 Prints every module with what it depends on, then either "no cycle" or each cycle; exits 1 on a cycle.
 
-  python3 tools/module_graph.py --src src --objs build/graph
+  python3 tools/module_graph.py --src src --objs build/lib
 """
 import argparse
 import os

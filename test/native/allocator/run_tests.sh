@@ -45,7 +45,7 @@ echo "== one direction: module graph and the core alone"
 # Note [Module graph] in native/allocator/README.md: no cycle among modules (include and link edges),
 # and the core, linked alone, names nothing of the recorder.
 alloc=$(cd "$(dirname "$0")/../../../native/allocator" && pwd)
-if python3 "$alloc/tools/module_graph.py" --src "$alloc/src" --objs "$build/graph" > "$log" 2>&1; then
+if python3 "$alloc/tools/module_graph.py" --src "$alloc/src" --objs "$build/lib" > "$log" 2>&1; then
   echo "ok   module_graph_has_no_cycle ($(head -n 1 "$log"))"; total_pass=$((total_pass + 1))
   sh "$emit" allocator/module_graph_has_no_cycle pass "$(head -n 1 "$log")"
 else
