@@ -23,6 +23,9 @@ import os
 import sys
 import time
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "allocator", "tools"))
+from module_graph import cycles as strongly_connected  # noqa: E402
+
 # (floor, why it stands there, its modules), lowest first. `gpumem` is the package's __init__.py (its public API).
 FLOORS = [
     ("start-up", "what every tracked process loads before torch: settings, shared state, the native library's "
@@ -97,36 +100,9 @@ def read_package(pkg):
 
 
 def cycles(edges):
-    """Strongly connected components of more than one module (Tarjan), each sorted; sorted."""
-    index, low, on, stack, out = {}, {}, set(), [], []
-    counter = [0]
-
-    def visit(v):
-        index[v] = low[v] = counter[0]
-        counter[0] += 1
-        stack.append(v)
-        on.add(v)
-        for w in sorted(edges.get(v, ())):
-            if w not in index:
-                visit(w)
-                low[v] = min(low[v], low[w])
-            elif w in on:
-                low[v] = min(low[v], index[w])
-        if low[v] == index[v]:
-            comp = []
-            while True:
-                w = stack.pop()
-                on.discard(w)
-                comp.append(w)
-                if w == v:
-                    break
-            if len(comp) > 1:
-                out.append(sorted(comp))
-
-    for v in sorted(edges):
-        if v not in index:
-            visit(v)
-    return sorted(out)
+    """Strongly connected components of more than one module, each sorted; sorted. The allocator's module graph
+    check finds them (Tarjan); one copy of it serves both houses' checks."""
+    return sorted(strongly_connected(edges, edges))
 
 
 def check(pkg, floors=FLOORS, max_lines=MAX_LINES):
