@@ -76,7 +76,8 @@ Session folder selection as for \`gpumem ping\`.`,
        gpumem summary DIR… | CAPTURE CAPTURE… [--json]
 
 Summarises a capture (.gpumem) or a PyTorch snapshot pickle: who and when, peaks, breakdown, OOMs, what-if,
-categories, steps and leaks, top allocation sites, problems.
+categories, steps and leaks, top allocation sites, the backward peak by the forward lines whose backward made
+it, problems.
 Given session folders (searched 3 levels deep) or several captures: one row per rank (host, rank, device,
 peak allocated, peak reserved, OOMs, top line at the peak), with the ranks whose peak stands out flagged.`,
 

@@ -71,16 +71,18 @@ test('hover: numbers, backward share and clickable frames through the one truste
     backwardBytesAtPeak: 64 * MiB,
     topStacks: [{ stackId: 9, bytesAtPeak: 256 * MiB, count: 4 }],
   });
-  const stacks = new Map([[9, { id: 9, backward: true, frames: [{ file: '/w/model.py', line: 7, name: 'forward' }, { file: '/w/train.py', line: 30, name: '<module>' }] }]]);
+  // an unlinked backward stack (the backward() caller's frames) whose user frame is this line
+  const stacks = new Map([[9, { id: 9, backward: true, frames: [{ file: '/w/model.py', line: 7, name: 'forward', user: true }, { file: '/w/train.py', line: 30, name: '<module>', user: true }] }]]);
   const md = hoverMarkdown(s, { peakBytes: 1 * GiB, where: 'rank 1', stack: (id) => stacks.get(id) });
   assert.match(md, /\| Self at peak \| 256 MiB \(25% of 1\.00 GiB\) \|/);
   assert.match(md, /\| Inclusive at peak \| 300 MiB \|/);
   assert.match(md, /\| Total allocated \| 1\.00 GiB \|/);
   assert.match(md, /\| Allocations \| 4 \|/);
   assert.match(md, /\| Live now \| 128 MiB \|/);
-  assert.match(md, /\| From backward \| 64\.0 MiB \(25% of self at peak\) \|/); // 64/256
+  assert.match(md, /\| Forward at peak \| 192 MiB \|/); // 256 − 64
+  assert.match(md, /\| Backward at peak \(made during the backward\(\) called here\) \| 64\.0 MiB \(25% of self at peak\) \|/); // 64/256
   assert.match(md, /rank 1/);
-  assert.match(md, /256 MiB · 4 allocs · backward/);
+  assert.match(md, /256 MiB · 4 allocs · backward\n/);
   const uri = openFrameUri('/w/train.py', 30);
   assert.ok(md.includes(`(${uri})`), 'frame links use the open-frame command URI');
   assert.ok(uri.startsWith(`command:${OPEN_FRAME_COMMAND}?`));

@@ -150,6 +150,7 @@ test('every answer the opened capture gives to the page passes the host → webv
     { type: 'requestStack', requestId: 4, stackId: 1 },
     { type: 'compareMoments', requestId: 5, device: 0, aUs: py.t0 + (py.t1 - py.t0) / 2, bUs: END_OF_TRACE },
     { type: 'requestReplay', requestId: 6, device: 0 },
+    { type: 'requestSites', device: 0, backwardGrouping: 'caller' },
   ];
   const seen = new Set();
   for (const ask of asks) {

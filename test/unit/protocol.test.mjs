@@ -78,6 +78,8 @@ test('snapshot webview → host: accepted messages keep only their declared fiel
   assert.equal(parseSnapshotWebviewMessage({ ...all, owner: 0.5 }), undefined);
   assert.deepEqual(parseSnapshotWebviewMessage({ type: 'ready', junk: 1 }), { type: 'ready' });
   assert.deepEqual(parseSnapshotWebviewMessage({ type: 'compareMoments', requestId: 1, device: 0, aUs: -1, bUs: 1.5e15 }), { type: 'compareMoments', requestId: 1, device: 0, aUs: -1, bUs: 1.5e15 });
+  // Note [Sites by forward line]: the sites table again, grouped as the toggle says
+  assert.deepEqual(parseSnapshotWebviewMessage({ type: 'requestSites', device: 0, backwardGrouping: 'caller', junk: 1 }), { type: 'requestSites', device: 0, backwardGrouping: 'caller' });
   const bytes = new Uint8Array([1, 2, 3]);
   assert.equal(parseSnapshotWebviewMessage({ type: 'openDroppedBytes', name: 'a.pickle', bytes }).bytes, bytes);
   assert.deepEqual(parseSnapshotWebviewMessage({ type: 'openDroppedBytes', name: 'a.pickle', bytes: [128, 2] }), { type: 'openDroppedBytes', name: 'a.pickle', bytes: [128, 2] });
@@ -97,6 +99,8 @@ test('snapshot webview → host: anything else is dropped', () => {
     { type: 'openDroppedBytes', name: 'a.pickle', bytes: 'AAAA' },
     { type: 'openDroppedUri' },
     { type: 'deleteFile', path: '/' },
+    { type: 'requestSites', device: 0, backwardGrouping: 'module' },
+    { type: 'requestSites', device: 0 },
   ]) {
     assert.equal(parseSnapshotWebviewMessage(bad), undefined, JSON.stringify(bad));
   }
@@ -110,7 +114,8 @@ test('snapshot host → webview: every message the opened capture sends passes; 
   assert.deepEqual(snapshotHostMessages.parse({ type: 'notice', message: 'Saved x.png.' }), { type: 'notice', message: 'Saved x.png.' });
   assert.deepEqual(snapshotHostMessages.parse({ type: 'requestFailed', requestId: -1, message: 'No file chosen.' }), { type: 'requestFailed', requestId: -1, message: 'No file chosen.' });
   assert.equal(snapshotHostMessages.parse({ type: 'opened', info: { ...info, devices: [0, '1'] } }), undefined);
-  assert.equal(snapshotHostMessages.parse({ type: 'sites', device: 0, rows: {} }), undefined);
+  assert.equal(snapshotHostMessages.parse({ type: 'sites', device: 0, rows: {}, backwardGrouping: 'forward' }), undefined);
+  assert.equal(snapshotHostMessages.parse({ type: 'sites', device: 0, rows: [] }), undefined, 'the rows say how backward is grouped');
   assert.equal(snapshotHostMessages.parse({ type: 'summary', summary: { device: 0 }, markers: [] }), undefined, 'markersTruncated missing');
   assert.deepEqual([...snapshotHostMessages.types].sort(), ['advice', 'categories', 'chooseRange', 'diff', 'grew', 'loadFailed', 'loading', 'markers', 'notice', 'opened', 'overview', 'ranks', 'replay', 'requestFailed', 'segments', 'showTab', 'sites', 'stack', 'summary', 'timeline']);
   assert.equal(snapshotHostMessages.parse({ type: 'categories', view: { requestId: 1, device: 0, steps: {}, leaks: [] } }), undefined, 'steps must be a list');

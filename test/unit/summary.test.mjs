@@ -94,7 +94,9 @@ test('`gpumem summary --json` prints the summary document and the text report sh
   const { identity, time, integrity, ooms, steps, categories, snapshot, ...figures } = doc;
   // what_if is the engine's answer (checked in what-if-engine.test.mjs), replay_check the replay's self-check
   // (replay-conformance.test.mjs): here, PyTorch's own pickle replays to its own peak reserved.
-  const added = ['name', 'total_bytes', 'pci_bus_id', 'peak_t_s', 'peak_step', 'what_if', 'replay_check'];
+  const added = ['name', 'total_bytes', 'pci_bus_id', 'peak_t_s', 'peak_step', 'what_if', 'replay_check', 'backward_peak_bytes', 'backward_by_forward_line'];
+  // a pickle says nothing of backward: no backward peak (Note [Backward peak in the summary])
+  assert.deepEqual([figures.devices[0].backward_peak_bytes, figures.devices[0].backward_by_forward_line], [null, []]);
   const check = figures.devices[0].replay_check;
   assert.deepEqual([check.policy, check.modelled, check.settings_source], ['pytorch', true, 'pickle-settings']);
   assert.ok(check.recorded_bytes > 0 && check.deviation <= 0.02, JSON.stringify(check));

@@ -1,6 +1,6 @@
 // The snapshot panel's side of the message contract: typed send and persisted state, over the shared
 // webview/common/api.ts (one acquireVsCodeApi() per page); host messages are checked in main.ts.
-import type { SnapshotTab, SnapshotWebviewMessage } from '../../src/core/base/protocol/snapshot';
+import type { SitesBackwardGrouping, SnapshotTab, SnapshotWebviewMessage } from '../../src/core/base/protocol/snapshot';
 import { panelApi } from '../common/api';
 
 /** What survives the panel being hidden (retainContextWhenHidden is off) or VS Code restarting. */
@@ -12,6 +12,8 @@ export interface PanelState {
   /** the moment the segment map shows (µs), absent = end of trace */
   momentUs?: number;
   sitesSort: { key: string; descending: boolean };
+  /** Top sites: backward allocations on the forward line (the default) or the backward() caller's line */
+  sitesBackward: SitesBackwardGrouping;
   compare: { a: string; b: string };
 }
 
@@ -19,6 +21,7 @@ const DEFAULT_STATE: PanelState = {
   tab: 'summary',
   device: 0,
   sitesSort: { key: 'selfBytesAtPeak', descending: true },
+  sitesBackward: 'forward',
   compare: { a: 'peak', b: 'end' },
 };
 

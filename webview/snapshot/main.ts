@@ -138,6 +138,12 @@ class App {
         this.timeline?.show();
         return;
       case 'sites':
+        // Note [Sites by forward line]: the host sends the default grouping; a panel set to the other asks for it
+        // (a restored panel, another device, a capture that grew) and draws only the rows it asked for.
+        if (msg.backwardGrouping !== getState().sitesBackward) {
+          send({ type: 'requestSites', device: msg.device, backwardGrouping: getState().sitesBackward });
+          return;
+        }
         // Note [Lazy tabs]: the data grid is costly to upgrade (FAST renders every cell), so it is built
         // when its tab is first shown; on the first paint only the visible tab does work.
         this.sitesRows = msg.rows;
@@ -335,7 +341,10 @@ class App {
   private renderSitesOnce(): void {
     if (this.sitesRendered) return;
     this.sitesRendered = true;
-    renderSites(this.views.get('sites') as HTMLElement, this.sitesRows);
+    renderSites(this.views.get('sites') as HTMLElement, this.sitesRows, getState().sitesBackward, (backwardGrouping) => {
+      updateState({ sitesBackward: backwardGrouping });
+      send({ type: 'requestSites', device: this.device(), backwardGrouping });
+    });
     this.marks.sitesRendered = performance.now();
   }
 

@@ -1,5 +1,6 @@
 // Call stacks fetched from the host on demand (hover, click) and cached for the panel's lifetime.
 import type { StackView } from '../../src/core/base/protocol/snapshot';
+import { backwardOfText, BACKWARD_FRAME_FILE, MODULE_FRAME_FILE } from '../../src/core/base/protocol/backwardOf';
 import { newRequestId, send } from './api';
 
 const cache = new Map<number, StackView>();
@@ -47,6 +48,9 @@ export function stackLines(stack: StackView | undefined, max = 12): string[] {
   if (!stack) return ['(loading stack…)'];
   if (stack.frames.length === 0) return ['(no Python frames recorded for this allocation)'];
   const lines = stack.frames.slice(0, max).flatMap((f) => {
+    // Note [Linked backward stacks]: the recorder's synthetic frames between the forward and backward() parts
+    if (f.file === MODULE_FRAME_FILE) return [`  module ${f.name}`];
+    if (f.file === BACKWARD_FRAME_FILE) return [`  autograd node ${f.name}, run by the backward() called from:`];
     const line = `${f.user ? '▸ ' : '  '}${f.name} — ${shortPath(f.file)}:${f.line}`;
     if (!f.fx) return [line];
     // Note [FX frames]: the compiled graph's node, and the user's line it was traced from.
@@ -55,7 +59,8 @@ export function stackLines(stack: StackView | undefined, max = 12): string[] {
     return o ? [line, node, `  ${o.user ? '▸ ' : '  '}${o.name} — ${shortPath(o.file)}:${o.line} (traced from)`] : [line, node];
   });
   if (stack.frames.length > max) lines.push(`  … ${stack.frames.length - max} more frames`);
-  if (stack.backward) lines.unshift('(allocated during backward(); stack of the backward() call)');
+  if (stack.backwardOf) lines.unshift(backwardOfText(stack.backwardOf, shortPath));
+  else if (stack.backward) lines.unshift('(allocated during backward(); stack of the backward() call)');
   return lines;
 }
 

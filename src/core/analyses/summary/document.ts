@@ -2,13 +2,17 @@
 // ./index.ts (summarizeFile) adds what-if, categories and steps and renders it with ./report.ts.
 import type { DeviceSummary, Model, SnapshotSummary } from '../../base/model/types';
 import type { ReplayCheck } from '../../base/model/whatIf';
+import type { BackwardPeakJson } from './backward';
 import { identityOf, type Identity } from './identity';
 import { integrityOf, type Integrity } from './integrity';
 import { oomRows, type OomRow } from './ooms';
 import { jsonSeconds, timeBaseOf, type StepSource, type TimeBase } from '../steps/timebase';
 
-/** A device of `gpumem summary --json`: the figures, its name, and the peak's time in seconds/steps. */
-export interface SummaryDevice extends DeviceSummary {
+/**
+ * A device of `gpumem summary --json`: the figures, its name, and the peak's time in seconds/steps; summarizeFile adds
+ * the backward peak (Note [Backward peak in the summary] in ./backward.ts).
+ */
+export interface SummaryDevice extends DeviceSummary, Partial<BackwardPeakJson> {
   name?: string;
   total_bytes?: number;
   pci_bus_id?: string;

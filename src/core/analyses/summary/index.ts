@@ -11,6 +11,7 @@ import { stepsText, stepsWithCategories, type StepsJson } from './steps';
 import { timeBaseOf } from '../steps/timebase';
 import { addWhatIf, whatIfText } from './whatIf';
 import { addReplayCheck, replayCheckText } from './replayCheck';
+import { addBackwardPeak, backwardPeakText } from './backward';
 import { snapshotSection, snapshotSectionText, type SnapshotSectionJson } from './snapshotSection';
 
 export { summaryReport } from './report';
@@ -33,6 +34,7 @@ export function summarizeFile(file: string, topLines = 10): FileSummary {
     const summary = summaryDocument(model, time);
     addWhatIf(model, summary);
     addReplayCheck(model, summary);
+    addBackwardPeak(model, summary, time);
     const states = new Map<number, AllocatorState>();
     for (const d of model.devices()) states.set(d, model.stateAt(d, Infinity));
     const problems = model
@@ -44,8 +46,11 @@ export function summarizeFile(file: string, topLines = 10): FileSummary {
     const steps = withCategories.map((s) => s.json).filter((s) => s.steps.length > 0);
     const snapshot = snapshotSection(model, undefined, states);
     const more = [...snapshotSectionText(snapshot), ...categoriesText(categories), ...stepsText(steps)];
+    // the backward peak right below the top lines it refines (Note [Backward peak in the summary])
+    const backward = backwardPeakText(summary, topLines);
     const text =
       summaryReport({ fileName: path.basename(file), summary, states, problems, topLines }) +
+      (backward.length ? '\n' + backward.join('\n') : '') +
       whatIfText(summary) +
       replayCheckText(summary) +
       (more.length ? '\n' + more.join('\n') : '');

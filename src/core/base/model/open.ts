@@ -5,6 +5,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import type {
   AllocationSpan,
+  BackwardPeak,
   CategoryReport,
   AllocatorState,
   CaptureEnd,
@@ -13,6 +14,7 @@ import type {
   FileInfo,
   LineDiff,
   LineStat,
+  LineStatsOptions,
   Marker,
   Model,
   OomInfo,
@@ -45,7 +47,10 @@ export interface NativeHandle extends WhatIfHandle {
   current(device: number): string;
   timeline(device: number, t0Us: number, t1Us: number, buckets: number, owners?: boolean): string;
   stateAt(device: number, timeUs: number, events?: number): string;
-  lineStats(device: number): string;
+  /** options: { backwardOnCaller: true } for the backward() caller's grouping (an older reader ignores it) */
+  lineStats(device: number, options?: LineStatsOptions): string;
+  /** absent in a reader that predates linking backward to forward */
+  backwardPeak?(device: number): string;
   stack(id: number): string;
   markers(device: number): string;
   ooms(): string;
@@ -288,8 +293,13 @@ class NativeModel implements Model {
   stateAt(device: number, timeUs: number, events?: number): AllocatorState {
     return parse<AllocatorState>(this.handle.stateAt(device, timeUs, events)); // no events: by time (the addon's default)
   }
-  lineStats(device: number): LineStat[] {
+  lineStats(device: number, options?: LineStatsOptions): LineStat[] {
+    // the prefetched answer (Note [First answers]) is the default grouping's
+    if (options?.backwardOnCaller) return parse<LineStat[]>(this.handle.lineStats(device, { backwardOnCaller: true }));
     return parse<LineStat[]>(this.answers.get(`lineStats:${device}`) ?? this.handle.lineStats(device));
+  }
+  backwardPeak(device: number): BackwardPeak | null {
+    return this.handle.backwardPeak ? parse<BackwardPeak | null>(this.handle.backwardPeak(device)) : null;
   }
   stack(id: number): Stack | undefined {
     if (!this.stacks.has(id)) this.stacks.set(id, parse<Stack | null>(this.handle.stack(id)) ?? undefined);

@@ -34,11 +34,48 @@ export interface FxFrameInfo {
   origin?: { file: string; line: number; name: string; user: boolean };
 }
 
-/** A call stack, innermost frame first. `backward`: allocated on an autograd thread. */
+/** A source position without the user flag (the reader names it; its frame says whether it is the user's). */
+export interface SourcePosition {
+  file: string;
+  line: number;
+  name: string;
+}
+
+/**
+ * Note [Linked backward stacks]: the recorder links each allocation made while an autograd node runs to the
+ * forward op that created the node (how: Note [Backward on the forward line] in native/allocator/src/backward_links.h;
+ * gpuMemoryLens.backwardOnForwardLine turns it off). Such a stack reads: the forward frames (innermost first), a synthetic `<module>`
+ * frame naming the module path (only when known), a synthetic `<backward>` frame naming the node (line 0), then the
+ * frames of the thread that called backward(). Under activation checkpointing a recomputation's stack begins with
+ * the recompute's own frames and is flagged recomputed. Synthetic frames are never user frames, so the stack's user
+ * frame (userFrame, the line everything above the model attributes to) is the forward line, and nothing above the
+ * model special-cases `backward` to name the backward() line. An allocation made during backward that is linked to no
+ * forward op keeps the backward() caller's stack, and so that line.
+ *
+ * BackwardOf is what the reader says of such a stack beside its frames.
+ */
+export interface BackwardOf {
+  /** the autograd node, e.g. "ConvolutionBackward0" */
+  node: string;
+  /** the module path of the forward op, e.g. "layer1.0.conv1"; "" when unknown */
+  module: string;
+  /** made while activation checkpointing recomputed the forward: the stack begins with the recompute's frames */
+  recomputed: boolean;
+  /** the innermost user frame of the forward part (the line the allocation is attributed to) */
+  line: SourcePosition | null;
+  /** the innermost frame of the forward part, any file */
+  op: SourcePosition | null;
+}
+
+/**
+ * A call stack, innermost frame first. `backward`: allocated during backward (on an autograd thread);
+ * `backwardOf`: present only when that allocation is linked to the forward op that created its node.
+ */
 export interface Stack {
   id: number;
   frames: Frame[];
   backward: boolean;
+  backwardOf?: BackwardOf;
 }
 
 export type BlockState = 'active_allocated' | 'active_pending_free' | 'inactive';
@@ -211,12 +248,53 @@ export interface LineStat {
   totalAllocatedBytes: number;
   allocCount: number;
   liveNowBytes: number;
-  /** allocations counted here that came from autograd threads */
+  /**
+   * of selfBytesAtPeak, bytes made during backward: by default those whose self line is this line (a forward line holds
+   * the backward of its ops; the backward() caller's line holds what no forward op made); with `backwardOnCaller`,
+   * every backward allocation on the line that called backward()
+   */
   backwardBytesAtPeak: number;
   /** heaviest stacks through this line, by bytes at peak */
   topStacks: { stackId: number; bytesAtPeak: number; count: number }[];
   /** its owner group on the timeline (TimelineOwners): < lines.length its own, lines.length "other lines"; −1 owns nothing */
   ownerGroup: number;
+}
+
+/** How lineStats groups backward allocations (the sites tab's toggle). */
+export interface LineStatsOptions {
+  /** on the line that called backward() (the grouping before backward was linked to forward) instead of the forward line */
+  backwardOnCaller?: boolean;
+}
+
+/** One row of the backward peak: bytes of one forward line and module. */
+export interface BackwardPeakLine {
+  file: string;
+  line: number;
+  name: string;
+  /** the module path, "" when unknown or for backward bytes no forward op made (then the line is the backward() caller's) */
+  module: string;
+  bytes: number;
+  count: number;
+  /** of bytes, made by recomputation under activation checkpointing */
+  recomputedBytes: number;
+}
+
+/**
+ * The backward peak, as the reader computes it: the highest allocated point reached while a backward ran, and what of
+ * it was made during backward, by the forward line whose op's backward made it (Note [Linked backward stacks]).
+ */
+export interface BackwardPeak {
+  device: number;
+  /** allocated bytes at that point */
+  peakBytes: number;
+  timeUs: number;
+  /** of peakBytes, bytes allocated during backward and still live */
+  madeInBackwardBytes: number;
+  /** of those, bytes linked to a forward op */
+  linkedBytes: number;
+  recomputedBytes: number;
+  /** by forward line and module, largest first, at most 20; unlinked backward bytes are rows of the backward() line */
+  lines: BackwardPeakLine[];
 }
 
 /**
@@ -606,8 +684,10 @@ export interface Model {
   /** allocator state at `timeUs` (Infinity = end of the capture) */
   /** `events`: exactly after that many events instead of all those up to timeUs (a category moment's `events`) */
   stateAt(device: number, timeUs: number, events?: number): AllocatorState;
-  /** per-line statistics (DESIGN §3), sorted by selfBytesAtPeak descending */
-  lineStats(device: number): LineStat[];
+  /** per-line statistics (DESIGN §3), sorted by selfBytesAtPeak descending; options: how backward is grouped */
+  lineStats(device: number, options?: LineStatsOptions): LineStat[];
+  /** the highest point reached while a backward ran; null when no backward ran, or the reader predates linking */
+  backwardPeak(device: number): BackwardPeak | null;
   stack(id: number): Stack | undefined;
   markers(device: number): Marker[];
   /**

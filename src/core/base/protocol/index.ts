@@ -2,3 +2,4 @@
 // live.ts: the live panel (src/glue/live ↔ webview/live); snapshot.ts: the snapshot panel.
 export * from './live';
 export * from './snapshot';
+export * from './backwardOf';

@@ -14,6 +14,7 @@ import type { BlockState, DeviceOverview, LineStat, MarkerKind, SourceFormat, Ti
 import type { Policy } from '../model/whatIf';
 import { arrayOf, bool, bytes, int, list, type MessageIn, num, obj, oneOf, optional, protocol, refine, str, view } from './schema';
 import type { CategoriesView } from './categories';
+import type { BackwardOfView } from './backwardOf';
 
 export type { CategoriesView, CategoryMomentView, LeakView, StepRowView } from './categories';
 import type { Advice } from './advice';
@@ -296,6 +297,16 @@ export interface SegmentMapView {
   verdict: string;
 }
 
+/**
+ * Note [Sites by forward line]: where the Top sites tab puts allocations made during backward. 'forward' (the default,
+ * the editor annotations' grouping): on the forward line whose op's backward made them, included in its bytes and
+ * shown again in a backward column (Note [Linked backward stacks] in src/core/base/model/types.ts). 'caller': on
+ * the line that called backward(), as before backward was linked (Model.lineStats with backwardOnCaller), to see
+ * what one backward() holds in all.
+ */
+export const SITES_BACKWARD_GROUPINGS = ['forward', 'caller'] as const;
+export type SitesBackwardGrouping = (typeof SITES_BACKWARD_GROUPINGS)[number];
+
 /** A line's statistics as the model computes them (the editor annotations' numbers), ready for the grid. */
 export interface SiteRow extends Omit<LineStat, 'topStacks'> {
   /** path shown to the user: workspace-relative when possible, else the path as recorded */
@@ -316,7 +327,10 @@ export interface FrameView {
 export interface StackView {
   requestId: number;
   stackId: number;
+  /** made during backward */
   backward: boolean;
+  /** made by the backward of this forward op (Note [Linked backward stacks]); absent when not linked */
+  backwardOf?: BackwardOfView;
   frames: FrameView[];
 }
 
@@ -451,7 +465,8 @@ export const snapshotHostMessages = protocol('snapshot panel, host → webview',
   timeline: obj({ view: view<TimelineView>({ requestId, device }) }),
   markers: obj({ view: view<MarkersView>({ requestId, device, markers: list() }) }),
   segments: obj({ view: view<SegmentMapView>({ requestId, device, segments: list() }) }),
-  sites: obj({ device, rows: list<SiteRow>() }),
+  /** the lines, with backward allocations grouped as asked (Note [Sites by forward line]) */
+  sites: obj({ device, rows: list<SiteRow>(), backwardGrouping: oneOf(SITES_BACKWARD_GROUPINGS) }),
   stack: obj({ view: view<StackView>({ requestId, stackId: int, frames: list() }) }),
   diff: obj({ view: view<DiffView>({ requestId, device, rows: list() }) }),
   replay: obj({ view: view<ReplayView>({ requestId, device, rows: list() }) }),
@@ -487,6 +502,8 @@ export const snapshotWebviewMessages = protocol('snapshot panel, webview → hos
   requestMarkers: refine(obj({ requestId, device, t0Us: num, t1Us: num }), (m) => m.t1Us > m.t0Us, 't1Us must be after t0Us'),
   requestSegments: obj({ requestId, device, timeUs: num }),
   requestStack: obj({ requestId, stackId: int }),
+  /** the sites table again, backward allocations grouped by forward line or by the backward() caller's line */
+  requestSites: obj({ device, backwardGrouping: oneOf(SITES_BACKWARD_GROUPINGS) }),
   /** replay the device's allocation stream under every allocator policy (on demand: it can take seconds) */
   requestReplay: obj({ requestId, device: refine(int, (d) => d >= 0, 'must not be negative') }),
   /** the Categories tab: the peak, and timeUs (a moment, or END_OF_TRACE) beside it when given */

@@ -60,10 +60,28 @@ function plural(n: number, word: string): string {
 // (a transient, e.g. a temporary inside a loop) is still shown, with a hollow marker and its total, because
 // it shapes the curve. Callers-only lines (inclusive but not self) are left to the hover of their callees:
 // annotating every `model(x)` with the whole forward pass would drown the lines that allocate.
+//
+// Note [Forward and backward on one line]: since backward is linked to forward (Note [Linked backward stacks] in
+// src/core/base/model/types.ts), a forward line such as `y = self.conv(x)` also holds what its ops' backward made,
+// and the text splits the two: "▲ 1.20 GiB at peak · backward 800 MiB · 12 allocs", the first figure being the
+// forward part (self − backward). A line whose bytes at the peak are all backward's (the backward() line, or a
+// forward line whose own outputs were freed by then) says only "▲ backward 800 MiB at peak". The colour tier and the
+// heat bar stay those of the line's self bytes: both parts are memory this line is the place to change.
 export function annotationText(stat: LineStat): string {
   const allocs = plural(stat.allocCount, 'alloc');
-  if (stat.selfBytesAtPeak > 0) return `▲ ${formatBytes(stat.selfBytesAtPeak)} at peak · ${allocs}`;
+  if (stat.selfBytesAtPeak > 0) {
+    const { forward, backward } = forwardBackwardSplit(stat);
+    if (backward === 0) return `▲ ${formatBytes(forward)} at peak · ${allocs}`;
+    if (forward === 0) return `▲ backward ${formatBytes(backward)} at peak · ${allocs}`;
+    return `▲ ${formatBytes(forward)} at peak · backward ${formatBytes(backward)} · ${allocs}`;
+  }
   return `△ ${formatBytes(stat.totalAllocatedBytes)} allocated · ${allocs} · none live at peak`;
+}
+
+/** A line's self bytes at the peak in its forward part and the part made during backward (Note [Forward and backward on one line]). */
+export function forwardBackwardSplit(stat: Pick<LineStat, 'selfBytesAtPeak' | 'backwardBytesAtPeak'>): { forward: number; backward: number } {
+  const backward = Math.min(Math.max(0, stat.backwardBytesAtPeak), stat.selfBytesAtPeak);
+  return { forward: stat.selfBytesAtPeak - backward, backward };
 }
 
 export function computeAnnotations(stats: readonly LineStat[], opts: AnnotateOptions): LineAnnotation[] {

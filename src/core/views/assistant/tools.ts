@@ -72,7 +72,9 @@ export const TOOLS: readonly ToolDeclaration[] = [
       'Summarise a recording of PyTorch GPU memory: the command and allocator that ran, peak allocated and reserved memory ' +
       'with the time and training step of the peak, what the memory at the peak is (parameters, gradients, optimizer ' +
       'state, activations, temporaries), out-of-memory errors with the line that asked, the steps and the number of ' +
-      'leak findings, the top source lines at the peak, and whether the recording is complete. Call it first when asked ' +
+      'leak findings, the top source lines at the peak (with the bytes backward made on each), the highest point reached ' +
+      'while a backward ran with the forward lines whose backward made it, and whether the recording is complete. Call ' +
+      'it first when asked ' +
       'why a PyTorch program uses so much GPU memory or ran out of memory; the other gpumem_ tools each answer one ' +
       `question in depth. ${SIZES}`,
     inputSchema: { type: 'object', properties: { path: PATH, device: DEVICE }, additionalProperties: false },
@@ -86,8 +88,10 @@ export const TOOLS: readonly ToolDeclaration[] = [
       'The source lines of the user\'s code that hold the most GPU memory at the peak. Each line has the bytes live at the ' +
       'peak that it allocated (self: it is the innermost user frame), the bytes live at the peak with it anywhere on the ' +
       'call stack (inclusive), what it allocated over the whole run and how many times, what is still live at the end, ' +
-      'the bytes allocated by backward() on its behalf, its function and the lines of user code that called it on its ' +
-      `heaviest call stack (innermost first). Use it to answer "which line of my code uses the memory". ${SIZES}`,
+      'and, where backward made some of it, the split into forward and backward bytes: backward bytes sit on the forward ' +
+      'line whose operation\'s backward made them (the autograd node and module are named), and on the line that called ' +
+      'backward() only when no forward operation is linked. Also its function and the lines of user code that called it ' +
+      `on its heaviest call stack (innermost first). Use it to answer "which line of my code uses the memory". ${SIZES}`,
     inputSchema: {
       type: 'object',
       properties: {

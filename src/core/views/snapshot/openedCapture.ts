@@ -10,6 +10,7 @@ import type {
   ReplayView,
   SegmentMapView,
   SiteRow,
+  SitesBackwardGrouping,
   SnapshotHostMessage,
   SnapshotWebviewMessage,
   SpanColumns,
@@ -182,9 +183,9 @@ export class OpenedCapture {
     return buildMarkers(this.model, device, this.options.maxMarkers ?? MAX_MARKERS, this.time.steps);
   }
 
-  /** deviceMessages' second half: the sites table. */
-  sitesMessage(device: number): SnapshotHostMessage {
-    return { type: 'sites', device, rows: this.sites(device) };
+  /** deviceMessages' second half: the sites table (Note [Sites by forward line]: by forward line unless asked). */
+  sitesMessage(device: number, backwardGrouping: SitesBackwardGrouping = 'forward'): SnapshotHostMessage {
+    return { type: 'sites', device, rows: this.sites(device, backwardGrouping), backwardGrouping };
   }
 
   /** The markers of [t0Us, t1Us] (Note [Markers by range]). */
@@ -279,9 +280,9 @@ export class OpenedCapture {
     return { requestId, device, timeUs: Number.isFinite(state.timeUs) ? state.timeUs : timeUs, segments, breakdown, verdict: verdictAt(this.model, device, at, breakdown) };
   }
 
-  sites(device: number): SiteRow[] {
+  sites(device: number, backwardGrouping: SitesBackwardGrouping = 'forward'): SiteRow[] {
     return this.model
-      .lineStats(device)
+      .lineStats(device, backwardGrouping === 'caller' ? { backwardOnCaller: true } : undefined)
       .slice(0, MAX_SITES)
       .map((s) => ({
         file: s.file,
@@ -304,6 +305,7 @@ export class OpenedCapture {
       requestId,
       stackId,
       backward: st?.backward ?? false,
+      ...(st?.backwardOf ? { backwardOf: { ...st.backwardOf } } : {}),
       frames: (st?.frames ?? []).map((f) => ({
         file: f.file,
         line: f.line,
@@ -400,6 +402,8 @@ export class OpenedCapture {
           return [{ type: 'segments', view: this.segments(msg.requestId, msg.device, msg.timeUs) }];
         case 'requestStack':
           return [{ type: 'stack', view: this.stack(msg.requestId, msg.stackId) }];
+        case 'requestSites':
+          return [this.sitesMessage(msg.device, msg.backwardGrouping)];
         case 'requestReplay':
           return [{ type: 'replay', view: this.replay(msg.requestId, msg.device) }];
         case 'requestCategories':

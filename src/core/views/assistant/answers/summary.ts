@@ -7,6 +7,9 @@ import { stepReport } from '../../../analyses/steps';
 import { SOURCE_TEXT } from '../../../analyses/summary/steps';
 import { categoryFields, commandLine, pickDevice, percent, when } from './common';
 import type { Recording } from './subject';
+import type { BackwardPeak } from '../../../base/model/types';
+import type { TimeBase } from '../../../analyses/steps/timebase';
+import { forwardBackwardSplit } from '../../annotations/annotate';
 
 const TOP_LINES = 5;
 const TOP_MODULES = 3;
@@ -35,6 +38,7 @@ export function summaryAnswer(rec: Recording, asked: { device?: number }): objec
   const report = stepReport(model, device, time.steps);
   const ooms = doc.ooms.filter((o) => o.device === device);
   const lines = model.lineStats(device).slice(0, TOP_LINES);
+  const backwardPeak = model.backwardPeak(device);
   const peakAllocated = dev?.peak_allocated_bytes ?? figures.peakAllocatedBytes;
   const frag = peak ? model.stateAt(device, peak.timeUs, peak.events).fragmentation : undefined;
   const beyond = peak ? beyondAllocated(peak, frag) : undefined;
@@ -86,7 +90,15 @@ export function summaryAnswer(rec: Recording, asked: { device?: number }): objec
       ...(whatIf ? { empty_cache_would_release_bytes: whatIf.empty_cache_releases_bytes } : {}),
       ...(whatIfError ? { what_if_unavailable: whatIfError } : {}),
     },
-    top_lines_at_peak: lines.map((l) => ({ file: l.file, line: l.line, bytes: l.selfBytesAtPeak, percent_of_peak: percent(l.selfBytesAtPeak, peakAllocated) })),
+    // Note [Forward and backward on one line]: a line's bytes include what its ops' backward made, said apart
+    top_lines_at_peak: lines.map((l) => ({
+      file: l.file,
+      line: l.line,
+      bytes: l.selfBytesAtPeak,
+      percent_of_peak: percent(l.selfBytesAtPeak, peakAllocated),
+      ...(l.backwardBytesAtPeak > 0 ? { of_it_made_by_backward_bytes: forwardBackwardSplit(l).backward } : {}),
+    })),
+    ...(backwardPeak ? { backward_peak: backwardPeakFields(backwardPeak, time) } : {}),
     ooms: {
       count: ooms.length,
       ...(ooms.length
@@ -114,6 +126,24 @@ export function summaryAnswer(rec: Recording, asked: { device?: number }): objec
     complete: doc.integrity.ended === 'clean' && doc.integrity.sentences.length === 0,
     ...(doc.integrity.sentences.length ? { integrity: doc.integrity.sentences } : {}),
     more: nextTools(report.leaks.length, ooms.length),
+  };
+}
+
+/** The highest point reached while a backward ran, and the forward lines whose ops' backward made most of it. */
+function backwardPeakFields(p: BackwardPeak, time: TimeBase): object {
+  return {
+    allocated_bytes: p.peakBytes,
+    ...when(time, p.timeUs),
+    made_during_backward_bytes: p.madeInBackwardBytes,
+    linked_to_forward_lines_bytes: p.linkedBytes,
+    ...(p.recomputedBytes ? { recomputed_bytes: p.recomputedBytes } : {}),
+    by_forward_line: p.lines.slice(0, TOP_LINES).map((l) => ({
+      file: l.file,
+      line: l.line,
+      ...(l.module ? { module: l.module } : {}),
+      bytes: l.bytes,
+      ...(l.recomputedBytes ? { recomputed_bytes: l.recomputedBytes } : {}),
+    })),
   };
 }
 
