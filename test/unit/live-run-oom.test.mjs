@@ -47,6 +47,9 @@ test('fragmentation: the sentence gives the unallocated bytes and the largest fr
     'CUDA out of memory at train.py:42 on cuda:1: requested 400 MiB — fragmentation: 2.10 GiB reserved but unallocated, yet the largest free block is 180 MiB.',
   ); // 3000 − 850 = 2150 MiB = 2.0996 GiB → "2.10 GiB"
   assert.match(oomMessage(oom, undefined), /^CUDA out of memory at a line without Python frames on cuda:1/);
+  // Note [Linked backward stacks]: a request made by a forward op's backward names the forward line as its backward
+  const backwardOf = { node: 'ConvolutionBackward0', module: 'layer1.0.conv1', recomputed: false, line: { file: '/w/model.py', line: 12, name: 'forward' }, op: null };
+  assert.match(oomMessage(oom, { file: '/w/model.py', line: 12, name: 'forward' }, backwardOf), /^CUDA out of memory in the backward of model\.py:12 \(ConvolutionBackward0\) on cuda:1: requested 400 MiB — /);
 });
 
 test('the line named is the innermost user frame, not library code', async () => {

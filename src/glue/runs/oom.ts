@@ -13,9 +13,10 @@ export const OPEN_ADVICE = 'Open Advice';
 
 export async function notifyOom(e: OomEvent, snapshotOfOom: () => Promise<vscode.Uri | undefined>): Promise<void> {
   const model = e.process.model;
-  const frame = userFrame(model?.stack(e.oom.stackId)?.frames ?? []);
+  const stack = model?.stack(e.oom.stackId);
+  const frame = userFrame(stack?.frames ?? []);
   const actions = ['Open Snapshot', OPEN_ADVICE, ...(frame ? ['Go to Line'] : [])];
-  const choice = await vscode.window.showErrorMessage(`GPU Memory Lens: ${oomMessage(e.oom, frame)}`, ...actions);
+  const choice = await vscode.window.showErrorMessage(`GPU Memory Lens: ${oomMessage(e.oom, frame, stack?.backwardOf)}`, ...actions);
   if (choice === 'Go to Line' && frame) {
     await vscode.commands.executeCommand(OPEN_FRAME_COMMAND, frame.file, frame.line);
   } else if (choice === OPEN_ADVICE) {
