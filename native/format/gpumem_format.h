@@ -23,14 +23,15 @@ namespace fmt {
 
 GPUMEM_CONSTEXPR char kMagic[8] = {'G', 'P', 'U', 'M', 'E', 'M', '\r', '\n'};
 GPUMEM_CONSTEXPR uint16_t kMajor = 1;
-GPUMEM_CONSTEXPR uint16_t kMinor = 9;  // 1: REC_DEVICE · 2: EndRec.reason/message, DeviceRec.pci_bus_id · 3: REC_TAG,
-                                       // MARK_PHASE · 4: MARK_MODULE_* · 5: REC_AGGREGATED, REC_TIMELINE,
-                                       // REC_LINE_TOTALS, kRestated (Note [Capture budget]) · 6: REC_INDEX,
-                                       // EndRec.index_bytes (Note [Capture index]) · 7: REC_USER_METADATA
-                                       // (Note [User metadata]), the index's sections (lines at the peak,
-                                       // device names, losses; a reader skips a kind it does not know) ·
-                                       // 8: MARK_EVENTS_OFF (Note [Recorded steps]) · 9: TAG_BUFFER, notices
-                                       // up to 1 MiB (Note [Long notices])
+GPUMEM_CONSTEXPR uint16_t kMinor = 10;  // 1: REC_DEVICE · 2: EndRec.reason/message, DeviceRec.pci_bus_id · 3: REC_TAG,
+                                        // MARK_PHASE · 4: MARK_MODULE_* · 5: REC_AGGREGATED, REC_TIMELINE,
+                                        // REC_LINE_TOTALS, kRestated (Note [Capture budget]) · 6: REC_INDEX,
+                                        // EndRec.index_bytes (Note [Capture index]) · 7: REC_USER_METADATA
+                                        // (Note [User metadata]), the index's sections (lines at the peak,
+                                        // device names, losses; a reader skips a kind it does not know) ·
+                                        // 8: MARK_EVENTS_OFF (Note [Recorded steps]) · 9: TAG_BUFFER, notices
+                                        // up to 1 MiB (Note [Long notices]) · 10: kStackLinked,
+                                        // kStackRecomputed (Note [Backward on the forward line])
 // Upper bound on one record's payload; a larger length means damage, not a real record.
 GPUMEM_CONSTEXPR uint32_t kMaxPayload = 64u << 20;
 GPUMEM_CONSTEXPR uint32_t kMaxHeaderJson = 1u << 20;
@@ -97,6 +98,14 @@ struct FrameRec {
 // StackRec.flags
 GPUMEM_CONSTEXPR uint32_t kStackBackward = 1u << 0;  // allocated on an autograd thread; frames are those
                                                      // of the thread waiting in backward()
+// Note [Backward on the forward line] (native/allocator/src/backward_links.h), minor 10: allocated while an autograd
+// node ran, linked to the forward op that made the node. The frames are: the node's own Python frames, if any (a
+// checkpoint's recomputation, a custom Function's backward), the forward op's frames, a frame of file "<module>"
+// named by the forward module's path (when known), a frame of file "<backward>" named by the node, then the frames
+// of the thread waiting in backward(). kStackBackward is set too.
+GPUMEM_CONSTEXPR uint32_t kStackLinked = 1u << 1;
+// ... and the node's own frames recompute a checkpointed forward (torch.utils.checkpoint) (minor 10).
+GPUMEM_CONSTEXPR uint32_t kStackRecomputed = 1u << 2;
 struct StackRec {
   uint32_t id;  // ids start at 1; stack id 0 = no Python frames
   uint32_t flags;

@@ -161,13 +161,13 @@ print(json.dumps(out))`,
 });
 
 test('the launchers write the environment the bootstrap reads back: every setting, the same variables, the same switches', () => {
-  const given = { segments: 'fixed', trimOnGrowth: false, stacks: false, events: false, recordSteps: 7, sampleMs: 0, budgetBytes: 256 * 2 ** 20, allocator: 'lens', backend: 'sim', simCapacity: 2 ** 30 };
+  const given = { segments: 'fixed', trimOnGrowth: false, stacks: false, backwardLinks: false, events: false, recordSteps: 7, sampleMs: 0, budgetBytes: 256 * 2 ** 20, allocator: 'lens', backend: 'sim', simCapacity: 2 ** 30 };
   const ts = buildWorkloadEnv({ sessionDir: '/s', allocatorSo: '/a.so', pythonPathPrefix: PY_DIR, baseEnv: { GPUMEM_BUDGET: '1', GPUMEM_STRICT_COMPILE: '1' }, settings: given });
   const py = python(
     `import json, sys
 from gpumem import _launch, _settings
 g = json.load(sys.stdin)
-env = _launch.workload_env("/s", "/a.so", segments=g["segments"], trim=g["trimOnGrowth"], stacks=g["stacks"], events=g["events"], record_steps=g["recordSteps"], sample_ms=g["sampleMs"],
+env = _launch.workload_env("/s", "/a.so", segments=g["segments"], trim=g["trimOnGrowth"], stacks=g["stacks"], backward_links=g["backwardLinks"], events=g["events"], record_steps=g["recordSteps"], sample_ms=g["sampleMs"],
                            budget=g["budgetBytes"], allocator_mode=g["allocator"], backend=g["backend"], sim_capacity=g["simCapacity"],
                            base={"GPUMEM_BUDGET": "1", "GPUMEM_STRICT_COMPILE": "1"})
 s = _settings.Settings(env)

@@ -247,6 +247,7 @@ class Handle : public Napi::ObjectWrap<Handle> {
                            InstanceMethod("stateAt", &Handle::StateAt),
                            InstanceMethod("lineStats", &Handle::LineStats),
                            InstanceMethod("stack", &Handle::Stack),
+                           InstanceMethod("backwardPeak", &Handle::BackwardPeak),
                            InstanceMethod("markers", &Handle::Markers),
                            InstanceMethod("stepTable", &Handle::StepTable),
                            InstanceMethod("categories", &Handle::Categories),
@@ -370,7 +371,16 @@ class Handle : public Napi::ObjectWrap<Handle> {
                                       std::isfinite(events) && events >= 0 ? (int64_t)events : -1));
   }
   Napi::Value LineStats(const Napi::CallbackInfo& info) {
-    return Str(info.Env(), line_stats_json(M(info.Env()), Dev(info, 0)));
+    // lineStats(device, {backwardOnCaller?}): Note [Backward on the forward line]
+    bool on_caller = false;
+    if (info.Length() > 1 && info[1].IsObject()) {
+      Napi::Value v = info[1].As<Napi::Object>().Get("backwardOnCaller");
+      on_caller = v.IsBoolean() && v.As<Napi::Boolean>().Value();
+    }
+    return Str(info.Env(), line_stats_json(M(info.Env()), Dev(info, 0), on_caller));
+  }
+  Napi::Value BackwardPeak(const Napi::CallbackInfo& info) {
+    return Str(info.Env(), backward_peak_json(M(info.Env()), Dev(info, 0)));
   }
   Napi::Value Stack(const Napi::CallbackInfo& info) {
     return Str(info.Env(), stack_json(M(info.Env()), (uint32_t)Num(info, 0, 0)));

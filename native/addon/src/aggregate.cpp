@@ -30,6 +30,15 @@ LineKey self_line(const Model& m, uint32_t stack_id) {
   return {f.file, f.line};
 }
 
+// The backward() caller's line of a stack made while an autograd node ran; else its own line.
+LineKey caller_line(const Model& m, uint32_t stack_id) {
+  const StackData& s = m.stacks[stack_id];
+  if (s.separator == UINT32_MAX) return self_line(m, stack_id);
+  if (s.caller_frame == UINT32_MAX) return kNoUserLine;
+  const FrameData& f = m.frames[s.caller_frame];
+  return {f.file, f.line};
+}
+
 std::string_view line_file(const Model& m, LineKey k) {
   // Both branches as string_view: a `const char*`/`std::string` conditional would yield a temporary.
   return k.first == UINT32_MAX ? std::string_view(kNoUserFrame) : std::string_view(m.strings[k.first]);
@@ -494,7 +503,9 @@ struct LineTable {
   std::vector<std::pair<LineKey, LineAgg*>> order;  // ranked
 };
 
-void rank_lines(const Model& m, const DeviceData* d, LineTable& out) {
+// on_caller: a linked stack's bytes go to the backward() caller's line instead of the forward line (Note [Backward on
+// the forward line]: the Top sites tab's other grouping).
+void rank_lines(const Model& m, const DeviceData* d, LineTable& out, bool on_caller = false) {
   auto& per_stack = out.per_stack;
   auto& lines = out.lines;
   // Budgeted captures (FORMAT.md §5): restated allocations are not hand-outs; compacted ranges' counts come whole.
@@ -516,7 +527,7 @@ void rank_lines(const Model& m, const DeviceData* d, LineTable& out) {
   }
 
   for (const auto& [sid, a] : per_stack) {
-    LineKey self = self_line(m, sid);
+    LineKey self = on_caller ? caller_line(m, sid) : self_line(m, sid);
     LineAgg& L = lines[self];
     L.self += a.at_peak, L.total += a.total, L.count += a.count, L.live_now += a.live_now;
     if (m.stacks[sid].backward) L.backward += a.at_peak;
@@ -662,13 +673,13 @@ void owners_at(const OwnerCache& c, const DeviceData& d, size_t n, std::vector<i
 
 }  // namespace
 
-std::string line_stats_json(const Model& m, int index) {
+std::string line_stats_json(const Model& m, int index, bool backward_on_caller) {
   const DeviceData* d = dev(m, index);
   json::Writer j;
   j.open('[');
   if (!d) return j.close(']').s;
   LineTable table;
-  rank_lines(m, d, table);
+  rank_lines(m, d, table, backward_on_caller);
   const OwnerCache& owners = owners_of(m, *d);
   for (auto& [k, L] : table.order) {
     std::sort(L->stacks.begin(), L->stacks.end(), [](const auto& a, const auto& b) {
@@ -721,7 +732,81 @@ std::string stack_json(const Model& m, uint32_t id) {
     }
     j.close('}');
   }
-  return j.close(']').kvb("backward", s.backward).close('}').s;
+  j.close(']').kvb("backward", s.backward);
+  if (s.linked) {  // Note [Backward on the forward line]
+    auto frame = [&](uint32_t fid) {
+      const FrameData& f = m.frames[fid];
+      j.open('{').kvs("file", m.strings[f.file]).kv("line", f.line).kvs("name", m.strings[f.name]).close('}');
+    };
+    j.key("backwardOf").open('{').kvs("node", s.node ? m.strings[s.node] : std::string());
+    j.kvs("module", s.module ? m.strings[s.module] : std::string()).kvb("recomputed", s.recomputed);
+    // the forward line: the stack's user frame, when it lies before the <backward> pseudo-frame
+    bool forward_user = false;
+    for (uint32_t k = 0; k < s.count && k < s.separator; k++)
+      if (m.stack_frames[s.first + k] == s.user_frame) forward_user = true;
+    j.key("line");
+    if (forward_user)
+      frame(s.user_frame);
+    else
+      j.raw("null");
+    j.key("op");
+    if (s.separator > 0 && s.count > 0 && m.strings[m.frames[m.stack_frames[s.first]].file][0] != '<')
+      frame(m.stack_frames[s.first]);
+    else
+      j.raw("null");
+    j.close('}');
+  }
+  return j.close('}').s;
+}
+
+std::string backward_peak_json(const Model& m, int index) {
+  const DeviceData* d = dev(m, index);
+  if (!d || d->phases.empty()) return "null";
+  // The backward spans: [a PHASE_BACKWARD mark's event index, the next mark's).
+  std::vector<std::pair<size_t, size_t>> spans;
+  for (size_t k = 0; k < d->phases.size(); k++)
+    if (d->phases[k].phase == PHASE_BACKWARD)
+      spans.push_back(
+          {d->phases[k].event_index, k + 1 < d->phases.size() ? (size_t)d->phases[k + 1].event_index : d->count()});
+  int64_t peak = -1;
+  size_t at = 0, from = 0;
+  for (const auto& [a, b] : spans)
+    for (size_t i = a; i < b && i < d->count(); i++)
+      if (d->allocated[i] > peak) peak = d->allocated[i], at = i, from = a;
+  if (peak < 0) return "null";
+  struct Row {
+    LineKey line;
+    uint32_t module;
+    uint64_t bytes = 0, count = 0, recomputed = 0;
+  };
+  std::map<std::pair<LineKey, uint32_t>, Row> rows;
+  uint64_t made = 0, linked = 0, recomputed = 0;
+  for (size_t i = from; i <= at; i++) {
+    if (d->action[i] != ACT_ALLOC || (d->link[i] != kNoLink && d->link[i] <= at)) continue;
+    const StackData& s = m.stacks[d->stack[i]];
+    const uint64_t size = d->size[i];
+    made += size;
+    linked += s.linked ? size : 0;
+    recomputed += s.recomputed ? size : 0;
+    const uint32_t module = s.linked ? s.module : 0;
+    Row& r = rows[{self_line(m, d->stack[i]), module}];
+    r.line = self_line(m, d->stack[i]), r.module = module;
+    r.bytes += size, r.count++, r.recomputed += s.recomputed ? size : 0;
+  }
+  std::vector<const Row*> order;
+  for (const auto& [k, r] : rows) order.push_back(&r);
+  std::sort(order.begin(), order.end(), [](const Row* a, const Row* b) { return a->bytes > b->bytes; });
+  json::Writer j;
+  j.open('{').kv("device", index).kv("peakBytes", peak).kv("timeUs", d->t[at]);
+  j.kvu("madeInBackwardBytes", made).kvu("linkedBytes", linked).kvu("recomputedBytes", recomputed);
+  j.key("lines").open('[');
+  for (size_t k = 0; k < order.size() && k < 20; k++) {
+    const Row& r = *order[k];
+    j.open('{').kvs("file", line_file(m, r.line)).kv("line", r.line.second);
+    j.kvs("module", r.module ? m.strings[r.module] : std::string());
+    j.kvu("bytes", r.bytes).kvu("count", r.count).kvu("recomputedBytes", r.recomputed).close('}');
+  }
+  return j.close(']').close('}').s;
 }
 
 std::string markers_json(const Model& m, int index) {

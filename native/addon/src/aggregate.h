@@ -16,7 +16,10 @@ std::string timeline_json(Model& m, int dev, double t0, double t1, int buckets, 
 // The allocator state after the events up to t_us, or, when events >= 0, after exactly that many events: a moment
 // inside one microsecond (a peak whose free came in the same µs, Note [Moment events] in categories.cpp).
 std::string state_json(const Model& m, int dev, double t_us, int64_t events = -1);
-std::string line_stats_json(const Model& m, int dev);
+std::string line_stats_json(const Model& m, int dev, bool backward_on_caller = false);
+// Note [Backward on the forward line]: the highest allocated while a backward ran, and the bytes backward made then,
+// by forward line and module (null: no backward phase in the capture).
+std::string backward_peak_json(const Model& m, int dev);
 std::string stack_json(const Model& m, uint32_t id);
 std::string markers_json(const Model& m, int dev);
 std::string ooms_json(const Model& m);

@@ -267,7 +267,7 @@ bool CaptureDecoder::record(Model& m, uint8_t type, uint8_t device, uint16_t fla
         uint32_t fid;
         if (frames_.get(load<uint32_t>(p + sizeof r + 4 * k), fid)) ids.push_back(fid);
       }
-      stacks_.set(r.id, m.intern_stack(ids, (r.flags & f::kStackBackward) != 0));
+      stacks_.set(r.id, m.intern_stack(ids, r.flags));
       return true;
     }
     case f::REC_ALLOC:

@@ -7,6 +7,7 @@
 #include <cstring>
 #include <thread>
 
+#include "gpumem_format.h"
 #include "torch_snapshot.h"
 #include "user_frames.h"
 
@@ -41,22 +42,38 @@ uint32_t Model::intern_frame(uint32_t file, uint32_t name, uint32_t line) {
   return it->second;
 }
 
-uint32_t Model::intern_stack(const std::vector<uint32_t>& frame_ids, bool backward) {
+uint32_t Model::intern_stack(const std::vector<uint32_t>& frame_ids, uint32_t flags) {
+  const bool backward = flags & (fmt::kStackBackward | fmt::kStackLinked);
   if (frame_ids.empty() && !backward) return 0;
   std::vector<uint32_t> key = frame_ids;
-  key.push_back(backward ? 1 : 0);  // the flag is part of identity
+  key.push_back(flags);  // the flags are part of identity
   auto it = stack_ids.find(key);
   if (it != stack_ids.end()) return it->second;
   StackData s{(uint32_t)stack_frames.size(), (uint32_t)frame_ids.size(), backward, UINT32_MAX};
-  for (uint32_t f : frame_ids) {
+  s.linked = flags & fmt::kStackLinked;
+  s.recomputed = flags & fmt::kStackRecomputed;
+  for (uint32_t k = 0; k < frame_ids.size(); k++) {
+    const uint32_t f = frame_ids[k];
+    const FrameData& fr = frames[f];
+    // Note [Backward on the forward line]: the pseudo-frames of a stack made while an autograd node ran.
+    if (backward && s.separator == UINT32_MAX && !strings[fr.file].empty() && strings[fr.file][0] == '<') {
+      if (strings[fr.file] == "<backward>") {
+        s.separator = k;
+        s.node = fr.name;
+      } else if (strings[fr.file] == "<module>") {
+        s.module = fr.name;
+      }
+    }
     if (s.user_frame == UINT32_MAX) {
       // Note [FX frames]: a compiled graph's line counts as the user's line it was traced from.
       auto fx = fx_frames.empty() ? fx_frames.end() : fx_frames.find(f);
       if (fx != fx_frames.end() && fx->second.origin != UINT32_MAX && is_user_file(frames[fx->second.origin].file))
         s.user_frame = fx->second.origin;
-      else if (is_user_file(frames[f].file))
+      else if (is_user_file(fr.file))
         s.user_frame = f;
     }
+    if (s.separator != UINT32_MAX && k > s.separator && s.caller_frame == UINT32_MAX && is_user_file(fr.file))
+      s.caller_frame = f;
     stack_frames.push_back(f);
   }
   uint32_t id = (uint32_t)stacks.size();

@@ -54,6 +54,14 @@ struct StackData {
   bool backward;
   // Derived once at interning: the innermost user frame (UINT32_MAX: none).
   uint32_t user_frame;
+  // Note [Backward on the forward line] (native/allocator/src/backward_links.h; FORMAT.md's kStackLinked): a stack
+  // made while an autograd node ran. `linked`: its frames up to the <backward> pseudo-frame are the forward op's (so
+  // user_frame is the forward line); `node`/`module`: the node's name and the forward module's path (string ids, 0:
+  // none); `separator`: the <backward> frame's index in the stack (UINT32_MAX: none); `caller_frame`: the innermost
+  // user frame after it (the backward() line).
+  bool linked = false, recomputed = false;
+  uint32_t node = 0, module = 0;
+  uint32_t separator = UINT32_MAX, caller_frame = UINT32_MAX;
 };
 
 struct BlockData {
@@ -401,7 +409,11 @@ struct Model {
 
   uint32_t intern(std::string_view s);
   uint32_t intern_frame(uint32_t file, uint32_t name, uint32_t line);
-  uint32_t intern_stack(const std::vector<uint32_t>& frame_ids, bool backward);
+  uint32_t intern_stack(const std::vector<uint32_t>& frame_ids, bool backward) {
+    return intern_stack(frame_ids, backward ? 1u : 0u);
+  }
+  // `flags`: the capture's StackRec flags (kStackBackward, kStackLinked, kStackRecomputed).
+  uint32_t intern_stack(const std::vector<uint32_t>& frame_ids, uint32_t flags);
   DeviceData& device(int index);
   // Pairs allocations with frees and extends the allocated/reserved series for events added since the
   // last call (both sources; the live tail calls it after every poll).

@@ -78,36 +78,51 @@ void forget(const void* self) {
   t.path_of.erase(self);
 }
 
-void on_allocation(const stacks::ModuleChain& chain) {
-  if (!chain.read || !wanted()) return;
-  thread_local std::vector<uint32_t> ids;
+namespace {
+// The path ids of `chain`, outermost first, asking the resolver for `self`s not in the table yet.
+void resolve(const stacks::ModuleChain& chain, std::vector<uint32_t>* ids) {
   thread_local std::vector<int> unknown;
   unknown.clear();
-  if (!lookup(chain, &ids, &unknown)) {
-    Resolver resolve = g_resolve.load();
-    if (resolve) {
-      resolve(chain.selves, chain.n);  // learn() for each; the GIL is taken inside
-      // `self`s the resolver found not to be modules: their code is no forward of a module.
-      Table& t = table();
-      std::lock_guard<std::mutex> lk(t.mu);
-      for (int i : unknown) {
-        auto it = t.path_of.find(chain.selves[i]);
-        if (it != t.path_of.end() && it->second == kNotAModule) {
-          t.path_of.erase(it);  // not kept: the address may hold a module later
-          stacks::not_a_module_forward(chain.codes[i]);
-        }
+  if (lookup(chain, ids, &unknown)) return;
+  Resolver resolve = g_resolve.load();
+  if (resolve) {
+    resolve(chain.selves, chain.n);  // learn() for each; the GIL is taken inside
+    // `self`s the resolver found not to be modules: their code is no forward of a module.
+    Table& t = table();
+    std::lock_guard<std::mutex> lk(t.mu);
+    for (int i : unknown) {
+      auto it = t.path_of.find(chain.selves[i]);
+      if (it != t.path_of.end() && it->second == kNotAModule) {
+        t.path_of.erase(it);  // not kept: the address may hold a module later
+        stacks::not_a_module_forward(chain.codes[i]);
       }
     }
-    lookup(chain, &ids, nullptr);
   }
+  lookup(chain, ids, nullptr);
+}
+}  // namespace
+
+uint32_t innermost_path(const stacks::ModuleChain& chain) {
+  if (!chain.read || !wanted()) return 0;
+  thread_local std::vector<uint32_t> ids;
+  resolve(chain, &ids);
+  return ids.empty() ? 0 : ids.back();
+}
+
+uint32_t on_allocation(const stacks::ModuleChain& chain) {
+  if (!chain.read || !wanted()) return 0;
+  thread_local std::vector<uint32_t> ids;
+  resolve(chain, &ids);
+  const uint32_t innermost = ids.empty() ? 0 : ids.back();
   std::lock_guard<std::mutex> lk(g_open_mu);
-  if (ids == g_open) return;
+  if (ids == g_open) return innermost;
   size_t common = 0;
   while (common < ids.size() && common < g_open.size() && ids[common] == g_open[common]) common++;
   const uint64_t t = clock::now_ns();
   for (size_t i = g_open.size(); i-- > common;) write_mark(g_open[i], fmt::MARK_MODULE_END, t);
   for (size_t i = common; i < ids.size(); i++) write_mark(ids[i], fmt::MARK_MODULE_BEGIN, t);
   g_open = ids;
+  return innermost;
 }
 
 void close_all() {

@@ -36,8 +36,12 @@ bool wanted();  // enabled, and the calling thread is the module thread
 void learn(const void* self, const char* path);
 void forget(const void* self);
 
-// Before the record of an allocation whose stack capture filled `chain` (on the module thread).
-void on_allocation(const stacks::ModuleChain& chain);
+// Before the record of an allocation whose stack capture filled `chain` (on the module thread). Returns the
+// innermost module's path (string id; 0: none), for backward_links.h.
+uint32_t on_allocation(const stacks::ModuleChain& chain);
+// The path (string id) of the innermost module in `chain`, without marks (Note [Backward on the forward line] in
+// backward_links.h); 0: none known, or not the module thread.
+uint32_t innermost_path(const stacks::ModuleChain& chain);
 // Ends every open module (backward() begins; the process ends).
 void close_all();
 

@@ -17,6 +17,7 @@
 #include "../../format/gpumem_format.h"
 #include "../../format/json.h"
 #include "allocator_api.h"
+#include "backward_links.h"
 #include "device_sampler.h"
 #include "module_marks.h"
 #include "process_hooks.h"
@@ -209,7 +210,9 @@ uint32_t capture_stack() {
   if (!active()) return 0;
   if (!modules::wanted()) {
     self_time::Scope timed(self_time::kStack);
-    return stacks::capture();
+    const uint32_t id = stacks::capture();
+    links::on_stack(id, 0);  // Note [Backward on the forward line]: the nodes this op made are filed here
+    return id;
   }
   stacks::ModuleChain chain;  // Note [Module paths from frames] in module_marks.h
   uint32_t id;
@@ -218,7 +221,7 @@ uint32_t capture_stack() {
     id = stacks::capture(&chain);
   }
   self_time::Scope timed(self_time::kModules);
-  modules::on_allocation(chain);
+  links::on_stack(id, modules::on_allocation(chain));
   return id;
 }
 

@@ -499,6 +499,100 @@ uint32_t capture_flags(uint32_t flags, bool* frameless, bool only_if_gil_held = 
   return id;
 }
 
+// ---- Linked stacks (Note [Backward on the forward line] in backward_links.h) ------------------------
+// The autograd nodes running on this thread, innermost last. Plain thread-locals: the main thread reads only the
+// depth on each capture.
+struct NodeRun {
+  uint32_t forward, module, name;
+};
+constexpr int kMaxNodeDepth = 64;  // deeper nesting (reentrant backward in a node) is counted, not linked
+thread_local NodeRun t_nodes[kMaxNodeDepth];
+thread_local int t_node_depth = 0;
+// Note [Node's evaluation]: the engine's work for a node does not end with its apply() (where PyTorch's
+// BACKWARD_FUNCTION scope ends): validate_outputs then reduces or casts the gradients it returned (sum_to: a
+// broadcast bias's gradient), and the outputs are summed into the next nodes' input buffers. Those allocations are
+// that node's too (a BERT step put 0.9 GB of them on the backward() line). So after the outermost node ends, it stays
+// this thread's node ("lingers") until the next node begins here, or the backward that ran it ends (a new bracket:
+// g_bw_generation moves); the thread that called backward() drops it at the bracket's edges.
+thread_local bool t_lingering = false;
+thread_local uint64_t t_linger_generation = 0;
+std::atomic<uint64_t> g_bw_generation{0};  // bumped at each backward() bracket's begin
+
+bool in_node() {
+  return t_node_depth > 0 || (t_lingering && t_linger_generation == g_bw_generation.load(std::memory_order_relaxed) &&
+                              g_bw_current.load(std::memory_order_relaxed) != 0);
+}
+
+// Linked stacks already interned by this thread, by their parts.
+struct LinkKey {
+  uint32_t inner, forward, module, name, outer;
+  bool operator==(const LinkKey& o) const {
+    return inner == o.inner && forward == o.forward && module == o.module && name == o.name && outer == o.outer;
+  }
+};
+struct LinkKeyHash {
+  size_t operator()(const LinkKey& k) const {
+    uint64_t h = 1469598103934665603ull;
+    for (uint32_t v : {k.inner, k.forward, k.module, k.name, k.outer}) h = (h ^ v) * 1099511628211ull;
+    return size_t(h);
+  }
+};
+
+bool ends_with(const std::string& s, const char* tail) {
+  const size_t n = std::strlen(tail);
+  return s.size() >= n && s.compare(s.size() - n, n, tail) == 0;
+}
+
+// The linked stack of an allocation on this thread while the innermost node runs; `inner`: the thread's own Python
+// stack (0: frameless, the usual autograd worker).
+uint32_t linked(uint32_t inner) {
+  const uint32_t outer = g_bw_current.load(std::memory_order_relaxed);
+  if (t_node_depth > kMaxNodeDepth) return inner ? inner : outer;
+  const NodeRun& n = t_nodes[t_node_depth > 0 ? t_node_depth - 1 : 0];  // the running node, or the lingering one
+  if (!n.forward && !inner) return outer;  // AccumulateGrad, or a node made before recording: the bracket's stack
+  const LinkKey key{inner, n.forward, n.module, n.name, outer};
+  thread_local std::unordered_map<LinkKey, uint32_t, LinkKeyHash> cache;
+  auto it = cache.find(key);
+  if (it != cache.end()) return it->second;
+  if (cache.size() >= kMaxCachedStacks) cache.clear();
+  uint32_t id;
+  {
+    Tables& t = T();
+    std::lock_guard<std::mutex> lk(t.mu);
+    std::vector<uint32_t> fr;
+    uint32_t flags = fmt::kStackBackward | (n.forward ? fmt::kStackLinked : 0);
+    auto append = [&](uint32_t stack) {
+      if (stack && stack < t.stacks.size())
+        fr.insert(fr.end(), t.stacks[stack].second.begin(), t.stacks[stack].second.end());
+    };
+    append(inner);
+    if (inner && inner < t.stacks.size())
+      for (uint32_t fid : t.stacks[inner].second)
+        if (ends_with(*t.strings[t.frames[fid].file], "torch/utils/checkpoint.py")) {
+          flags |= fmt::kStackRecomputed;
+          break;
+        }
+    // A forward op run inside a backward (a reentrant checkpoint's recomputation, create_graph): its stack is linked
+    // itself; the part before its <backward> pseudo-frame is the forward, the rest is said once below.
+    if (n.forward && n.forward < t.stacks.size() && (t.stacks[n.forward].first & fmt::kStackBackward)) {
+      const uint32_t backward_file = intern_string_locked(t, "<backward>");
+      for (uint32_t fid : t.stacks[n.forward].second) {
+        if (t.frames[fid].file == backward_file) break;
+        fr.push_back(fid);
+      }
+    } else {
+      append(n.forward);
+    }
+    if (n.module) fr.push_back(intern_frame_locked(t, Frame{intern_string_locked(t, "<module>"), n.module, 0}));
+    fr.push_back(intern_frame_locked(t, Frame{intern_string_locked(t, "<backward>"), n.name, 0}));
+    append(outer);
+    if (fr.size() > size_t(kMaxFrames)) fr.resize(kMaxFrames);  // the innermost ones, as for any stack
+    id = intern_stack_locked(t, flags, fr);
+  }
+  cache.emplace(key, id);
+  return id;
+}
+
 }  // namespace
 
 bool available() { return py().ok; }
@@ -508,6 +602,7 @@ bool enabled() { return g_enabled.load() && py().ok; }
 uint32_t capture(ModuleChain* modules) {
   bool frameless = false;
   uint32_t id = capture_flags(0, &frameless, false, modules);
+  if (in_node()) return linked(frameless ? 0 : id);
   if (frameless) return g_bw_current.load(std::memory_order_relaxed);
   return id;
 }
@@ -534,6 +629,7 @@ bool calibrate_first_local(const void* expected, std::string* why) {
 uint32_t capture_if_gil_held() {
   bool frameless = false;
   uint32_t id = capture_flags(0, &frameless, true);
+  if (in_node()) return linked(frameless ? 0 : id);
   if (frameless) return g_bw_current.load(std::memory_order_relaxed);
   return id;
 }
@@ -556,12 +652,29 @@ void backward_begin(bool capture) {
   std::lock_guard<std::mutex> lk(g_bw_mu);
   g_bw_stacks.push_back(id);
   g_bw_current.store(id);
+  g_bw_generation.fetch_add(1);
+  t_lingering = false;
 }
 
 void backward_end() {
   std::lock_guard<std::mutex> lk(g_bw_mu);
   if (!g_bw_stacks.empty()) g_bw_stacks.pop_back();  // an unmatched end is ignored, not fatal
   g_bw_current.store(g_bw_stacks.empty() ? 0 : g_bw_stacks.back());
+  t_lingering = false;
+}
+
+void node_begin(uint32_t forward_stack, uint32_t module_path, uint32_t node_name) {
+  if (t_node_depth < kMaxNodeDepth) t_nodes[t_node_depth] = NodeRun{forward_stack, module_path, node_name};
+  t_node_depth++;
+  t_lingering = false;
+}
+
+void node_end() {
+  if (t_node_depth == 0) return;  // an unmatched end is ignored, not fatal
+  if (--t_node_depth == 0) {      // Note [Node's evaluation]
+    t_lingering = true;
+    t_linger_generation = g_bw_generation.load(std::memory_order_relaxed);
+  }
 }
 
 uint32_t intern_string(const std::string& s) {

@@ -10,10 +10,12 @@ import struct
 # ---- constants
 kMagic = b'GPUMEM\r\n'
 kMajor = 1
-kMinor = 9
+kMinor = 10
 kMaxPayload = 67108864
 kMaxHeaderJson = 1048576
 kStackBackward = 1
+kStackLinked = 2
+kStackRecomputed = 4
 kPoolSmall = 1
 kPoolLarge = 2
 kPoolPrivate = 4

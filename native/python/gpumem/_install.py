@@ -4,7 +4,7 @@ change_current_allocator must run before CUDA initialises, so the start-up machi
 swap() as soon as torch has imported; the capture itself is created at the first CUDA use (Note [Lazy
 configure] in native/python/README.md). This module knows nothing of when: it swaps, or says why not.
 """
-from . import _native
+from . import _backward_links, _native
 from ._state import STATE
 from ._where import warn
 
@@ -67,6 +67,9 @@ def _pluggable(torch, allocator_so):
                                               ctypes.c_void_p(native.symbol_address("gpumem_free")))
             pluggable = torch.cuda.memory.CUDAPluggableAllocator(glue, "gpumem_glue_malloc", "gpumem_glue_free")
             STATE.lens_oom_glue = glue
+            links = _backward_links.turn_on(glue)  # the same extension (Note [Backward on the forward line])
+            if links and STATE.settings.backward_links:
+                warn(links)
             return pluggable
     except Exception:  # the glue is a nicety: the lens runs without it, OOMs as RuntimeError
         STATE.lens_oom_glue = None

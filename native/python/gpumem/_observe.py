@@ -20,7 +20,7 @@ PyTorch's history (_observer_history.py), its figures (_observer_figures.py) and
 import os
 import pickle
 
-from . import _native, _probe_off
+from . import _backward_links, _native, _probe_off
 from ._observer_api import ACTIONS, Observer
 from ._observer_build import build_tracker
 from ._observer_figures import start_figures
@@ -150,6 +150,9 @@ def _start_source(torch):
                        LIVE.obs.address("gpumem_observe_gather"), LIVE.obs.address("gpumem_user_metadata"))
             LIVE.tracker = LIVE.figures_ext = mod
             VIEW.apply_ours()
+            links = _backward_links.turn_on(mod.__file__)
+            if links and STATE.settings.backward_links:
+                warn(links)
             _seed(torch)
             return "tracker", None
         except Exception as exc:

@@ -8,6 +8,8 @@
 // record() installs our recorder through CUDACachingAllocator::recordHistory, chained with PyTorch's own
 // Python/C++ traceback when the user asked _record_memory_history for stacks (so their snapshot keeps its
 // frames), and with the user's trace size, context level and skipped actions.
+#include <ATen/SequenceNumber.h>
+#include <ATen/record_function.h>
 #include <c10/cuda/CUDACachingAllocator.h>
 #include <torch/csrc/profiler/combined_traceback.h>
 #include <torch/extension.h>
@@ -190,6 +192,61 @@ std::string record(bool ours_on, int64_t user_stacks, int64_t max_entries, int64
   const bool on = ours_on || user_stacks > 0 || max_entries > 1;
   if (ours_on && when < 1) when = 1;
   return rh(on, f, size_t(max_entries < 1 ? 1 : max_entries), static_cast<CCA::RecordContext>(when), skip, 0);
+}
+
+// Note [Backward on the forward line] (native/allocator/src/backward_links.h): two RecordFunction callbacks. Ops
+// (FUNCTION): at an op's end the library files the autograd nodes the thread made that no allocation filed; it is
+// switched off while a backward() runs (Note [Forward callback off in backward]). Autograd nodes (BACKWARD_FUNCTION):
+// each node's apply() is bracketed on its autograd thread. Neither needs inputs, outputs or ids: PyTorch boxes
+// nothing for them. Turned on through C (ctypes, both modes: the lens loads this module only as a library, Note [Lens
+// OOM type]); off at the end of the recorded steps.
+typedef void (*OpEndFn)();
+typedef void (*NodeBeginFn)(uint64_t, int64_t, const char*);
+typedef void (*NodeEndFn)();
+typedef void (*ConnectFn)(uint64_t (*)(), uint64_t (*)(), void (*)(int));
+static OpEndFn g_op_end = nullptr;
+static NodeBeginFn g_node_begin = nullptr;
+static NodeEndFn g_node_end = nullptr;
+static std::atomic<uint64_t> g_op_handle{0}, g_node_handle{0};
+static std::unique_ptr<at::ObserverContext> op_start(const at::RecordFunction&) { return nullptr; }
+static void op_end(const at::RecordFunction&, at::ObserverContext*) { g_op_end(); }
+static std::unique_ptr<at::ObserverContext> node_start(const at::RecordFunction& fn) {
+  g_node_begin(fn.forwardThreadId(), fn.seqNr(), fn.name());
+  return nullptr;
+}
+static void node_end(const at::RecordFunction&, at::ObserverContext*) { g_node_end(); }
+static uint64_t next_sequence() { return at::sequence_number::peek(); }
+static uint64_t thread_id() { return at::RecordFunction::currentThreadId(); }
+static void op_callback(int on) {
+  const uint64_t h = g_op_handle.load();
+  if (!h) return;
+  if (on)
+    at::reenableCallback(h);
+  else
+    at::disableCallback(h);
+}
+extern "C" __attribute__((visibility("default"))) int gpumem_links_on(void* connect, void* op_end_fn,
+                                                                      void* node_begin_fn, void* node_end_fn) {
+  if (g_node_handle.load()) return 0;
+  try {
+    g_op_end = reinterpret_cast<OpEndFn>(op_end_fn);
+    g_node_begin = reinterpret_cast<NodeBeginFn>(node_begin_fn);
+    g_node_end = reinterpret_cast<NodeEndFn>(node_end_fn);
+    reinterpret_cast<ConnectFn>(connect)(next_sequence, thread_id, op_callback);
+    g_op_handle.store(
+        at::addGlobalCallback(at::RecordFunctionCallback(op_start, op_end).scopes({at::RecordScope::FUNCTION})));
+    g_node_handle.store(at::addGlobalCallback(
+        at::RecordFunctionCallback(node_start, node_end).scopes({at::RecordScope::BACKWARD_FUNCTION})));
+    return 0;
+  } catch (...) {
+    return -1;
+  }
+}
+// A node running now ends through the callback it began with (PyTorch keeps each RecordFunction's callbacks).
+extern "C" __attribute__((visibility("default"))) void gpumem_links_off() {
+  const uint64_t op = g_op_handle.exchange(0), node = g_node_handle.exchange(0);
+  if (op) at::removeCallback(op);
+  if (node) at::removeCallback(node);
 }
 
 // The module's functions, bound as torch.utils.cpp_extension.load_inline binds `functions=` (each wrapped so a C++

@@ -2,6 +2,7 @@
 allocation in the PyTorch-allocator mode. _markers.py counts the steps and calls events_off."""
 import sys
 
+from . import _backward_links
 from ._observer_figures import start_figures
 from ._observer_history import VIEW
 from ._observer_live import LIVE, LOCK
@@ -62,6 +63,7 @@ def events_off(why):
         except Exception:  # a tracker without the flag (a stand-in): the library's flag alone does it
             pass
         LIVE.obs.lib.gpumem_observe_events_off(why.encode("utf-8", "replace"))
+        _backward_links.turn_off()
         try:
             VIEW.apply_ours()  # our recorder out of PyTorch's history; the user's history as they set it
         except Exception as exc:

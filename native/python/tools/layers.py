@@ -34,7 +34,7 @@ FLOORS = [
       "_state", "_where"]),
     ("capture", "recording into the capture: the observer of PyTorch's allocator and its parts, the lens "
      "allocator's shims and guards, the user's history view, the control client; needs start-up only",
-     ["_capture", "_control", "_guards", "_history", "_observer_api", "_observer_build", "_observer_figures",
+     ["_backward_links", "_capture", "_control", "_guards", "_history", "_observer_api", "_observer_build", "_observer_figures",
       "_observer_history", "_observer_live", "_recorded_steps", "_shims", "_stats", "_summary"]),
     ("analyses", "what runs in the process over what is recorded: the leak keeper, tags, module paths, the "
      "capture read back by windows; they read the floors below and start nothing",

@@ -21,6 +21,8 @@ export interface RecordingSettings {
   segments: SegmentStrategy;
   trimOnGrowth: boolean;
   stacks: boolean;
+  /** false: backward's allocations on the backward() line (Note [Backward on the forward line] in native/allocator/src/backward_links.h) */
+  backwardLinks?: boolean;
   /** false: figures only, nothing recorded per allocation (Note [Figures only] in native/python/gpumem/_observe.py) */
   events?: boolean;
   /** record allocations for the first N optimizer steps only; 0 = every step (Note [Recorded steps] in _recorded_steps.py) */

@@ -32,6 +32,7 @@ export interface SettingDecl {
     | 'segments'
     | 'trimOnGrowth'
     | 'stacks'
+    | 'backwardLinks'
     | 'events'
     | 'recordSteps'
     | 'sampleMs'
@@ -128,6 +129,19 @@ export const SETTINGS: readonly SettingDecl[] = [
     default: true,
     help: 'do not record Python stacks (no line attribution)',
     description: 'Record the Python stack of every allocation (needed for line annotations).',
+  },
+  {
+    // Note [Backward on the forward line] (native/allocator/src/backward_links.h): the bootstrap reads it.
+    key: 'backwardLinks',
+    py: 'backward_links',
+    env: 'GPUMEM_BACKWARD_LINKS',
+    cli: '--no-backward-links',
+    vscode: 'gpuMemoryLens.backwardOnForwardLine',
+    kind: 'flag',
+    default: true,
+    help: "put backward's allocations on the backward() line instead of the forward line that made their autograd node",
+    description:
+      "Attribute each allocation made during backward to the forward line (and module) whose op made the autograd node that ran, with the backward() line as its outer frame. Off: backward's allocations sit on the backward() line. Needs the tool's small extension built against your torch (both modes build it); without it, the backward() line.",
   },
   {
     // Note [Figures only] (native/python/gpumem/_observe.py): the bootstrap reads it; the allocator never does.
