@@ -45,6 +45,18 @@ PY = sys.executable
 ENV = dict(os.environ, PYTHONPATH=os.path.join(ROOT, "native", "python"), PYTHONUNBUFFERED="1", OMP_NUM_THREADS="2")
 
 
+def run_logged(cmd, env, log_path, deadline):
+    """Runs `cmd` with its output in `log_path`, until `deadline` at the latest; (exit code or "timeout", seconds)."""
+    t0 = time.time()
+    with open(log_path, "w") as log:
+        try:
+            rc = subprocess.run(cmd, env=env, stdout=log, stderr=subprocess.STDOUT,
+                                timeout=max(10, deadline - time.time())).returncode
+        except subprocess.TimeoutExpired:
+            rc = "timeout"
+    return rc, round(time.time() - t0, 1)
+
+
 def run_one(model, mode, out, steps, deadline):
     tag = "%s-%s" % (model, mode)
     work = os.path.join(out, "runs", tag)
@@ -54,15 +66,9 @@ def run_one(model, mode, out, steps, deadline):
     env = dict(ENV, GPUMEM_WATCHDOG_S=str(max(30, int(deadline - time.time()) - 10)))
     cmd = [PY, "-m", "gpumem", "run", "--allocator", mode, "--allocator-so", SO, "--out", work, "--", PY, WORKLOAD,
            model, "--truth", truth, "--steps", str(steps)]
-    t0 = time.time()
-    with open(os.path.join(work, "log.txt"), "w") as log:
-        try:
-            rc = subprocess.run(cmd, env=env, stdout=log, stderr=subprocess.STDOUT,
-                                timeout=max(10, deadline - time.time())).returncode
-        except subprocess.TimeoutExpired:
-            rc = "timeout"
+    rc, seconds = run_logged(cmd, env, os.path.join(work, "log.txt"), deadline)
     caps = sorted(glob.glob(os.path.join(work, "*", "capture-*.gpumem")), key=os.path.getsize)
-    got = {"model": model, "mode": mode, "rc": rc, "seconds": round(time.time() - t0, 1)}
+    got = {"model": model, "mode": mode, "rc": rc, "seconds": seconds}
     if caps and os.path.exists(truth):
         shutil.copy(caps[-1], os.path.join(work, "capture.gpumem"))
         try:
@@ -266,20 +272,11 @@ def cost(out, deadline, rounds, steps):
     cmd = [PY, os.path.join(HERE, "bench_allocator.py"), "--so", SO, "--only", "steps", "--models", "gpt2", "resnet50",
            "--step-configs"] + configs + ["--rounds", str(rounds), "--steps", str(steps), "--cpus", "6",
                                           "--lockstep", "10", "--turn-cpus"]
-    env = dict(ENV, OUT=out)
-    t = time.time()
-    with open(os.path.join(out, "cost.log"), "w") as log:
-        try:
-            rc = subprocess.run(cmd, env=env, stdout=log, stderr=subprocess.STDOUT,
-                                timeout=max(10, deadline - time.time())).returncode
-        except subprocess.TimeoutExpired:
-            rc = "timeout"
-    got = {"rc": rc, "seconds": round(time.time() - t, 1)}
-    try:
-        got["ratios"] = cost_ratios(json.load(open(os.path.join(out, "bench_allocator.json"))))
-    except (OSError, ValueError) as exc:
-        got["error"] = str(exc)
-    return got
+    rc, seconds = run_logged(cmd, dict(ENV, OUT=out), os.path.join(out, "cost.log"), deadline)
+    # the rounds the bench printed, also when it was cut short (its JSON is written at its end only)
+    with open(os.path.join(out, "cost.log")) as f:
+        rounds = [json.loads(line)["result"] for line in f if line.startswith('{"round"')]
+    return {"rc": rc, "seconds": seconds, "rounds": len(rounds), "ratios": cost_ratios({"step_rounds": rounds})}
 
 
 def main():
