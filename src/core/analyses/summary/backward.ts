@@ -3,10 +3,10 @@
 // src/core/base/model/types.ts), in text and in --json.
 //
 // Note [Backward peak in the summary]: per device, `backward_peak_bytes` (null when no backward ran) and
-// `backward_by_forward_line` (file, line, name, module, bytes, count, recomputed_bytes; largest first, as the reader
-// gives them: at most 20, the bytes no forward op is linked to on the backward() line with module "") are always
-// there; the moment and the split of what backward made come only with a backward peak. The text shows exactly
-// these fields (Note [Report figures] in ./report.ts).
+// `backward_by_forward_line` (file, line, module, bytes, count, recomputed_bytes, and name where the reader gives it;
+// largest first, as the reader gives them: at most 20, the bytes no forward op is linked to on the backward() line
+// with module "") are always there; the moment and the split of what backward made come only with a backward peak.
+// The text shows exactly these fields (Note [Report figures] in ./report.ts).
 import type { Model } from '../../base/model/types';
 import { formatBytes } from '../../base/units/bytes';
 import { formatSeconds, jsonSeconds, type TimeBase } from '../steps/timebase';
@@ -14,7 +14,8 @@ import { formatSeconds, jsonSeconds, type TimeBase } from '../steps/timebase';
 export interface BackwardLineJson {
   file: string;
   line: number;
-  name: string;
+  /** the line's function, where the reader gives it */
+  name?: string;
   /** the forward op's module path, "" when unknown (and for the bytes no forward op is linked to) */
   module: string;
   bytes: number;
@@ -45,7 +46,7 @@ export function backwardPeakJson(model: Model, device: number, time: TimeBase): 
     backward_by_forward_line: p.lines.map((l) => ({
       file: l.file,
       line: l.line,
-      name: l.name,
+      ...(l.name ? { name: l.name } : {}),
       module: l.module,
       bytes: l.bytes,
       count: l.count,

@@ -270,7 +270,8 @@ export interface LineStatsOptions {
 export interface BackwardPeakLine {
   file: string;
   line: number;
-  name: string;
+  /** the line's function, where the reader gives it */
+  name?: string;
   /** the module path, "" when unknown or for backward bytes no forward op made (then the line is the backward() caller's) */
   module: string;
   bytes: number;
