@@ -776,7 +776,7 @@ std::string backward_peak_json(const Model& m, int index) {
   if (peak < 0) return "null";
   struct Row {
     LineKey line;
-    uint32_t module;
+    uint32_t module, name = 0;  // name: the line's function (string id)
     uint64_t bytes = 0, count = 0, recomputed = 0;
   };
   std::map<std::pair<LineKey, uint32_t>, Row> rows;
@@ -791,6 +791,7 @@ std::string backward_peak_json(const Model& m, int index) {
     const uint32_t module = s.linked ? s.module : 0;
     Row& r = rows[{self_line(m, d->stack[i]), module}];
     r.line = self_line(m, d->stack[i]), r.module = module;
+    if (s.user_frame != UINT32_MAX) r.name = m.frames[s.user_frame].name;
     r.bytes += size, r.count++, r.recomputed += s.recomputed ? size : 0;
   }
   std::vector<const Row*> order;
@@ -803,6 +804,7 @@ std::string backward_peak_json(const Model& m, int index) {
   for (size_t k = 0; k < order.size() && k < 20; k++) {
     const Row& r = *order[k];
     j.open('{').kvs("file", line_file(m, r.line)).kv("line", r.line.second);
+    j.kvs("name", r.name ? m.strings[r.name] : std::string());
     j.kvs("module", r.module ? m.strings[r.module] : std::string());
     j.kvu("bytes", r.bytes).kvu("count", r.count).kvu("recomputedBytes", r.recomputed).close('}');
   }
