@@ -7,6 +7,7 @@ import ctypes
 import os
 import sys
 import tempfile
+import threading
 import unittest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -60,6 +61,29 @@ def backward(lib, helper, torch, out):
     lib.gpumem_backward_end()
 
 
+RECOMPUTE = """
+def unpack(lib, size):
+    return lib.gpumem_malloc(size, 0, None)  # the checkpointed forward, run again
+"""
+
+
+def recompute_in_node(lib, folder, out):
+    """A checkpoint's recomputation: Python code on the autograd thread while a node runs (its saved tensor's unpack
+    hook), from a file named as torch's checkpoint module is."""
+    import importlib.util
+
+    where = os.path.join(folder, "torch", "utils")
+    os.makedirs(where, exist_ok=True)
+    with open(os.path.join(where, "checkpoint.py"), "w") as f:
+        f.write(RECOMPUTE)
+    spec = importlib.util.spec_from_file_location("fake_checkpoint", os.path.join(where, "checkpoint.py"))
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    lib.gpumem_node_begin(FORWARD_THREAD, 0, b"AddmmBackward0")
+    out.append(mod.unpack(lib, 3 * KIB))
+    lib.gpumem_node_end()
+
+
 def scenario_links(path):
     lib = common.load()
     lib.gpumem_links_connect.argtypes = [COUNT, COUNT, SWITCH]
@@ -77,6 +101,11 @@ def scenario_links(path):
     ptrs.append(unrecorded(lib, torch))
     backward(lib, helper, torch, ptrs)
     print("SWITCHED", torch.switched)
+    lib.gpumem_backward_begin()  # RECOMPUTE-BACKWARD
+    t = threading.Thread(target=recompute_in_node, args=(lib, os.path.dirname(path), ptrs))
+    t.start()
+    t.join()
+    lib.gpumem_backward_end()
     for p in ptrs:
         lib.gpumem_free(p, 0, 0, None)
     lib.gpumem_shutdown(0)
@@ -125,6 +154,15 @@ class BackwardLinksTest(unittest.TestCase):
         self.assertIn("SWITCHED [0, 1]", out)
         # The forward's own allocations are the forward's (no backward flag).
         self.assertEqual(stack(16 * KIB)[0], 0)
+        # A recomputation in a node (Python frames of torch's checkpoint module on the autograd thread): its own
+        # frames first, then the node's forward op, the node, and the backward() caller; flagged recomputed.
+        flags, fr = stack(3 * KIB)
+        self.assertEqual(flags, 1 | 2 | 4)  # kStackBackward | kStackLinked | kStackRecomputed
+        self.assertTrue(fr[0][0].endswith(os.path.join("torch", "utils", "checkpoint.py")) and fr[0][1] == "unpack", fr[0])
+        self.assertIn((this, "conv", line("CONV-LINE")), fr)
+        k = fr.index(("<backward>", "AddmmBackward0", 0))
+        self.assertLess(fr.index((this, "conv", line("CONV-LINE"))), k)
+        self.assertEqual(fr[k + 1], (this, "scenario_links", line("RECOMPUTE-BACKWARD")))
 
 
 if __name__ == "__main__":
