@@ -21,8 +21,8 @@ import faulthandler
 import os
 import sys
 
-LIMIT = int(next((sys.argv[i + 1] for i, a in enumerate(sys.argv) if a == "--limit"), "540"))
-faulthandler.dump_traceback_later(LIMIT, exit=True)  # a stall comes back as a stack
+# a stall comes back as a stack, before the stage's limit in run_all.sh (the cost stage sets a longer one)
+faulthandler.dump_traceback_later(int(os.environ.get("GPUMEM_WATCHDOG_S", "280")), exit=True)
 import argparse
 import bisect
 import collections

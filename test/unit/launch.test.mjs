@@ -61,6 +61,7 @@ test('buildWorkloadEnv sets the contract variables and puts the bootstrap first 
     GPUMEM_SESSION_DIR: '/s/1', GPUMEM_ALLOCATOR_SO: '/x/lib.so', GPUMEM_SEGMENTS: 'fixed', GPUMEM_TRIM: '0', GPUMEM_STACKS: '0', GPUMEM_EVENTS: '0',
     GPUMEM_SAMPLE_MS: '0', GPUMEM_BACKEND: 'sim', GPUMEM_SIM_CAPACITY: String(1 << 30), GPUMEM_ALLOCATOR: 'pytorch',
     GPUMEM_BUDGET: String(2 ** 30), // Note [Capture budget]: 1 GiB when not set
+    GPUMEM_BACKWARD_LINKS: '1', // Note [Backward on the forward line]: on when not set
     GPUMEM_USER_ROOTS: `/w1${path.delimiter}/w2`,
   });
 });
@@ -69,6 +70,7 @@ test('buildWorkloadEnv defaults and rejects what the bootstrap would reject', ()
   const env = buildWorkloadEnv({ sessionDir: '/s', allocatorSo: '/a.so', pythonPathPrefix: '/p', baseEnv: {} });
   assert.equal(env.GPUMEM_SEGMENTS, 'expandable');
   assert.equal(env.GPUMEM_STACKS, '1');
+  assert.equal(env.GPUMEM_BACKWARD_LINKS, '1', 'backward on its forward line unless turned off');
   assert.equal(env.GPUMEM_EVENTS, '1', 'every allocation recorded unless figures only is asked for');
   assert.equal(env.GPUMEM_TRIM, '1');
   assert.equal(env.GPUMEM_SAMPLE_MS, '200');

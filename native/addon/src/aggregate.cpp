@@ -759,6 +759,9 @@ std::string stack_json(const Model& m, uint32_t id) {
   return j.close('}').s;
 }
 
+// Note [Backward peak of the detail]: read from the events the capture keeps one by one, where the phases are; a
+// budgeted capture's compacted ranges (Note [Capture budget]) keep whole-run figures but no backward phase, so there
+// this is the backward peak of the detailed window (the recent part, the peaks, the OOMs).
 std::string backward_peak_json(const Model& m, int index) {
   const DeviceData* d = dev(m, index);
   if (!d || d->phases.empty()) return "null";
