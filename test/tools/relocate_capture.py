@@ -53,8 +53,16 @@ def main():
         sys.exit(f"{src}: {e}")
     new_header = json.dumps(relocate_json(header, pairs), separators=(",", ":")).encode()
     out = bytearray(F.FileHeader.pack(F.kMagic, major, minor, len(new_header)) + new_header)
+    dropped_index = False
     for at, rtype, dev, flags, payload in F.records(data, off):
         off = at + F.RecordHeader.size + len(payload)  # end of the last whole record read
+        if rtype == F.REC_INDEX and any(old.encode() in payload for old, _ in pairs):
+            # The index's sections name files inside their own layout: rather than a stale path, no index (a reader
+            # then makes its first view from a pass over the records, as for a capture that ended uncleanly).
+            dropped_index = True
+            continue
+        if rtype == F.REC_END and dropped_index:
+            payload = payload[:F.EndRec.offsets["index_bytes"]] + b"\0\0\0\0" + payload[F.EndRec.offsets["index_bytes"] + 4:]  # index_bytes
         if rtype == F.REC_STRING:
             sid, length = F.StringRec.unpack_from(payload)
             body = payload[F.StringRec.size:F.StringRec.size + length]

@@ -1,4 +1,4 @@
-// Backward on the forward line over a real GPU capture (test/fixtures/backward-*.gpumem): what the editor, the
+// Backward on the forward line over a real GPU capture (test/fixtures/backward-*.capture): what the editor, the
 // snapshot panel, `gpumem summary` and the assistant say is computed from the reader's own answers for that capture
 // (line statistics in both groupings, linked stacks, the backward peak), so each figure below is the capture's.
 import { after, test } from 'node:test';
@@ -15,8 +15,8 @@ import { peakLinesAnswer } from '../../src/core/views/assistant/answers/peakLine
 
 const FIXTURES = path.join(root, 'test/fixtures');
 /** every backward capture (one per allocator mode), each with the reference's answer beside it (NAME.answer.json) */
-const ALL = fs.readdirSync(FIXTURES).filter((f) => /^backward-.*\.gpumem$/.test(f)).sort().map((f) => path.join(FIXTURES, f));
-const FILE = ALL[0] ?? path.join(FIXTURES, 'backward-missing.gpumem');
+const ALL = fs.readdirSync(FIXTURES).filter((f) => /^backward-.*\.capture$/.test(f)).sort().map((f) => path.join(FIXTURES, f));
+const FILE = ALL[0] ?? path.join(FIXTURES, 'backward-missing.capture');
 const base = (f) => f.split(/[\\/]/).pop();
 
 const model = openModel(FILE);
@@ -126,7 +126,7 @@ test('gpumem summary --json: the backward peak by forward line is the reference\
   // the backward peak with the forward line of the node anomaly mode's traceback gives, or the backward() line.
   assert.ok(ALL.length >= 1, 'a backward capture is committed');
   for (const file of ALL) {
-    const answer = JSON.parse(fs.readFileSync(file.replace(/\.gpumem$/, '.answer.json'), 'utf8'));
+    const answer = JSON.parse(fs.readFileSync(file.replace(/\.capture$/, '.answer.json'), 'utf8'));
     const want = new Map();
     for (const a of answer.allocations) want.set(`${a.line[0]}:${a.line[1]}`, (want.get(`${a.line[0]}:${a.line[1]}`) ?? 0) + a.size);
     const { summary } = summarizeFile(file);

@@ -1,6 +1,6 @@
 // The reader against a reference that shares nothing with the recorder's mechanism (Note [Backward on the forward
 // line] in native/allocator/src/backward_links.h): real H200 captures of a BERT training step in both modes
-// (test/fixtures/backward-bert-{auto,lens}.gpumem), each beside the answer test/gpu/backward_lines_check.py computed
+// (test/fixtures/backward-bert-{auto,lens}.capture), each beside the answer test/gpu/backward_lines_check.py computed
 // in the same run from anomaly mode's per-node forward tracebacks and hook stamps around each node. Every allocation
 // made during the last step's backward must sit on the reference's forward line, name the reference's node, and the
 // backward peak must hold what the reference found live there.
@@ -15,7 +15,7 @@ after(() => models.forEach((m) => m.close()));
 
 function load(mode) {
   const base = path.join(root, 'test/fixtures', `backward-bert-${mode}`);
-  const model = openModel(`${base}.gpumem`);
+  const model = openModel(`${base}.capture`);
   models.push(model);
   return { model, answer: JSON.parse(fs.readFileSync(`${base}.answer.json`, 'utf8')) };
 }

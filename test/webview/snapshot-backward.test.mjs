@@ -15,8 +15,8 @@ const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..')
 process.env.GPUMEM_ADDON ||= path.join(ROOT, 'dist/native/gpumem_addon.node');
 const { openModel } = await import('../../src/core/base/model/open.ts');
 
-/** The GPU capture of a training step whose backward is linked to its forward lines (test/fixtures/backward-*.gpumem). */
-const FILE = path.join(ROOT, 'test/fixtures', fs.readdirSync(path.join(ROOT, 'test/fixtures')).filter((f) => /^backward-.*\.gpumem$/.test(f)).sort()[0] ?? 'backward-missing.gpumem');
+/** The GPU capture of a training step whose backward is linked to its forward lines (test/fixtures/backward-*.capture). */
+const FILE = path.join(ROOT, 'test/fixtures', fs.readdirSync(path.join(ROOT, 'test/fixtures')).filter((f) => /^backward-.*\.capture$/.test(f)).sort()[0] ?? 'backward-missing.capture');
 const STATE = { tab: 'sites', device: 0, sitesSort: { key: 'selfBytesAtPeak', descending: true }, compare: { a: 'peak', b: 'end' } };
 
 /** The grid's rows as the page shows them: [line, self, backward] cells, in order. */
