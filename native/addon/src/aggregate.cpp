@@ -766,16 +766,15 @@ std::string backward_peak_json(const Model& m, int index) {
   const DeviceData* d = dev(m, index);
   if (!d || d->phases.empty()) return "null";
   // The backward spans: [a PHASE_BACKWARD mark's event index, the next mark's).
-  std::vector<std::pair<size_t, size_t>> spans;
-  for (size_t k = 0; k < d->phases.size(); k++)
-    if (d->phases[k].phase == PHASE_BACKWARD)
-      spans.push_back(
-          {d->phases[k].event_index, k + 1 < d->phases.size() ? (size_t)d->phases[k + 1].event_index : d->count()});
   int64_t peak = -1;
   size_t at = 0, from = 0;
-  for (const auto& [a, b] : spans)
+  for (size_t k = 0; k < d->phases.size(); k++) {
+    if (d->phases[k].phase != PHASE_BACKWARD) continue;
+    const size_t a = d->phases[k].event_index;
+    const size_t b = k + 1 < d->phases.size() ? (size_t)d->phases[k + 1].event_index : d->count();
     for (size_t i = a; i < b && i < d->count(); i++)
       if (d->allocated[i] > peak) peak = d->allocated[i], at = i, from = a;
+  }
   if (peak < 0) return "null";
   struct Row {
     LineKey line;
@@ -792,8 +791,9 @@ std::string backward_peak_json(const Model& m, int index) {
     linked += s.linked ? size : 0;
     recomputed += s.recomputed ? size : 0;
     const uint32_t module = s.linked ? s.module : 0;
-    Row& r = rows[{self_line(m, d->stack[i]), module}];
-    r.line = self_line(m, d->stack[i]), r.module = module;
+    const LineKey line = self_line(m, d->stack[i]);
+    Row& r = rows[{line, module}];
+    r.line = line, r.module = module;
     if (s.user_frame != UINT32_MAX) r.name = m.frames[s.user_frame].name;
     r.bytes += size, r.count++, r.recomputed += s.recomputed ? size : 0;
   }

@@ -6,6 +6,7 @@ line, as the setting's description says."""
 import ctypes
 
 from ._state import STATE
+from ._where import warn
 
 _ON = {"lib": None}
 
@@ -32,6 +33,19 @@ def turn_on(extension_path):
         return "PyTorch refused the RecordFunction callback that links backward to forward"
     _ON["lib"] = lib
     return None
+
+
+def start(extension_path):
+    """turn_on() where the mode has its extension, as a nicety of the mode, never its failure: whatever goes wrong
+    leaves backward's allocations on the backward() line, said in one line. No path (a stand-in tracker): nothing."""
+    if not extension_path:
+        return
+    try:
+        why = turn_on(extension_path)
+    except Exception as exc:
+        why = "%s: %s" % (type(exc).__name__, exc)
+    if why and STATE.settings.backward_links:
+        warn("backward stays on the backward() line: " + why)
 
 
 def turn_off():

@@ -67,12 +67,7 @@ def _pluggable(torch, allocator_so):
                                               ctypes.c_void_p(native.symbol_address("gpumem_free")))
             pluggable = torch.cuda.memory.CUDAPluggableAllocator(glue, "gpumem_glue_malloc", "gpumem_glue_free")
             STATE.lens_oom_glue = glue
-            try:  # the same extension (Note [Backward on the forward line]); a nicety, never the install's failure
-                links = _backward_links.turn_on(glue)
-            except Exception as exc:
-                links = "%s: %s" % (type(exc).__name__, exc)
-            if links and STATE.settings.backward_links:
-                warn("backward stays on the backward() line: " + links)
+            _backward_links.start(glue)  # the same extension (Note [Backward on the forward line])
             return pluggable
     except Exception:  # the glue is a nicety: the lens runs without it, OOMs as RuntimeError
         STATE.lens_oom_glue = None

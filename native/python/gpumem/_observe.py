@@ -150,7 +150,7 @@ def _start_source(torch):
                        LIVE.obs.address("gpumem_observe_gather"), LIVE.obs.address("gpumem_user_metadata"))
             LIVE.tracker = LIVE.figures_ext = mod
             VIEW.apply_ours()
-            _links_on(getattr(mod, "__file__", None))
+            _backward_links.start(getattr(mod, "__file__", None))
             _seed(torch)
             return "tracker", None
         except Exception as exc:
@@ -165,19 +165,6 @@ def _start_source(torch):
         start_figures(torch)
         return "stats", ("the observer cannot stream (%s) and PyTorch's history is unavailable (%s: %s); recording "
                          "allocated/reserved figures only, no per-line data" % (why, type(exc).__name__, str(exc).splitlines()[0] if str(exc) else ""))
-
-
-def _links_on(extension_path):
-    """Note [Backward on the forward line]: a nicety of the source, never its failure: whatever goes wrong here leaves
-    backward's allocations on the backward() line and the observer streaming."""
-    if not extension_path:  # a stand-in tracker, not a built extension
-        return
-    try:
-        why = _backward_links.turn_on(extension_path)
-    except Exception as exc:
-        why = "%s: %s" % (type(exc).__name__, exc)
-    if why and STATE.settings.backward_links:
-        warn("backward stays on the backward() line: " + why)
 
 
 def start(torch):
