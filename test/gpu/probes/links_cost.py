@@ -78,7 +78,8 @@ uint64_t thread_id() { return at::RecordFunction::currentThreadId(); }
 
 t = time.time()
 ext = load_inline("links_cost_probe", CPP, functions=["fn_on", "fn_off", "bw_on", "bw_off", "counts", "tracker_attach",
-                                                     "track", "seen", "tracked_cost", "thread_id"], verbose=False)
+                                                     "track", "seen", "tracked_cost", "thread_id"], with_cuda=True,
+                 verbose=False)
 out = {"torch": torch.__version__, "build_s": round(time.time() - t, 1)}
 
 # (1) cost
