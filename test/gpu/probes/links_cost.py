@@ -26,6 +26,7 @@ CPP = r"""
 #include <atomic>
 #include <mutex>
 #include <map>
+#include <cstring>
 namespace CCA = c10::cuda::CUDACachingAllocator;
 static std::atomic<uint64_t> g_ops{0}, g_nodes{0};
 static at::CallbackHandle g_fn = 0, g_bw = 0;
@@ -55,8 +56,9 @@ void tracker_attach() {
     if (n) {
       seq = n->sequence_nr() == UINT64_MAX ? -1 : int64_t(n->sequence_nr());
       th = n->thread_id();
-      if (auto* p = dynamic_cast<torch::autograd::PyNode*>(n.get())) name = Py_TYPE(p->obj)->tp_name;
-      else name = typeid(*n).name();
+      name = typeid(*n).name();  // PyNode's typeinfo is not exported: compare the mangled name
+      if (std::strcmp(name, "N5torch8autograd6PyNodeE") == 0)
+        name = Py_TYPE(static_cast<torch::autograd::PyNode*>(n.get())->obj)->tp_name;
     }
     g_tracked_ns += std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - t0).count();
     g_tracked++;
