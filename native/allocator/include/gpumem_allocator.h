@@ -94,13 +94,12 @@ void gpumem_modules_learn(const void* self, const char* path);
 void gpumem_modules_forget(const void* self);
 void gpumem_backward_end(void);
 // Backward on the forward line (Note [Backward on the forward line] in src/backward_links.h), called by the
-// observer extension: PyTorch's next autograd sequence number and RecordFunction thread id of the calling thread, and
-// its op callback's switch; then, from its callbacks, an op's end on a forward thread, and a node's apply() on an
-// autograd thread (seq < 0: a node with no number).
-void gpumem_links_connect(uint64_t (*next_sequence)(void), uint64_t (*thread_id)(void), void (*op_callback)(int));
+// observer extension: PyTorch's next autograd sequence number and RecordFunction thread id of the calling thread, its
+// op callback's switch, and the autograd node the calling thread evaluates now (1; its sequence number, UINT64_MAX
+// for none, the thread that made it, its name) or 0; then, from its op callback, an op's end on a forward thread.
+void gpumem_links_connect(uint64_t (*next_sequence)(void), uint64_t (*thread_id)(void), void (*op_callback)(int),
+                          int (*current_node)(uint64_t* seq, uint64_t* thread, const char** name));
 void gpumem_op_end(void);
-void gpumem_node_begin(uint64_t forward_thread, int64_t seq, const char* name);
-void gpumem_node_end(void);
 // How Python stacks are being captured, as JSON (same length rule as gpumem_stats_json):
 // {"python": bool, "gil_free_walk": bool, "not_gil_free_because": "...", "gil_free_answers": N,
 //  "gil_walks": N, "mismatches": N} — see Note [GIL-free walk] in src/frame_walker.h.

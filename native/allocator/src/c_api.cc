@@ -288,9 +288,8 @@ GPUMEM_API size_t gpumem_stack_info(char* buf, size_t cap) {
   std::string j = rec::stacks::info_json();
   // Note [Self time] (self_time.h): where the recording's host time went, when GPUMEM_SELF_TIME=1.
   j.insert(j.size() - 1, ",\"self_time\":" + rec::self_time::json());
-  // Note [Backward on the forward line] (backward_links.h): autograd nodes run, and of them linked to their forward op.
-  j.insert(j.size() - 1, ",\"backward_nodes\":" + std::to_string(rec::links::nodes_run()) +
-                             ",\"backward_nodes_linked\":" + std::to_string(rec::links::nodes_linked()));
+  // Note [Backward on the forward line] (backward_links.h): nodes met in backward and linked; steps learned and known.
+  j.insert(j.size() - 1, ",\"backward_links\":" + rec::links::json());
   if (buf && cap) {
     size_t n = std::min(cap - 1, j.size());
     std::memcpy(buf, j.data(), n);
@@ -303,7 +302,7 @@ GPUMEM_API void gpumem_backward_begin(void) {
   rec::modules::close_all();  // no forward runs while autograd's threads allocate (module_marks.h)
   // After the recorded steps (Note [Recorded steps]) and under figures only no entry will take this stack: no walk.
   rec::stacks::backward_begin(rec::recording() && rec::observer::entries_expected());
-  rec::links::backward_begins();  // Note [Forward callback off in backward]
+  rec::links::backward_begins();  // Note [Learned steps], Note [Forward callback off in backward]
 }
 
 // ---- Module paths from frames (Note [Module paths from frames] in src/module_marks.h) ---------------
@@ -326,23 +325,17 @@ GPUMEM_API void gpumem_backward_end(void) {
 }
 
 // ---- Backward on the forward line (Note [Backward on the forward line] in src/backward_links.h) -------------
-// Called by the observer extension: its PyTorch functions once, then its RecordFunction callbacks, on the forward
-// thread and on autograd's threads.
+// Called by the observer extension: its PyTorch functions once, then its op callback on forward threads.
 
 GPUMEM_API void gpumem_links_connect(uint64_t (*next_sequence)(void), uint64_t (*thread_id)(void),
-                                     void (*op_callback)(int)) {
-  rec::links::connect(next_sequence, thread_id, op_callback);
+                                     void (*op_callback)(int),
+                                     int (*current_node)(uint64_t* seq, uint64_t* thread, const char** name)) {
+  rec::links::connect(next_sequence, thread_id, op_callback, current_node);
 }
 
 GPUMEM_API void gpumem_op_end(void) {
   if (rec::recording() && rec::observer::entries_expected()) rec::links::op_end();
 }
-
-GPUMEM_API void gpumem_node_begin(uint64_t forward_thread, int64_t seq, const char* name) {
-  rec::links::node_begin(forward_thread, seq, name);  // always paired with its end, recording or not
-}
-
-GPUMEM_API void gpumem_node_end(void) { rec::links::node_end(); }
 
 GPUMEM_API void gpumem_shutdown(int exit_code) { rec::shutdown(exit_code); }
 

@@ -500,27 +500,14 @@ uint32_t capture_flags(uint32_t flags, bool* frameless, bool only_if_gil_held = 
 }
 
 // ---- Linked stacks (Note [Backward on the forward line] in backward_links.h) ------------------------
-// The autograd nodes running on this thread, innermost last. Plain thread-locals: the main thread reads only the
-// depth on each capture.
 struct NodeRun {
   uint32_t forward, module, name;
 };
-constexpr int kMaxNodeDepth = 64;  // deeper nesting (reentrant backward in a node) is counted, not linked
-thread_local NodeRun t_nodes[kMaxNodeDepth];
-thread_local int t_node_depth = 0;
-// Note [Node's evaluation]: the engine's work for a node does not end with its apply() (where PyTorch's
-// BACKWARD_FUNCTION scope ends): validate_outputs then reduces or casts the gradients it returned (sum_to: a
-// broadcast bias's gradient), and the outputs are summed into the next nodes' input buffers. Those allocations are
-// that node's too (a BERT step put 0.9 GB of them on the backward() line). So after the outermost node ends, it stays
-// this thread's node ("lingers") until the next node begins here, or the backward that ran it ends (a new bracket:
-// g_bw_generation moves); the thread that called backward() drops it at the bracket's edges.
-thread_local bool t_lingering = false;
-thread_local uint64_t t_linger_generation = 0;
-std::atomic<uint64_t> g_bw_generation{0};  // bumped at each backward() bracket's begin
+std::atomic<CurrentNodeFn> g_current_node{nullptr};
 
-bool in_node() {
-  return t_node_depth > 0 || (t_lingering && t_linger_generation == g_bw_generation.load(std::memory_order_relaxed) &&
-                              g_bw_current.load(std::memory_order_relaxed) != 0);
+bool in_node(NodeRun* n) {
+  CurrentNodeFn fn = g_current_node.load(std::memory_order_relaxed);
+  return fn && fn(&n->forward, &n->module, &n->name);
 }
 
 // Linked stacks already interned by this thread, by their parts.
@@ -543,12 +530,10 @@ bool ends_with(const std::string& s, const char* tail) {
   return s.size() >= n && s.compare(s.size() - n, n, tail) == 0;
 }
 
-// The linked stack of an allocation on this thread while the innermost node runs; `inner`: the thread's own Python
+// The linked stack of an allocation on this thread while node `n` runs; `inner`: the thread's own Python
 // stack (0: frameless, the usual autograd worker).
-uint32_t linked(uint32_t inner) {
+uint32_t linked(const NodeRun& n, uint32_t inner) {
   const uint32_t outer = g_bw_current.load(std::memory_order_relaxed);
-  if (t_node_depth > kMaxNodeDepth) return inner ? inner : outer;
-  const NodeRun& n = t_nodes[t_node_depth > 0 ? t_node_depth - 1 : 0];  // the running node, or the lingering one
   if (!n.forward && !inner) return outer;  // AccumulateGrad, or a node made before recording: the bracket's stack
   const LinkKey key{inner, n.forward, n.module, n.name, outer};
   thread_local std::unordered_map<LinkKey, uint32_t, LinkKeyHash> cache;
@@ -602,7 +587,8 @@ bool enabled() { return g_enabled.load() && py().ok; }
 uint32_t capture(ModuleChain* modules) {
   bool frameless = false;
   uint32_t id = capture_flags(0, &frameless, false, modules);
-  if (in_node()) return linked(frameless ? 0 : id);
+  NodeRun n;
+  if (in_node(&n)) return linked(n, frameless ? 0 : id);
   if (frameless) return g_bw_current.load(std::memory_order_relaxed);
   return id;
 }
@@ -629,7 +615,8 @@ bool calibrate_first_local(const void* expected, std::string* why) {
 uint32_t capture_if_gil_held() {
   bool frameless = false;
   uint32_t id = capture_flags(0, &frameless, true);
-  if (in_node()) return linked(frameless ? 0 : id);
+  NodeRun n;
+  if (in_node(&n)) return linked(n, frameless ? 0 : id);
   if (frameless) return g_bw_current.load(std::memory_order_relaxed);
   return id;
 }
@@ -652,30 +639,15 @@ void backward_begin(bool capture) {
   std::lock_guard<std::mutex> lk(g_bw_mu);
   g_bw_stacks.push_back(id);
   g_bw_current.store(id);
-  g_bw_generation.fetch_add(1);
-  t_lingering = false;
 }
 
 void backward_end() {
   std::lock_guard<std::mutex> lk(g_bw_mu);
   if (!g_bw_stacks.empty()) g_bw_stacks.pop_back();  // an unmatched end is ignored, not fatal
   g_bw_current.store(g_bw_stacks.empty() ? 0 : g_bw_stacks.back());
-  t_lingering = false;
 }
 
-void node_begin(uint32_t forward_stack, uint32_t module_path, uint32_t node_name) {
-  if (t_node_depth < kMaxNodeDepth) t_nodes[t_node_depth] = NodeRun{forward_stack, module_path, node_name};
-  t_node_depth++;
-  t_lingering = false;
-}
-
-void node_end() {
-  if (t_node_depth == 0) return;  // an unmatched end is ignored, not fatal
-  if (--t_node_depth == 0) {      // Note [Node's evaluation]
-    t_lingering = true;
-    t_linger_generation = g_bw_generation.load(std::memory_order_relaxed);
-  }
-}
+void set_current_node(CurrentNodeFn fn) { g_current_node.store(fn); }
 
 uint32_t intern_string(const std::string& s) {
   std::lock_guard<std::mutex> lk(T().mu);

@@ -57,13 +57,13 @@ uint32_t capture_if_gil_held();
 void backward_begin(bool capture);
 void backward_end();
 
-// Note [Backward on the forward line] (backward_links.h): on an autograd thread, the node now running (its forward
-// op's stack, forward module path and name, as ids; 0 = unknown). While one runs, capture() answers with the linked
-// stack: the node's own Python frames (if any), the forward op's frames, <module> and <backward> pseudo-frames, then
-// the open backward() bracket's frames (flags kStackBackward | kStackLinked, and kStackRecomputed when the own frames
-// are torch.utils.checkpoint's recomputation). Nodes nest (a reentrant backward inside a node).
-void node_begin(uint32_t forward_stack, uint32_t module_path, uint32_t node_name);
-void node_end();
+// Note [Backward on the forward line] (backward_links.h): the node the calling thread evaluates now (its forward
+// op's stack, forward module path and name, as ids; 0 = unknown), or false. While one runs, capture() answers with
+// the linked stack: the thread's own Python frames (if any), the forward op's frames, <module> and <backward>
+// pseudo-frames, then the open backward() bracket's frames (flags kStackBackward | kStackLinked, and
+// kStackRecomputed when the own frames are torch.utils.checkpoint's recomputation). Called with no lock held.
+using CurrentNodeFn = bool (*)(uint32_t* forward_stack, uint32_t* module_path, uint32_t* node_name);
+void set_current_node(CurrentNodeFn fn);
 
 // Interning (thread-safe). New entries are appended to the capture before the id is returned.
 constexpr size_t kMaxStringBytes = 4096;

@@ -1,6 +1,6 @@
-"""Note [Backward on the forward line] (native/allocator/src/backward_links.h): turns on the observer extension's
-RecordFunction callback that puts each allocation made while an autograd node runs on the forward line whose op made
-the node. Both modes: the PyTorch-allocator mode imports that extension, the lens loads it as its OOM glue. Without
+"""Note [Backward on the forward line] (native/allocator/src/backward_links.h): connects the observer extension, which
+puts each allocation made while an autograd node runs on the forward line whose op made the node (one RecordFunction
+callback at op ends while a step is learned, Note [Learned steps]). Both modes: the PyTorch-allocator mode imports that extension, the lens loads it as its OOM glue. Without
 the extension (not built yet, or PyTorch's history as the source) backward's allocations stay on the backward()
 line, as the setting's description says."""
 import ctypes
@@ -22,9 +22,9 @@ def turn_on(extension_path):
         on = lib.gpumem_links_on
     except (OSError, AttributeError, TypeError) as exc:
         return "the observer extension cannot link backward to forward (%s)" % exc
-    on.argtypes = [ctypes.c_void_p] * 4
+    on.argtypes = [ctypes.c_void_p] * 2
     on.restype = ctypes.c_int
-    names = ("gpumem_links_connect", "gpumem_op_end", "gpumem_node_begin", "gpumem_node_end")
+    names = ("gpumem_links_connect", "gpumem_op_end")
     fns = [STATE.native.symbol_address(n) for n in names]
     if None in fns:  # an older allocator library beside a newer bootstrap
         return "the allocator library cannot link backward to forward (no gpumem_links_connect)"

@@ -7,11 +7,12 @@ import hashlib
 import os
 import sys
 
-OBSERVER_VERSION = 10  # 3: the lens OOM glue (Note [Lens OOM type]) · 4: trace entries' user_metadata (labels) · 5:
+OBSERVER_VERSION = 11  # 3: the lens OOM glue (Note [Lens OOM type]) · 4: trace entries' user_metadata (labels) · 5:
 #                      events_off (Note [Recorded steps]) · 6: built optimized (Note [Observer build flags]) · 7:
 #                      figures (Note [Figures without the dict]) · 8: gpumem_tracker_figures (Note [Figures on the
 #                      sampler's thread]) · 9: segment entries' private pool ids (SEGMENT_POOL in observer.h) · 10:
-#                      gpumem_links_on (Note [Backward on the forward line])
+#                      gpumem_links_on (Note [Backward on the forward line]) · 11: the running node read at each
+#                      allocation, no callback per node (Note [Learned steps])
 
 # Note [Observer build flags]: torch.utils.cpp_extension's JIT build passes no -O flag, so the tracker was built
 # at -O0: a profile of a ResNet-50 step after the recorded steps (H100, 2026-11-28)

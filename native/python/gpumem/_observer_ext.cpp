@@ -11,11 +11,16 @@
 #include <ATen/SequenceNumber.h>
 #include <ATen/record_function.h>
 #include <c10/cuda/CUDACachingAllocator.h>
+#include <torch/csrc/autograd/function.h>
+#include <torch/csrc/autograd/python_function.h>
 #include <torch/csrc/profiler/combined_traceback.h>
 #include <torch/extension.h>
 #include <atomic>
 #include <cstdint>
+#include <cstring>
 #include <string>
+#include <typeinfo>
+#include <unordered_map>
 #include <vector>
 namespace CCA = c10::cuda::CUDACachingAllocator;
 // Per-version layout check: the action codes gpumem_observe_event expects (native/allocator/src/observer.h).
@@ -194,27 +199,20 @@ std::string record(bool ours_on, int64_t user_stacks, int64_t max_entries, int64
   return rh(on, f, size_t(max_entries < 1 ? 1 : max_entries), static_cast<CCA::RecordContext>(when), skip, 0);
 }
 
-// Note [Backward on the forward line] (native/allocator/src/backward_links.h): two RecordFunction callbacks. Ops
-// (FUNCTION): at an op's end the library files the autograd nodes the thread made that no allocation filed; it is
-// switched off while a backward() runs (Note [Forward callback off in backward]). Autograd nodes (BACKWARD_FUNCTION):
-// each node's apply() is bracketed on its autograd thread. Neither needs inputs, outputs or ids: PyTorch boxes
-// nothing for them. Turned on through C (ctypes, both modes: the lens loads this module only as a library, Note [Lens
-// OOM type]); off at the end of the recorded steps.
+// Note [Backward on the forward line] (native/allocator/src/backward_links.h): one RecordFunction callback, at each
+// op's end (FUNCTION scope), where the library files the autograd nodes the thread made that no allocation filed; the
+// library switches it off while a backward() runs and once a step is learned (Note [Learned steps]). It needs no
+// inputs, outputs or ids: PyTorch boxes nothing for it. In backward, the library asks at each allocation which node
+// the thread evaluates (current_node(): the engine's own record of it, no callback per node). Turned on through C
+// (ctypes, both modes: the lens loads this module only as a library, Note [Lens OOM type]); off at the end of the
+// recorded steps.
 typedef void (*OpEndFn)();
-typedef void (*NodeBeginFn)(uint64_t, int64_t, const char*);
-typedef void (*NodeEndFn)();
-typedef void (*ConnectFn)(uint64_t (*)(), uint64_t (*)(), void (*)(int));
+typedef int (*CurrentNodeFn)(uint64_t*, uint64_t*, const char**);
+typedef void (*ConnectFn)(uint64_t (*)(), uint64_t (*)(), void (*)(int), CurrentNodeFn);
 static OpEndFn g_op_end = nullptr;
-static NodeBeginFn g_node_begin = nullptr;
-static NodeEndFn g_node_end = nullptr;
-static std::atomic<uint64_t> g_op_handle{0}, g_node_handle{0};
+static std::atomic<uint64_t> g_op_handle{0};
 static std::unique_ptr<at::ObserverContext> op_start(const at::RecordFunction&) { return nullptr; }
 static void op_end(const at::RecordFunction&, at::ObserverContext*) { g_op_end(); }
-static std::unique_ptr<at::ObserverContext> node_start(const at::RecordFunction& fn) {
-  g_node_begin(fn.forwardThreadId(), fn.seqNr(), fn.name());
-  return nullptr;
-}
-static void node_end(const at::RecordFunction&, at::ObserverContext*) { g_node_end(); }
 static uint64_t next_sequence() { return at::sequence_number::peek(); }
 static uint64_t thread_id() { return at::RecordFunction::currentThreadId(); }
 static void op_callback(int on) {
@@ -225,28 +223,43 @@ static void op_callback(int on) {
   else
     at::disableCallback(h);
 }
-extern "C" __attribute__((visibility("default"))) int gpumem_links_on(void* connect, void* op_end_fn,
-                                                                      void* node_begin_fn, void* node_end_fn) {
-  if (g_node_handle.load()) return 0;
+// A node's name without the GIL: a Python Function's node (PyNode, whose name() takes the GIL and whose typeinfo
+// libtorch_python does not export) is named by its Python class; any other by name(), once per node type on this
+// thread (a generated node's name() builds a string each call). The strings live as long as the thread or the class.
+static const char* node_name(torch::autograd::Node* n) {
+  const std::type_info& type = typeid(*n);
+  if (std::strcmp(type.name(), "N5torch8autograd6PyNodeE") == 0)
+    return Py_TYPE(static_cast<torch::autograd::PyNode*>(n)->obj)->tp_name;
+  thread_local std::unordered_map<const std::type_info*, std::string> names;
+  auto it = names.find(&type);
+  if (it == names.end()) it = names.emplace(&type, n->name()).first;
+  return it->second.c_str();
+}
+static int current_node(uint64_t* seq, uint64_t* thread, const char** name) {
+  std::shared_ptr<torch::autograd::Node> n = torch::autograd::get_current_node();
+  if (!n) return 0;
+  *seq = n->sequence_nr();
+  *thread = n->thread_id();
+  *name = node_name(n.get());
+  return 1;
+}
+extern "C" __attribute__((visibility("default"))) int gpumem_links_on(void* connect, void* op_end_fn) {
+  if (g_op_handle.load()) return 0;
   try {
     g_op_end = reinterpret_cast<OpEndFn>(op_end_fn);
-    g_node_begin = reinterpret_cast<NodeBeginFn>(node_begin_fn);
-    g_node_end = reinterpret_cast<NodeEndFn>(node_end_fn);
-    reinterpret_cast<ConnectFn>(connect)(next_sequence, thread_id, op_callback);
+    reinterpret_cast<ConnectFn>(connect)(next_sequence, thread_id, op_callback, current_node);
     g_op_handle.store(
         at::addGlobalCallback(at::RecordFunctionCallback(op_start, op_end).scopes({at::RecordScope::FUNCTION})));
-    g_node_handle.store(at::addGlobalCallback(
-        at::RecordFunctionCallback(node_start, node_end).scopes({at::RecordScope::BACKWARD_FUNCTION})));
     return 0;
   } catch (...) {
     return -1;
   }
 }
-// A node running now ends through the callback it began with (PyTorch keeps each RecordFunction's callbacks).
+// The library keeps the node source (current_node lives in this module, which stays loaded); an op running now ends
+// through the callback it began with (PyTorch keeps each RecordFunction's callbacks).
 extern "C" __attribute__((visibility("default"))) void gpumem_links_off() {
-  const uint64_t op = g_op_handle.exchange(0), node = g_node_handle.exchange(0);
+  const uint64_t op = g_op_handle.exchange(0);
   if (op) at::removeCallback(op);
-  if (node) at::removeCallback(node);
 }
 
 // The module's functions, bound as torch.utils.cpp_extension.load_inline binds `functions=` (each wrapped so a C++

@@ -21,6 +21,7 @@ import sys
 
 faulthandler.dump_traceback_later(int(os.environ.get("GPUMEM_WATCHDOG_S", "240")), exit=True)
 import argparse
+import contextlib
 import json
 import time
 
@@ -148,21 +149,24 @@ def main():
     model.train()
     opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
     truth = {"model": args.model, "file": os.path.abspath(__file__), "steps": args.steps}
+    # Forward hooks on the leaf modules in every step (a module with hooks runs another path of torch's Python, and a
+    # step's stacks must be the same from step to step: Note [Learned steps] in native/allocator/src/backward_links.h).
+    leaf_of = {}
+    for path, mod in model.named_modules():
+        if next(mod.children(), None) is None:
+            def note(mod_, inp, out, path=path):
+                for o in out if isinstance(out, (tuple, list)) else [out]:
+                    if isinstance(o, torch.Tensor) and o.grad_fn is not None:
+                        leaf_of[o.grad_fn._sequence_nr()] = (path, type(mod_).__name__)
+            mod.register_forward_hook(note)
     for step in range(args.steps):
         last = step == args.steps - 1 and not args.no_reference
-        stamps, leaf_of, hooks = [], {}, []
+        stamps = []
+        leaf_of.clear()
+        # Every step's forward from this one line, the last one measured as any other.
+        with torch.autograd.detect_anomaly(check_nan=False) if last else contextlib.nullcontext():
+            loss = loss_of()
         if last:
-            for path, mod in model.named_modules():
-                if next(mod.children(), None) is None:
-                    def note(mod_, inp, out, path=path):
-                        for o in out if isinstance(out, (tuple, list)) else [out]:
-                            if isinstance(o, torch.Tensor) and o.grad_fn is not None:
-                                leaf_of[o.grad_fn._sequence_nr()] = (path, type(mod_).__name__)
-                    hooks.append(mod.register_forward_hook(note))
-            with torch.autograd.detect_anomaly(check_nan=False):
-                loss = loss_of()
-            for h in hooks:
-                h.remove()
             nodes = walk(loss.grad_fn)
             rows = []
             for i, n in enumerate(nodes):
@@ -172,8 +176,6 @@ def main():
                              "leaf_module": leaf[0], "leaf_class": leaf[1]})
                 n.register_prehook(lambda g, i=i: stamps.append((time.monotonic_ns(), 0, i)))
                 n.register_hook(lambda gi, go, i=i: stamps.append((time.monotonic_ns(), 1, i)))
-        else:
-            loss = loss_of()
         torch.cuda.synchronize()
         t0 = time.monotonic_ns()
         loss.backward()  # the backward() line
@@ -191,6 +193,11 @@ def main():
     with open(args.truth, "w") as f:
         json.dump(truth, f)
     print("done", args.model, "nodes", len(truth.get("nodes", [])), "stamps", len(truth.get("stamps", [])))
+    # under gpumem run: the steps learned and known, and the misses (Note [Learned steps])
+    state = sys.modules.get("gpumem._state")
+    native = getattr(getattr(state, "STATE", None), "native", None) if state else None
+    if native is not None:
+        print("LINKS " + json.dumps(native.stack_info().get("backward_links")))
 
 
 if __name__ == "__main__":

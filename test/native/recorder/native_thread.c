@@ -36,17 +36,34 @@ double alloc_free_loop(malloc_fn m, free_fn f, size_t n, size_t size) {
   return ((b.tv_sec - a.tv_sec) * 1e9 + (b.tv_nsec - a.tv_nsec)) / (double)n;
 }
 
-/* An autograd node's run on a frameless thread (Note [Backward on the forward line]): node_begin, an allocation of
- * `size`, node_end, then an allocation of `after` (0: none) before any next node, as the engine's validate_outputs
- * and input buffers do (Note [Node's evaluation]). The two pointers come back in out[0], out[1]. */
-typedef void (*node_begin_fn)(unsigned long long, long long, const char*);
-typedef void (*node_end_fn)(void);
+/* The autograd node this thread evaluates, as the observer extension reads torch::autograd::get_current_node() for
+ * the library (Note [Backward on the forward line]): a thread-local the engine sets around a node's whole evaluation
+ * (apply(), then validate_outputs and the input buffers). */
+static __thread int t_has_node;
+static __thread unsigned long long t_node_seq, t_node_thread;
+static __thread const char* t_node_name;
+
+int current_node(unsigned long long* seq, unsigned long long* thread, const char** name) {
+  if (!t_has_node) return 0;
+  *seq = t_node_seq;
+  *thread = t_node_thread;
+  *name = t_node_name;
+  return 1;
+}
+
+/* The calling thread's node (has 0: none), for a test that evaluates a node on a Python thread. */
+void set_current_node(int has, unsigned long long forward_thread, unsigned long long seq, const char* name) {
+  t_has_node = has;
+  t_node_thread = forward_thread;
+  t_node_seq = seq;
+  t_node_name = name;
+}
+
+/* An autograd node's evaluation on a frameless thread: an allocation of `size` (its apply()), then one of `after`
+ * (0: none: validate_outputs, an input buffer's sum). The two pointers come back in out[0], out[1]. */
 struct node_job {
   malloc_fn fn;
-  node_begin_fn begin;
-  node_end_fn end;
-  unsigned long long forward_thread;
-  long long seq;
+  unsigned long long forward_thread, seq;
   const char* name;
   size_t size, after;
   void** out;
@@ -54,16 +71,16 @@ struct node_job {
 
 static void* run_node(void* arg) {
   struct node_job* j = (struct node_job*)arg;
-  j->begin(j->forward_thread, j->seq, j->name);
+  set_current_node(1, j->forward_thread, j->seq, j->name);
   j->out[0] = j->fn(j->size, 0, NULL);
-  j->end();
   j->out[1] = j->after ? j->fn(j->after, 0, NULL) : NULL;
+  set_current_node(0, 0, 0, NULL);
   return NULL;
 }
 
-int node_on_native_thread(malloc_fn fn, node_begin_fn begin, node_end_fn end, unsigned long long forward_thread,
-                          long long seq, const char* name, size_t size, size_t after, void** out) {
-  struct node_job j = {fn, begin, end, forward_thread, seq, name, size, after, out};
+int node_on_native_thread(malloc_fn fn, unsigned long long forward_thread, unsigned long long seq, const char* name,
+                          size_t size, size_t after, void** out) {
+  struct node_job j = {fn, forward_thread, seq, name, size, after, out};
   pthread_t t;
   if (pthread_create(&t, NULL, run_node, &j) != 0) return -1;
   pthread_join(t, NULL);

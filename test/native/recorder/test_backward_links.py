@@ -1,9 +1,12 @@
-"""Backward on the forward line (Note [Backward on the forward line] in native/allocator/src/backward_links.h), with
-PyTorch played by ctypes callbacks: a forward whose ops make autograd nodes (one allocating after making its node,
-one making its node and allocating nothing, a view), then a backward whose nodes run on a frameless thread, as
-autograd's do. Each backward allocation must carry its forward op's frames, its node and the backward() caller's
-frames. Run: python3 test/native/recorder/test_backward_links.py"""
+"""Backward on the forward line (Note [Backward on the forward line] and Note [Learned steps] in
+native/allocator/src/backward_links.h), with PyTorch played by ctypes and a C helper: three steps whose forward ops
+make autograd nodes (one allocating after making its node, one in place making its node and allocating nothing, one
+no op end files), each followed by a backward whose nodes are evaluated on frameless threads, as autograd's are. The
+first step is learned with the op callback on; the second is known, with the callback off; the third takes another
+path through the model. Each backward allocation must carry its forward op's frames, its node and the backward()
+caller's frames. Run: python3 test/native/recorder/test_backward_links.py"""
 import ctypes
+import json
 import os
 import sys
 import tempfile
@@ -16,47 +19,69 @@ import common  # noqa: E402
 
 KIB = 1024
 FORWARD_THREAD = 7
+NO_NUMBER = 2**64 - 1  # AccumulateGrad's sequence number
 COUNT = ctypes.CFUNCTYPE(ctypes.c_uint64)
 SWITCH = ctypes.CFUNCTYPE(None, ctypes.c_int)
 
 
 class Torch:
     """What the observer extension passes the library: the thread's next sequence number, its id, the op callback's
-    switch (its calls are kept)."""
+    switch (its calls are kept; while off, ops end without calling the library), and the node the thread evaluates
+    (the helper's thread-local)."""
 
-    def __init__(self):
+    def __init__(self, helper):
         self.next = 0
+        self.on = True
         self.switched = []
-        self.cbs = (COUNT(lambda: self.next), COUNT(lambda: FORWARD_THREAD), SWITCH(self.switched.append))
+
+        def switch(on):
+            self.switched.append(on)
+            self.on = bool(on)
+
+        self.cbs = (COUNT(lambda: self.next), COUNT(lambda: FORWARD_THREAD), SWITCH(switch),
+                    ctypes.cast(helper.current_node, ctypes.c_void_p))
 
 
 def conv(lib, torch):
-    torch.next += 1  # the op makes its node (sequence number 0), then allocates its output
-    return lib.gpumem_malloc(16 * KIB, 0, None)  # CONV-LINE
+    torch.next += 1  # the op makes its node, then allocates its output
+    p = lib.gpumem_malloc(16 * KIB, 0, None)  # CONV-LINE
+    if torch.on:
+        lib.gpumem_op_end()
+    return p
 
 
 def relu_(lib, torch):
-    torch.next += 1  # an in-place op: a node (1), no allocation; the op callback at its end
-    lib.gpumem_op_end()  # RELU-LINE
+    torch.next += 1  # an in-place op: a node, no allocation; the op callback at its end, while it is on
+    if torch.on:
+        lib.gpumem_op_end()  # RELU-LINE
+
+
+def other(lib, torch):
+    torch.next += 1  # another path through the model: an allocating op where the in-place one was
+    return lib.gpumem_malloc(2 * KIB, 0, None)  # OTHER-LINE
 
 
 def unrecorded(lib, torch):
-    torch.next += 1  # a node (2) made with the op callback off: filed by the next allocation
+    torch.next += 1  # a node no op end files (a Python Function's): the next allocation files it
     return lib.gpumem_malloc(1 * KIB, 0, None)  # NEXT-ALLOC
 
 
-def backward(lib, helper, torch, out):
+def forward(lib, torch, diverge):
+    ptrs = [conv(lib, torch)]
+    if diverge:
+        ptrs.append(other(lib, torch))
+    else:
+        relu_(lib, torch)
+    ptrs.append(unrecorded(lib, torch))
+    return ptrs
+
+
+def backward(lib, helper, nodes, out):
     lib.gpumem_backward_begin()  # BACKWARD-LINE
-    nodes = [(0, b"ConvolutionBackward0", 5 * KIB, 9 * KIB), (1, b"ThresholdBackward1", 6 * KIB, 0),
-             (2, b"CloneBackward0", 4 * KIB, 0), (-1, b"torch::autograd::AccumulateGrad", 7 * KIB, 0),
-             (99, b"UnknownBackward0", 8 * KIB, 0)]
     for seq, name, size, after in nodes:
         ptrs = (ctypes.c_void_p * 2)()
-        rc = helper.node_on_native_thread(ctypes.cast(lib.gpumem_malloc, ctypes.c_void_p),
-                                          ctypes.cast(lib.gpumem_node_begin, ctypes.c_void_p),
-                                          ctypes.cast(lib.gpumem_node_end, ctypes.c_void_p), FORWARD_THREAD, seq, name,
-                                          size, after, ptrs)
-        assert rc == 0
+        assert helper.node_on_native_thread(ctypes.cast(lib.gpumem_malloc, ctypes.c_void_p), FORWARD_THREAD, seq, name,
+                                            size, after, ptrs) == 0
         out += [p for p in ptrs if p]
     lib.gpumem_backward_end()
 
@@ -67,7 +92,7 @@ def unpack(lib, size):
 """
 
 
-def recompute_in_node(lib, folder, out):
+def recompute_in_node(lib, helper, folder, out):
     """A checkpoint's recomputation: Python code on the autograd thread while a node runs (its saved tensor's unpack
     hook), from a file named as torch's checkpoint module is."""
     import importlib.util
@@ -79,33 +104,46 @@ def recompute_in_node(lib, folder, out):
     spec = importlib.util.spec_from_file_location("fake_checkpoint", os.path.join(where, "checkpoint.py"))
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
-    lib.gpumem_node_begin(FORWARD_THREAD, 0, b"AddmmBackward0")
+    helper.set_current_node(1, FORWARD_THREAD, 0, b"AddmmBackward0")
     out.append(mod.unpack(lib, 3 * KIB))
-    lib.gpumem_node_end()
+    helper.set_current_node(0, 0, 0, None)
+
+
+# Per step: the backward's nodes (sequence number, name, bytes its apply() allocates, bytes allocated after it).
+STEPS = [
+    [(0, b"ConvolutionBackward0", 5 * KIB, 9 * KIB), (1, b"ThresholdBackward1", 6 * KIB, 0),
+     (2, b"CloneBackward0", 4 * KIB, 0), (NO_NUMBER, b"torch::autograd::AccumulateGrad", 7 * KIB, 0),
+     (99, b"UnknownBackward0", 8 * KIB, 0)],
+    [(3, b"ConvolutionBackward0", 10 * KIB, 0), (4, b"ThresholdBackward1", 11 * KIB, 0),
+     (5, b"CloneBackward0", 12 * KIB, 0)],
+    [(6, b"ConvolutionBackward0", 13 * KIB, 0), (7, b"MulBackward0", 14 * KIB, 0), (8, b"CloneBackward0", 15 * KIB, 0)],
+]
 
 
 def scenario_links(path):
     lib = common.load()
-    lib.gpumem_links_connect.argtypes = [COUNT, COUNT, SWITCH]
-    lib.gpumem_node_begin.argtypes = [ctypes.c_uint64, ctypes.c_int64, ctypes.c_char_p]
+    lib.gpumem_links_connect.argtypes = [COUNT, COUNT, SWITCH, ctypes.c_void_p]
     common.configure(lib, capture_path=path)
-    torch = Torch()
+    helper = ctypes.CDLL(common.NATIVE_THREAD_SO)
+    helper.node_on_native_thread.argtypes = [ctypes.c_void_p, ctypes.c_uint64, ctypes.c_uint64, ctypes.c_char_p,
+                                             ctypes.c_size_t, ctypes.c_size_t, ctypes.POINTER(ctypes.c_void_p)]
+    helper.set_current_node.argtypes = [ctypes.c_int, ctypes.c_uint64, ctypes.c_uint64, ctypes.c_char_p]
+    torch = Torch(helper)
     lib.gpumem_links_connect(*torch.cbs)
     lib.gpumem_op_end()  # the thread's first look: nodes made before are no recorded op's
-    helper = ctypes.CDLL(common.NATIVE_THREAD_SO)
-    helper.node_on_native_thread.argtypes = [ctypes.c_void_p] * 3 + [ctypes.c_uint64, ctypes.c_int64, ctypes.c_char_p,
-                                                                      ctypes.c_size_t, ctypes.c_size_t,
-                                                                      ctypes.POINTER(ctypes.c_void_p)]
-    ptrs = [conv(lib, torch)]
-    relu_(lib, torch)
-    ptrs.append(unrecorded(lib, torch))
-    backward(lib, helper, torch, ptrs)
-    print("SWITCHED", torch.switched)
+    ptrs = []
+    for step, nodes in enumerate(STEPS):
+        ptrs += forward(lib, torch, diverge=step == 2)
+        backward(lib, helper, nodes, ptrs)
+        print("SWITCHED", step, torch.switched)
     lib.gpumem_backward_begin()  # RECOMPUTE-BACKWARD
-    t = threading.Thread(target=recompute_in_node, args=(lib, os.path.dirname(path), ptrs))
+    t = threading.Thread(target=recompute_in_node, args=(lib, helper, os.path.dirname(path), ptrs))
     t.start()
     t.join()
     lib.gpumem_backward_end()
+    buf = ctypes.create_string_buffer(1 << 16)
+    lib.gpumem_stack_info(buf, len(buf))
+    print("LINKS " + json.dumps(json.loads(buf.value.decode())["backward_links"]))
     for p in ptrs:
         lib.gpumem_free(p, 0, 0, None)
     lib.gpumem_shutdown(0)
@@ -126,34 +164,50 @@ class BackwardLinksTest(unittest.TestCase):
             flags, frames = c.stacks[allocs[size]["stack"]]
             return flags, [(os.path.realpath(f) if not f.startswith("<") else f, fn, ln) for f, fn, ln in frames]
 
-        def caller_frames_follow(frames, k):
-            self.assertEqual(frames[k + 1], (this, "backward", line("BACKWARD-LINE")))
+        def node_of(size, name, op, tag):
+            """The allocation of `size` is backward's, linked (flags 3) to `op`'s line, node `name`, then the
+            backward() caller's frames."""
+            flags, fr = stack(size)
+            self.assertEqual((flags, fr[0]), (3, (this, op, line(tag))), size)
+            k = fr.index(("<backward>", name, 0))
+            self.assertEqual(fr[k + 1], (this, "backward", line("BACKWARD-LINE")))
+            return fr
 
-        # A node made by an op that allocated after making it: the allocation's frames.
-        flags, fr = stack(5 * KIB)
-        self.assertEqual(flags, 3)  # kStackBackward | kStackLinked
-        self.assertEqual(fr[0], (this, "conv", line("CONV-LINE")))
-        k = fr.index(("<backward>", "ConvolutionBackward0", 0))
-        self.assertEqual(fr[1:k][0][1], "scenario_links")
-        caller_frames_follow(fr, k)
+        # Step 1, learned with the op callback on. A node made by an op that allocated after making it: the
+        # allocation's frames (the forward's own frames follow).
+        fr = node_of(5 * KIB, "ConvolutionBackward0", "conv", "CONV-LINE")
+        self.assertEqual(fr[1][1], "forward")
         # An in-place op's node: filed at the op's end, under its own line.
-        flags, fr = stack(6 * KIB)
-        self.assertEqual((flags, fr[0]), (3, (this, "relu_", line("RELU-LINE"))))
-        self.assertIn(("<backward>", "ThresholdBackward1", 0), fr)
+        node_of(6 * KIB, "ThresholdBackward1", "relu_", "RELU-LINE")
         # A node no op end filed: the next allocation of its thread files it, under that allocation's line.
-        flags, fr = stack(4 * KIB)
-        self.assertEqual((flags, fr[0]), (3, (this, "unrecorded", line("NEXT-ALLOC"))))
-        # After a node's apply() and before the next node, its thread's allocations are still that node's (Note
-        # [Node's evaluation]): the engine's validate_outputs and input buffers.
+        node_of(4 * KIB, "CloneBackward0", "unrecorded", "NEXT-ALLOC")
+        # Allocations while the engine still evaluates a node after its apply() (validate_outputs, input buffers) are
+        # that node's: PyTorch's current node covers the whole evaluation.
         self.assertEqual(stack(9 * KIB), stack(5 * KIB))
         # AccumulateGrad (no sequence number) and a node whose forward was never filed: the backward() caller's stack.
         for size in (7 * KIB, 8 * KIB):
             flags, fr = stack(size)
             self.assertEqual((flags, fr[0]), (1, (this, "backward", line("BACKWARD-LINE"))))
-        # The op callback is switched off while the backward() bracket is open, and on again after.
-        self.assertIn("SWITCHED [0, 1]", out)
         # The forward's own allocations are the forward's (no backward flag).
         self.assertEqual(stack(16 * KIB)[0], 0)
+        # Note [Learned steps]: the callback goes off at the first backward() and stays off once the step is known.
+        self.assertIn("SWITCHED 0 [0]", out)
+        # Step 2, known, the callback off: the in-place op's end never reached the library, and its node is still on
+        # its own line (from the learned step), not on the next allocation's.
+        node_of(11 * KIB, "ThresholdBackward1", "relu_", "RELU-LINE")
+        node_of(10 * KIB, "ConvolutionBackward0", "conv", "CONV-LINE")
+        node_of(12 * KIB, "CloneBackward0", "unrecorded", "NEXT-ALLOC")
+        self.assertIn("SWITCHED 1 [0]", out)
+        # Step 3 takes another path: the allocation where none was learned misses, files its node under its own line,
+        # and turns the callback on for the rest of the step; the next step is learned again.
+        node_of(14 * KIB, "MulBackward0", "other", "OTHER-LINE")
+        node_of(13 * KIB, "ConvolutionBackward0", "conv", "CONV-LINE")
+        node_of(15 * KIB, "CloneBackward0", "unrecorded", "NEXT-ALLOC")
+        self.assertIn("SWITCHED 2 [0, 1, 0, 1]", out)
+        links = json.loads(out.split("LINKS ", 1)[1].splitlines()[0])
+        self.assertEqual({k: links[k] for k in ("steps_learned", "steps_known", "misses", "mode")},
+                         {"steps_learned": 1, "steps_known": 1, "misses": 1, "mode": "learn"})
+        self.assertEqual((links["nodes"], links["nodes_linked"]), (11, 10))  # and AccumulateGrad, met unnumbered
         # A recomputation in a node (Python frames of torch's checkpoint module on the autograd thread): its own
         # frames first, then the node's forward op, the node, and the backward() caller; flagged recomputed.
         flags, fr = stack(3 * KIB)
