@@ -13,8 +13,10 @@ live allocation made during that backward is compared with the reference (worklo
 - op: the innermost frame before the <module>/<backward> pseudo-frames = the innermost frame of the node's forward
   traceback (checkpoint recomputations left out: they run the checkpointed ops, not the node's own);
 - module: the <module> pseudo-frame = the leaf module whose output the node is, where it is one.
-smoke: the same on the two small models, fewer steps. cost: test/gpu/bench_allocator.py's step time of GPT-2 small and
-ResNet-50 under `gpumem run` in both modes, with the links and with GPUMEM_BACKWARD_LINKS=0, in interleaved rounds.
+The last step must also be one the library replayed from the step it learned (Note [Learned steps]: no miss, every
+step after the first known). smoke: the same on the two small models, fewer steps. cost: test/gpu/bench_allocator.py's
+step time of GPT-2 small and ResNet-50 under `gpumem run` in both modes, with the links and with
+GPUMEM_BACKWARD_LINKS=0, and the default mode without them twice (the run's noise floor), in interleaved rounds.
 Results: DIR/backward_lines.json (and .txt); each run's capture and truth under DIR/runs/.
 """
 import faulthandler
@@ -147,7 +149,7 @@ def analyse(capture_path, truth_path, answer_path):
 
     begins = sorted((a, i) for a, b, i in spans)
 
-    def node_at(t):  # the node being evaluated: the last one whose pre-hook ran (Note [Node's evaluation])
+    def node_at(t):  # the node being evaluated: the last one whose pre-hook ran (its evaluation goes on after its hook)
         k = bisect.bisect_right(begins, (t, float("inf"))) - 1
         return begins[k][1] if k >= 0 else None
 
@@ -245,8 +247,11 @@ def build_observer():
     return {"rc": p.returncode, "seconds": round(time.time() - t, 1), "tail": (p.stdout + p.stderr)[-600:]}
 
 
+# "noise": the default mode without the links against a second process of the same (GPUMEM_AA is read by nothing):
+# the run's own noise floor, in the same rounds.
 PAIRS = {"auto": ("gpumem-run-auto:GPUMEM_BACKWARD_LINKS=0", "gpumem-run-auto"),
-         "lens": ("gpumem-run:GPUMEM_BACKWARD_LINKS=0", "gpumem-run")}
+         "lens": ("gpumem-run:GPUMEM_BACKWARD_LINKS=0", "gpumem-run"),
+         "noise": ("gpumem-run-auto:GPUMEM_BACKWARD_LINKS=0", "gpumem-run-auto:GPUMEM_BACKWARD_LINKS=0,GPUMEM_AA=1")}
 
 
 def cost_ratios(bench):
@@ -272,7 +277,7 @@ def cost_ratios(bench):
 
 
 def cost(out, deadline, rounds, steps):
-    configs = [c for pair in PAIRS.values() for c in pair]
+    configs = list(dict.fromkeys(c for pair in PAIRS.values() for c in pair))
     cmd = [PY, os.path.join(HERE, "bench_allocator.py"), "--so", SO, "--only", "steps", "--models", "gpt2", "resnet50",
            "--step-configs"] + configs + ["--rounds", str(rounds), "--steps", str(steps), "--cpus", "6",
                                           "--lockstep", "10", "--turn-cpus"]

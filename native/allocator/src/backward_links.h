@@ -23,14 +23,15 @@
 // (a ResNet-50 step runs 3,200 ops: with a no-op callback its host time was ×1.10 on an H200), while a step's nodes are
 // the same from step to step. So the thread that calls backward() (the forward thread, "main") learns a step with the
 // callback on: for each of its nodes, by its offset from the step's first sequence number, the stack and module it
-// was filed under and whether an allocation filed it. At the next backward() the step is known, and the callback
-// stays off: each allocation files the nodes it finds unfiled from the known step, checking it first where it can —
-// the last of those nodes was filed by an allocation of the same stack and module when learned, or a view's or
-// in-place op's whose op end filed it. A check that fails (another path through the model, another length of loop)
-// files that allocation's nodes under its stack, as an allocation does without the callback, turns the callback on
-// and learns the next step again; a step whose node count differs from the known one's learns the next step again
-// too. Misses in kGiveUp steps running keep the callback on for good. Nodes made on other threads, and in a
-// backward (a reentrant checkpoint's recomputation), are filed by their allocations alone, as before.
+// was filed under, and those of the first allocation after it was made (before the next node: the op's own output,
+// or the next op's after a view). At the next backward() the step is known and the callback stays off: each
+// allocation first checks that it is the one learned after the last node made, then files the nodes it finds
+// unfiled from the known step, views and in-place ops on their own lines. A check that fails (another path through
+// the model, another length of loop) files that allocation's nodes under its stack, as an allocation does without
+// the callback, turns the callback on for the rest of the step, and the next step is learned; so is the step after
+// one whose node count differs from the known one's. After misses in kGiveUp steps with no step replayed whole
+// between them, the callback stays on. Nodes made on other threads, and in a backward (a reentrant checkpoint's
+// recomputation), are filed by their allocations alone (the callback is off there).
 // Note [Forward callback off in backward]: the callback is off while a backward() bracket is open (the backward's
 // own ops, most of a step's, make no node to file).
 //
@@ -46,7 +47,7 @@
 namespace gpumem::rec::links {
 
 constexpr uint64_t kRing = 1u << 18;  // sequence numbers kept per forward thread (4 MiB)
-constexpr int kGiveUp = 4;            // steps running with a miss before the op callback stays on
+constexpr int kGiveUp = 4;            // steps with a miss, none whole between, before the op callback stays on
 
 // PyTorch's side, from the observer extension: the calling thread's next autograd sequence number
 // (at::sequence_number::peek) and its RecordFunction thread id; the op callback's switch (0 off, 1 on); the node the

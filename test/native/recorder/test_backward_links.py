@@ -66,13 +66,22 @@ def unrecorded(lib, torch):
     return lib.gpumem_malloc(1 * KIB, 0, None)  # NEXT-ALLOC
 
 
-def forward(lib, torch, diverge):
+def view(lib, torch):
+    torch.next += 1  # a view: a node, no allocation
+    if torch.on:
+        lib.gpumem_op_end()  # VIEW-LINE
+
+
+def forward(lib, torch, path="A"):
+    """A: conv, relu_, unrecorded. B: `other` where relu_ was. C: A, then a view before the loss."""
     ptrs = [conv(lib, torch)]
-    if diverge:
+    if path == "B":
         ptrs.append(other(lib, torch))
     else:
         relu_(lib, torch)
     ptrs.append(unrecorded(lib, torch))
+    if path == "C":
+        view(lib, torch)
     return ptrs
 
 
@@ -133,7 +142,7 @@ def scenario_links(path):
     lib.gpumem_op_end()  # the thread's first look: nodes made before are no recorded op's
     ptrs = []
     for step, nodes in enumerate(STEPS):
-        ptrs += forward(lib, torch, diverge=step == 2)
+        ptrs += forward(lib, torch, "B" if step == 2 else "A")
         backward(lib, helper, nodes, ptrs)
         print("SWITCHED", step, torch.switched)
     lib.gpumem_backward_begin()  # RECOMPUTE-BACKWARD
@@ -146,6 +155,28 @@ def scenario_links(path):
     print("LINKS " + json.dumps(json.loads(buf.value.decode())["backward_links"]))
     for p in ptrs:
         lib.gpumem_free(p, 0, 0, None)
+    lib.gpumem_shutdown(0)
+
+
+def scenario_paths(path):
+    """Steps on changing paths (Note [Learned steps]): a known step whose node count differs (C), then known steps
+    that miss (B) each time after one is learned, until the op callback stays on."""
+    lib = common.load()
+    lib.gpumem_links_connect.argtypes = [COUNT, COUNT, SWITCH, ctypes.c_void_p]
+    common.configure(lib, capture_path=path)
+    helper = ctypes.CDLL(common.NATIVE_THREAD_SO)
+    torch = Torch(helper)
+    lib.gpumem_links_connect(*torch.cbs)
+    lib.gpumem_op_end()
+    buf = ctypes.create_string_buffer(1 << 16)
+    for step, way in enumerate("AACABABABA"):
+        on = torch.on
+        for p in forward(lib, torch, way):
+            lib.gpumem_free(p, 0, 0, None)
+        lib.gpumem_backward_begin()
+        lib.gpumem_backward_end()
+        lib.gpumem_stack_info(buf, len(buf))
+        print("STEP %d %s callback=%s %s" % (step, way, on, json.dumps(json.loads(buf.value.decode())["backward_links"])))
     lib.gpumem_shutdown(0)
 
 
@@ -218,6 +249,27 @@ class BackwardLinksTest(unittest.TestCase):
         self.assertLess(fr.index((this, "conv", line("CONV-LINE"))), k)
         self.assertEqual(fr[k + 1], (this, "scenario_links", line("RECOMPUTE-BACKWARD")))
 
+    def test_steps_learned_known_and_given_up(self):
+        with tempfile.TemporaryDirectory() as d:
+            out = common.run_scenario(os.path.abspath(__file__), "paths", os.path.join(d, "c.gpumem"))
+        steps = {}
+        for row in out.splitlines():
+            if row.startswith("STEP "):
+                _, n, way, on, rest = row.split(" ", 4)
+                steps[int(n)] = (way, on == "callback=True", json.loads(rest))
+        counts = lambda n: tuple(steps[n][2][k] for k in ("steps_learned", "steps_known", "misses"))  # noqa: E731
+        # Learned with the callback on, then known with it off.
+        self.assertEqual((steps[0][1], steps[0][2]["mode"], counts(0)), (True, "known", (1, 0, 0)))
+        self.assertEqual((steps[1][1], counts(1)), (False, (1, 1, 0)))
+        # One more node than the known step (a view before the loss): a miss at backward(), the next step learned.
+        self.assertEqual((steps[2][1], steps[2][2]["mode"], counts(2)), (False, "learn", (1, 1, 1)))
+        self.assertEqual((steps[3][1], steps[3][2]["mode"], counts(3)), (True, "known", (2, 1, 1)))
+        # Another path each time a step is known: after misses in kGiveUp (4) steps with no step replayed whole
+        # between them, the callback stays on.
+        self.assertEqual((steps[4][2]["mode"], counts(4)), ("learn", (2, 1, 2)))
+        self.assertEqual((steps[8][2]["mode"], counts(8)), ("always_on", (4, 1, 4)))
+        self.assertEqual((steps[9][1], steps[9][2]["mode"], counts(9)), (True, "always_on", (4, 1, 4)))
+
 
 if __name__ == "__main__":
-    common.main({"links": scenario_links})
+    common.main({"links": scenario_links, "paths": scenario_paths})
