@@ -17,6 +17,7 @@ The last step must also be one the library replayed from the step it learned (No
 step after the first known). smoke: the same on the two small models, fewer steps. cost: test/gpu/bench_allocator.py's
 step time of GPT-2 small and ResNet-50 under `gpumem run` in both modes, with the links and with
 GPUMEM_BACKWARD_LINKS=0, and the default mode without them twice (the run's noise floor), in interleaved rounds.
+self-time: the same pairs with GPUMEM_SELF_TIME=1: host time the links add a step, measured inside each process.
 Results: DIR/backward_lines.json (and .txt); each run's capture and truth under DIR/runs/.
 """
 import faulthandler
@@ -276,22 +277,55 @@ def cost_ratios(bench):
     return out
 
 
-def cost(out, deadline, rounds, steps):
-    configs = list(dict.fromkeys(c for pair in PAIRS.values() for c in pair))
+def bench_rounds(out, deadline, configs, rounds, steps):
     cmd = [PY, os.path.join(HERE, "bench_allocator.py"), "--so", SO, "--only", "steps", "--models", "gpt2", "resnet50",
            "--step-configs"] + configs + ["--rounds", str(rounds), "--steps", str(steps), "--cpus", "6",
                                           "--lockstep", "10", "--turn-cpus"]
     rc, seconds = run_logged(cmd, dict(ENV, OUT=out), os.path.join(out, "cost.log"), deadline)
     # the rounds the bench printed, also when it was cut short (its JSON is written at its end only)
     with open(os.path.join(out, "cost.log")) as f:
-        rounds = [json.loads(line)["result"] for line in f if line.startswith('{"round"')]
-    return {"rc": rc, "seconds": seconds, "rounds": len(rounds), "ratios": cost_ratios({"step_rounds": rounds})}
+        return rc, seconds, [json.loads(line)["result"] for line in f if line.startswith('{"round"')]
+
+
+def cost(out, deadline, rounds, steps):
+    configs = list(dict.fromkeys(c for pair in PAIRS.values() for c in pair))
+    rc, seconds, got = bench_rounds(out, deadline, configs, rounds, steps)
+    return {"rc": rc, "seconds": seconds, "rounds": len(got), "ratios": cost_ratios({"step_rounds": got})}
+
+
+# The recording part that encloses everything the links do at an allocation (Note [Self time] in
+# native/allocator/src/self_time.h): PyTorch's context recorder calling us (default mode), our malloc (lens).
+ENCLOSING = {"auto": "gather", "lens": "malloc"}
+
+
+def self_time(out, deadline, rounds, steps):
+    """Host time the links add a step, measured inside each process (GPUMEM_SELF_TIME=1: the TSC cycles in each
+    recording part), so the host's speed from one process to the next does not enter it: per mode and model, µs a step
+    of the enclosing part with the links over without, and that as a share of the step's host CPU time."""
+    import statistics
+
+    pairs = {mode: tuple(c + ("," if ":" in c else ":") + "GPUMEM_SELF_TIME=1" for c in pair)
+             for mode, pair in PAIRS.items() if mode in ENCLOSING}
+    rc, seconds, got = bench_rounds(out, deadline, [c for pair in pairs.values() for c in pair], rounds, steps)
+    res = {"rc": rc, "seconds": seconds, "rounds": len(got)}
+    for mode, (off, on) in pairs.items():
+        for model in ("gpt2", "resnet50"):
+            added, share = [], []
+            for r in got:
+                a, b = r.get(off, {}).get(model, {}), r.get(on, {}).get(model, {})
+                us = [x.get("self_us_per_step", {}).get(ENCLOSING[mode]) for x in (a, b)]
+                if None not in us and b.get("cpu_ms"):
+                    added.append(round(us[1] - us[0], 1))
+                    share.append(round((us[1] - us[0]) / 1e3 / b["cpu_ms"] * 100, 2))
+            res["%s_%s" % (mode, model)] = {"added_us": added, "pct_of_host_cpu": share,
+                                            "median_us": statistics.median(added) if added else None}
+    return res
 
 
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", required=True)
-    ap.add_argument("--stage", default="truth", choices=("smoke", "truth", "cost"))
+    ap.add_argument("--stage", default="truth", choices=("smoke", "truth", "cost", "self-time"))
     ap.add_argument("--models", nargs="+")
     ap.add_argument("--modes", nargs="+", default=["lens", "auto"])
     ap.add_argument("--limit", type=int, default=540)
@@ -303,6 +337,8 @@ def main():
     res = {"stage": args.stage, "observer_build": build_observer()}
     if args.stage == "cost":
         res["cost"] = cost(args.out, deadline, args.rounds, args.bench_steps)
+    elif args.stage == "self-time":
+        res["self_time"] = self_time(args.out, deadline, args.rounds, args.bench_steps)
     else:
         models = args.models or (["reentrant", "efficientnet"] if args.stage == "smoke" else ["efficientnet", "bert", "neox"])
         steps = 2 if args.stage == "smoke" else 3
@@ -343,6 +379,8 @@ def main():
             print("   module miss", m)
     for k, v in (res.get("cost", {}).get("ratios") or {}).items():
         print("cost", k, v)
+    for k, v in res.get("self_time", {}).items():
+        print("self_time", k, v)
     print("verdict", res.get("verdict"), "observer", res["observer_build"]["rc"], res["observer_build"]["seconds"], "s")
 
 

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Every GPU check in one device call (device time is scarce). Build here first, then carry dist/native:
 #   make -C native/allocator && <device run, carry dist/native> bash test/gpu/run_all.sh [stage…]
-# Stages: conformance env allocator workload sanitizer stacks micro steps frag probes varlen leaks pytorch-tests summaries oom-sample leaks-convnet no-false-leaks keeper-probe budget monitors metadata export-viz categories categories-cost backward-lines backward-cost probe-off figures-only tracker-cost nvml-cost what-if host-bisect host-profile resnet-overhead long-run advice pytorch-mode pytorch-mode-cost ranks-2gpu notebooks pytest-order (default: env allocator stacks workload sanitizer).
+# Stages: conformance env allocator workload sanitizer stacks micro steps frag probes varlen leaks pytorch-tests summaries oom-sample leaks-convnet no-false-leaks keeper-probe budget monitors metadata export-viz categories categories-cost backward-lines backward-cost backward-self-time probe-off figures-only tracker-cost nvml-cost what-if host-bisect host-profile resnet-overhead long-run advice pytorch-mode pytorch-mode-cost ranks-2gpu notebooks pytest-order (default: env allocator stacks workload sanitizer).
 # Each of micro, steps and frag is one part of test/gpu/bench_allocator.py; "bench" runs all three.
 # Results land under $OUT (logs + JSON), one file per stage, so they come back with the call.
 set -u
@@ -120,6 +120,7 @@ for s in "${stages[@]}"; do
     # EfficientNet-B0, BERT and GPT-NeoX with checkpointing, both modes, against anomaly-mode tracebacks; then the
     # step time of GPT-2 small and ResNet-50 with the links and without (GPUMEM_BACKWARD_LINKS=0), interleaved.
     backward-lines) run_stage backward-lines 300 python3 test/gpu/backward_lines_check.py --out "$OUT/backward-lines" --stage truth --limit 280 ;;
+    backward-self-time) run_stage backward-self-time 280 env GPUMEM_WATCHDOG_S=270 python3 test/gpu/backward_lines_check.py --out "$OUT/backward-self-time" --stage self-time --rounds ${ROUNDS:-1} --bench-steps ${STEPS:-50} --limit 260 ;;
     backward-cost) run_stage backward-cost 580 env GPUMEM_WATCHDOG_S=570 python3 test/gpu/backward_lines_check.py --out "$OUT/backward-cost" --stage cost --rounds ${ROUNDS:-3} --bench-steps ${STEPS:-50} --limit 560 ;;
     categories-cost) run_stage categories-cost 580 bash -c "PYTHONPATH=$PWD/native/python python3 -m gpumem build-observer >/dev/null 2>&1
         python3 test/gpu/bench_allocator.py --so $SO --only steps --models ${MODELS:-gpt2 resnet50} \
