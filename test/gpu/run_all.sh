@@ -120,7 +120,7 @@ for s in "${stages[@]}"; do
     # EfficientNet-B0, BERT and GPT-NeoX with checkpointing, both modes, against anomaly-mode tracebacks; then the
     # step time of GPT-2 small and ResNet-50 with the links and without (GPUMEM_BACKWARD_LINKS=0), interleaved.
     backward-lines) run_stage backward-lines 300 python3 test/gpu/backward_lines_check.py --out "$OUT/backward-lines" --stage truth --limit 280 ;;
-    backward-self-time) run_stage backward-self-time 280 env GPUMEM_WATCHDOG_S=270 python3 test/gpu/backward_lines_check.py --out "$OUT/backward-self-time" --stage self-time --rounds ${ROUNDS:-1} --bench-steps ${STEPS:-50} --limit 260 ;;
+    backward-self-time) run_stage backward-self-time 300 env GPUMEM_WATCHDOG_S=270 python3 test/gpu/backward_lines_check.py --out "$OUT/backward-self-time" --stage self-time --rounds ${ROUNDS:-1} --bench-steps ${STEPS:-50} --limit 260 ;;
     backward-cost) run_stage backward-cost 580 env GPUMEM_WATCHDOG_S=570 python3 test/gpu/backward_lines_check.py --out "$OUT/backward-cost" --stage cost --rounds ${ROUNDS:-3} --bench-steps ${STEPS:-50} --limit 560 ;;
     categories-cost) run_stage categories-cost 580 bash -c "PYTHONPATH=$PWD/native/python python3 -m gpumem build-observer >/dev/null 2>&1
         python3 test/gpu/bench_allocator.py --so $SO --only steps --models ${MODELS:-gpt2 resnet50} \
