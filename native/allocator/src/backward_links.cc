@@ -102,7 +102,7 @@ thread_local bool t_main = false;
 std::atomic<int> g_mode{int(Mode::kLearn)};  // read by any thread's backward bracket
 bool g_whole = false;                        // learning since a step's first node
 uint64_t g_base = 0;                         // the step's first sequence number
-uint64_t g_checked = 0;                      // the offsets below it have met their first allocation in this step
+uint64_t g_checked = 0;                      // the sequence numbers below it have met their first allocation
 std::vector<Learned> g_learning;             // this step's, by offset from g_base
 std::vector<Learned> g_known;                // the step learned last
 int g_missed_running = 0;                    // steps with a miss since a step replayed whole
