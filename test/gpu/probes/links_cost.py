@@ -10,7 +10,9 @@ import faulthandler
 
 faulthandler.dump_traceback_later(280, exit=True)
 import json
+import os
 import statistics
+import sys
 import time
 
 import torch
@@ -84,24 +86,12 @@ ext = load_inline("links_cost_probe", CPP, functions=["fn_on", "fn_off", "bw_on"
                  verbose=False)
 out = {"torch": torch.__version__, "build_s": round(time.time() - t, 1)}
 
-# (1) cost
-import torchvision
+# (1) cost: the step benchmark's ResNet-50 step (batch 64, bf16 autocast, SGD)
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from bench_allocator import step_fn  # noqa: E402
 
 torch.manual_seed(0)
-model = torchvision.models.resnet50().cuda()
-opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
-x = torch.randn(64, 3, 224, 224, device="cuda")
-y = torch.randint(0, 1000, (64,), device="cuda")
-
-
-def step():
-    with torch.autocast("cuda", dtype=torch.bfloat16):
-        loss = torch.nn.functional.cross_entropy(model(x), y)
-    opt.zero_grad(set_to_none=True)
-    loss.backward()
-    opt.step()
-
-
+step = step_fn("resnet50")
 CONFIGS = {"none": ([], []), "function": ([ext.fn_on], [ext.fn_off]), "backward_function": ([ext.bw_on], [ext.bw_off]),
            "both": ([ext.fn_on, ext.bw_on], [ext.fn_off, ext.bw_off])}
 for _ in range(8):

@@ -129,7 +129,9 @@ STEPS = [
 ]
 
 
-def scenario_links(path):
+def connected(path):
+    """The library recording to `path`, the helper, and PyTorch played (Torch) connected to the library; the calling
+    thread has had its first look (nodes made before are no recorded op's)."""
     lib = common.load()
     lib.gpumem_links_connect.argtypes = [COUNT, COUNT, SWITCH, ctypes.c_void_p]
     common.configure(lib, capture_path=path)
@@ -139,7 +141,19 @@ def scenario_links(path):
     helper.set_current_node.argtypes = [ctypes.c_int, ctypes.c_uint64, ctypes.c_uint64, ctypes.c_char_p]
     torch = Torch(helper)
     lib.gpumem_links_connect(*torch.cbs)
-    lib.gpumem_op_end()  # the thread's first look: nodes made before are no recorded op's
+    lib.gpumem_op_end()
+    return lib, helper, torch
+
+
+def links_info(lib):
+    """The stack info's backward_links object (Note [Learned steps]'s counts), as JSON text."""
+    buf = ctypes.create_string_buffer(1 << 16)
+    lib.gpumem_stack_info(buf, len(buf))
+    return json.dumps(json.loads(buf.value.decode())["backward_links"])
+
+
+def scenario_links(path):
+    lib, helper, torch = connected(path)
     ptrs = []
     for step, nodes in enumerate(STEPS):
         ptrs += forward(lib, torch, "B" if step == 2 else "A")
@@ -150,9 +164,7 @@ def scenario_links(path):
     t.start()
     t.join()
     lib.gpumem_backward_end()
-    buf = ctypes.create_string_buffer(1 << 16)
-    lib.gpumem_stack_info(buf, len(buf))
-    print("LINKS " + json.dumps(json.loads(buf.value.decode())["backward_links"]))
+    print("LINKS " + links_info(lib))
     for p in ptrs:
         lib.gpumem_free(p, 0, 0, None)
     lib.gpumem_shutdown(0)
@@ -161,22 +173,14 @@ def scenario_links(path):
 def scenario_paths(path):
     """Steps on changing paths (Note [Learned steps]): a known step whose node count differs (C), then known steps
     that miss (B) each time after one is learned, until the op callback stays on."""
-    lib = common.load()
-    lib.gpumem_links_connect.argtypes = [COUNT, COUNT, SWITCH, ctypes.c_void_p]
-    common.configure(lib, capture_path=path)
-    helper = ctypes.CDLL(common.NATIVE_THREAD_SO)
-    torch = Torch(helper)
-    lib.gpumem_links_connect(*torch.cbs)
-    lib.gpumem_op_end()
-    buf = ctypes.create_string_buffer(1 << 16)
+    lib, _, torch = connected(path)
     for step, way in enumerate("AACABABABA"):
         on = torch.on
         for p in forward(lib, torch, way):
             lib.gpumem_free(p, 0, 0, None)
         lib.gpumem_backward_begin()
         lib.gpumem_backward_end()
-        lib.gpumem_stack_info(buf, len(buf))
-        print("STEP %d %s callback=%s %s" % (step, way, on, json.dumps(json.loads(buf.value.decode())["backward_links"])))
+        print("STEP %d %s callback=%s %s" % (step, way, on, links_info(lib)))
     lib.gpumem_shutdown(0)
 
 
